@@ -1,0 +1,3 @@
+from sweeper.cli import app
+
+app(prog_name="sweeper")

@@ -1,0 +1,47 @@
+"""Reading results: per-operation summaries (and, later, regressions and fits). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+def label(op: str, algorithm: str) -> str:
+    """How an (op, algorithm) pair is named to people: all_reduce, all_reduce (ring), ..."""
+    return op if algorithm == "native" else f"{op} ({algorithm})"
+
+
+@dataclass(frozen=True)
+class OpSummary:
+    label: str
+    points: int
+    failed: int
+    peak_busbw_gb_per_s: float | None
+    peak_size_bytes: int | None
+    min_time_us: float | None
+    min_time_size_bytes: int | None
+
+
+def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
+    """Peak bus bandwidth and smallest latency per operation, in the order first seen."""
+    by_label: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_label.setdefault(label(row["op"], row["algorithm"]), []).append(row)
+    out = []
+    for name, group in by_label.items():
+        ok = [r for r in group if r["status"] == "ok"]
+        peak = max(ok, key=lambda r: r["busbw_gb_per_s"], default=None)
+        fastest = min(ok, key=lambda r: r["time_us"], default=None)
+        out.append(
+            OpSummary(
+                label=name,
+                points=len(group),
+                failed=len(group) - len(ok),
+                peak_busbw_gb_per_s=peak["busbw_gb_per_s"] if peak else None,
+                peak_size_bytes=peak["size_bytes"] if peak else None,
+                min_time_us=fastest["time_us"] if fastest else None,
+                min_time_size_bytes=fastest["size_bytes"] if fastest else None,
+            )
+        )
+    return out

@@ -1,0 +1,267 @@
+"""Ray: connect (or start an embedded local Ray), place rank actors, and step them through points.
+
+A `RankSet` is one set of rank actors with one environment (NCCL reads its variables once
+per process, so a variant that changes them gets its own set) and one world process group.
+Its `run_point` is the two-phase protocol: every member prepares, and only when all of them
+allocated their buffers do they execute. A point that outlives its timeout gets its actors
+killed and the set rebuilt, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from sweeper.errors import InfrastructureError
+from sweeper.plan import Point
+from sweeper.topology import RankInfo, Versions
+from sweeper.worker import Measured, Prepared, Rank
+
+# Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
+# program that uses it can take the host's GPUs out of service.
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+# The driver's own settings for these libraries reach the actors, like a launcher's would.
+_FORWARDED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "NVSHMEM_", "TORCH_SYMM_MEM_")
+_START_TIMEOUT_S = 120.0
+_GRACE_S = 10.0  # after one rank failed, how long the others get to return before a rebuild
+_POLL_S = 1.0
+
+
+@dataclass
+class Connection:
+    embedded: bool
+    address: str | None
+
+    def gpus(self) -> int:
+        return int(ray.cluster_resources().get("GPU", 0))
+
+    def head_host(self) -> str:
+        for node in ray.nodes():
+            if node.get("Alive") and "node:__internal_head__" in node.get("Resources", {}):
+                return str(node["NodeManagerHostname"])
+        return socket.gethostname()
+
+    def close(self) -> None:
+        if self.embedded:
+            ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds, not minutes, when nothing listens at a host:port address."""
+    if address in ("auto", "local"):
+        return
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if not parts.hostname or not parts.port:
+        return
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=5).close()
+    except OSError as exc:
+        raise InfrastructureError(
+            f"cannot reach Ray at {address}: {exc.strerror or exc}",
+            hint="check --address / $RAY_ADDRESS, or leave both unset for an embedded local Ray",
+        ) from None
+
+
+def connect(address: str | None, cpu_ranks: int) -> Connection:
+    """Join the Ray cluster at `address` (default $RAY_ADDRESS), else start an embedded one.
+
+    An embedded Ray gets at least `cpu_ranks` logical CPUs, so that many CPU rank actors fit
+    even on a smaller machine.
+    """
+    if ray.is_initialized():
+        return Connection(embedded=False, address=None)
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        _check_reachable(address)
+        try:
+            ray.init(address=address, namespace="sweeper", log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
+        return Connection(embedded=False, address=address)
+    ray.init(
+        address="local",
+        num_cpus=max(os.cpu_count() or 1, cpu_ranks),
+        include_dashboard=False,
+        namespace="sweeper",
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    return Connection(embedded=True, address=None)
+
+
+def actor_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of an actor set: the driver's library settings, the set's own, and
+    multicast off whatever either says."""
+    env = {k: v for k, v in os.environ.items() if k.startswith(_FORWARDED_PREFIXES)}
+    env.update(extra or {})
+    env.update(MULTICAST_OFF)
+    return env
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a point went on its group: 'ok' with each rank's measurement, or why not."""
+
+    status: str
+    measured: tuple[Measured, ...] = ()
+    error: str | None = None
+
+
+@dataclass
+class RankSet:
+    """`len(bundles)` rank actors in a placement group, joined into one world process group."""
+
+    backend: str
+    bundles: Sequence[Mapping[str, float]]
+    strategy: str = "PACK"
+    env: Mapping[str, str] = field(default_factory=dict)
+    group_timeout_s: float = 600.0
+    plugins: tuple[str, ...] = ()
+    actors: list[Any] = field(default_factory=list)
+    infos: list[RankInfo] = field(default_factory=list)
+    _pg: PlacementGroup | None = None
+    _open: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return len(self.bundles)
+
+    def start(self) -> list[RankInfo]:
+        if self._pg is None:
+            self._pg = placement_group(list(map(dict, self.bundles)), strategy=self.strategy)
+            if not self._wait(self._pg.ready()):
+                remove_placement_group(self._pg)
+                self._pg = None
+                raise InfrastructureError(
+                    f"the cluster cannot place {self.world_size} {self.backend} ranks "
+                    f"({dict(self.bundles[0])} each, {self.strategy})",
+                    hint="ask for fewer ranks, or check `ray status` for free resources",
+                )
+        remote = ray.remote(Rank)
+        self.actors = [
+            remote.options(
+                num_cpus=bundle.get("CPU", 0),
+                num_gpus=bundle.get("GPU", 0),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    self._pg, placement_group_bundle_index=i
+                ),
+                runtime_env={"env_vars": dict(self.env)},
+            ).remote(i, self.world_size, self.backend, self.plugins)
+            for i, bundle in enumerate(self.bundles)
+        ]
+        self.infos = ray.get([a.info.remote() for a in self.actors], timeout=_START_TIMEOUT_S)
+        port = ray.get(self.actors[0].listen.remote(), timeout=_START_TIMEOUT_S)
+        host = self.infos[0].ip
+        joins = [a.join.remote(host, port, self.group_timeout_s) for a in self.actors]
+        ray.get(joins, timeout=_START_TIMEOUT_S)
+        for group_id, ranks in self._open.items():
+            self._open_everywhere(group_id, ranks)
+        return self.infos
+
+    def versions(self) -> Versions:
+        result: Versions = ray.get(self.actors[0].versions.remote(), timeout=_START_TIMEOUT_S)
+        return result
+
+    def open_group(self, group_id: str, ranks: tuple[int, ...]) -> None:
+        if group_id != "world":
+            self._open_everywhere(group_id, ranks)
+        self._open[group_id] = ranks
+
+    def _open_everywhere(self, group_id: str, ranks: tuple[int, ...]) -> None:
+        if group_id != "world":
+            refs = [a.open_group.remote(group_id, ranks) for a in self.actors]
+            ray.get(refs, timeout=_START_TIMEOUT_S)
+
+    def close_group(self, group_id: str) -> None:
+        self._open.pop(group_id, None)
+        ray.get([a.close_group.remote(group_id) for a in self.actors], timeout=_START_TIMEOUT_S)
+
+    def run_point(self, point: Point, timeout_s: float) -> Outcome:
+        members = [self.actors[r] for r in self._open[point.group_id]]
+        deadline = time.monotonic() + timeout_s
+        prepared, timed_out = _gather([m.prepare.remote(point) for m in members], deadline)
+        if timed_out:
+            return self._rebuilt(Outcome("timeout", error=f"prepare took over {timeout_s:g} s"))
+        failed = next((p for p in prepared if isinstance(p, BaseException)), None)
+        if failed is not None:
+            self._release(members)
+            return Outcome("error", error=_message(failed))
+        ooms = [p for p in prepared if isinstance(p, Prepared) and p.status == "oom"]
+        if ooms:
+            self._release(members)
+            return Outcome("oom", error=ooms[0].error)
+        measured, timed_out = _gather([m.execute.remote() for m in members], deadline)
+        if timed_out:
+            return self._rebuilt(Outcome("timeout", error=f"point took over {timeout_s:g} s"))
+        failed = next((m for m in measured if isinstance(m, BaseException)), None)
+        if failed is not None:
+            # A rank that failed inside a collective can leave the communicator unusable.
+            return self._rebuilt(Outcome("error", error=_message(failed)))
+        return Outcome("ok", measured=tuple(measured))
+
+    def _release(self, members: Sequence[Any]) -> None:
+        ray.get([m.release.remote() for m in members], timeout=_START_TIMEOUT_S)
+
+    def _rebuilt(self, outcome: Outcome) -> Outcome:
+        self.kill()
+        self.start()
+        return outcome
+
+    def kill(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        self.actors = []
+
+    def close(self) -> None:
+        self.kill()
+        if self._pg is not None:
+            remove_placement_group(self._pg)
+            self._pg = None
+
+    @staticmethod
+    def _wait(ref: Any) -> bool:
+        ready, _ = ray.wait([ref], timeout=_START_TIMEOUT_S)
+        return bool(ready)
+
+
+def _gather(refs: list[Any], deadline: float) -> tuple[list[Any], bool]:
+    """Every result in order (a failure as its exception), and whether some never came.
+
+    Once one rank has failed, the others get a short grace: if they are stuck in a
+    collective the failed rank left, waiting for the full timeout would only lose time.
+    """
+    results: dict[Any, Any] = {}
+    pending = list(refs)
+    while pending:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return [results.get(r) for r in refs], True
+        ready, pending = ray.wait(
+            pending, num_returns=len(pending), timeout=min(remaining, _POLL_S)
+        )
+        for ref in ready:
+            try:
+                results[ref] = ray.get(ref)
+            except Exception as exc:
+                results[ref] = exc
+                deadline = min(deadline, time.monotonic() + _GRACE_S)
+    return [results[r] for r in refs], False
+
+
+def _message(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None) or exc
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0] if lines else ''}"

@@ -1,0 +1,137 @@
+"""What `sweeper run` shows while it works: a rich progress bar with ETA on a terminal, one
+plain line per point otherwise, or JSON lines (`--format json`) for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from sweeper.analysis import label, summarize
+from sweeper.spec import format_size
+from sweeper.sweep import Finished, Row, Started
+
+
+def _opt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _intro(run: Started) -> str:
+    groups = ", ".join(f"{g.tier} x{g.world_size}" for g in run.groups)
+    low, high = run.sizes
+    return (
+        f"sweeper {run.run_id}: {run.backend} on {groups}; {len(run.ops)} operations "
+        f"({', '.join(run.ops)}) x {', '.join(run.dtypes)}, {format_size(low)} to "
+        f"{format_size(high)}: {run.n_points} points -> {run.output}/"
+    )
+
+
+def _line(row: Row) -> str:
+    """A point as nccl-tests prints one, plus its status."""
+    name = label(row["op"], row["algorithm"])
+    if row["status"] != "ok":
+        return (
+            f"{name:>32} {row['dtype']:>9} {row['size_bytes']:>12}  {row['status']}: {row['error']}"
+        )
+    return (
+        f"{name:>32} {row['dtype']:>9} {row['size_bytes']:>12} {row['time_us']:>11.2f} us "
+        f"{row['algbw_gb_per_s']:>8.2f} {row['busbw_gb_per_s']:>8.2f} GB/s  "
+        f"wrong {_opt(row['n_wrong'], 'd')}"
+    )
+
+
+def summary_table(run: Finished) -> Table:
+    """Peak busbw and smallest latency per operation, the sweep's closing table."""
+    table = Table(title=f"{run.run_id}: {len(run.rows)} points in {run.elapsed_s:.0f} s")
+    for column in ("operation", "points", "failed", "peak busbw GB/s", "at", "min time us", "at"):
+        table.add_column(column, justify="left" if column == "operation" else "right")
+    for s in summarize(run.rows):
+        table.add_row(
+            s.label,
+            str(s.points),
+            str(s.failed),
+            _opt(s.peak_busbw_gb_per_s, ".2f"),
+            format_size(s.peak_size_bytes) if s.peak_size_bytes else "-",
+            _opt(s.min_time_us, ".1f"),
+            format_size(s.min_time_size_bytes) if s.min_time_size_bytes else "-",
+        )
+    return table
+
+
+class HumanConsole:
+    """A progress bar with ETA over points on a terminal; a line per point elsewhere."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.console = Console(file=out or sys.stdout, highlight=False)
+        self.live = self.console.is_terminal
+        self.progress: Progress | None = None
+        self.task: Any = None
+
+    def started(self, run: Started) -> None:
+        self.console.print(_intro(run), soft_wrap=True)
+        if self.live:
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task("sweeping", total=run.n_points)
+
+    def point(self, row: Row) -> None:
+        if self.progress is not None:
+            what = f"{label(row['op'], row['algorithm'])} {format_size(row['size_bytes'])}"
+            self.progress.update(self.task, advance=1, description=f"{what:<40}")
+            if row["status"] != "ok":
+                self.progress.console.print(_line(row), soft_wrap=True)
+        else:
+            self.console.print(_line(row), soft_wrap=True)
+
+    def finished(self, run: Finished) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+        self.console.print(summary_table(run))
+        self.console.print(f"results: {run.output}/ (run_id {run.run_id})", soft_wrap=True)
+
+
+def _default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+class JsonConsole:
+    """One JSON object per line: a `started` event, a `point` per row, a `finished` summary."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        self.out.write(json.dumps({"event": event, **fields}, default=_default) + "\n")
+        self.out.flush()
+
+    def started(self, run: Started) -> None:
+        self._emit("started", **{**asdict(run), "groups": [asdict(g) for g in run.groups]})
+
+    def point(self, row: Row) -> None:
+        self._emit("point", **{k: v for k, v in row.items() if k != "samples_us"})
+
+    def finished(self, run: Finished) -> None:
+        self._emit(
+            "finished",
+            run_id=run.run_id,
+            points=len(run.rows),
+            failed=run.failed,
+            elapsed_s=run.elapsed_s,
+            output=str(run.output),
+            summary=[asdict(s) for s in summarize(run.rows)],
+        )

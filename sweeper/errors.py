@@ -1,0 +1,25 @@
+"""Errors a user can cause, each carrying the exit code the CLI turns it into."""
+
+from __future__ import annotations
+
+
+class SweeperError(Exception):
+    """An expected failure: the CLI prints its message on one line and exits with `exit_code`."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class BadInput(SweeperError):
+    """The command line, a profile or a size was wrong; nothing was run or written."""
+
+    exit_code = 2
+
+
+class InfrastructureError(SweeperError):
+    """Ray was unreachable, or the cluster has fewer nodes or GPUs than asked for."""
+
+    exit_code = 3

@@ -1,0 +1,190 @@
+"""What a sweep is asked to do: the SweepSpec model, size parsing and the dtype table.
+
+Pure: no Ray, no torch. The CLI and YAML profiles both end here, so a bad value is
+rejected once, with the option's name, before anything starts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from sweeper.errors import BadInput
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_SCALE = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_size(value: object) -> int:
+    """Bytes from an int or a string like nccl-tests takes: 8, 1K = 1024, 64M, 8G (binary units)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"{value} is not a size: sizes are at least 1 byte")
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"{value!r} is not a size: use bytes with K, M, G suffixes, e.g. 64M")
+    number, unit, _ = match.groups()
+    size = float(number) * _SCALE[unit.lower()]
+    if size < 1 or size != int(size):
+        raise ValueError(f"{value!r} is not a whole number of bytes >= 1")
+    return int(size)
+
+
+def format_size(size_bytes: int) -> str:
+    """The shortest exact spelling of a size: 8B, 1K, 64M, 3G, 1536K."""
+    for unit in ("T", "G", "M", "K"):
+        scale = _SCALE[unit.lower()]
+        if size_bytes >= scale and size_bytes % scale == 0:
+            return f"{size_bytes // scale}{unit}"
+    return f"{size_bytes}B"
+
+
+@dataclass(frozen=True)
+class Dtype:
+    name: str  # torch spelling, written to the `dtype` column
+    itemsize: int
+    aliases: tuple[str, ...] = ()
+    gloo: bool = True  # gloo raises "Invalid scalar type" for the float8 types
+
+
+DTYPES: dict[str, Dtype] = {
+    d.name: d
+    for d in (
+        Dtype("float32", 4, ("float", "fp32")),
+        Dtype("float64", 8, ("double", "fp64")),
+        Dtype("float16", 2, ("half", "fp16")),
+        Dtype("bfloat16", 2, ("bf16",)),
+        Dtype("int8", 1),
+        Dtype("uint8", 1),
+        Dtype("int32", 4, ("int",)),
+        Dtype("int64", 8),
+        Dtype("float8_e4m3fn", 1, ("fp8_e4m3", "f8e4m3"), gloo=False),
+        Dtype("float8_e5m2", 1, ("fp8_e5m2", "f8e5m2"), gloo=False),
+    )
+}
+_DTYPE_BY_ALIAS = {alias: d.name for d in DTYPES.values() for alias in (d.name, *d.aliases)}
+
+
+def canonical_dtype(name: str) -> str:
+    try:
+        return _DTYPE_BY_ALIAS[name.strip().lower()]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; known: {', '.join(DTYPES)}") from None
+
+
+def _split(value: object) -> object:
+    """Comma lists from the command line become lists; lists from YAML pass through."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+Size = Annotated[int, BeforeValidator(parse_size)]
+Backend = Literal["auto", "nccl", "gloo"]
+
+
+class SweepSpec(BaseModel):
+    """Everything a sweep needs to know; `sweeper run` options and profile keys are its fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address: str | None = Field(
+        None, description="Ray address; default $RAY_ADDRESS, else an embedded local Ray."
+    )
+    backend: Backend = Field(
+        "auto", description="auto: NCCL when the cluster has GPUs, else gloo on CPU ranks."
+    )
+    world: int | None = Field(
+        None, ge=1, description="Ranks: CPU ranks for gloo (default 2), GPUs to use for NCCL."
+    )
+    ops: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
+        ("all",), min_length=1, description="Operations to run, or 'all'."
+    )
+    dtypes: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
+        ("float32",), min_length=1, description="Element types (torch spelling or nccl-tests')."
+    )
+    min_size: Size = Field(8, description="Smallest size S in bytes (K, M, G suffixes).")
+    max_size: int | Literal["auto"] | None = Field(
+        None, description="Largest size S; 'auto' probes memory. Default: the backend's."
+    )
+    step_factor: float = Field(2.0, gt=1, description="Multiply the size by this at each step.")
+    iters: int | None = Field(
+        None, ge=1, description="Timed iterations; default adaptive (a block of a few ms)."
+    )
+    warmup: int | None = Field(
+        None, ge=0, description="Warm-up iterations; default adaptive (as long as the block)."
+    )
+    check: bool = Field(True, description="Check every point's result on a separate iteration.")
+    samples: bool = Field(
+        False, description="Keep per-iteration times (p50/p99 and the samples_us column)."
+    )
+    timeout: float = Field(300.0, gt=0, description="Seconds one point may take before it fails.")
+    seed: int = Field(0, ge=0, description="Seed of the deterministic input data.")
+    output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
+    plugins: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
+        (), description="Python modules that register more operations (driver and every rank)."
+    )
+    cluster_name: str | None = Field(
+        None, description="Name recorded on every row; default the head node's host name."
+    )
+
+    @field_validator("max_size", mode="before")
+    @classmethod
+    def _max_size(cls, value: object) -> object:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return "auto" if value is not None else None
+        return parse_size(value)
+
+    @field_validator("dtypes")
+    @classmethod
+    def _dtypes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(canonical_dtype(name) for name in value))
+
+    @field_validator("ops")
+    @classmethod
+    def _ops(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(name.strip() for name in value))
+
+    def sizes(self, max_size: int) -> list[int]:
+        """The requested grid from min_size up to max_size, like nccl-tests' -b/-e/-f."""
+        if self.min_size > max_size:
+            raise BadInput(
+                f"--min-size {format_size(self.min_size)} is larger than "
+                f"--max-size {format_size(max_size)}"
+            )
+        steps = math.floor(math.log(max_size / self.min_size, self.step_factor) + 1e-9)
+        grid = (round(self.min_size * self.step_factor**k) for k in range(steps + 1))
+        return sorted(set(grid))
+
+
+def build_spec(**options: Any) -> SweepSpec:
+    """A SweepSpec from option values, None meaning 'not given'; errors become BadInput."""
+    given = {key: value for key, value in options.items() if value is not None}
+    try:
+        spec = SweepSpec(**given)
+    except ValidationError as exc:
+        raise BadInput(describe(exc)) from None
+    if isinstance(spec.max_size, int):
+        spec.sizes(spec.max_size)  # min > max is bad input now, not after Ray started
+    return spec
+
+
+def describe(exc: ValidationError) -> str:
+    """One line for the first problem, named as the option the user typed."""
+    error = exc.errors()[0]
+    field = str(error["loc"][0]) if error["loc"] else ""
+    option = "--" + field.replace("_", "-") if field else "input"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return f"unknown option {field!r}"
+    if error["type"] == "literal_error" and "input" in error:
+        return f"{option}: {error['input']!r} is not one of {message.split('Input should be ')[-1]}"
+    return f"{option}: {message}"

@@ -1,0 +1,148 @@
+"""The results dataset: one canonical Arrow schema, append-only atomic writes, and load().
+
+Layout: `<root>/date=YYYY-MM-DD/<run_id>-<batch>.parquet`, hive-partitioned by the run's
+start date (UTC). A batch is written to a hidden `_inflight-*` name in the same directory
+and `os.replace`d into place, so a reader (which skips names starting with `_` or `.`)
+never sees half a file, and a crash loses at most the batch in flight. Every writer and
+reader goes through `SCHEMA`, so columns added later read as nulls in older files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+STATUSES = ("ok", "oom", "timeout", "error", "skipped")
+
+SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("run_started_at", pa.timestamp("us", tz="UTC")),
+        ("run_kind", pa.string()),
+        ("cluster_name", pa.string()),
+        ("sweeper_version", pa.string()),
+        ("ray_version", pa.string()),
+        ("torch_version", pa.string()),
+        ("nccl_version", pa.string()),
+        ("cuda_version", pa.string()),
+        ("driver_version", pa.string()),
+        ("gpu_model", pa.string()),
+        ("nccl_env", pa.map_(pa.string(), pa.string())),
+        ("backend", pa.string()),
+        ("tier", pa.string()),
+        ("variant", pa.string()),
+        ("group_id", pa.string()),
+        ("world_size", pa.int32()),
+        ("n_nodes", pa.int32()),
+        ("hosts", pa.list_(pa.string())),
+        ("gpu_uuids", pa.list_(pa.string())),
+        ("op", pa.string()),
+        ("algorithm", pa.string()),
+        ("dtype", pa.string()),
+        ("in_place", pa.bool_()),
+        ("size_bytes", pa.int64()),
+        ("count_elems", pa.int64()),
+        ("warmup_iters", pa.int32()),
+        ("iters", pa.int32()),
+        ("time_us", pa.float64()),
+        ("time_us_min", pa.float64()),
+        ("time_us_p50", pa.float64()),
+        ("time_us_p99", pa.float64()),
+        ("algbw_gb_per_s", pa.float64()),
+        ("busbw_gb_per_s", pa.float64()),
+        ("busbw_factor", pa.float64()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("n_wrong", pa.int64()),
+        ("max_size_bytes", pa.int64()),
+        ("samples_us", pa.list_(pa.float32())),
+        ("measured_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+PARTITION = pa.schema([("date", pa.string())])
+DATASET_SCHEMA = pa.unify_schemas([SCHEMA, PARTITION])
+COLUMNS = tuple(SCHEMA.names)
+
+
+def _file_name(run_id: str, batch: int) -> str:
+    return f"{run_id}-{batch:05d}.parquet"
+
+
+class ResultWriter:
+    """Appends rows of one run; flushes a batch every `batch_rows` rows or `batch_s` seconds."""
+
+    def __init__(
+        self, root: Path, run_id: str, date: str, batch_rows: int = 256, batch_s: float = 30.0
+    ) -> None:
+        self.directory = Path(root) / f"date={date}"
+        self.run_id = run_id
+        self.batch_rows = batch_rows
+        self.batch_s = batch_s
+        self.rows: list[Mapping[str, Any]] = []
+        self.batches = 0
+        self.written = 0
+        self._last_flush = time.monotonic()
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        unknown = set(row) - set(COLUMNS)
+        if unknown:
+            raise KeyError(f"not in the schema: {sorted(unknown)}")
+        self.rows.append(row)
+        if len(self.rows) >= self.batch_rows or time.monotonic() - self._last_flush >= self.batch_s:
+            self.flush()
+
+    def flush(self) -> None:
+        self._last_flush = time.monotonic()
+        if not self.rows:
+            return
+        table = pa.Table.from_pylist(list(self.rows), schema=SCHEMA)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = _file_name(self.run_id, self.batches)
+        inflight = self.directory / f"_inflight-{name}"
+        pq.write_table(table, inflight)
+        os.replace(inflight, self.directory / name)
+        self.batches += 1
+        self.written += len(self.rows)
+        self.rows = []
+
+
+def dataset(root: str | os.PathLike[str]) -> ds.Dataset:
+    """The results directory as a pyarrow dataset with the canonical schema."""
+    return ds.dataset(
+        root,
+        format="parquet",
+        schema=DATASET_SCHEMA,
+        partitioning=ds.partitioning(PARTITION, flavor="hive"),
+    )
+
+
+def _pandas_type(arrow: pa.DataType) -> Any:
+    if pa.types.is_integer(arrow):
+        return pd.Int64Dtype() if arrow.bit_width == 64 else pd.Int32Dtype()
+    if pa.types.is_boolean(arrow):
+        return pd.BooleanDtype()
+    if pa.types.is_string(arrow):
+        return pd.StringDtype()
+    return None
+
+
+def load(root: str | os.PathLike[str], run_id: str | None = None) -> pd.DataFrame:
+    """Every row under `root` (or one run's) as a DataFrame with the canonical dtypes.
+
+    Integers and booleans are pandas' nullable types (a failed point has no time, a CPU row
+    no GPU), strings are `string`, timestamps UTC, lists and the NCCL map Python objects.
+    """
+    if not Path(root).is_dir():
+        raise FileNotFoundError(f"no results directory at {root}")
+    filter_ = ds.field("run_id") == run_id if run_id else None
+    table = dataset(root).to_table(filter=filter_)
+    frame: pd.DataFrame = table.to_pandas(types_mapper=_pandas_type)
+    return frame

@@ -1,0 +1,31 @@
+"""Fixtures shared by every test: one real embedded Ray for the whole session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests only: the product keeps Ray's token authentication on.
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """A real local Ray with room for 4 CPU ranks on a 2-core machine; sweeps reuse it."""
+    import ray
+
+    ray.init(
+        address="local",
+        num_cpus=4,
+        include_dashboard=False,
+        configure_logging=False,
+        log_to_driver=False,
+        namespace="sweeper-tests",
+    )
+    yield
+    ray.shutdown()

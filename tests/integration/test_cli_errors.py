@@ -1,0 +1,90 @@
+"""Bad input: one line, exit 2, nothing written. An unreachable cluster: exit 3."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sweeper.cli import app
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-size", "12Q"], "--max-size: '12Q' is not a size"),
+        (["--min-size", "-1"], "--min-size: '-1' is not a size"),
+        (["--min-size", "2M", "--max-size", "1M"], "--min-size 2M is larger than --max-size 1M"),
+        (["--ops", "allreduce"], "--ops: unknown operation 'allreduce'"),
+        (["--dtypes", "complex64"], "--dtypes: unknown dtype 'complex64'"),
+        (["--plugin", "no.such.module"], "--plugin no.such.module: cannot import it"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", *args, "--output", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"sweeper: error: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_dtype_the_backend_cannot_do_is_bad_input(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", "--dtypes", "float8_e4m3fn", "--output", str(out)])
+    assert result.exit_code == 2
+    assert (
+        result.stderr.strip()
+        == "sweeper: error: --dtypes: gloo cannot reduce or move float8_e4m3fn"
+    )
+    assert not out.exists()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_address_exits_3_in_seconds(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    address = f"127.0.0.1:{_closed_port()}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "run", "--address", address, "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"sweeper: error: cannot reach Ray at {address}")
+    )
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "run", "--max-size", "12Q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "SWEEPER_DEBUG": "1"},
+    )
+    assert proc.returncode != 0
+    assert "Traceback" in proc.stderr
+    assert "BadInput" in proc.stderr

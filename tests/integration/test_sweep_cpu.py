@@ -1,0 +1,162 @@
+"""Real sweeps: a real local Ray, real gloo ranks, real Parquet. No mocks of either."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import sweeper
+from sweeper.cli import app
+from sweeper.collectives import REGISTRY
+from sweeper.spec import build_spec
+from sweeper.sweep import Finished, Row, Started, run
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+class Recorder:
+    """The observer a test reads back: what the terminal would have been shown."""
+
+    def __init__(self) -> None:
+        self.run: Started | None = None
+        self.rows: list[Row] = []
+        self.end: Finished | None = None
+
+    def started(self, run: Started) -> None:
+        self.run = run
+
+    def point(self, row: Row) -> None:
+        self.rows.append(row)
+
+    def finished(self, run: Finished) -> None:
+        self.end = run
+
+
+def sweep(tmp_path: Path, **options: object) -> tuple[Finished, Recorder]:
+    recorder = Recorder()
+    finished = run(build_spec(output=tmp_path / "results", **options), recorder)
+    return finished, recorder
+
+
+@pytest.mark.parametrize(
+    ("world", "dtypes"), [(2, "float32,bfloat16,int8"), (4, "float32,float16")]
+)
+def test_every_operation_is_exact_at_every_size(tmp_path: Path, world: int, dtypes: str) -> None:
+    finished, recorder = sweep(tmp_path, world=world, dtypes=dtypes, max_size="64K")
+    assert recorder.run is not None
+    assert recorder.run.backend == "gloo"
+    assert recorder.rows == list(finished.rows)
+    df = pd.DataFrame(finished.rows)
+    assert set(df["op"] + "/" + df["algorithm"]) == {
+        f"{c.op}/{c.algorithm}" for c in REGISTRY.values() if c.name != "hang"
+    }
+    bad = df[(df["status"] != "ok") | (df["n_wrong"] != 0)]
+    assert bad.empty, bad[["op", "algorithm", "dtype", "size_bytes", "status", "error", "n_wrong"]]
+    assert (df["world_size"] == world).all()
+    assert (df["tier"] == "cpu").all()
+    assert (df["time_us"] >= df["time_us_min"]).all()
+    assert (df["busbw_gb_per_s"] > 0).all()
+    assert set(df["dtype"]) == set(dtypes.split(","))
+
+
+def test_results_read_back_with_pandas_and_load(tmp_path: Path) -> None:
+    finished, _ = sweep(tmp_path, ops="all_reduce,all_to_all", max_size="4K", iters=3, warmup=1)
+    results = tmp_path / "results"
+    assert not list(results.rglob("_inflight-*"))
+    plain = pd.read_parquet(results)
+    loaded = sweeper.load(results)
+    assert len(plain) == len(loaded) == len(finished.rows) == 2 * 10
+    assert (loaded["iters"] == 3).all()
+    assert (loaded["warmup_iters"] == 1).all()
+    assert (loaded["run_id"] == finished.run_id).all()
+    assert str(loaded["n_wrong"].dtype) == "Int64"
+    row = loaded.set_index(["op", "size_bytes"]).loc[("all_reduce", 4096)]
+    assert row["algbw_gb_per_s"] == pytest.approx(4096 / row["time_us"] / 1e3)
+    assert row["busbw_gb_per_s"] == pytest.approx(row["algbw_gb_per_s"] * 1.0)  # n = 2
+
+
+def test_samples_give_percentiles_from_per_iteration_times(tmp_path: Path) -> None:
+    finished, _ = sweep(
+        tmp_path, ops="broadcast", max_size="1K", min_size="1K", iters=7, samples=True
+    )
+    (row,) = finished.rows
+    assert len(row["samples_us"]) == 7
+    assert (
+        min(row["samples_us"])
+        <= row["time_us_p50"]
+        <= row["time_us_p99"]
+        <= max(row["samples_us"]) + 1e-3
+    )
+
+
+def test_a_hung_point_times_out_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--plugin",
+            "tests.plugins.hang",
+            "--ops",
+            "hang,all_reduce",
+            "--max-size",
+            "2K",
+            "--min-size",
+            "256",
+            "--timeout",
+            "8",
+            "--output",
+            str(tmp_path / "results"),
+        ],
+    )
+    assert result.exit_code == 4, result.output
+    df = sweeper.load(tmp_path / "results")
+    status = dict(
+        zip(df["algorithm"] + "@" + df["size_bytes"].astype(str), df["status"], strict=True)
+    )
+    assert status == {
+        "hang@256": "ok",
+        "hang@512": "ok",
+        "hang@1024": "timeout",
+        "hang@2048": "timeout",
+        "native@256": "ok",
+        "native@512": "ok",
+        "native@1024": "ok",
+        "native@2048": "ok",
+    }
+    assert "took over 8 s" in df.loc[df["status"] == "timeout", "error"].iloc[0]
+
+
+def test_json_format_prints_one_event_per_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--ops",
+            "gather",
+            "--max-size",
+            "64",
+            "--format",
+            "json",
+            "--output",
+            str(tmp_path / "r"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["event"] for e in events] == ["started"] + ["point"] * 4 + ["finished"]
+    assert events[-1]["failed"] == 0
+    assert events[-1]["summary"][0]["label"] == "gather"
+    assert {e["status"] for e in events[1:-1]} == {"ok"}
+
+
+def test_plain_output_names_what_ran(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["run", "--ops", "all_reduce", "--max-size", "64", "--output", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "gloo on cpu x2" in result.stdout
+    assert "peak busbw" in result.stdout

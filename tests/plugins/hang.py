@@ -1,0 +1,24 @@
+"""A test plugin: an all_reduce that hangs at 1 KiB and up, the way a real hang looks.
+
+Rank 0 enters the collective; the other ranks never do, so rank 0 waits in gloo for a
+peer that will not come. Only killing the actors ends it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from sweeper.collectives import REGISTRY, Buffers, Comm, register
+
+HANG_FROM_BYTES = 1024
+_all_reduce = REGISTRY["all_reduce"]
+
+
+def _run(buf: Buffers, comm: Comm) -> None:
+    if buf.send.numel() * buf.send.element_size() >= HANG_FROM_BYTES and comm.rank != 0:
+        time.sleep(3600)
+    _all_reduce.run(buf, comm)
+
+
+HANG = register(dataclasses.replace(_all_reduce, name="hang", algorithm="hang", run=_run))

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+
+from sweeper.collectives import REGISTRY, SUM, resolve
+from sweeper.errors import BadInput
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "itemsize", "n", "count"),
+    [
+        ("all_reduce", 8, 4, 4, 2),  # whole buffer: no per-rank rounding
+        ("all_reduce", 10, 4, 4, 2),  # rounded down to whole elements
+        ("all_reduce", 1, 4, 4, 1),  # never below one element
+        ("all_gather", 8, 4, 4, 4),  # one element per rank at least
+        ("all_gather", 1024, 4, 4, 256),
+        ("all_gather", 1000, 4, 4, 240),  # 62 per rank -> 60 (16-byte chunks)
+        ("reduce_scatter", 3 * 2**20, 2, 8, 3 * 2**19),
+        ("all_to_all", 100, 1, 8, 8 * 12),  # 12 per rank: below 16 B, not aligned
+        ("all_to_all", 1000, 1, 8, 8 * 112),  # 125 -> 112 (16 B)
+    ],
+)
+def test_size_rounds_like_nccl_tests(
+    name: str, size: int, itemsize: int, n: int, count: int
+) -> None:
+    assert REGISTRY[name].count(size, itemsize, n) == count
+
+
+def test_every_rank_expects_exactly_its_output_buffer() -> None:
+    for collective in REGISTRY.values():
+        for n in (1, 2, 3, 4, 8):
+            count = collective.count(4096, 4, n)
+            for rank in range(n):
+                layout = collective.layout(count, n, rank)
+                out = layout.recv or layout.send
+                covered = sorted((s.offset, s.offset + s.length) for s in layout.expected)
+                if covered:  # contiguous and exactly the output buffer
+                    assert covered[0][0] == 0
+                    assert covered[-1][1] == out
+                    assert all(a[1] == b[0] for a, b in pairwise(covered))
+                for span in (*layout.inputs, *layout.expected):
+                    assert span.source == SUM or 0 <= span.source < n
+                    assert span.index + span.length <= count
+
+
+def test_reductions_declare_that_they_sum() -> None:
+    for collective in REGISTRY.values():
+        sums = any(s.source == SUM for s in collective.layout(8, 2, 0).expected)
+        assert sums == collective.reduces, collective.name
+
+
+def test_in_place_follows_the_layout() -> None:
+    in_place = {name for name, c in REGISTRY.items() if c.in_place}
+    assert in_place == {
+        "all_reduce",
+        "reduce",
+        "broadcast",
+        "reduce_scatter+all_gather",
+        "reduce+broadcast",
+    }
+
+
+def test_composites_report_the_operation_they_replace() -> None:
+    assert REGISTRY["reduce_scatter+all_gather"].op == "all_reduce"
+    assert REGISTRY["reduce+broadcast"].op == "all_reduce"
+
+
+def test_resolve_all_and_unknown() -> None:
+    assert [c.name for c in resolve(["all"])] == list(REGISTRY)
+    assert [c.name for c in resolve(["gather", "all_reduce"])] == ["gather", "all_reduce"]
+    with pytest.raises(BadInput, match="unknown operation 'allreduce'"):
+        resolve(["allreduce"])

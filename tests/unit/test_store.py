@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sweeper.store import COLUMNS, SCHEMA, ResultWriter, load
+
+
+def _row(i: int, **extra: object) -> dict[str, object]:
+    return {
+        "run_id": "r1",
+        "run_started_at": datetime(2026, 11, 21, 23, 0, tzinfo=timezone.utc),
+        "op": "all_reduce",
+        "size_bytes": 8 << i,
+        "status": "ok",
+        "hosts": ["a", "b"],
+        "nccl_env": [("NCCL_ALGO", "Ring")],
+        "n_wrong": 0,
+        **extra,
+    }
+
+
+def test_batches_land_atomically_in_the_date_partition(tmp_path: Path) -> None:
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21", batch_rows=3)
+    for i in range(7):
+        writer.append(_row(i))
+    assert len(list((tmp_path / "date=2026-11-21").glob("*.parquet"))) == 2  # 6 rows flushed
+    writer.flush()
+    files = sorted(p.name for p in (tmp_path / "date=2026-11-21").iterdir())
+    assert files == ["r1-00000.parquet", "r1-00001.parquet", "r1-00002.parquet"]
+    assert writer.written == 7
+
+
+def test_pandas_reads_the_dataset_with_no_glue(tmp_path: Path) -> None:
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
+    for i in range(4):
+        writer.append(_row(i))
+    writer.flush()
+    df = pd.read_parquet(tmp_path)
+    assert len(df) == 4
+    assert set(COLUMNS) <= set(df.columns)
+    assert list(df["date"].astype(str).unique()) == ["2026-11-21"]
+
+
+def test_load_gives_canonical_nullable_dtypes(tmp_path: Path) -> None:
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
+    writer.append(_row(0))
+    writer.append(_row(1, status="oom", n_wrong=None))
+    writer.flush()
+    df = load(tmp_path)
+    assert str(df["n_wrong"].dtype) == "Int64"
+    assert str(df["world_size"].dtype) == "Int32"
+    assert str(df["in_place"].dtype) == "boolean"
+    assert str(df["status"].dtype) == "string"
+    assert str(df["run_started_at"].dtype) == "datetime64[us, UTC]"
+    assert df["n_wrong"].isna().tolist() == [False, True]
+    assert df["hosts"].iloc[0].tolist() == ["a", "b"]
+
+
+def test_files_from_an_older_schema_read_with_nulls_for_new_columns(tmp_path: Path) -> None:
+    old = pa.schema([SCHEMA.field("run_id"), SCHEMA.field("op"), SCHEMA.field("size_bytes")])
+    part = tmp_path / "date=2026-01-01"
+    part.mkdir()
+    pq.write_table(
+        pa.Table.from_pylist([{"run_id": "old", "op": "gather", "size_bytes": 8}], schema=old),
+        part / "old-00000.parquet",
+    )
+    writer = ResultWriter(tmp_path, "new", "2026-11-21")
+    writer.append(_row(0, run_id="new"))
+    writer.flush()
+    df = load(tmp_path).set_index("run_id")
+    assert df.loc["old", "op"] == "gather"
+    assert pd.isna(df.loc["old", "busbw_gb_per_s"])
+    assert df.loc["new", "status"] == "ok"
+    assert len(load(tmp_path, run_id="old")) == 1
+
+
+def test_an_inflight_file_is_invisible_to_readers(tmp_path: Path) -> None:
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
+    writer.append(_row(0))
+    writer.flush()
+    (tmp_path / "date=2026-11-21" / "_inflight-r1-00001.parquet").write_bytes(b"half a file")
+    assert len(load(tmp_path)) == 1
+    assert len(pd.read_parquet(tmp_path)) == 1
+
+
+def test_unknown_columns_are_refused(tmp_path: Path) -> None:
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
+    with pytest.raises(KeyError, match="busbw_gbps"):
+        writer.append(_row(0, busbw_gbps=1.0))
+
+
+def test_load_of_a_missing_directory_says_so(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no results directory"):
+        load(tmp_path / "nothing")
