@@ -1,8 +1,29 @@
-"""What the cluster is made of: ranks, their hosts and GPUs, and the software they run."""
+"""What the cluster is made of: nodes, their GPUs and the links between them.
+
+`read_nvml()` asks NVML (nvidia-ml-py) what one node has and returns a plain record (the
+form kept as data files under tests/data/topologies); `Node.from_record` turns a record
+into the model the planner uses: GPUs, a link matrix labelled like `nvidia-smi topo -m`
+(NV#, PIX, PXB, PHB, NODE, SYS) and NVLink islands. No Ray, no torch here: `cluster.py`
+runs `read_nvml` on each node.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+Record = dict[str, Any]
+
+# NVML_TOPOLOGY_* levels, nearest first, as nvidia-smi topo -m names them.
+_ANCESTORS = {0: "INT", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+_REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch"}
+# Per-link, per-direction NVLink bandwidth by NVLink version, in GB/s, where NVML does not
+# report a speed (NVLink 4: 53.125 Gbit/s x 4 lanes... = 26.5625 GB/s per direction).
+_NVLINK_GB_PER_S = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 53.125}
+# PCIe per-lane, per-direction GB/s by generation (after encoding).
+_PCIE_LANE_GB_PER_S = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
 @dataclass(frozen=True)
@@ -28,15 +49,218 @@ class Versions:
     gpu_model: str | None
 
 
-def nvml_driver_version() -> str | None:
-    """The NVIDIA driver's version, or None where NVML is not there."""
+@dataclass(frozen=True)
+class Gpu:
+    index: int  # NVML index on its node (PCI order)
+    uuid: str
+    pci_bus_id: str
+    name: str
+    memory_total_bytes: int
+    memory_free_bytes: int
+    numa_node: int | None
+    nvlink_gb_per_s: float  # all active links together, one direction
+    pcie_gb_per_s: float | None  # max generation x width, one direction
+
+
+@dataclass(frozen=True)
+class Node:
+    host: str
+    node_id: str
+    ip: str
+    gpus: tuple[Gpu, ...]
+    links: tuple[tuple[str, ...], ...]  # links[i][j]: "X", "NV#", "PIX", ..., "SYS"
+    nvml: bool = True  # False: no NVML here (a CPU node), not an error
+    driver_version: str | None = None
+    cpus: int = 0
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def nvlinked(self, a: int, b: int) -> bool:
+        return self.links[a][b].startswith("NV")
+
+    def islands(self) -> list[tuple[int, ...]]:
+        """Sets of GPUs (by position) joined by NVLink, directly or through switches."""
+        seen: set[int] = set()
+        out = []
+        for start in range(len(self.gpus)):
+            if start in seen:
+                continue
+            island, stack = [], [start]
+            seen.add(start)
+            while stack:
+                gpu = stack.pop()
+                island.append(gpu)
+                for peer in range(len(self.gpus)):
+                    if peer not in seen and self.nvlinked(gpu, peer):
+                        seen.add(peer)
+                        stack.append(peer)
+            out.append(tuple(sorted(island)))
+        return out
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Node:
+        gpus_raw = sorted(record.get("gpus", []), key=lambda g: g["index"])
+        by_bus = {g["pci_bus_id"]: pos for pos, g in enumerate(gpus_raw)}
+        n = len(gpus_raw)
+        links = [["X" if i == j else "SYS" for j in range(n)] for i in range(n)]
+        for pair in record.get("pairs", []):
+            a, b = _position(gpus_raw, pair["a"]), _position(gpus_raw, pair["b"])
+            label = pair.get("ancestor", "SYS")
+            count = _nvlink_count(gpus_raw[a], gpus_raw[b], by_bus)
+            if pair.get("p2p_nvlink", count > 0) and count:
+                label = f"NV{count}"
+            links[a][b] = links[b][a] = label
+        gpus = tuple(_gpu(g) for g in gpus_raw)
+        return cls(
+            host=str(record.get("host", "")),
+            node_id=str(record.get("node_id", "")),
+            ip=str(record.get("ip", "")),
+            gpus=gpus,
+            links=tuple(tuple(row) for row in links),
+            nvml=bool(record.get("nvml", False)),
+            driver_version=record.get("driver_version"),
+            cpus=int(record.get("cpus", 0)),
+        )
+
+
+def _position(gpus: Sequence[Mapping[str, Any]], index: int) -> int:
+    return next(pos for pos, g in enumerate(gpus) if g["index"] == index)
+
+
+def _nvlink_count(a: Mapping[str, Any], b: Mapping[str, Any], by_bus: Mapping[str, int]) -> int:
+    """Links between two GPUs: direct ones, or, through NVSwitches, the fewer either has."""
+    direct = sum(1 for link in a.get("nvlinks", []) if link["remote_pci_bus_id"] == b["pci_bus_id"])
+    if direct:
+        return direct
+
+    def switched(g: Mapping[str, Any]) -> int:
+        return sum(1 for link in g.get("nvlinks", []) if link["remote_type"] == "switch")
+
+    return min(switched(a), switched(b))
+
+
+def _gpu(raw: Mapping[str, Any]) -> Gpu:
+    nvlink = 0.0
+    for link in raw.get("nvlinks", []):
+        speed = link.get("speed_mbps")
+        nvlink += speed / 1e3 if speed else _NVLINK_GB_PER_S.get(link.get("version") or 0, 0.0)
+    gen, width = raw.get("pcie_max_gen"), raw.get("pcie_max_width")
+    pcie = _PCIE_LANE_GB_PER_S[gen] * width if gen in _PCIE_LANE_GB_PER_S and width else None
+    return Gpu(
+        index=int(raw["index"]),
+        uuid=str(raw["uuid"]),
+        pci_bus_id=str(raw["pci_bus_id"]),
+        name=str(raw.get("name", "")),
+        memory_total_bytes=int(raw.get("memory_total_bytes", 0)),
+        memory_free_bytes=int(raw.get("memory_free_bytes", 0)),
+        numa_node=raw.get("numa_node"),
+        nvlink_gb_per_s=nvlink,
+        pcie_gb_per_s=pcie,
+    )
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _bus(value: object) -> str:
+    """NVML spells bus ids with an 8- or 4-digit domain depending on the call: one spelling."""
+    domain, bus, function = _text(value).lower().split(":")
+    return f"{int(domain, 16):08x}:{bus}:{function}"
+
+
+def _maybe(call: Any, *args: Any) -> Any:
+    """NVML answers NotSupported for what a GPU lacks (NVLink on a GeForce): that is None."""
+    import pynvml
+
+    try:
+        return call(*args)
+    except pynvml.NVMLError:
+        return None
+
+
+def read_nvml() -> Record:
+    """This node's GPUs and links as NVML reports them; {"nvml": False} where there is none."""
     try:
         import pynvml
-
+    except ImportError as exc:
+        return {"nvml": False, "reason": str(exc), "gpus": [], "pairs": []}
+    try:
         pynvml.nvmlInit()
-        try:
-            return str(pynvml.nvmlSystemGetDriverVersion())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
+    except pynvml.NVMLError as exc:  # LibraryNotFound, DriverNotLoaded, ...
+        return {"nvml": False, "reason": f"{type(exc).__name__}: {exc}", "gpus": [], "pairs": []}
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        gpus = [_read_gpu(pynvml, i, h) for i, h in enumerate(handles)]
+        pairs = [_read_pair(pynvml, a, b, handles) for a, b in combinations(range(len(handles)), 2)]
+        return {
+            "nvml": True,
+            "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()),
+            "gpus": gpus,
+            "pairs": pairs,
+        }
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _read_gpu(nvml: Any, index: int, handle: Any) -> Record:
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    links = []
+    for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+        if _maybe(nvml.nvmlDeviceGetNvLinkState, handle, link) != nvml.NVML_FEATURE_ENABLED:
+            continue
+        remote = _maybe(nvml.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
+        kind = _maybe(nvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
+        speed = _maybe(_link_speed, nvml, handle, link)
+        links.append(
+            {
+                "link": link,
+                "remote_pci_bus_id": _bus(remote.busId) if remote is not None else None,
+                "remote_type": _REMOTE_TYPES.get(kind, "unknown")
+                if kind is not None
+                else "unknown",
+                "version": _maybe(nvml.nvmlDeviceGetNvLinkVersion, handle, link),
+                "speed_mbps": speed,
+            }
+        )
+    return {
+        "index": index,
+        "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+        "pci_bus_id": _bus(nvml.nvmlDeviceGetPciInfo(handle).busId),
+        "name": _text(nvml.nvmlDeviceGetName(handle)),
+        "memory_total_bytes": int(memory.total),
+        "memory_free_bytes": int(memory.free),
+        "numa_node": _maybe(nvml.nvmlDeviceGetNumaNodeId, handle),
+        "pcie_max_gen": _maybe(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+        "pcie_max_width": _maybe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        "nvlinks": links,
+    }
+
+
+def _link_speed(nvml: Any, handle: Any, link: int) -> int | None:
+    field_id = getattr(nvml, f"NVML_FI_DEV_NVLINK_SPEED_MBPS_L{link}", None)
+    if field_id is None:
         return None
+    (value,) = nvml.nvmlDeviceGetFieldValues(handle, [field_id])
+    return int(value.value.uiVal) if value.nvmlReturn == nvml.NVML_SUCCESS else None
+
+
+def _read_pair(nvml: Any, a: int, b: int, handles: Sequence[Any]) -> Record:
+    level = _maybe(nvml.nvmlDeviceGetTopologyCommonAncestor, handles[a], handles[b])
+
+    def p2p(index: int) -> bool | None:
+        status = _maybe(nvml.nvmlDeviceGetP2PStatus, handles[a], handles[b], index)
+        return None if status is None else status == nvml.NVML_P2P_STATUS_OK
+
+    return {
+        "a": a,
+        "b": b,
+        "ancestor": _ANCESTORS.get(level, "SYS") if level is not None else "SYS",
+        "p2p_nvlink": p2p(nvml.NVML_P2P_CAPS_INDEX_NVLINK),
+        "p2p_read": p2p(nvml.NVML_P2P_CAPS_INDEX_READ),
+    }
+
+
+def nvml_driver_version() -> str | None:
+    """The NVIDIA driver's version, or None where NVML is not there."""
+    driver = read_nvml().get("driver_version")
+    return str(driver) if driver else None

@@ -29,3 +29,18 @@ def ray_session() -> Iterator[None]:
     )
     yield
     ray.shutdown()
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _gpu_count():
+        return
+    skip = pytest.mark.skip(reason="needs NVIDIA GPUs; none here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,226 @@
+"""Fidelity: does sweeper's harness cost bandwidth? sweeper against a bare torch.distributed loop.
+
+In one command: `sweeper run` over every operation and the given sizes (Ray actors, the
+whole harness), then a bare loop with no Ray and no sweeper code (one process per GPU,
+plain torch.distributed calls, CUDA events, the same warm-up and iteration counts as each
+sweeper row), over the same operations and sizes. Prints sweeper busbw / bare busbw per
+operation (peak over sizes >= --floor) and per point, and exits 1 if an operation's ratio
+is below --min-ratio.
+
+    python3 benchmarks/fidelity.py --min-size 256M --max-size 4G --dtype bfloat16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+# The anchor's own table of bus-bandwidth factors (nccl-tests' PERFORMANCE.md), written out
+# here rather than taken from sweeper, so a wrong factor in sweeper shows as a wrong ratio.
+FACTORS: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce": lambda n: 1.0,
+    "broadcast": lambda n: 1.0,
+    "all_gather": lambda n: (n - 1) / n,
+    "gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "send_recv": lambda n: 1.0,
+    "reduce_scatter+all_gather": lambda n: 2 * (n - 1) / n,
+    "reduce+broadcast": lambda n: 2 * (n - 1) / n,
+}
+
+
+def bare_step(name: str, count: int, dtype: torch.dtype, rank: int, n: int) -> Callable[[], None]:
+    """One iteration of `name` on `count` elements of S, written as a user would by hand."""
+    dev = torch.device("cuda", rank)
+    chunk = count // n
+
+    def buf(elements: int) -> torch.Tensor:
+        return torch.ones(elements, dtype=dtype, device=dev)
+
+    if name == "all_reduce":
+        x = buf(count)
+        return lambda: dist.all_reduce(x)
+    if name == "reduce":
+        x = buf(count)
+        return lambda: dist.reduce(x, dst=0)
+    if name == "broadcast":
+        x = buf(count)
+        return lambda: dist.broadcast(x, src=0)
+    if name == "all_gather":
+        x, y = buf(chunk), buf(count)
+        return lambda: dist.all_gather_into_tensor(y, x)
+    if name == "gather":
+        x, y = buf(chunk), buf(count)
+        outs = list(y.view(n, -1).unbind(0)) if rank == 0 else None
+        return lambda: dist.gather(x, outs, dst=0)
+    if name == "reduce_scatter":
+        x, y = buf(count), buf(chunk)
+        return lambda: dist.reduce_scatter_tensor(y, x)
+    if name == "scatter":
+        y = buf(chunk)
+        ins = list(buf(count).view(n, -1).unbind(0)) if rank == 0 else None
+        return lambda: dist.scatter(y, ins, src=0)
+    if name == "all_to_all":
+        x, y = buf(count), buf(count)
+        return lambda: dist.all_to_all_single(y, x)
+    if name == "send_recv":
+        x, y = buf(count), buf(count)
+
+        def ring() -> None:
+            ops = [
+                dist.P2POp(dist.isend, x, (rank + 1) % n),
+                dist.P2POp(dist.irecv, y, (rank - 1) % n),
+            ]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+
+        return ring
+    if name == "reduce_scatter+all_gather":
+        x = buf(count)
+        mine = x.view(n, -1)[rank]
+
+        def composite() -> None:
+            dist.reduce_scatter_tensor(mine, x)
+            dist.all_gather_into_tensor(x, mine)
+
+        return composite
+    if name == "reduce+broadcast":
+        x = buf(count)
+
+        def reduce_broadcast() -> None:
+            dist.reduce(x, dst=0)
+            dist.broadcast(x, src=0)
+
+        return reduce_broadcast
+    raise ValueError(name)
+
+
+def bare_worker(rank: int, n: int, port: int, points: list[dict[str, object]], out: str) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch 2.13 renames; same calls
+    torch.cuda.set_device(rank)
+    store = dist.TCPStore("127.0.0.1", port, n, rank == 0)
+    dist.init_process_group(
+        "nccl", store=store, rank=rank, world_size=n, device_id=torch.device("cuda", rank)
+    )
+    results = []
+    for p in points:
+        step = bare_step(str(p["name"]), int(p["count"]), getattr(torch, str(p["dtype"])), rank, n)
+        for _ in range(int(p["warmup"])):
+            step()
+        dist.barrier(device_ids=[rank])
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(int(p["iters"])):
+            step()
+        end.record()
+        end.synchronize()
+        seconds = torch.tensor([start.elapsed_time(end) / 1e3 / int(p["iters"])], device=rank)
+        dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+        results.append(float(seconds.item()))
+        del step
+        torch.cuda.empty_cache()
+    if rank == 0:
+        Path(out).write_text(json.dumps(results))
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_sweeper(args: argparse.Namespace, output: Path) -> list[dict[str, object]]:
+    from sweeper.console import HumanConsole
+    from sweeper.spec import build_spec
+    from sweeper.sweep import run
+
+    spec = build_spec(
+        ops="all", dtypes=args.dtype, min_size=args.min_size, max_size=args.max_size, output=output
+    )
+    finished = run(spec, HumanConsole(sys.stderr))
+    return [dict(row) for row in finished.rows]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--min-size", default="256M")
+    parser.add_argument("--max-size", default="4G")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--floor", default=256 * 2**20, type=int, help="bytes; compare from here")
+    parser.add_argument("--min-ratio", default=0.97, type=float)
+    parser.add_argument("--out", default=None, help="directory for rows and the table")
+    args = parser.parse_args()
+    out = Path(args.out or tempfile.mkdtemp(prefix="fidelity-"))
+    out.mkdir(parents=True, exist_ok=True)
+
+    rows = run_sweeper(args, out / "results")
+    from sweeper.collectives import REGISTRY
+
+    label = {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
+    points = [
+        {
+            "name": label[(r["op"], r["algorithm"])],
+            "count": r["count_elems"],
+            "dtype": r["dtype"],
+            "warmup": r["warmup_iters"],
+            "iters": r["iters"],
+            "size": r["size_bytes"],
+            "sweeper_busbw": r["busbw_gb_per_s"],
+        }
+        for r in rows
+        if r["status"] == "ok"
+    ]
+    n = int(rows[0]["world_size"])
+    bare_file = out / "bare.json"
+    mp.spawn(bare_worker, args=(n, _free_port(), points, str(bare_file)), nprocs=n, join=True)
+    for p, seconds in zip(points, json.loads(bare_file.read_text()), strict=True):
+        p["bare_busbw"] = int(p["size"]) / seconds / 1e9 * FACTORS[str(p["name"])](n)
+
+    lines = [
+        f"fidelity on {n} GPUs, {args.dtype}: sweeper busbw / bare torch.distributed busbw (GB/s)",
+        f"{'operation':<28}{'size':>12}{'sweeper':>10}{'bare':>10}{'ratio':>8}",
+    ]
+    worst = float("inf")
+    for name in dict.fromkeys(str(p["name"]) for p in points):
+        mine = [p for p in points if p["name"] == name and int(p["size"]) >= args.floor]
+        for p in mine:
+            ratio = float(p["sweeper_busbw"]) / float(p["bare_busbw"])
+            lines.append(
+                f"{name:<28}{int(p['size']):>12}{float(p['sweeper_busbw']):>10.1f}"
+                f"{float(p['bare_busbw']):>10.1f}{ratio:>8.3f}"
+            )
+        peak_ratio = max(float(p["sweeper_busbw"]) for p in mine) / max(
+            float(p["bare_busbw"]) for p in mine
+        )
+        worst = min(worst, peak_ratio)
+        lines.append(f"{name:<28}{'peak':>12}{'':>10}{'':>10}{peak_ratio:>8.3f}")
+    lines.append(f"worst per-operation ratio {worst:.3f} (must be >= {args.min_ratio})")
+    table = "\n".join(lines)
+    print(table)
+    (out / "fidelity.txt").write_text(table + "\n")
+    (out / "fidelity.json").write_text(json.dumps(points, indent=1))
+    missing = len(rows) - len(points)
+    if missing:
+        print(f"{missing} sweeper points failed; see {out}/results", file=sys.stderr)
+    return 0 if worst >= args.min_ratio and not missing else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())

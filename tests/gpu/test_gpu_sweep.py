@@ -1,0 +1,75 @@
+"""On GPUs: the same sweep through NCCL, one rank actor per GPU. Skipped where there are none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import sweeper
+from sweeper.cli import app
+from sweeper.collectives import REGISTRY
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
+
+
+def test_nccl_sweep_over_every_gpu_is_exact(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--max-size",
+            "64M",
+            "--dtypes",
+            "bfloat16,float32",
+            "--samples",
+            "--output",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    df = sweeper.load(out)
+    assert (df["backend"] == "nccl").all()
+    assert (df["world_size"] == torch.cuda.device_count()).all()
+    assert len(set(df["op"] + df["algorithm"])) == len(REGISTRY)
+    assert (df["status"] == "ok").all()
+    assert (df["n_wrong"] == 0).all()
+    assert df["nccl_version"].notna().all()
+    assert df["gpu_uuids"].map(lambda uuids: len(set(uuids))).eq(torch.cuda.device_count()).all()
+    assert (df["time_us_p99"] >= df["time_us_p50"]).all()
+
+
+def test_a_hung_nccl_point_is_killed_and_rebuilt(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--plugin",
+            "tests.plugins.hang",
+            "--ops",
+            "hang,all_reduce",
+            "--min-size",
+            "512",
+            "--max-size",
+            "1K",
+            "--timeout",
+            "20",
+            "--output",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 4, result.output
+    df = sweeper.load(out)
+    status = dict(
+        zip(df["algorithm"] + "@" + df["size_bytes"].astype(str), df["status"], strict=True)
+    )
+    assert status == {
+        "hang@512": "ok",
+        "hang@1024": "timeout",
+        "native@512": "ok",
+        "native@1024": "ok",
+    }
