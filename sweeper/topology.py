@@ -19,6 +19,8 @@ Record = dict[str, Any]
 # NVML_TOPOLOGY_* levels, nearest first, as nvidia-smi topo -m names them.
 _ANCESTORS = {0: "INT", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 _REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch"}
+# nvmlGpuP2PCapsIndex_t values from nvml.h: pynvml spells READ as a one-element tuple.
+_P2P_READ, _P2P_NVLINK = 0, 2
 # Per-link, per-direction NVLink bandwidth by NVLink version, in GB/s, where NVML does not
 # report a speed (NVLink 4: 53.125 Gbit/s x 4 lanes... = 26.5625 GB/s per direction).
 _NVLINK_GB_PER_S = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 53.125}
@@ -255,12 +257,22 @@ def _read_pair(nvml: Any, a: int, b: int, handles: Sequence[Any]) -> Record:
         "a": a,
         "b": b,
         "ancestor": _ANCESTORS.get(level, "SYS") if level is not None else "SYS",
-        "p2p_nvlink": p2p(nvml.NVML_P2P_CAPS_INDEX_NVLINK),
-        "p2p_read": p2p(nvml.NVML_P2P_CAPS_INDEX_READ),
+        "p2p_nvlink": p2p(_P2P_NVLINK),
+        "p2p_read": p2p(_P2P_READ),
     }
 
 
 def nvml_driver_version() -> str | None:
     """The NVIDIA driver's version, or None where NVML is not there."""
-    driver = read_nvml().get("driver_version")
-    return str(driver) if driver else None
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        return _text(pynvml.nvmlSystemGetDriverVersion())
+    finally:
+        pynvml.nvmlShutdown()
