@@ -142,8 +142,8 @@ def _nvlink_count(a: Mapping[str, Any], b: Mapping[str, Any], by_bus: Mapping[st
 
 def _gpu(raw: Mapping[str, Any]) -> Gpu:
     nvlink = 0.0
+    speed = raw.get("nvlink_speed_mbps")
     for link in raw.get("nvlinks", []):
-        speed = link.get("speed_mbps")
         nvlink += speed / 1e3 if speed else _NVLINK_GB_PER_S.get(link.get("version") or 0, 0.0)
     gen, width = raw.get("pcie_max_gen"), raw.get("pcie_max_width")
     pcie = _PCIE_LANE_GB_PER_S[gen] * width if gen in _PCIE_LANE_GB_PER_S and width else None
@@ -212,7 +212,6 @@ def _read_gpu(nvml: Any, index: int, handle: Any) -> Record:
             continue
         remote = _maybe(nvml.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
         kind = _maybe(nvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
-        speed = _maybe(_link_speed, nvml, handle, link)
         links.append(
             {
                 "link": link,
@@ -221,7 +220,6 @@ def _read_gpu(nvml: Any, index: int, handle: Any) -> Record:
                 if kind is not None
                 else "unknown",
                 "version": _maybe(nvml.nvmlDeviceGetNvLinkVersion, handle, link),
-                "speed_mbps": speed,
             }
         )
     return {
@@ -235,14 +233,13 @@ def _read_gpu(nvml: Any, index: int, handle: Any) -> Record:
         "pcie_max_gen": _maybe(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
         "pcie_max_width": _maybe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
         "nvlinks": links,
+        "nvlink_speed_mbps": _maybe(_link_speed, nvml, handle) if links else None,
     }
 
 
-def _link_speed(nvml: Any, handle: Any, link: int) -> int | None:
-    field_id = getattr(nvml, f"NVML_FI_DEV_NVLINK_SPEED_MBPS_L{link}", None)
-    if field_id is None:
-        return None
-    (value,) = nvml.nvmlDeviceGetFieldValues(handle, [field_id])
+def _link_speed(nvml: Any, handle: Any) -> int | None:
+    """Per-link, per-direction NVLink speed in MB/s common to the GPU's links."""
+    (value,) = nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON])
     return int(value.value.uiVal) if value.nvmlReturn == nvml.NVML_SUCCESS else None
 
 
