@@ -14,6 +14,8 @@ def label(op: str, algorithm: str) -> str:
 
 @dataclass(frozen=True)
 class OpSummary:
+    tier: str  # with the variant, when not the default: pcie/p2p-off
+    world_size: int
     label: str
     points: int
     failed: int
@@ -23,18 +25,30 @@ class OpSummary:
     min_time_size_bytes: int | None
 
 
+def tier_name(tier: str, variant: str) -> str:
+    return tier if variant == "default" else f"{tier}/{variant}"
+
+
 def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
-    """Peak bus bandwidth and smallest latency per operation, in the order first seen."""
-    by_label: dict[str, list[Mapping[str, Any]]] = {}
+    """Peak bus bandwidth and smallest latency per tier, group size and operation (the groups
+    of one tier and size, such as its pairs, together), in the order first seen."""
+    by_key: dict[tuple[str, int, str], list[Mapping[str, Any]]] = {}
     for row in rows:
-        by_label.setdefault(label(row["op"], row["algorithm"]), []).append(row)
+        key = (
+            tier_name(row["tier"], row["variant"]),
+            row["world_size"],
+            label(row["op"], row["algorithm"]),
+        )
+        by_key.setdefault(key, []).append(row)
     out = []
-    for name, group in by_label.items():
+    for (tier, world_size, name), group in by_key.items():
         ok = [r for r in group if r["status"] == "ok"]
         peak = max(ok, key=lambda r: r["busbw_gb_per_s"], default=None)
         fastest = min(ok, key=lambda r: r["time_us"], default=None)
         out.append(
             OpSummary(
+                tier=tier,
+                world_size=world_size,
                 label=name,
                 points=len(group),
                 failed=len(group) - len(ok),

@@ -13,17 +13,25 @@ import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 import ray
-from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from ray.util.placement_group import (
+    NODE_ID_LABEL_KEY,
+    PlacementGroup,
+    placement_group,
+    remove_placement_group,
+)
+from ray.util.scheduling_strategies import (
+    NodeAffinitySchedulingStrategy,
+    PlacementGroupSchedulingStrategy,
+)
 
 from sweeper.errors import InfrastructureError
-from sweeper.plan import Point
-from sweeper.topology import RankInfo, Versions
+from sweeper.plan import Member, Placement, Point
+from sweeper.topology import Node, RankInfo, Versions, read_nvml
 from sweeper.worker import Measured, Prepared, Rank
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
@@ -120,52 +128,150 @@ class Outcome:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class NodeSlot:
+    """A node chosen for the sweep and how many ranks it gets."""
+
+    node_id: str
+    host: str
+    ranks: int
+
+
+def choose_nodes(backend: str, nodes: int, per_node: int | None) -> list[NodeSlot]:
+    """`nodes` alive nodes with `per_node` GPUs (NCCL) or CPUs (gloo) each, most-equipped first.
+
+    Without `per_node`, each node gets as many ranks as the least-equipped chosen one has
+    GPUs (NCCL) or 2 (gloo).
+    """
+    resource = "GPU" if backend == "nccl" else "CPU"
+    alive = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get(resource, 0) >= 1]
+    alive.sort(key=lambda n: (-n["Resources"][resource], n["NodeManagerHostname"], n["NodeID"]))
+    fits = [n for n in alive if n["Resources"][resource] >= (per_node or 1)]
+    if len(fits) < nodes:
+        have = ", ".join(
+            f"{n['NodeManagerHostname']} ({int(n['Resources'][resource])} {resource})"
+            for n in alive
+        )
+        raise InfrastructureError(
+            f"asked for {nodes} node(s) with {per_node or 1}+ {resource} each; "
+            f"the cluster has {len(fits)}: {have or 'none'}",
+            hint="lower --nodes / --gpus-per-node, or add nodes to the Ray cluster",
+        )
+    chosen = fits[:nodes]
+    count = per_node or (
+        int(min(n["Resources"][resource] for n in chosen)) if backend == "nccl" else 2
+    )
+    return [NodeSlot(n["NodeID"], n["NodeManagerHostname"], count) for n in chosen]
+
+
+def _node_record() -> dict[str, Any]:
+    record = read_nvml()
+    record.update(
+        host=socket.gethostname(),
+        node_id=ray.get_runtime_context().get_node_id(),
+        ip=ray.util.get_node_ip_address(),
+        cpus=os.cpu_count() or 0,
+    )
+    return record
+
+
+def discover(slots: Sequence[NodeSlot]) -> list[Node]:
+    """Each chosen node's topology, read by a task pinned to it (no GPU asked: NVML sees all)."""
+    task = ray.remote(num_cpus=0)(_node_record)
+    refs = [
+        task.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False)
+        ).remote()
+        for slot in slots
+    ]
+    return [Node.from_record(record) for record in ray.get(refs, timeout=_START_TIMEOUT_S)]
+
+
+def placement(backend: str, nodes: Sequence[Node], infos: Sequence[RankInfo]) -> Placement:
+    """Where each rank of a started set sits, matching its GPU to its node's NVML record."""
+    position = {node.node_id: i for i, node in enumerate(nodes)}
+    seen: dict[int, int] = {}
+    members = []
+    for info in infos:
+        node = position[info.node_id]
+        by_uuid = {gpu.uuid: gpu.index for gpu in nodes[node].gpus}
+        local = by_uuid.get(info.gpu_uuid or "", seen.get(node, 0))
+        seen[node] = seen.get(node, 0) + 1
+        members.append(Member(info.rank, node, local, info.gpu_uuid))
+    return Placement(backend, tuple(nodes), tuple(members))
+
+
 @dataclass
 class RankSet:
-    """`len(bundles)` rank actors in a placement group, joined into one world process group."""
+    """Rank actors on the chosen nodes, one placement group per node, in one world group.
+
+    Each node's placement group is STRICT_PACK and pinned to that node (the ray.io/node-id
+    label), so the nodes are exactly the chosen ones, also when several Ray nodes share a
+    host. Ranks are numbered after the actors report their GPUs: node by node, then by PCI
+    bus id, so rank order is physical order in every set and every run.
+    """
 
     backend: str
-    bundles: Sequence[Mapping[str, float]]
-    strategy: str = "PACK"
+    slots: Sequence[NodeSlot]
+    bundle: Mapping[str, float]
     env: Mapping[str, str] = field(default_factory=dict)
     group_timeout_s: float = 600.0
     plugins: tuple[str, ...] = ()
     actors: list[Any] = field(default_factory=list)
     infos: list[RankInfo] = field(default_factory=list)
-    _pg: PlacementGroup | None = None
+    _pgs: list[PlacementGroup] = field(default_factory=list)
     _open: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
-        return len(self.bundles)
+        return sum(slot.ranks for slot in self.slots)
+
+    def _place(self) -> None:
+        for slot in self.slots:
+            pg = placement_group(
+                [dict(self.bundle)] * slot.ranks,
+                strategy="STRICT_PACK",
+                bundle_label_selector=[{NODE_ID_LABEL_KEY: slot.node_id}] * slot.ranks,
+            )
+            self._pgs.append(pg)
+            if not ray.wait([pg.ready()], timeout=_START_TIMEOUT_S)[0]:
+                self.close()
+                raise InfrastructureError(
+                    f"cannot place {slot.ranks} {self.backend} ranks on {slot.host} "
+                    f"({dict(self.bundle)} each)",
+                    hint="check `ray status`: other work may hold those resources",
+                )
 
     def start(self) -> list[RankInfo]:
-        if self._pg is None:
-            self._pg = placement_group(list(map(dict, self.bundles)), strategy=self.strategy)
-            if not self._wait(self._pg.ready()):
-                remove_placement_group(self._pg)
-                self._pg = None
-                raise InfrastructureError(
-                    f"the cluster cannot place {self.world_size} {self.backend} ranks "
-                    f"({dict(self.bundles[0])} each, {self.strategy})",
-                    hint="ask for fewer ranks, or check `ray status` for free resources",
-                )
+        if not self._pgs:
+            self._place()
         remote = ray.remote(Rank)
-        self.actors = [
+        actors: list[Any] = [
             remote.options(
-                num_cpus=bundle.get("CPU", 0),
-                num_gpus=bundle.get("GPU", 0),
+                num_cpus=self.bundle.get("CPU", 0),
+                num_gpus=self.bundle.get("GPU", 0),
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    self._pg, placement_group_bundle_index=i
+                    pg, placement_group_bundle_index=i
                 ),
                 runtime_env={"env_vars": dict(self.env)},
-            ).remote(i, self.world_size, self.backend, self.plugins)
-            for i, bundle in enumerate(self.bundles)
+            ).remote(self.world_size, self.backend, self.plugins)
+            for pg, slot in zip(self._pgs, self.slots, strict=True)
+            for i in range(slot.ranks)
         ]
-        self.infos = ray.get([a.info.remote() for a in self.actors], timeout=_START_TIMEOUT_S)
+        infos = ray.get([a.info.remote() for a in actors], timeout=_START_TIMEOUT_S)
+        node_order = {slot.node_id: i for i, slot in enumerate(self.slots)}
+        order = sorted(
+            range(len(actors)),
+            key=lambda i: (node_order[infos[i].node_id], infos[i].gpu_pci_bus_id or "", i),
+        )
+        self.actors = [actors[i] for i in order]
+        self.infos = [replace(infos[i], rank=rank) for rank, i in enumerate(order)]
         port = ray.get(self.actors[0].listen.remote(), timeout=_START_TIMEOUT_S)
         host = self.infos[0].ip
-        joins = [a.join.remote(host, port, self.group_timeout_s) for a in self.actors]
+        joins = [
+            a.join.remote(rank, host, port, self.group_timeout_s)
+            for rank, a in enumerate(self.actors)
+        ]
         ray.get(joins, timeout=_START_TIMEOUT_S)
         for group_id, ranks in self._open.items():
             self._open_everywhere(group_id, ranks)
@@ -176,14 +282,12 @@ class RankSet:
         return result
 
     def open_group(self, group_id: str, ranks: tuple[int, ...]) -> None:
-        if group_id != "world":
-            self._open_everywhere(group_id, ranks)
+        self._open_everywhere(group_id, ranks)
         self._open[group_id] = ranks
 
     def _open_everywhere(self, group_id: str, ranks: tuple[int, ...]) -> None:
-        if group_id != "world":
-            refs = [a.open_group.remote(group_id, ranks) for a in self.actors]
-            ray.get(refs, timeout=_START_TIMEOUT_S)
+        refs = [a.open_group.remote(group_id, ranks) for a in self.actors]
+        ray.get(refs, timeout=_START_TIMEOUT_S)
 
     def close_group(self, group_id: str) -> None:
         self._open.pop(group_id, None)
@@ -227,14 +331,9 @@ class RankSet:
 
     def close(self) -> None:
         self.kill()
-        if self._pg is not None:
-            remove_placement_group(self._pg)
-            self._pg = None
-
-    @staticmethod
-    def _wait(ref: Any) -> bool:
-        ready, _ = ray.wait([ref], timeout=_START_TIMEOUT_S)
-        return bool(ready)
+        for pg in self._pgs:
+            remove_placement_group(pg)
+        self._pgs = []
 
 
 def _gather(refs: list[Any], deadline: float) -> tuple[list[Any], bool]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any, TextIO
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from sweeper.analysis import label, summarize
+from sweeper.analysis import label, summarize, tier_name
 from sweeper.spec import format_size
 from sweeper.sweep import Finished, Row, Started
 
@@ -22,8 +23,15 @@ def _opt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _groups(run: Started) -> str:
+    if len(run.groups) <= 3:
+        return ", ".join(f"{tier_name(g.tier, g.variant)} x{g.world_size}" for g in run.groups)
+    counts = Counter(tier_name(g.tier, g.variant) for g in run.groups)
+    return f"{len(run.groups)} groups (" + ", ".join(f"{t} {n}" for t, n in counts.items()) + ")"
+
+
 def _intro(run: Started) -> str:
-    groups = ", ".join(f"{g.tier} x{g.world_size}" for g in run.groups)
+    groups = _groups(run)
     low, high = run.sizes
     return (
         f"sweeper {run.run_id}: {run.backend} on {groups}; {len(run.ops)} operations "
@@ -33,14 +41,14 @@ def _intro(run: Started) -> str:
 
 
 def _line(row: Row) -> str:
-    """A point as nccl-tests prints one, plus its status."""
-    name = label(row["op"], row["algorithm"])
+    """A point as nccl-tests prints one, after its group, plus its status."""
+    name = f"{row['group_id']} {label(row['op'], row['algorithm'])}"
     if row["status"] != "ok":
         return (
-            f"{name:>32} {row['dtype']:>9} {row['size_bytes']:>12}  {row['status']}: {row['error']}"
+            f"{name:>40} {row['dtype']:>9} {row['size_bytes']:>12}  {row['status']}: {row['error']}"
         )
     return (
-        f"{name:>32} {row['dtype']:>9} {row['size_bytes']:>12} {row['time_us']:>11.2f} us "
+        f"{name:>40} {row['dtype']:>9} {row['size_bytes']:>12} {row['time_us']:>11.2f} us "
         f"{row['algbw_gb_per_s']:>8.2f} {row['busbw_gb_per_s']:>8.2f} GB/s  "
         f"wrong {_opt(row['n_wrong'], 'd')}"
     )
@@ -49,10 +57,23 @@ def _line(row: Row) -> str:
 def summary_table(run: Finished) -> Table:
     """Peak busbw and smallest latency per operation, the sweep's closing table."""
     table = Table(title=f"{run.run_id}: {len(run.rows)} points in {run.elapsed_s:.0f} s")
-    for column in ("operation", "points", "failed", "peak busbw GB/s", "at", "min time us", "at"):
-        table.add_column(column, justify="left" if column == "operation" else "right")
+    columns = (
+        "tier",
+        "ranks",
+        "operation",
+        "points",
+        "failed",
+        "peak busbw GB/s",
+        "at",
+        "min time us",
+        "at",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("tier", "operation") else "right")
     for s in summarize(run.rows):
         table.add_row(
+            s.tier,
+            str(s.world_size),
             s.label,
             str(s.points),
             str(s.failed),
@@ -70,6 +91,8 @@ class HumanConsole:
     def __init__(self, out: TextIO | None = None) -> None:
         self.console = Console(file=out or sys.stdout, highlight=False)
         self.live = self.console.is_terminal
+        if not self.live:  # a log or a pipe: wide enough that the closing table does not wrap
+            self.console.width = max(self.console.width, 140)
         self.progress: Progress | None = None
         self.task: Any = None
 
@@ -120,7 +143,9 @@ class JsonConsole:
         self.out.flush()
 
     def started(self, run: Started) -> None:
-        self._emit("started", **{**asdict(run), "groups": [asdict(g) for g in run.groups]})
+        fields = {k: v for k, v in asdict(run).items() if k != "groups"}
+        tiers = Counter(tier_name(g.tier, g.variant) for g in run.groups)
+        self._emit("started", **fields, n_groups=len(run.groups), groups_per_tier=tiers)
 
     def point(self, row: Row) -> None:
         self._emit("point", **{k: v for k, v in row.items() if k != "samples_us"})

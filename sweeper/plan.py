@@ -1,16 +1,29 @@
-"""Spec x placement -> groups -> points. Pure: no Ray, no torch.
+"""Spec x topology -> groups -> points. Pure: no Ray, no torch.
 
-The descriptors come in as an argument (`OpShape` is the part of one that planning
-needs), so this module is tested as plain functions on plain data.
+A `Placement` says where every rank of an actor set sits (node, GPU). `groups` turns it
+into the groups each requested tier measures; `points` turns a group into measurements.
+Descriptors come in as an argument (`OpShape` is the part of one that planning needs),
+so this module is tested as plain functions on plain data, at any cluster size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import combinations
+from typing import NamedTuple, Protocol
 
 from sweeper.spec import DTYPES
+from sweeper.topology import Node
+
+TIERS = ("nvlink", "pcie", "internode", "cpu")
+# NCCL reads these once per process: a variant that sets them runs on its own actor set.
+VARIANTS: dict[str, dict[str, str]] = {
+    "default": {},
+    "p2p-off": {"NCCL_P2P_DISABLE": "1"},  # host memory over PCIe instead of NVLink/P2P
+    "network": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},  # the network transport
+}
 
 
 class OpShape(Protocol):
@@ -20,25 +33,166 @@ class OpShape(Protocol):
     def count(self, size_bytes: int, itemsize: int, n: int) -> int: ...
 
 
-@dataclass(frozen=True)
-class Group:
-    """Ranks of one actor set that run points together, and what their rows will say."""
+@dataclass(frozen=True, slots=True)
+class Member:
+    """Where one rank sits: its node (position in the placement) and GPU (NVML index)."""
 
-    group_id: str
+    rank: int
+    node: int
+    local: int  # NVML index of its GPU; for CPU ranks, its order on the node
+    gpu_uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Every rank of an actor set, with the topology of the nodes they are on."""
+
+    backend: str
+    nodes: tuple[Node, ...]
+    members: tuple[Member, ...]  # by rank
+
+    @cached_property
+    def by_node(self) -> tuple[tuple[Member, ...], ...]:
+        per: list[list[Member]] = [[] for _ in self.nodes]
+        for member in self.members:
+            per[member.node].append(member)
+        return tuple(tuple(sorted(m, key=lambda x: x.local)) for m in per)
+
+    def hosts(self, ranks: Iterable[int]) -> tuple[str, ...]:
+        return tuple(self.nodes[self.members[r].node].host for r in ranks)
+
+    def gpu_uuids(self, ranks: Iterable[int]) -> tuple[str, ...]:
+        return tuple(u for r in ranks if (u := self.members[r].gpu_uuid))
+
+    def n_nodes(self, ranks: Iterable[int]) -> int:
+        return len({self.members[r].node for r in ranks})
+
+    def group_id(self, group: Group) -> str:
+        """The group's name in rows: its tier, then its GPUs by node and NVML index, e.g.
+        nvlink:n0g0,1,2,3 or internode:n0g0+n1g0/network (ranks r, not g, for CPU ranks)."""
+        per_node: dict[int, list[int]] = {}
+        for r in group.ranks:
+            per_node.setdefault(self.members[r].node, []).append(self.members[r].local)
+        unit = "g" if self.backend == "nccl" else "r"
+        if len(per_node) > 8:
+            where = f"{len(per_node)}nodes-{len(group.ranks)}{unit}"
+        else:
+            where = "+".join(
+                f"n{n}{unit}{','.join(map(str, sorted(at)))}" for n, at in per_node.items()
+            )
+        suffix = "" if group.variant == "default" else f"/{group.variant}"
+        return f"{group.tier}:{where}{suffix}"
+
+
+def expected_placement(backend: str, nodes: Sequence[Node], ranks: Sequence[int]) -> Placement:
+    """Where ranks will most likely sit (each node's first GPUs, by NVML index), to plan and
+    count ahead of starting actors; the sweep plans again from where they really landed."""
+    members: list[Member] = []
+    for position, (node, count) in enumerate(zip(nodes, ranks, strict=True)):
+        locals_ = [gpu.index for gpu in node.gpus][:count] if backend == "nccl" else []
+        locals_ += range(len(locals_), count)
+        members += [Member(len(members) + i, position, local) for i, local in enumerate(locals_)]
+    return Placement(backend, tuple(nodes), tuple(members))
+
+
+class Group(NamedTuple):
+    """Ranks of one actor set that measure together; what tier and variant they stand for.
+    A named tuple, and named (`Placement.group_id`) only when it runs: plans can hold a
+    million groups (every node pair of a large cluster)."""
+
     tier: str
-    ranks: tuple[int, ...]  # ranks of the actor set (its world group)
-    hosts: tuple[str, ...]  # one per rank
-    gpu_uuids: tuple[str, ...]  # one per rank; empty for CPU ranks
-    variant: str = "default"
-    env: tuple[tuple[str, str], ...] = field(default=())  # NCCL variables of its actor set
+    variant: str
+    ranks: tuple[int, ...]  # ranks of the actor set, ascending
 
     @property
     def world_size(self) -> int:
         return len(self.ranks)
 
-    @property
-    def n_nodes(self) -> int:
-        return len(set(self.hosts))
+
+def _islands(node: Node, placed: Sequence[Member]) -> list[tuple[int, ...]]:
+    """NVLink islands of a node as ranks, keeping only the GPUs that have a rank."""
+    index_of = {gpu.index: pos for pos, gpu in enumerate(node.gpus)}
+    rank_at = {index_of[m.local]: m.rank for m in placed if m.local in index_of}
+    out = []
+    for island in node.islands():
+        ranks = tuple(sorted(rank_at[pos] for pos in island if pos in rank_at))
+        if ranks:
+            out.append(ranks)
+    unknown = [m.rank for m in placed if m.local not in index_of]  # no NVML: no known links
+    return out + [(r,) for r in unknown]
+
+
+def classify(placement: Placement, ranks: Sequence[int]) -> str:
+    """The tier a group's slowest link puts it in."""
+    if placement.n_nodes(ranks) > 1:
+        return "internode"
+    if placement.backend != "nccl":
+        return "cpu"
+    node = placement.members[ranks[0]].node
+    wanted = set(ranks)
+    for island in _islands(placement.nodes[node], placement.by_node[node]):
+        if wanted <= set(island):
+            return "nvlink"
+    return "pcie"
+
+
+def groups(
+    placement: Placement,
+    tiers: Collection[str],
+    pairs: bool = True,
+    force_network: bool = False,
+) -> list[Group]:
+    """The groups the tiers ask for, each once (by variant and ranks), in tier order.
+
+    world: every rank. nvlink: each NVLink island, and every pair in it. pcie: pairs and
+    groups with no NVLink between their GPUs; where every pair of a node has NVLink, the
+    island again with NCCL_P2P_DISABLE=1 (variant p2p-off: the host/PCIe path). internode:
+    one rank per node, every pair of nodes, and every rank, plus the same with P2P and SHM
+    off (variant network) when forced. cpu: the gloo ranks of each node, and their pairs.
+    """
+    out: list[Group] = []
+    seen: dict[str, set[tuple[int, ...]]] = {}
+
+    def extend(tier: str, variant: str, many: Iterable[tuple[int, ...]]) -> None:
+        """Ranks come ascending: every caller builds them so (sorting a million pairs costs)."""
+        known = seen.setdefault(variant, set())
+        for ranks in many:
+            if len(ranks) > 1 and ranks not in known:
+                known.add(ranks)
+                out.append(Group(tier, variant, ranks))
+
+    def with_pairs(tier: str, variant: str, ranks: tuple[int, ...]) -> None:
+        extend(tier, variant, (ranks,))
+        if pairs:
+            extend(tier, variant, combinations(ranks, 2))
+
+    everyone = tuple(m.rank for m in placement.members)
+    if "world" in tiers:
+        extend(classify(placement, everyone), "default", (everyone,))
+    gpus = placement.backend == "nccl"
+    for node, placed in zip(placement.nodes, placement.by_node, strict=True):
+        islands = _islands(node, placed) if gpus else []
+        if "nvlink" in tiers:
+            for island in islands:
+                with_pairs("nvlink", "default", island)
+        if "pcie" in tiers and gpus:
+            if len(islands) > 1:  # one GPU from each island: no NVLink among them
+                with_pairs("pcie", "default", tuple(sorted(island[0] for island in islands)))
+                if pairs:
+                    crossing = ((x, y) for a, b in combinations(islands, 2) for x in a for y in b)
+                    extend("pcie", "default", ((x, y) if x < y else (y, x) for x, y in crossing))
+            elif islands:
+                with_pairs("pcie", "p2p-off", islands[0])
+        if "cpu" in tiers and not gpus:
+            with_pairs("cpu", "default", tuple(sorted(m.rank for m in placed)))
+    if "internode" in tiers and len(placement.nodes) > 1:
+        firsts = tuple(sorted(placed[0].rank for placed in placement.by_node if placed))
+        for variant in ("default", "network") if force_network and gpus else ("default",):
+            extend("internode", variant, (firsts,))
+            if pairs:
+                extend("internode", variant, combinations(firsts, 2))
+            extend("internode", variant, (everyone,))
+    return out
 
 
 @dataclass(frozen=True)
@@ -65,20 +219,16 @@ class Point:
 
 
 def points(
-    group: Group,
+    group_id: str,
+    world_size: int,
     ops: Iterable[OpShape],
     dtypes: Iterable[str],
     sizes: Sequence[int],
     timing: Timing,
-) -> list[Point]:
+) -> Iterator[Point]:
     """Every op x dtype x size for one group, sizes rounded per op and deduplicated, ascending."""
-    out: list[Point] = []
     for op in ops:
         for dtype in dtypes:
             itemsize = DTYPES[dtype].itemsize
-            counts = sorted({op.count(size, itemsize, group.world_size) for size in sizes})
-            out.extend(
-                Point(group.group_id, op.name, dtype, count * itemsize, count, timing)
-                for count in counts
-            )
-    return out
+            for count in sorted({op.count(size, itemsize, world_size) for size in sizes}):
+                yield Point(group_id, op.name, dtype, count * itemsize, count, timing)

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sweeper.errors import BadInput
 
@@ -89,6 +97,7 @@ def _split(value: object) -> object:
 
 Size = Annotated[int, BeforeValidator(parse_size)]
 Backend = Literal["auto", "nccl", "gloo"]
+TIERS = ("nvlink", "pcie", "internode", "cpu")
 
 
 class SweepSpec(BaseModel):
@@ -103,7 +112,27 @@ class SweepSpec(BaseModel):
         "auto", description="auto: NCCL when the cluster has GPUs, else gloo on CPU ranks."
     )
     world: int | None = Field(
-        None, ge=1, description="Ranks: CPU ranks for gloo (default 2), GPUs to use for NCCL."
+        None, ge=1, description="Total ranks (nodes x ranks per node); default all GPUs, or 2."
+    )
+    nodes: int = Field(1, ge=1, description="Nodes to run on (nodes with GPUs, for NCCL).")
+    gpus_per_node: int | None = Field(
+        None, ge=1, description="Ranks per node: GPUs (default all) or gloo CPU ranks (2)."
+    )
+    tiers: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
+        ("world",),
+        min_length=1,
+        description="world (every rank, one group), or nvlink,pcie,internode,cpu; all: every tier.",
+    )
+    pairs: Literal["all", "none"] = Field(
+        "all", description="With --tiers: also every pair of GPUs / of nodes (can be many)."
+    )
+    force_network: bool = Field(
+        False, description="internode again with NCCL P2P and SHM off: the network transport."
+    )
+    gpu_visibility: Literal["node", "own"] = Field(
+        "node",
+        description="node: each actor sees its node's GPUs (symmetric memory needs it); "
+        "own: only its GPU.",
     )
     ops: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
         ("all",), min_length=1, description="Operations to run, or 'all'."
@@ -148,6 +177,36 @@ class SweepSpec(BaseModel):
     def _dtypes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(canonical_dtype(name) for name in value))
 
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        known = ("world", *TIERS)
+        if "all" in value:
+            return TIERS
+        unknown = [tier for tier in value if tier not in known]
+        if unknown:
+            raise ValueError(f"unknown tier {unknown[0]!r}; known: {', '.join(known)}, all")
+        return tuple(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _ranks(self) -> SweepSpec:
+        self.ranks_per_node()
+        return self
+
+    def ranks_per_node(self) -> int | None:
+        """Ranks on each node, from --gpus-per-node or --world; None: the backend's default."""
+        if self.world is None:
+            return self.gpus_per_node
+        if self.world % self.nodes:
+            raise ValueError(f"--world {self.world} is not a multiple of --nodes {self.nodes}")
+        per_node = self.world // self.nodes
+        if self.gpus_per_node not in (None, per_node):
+            raise ValueError(
+                f"--world {self.world} is not --nodes {self.nodes} x --gpus-per-node "
+                f"{self.gpus_per_node}"
+            )
+        return per_node
+
     @field_validator("ops")
     @classmethod
     def _ops(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -181,8 +240,10 @@ def describe(exc: ValidationError) -> str:
     """One line for the first problem, named as the option the user typed."""
     error = exc.errors()[0]
     field = str(error["loc"][0]) if error["loc"] else ""
-    option = "--" + field.replace("_", "-") if field else "input"
+    option = "--" + field.replace("_", "-")
     message = str(error["msg"]).removeprefix("Value error, ")
+    if not field:  # a rule between options: the message names them
+        return message
     if error["type"] == "extra_forbidden":
         return f"unknown option {field!r}"
     if error["type"] == "literal_error" and "input" in error:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,11 +22,19 @@ import sweeper
 from sweeper import cluster
 from sweeper.collectives import REGISTRY, Collective, load_plugins, resolve
 from sweeper.errors import BadInput, InfrastructureError
-from sweeper.plan import Group, Point, Timing, points
+from sweeper.plan import (
+    VARIANTS,
+    Group,
+    Placement,
+    Point,
+    Timing,
+    expected_placement,
+    groups,
+    points,
+)
 from sweeper.spec import DTYPES, SweepSpec, format_size
 from sweeper.store import ResultWriter
 from sweeper.timing import across_ranks, algbw_gb_per_s
-from sweeper.topology import RankInfo, Versions
 
 DEFAULT_CPU_RANKS = 2
 DEFAULT_MAX_SIZE = {"gloo": 16 * 2**20, "nccl": 1 * 2**30}
@@ -85,114 +93,150 @@ def _check_dtypes(dtypes: Sequence[str], backend: str) -> None:
             raise BadInput(f"--dtypes: gloo cannot reduce or move {unsupported[0]}")
 
 
-def _world(spec: SweepSpec, backend: str, gpus: int) -> tuple[int, dict[str, float]]:
-    if backend == "gloo":
-        return spec.world or DEFAULT_CPU_RANKS, {"CPU": 1.0}
-    world = spec.world or gpus
-    if world > gpus:
-        raise InfrastructureError(f"--world {world}: the Ray cluster has only {gpus} GPUs")
-    return world, {"CPU": 1.0, "GPU": 1.0}
+class _Sweep:
+    """One run's state on the driver, from a connected cluster to the last row."""
 
+    def __init__(
+        self, spec: SweepSpec, observer: Observer, run_kind: str, connection: cluster.Connection
+    ) -> None:
+        self.spec = spec
+        self.observer = observer
+        self.run_kind = run_kind
+        self.connection = connection
+        self.collectives = resolve(spec.ops)
+        self.started_at = datetime.now(timezone.utc)
+        self.run_id = new_run_id(self.started_at)
+        self.timing = Timing(spec.iters, spec.warmup, spec.check, spec.samples, spec.seed)
+        self.backend = _backend(spec, connection.gpus())
+        _check_dtypes(spec.dtypes, self.backend)
+        max_size = spec.max_size if isinstance(spec.max_size, int) else None
+        self.max_size = max_size or DEFAULT_MAX_SIZE[self.backend]
+        self.sizes = spec.sizes(self.max_size)
+        self.slots = cluster.choose_nodes(self.backend, spec.nodes, spec.ranks_per_node())
+        self.nodes = cluster.discover(self.slots)
+        self.rows: list[Row] = []
+        self.writer: ResultWriter | None = None
+        self._shared: Row | None = None
 
-def _world_group(backend: str, infos: Sequence[RankInfo]) -> Group:
-    hosts = tuple(info.host for info in infos)
-    uuids = tuple(info.gpu_uuid for info in infos if info.gpu_uuid)
-    tier = "cpu" if backend == "gloo" else "internode" if len(set(hosts)) > 1 else "intranode"
-    return Group("world", tier, tuple(info.rank for info in infos), hosts, uuids)
+    def groups(self, placement: Placement) -> list[Group]:
+        spec = self.spec
+        return groups(placement, spec.tiers, spec.pairs == "all", spec.force_network)
+
+    def points(self, group_id: str, world_size: int) -> Iterator[Point]:
+        return points(
+            group_id, world_size, self.collectives, self.spec.dtypes, self.sizes, self.timing
+        )
+
+    def run(self) -> None:
+        slots = [slot.ranks for slot in self.slots]
+        planned = self.groups(expected_placement(self.backend, self.nodes, slots))
+        per_size = {n: sum(1 for _ in self.points("", n)) for n in {g.world_size for g in planned}}
+        self.observer.started(
+            Started(
+                self.run_id,
+                self.backend,
+                tuple(planned),
+                tuple(c.name for c in self.collectives),
+                self.spec.dtypes,
+                (min(self.sizes), max(self.sizes)),
+                sum(per_size[g.world_size] for g in planned),
+                self.spec.output,
+            )
+        )
+        self.writer = ResultWriter(
+            self.spec.output, self.run_id, self.started_at.strftime("%Y-%m-%d")
+        )
+        for variant in dict.fromkeys(g.variant for g in planned):
+            self.run_variant(variant)
+
+    def run_variant(self, variant: str) -> None:
+        """Every group of one variant, on an actor set of its own environment."""
+        bundle = {"CPU": 1.0, "GPU": 1.0} if self.backend == "nccl" else {"CPU": 1.0}
+        ranks = cluster.RankSet(
+            self.backend,
+            self.slots,
+            bundle,
+            self._env(variant),
+            group_timeout_s=2 * self.spec.timeout,
+            plugins=self.spec.plugins,
+        )
+        try:
+            infos = ranks.start()
+            placement = cluster.placement(self.backend, self.nodes, infos)
+            meta = {**self._metadata(ranks), "nccl_env": list(infos[0].nccl_env)}
+            for group in self.groups(placement):
+                if group.variant == variant:
+                    self.run_group(ranks, placement, group, meta)
+        finally:
+            ranks.close()
+
+    def run_group(
+        self, ranks: cluster.RankSet, placement: Placement, group: Group, meta: Row
+    ) -> None:
+        assert self.writer is not None
+        group_id = placement.group_id(group)
+        ranks.open_group(group_id, group.ranks)
+        for point in self.points(group_id, group.world_size):
+            outcome = ranks.run_point(point, self.spec.timeout)
+            row = make_row(
+                meta, placement, group, point, REGISTRY[point.op], outcome, self.max_size
+            )
+            self.writer.append(row)
+            self.rows.append(row)
+            self.observer.point(row)
+        ranks.close_group(group_id)
+
+    def _env(self, variant: str) -> dict[str, str]:
+        extra = dict(VARIANTS[variant])
+        if self.backend == "nccl" and self.spec.gpu_visibility == "node":
+            extra["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
+        return cluster.actor_env(extra)
+
+    def _metadata(self, ranks: cluster.RankSet) -> Row:
+        """The columns every row of this run shares, gathered once."""
+        if self._shared is None:
+            versions = ranks.versions()
+            self._shared = {
+                "run_id": self.run_id,
+                "run_started_at": self.started_at,
+                "run_kind": self.run_kind,
+                "cluster_name": self.spec.cluster_name or self.connection.head_host(),
+                "sweeper_version": sweeper.__version__,
+                "ray_version": ray.__version__,
+                "torch_version": versions.torch,
+                "nccl_version": versions.nccl,
+                "cuda_version": versions.cuda,
+                "driver_version": versions.driver,
+                "gpu_model": versions.gpu_model,
+                "backend": self.backend,
+            }
+        return self._shared
 
 
 def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
+    """Run a sweep: rows go to the results dataset as they come, and to the observer."""
     load_plugins(spec.plugins)
-    collectives = resolve(spec.ops)
+    resolve(spec.ops)  # unknown operations are bad input before anything starts
     if spec.max_size == "auto":
         raise BadInput("--max-size auto is not available yet; give a size such as 1G")
-    started_at = datetime.now(timezone.utc)
     clock = time.monotonic()
-    run_id = new_run_id(started_at)
-    connection = cluster.connect(spec.address, spec.world or DEFAULT_CPU_RANKS)
-    ranks: cluster.RankSet | None = None
+    connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
+    sweep: _Sweep | None = None
     try:
-        gpus = connection.gpus()
-        backend = _backend(spec, gpus)
-        _check_dtypes(spec.dtypes, backend)
-        max_size = spec.max_size if isinstance(spec.max_size, int) else DEFAULT_MAX_SIZE[backend]
-        sizes = spec.sizes(max_size)
-        world, bundle = _world(spec, backend, gpus)
-        ranks = cluster.RankSet(
-            backend,
-            [bundle] * world,
-            env=cluster.actor_env(),
-            group_timeout_s=2 * spec.timeout,
-            plugins=spec.plugins,
-        )
-        infos = ranks.start()
-        meta = _metadata(
-            spec, run_id, started_at, run_kind, backend, ranks.versions(), infos, connection
-        )
-        group = _world_group(backend, infos)
-        ranks.open_group(group.group_id, group.ranks)
-        timing = Timing(spec.iters, spec.warmup, spec.check, spec.samples, spec.seed)
-        plan = points(group, collectives, spec.dtypes, sizes, timing)
-        observer.started(
-            Started(
-                run_id,
-                backend,
-                (group,),
-                tuple(c.name for c in collectives),
-                spec.dtypes,
-                (plan[0].size_bytes, plan[-1].size_bytes) if plan else (0, 0),
-                len(plan),
-                spec.output,
-            )
-        )
-        writer = ResultWriter(spec.output, run_id, started_at.strftime("%Y-%m-%d"))
-        rows = []
-        for point in plan:
-            outcome = ranks.run_point(point, spec.timeout)
-            row = make_row(meta, group, point, REGISTRY[point.op], outcome, max_size)
-            writer.append(row)
-            rows.append(row)
-            observer.point(row)
-        writer.flush()
+        sweep = _Sweep(spec, observer, run_kind, connection)
+        sweep.run()
     finally:
-        if ranks is not None:
-            ranks.close()
+        if sweep is not None and sweep.writer is not None:
+            sweep.writer.flush()  # what was measured is kept, whatever stopped the sweep
         connection.close()
-    finished = Finished(run_id, tuple(rows), time.monotonic() - clock, spec.output)
+    finished = Finished(sweep.run_id, tuple(sweep.rows), time.monotonic() - clock, spec.output)
     observer.finished(finished)
     return finished
 
 
-def _metadata(
-    spec: SweepSpec,
-    run_id: str,
-    started_at: datetime,
-    run_kind: str,
-    backend: str,
-    versions: Versions,
-    infos: Sequence[RankInfo],
-    connection: cluster.Connection,
-) -> Row:
-    """The columns every row of this run shares."""
-    return {
-        "run_id": run_id,
-        "run_started_at": started_at,
-        "run_kind": run_kind,
-        "cluster_name": spec.cluster_name or connection.head_host(),
-        "sweeper_version": sweeper.__version__,
-        "ray_version": ray.__version__,
-        "torch_version": versions.torch,
-        "nccl_version": versions.nccl,
-        "cuda_version": versions.cuda,
-        "driver_version": versions.driver,
-        "gpu_model": versions.gpu_model,
-        "nccl_env": list(infos[0].nccl_env),
-        "backend": backend,
-    }
-
-
 def make_row(
     meta: Mapping[str, Any],
+    placement: Placement,
     group: Group,
     point: Point,
     collective: Collective,
@@ -204,11 +248,11 @@ def make_row(
         **meta,
         "tier": group.tier,
         "variant": group.variant,
-        "group_id": group.group_id,
+        "group_id": point.group_id,
         "world_size": n,
-        "n_nodes": group.n_nodes,
-        "hosts": list(group.hosts),
-        "gpu_uuids": list(group.gpu_uuids),
+        "n_nodes": placement.n_nodes(group.ranks),
+        "hosts": list(placement.hosts(group.ranks)),
+        "gpu_uuids": list(placement.gpu_uuids(group.ranks)),
         "op": collective.op,
         "algorithm": collective.algorithm,
         "dtype": point.dtype,

@@ -21,9 +21,10 @@ _ANCESTORS = {0: "INT", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 _REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch"}
 # nvmlGpuP2PCapsIndex_t values from nvml.h: pynvml spells READ as a one-element tuple.
 _P2P_READ, _P2P_NVLINK = 0, 2
-# Per-link, per-direction NVLink bandwidth by NVLink version, in GB/s, where NVML does not
-# report a speed (NVLink 4: 53.125 Gbit/s x 4 lanes... = 26.5625 GB/s per direction).
-_NVLINK_GB_PER_S = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 53.125}
+# Per-link, per-direction NVLink bandwidth in GB/s by NVML's nvmlNvlinkVersion_t (an enum:
+# 4 is NVLink 3.0, 6 is NVLink 4.0), where NVML reports no speed. NVLink 4.0 signals
+# 53.125 Gbit/s on 4 lanes: 26.5625 GB/s, as nvidia-smi nvlink -s shows.
+_NVLINK_GB_PER_S = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 26.5625, 7: 53.125}
 # PCIe per-lane, per-direction GB/s by generation (after encoding).
 _PCIE_LANE_GB_PER_S = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
@@ -39,6 +40,7 @@ class RankInfo:
     pid: int
     device: str  # "cpu" or "cuda:<index>"
     gpu_uuid: str | None
+    gpu_pci_bus_id: str | None  # as NVML spells it: 00000000:18:00.0
     nccl_env: tuple[tuple[str, str], ...]
 
 

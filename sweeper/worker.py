@@ -47,6 +47,9 @@ class _Ready:
     levels: int
 
 
+PCI_PARTS = ("domain", "bus", "device")
+
+
 def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (torch.OutOfMemoryError, MemoryError))
 
@@ -54,11 +57,9 @@ def _is_oom(exc: BaseException) -> bool:
 class Rank:
     """A rank of an actor set. `cluster.py` runs it as a Ray actor."""
 
-    def __init__(
-        self, rank: int, world_size: int, backend: str, plugins: tuple[str, ...] = ()
-    ) -> None:
+    def __init__(self, world_size: int, backend: str, plugins: tuple[str, ...] = ()) -> None:
         load_plugins(plugins)
-        self.rank = rank
+        self.rank = -1  # given at join(), once the driver has put the set in physical order
         self.world_size = world_size
         self.backend = backend
         self.device = self._device() if backend == "nccl" else torch.device("cpu")
@@ -71,11 +72,12 @@ class Rank:
     def _device() -> torch.device:
         import ray
 
-        # Ray's GPU ids are physical; CUDA numbers the devices this process can see.
+        # Ray's GPU id names a device of the node as CUDA numbers them; when the process sees
+        # a subset (CUDA_VISIBLE_DEVICES, which Ray narrows to that id unless told not to),
+        # CUDA renumbers from 0 in that list's order.
         gpu_id = str(ray.get_gpu_ids()[0])
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        ids = [item.strip() for item in visible.split(",")] if visible else []
-        index = ids.index(gpu_id) if gpu_id in ids else int(gpu_id) if not ids else 0
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+        index = [i.strip() for i in visible.split(",")].index(gpu_id) if visible else int(gpu_id)
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
 
@@ -83,9 +85,14 @@ class Rank:
         import ray
 
         context = ray.get_runtime_context()
-        uuid = None
+        uuid = bus = None
         if self.device.type == "cuda":
-            uuid = f"GPU-{torch.cuda.get_device_properties(self.device).uuid}"
+            props = torch.cuda.get_device_properties(self.device)
+            uuid = f"GPU-{props.uuid}"
+            domain, bus_id, device = (
+                getattr(props, f"pci_{k}_id", 0) for k in ("domain", "bus", "device")
+            )
+            bus = f"{domain:08x}:{bus_id:02x}:{device:02x}.0"
         return RankInfo(
             rank=self.rank,
             host=socket.gethostname(),
@@ -94,6 +101,7 @@ class Rank:
             pid=os.getpid(),
             device=str(self.device),
             gpu_uuid=uuid,
+            gpu_pci_bus_id=bus,
             nccl_env=tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NCCL_"))),
         )
 
@@ -108,12 +116,13 @@ class Rank:
         )
 
     def listen(self) -> int:
-        """Rank 0 only: start the rendezvous store on a port the OS picks (no port races)."""
+        """Rank 0 only, before join: start the rendezvous store on a port the OS picks."""
         self.store = TCPStore("0.0.0.0", 0, self.world_size, True, wait_for_workers=False)
         return int(self.store.port)
 
-    def join(self, host: str, port: int, timeout_s: float) -> None:
-        """Join the world group; every rank of the set calls this at the same time."""
+    def join(self, rank: int, host: str, port: int, timeout_s: float) -> None:
+        """Join the world group as `rank`; every rank of the set calls this at the same time."""
+        self.rank = rank
         if self.store is None:
             self.store = TCPStore(host, port, self.world_size, False)
         dist.init_process_group(
@@ -129,7 +138,12 @@ class Rank:
         self.comms["world"] = Comm(world, self.rank, self.world_size)
 
     def open_group(self, group_id: str, ranks: tuple[int, ...]) -> None:
-        """Every rank of the set calls this in the same order, members or not (new_group's rule)."""
+        """Every rank of the set calls this in the same order, members or not (new_group's rule:
+        with a device-bound NCCL world group, non-members take part in the communicator split).
+        A group of every rank is the world group itself."""
+        if len(ranks) == self.world_size:
+            self.comms[group_id] = self.comms["world"]
+            return
         group = dist.new_group(list(ranks))
         if self.rank in ranks:
             self.comms[group_id] = Comm(group, ranks.index(self.rank), len(ranks))

@@ -44,3 +44,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def isolated_registry() -> Iterator[None]:
+    """Operations a test's plugin registers are gone after it (and registered again next time)."""
+    import sys
+
+    from sweeper.collectives import REGISTRY
+
+    before = dict(REGISTRY)
+    modules = set(sys.modules)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+    for name in set(sys.modules) - modules:
+        if name.startswith("tests.plugins"):
+            del sys.modules[name]

@@ -42,6 +42,7 @@ def test_nccl_sweep_over_every_gpu_is_exact(tmp_path: Path) -> None:
     assert (df["time_us_p99"] >= df["time_us_p50"]).all()
 
 
+@pytest.mark.usefixtures("isolated_registry")
 def test_a_hung_nccl_point_is_killed_and_rebuilt(tmp_path: Path) -> None:
     out = tmp_path / "results"
     result = CliRunner().invoke(

@@ -52,7 +52,7 @@ def test_every_operation_is_exact_at_every_size(tmp_path: Path, world: int, dtyp
     assert recorder.rows == list(finished.rows)
     df = pd.DataFrame(finished.rows)
     assert set(df["op"] + "/" + df["algorithm"]) == {
-        f"{c.op}/{c.algorithm}" for c in REGISTRY.values() if c.name != "hang"
+        f"{c.op}/{c.algorithm}" for c in REGISTRY.values()
     }
     bad = df[(df["status"] != "ok") | (df["n_wrong"] != 0)]
     assert bad.empty, bad[["op", "algorithm", "dtype", "size_bytes", "status", "error", "n_wrong"]]
@@ -93,6 +93,7 @@ def test_samples_give_percentiles_from_per_iteration_times(tmp_path: Path) -> No
     )
 
 
+@pytest.mark.usefixtures("isolated_registry")
 def test_a_hung_point_times_out_and_the_sweep_goes_on(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,

@@ -1,16 +1,12 @@
 from __future__ import annotations
 
 from sweeper.collectives import REGISTRY
-from sweeper.plan import Group, Timing, points
-
-
-def _group(n: int) -> Group:
-    return Group("world", "cpu", tuple(range(n)), ("h",) * n, ())
+from sweeper.plan import Timing, points
 
 
 def test_points_are_rounded_per_operation_deduplicated_and_ascending() -> None:
     ops = [REGISTRY["all_reduce"], REGISTRY["all_gather"]]
-    plan = points(_group(4), ops, ["float32"], [8, 16, 32, 64], Timing())
+    plan = list(points("cpu:r0,1,2,3", 4, ops, ["float32"], [8, 16, 32, 64], Timing()))
     by_op = {op.name: [p.size_bytes for p in plan if p.op == op.name] for op in ops}
     assert by_op["all_reduce"] == [8, 16, 32, 64]
     assert by_op["all_gather"] == [16, 32, 64]  # 8 B is below one float per rank: 16 B
@@ -18,7 +14,9 @@ def test_points_are_rounded_per_operation_deduplicated_and_ascending() -> None:
 
 
 def test_points_cover_every_op_dtype_and_size_in_order() -> None:
-    plan = points(_group(2), REGISTRY.values(), ["float32", "bfloat16"], [1024, 2048], Timing())
+    plan = list(
+        points("cpu:r0,1", 2, REGISTRY.values(), ["float32", "bfloat16"], [1024, 2048], Timing())
+    )
     assert len(plan) == len(REGISTRY) * 2 * 2
     assert [p.op for p in plan[:4]] == ["all_reduce"] * 4
     assert [(p.dtype, p.size_bytes) for p in plan[:4]] == [
@@ -27,8 +25,3 @@ def test_points_cover_every_op_dtype_and_size_in_order() -> None:
         ("bfloat16", 1024),
         ("bfloat16", 2048),
     ]
-
-
-def test_group_counts_nodes_from_hosts() -> None:
-    group = Group("g", "internode", (0, 1, 2, 3), ("a", "a", "b", "b"), ())
-    assert (group.world_size, group.n_nodes) == (4, 2)
