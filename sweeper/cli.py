@@ -52,48 +52,53 @@ def _fail(exc: SweeperError) -> typer.Exit:
     return typer.Exit(exc.exit_code)
 
 
+def _opt(field: str, *flags: str) -> Any:
+    return typer.Option(*flags, help=_help(field), show_default=False)
+
+
+# Options shared by the commands that need a cluster, declared once.
+Address = Annotated[str | None, _opt("address")]
+Backend = Annotated[str | None, _opt("backend")]
+World = Annotated[int | None, _opt("world")]
+Nodes = Annotated[int | None, _opt("nodes")]
+GpusPerNode = Annotated[int | None, _opt("gpus_per_node")]
+Tiers = Annotated[str | None, _opt("tiers")]
+Pairs = Annotated[str | None, _opt("pairs")]
+ForceNetwork = Annotated[bool | None, _opt("force_network", "--force-network/--no-force-network")]
+GpuVisibility = Annotated[str | None, _opt("gpu_visibility")]
+OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
+
+
 @app.command(
     epilog="Examples: sweeper run | sweeper run --ops all_reduce,all_gather --max-size 4G "
-    "--dtypes bfloat16 | sweeper run --address ray://head:10001 --format json"
+    "--dtypes bfloat16 | sweeper run --nodes 2 --tiers all --force-network | "
+    "sweeper run --address ray://head:10001 --format json"
 )
 def run(
-    address: Annotated[str | None, typer.Option(help=_help("address"), show_default=False)] = None,
-    backend: Annotated[str | None, typer.Option(help=_help("backend"), show_default=False)] = None,
-    world: Annotated[int | None, typer.Option(help=_help("world"), show_default=False)] = None,
-    ops: Annotated[str | None, typer.Option(help=_help("ops"), show_default=False)] = None,
-    dtypes: Annotated[str | None, typer.Option(help=_help("dtypes"), show_default=False)] = None,
-    min_size: Annotated[
-        str | None, typer.Option(help=_help("min_size"), show_default=False)
-    ] = None,
-    max_size: Annotated[
-        str | None, typer.Option(help=_help("max_size"), show_default=False)
-    ] = None,
-    step_factor: Annotated[
-        float | None, typer.Option(help=_help("step_factor"), show_default=False)
-    ] = None,
-    iters: Annotated[int | None, typer.Option(help=_help("iters"), show_default=False)] = None,
-    warmup: Annotated[int | None, typer.Option(help=_help("warmup"), show_default=False)] = None,
-    check: Annotated[
-        bool | None, typer.Option("--check/--no-check", help=_help("check"), show_default=False)
-    ] = None,
-    samples: Annotated[
-        bool | None,
-        typer.Option("--samples/--no-samples", help=_help("samples"), show_default=False),
-    ] = None,
-    timeout: Annotated[
-        float | None, typer.Option(help=_help("timeout"), show_default=False)
-    ] = None,
-    seed: Annotated[int | None, typer.Option(help=_help("seed"), show_default=False)] = None,
-    output: Annotated[Path | None, typer.Option(help=_help("output"), show_default=False)] = None,
-    plugin: Annotated[
-        list[str] | None, typer.Option(help=_help("plugins"), show_default=False)
-    ] = None,
-    cluster_name: Annotated[
-        str | None, typer.Option(help=_help("cluster_name"), show_default=False)
-    ] = None,
-    format: Annotated[Format, typer.Option(help="human or json (one event per line).")] = (
-        Format.human
-    ),
+    address: Address = None,
+    backend: Backend = None,
+    world: World = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
+    tiers: Tiers = None,
+    pairs: Pairs = None,
+    force_network: ForceNetwork = None,
+    gpu_visibility: GpuVisibility = None,
+    ops: Annotated[str | None, _opt("ops")] = None,
+    dtypes: Annotated[str | None, _opt("dtypes")] = None,
+    min_size: Annotated[str | None, _opt("min_size")] = None,
+    max_size: Annotated[str | None, _opt("max_size")] = None,
+    step_factor: Annotated[float | None, _opt("step_factor")] = None,
+    iters: Annotated[int | None, _opt("iters")] = None,
+    warmup: Annotated[int | None, _opt("warmup")] = None,
+    check: Annotated[bool | None, _opt("check", "--check/--no-check")] = None,
+    samples: Annotated[bool | None, _opt("samples", "--samples/--no-samples")] = None,
+    timeout: Annotated[float | None, _opt("timeout")] = None,
+    seed: Annotated[int | None, _opt("seed")] = None,
+    output: Annotated[Path | None, _opt("output")] = None,
+    plugin: Annotated[list[str] | None, _opt("plugins")] = None,
+    cluster_name: Annotated[str | None, _opt("cluster_name")] = None,
+    format: OutputFormat = Format.human,
 ) -> None:
     """Sweep every collective over a range of sizes; write rows to the results dataset."""
     options: dict[str, Any] = dict(locals())
@@ -109,6 +114,34 @@ def run(
         raise _fail(exc) from None
     if finished.failed:
         raise typer.Exit(EXIT_POINTS_FAILED)
+
+
+@app.command(epilog="Examples: sweeper topo | sweeper topo --nodes 2 --format json")
+def topo(
+    address: Address = None,
+    backend: Backend = None,
+    world: World = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
+    tiers: Annotated[str, typer.Option(help="Tiers whose groups to list.")] = "all",
+    pairs: Pairs = None,
+    force_network: ForceNetwork = None,
+    format: OutputFormat = Format.human,
+) -> None:
+    """Nodes, GPUs, the link matrix (like nvidia-smi topo -m) and the groups each tier runs."""
+    options: dict[str, Any] = dict(locals())
+    output_format = options.pop("format")
+    try:
+        spec = build_spec(**options)
+        from sweeper import console, sweep
+
+        survey = sweep.survey(spec)
+    except SweeperError as exc:
+        raise _fail(exc) from None
+    if output_format is Format.json:
+        console.print_json(console.topology_json(survey))
+    else:
+        console.print_topology(survey)
 
 
 @app.callback()

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from sweeper.analysis import label, summarize, tier_name
 from sweeper.spec import format_size
-from sweeper.sweep import Finished, Row, Started
+from sweeper.sweep import Finished, Row, Started, Survey
 
 
 def _opt(value: float | None, spec: str) -> str:
@@ -160,3 +160,65 @@ class JsonConsole:
             output=str(run.output),
             summary=[asdict(s) for s in summarize(run.rows)],
         )
+
+
+def _gib(size_bytes: int) -> str:
+    return f"{size_bytes / 2**30:.1f} GiB"
+
+
+def print_topology(survey: Survey, out: TextIO | None = None, most: int = 200) -> None:
+    """Nodes and GPUs, each node's link matrix as nvidia-smi topo -m prints it, and the groups."""
+    console = Console(file=out or sys.stdout, highlight=False, width=140)
+    for position, node in enumerate(survey.nodes):
+        what = (
+            f"{len(node.gpus)} GPUs, driver {node.driver_version}"
+            if node.nvml
+            else (f"no NVML ({node.reason})")
+        )
+        console.print(
+            f"node n{position}: {node.host} (Ray node {node.node_id[:12]}), {what}, "
+            f"{node.cpus} CPUs",
+            soft_wrap=True,
+        )
+        for gpu in node.gpus:
+            numa = "-" if gpu.numa_node is None else gpu.numa_node
+            pcie = f"{gpu.pcie_gb_per_s:.0f}" if gpu.pcie_gb_per_s else "-"
+            console.print(
+                f"  GPU{gpu.index}  {gpu.name}  {gpu.pci_bus_id}  {_gib(gpu.memory_total_bytes)}"
+                f"  NUMA {numa}  NVLink {gpu.nvlink_gb_per_s:.0f} GB/s  PCIe {pcie} GB/s",
+                soft_wrap=True,
+            )
+        if node.gpus:
+            matrix = Table(box=None, pad_edge=False)
+            matrix.add_column("")
+            for gpu in node.gpus:
+                matrix.add_column(f"GPU{gpu.index}", justify="center")
+            for gpu, row in zip(node.gpus, node.links, strict=True):
+                matrix.add_row(f"  GPU{gpu.index}", *row)
+            console.print(matrix)
+    tiers = Counter(tier_name(g.tier, g.variant) for g in survey.groups)
+    console.print(
+        f"groups ({survey.backend}): {len(survey.groups)}"
+        + "".join(f", {t} {n}" for t, n in tiers.items())
+    )
+    for group in survey.groups[:most]:
+        console.print(
+            f"  {survey.placement.group_id(group):<48} {group.world_size:>5} ranks", soft_wrap=True
+        )
+    if len(survey.groups) > most:
+        console.print(f"  ... and {len(survey.groups) - most} more")
+
+
+def topology_json(survey: Survey) -> dict[str, Any]:
+    return {
+        "backend": survey.backend,
+        "nodes": [asdict(node) for node in survey.nodes],
+        "groups": [
+            {"group_id": survey.placement.group_id(g), **g._asdict(), "world_size": g.world_size}
+            for g in survey.groups
+        ],
+    }
+
+
+def print_json(value: Any, out: TextIO | None = None) -> None:
+    (out or sys.stdout).write(json.dumps(value, default=_default, indent=1) + "\n")

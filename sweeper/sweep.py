@@ -35,6 +35,7 @@ from sweeper.plan import (
 from sweeper.spec import DTYPES, SweepSpec, format_size
 from sweeper.store import ResultWriter
 from sweeper.timing import across_ranks, algbw_gb_per_s
+from sweeper.topology import Node
 
 DEFAULT_CPU_RANKS = 2
 DEFAULT_MAX_SIZE = {"gloo": 16 * 2**20, "nccl": 1 * 2**30}
@@ -93,6 +94,39 @@ def _check_dtypes(dtypes: Sequence[str], backend: str) -> None:
             raise BadInput(f"--dtypes: gloo cannot reduce or move {unsupported[0]}")
 
 
+@dataclass(frozen=True)
+class Survey:
+    """What `sweeper topo` shows: the chosen nodes and the groups each tier would run."""
+
+    backend: str
+    nodes: tuple[Node, ...]
+    placement: Placement
+    groups: tuple[Group, ...]
+
+
+def _layout(
+    spec: SweepSpec, connection: cluster.Connection
+) -> tuple[str, list[cluster.NodeSlot], list[Node]]:
+    """Backend, chosen nodes and their topology: the part of a sweep before any actor."""
+    backend = _backend(spec, connection.gpus())
+    slots = cluster.choose_nodes(backend, spec.nodes, spec.ranks_per_node())
+    return backend, slots, cluster.discover(slots)
+
+
+def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
+    return groups(placement, spec.tiers, spec.pairs == "all", spec.force_network)
+
+
+def survey(spec: SweepSpec) -> Survey:
+    connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
+    try:
+        backend, slots, nodes = _layout(spec, connection)
+    finally:
+        connection.close()
+    placement = expected_placement(backend, nodes, [slot.ranks for slot in slots])
+    return Survey(backend, tuple(nodes), placement, tuple(_groups(spec, placement)))
+
+
 class _Sweep:
     """One run's state on the driver, from a connected cluster to the last row."""
 
@@ -112,15 +146,13 @@ class _Sweep:
         max_size = spec.max_size if isinstance(spec.max_size, int) else None
         self.max_size = max_size or DEFAULT_MAX_SIZE[self.backend]
         self.sizes = spec.sizes(self.max_size)
-        self.slots = cluster.choose_nodes(self.backend, spec.nodes, spec.ranks_per_node())
-        self.nodes = cluster.discover(self.slots)
+        _, self.slots, self.nodes = _layout(spec, connection)
         self.rows: list[Row] = []
         self.writer: ResultWriter | None = None
         self._shared: Row | None = None
 
     def groups(self, placement: Placement) -> list[Group]:
-        spec = self.spec
-        return groups(placement, spec.tiers, spec.pairs == "all", spec.force_network)
+        return _groups(self.spec, placement)
 
     def points(self, group_id: str, world_size: int) -> Iterator[Point]:
         return points(

@@ -10,7 +10,7 @@ runs `read_nvml` on each node.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -39,6 +39,7 @@ class RankInfo:
     node_id: str
     pid: int
     device: str  # "cpu" or "cuda:<index>"
+    ray_gpu_ids: tuple[str, ...]  # the GPUs Ray gave the actor (CUDA numbering of its node)
     gpu_uuid: str | None
     gpu_pci_bus_id: str | None  # as NVML spells it: 00000000:18:00.0
     nccl_env: tuple[tuple[str, str], ...]
@@ -76,7 +77,7 @@ class Node:
     nvml: bool = True  # False: no NVML here (a CPU node), not an error
     driver_version: str | None = None
     cpus: int = 0
-    extra: Mapping[str, str] = field(default_factory=dict)
+    reason: str | None = None  # why there is no NVML
 
     def nvlinked(self, a: int, b: int) -> bool:
         return self.links[a][b].startswith("NV")
@@ -123,6 +124,7 @@ class Node:
             nvml=bool(record.get("nvml", False)),
             driver_version=record.get("driver_version"),
             cpus=int(record.get("cpus", 0)),
+            reason=record.get("reason"),
         )
 
 

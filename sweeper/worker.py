@@ -100,6 +100,7 @@ class Rank:
             node_id=context.get_node_id(),
             pid=os.getpid(),
             device=str(self.device),
+            ray_gpu_ids=tuple(str(i) for i in ray.get_gpu_ids()),
             gpu_uuid=uuid,
             gpu_pci_bus_id=bus,
             nccl_env=tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NCCL_"))),

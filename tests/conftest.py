@@ -14,21 +14,22 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
-@pytest.fixture(scope="session")
-def ray_session() -> Iterator[None]:
-    """A real local Ray with room for 4 CPU ranks on a 2-core machine; sweeps reuse it."""
+@pytest.fixture
+def ray_session() -> None:
+    """A real local Ray with room for 4 CPU ranks on a 2-core machine, started once and shared
+    by the tests that use it (sweeps join a Ray that is already up). A test module that needs
+    another cluster shuts it down, and the next test that needs this one starts it again."""
     import ray
 
-    ray.init(
-        address="local",
-        num_cpus=4,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=False,
-        namespace="sweeper-tests",
-    )
-    yield
-    ray.shutdown()
+    if not ray.is_initialized():
+        ray.init(
+            address="local",
+            num_cpus=4,
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=False,
+            namespace="sweeper-tests",
+        )
 
 
 def _gpu_count() -> int:

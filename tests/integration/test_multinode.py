@@ -1,0 +1,114 @@
+"""A real multi-node Ray cluster on one machine (several raylets, fake GPU resources)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+from typer.testing import CliRunner
+
+import sweeper
+from sweeper import cluster
+from sweeper.cli import app
+from sweeper.spec import build_spec
+from sweeper.sweep import survey
+
+
+@pytest.fixture(scope="module")
+def three_gpu_nodes() -> Iterator[Cluster]:
+    """A head with CPUs only and three nodes of 2 CPUs and 2 (fake) GPUs each."""
+    ray.shutdown()  # leave the shared single-node Ray; the next test that needs it restarts it
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    for _ in range(3):
+        nodes.add_node(num_cpus=2, num_gpus=2)
+    nodes.wait_for_nodes()
+    ray.init(address=nodes.address, log_to_driver=False, configure_logging=False)
+    yield nodes
+    ray.shutdown()
+    nodes.shutdown()
+
+
+def test_nodes_get_one_pinned_actor_per_gpu(three_gpu_nodes: Cluster) -> None:
+    slots = cluster.choose_nodes("nccl", 2, None)
+    assert [slot.ranks for slot in slots] == [2, 2]
+    assert len({slot.node_id for slot in slots}) == 2
+    # gloo ranks holding GPU bundles: placement is proven without CUDA on this machine
+    ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0, "GPU": 1.0})
+    try:
+        infos = ranks.start()
+    finally:
+        ranks.close()
+    assert [info.rank for info in infos] == [0, 1, 2, 3]
+    assert [info.node_id for info in infos] == [s.node_id for s in slots for _ in range(2)]
+    for slot in slots:
+        gpus = [i.ray_gpu_ids for i in infos if i.node_id == slot.node_id]
+        assert sorted(g for (g,) in gpus) == ["0", "1"]  # each actor one GPU, none shared
+
+
+def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
+    three_gpu_nodes: Cluster, tmp_path: Path
+) -> None:
+    for args, message in (
+        (["--nodes", "4"], "asked for 4 node(s) with 1+ GPU each; the cluster has 3"),
+        (["--gpus-per-node", "3"], "asked for 1 node(s) with 3+ GPU each; the cluster has 0"),
+    ):
+        result = CliRunner().invoke(app, ["run", *args, "--output", str(tmp_path / "r")])
+        assert result.exit_code == 3, result.output
+        assert message in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_discovery_reports_cpu_nodes_as_such(three_gpu_nodes: Cluster) -> None:
+    found = survey(build_spec(backend="gloo", nodes=3, gpus_per_node=2, tiers="all"))
+    assert [node.nvml for node in found.nodes] == [False, False, False]
+    assert len({node.node_id for node in found.nodes}) == 3
+    tiers = Counter(group.tier for group in found.groups)
+    # each node's two ranks (their one pair is the same group); one rank per node, the three
+    # node pairs, and all six ranks
+    assert tiers == {"cpu": 3, "internode": 5}
+
+
+def test_a_two_node_gloo_sweep_writes_internode_rows(
+    three_gpu_nodes: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--backend",
+            "gloo",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "2",
+            "--tiers",
+            "cpu,internode",
+            "--pairs",
+            "none",
+            "--ops",
+            "all_reduce,all_to_all",
+            "--max-size",
+            "1K",
+            "--output",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    df = sweeper.load(out)
+    assert (df["status"] == "ok").all()
+    assert (df["n_wrong"] == 0).all()
+    groups = df.drop_duplicates("group_id").set_index("group_id")
+    assert set(groups.index) == {
+        "cpu:n0r0,1",
+        "cpu:n1r0,1",
+        "internode:n0r0+n1r0",
+        "internode:n0r0,1+n1r0,1",
+    }
+    assert groups.loc["internode:n0r0,1+n1r0,1", "n_nodes"] == 2
+    assert groups.loc["internode:n0r0,1+n1r0,1", "world_size"] == 4
+    assert groups.loc["cpu:n1r0,1", "n_nodes"] == 1
