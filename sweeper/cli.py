@@ -88,6 +88,7 @@ def run(
     dtypes: Annotated[str | None, _opt("dtypes")] = None,
     min_size: Annotated[str | None, _opt("min_size")] = None,
     max_size: Annotated[str | None, _opt("max_size")] = None,
+    mem_limit: Annotated[str | None, _opt("mem_limit")] = None,
     step_factor: Annotated[float | None, _opt("step_factor")] = None,
     iters: Annotated[int | None, _opt("iters")] = None,
     warmup: Annotated[int | None, _opt("warmup")] = None,

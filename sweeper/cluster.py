@@ -31,8 +31,9 @@ from ray.util.scheduling_strategies import (
 
 from sweeper.errors import InfrastructureError
 from sweeper.plan import Member, Placement, Point
+from sweeper.spec import MemLimit
 from sweeper.topology import Node, RankInfo, Versions, read_nvml
-from sweeper.worker import Measured, Prepared, Rank
+from sweeper.worker import Limits, Measured, Prepared, Rank
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
 # program that uses it can take the host's GPUs out of service.
@@ -126,6 +127,7 @@ class Outcome:
     status: str
     measured: tuple[Measured, ...] = ()
     error: str | None = None
+    launched: bool = True  # False: refused at allocation, before any rank ran a collective
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class NodeSlot:
     node_id: str
     host: str
     ranks: int
+    memory_bytes: int = 0  # Ray's `memory` resource of the node: what Ray lets tasks use
 
 
 def choose_nodes(backend: str, nodes: int, per_node: int | None) -> list[NodeSlot]:
@@ -161,7 +164,10 @@ def choose_nodes(backend: str, nodes: int, per_node: int | None) -> list[NodeSlo
     count = per_node or (
         int(min(n["Resources"][resource] for n in chosen)) if backend == "nccl" else 2
     )
-    return [NodeSlot(n["NodeID"], n["NodeManagerHostname"], count) for n in chosen]
+    return [
+        NodeSlot(n["NodeID"], n["NodeManagerHostname"], count, int(n["Resources"].get("memory", 0)))
+        for n in chosen
+    ]
 
 
 def _node_record() -> dict[str, Any]:
@@ -217,6 +223,7 @@ class RankSet:
     env: Mapping[str, str] = field(default_factory=dict)
     group_timeout_s: float = 600.0
     plugins: tuple[str, ...] = ()
+    mem_limit: MemLimit | None = None
     actors: list[Any] = field(default_factory=list)
     infos: list[RankInfo] = field(default_factory=list)
     _pgs: list[PlacementGroup] = field(default_factory=list)
@@ -254,7 +261,12 @@ class RankSet:
                     pg, placement_group_bundle_index=i
                 ),
                 runtime_env={"env_vars": dict(self.env)},
-            ).remote(self.world_size, self.backend, self.plugins)
+            ).remote(
+                self.world_size,
+                self.backend,
+                self.plugins,
+                Limits(self.mem_limit, slot.memory_bytes // slot.ranks),
+            )
             for pg, slot in zip(self._pgs, self.slots, strict=True)
             for i in range(slot.ranks)
         ]
@@ -293,28 +305,51 @@ class RankSet:
         self._open.pop(group_id, None)
         ray.get([a.close_group.remote(group_id) for a in self.actors], timeout=_START_TIMEOUT_S)
 
-    def run_point(self, point: Point, timeout_s: float) -> Outcome:
-        members = [self.actors[r] for r in self._open[point.group_id]]
-        deadline = time.monotonic() + timeout_s
+    def _prepare(self, members: Sequence[Any], point: Point, deadline: float) -> Outcome | None:
+        """Phase one on every member; None when all hold their buffers, else why not (and
+        then nobody holds any)."""
         prepared, timed_out = _gather([m.prepare.remote(point) for m in members], deadline)
         if timed_out:
-            return self._rebuilt(Outcome("timeout", error=f"prepare took over {timeout_s:g} s"))
+            return self._rebuilt(Outcome("timeout", error="prepare timed out", launched=False))
         failed = next((p for p in prepared if isinstance(p, BaseException)), None)
         if failed is not None:
             self._release(members)
-            return Outcome("error", error=_message(failed))
-        ooms = [p for p in prepared if isinstance(p, Prepared) and p.status == "oom"]
+            return Outcome("error", error=_message(failed), launched=False)
+        ooms = [p.error or "" for p in prepared if isinstance(p, Prepared) and p.status == "oom"]
         if ooms:
             self._release(members)
-            return Outcome("oom", error=ooms[0].error)
+            more = f"; and {len(ooms) - 3} more ranks" if len(ooms) > 3 else ""
+            return Outcome("oom", error="; ".join(ooms[:3]) + more, launched=False)
+        return None
+
+    def run_point(self, point: Point, timeout_s: float) -> Outcome:
+        members = [self.actors[r] for r in self._open[point.group_id]]
+        deadline = time.monotonic() + timeout_s
+        refused = self._prepare(members, point, deadline)
+        if refused is not None:
+            return refused
         measured, timed_out = _gather([m.execute.remote() for m in members], deadline)
         if timed_out:
             return self._rebuilt(Outcome("timeout", error=f"point took over {timeout_s:g} s"))
         failed = next((m for m in measured if isinstance(m, BaseException)), None)
         if failed is not None:
             # A rank that failed inside a collective can leave the communicator unusable.
-            return self._rebuilt(Outcome("error", error=_message(failed)))
+            status = "oom" if _out_of_memory(failed) else "error"
+            return self._rebuilt(Outcome(status, error=_message(failed)))
         return Outcome("ok", measured=tuple(measured))
+
+    def allocates(self, point: Point, timeout_s: float) -> bool:
+        """Whether every member can hold the point's buffers: phase one alone, then freed."""
+        members = [self.actors[r] for r in self._open[point.group_id]]
+        if self._prepare(members, point, time.monotonic() + timeout_s) is not None:
+            return False
+        self._release(members)
+        return True
+
+    def budgets(self, group_id: str) -> list[int]:
+        """Each member's memory budget in bytes, in group rank order."""
+        members = [self.actors[r] for r in self._open[group_id]]
+        return list(ray.get([m.budget.remote() for m in members], timeout=_START_TIMEOUT_S))
 
     def _release(self, members: Sequence[Any]) -> None:
         ray.get([m.release.remote() for m in members], timeout=_START_TIMEOUT_S)
@@ -358,6 +393,12 @@ def _gather(refs: list[Any], deadline: float) -> tuple[list[Any], bool]:
                 results[ref] = exc
                 deadline = min(deadline, time.monotonic() + _GRACE_S)
     return [results[r] for r in refs], False
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """torch's OutOfMemoryError, or NCCL's report of a CUDA allocation that failed inside it."""
+    cause = getattr(exc, "cause", None) or exc
+    return type(cause).__name__ == "OutOfMemoryError" or "out of memory" in str(cause).lower()
 
 
 def _message(exc: BaseException) -> str:

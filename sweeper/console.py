@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from sweeper.analysis import label, summarize, tier_name
+from sweeper.analysis import label, probe_seconds, summarize, tier_name
 from sweeper.spec import format_size
 from sweeper.sweep import Finished, Row, Started, Survey
 
@@ -33,10 +33,11 @@ def _groups(run: Started) -> str:
 def _intro(run: Started) -> str:
     groups = _groups(run)
     low, high = run.sizes
+    top = format_size(high) if high else "the largest that fits (auto)"
     return (
         f"sweeper {run.run_id}: {run.backend} on {groups}; {len(run.ops)} operations "
         f"({', '.join(run.ops)}) x {', '.join(run.dtypes)}, {format_size(low)} to "
-        f"{format_size(high)}: {run.n_points} points -> {run.output}/"
+        f"{top}: about {run.n_points} points -> {run.output}/"
     )
 
 
@@ -123,6 +124,12 @@ class HumanConsole:
         if self.progress is not None:
             self.progress.stop()
         self.console.print(summary_table(run))
+        probe = probe_seconds(run.rows)
+        if probe:
+            share = 100 * probe / max(run.elapsed_s, 1e-9)
+            self.console.print(
+                f"probing for --max-size auto: {probe:.1f} s ({share:.1f}% of the run)"
+            )
         self.console.print(f"results: {run.output}/ (run_id {run.run_id})", soft_wrap=True)
 
 
@@ -158,6 +165,7 @@ class JsonConsole:
             failed=run.failed,
             elapsed_s=run.elapsed_s,
             output=str(run.output),
+            probe_s=probe_seconds(run.rows),
             summary=[asdict(s) for s in summarize(run.rows)],
         )
 

@@ -20,7 +20,12 @@ from sweeper.collectives import SUM, Span
 
 _PRIME = 65521  # h(i) = (i * 40503 + seed) mod 65521: spread, and no int64 overflow below 2^47
 _MULT = 40503
-_CHUNK = 1 << 22  # elements handled per step, so scratch memory stays small at any size
+# Elements handled per step, so scratch memory stays bounded at any size: large on GPUs,
+# where each step is a few kernel launches, small on CPUs, where memory is shared and tight.
+_CHUNK = {"cuda": 1 << 22, "cpu": 1 << 18}
+# Bytes alive at once per element of a chunk: the int64 temporaries of the pattern (the sum
+# over ranks has the most), then the float64 copies the check compares.
+_SCRATCH_PER_ELEMENT = 48
 
 
 def exact_limit(dtype: torch.dtype) -> int:
@@ -42,9 +47,9 @@ def levels(dtype: torch.dtype, n: int, reduces: bool) -> int:
     return min(limit // n + 1, _PRIME)
 
 
-def scratch_bytes() -> int:
-    """Device memory fill and check need beyond the buffers (a few int64/float64 chunks)."""
-    return 4 * _CHUNK * 8
+def scratch_bytes(device_type: str, elements: int) -> int:
+    """Memory fill and check need beyond the buffers, for a buffer of `elements`."""
+    return _SCRATCH_PER_ELEMENT * min(elements, _CHUNK.get(device_type, _CHUNK["cpu"]))
 
 
 def _hash(start: int, stop: int, seed: int, device: torch.device) -> torch.Tensor:
@@ -72,16 +77,17 @@ def _sum_over_ranks(k: torch.Tensor, n: int, lv: int) -> torch.Tensor:
     return cycles * lv * (lv - 1) // 2 + partial
 
 
-def _pieces(span: Span) -> Iterator[tuple[int, int]]:
-    for start in range(0, span.length, _CHUNK):
-        yield start, min(start + _CHUNK, span.length)
+def _pieces(span: Span, device: torch.device) -> Iterator[tuple[int, int]]:
+    chunk = _CHUNK.get(device.type, _CHUNK["cpu"])
+    for start in range(0, span.length, chunk):
+        yield start, min(start + chunk, span.length)
 
 
 def fill(buf: torch.Tensor, spans: Iterable[Span], n: int, lv: int, seed: int) -> None:
     """Poison the whole buffer, then write each span's pattern."""
     poison(buf)
     for span in spans:
-        for start, stop in _pieces(span):
+        for start, stop in _pieces(span, buf.device):
             values = _values(
                 span.source, span.index + start, span.index + stop, n, lv, seed, buf.device
             )
@@ -96,7 +102,7 @@ def poison(buf: torch.Tensor) -> None:
 def count_wrong(buf: torch.Tensor, spans: Iterable[Span], n: int, lv: int, seed: int) -> int:
     wrong = 0
     for span in spans:
-        for start, stop in _pieces(span):
+        for start, stop in _pieces(span, buf.device):
             expected = _values(
                 span.source, span.index + start, span.index + stop, n, lv, seed, buf.device
             )

@@ -230,5 +230,10 @@ def points(
     for op in ops:
         for dtype in dtypes:
             itemsize = DTYPES[dtype].itemsize
-            for count in sorted({op.count(size, itemsize, world_size) for size in sizes}):
+            for count in series_counts(op, itemsize, world_size, sizes):
                 yield Point(group_id, op.name, dtype, count * itemsize, count, timing)
+
+
+def series_counts(op: OpShape, itemsize: int, world_size: int, sizes: Iterable[int]) -> list[int]:
+    """Element counts of S for the requested sizes, as the operation rounds them, ascending."""
+    return sorted({op.count(size, itemsize, world_size) for size in sizes})

@@ -17,7 +17,9 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -96,6 +98,46 @@ def _split(value: object) -> object:
 
 
 Size = Annotated[int, BeforeValidator(parse_size)]
+
+
+@dataclass(frozen=True)
+class MemLimit:
+    """`--mem-limit`: bytes, or a fraction of the device's (or the rank's share of the node's)
+    memory."""
+
+    size_bytes: int | None = None
+    fraction: float | None = None
+
+    @classmethod
+    def parse(cls, value: object) -> MemLimit:
+        if isinstance(value, MemLimit):
+            return value
+        text = str(value).strip()
+        if text.endswith("%"):
+            number = text[:-1].strip()
+            percent = float(number) if number.replace(".", "", 1).isdigit() else -1.0
+            if not 0 < percent <= 100:
+                raise ValueError(f"{value!r} is not a percentage in (0, 100]")
+            return cls(fraction=percent / 100)
+        return cls(size_bytes=parse_size(value))
+
+    def of(self, total_bytes: int) -> int:
+        if self.size_bytes is not None:
+            return self.size_bytes
+        return int(total_bytes * (self.fraction or 1.0))
+
+    def __str__(self) -> str:
+        if self.fraction is not None:
+            return f"{self.fraction * 100:g}%"
+        return format_size(self.size_bytes or 0)
+
+
+MemLimitField = Annotated[
+    MemLimit,
+    BeforeValidator(MemLimit.parse),
+    PlainSerializer(str),
+    WithJsonSchema({"type": "string", "examples": ["8G", "50%"]}),
+]
 Backend = Literal["auto", "nccl", "gloo"]
 TIERS = ("nvlink", "pcie", "internode", "cpu")
 
@@ -141,8 +183,12 @@ class SweepSpec(BaseModel):
         ("float32",), min_length=1, description="Element types (torch spelling or nccl-tests')."
     )
     min_size: Size = Field(8, description="Smallest size S in bytes (K, M, G suffixes).")
-    max_size: int | Literal["auto"] | None = Field(
-        None, description="Largest size S; 'auto' probes memory. Default: the backend's."
+    max_size: int | Literal["auto"] = Field(
+        "auto", description="Largest size S, or auto: the largest that fits in memory (probed)."
+    )
+    mem_limit: MemLimitField | None = Field(
+        None,
+        description="Cap on each rank's memory, bytes (8G) or percent (50%); CPU ranks: 64M.",
     )
     step_factor: float = Field(2.0, gt=1, description="Multiply the size by this at each step.")
     iters: int | None = Field(
@@ -168,8 +214,8 @@ class SweepSpec(BaseModel):
     @field_validator("max_size", mode="before")
     @classmethod
     def _max_size(cls, value: object) -> object:
-        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
-            return "auto" if value is not None else None
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
         return parse_size(value)
 
     @field_validator("dtypes")

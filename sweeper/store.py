@@ -63,8 +63,16 @@ SCHEMA = pa.schema(
         ("error", pa.string()),
         ("n_wrong", pa.int64()),
         ("max_size_bytes", pa.int64()),
+        ("probe_s", pa.float64()),
         ("samples_us", pa.list_(pa.float32())),
         ("measured_at", pa.timestamp("us", tz="UTC")),
+        # point-to-point rows (op p2p, copy): who sends to whom
+        ("src_rank", pa.int32()),
+        ("dst_rank", pa.int32()),
+        ("src_gpu_uuid", pa.string()),
+        ("dst_gpu_uuid", pa.string()),
+        ("concurrent", pa.bool_()),  # measured while other pairs ran (round-robin rounds)
+        ("params", pa.map_(pa.string(), pa.string())),  # an experiment's knobs (MoE routing)
     ]
 )
 PARTITION = pa.schema([("date", pa.string())])

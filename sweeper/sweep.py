@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +21,7 @@ import ray
 
 import sweeper
 from sweeper import cluster
-from sweeper.collectives import REGISTRY, Collective, load_plugins, resolve
+from sweeper.collectives import Collective, load_plugins, resolve
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.plan import (
     VARIANTS,
@@ -31,14 +32,42 @@ from sweeper.plan import (
     expected_placement,
     groups,
     points,
+    series_counts,
 )
-from sweeper.spec import DTYPES, SweepSpec, format_size
+from sweeper.sizing import BISECT_STEPS, bisect, largest_count
+from sweeper.spec import DTYPES, MemLimit, SweepSpec, format_size
 from sweeper.store import ResultWriter
 from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.topology import Node
 
 DEFAULT_CPU_RANKS = 2
-DEFAULT_MAX_SIZE = {"gloo": 16 * 2**20, "nccl": 1 * 2**30}
+DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
+AUTO_CEILING = 2**50  # with --max-size auto, the grid is cut at each series' bound
+
+
+class _Stopwatch:
+    """Time spent probing a series: budget queries, bisection, and refused allocations."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @contextmanager
+    def timing(self) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds += time.monotonic() - start
+
+
+@dataclass(frozen=True)
+class _GroupRun:
+    ranks: cluster.RankSet
+    placement: Placement
+    group: Group
+    group_id: str
+    meta: Row
+
 
 Row = dict[str, Any]
 
@@ -50,7 +79,7 @@ class Started:
     groups: tuple[Group, ...]
     ops: tuple[str, ...]
     dtypes: tuple[str, ...]
-    sizes: tuple[int, int]  # smallest and largest S of the plan
+    sizes: tuple[int, int | None]  # smallest and largest S asked for; None: auto
     n_points: int
     output: Path
 
@@ -143,9 +172,12 @@ class _Sweep:
         self.timing = Timing(spec.iters, spec.warmup, spec.check, spec.samples, spec.seed)
         self.backend = _backend(spec, connection.gpus())
         _check_dtypes(spec.dtypes, self.backend)
-        max_size = spec.max_size if isinstance(spec.max_size, int) else None
-        self.max_size = max_size or DEFAULT_MAX_SIZE[self.backend]
-        self.sizes = spec.sizes(self.max_size)
+        self.auto = spec.max_size == "auto"
+        # auto: the grid has no end of its own; each series stops at its probed bound
+        self.sizes = spec.sizes(AUTO_CEILING if self.auto else int(spec.max_size))
+        self.mem_limit = spec.mem_limit
+        if self.mem_limit is None and self.backend == "gloo":
+            self.mem_limit = MemLimit(size_bytes=DEFAULT_CPU_MEM_LIMIT)
         _, self.slots, self.nodes = _layout(spec, connection)
         self.rows: list[Row] = []
         self.writer: ResultWriter | None = None
@@ -154,15 +186,24 @@ class _Sweep:
     def groups(self, placement: Placement) -> list[Group]:
         return _groups(self.spec, placement)
 
-    def points(self, group_id: str, world_size: int) -> Iterator[Point]:
-        return points(
-            group_id, world_size, self.collectives, self.spec.dtypes, self.sizes, self.timing
-        )
+    def _expected_sizes(self) -> list[int]:
+        """The grid a series will likely run: with auto, up to about one rank's memory."""
+        if not self.auto:
+            return self.sizes
+        memory = [gpu.memory_total_bytes for node in self.nodes for gpu in node.gpus]
+        ceiling = min(memory) if memory and self.backend == "nccl" else DEFAULT_CPU_MEM_LIMIT
+        if self.mem_limit is not None:
+            ceiling = min(ceiling, self.mem_limit.of(ceiling))
+        return [*(size for size in self.sizes if size < ceiling), ceiling]
 
     def run(self) -> None:
         slots = [slot.ranks for slot in self.slots]
         planned = self.groups(expected_placement(self.backend, self.nodes, slots))
-        per_size = {n: sum(1 for _ in self.points("", n)) for n in {g.world_size for g in planned}}
+        sizes = self._expected_sizes()
+        per_size = {
+            n: sum(1 for _ in points("", n, self.collectives, self.spec.dtypes, sizes, self.timing))
+            for n in {g.world_size for g in planned}
+        }
         self.observer.started(
             Started(
                 self.run_id,
@@ -170,7 +211,7 @@ class _Sweep:
                 tuple(planned),
                 tuple(c.name for c in self.collectives),
                 self.spec.dtypes,
-                (min(self.sizes), max(self.sizes)),
+                (self.spec.min_size, None if self.auto else max(self.sizes)),
                 sum(per_size[g.world_size] for g in planned),
                 self.spec.output,
             )
@@ -191,6 +232,7 @@ class _Sweep:
             self._env(variant),
             group_timeout_s=2 * self.spec.timeout,
             plugins=self.spec.plugins,
+            mem_limit=self.mem_limit,
         )
         try:
             infos = ranks.start()
@@ -205,18 +247,98 @@ class _Sweep:
     def run_group(
         self, ranks: cluster.RankSet, placement: Placement, group: Group, meta: Row
     ) -> None:
+        at = _GroupRun(ranks, placement, group, placement.group_id(group), meta)
+        ranks.open_group(at.group_id, group.ranks)
+        for collective in self.collectives:
+            for dtype in self.spec.dtypes:
+                self.run_series(at, collective, dtype)
+        ranks.close_group(at.group_id)
+
+    def run_series(self, at: _GroupRun, collective: Collective, dtype: str) -> None:
+        """One operation and dtype over the sizes: the grid, or with auto the grid up to the
+        probed bound and then exactly the bound. Rows are kept until the series' limit is
+        known, then written together, every one carrying it."""
         assert self.writer is not None
-        group_id = placement.group_id(group)
-        ranks.open_group(group_id, group.ranks)
-        for point in self.points(group_id, group.world_size):
-            outcome = ranks.run_point(point, self.spec.timeout)
-            row = make_row(
-                meta, placement, group, point, REGISTRY[point.op], outcome, self.max_size
-            )
-            self.writer.append(row)
-            self.rows.append(row)
+        itemsize = DTYPES[dtype].itemsize
+        counts = series_counts(collective, itemsize, at.group.world_size, self.sizes)
+        rows: list[Row] = []
+        probe = _Stopwatch()
+
+        def measure(count: int) -> cluster.Outcome:
+            point = Point(at.group_id, collective.name, dtype, count * itemsize, count, self.timing)
+            start = time.monotonic()
+            outcome = at.ranks.run_point(point, self.spec.timeout)
+            if not outcome.launched:  # a refused allocation is part of probing, not measuring
+                probe.seconds += time.monotonic() - start
+            row = make_row(at.meta, at.placement, at.group, point, collective, outcome)
+            rows.append(row)
             self.observer.point(row)
-        ranks.close_group(group_id)
+            return outcome
+
+        if self.auto:
+            limit = self._probe_series(at, collective, dtype, counts, measure, probe)
+        else:
+            for count in counts:
+                measure(count)
+            limit = int(self.spec.max_size)
+        for row in rows:
+            row.update(max_size_bytes=limit, probe_s=probe.seconds if self.auto else None)
+            self.writer.append(row)
+        self.rows.extend(rows)
+
+    def _probe_series(
+        self,
+        at: _GroupRun,
+        collective: Collective,
+        dtype: str,
+        counts: list[int],
+        measure: Callable[[int], cluster.Outcome],
+        probe: _Stopwatch,
+    ) -> int | None:
+        """--max-size auto for one series; returns the limit it measured, in bytes.
+
+        The smallest size runs first (so NCCL's own buffers exist when the ranks read their
+        free memory); the bound is the largest S whose buffers fit every rank's budget. If an
+        allocation at a size is refused after all, sizes between the last one that ran and
+        that one are tried by allocation alone (bisection), and the largest that allocates
+        runs as the bound."""
+        itemsize = DTYPES[dtype].itemsize
+        if measure(counts[0]).status != "ok":
+            return None
+        good = counts[0]
+        with probe.timing():
+            budgets = at.ranks.budgets(at.group_id)
+            device = "cuda" if self.backend == "nccl" else "cpu"
+            bound = largest_count(collective, itemsize, budgets, device) or good
+        for count in [*(c for c in counts if good < c < bound), *([bound] if bound > good else [])]:
+            outcome = measure(count)
+            if outcome.status == "ok":
+                good = count
+                continue
+            if outcome.status == "oom" and not outcome.launched:
+                with probe.timing():
+                    best = self._bisect(at, collective, dtype, good, count)
+                if best > good and measure(best).status == "ok":
+                    good = best
+            break
+        return good * itemsize
+
+    def _bisect(
+        self, at: _GroupRun, collective: Collective, dtype: str, good: int, bad: int
+    ) -> int:
+        """The largest count between `good` (ran) and `bad` (refused) that every rank can
+        allocate, found with allocations alone."""
+        itemsize, n = DTYPES[dtype].itemsize, at.group.world_size
+        for _ in range(BISECT_STEPS):
+            mid = bisect(collective, itemsize, n, good, bad)
+            if mid is None:
+                break
+            point = Point(at.group_id, collective.name, dtype, mid * itemsize, mid, self.timing)
+            if at.ranks.allocates(point, self.spec.timeout):
+                good = mid
+            else:
+                bad = mid
+        return good
 
     def _env(self, variant: str) -> dict[str, str]:
         extra = dict(VARIANTS[variant])
@@ -249,8 +371,6 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
     """Run a sweep: rows go to the results dataset as they come, and to the observer."""
     load_plugins(spec.plugins)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
-    if spec.max_size == "auto":
-        raise BadInput("--max-size auto is not available yet; give a size such as 1G")
     clock = time.monotonic()
     connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
     sweep: _Sweep | None = None
@@ -273,7 +393,6 @@ def make_row(
     point: Point,
     collective: Collective,
     outcome: cluster.Outcome,
-    max_size_bytes: int | None,
 ) -> Row:
     n = group.world_size
     row: Row = {
@@ -294,7 +413,6 @@ def make_row(
         "busbw_factor": collective.busbw_factor(n),
         "status": outcome.status,
         "error": outcome.error,
-        "max_size_bytes": max_size_bytes,
         "measured_at": datetime.now(timezone.utc),
     }
     if outcome.status != "ok":

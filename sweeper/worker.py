@@ -20,6 +20,7 @@ from torch.distributed import TCPStore  # type: ignore[attr-defined]
 from sweeper import data
 from sweeper.collectives import REGISTRY, Buffers, Collective, Comm, Layout, load_plugins
 from sweeper.plan import Point
+from sweeper.spec import MemLimit
 from sweeper.timing import TARGET_BLOCK_S, Block, CudaTimer, HostTimer, Timer, calibrate
 from sweeper.topology import RankInfo, Versions, nvml_driver_version
 
@@ -35,6 +36,20 @@ class Measured:
     block: Block
     warmup_iters: int
     n_wrong: int | None  # None: not checked here (no output on this rank, or --no-check)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much memory a rank may use: `--mem-limit`, and for CPU ranks their share of the
+    node's memory (Ray's `memory` resource of the node over the ranks placed on it)."""
+
+    mem_limit: MemLimit | None = None
+    host_share_bytes: int = 0
+
+
+def gpu_reserve_bytes(total_bytes: int) -> int:
+    """Device memory kept free under a budget: allocator rounding, NCCL's lazy buffers."""
+    return max(256 * 2**20, total_bytes // 100)
 
 
 @dataclass
@@ -57,12 +72,24 @@ def _is_oom(exc: BaseException) -> bool:
 class Rank:
     """A rank of an actor set. `cluster.py` runs it as a Ray actor."""
 
-    def __init__(self, world_size: int, backend: str, plugins: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        world_size: int,
+        backend: str,
+        plugins: tuple[str, ...] = (),
+        limits: Limits | None = None,
+    ) -> None:
         load_plugins(plugins)
+        self.limits = limits or Limits()
         self.rank = -1  # given at join(), once the driver has put the set in physical order
         self.world_size = world_size
         self.backend = backend
         self.device = self._device() if backend == "nccl" else torch.device("cpu")
+        if self.device.type == "cuda" and self.limits.mem_limit is not None:
+            # The allocator itself refuses past the cap, so a small cap gives real OOMs.
+            total = torch.cuda.get_device_properties(self.device).total_memory
+            cap = min(1.0, self.limits.mem_limit.of(total) / total)
+            torch.cuda.set_per_process_memory_fraction(cap, self.device)
         self.timer: Timer = CudaTimer(self.device) if backend == "nccl" else HostTimer()
         self.store: TCPStore | None = None
         self.comms: dict[str, Comm] = {}
@@ -154,6 +181,21 @@ class Rank:
         if comm is not None and comm.group is not dist.group.WORLD:
             dist.destroy_process_group(comm.group)
 
+    def budget(self) -> int:
+        """Bytes this rank can still give a point: free memory (after a warm-up, so NCCL's own
+        buffers are taken) less a reserve, within --mem-limit; on CPU, its share of the node."""
+        self.release()
+        if self.device.type != "cuda":
+            share = self.limits.host_share_bytes
+            limit = self.limits.mem_limit
+            return share if limit is None else min(share, limit.of(share))
+        free, total = torch.cuda.mem_get_info(self.device)
+        budget = free - gpu_reserve_bytes(total)
+        if self.limits.mem_limit is not None:
+            allowed = self.limits.mem_limit.of(total) - torch.cuda.memory_reserved(self.device)
+            budget = min(budget, allowed)
+        return max(0, budget)
+
     def prepare(self, point: Point) -> Prepared:
         """Allocate and fill this rank's buffers; 'oom' (and nothing held) if they do not fit."""
         self.release()
@@ -161,6 +203,10 @@ class Rank:
         comm = self.comms[point.group_id]
         dtype = getattr(torch, point.dtype)
         layout = collective.layout(point.count, comm.size, comm.rank)
+        if self.device.type != "cuda":  # host memory is shared: keep to this rank's share
+            need = layout.elements * dtype.itemsize + data.scratch_bytes("cpu", layout.elements)
+            if need > (budget := self.budget()):
+                return Prepared("oom", f"rank {self.rank}: needs {need} B, budget {budget} B")
         try:
             send = torch.empty(layout.send, dtype=dtype, device=self.device)
             recv = (

@@ -73,7 +73,13 @@ def test_lists_split_and_dtype_aliases_canonicalise() -> None:
     assert canonical_dtype("half") == "float16"
 
 
-def test_max_size_takes_auto_and_none_means_the_backend_default() -> None:
+def test_max_size_defaults_to_auto_and_takes_sizes() -> None:
     assert build_spec(max_size="AUTO").max_size == "auto"
-    assert build_spec().max_size is None
+    assert build_spec().max_size == "auto"
     assert build_spec(max_size="4G").max_size == 4 * 2**30
+
+
+def test_mem_limit_is_bytes_or_a_percentage_and_prints_as_given() -> None:
+    assert str(build_spec(mem_limit="8G").mem_limit) == "8G"
+    assert str(build_spec(mem_limit="50%").mem_limit) == "50%"
+    assert build_spec(mem_limit="8G").model_dump(mode="json")["mem_limit"] == "8G"

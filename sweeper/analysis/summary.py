@@ -1,4 +1,4 @@
-"""Reading results: per-operation summaries (and, later, regressions and fits). Pure."""
+"""Per-operation summaries of a run: peak bus bandwidth, smallest latency, probing time."""
 
 from __future__ import annotations
 
@@ -59,3 +59,11 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
             )
         )
     return out
+
+
+def probe_seconds(rows: Iterable[Mapping[str, Any]]) -> float:
+    """Time spent finding --max-size auto bounds: each series' probe time, counted once."""
+    series = {
+        (r["group_id"], r["op"], r["algorithm"], r["dtype"]): r.get("probe_s") or 0.0 for r in rows
+    }
+    return float(sum(series.values()))

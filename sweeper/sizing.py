@@ -1,0 +1,69 @@
+"""Memory budgets and `--max-size auto`: the largest size an operation can move. Pure.
+
+Each rank reports its budget (free memory after a warm-up, less a reserve, capped by
+`--mem-limit`); an operation's per-rank footprint comes from its descriptor (send and
+receive buffers, plus the check's scratch); the bound is the largest S whose footprint
+fits every rank's budget. When an allocation at the bound still fails, the driver
+bisects between the last size that ran and the one that failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sweeper.collectives import Collective
+from sweeper.data import scratch_bytes
+
+BISECT_STEPS = 6  # at most this many tries below a bound that failed
+BISECT_TOLERANCE = 0.01  # stop when the bracket is within 1% of the size
+
+
+def footprint_bytes(
+    collective: Collective, count: int, n: int, rank: int, itemsize: int, device_type: str
+) -> int:
+    """What one rank needs for a point: its buffers and the fill and check's scratch."""
+    elements = collective.layout(count, n, rank).elements
+    return elements * itemsize + scratch_bytes(device_type, elements)
+
+
+def fits(
+    collective: Collective, count: int, itemsize: int, budgets: Sequence[int], device_type: str
+) -> bool:
+    n = len(budgets)
+    return all(
+        footprint_bytes(collective, count, n, rank, itemsize, device_type) <= budget
+        for rank, budget in enumerate(budgets)
+    )
+
+
+def largest_count(
+    collective: Collective, itemsize: int, budgets: Sequence[int], device_type: str
+) -> int | None:
+    """The largest element count of S (rounded as the descriptor rounds) whose footprint fits
+    every rank's budget; None if not even the smallest does."""
+    n = len(budgets)
+
+    def valid(elements: int) -> int:
+        return collective.count(elements * itemsize, itemsize, n)
+
+    def ok(elements: int) -> bool:
+        return fits(collective, valid(elements), itemsize, budgets, device_type)
+
+    if not ok(1):
+        return None
+    lo, hi = 1, 2
+    while ok(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:  # ok(lo), not ok(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return valid(lo)
+
+
+def bisect(collective: Collective, itemsize: int, n: int, good: int, bad: int) -> int | None:
+    """The count to try between one that ran (`good`) and one that did not (`bad`); None
+    once they are within the tolerance (or no valid count lies between them)."""
+    if bad - good <= max(1, int(bad * BISECT_TOLERANCE)):
+        return None
+    mid = collective.count((good + bad) // 2 * itemsize, itemsize, n)
+    return mid if good < mid < bad else None

@@ -1,0 +1,106 @@
+"""--max-size auto and out-of-memory on real gloo ranks whose budgets differ.
+
+Two Ray nodes on this machine: Ray's `memory` resource of a node is what its CPU ranks may
+use, so one node is given 2 GiB (its rank then held to --mem-limit 256M) and the other 40 MiB."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+from typer.testing import CliRunner
+
+import sweeper
+from sweeper.cli import app
+from sweeper.collectives import REGISTRY
+from sweeper.sizing import largest_count
+
+MIB = 2**20
+TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def unequal_nodes() -> Iterator[Cluster]:
+    ray.shutdown()
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    nodes.add_node(num_cpus=1, memory=2 * 2**30)
+    nodes.add_node(num_cpus=1, memory=40 * MIB)
+    nodes.wait_for_nodes()
+    ray.init(address=nodes.address, log_to_driver=False, configure_logging=False)
+    yield nodes
+    ray.shutdown()
+    nodes.shutdown()
+
+
+def _sweep(out: Path, *args: str) -> pd.DataFrame:
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--backend",
+            "gloo",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "1",
+            "--timeout",
+            str(TIMEOUT_S),
+            "--mem-limit",
+            "256M",
+            "--output",
+            str(out),
+            *args,
+        ],
+    )
+    assert result.exit_code in (0, 4), result.output
+    return sweeper.load(out).sort_values("measured_at")
+
+
+def _no_point_waited(df: pd.DataFrame) -> None:
+    """A rank left waiting in a collective its peer skipped would hold its point to the
+    timeout: every point here is done in a fraction of it."""
+    gaps = df["measured_at"].diff().dropna().dt.total_seconds()
+    assert gaps.max() < TIMEOUT_S / 4
+
+
+@pytest.mark.usefixtures("unequal_nodes")
+def test_auto_bound_is_agreed_from_the_poorest_rank(tmp_path: Path) -> None:
+    df = _sweep(tmp_path / "r", "--ops", "all_reduce,all_gather,all_to_all")
+    assert (df["status"] == "ok").all()
+    assert (df["n_wrong"] == 0).all()
+    _no_point_waited(df)
+    for name in ("all_reduce", "all_gather", "all_to_all"):
+        rows = df[df["op"] == name]
+        bound = largest_count(REGISTRY[name], 4, [256 * MIB, 40 * MIB], "cpu")
+        assert bound is not None
+        assert set(rows["max_size_bytes"]) == {bound * 4}  # one bound, on every row
+        assert rows["size_bytes"].max() == bound * 4  # and it ran: the largest row is the bound
+        assert (rows["probe_s"] > 0).all()
+
+
+@pytest.mark.usefixtures("unequal_nodes")
+def test_sizes_that_do_not_fit_the_poorest_rank_are_oom_rows(tmp_path: Path) -> None:
+    df = _sweep(
+        tmp_path / "r", "--ops", "all_reduce,all_to_all", "--min-size", "4M", "--max-size", "64M"
+    )
+    _no_point_waited(df)
+    oom = {
+        (op, size // MIB)
+        for op, size in zip(df["op"], df["size_bytes"], strict=True)
+        if df.set_index(["op", "size_bytes"]).loc[(op, size), "status"] == "oom"
+    }
+    # 40 MiB: all_reduce holds S, all_to_all 2 S, each with 12 MiB of scratch to fill and check
+    assert oom == {
+        ("all_reduce", 32),
+        ("all_reduce", 64),
+        ("all_to_all", 16),
+        ("all_to_all", 32),
+        ("all_to_all", 64),
+    }
+    assert set(df.loc[df["status"] != "oom", "status"]) == {"ok"}
+    errors = df.loc[df["status"] == "oom", "error"]
+    assert errors.str.fullmatch(r"rank \d: needs \d+ B, budget 41943040 B").all()
