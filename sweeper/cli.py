@@ -72,6 +72,9 @@ OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.
 @app.command(
     epilog="Examples: sweeper run | sweeper run --ops all_reduce,all_gather --max-size 4G "
     "--dtypes bfloat16 | sweeper run --nodes 2 --tiers all --force-network | "
+    "sweeper run --ops 'p2p*' --tiers nvlink --concurrent --copy-engine | "
+    "sweeper run --ops 'all_to_all*,moe*' --moe tokens=8192,zipf=1.2 | "
+    "sweeper run --ops 'all_reduce*,reduce_scatter+all_gather' --nccl-algos ring,tree | "
     "sweeper run --address ray://head:10001 --format json"
 )
 def run(
@@ -97,6 +100,12 @@ def run(
     timeout: Annotated[float | None, _opt("timeout")] = None,
     seed: Annotated[int | None, _opt("seed")] = None,
     output: Annotated[Path | None, _opt("output")] = None,
+    concurrent: Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")] = None,
+    copy_engine: Annotated[
+        bool | None, _opt("copy_engine", "--copy-engine/--no-copy-engine")
+    ] = None,
+    nccl_algos: Annotated[str | None, _opt("nccl_algos")] = None,
+    moe: Annotated[str | None, _opt("moe")] = None,
     plugin: Annotated[list[str] | None, _opt("plugins")] = None,
     cluster_name: Annotated[str | None, _opt("cluster_name")] = None,
     format: OutputFormat = Format.human,

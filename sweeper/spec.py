@@ -140,6 +140,36 @@ MemLimitField = Annotated[
 ]
 Backend = Literal["auto", "nccl", "gloo"]
 TIERS = ("nvlink", "pcie", "internode", "cpu")
+NCCL_ALGOS = ("ring", "tree")  # NCCL_ALGO values a variant actor set can pin
+
+
+class MoeSpec(BaseModel):
+    """A mixture-of-experts layer whose token dispatch and combine `moe:*` measure."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens: int = Field(4096, ge=1, description="Tokens per rank.")
+    hidden: int = Field(4096, ge=1, description="Hidden size: elements per token.")
+    top_k: int = Field(2, ge=1, description="Experts each token is routed to.")
+    experts: int = Field(64, ge=1, description="Experts in all; expert e lives on rank e mod n.")
+    zipf: float = Field(1.0, ge=0, description="Routing skew: expert e is picked ~ (e+1)^-zipf.")
+    seed: int = Field(0, ge=0, description="Seed of the routing.")
+
+    @model_validator(mode="after")
+    def _top_k(self) -> MoeSpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k {self.top_k} is more than the {self.experts} experts")
+        return self
+
+
+def _key_values(value: object) -> object:
+    """--moe tokens=4096,top_k=2 from the command line; a mapping from YAML."""
+    if isinstance(value, str):
+        pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
+        if any(len(pair) != 2 for pair in pairs):
+            raise ValueError(f"{value!r}: use key=value pairs, e.g. tokens=4096,top_k=2")
+        return {key.strip(): item.strip() for key, item in pairs}
+    return value
 
 
 class SweepSpec(BaseModel):
@@ -204,6 +234,18 @@ class SweepSpec(BaseModel):
     timeout: float = Field(300.0, gt=0, description="Seconds one point may take before it fails.")
     seed: int = Field(0, ge=0, description="Seed of the deterministic input data.")
     output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
+    moe: Annotated[MoeSpec, BeforeValidator(_key_values)] = Field(
+        MoeSpec(), description="The MoE layer of moe:dispatch/moe:combine: key=value pairs."
+    )
+    nccl_algos: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
+        (), description="Also run every group with NCCL_ALGO set to each: ring, tree."
+    )
+    concurrent: bool = Field(
+        False, description="Pairs run point-to-point ops together, in round-robin rounds."
+    )
+    copy_engine: bool = Field(
+        False, description="Time peer copies between every GPU pair of a node, and fan-out."
+    )
     plugins: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
         (), description="Python modules that register more operations (driver and every rank)."
     )
@@ -252,6 +294,16 @@ class SweepSpec(BaseModel):
                 f"{self.gpus_per_node}"
             )
         return per_node
+
+    @field_validator("nccl_algos")
+    @classmethod
+    def _nccl_algos(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [algo for algo in value if algo.lower() not in NCCL_ALGOS]
+        if unknown:
+            raise ValueError(
+                f"unknown NCCL algorithm {unknown[0]!r}; known: {', '.join(NCCL_ALGOS)}"
+            )
+        return tuple(dict.fromkeys(algo.lower() for algo in value))
 
     @field_validator("ops")
     @classmethod
