@@ -259,15 +259,16 @@ class Rank:
             need = layout.elements * dtype.itemsize + data.scratch_bytes("cpu", layout.elements)
             if need > (budget := self.budget()):
                 return Prepared("oom", f"rank {self.rank}: needs {need} B, budget {budget} B")
-        try:
-            buffers = self._allocate(collective, layout, dtype)
-        except Exception as exc:
-            if _is_oom(exc):
-                return Prepared("oom", f"rank {self.rank}: {str(exc).splitlines()[0]}")
-            raise
         levels = data.levels(dtype, comm.size, collective.reduces)
-        self.ready = _Ready(point, collective, comm, layout, buffers, levels)
-        self._fill()
+        try:  # the fill's scratch is memory too: running out there is the same answer
+            buffers = self._allocate(collective, layout, dtype)
+            self.ready = _Ready(point, collective, comm, layout, buffers, levels)
+            self._fill()
+        except Exception as exc:
+            if not _is_oom(exc):
+                raise
+            self.release()
+            return Prepared("oom", f"rank {self.rank}: {str(exc).splitlines()[0]}")
         return Prepared("ok")
 
     def _allocate(self, collective: Collective, layout: Layout, dtype: torch.dtype) -> Buffers:
