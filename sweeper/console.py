@@ -51,7 +51,7 @@ def _line(row: Row) -> str:
     return (
         f"{name:>40} {row['dtype']:>9} {row['size_bytes']:>12} {row['time_us']:>11.2f} us "
         f"{row['algbw_gb_per_s']:>8.2f} {row['busbw_gb_per_s']:>8.2f} GB/s  "
-        f"wrong {_opt(row['n_wrong'], 'd')}"
+        f"wrong {_opt(row.get('n_wrong'), 'd')}"
     )
 
 

@@ -597,6 +597,7 @@ def copy_row(
         "busbw_gb_per_s": algbw_gb_per_s(copied.size_bytes, seconds),
         "busbw_factor": 1.0,
         "status": "ok",
+        "n_wrong": None,  # a copy is not checked
         "src_rank": rank_of.get(copied.src),
         "dst_rank": rank_of.get(dst),
         "src_gpu_uuid": copied.src,

@@ -65,11 +65,13 @@ def test_p2p_matrix_covers_every_ordered_gpu_pair(tmp_path: Path) -> None:
 
 def test_copy_engine_matrix_times_every_pair_and_the_fan_out(tmp_path: Path) -> None:
     n = torch.cuda.device_count()
-    df = sweep(tmp_path, "--ops", "broadcast", "--max-size", "1K", "--copy-engine")
-    copies = df[(df["op"] == "copy") & (df["size_bytes"] >= 2**20)]
-    counts = copies["algorithm"].value_counts().to_dict()
+    df = sweep(tmp_path, "--ops", "broadcast", "--max-size", "64M", "--copy-engine")
+    copies = df[df["op"] == "copy"]
+    assert set(copies["size_bytes"]) == {8, 64 * 2**20, 128 * 2**20}  # bi counts both ways
+    large = copies[copies["size_bytes"] >= 64 * 2**20]
+    counts = large["algorithm"].value_counts().to_dict()
     assert counts == {"uni": n * (n - 1), "bi": n * (n - 1) // 2, "fanout": n * (n - 1)}
-    assert (copies["busbw_gb_per_s"] > 1).all()
+    assert (large["busbw_gb_per_s"] > 1).all()
 
 
 def test_all_reduce_algorithms_include_symmetric_memory_and_nccl_algos(tmp_path: Path) -> None:
