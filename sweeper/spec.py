@@ -204,6 +204,12 @@ class SweepSpec(BaseModel):
     timeout: float = Field(300.0, gt=0, description="Seconds one point may take before it fails.")
     seed: int = Field(0, ge=0, description="Seed of the deterministic input data.")
     output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
+    report: bool = Field(
+        True, description="Write an HTML report of the run at the end (needs sweeper[report])."
+    )
+    reports_dir: Path | None = Field(
+        None, description="Where reports go; default reports/ beside the results directory."
+    )
     plugins: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
         (), description="Python modules that register more operations (driver and every rank)."
     )
