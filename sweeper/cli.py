@@ -75,7 +75,7 @@ OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.
     "sweeper run --ops 'p2p*' --tiers nvlink --concurrent --copy-engine | "
     "sweeper run --ops 'all_to_all*,moe*' --moe tokens=8192,zipf=1.2 | "
     "sweeper run --ops 'all_reduce*,reduce_scatter+all_gather' --nccl-algos ring,tree | "
-    "sweeper run --address ray://head:10001 --format json"
+    "sweeper run --address ray://head:10001 --format json | sweeper run --no-report"
 )
 def run(
     address: Address = None,
@@ -106,6 +106,8 @@ def run(
     ] = None,
     nccl_algos: Annotated[str | None, _opt("nccl_algos")] = None,
     moe: Annotated[str | None, _opt("moe")] = None,
+    report: Annotated[bool | None, _opt("report", "--report/--no-report")] = None,
+    reports_dir: Annotated[Path | None, _opt("reports_dir")] = None,
     plugin: Annotated[list[str] | None, _opt("plugins")] = None,
     cluster_name: Annotated[str | None, _opt("cluster_name")] = None,
     format: OutputFormat = Format.human,
@@ -152,6 +154,57 @@ def topo(
         console.print_json(console.topology_json(survey))
     else:
         console.print_topology(survey)
+
+
+@app.command(
+    epilog="Examples: sweeper report | sweeper report 20261122T013412Z-33627a -o run.html | "
+    "sweeper report latest --baseline 20261121T230000Z-a1b2c3 | "
+    "sweeper report --js reports/ -o reports/today.html | sweeper report --screenshot run.png"
+)
+def report(
+    run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
+    results: Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")] = Path(
+        "results"
+    ),
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="The HTML file; default reports/<run_id>.html beside --results."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option(help="A run id of the results to compare with, point by point.")
+    ] = None,
+    js: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write one shared plotly.min.js into this directory and point at it, "
+            "instead of inlining it (archives of many pages)."
+        ),
+    ] = None,
+    screenshot: Annotated[
+        Path | None,
+        typer.Option(help="Also save a full-page PNG, through Playwright and Chromium."),
+    ] = None,
+    chromium: Annotated[
+        Path | None,
+        typer.Option(help="Chromium for --screenshot; default $SWEEPER_CHROMIUM, else on PATH."),
+    ] = None,
+) -> None:
+    """Write the HTML report of a run: one self-contained page that works offline."""
+    try:
+        from sweeper.report import require
+
+        require()
+        from sweeper.report import browser, build
+
+        executable = browser.require(chromium) if screenshot else None
+        page = build.write(results, run_id, output, baseline, js)
+        print(f"report: {page}")
+        if screenshot:
+            print(f"screenshot: {browser.screenshot(page, screenshot, executable)}")
+    except SweeperError as exc:
+        raise _fail(exc) from None
 
 
 @app.callback()

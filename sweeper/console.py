@@ -133,6 +133,8 @@ class HumanConsole:
                 f"probing for --max-size auto: {probe:.1f} s ({share:.1f}% of the run)"
             )
         self.console.print(f"results: {run.output}/ (run_id {run.run_id})", soft_wrap=True)
+        if run.report:
+            self.console.print(f"report: {run.report}", soft_wrap=True)
 
 
 def _default(value: object) -> object:
@@ -167,6 +169,7 @@ class JsonConsole:
             failed=run.failed,
             elapsed_s=run.elapsed_s,
             output=str(run.output),
+            report=str(run.report) if run.report else None,
             probe_s=probe_seconds(run.rows),
             summary=[asdict(s) for s in summarize(run.rows)],
         )

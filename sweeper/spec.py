@@ -246,6 +246,12 @@ class SweepSpec(BaseModel):
     copy_engine: bool = Field(
         False, description="Time peer copies between every GPU pair of a node, and fan-out."
     )
+    report: bool = Field(
+        True, description="Write an HTML report of the run at the end (needs sweeper[report])."
+    )
+    reports_dir: Path | None = Field(
+        None, description="Where reports go; default reports/ beside the results directory."
+    )
     plugins: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
         (), description="Python modules that register more operations (driver and every rank)."
     )

@@ -20,7 +20,7 @@ import numpy as np
 import ray
 
 import sweeper
-from sweeper import cluster
+from sweeper import cluster, report
 from sweeper.collectives import configure_moe, load_plugins, resolve
 from sweeper.descriptor import Collective, Shape
 from sweeper.errors import BadInput, InfrastructureError
@@ -36,6 +36,7 @@ from sweeper.plan import (
     rounds,
     series_counts,
 )
+from sweeper.report import record
 from sweeper.sizing import BISECT_STEPS, bisect, largest_count
 from sweeper.spec import DTYPES, MemLimit, SweepSpec, format_size
 from sweeper.store import ResultWriter
@@ -95,6 +96,7 @@ class Finished:
     rows: tuple[Row, ...]
     elapsed_s: float
     output: Path
+    report: Path | None = None  # the HTML report, when one was written
 
     @property
     def failed(self) -> int:
@@ -478,6 +480,8 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
+    if spec.report:
+        report.require()
     clock = time.monotonic()
     connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
     sweep: _Sweep | None = None
@@ -487,10 +491,20 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
     finally:
         if sweep is not None and sweep.writer is not None:
             sweep.writer.flush()  # what was measured is kept, whatever stopped the sweep
+            record.save(spec.output, record.RunRecord.of(sweep.run_id, spec, tuple(sweep.nodes)))
         connection.close()
-    finished = Finished(sweep.run_id, tuple(sweep.rows), time.monotonic() - clock, spec.output)
+    elapsed = time.monotonic() - clock
+    page = _report(spec, sweep.run_id) if spec.report and sweep.rows else None
+    finished = Finished(sweep.run_id, tuple(sweep.rows), elapsed, spec.output, page)
     observer.finished(finished)
     return finished
+
+
+def _report(spec: SweepSpec, run_id: str) -> Path:
+    from sweeper.report import build
+
+    where = spec.reports_dir / f"{run_id}.html" if spec.reports_dir else None
+    return build.write(spec.output, run_id, where)
 
 
 def make_row(
