@@ -118,7 +118,7 @@ def main() -> int:
             "bound": row["max_size_bytes"],
             "probe_s": row["probe_s"],
             "n": row["world_size"],
-            "statuses": auto.get(name, {}).get("statuses", "") + row["status"][0],
+            "statuses": f"{auto.get(name, {}).get('statuses', '')} {row['status']}".strip(),
         }
     n = int(finished.rows[0]["world_size"])
     itemsize = torch.tensor([], dtype=getattr(torch, args.dtype)).element_size()
@@ -139,7 +139,7 @@ def main() -> int:
     static = nccl_tests_bound(total)
     lines = [
         f"{n} GPUs, {args.dtype}, mem-limit {args.mem_limit or 'none'}: bounds in GiB "
-        f"(sweeper run: {finished.elapsed_s:.0f} s; points ok/oom by first letter)",
+        f"(sweeper run: {finished.elapsed_s:.0f} s; each point's status)",
         f"{'operation':<28}{'auto':>9}{'true':>9}{'ratio':>8}{'nccl-tests':>12}"
         f"{'probe s':>9}  points",
     ]

@@ -248,11 +248,38 @@ REGISTRY: dict[str, Collective] = _registry(
         _reduce_all,
         _run_all_reduce,
         reduces=True,
+        nccl_kernels=frozenset({"AllReduce"}),
     ),
-    Collective("reduce", "reduce", "native", _one, False, _reduce_root, _run_reduce, reduces=True),
-    Collective("broadcast", "broadcast", "native", _one, False, _broadcast, _run_broadcast),
     Collective(
-        "all_gather", "all_gather", "native", _gathering, True, _all_gather, _run_all_gather
+        "reduce",
+        "reduce",
+        "native",
+        _one,
+        False,
+        _reduce_root,
+        _run_reduce,
+        reduces=True,
+        nccl_kernels=frozenset({"Reduce"}),
+    ),
+    Collective(
+        "broadcast",
+        "broadcast",
+        "native",
+        _one,
+        False,
+        _broadcast,
+        _run_broadcast,
+        nccl_kernels=frozenset({"Broadcast"}),
+    ),
+    Collective(
+        "all_gather",
+        "all_gather",
+        "native",
+        _gathering,
+        True,
+        _all_gather,
+        _run_all_gather,
+        nccl_kernels=frozenset({"AllGather"}),
     ),
     Collective("gather", "gather", "native", _gathering, True, _gather, _run_gather),
     Collective(
@@ -264,6 +291,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _reduce_scatter,
         _run_reduce_scatter,
         reduces=True,
+        nccl_kernels=frozenset({"ReduceScatter"}),
     ),
     Collective("scatter", "scatter", "native", _gathering, True, _scatter, _run_scatter),
     Collective(
@@ -280,6 +308,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _reduce_all,
         _run_reduce_scatter_all_gather,
         reduces=True,
+        nccl_kernels=frozenset({"ReduceScatter", "AllGather"}),
     ),
     Collective(
         "reduce+broadcast",
@@ -290,6 +319,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _reduce_all,
         _run_reduce_broadcast,
         reduces=True,
+        nccl_kernels=frozenset({"Reduce", "Broadcast"}),
     ),
     # All-to-all algorithms from batched send/recv: same data, same check (the transpose).
     _variant(

@@ -44,6 +44,8 @@ def _intro(run: Started) -> str:
 def _line(row: Row) -> str:
     """A point as nccl-tests prints one, after its group, plus its status."""
     name = f"{row['group_id']} {label(row['op'], row['algorithm'])}"
+    if row.get("src_rank") is not None and row["algorithm"] != "bi":
+        name += f" {row['src_rank']}->{row['dst_rank']}"  # which way, by rank
     if row["status"] != "ok":
         return (
             f"{name:>40} {row['dtype']:>9} {row['size_bytes']:>12}  {row['status']}: {row['error']}"

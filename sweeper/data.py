@@ -23,8 +23,9 @@ _MULT = 40503
 # Elements handled per step, so scratch memory stays bounded at any size: large on GPUs,
 # where each step is a few kernel launches, small on CPUs, where memory is shared and tight.
 _CHUNK = {"cuda": 1 << 22, "cpu": 1 << 18}
-# Bytes alive at once per element of a chunk: the int64 temporaries of the pattern (the sum
-# over ranks has the most), then the float64 copies the check compares.
+# Bytes alive at once per element of a chunk, with room to spare: two int64 tensors of the
+# pattern (the sum over ranks), then the expected values and the float64 copies the check
+# compares (about 33; tests/unit/test_data.py measures it).
 _SCRATCH_PER_ELEMENT = 48
 
 
@@ -52,9 +53,11 @@ def scratch_bytes(device_type: str, elements: int) -> int:
     return _SCRATCH_PER_ELEMENT * min(elements, _CHUNK.get(device_type, _CHUNK["cpu"]))
 
 
+# The pattern is computed in place: each chunk needs its int64 tensor and one more, so the
+# scratch that `--max-size auto` sets aside is what fill and check really allocate.
 def _hash(start: int, stop: int, seed: int, device: torch.device) -> torch.Tensor:
     index = torch.arange(start, stop, dtype=torch.int64, device=device)
-    return (index * _MULT + seed % _PRIME) % _PRIME
+    return index.mul_(_MULT).add_(seed % _PRIME).remainder_(_PRIME)
 
 
 def _values(
@@ -63,18 +66,19 @@ def _values(
     h = _hash(start, stop, seed, device)
     if source == SUM:
         if lv == 0:
-            return torch.ones_like(h)
-        return _sum_over_ranks(h % lv, n, lv)
+            return h.fill_(1)
+        return _sum_over_ranks(h.remainder_(lv), n, lv)
     if lv == 0:
-        return (h % n == source).to(torch.int64)
-    return (h + source) % lv
+        return h.remainder_(n).eq(source).to(torch.int64)
+    return h.add_(source).remainder_(lv)
 
 
 def _sum_over_ranks(k: torch.Tensor, n: int, lv: int) -> torch.Tensor:
-    """sum over r < n of (k + r) mod lv, in closed form: whole cycles, then the partial one."""
+    """sum over r < n of (k + r) mod lv, in closed form: whole cycles, then the partial one,
+    rest*k + rest(rest-1)/2 - lv*max(0, k + rest - lv)."""
     cycles, rest = divmod(n, lv)
-    partial = rest * k + rest * (rest - 1) // 2 - lv * torch.clamp(k + rest - lv, min=0)
-    return cycles * lv * (lv - 1) // 2 + partial
+    out = torch.clamp_(k + (rest - lv), min=0).mul_(-lv).add_(k, alpha=rest)
+    return out.add_(cycles * lv * (lv - 1) // 2 + rest * (rest - 1) // 2)
 
 
 def _pieces(span: Span, device: torch.device) -> Iterator[tuple[int, int]]:

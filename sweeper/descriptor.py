@@ -23,6 +23,14 @@ import torch.distributed as dist
 
 SUM = -1  # Span.source: the sum over every rank of the group
 
+# The NCCL collective kernels each NCCL_ALGO value implements (NCCL 2.28). Point-to-point
+# calls (send/recv, and torch's gather, scatter and all_to_all, built from them) take no
+# algorithm at all.
+NCCL_ALGO_KERNELS: dict[str, frozenset[str]] = {
+    "Ring": frozenset({"AllReduce", "Reduce", "Broadcast", "AllGather", "ReduceScatter"}),
+    "Tree": frozenset({"AllReduce"}),
+}
+
 
 @dataclass(frozen=True)
 class Span:
@@ -78,6 +86,7 @@ class Shape:
     nodes: tuple[int, ...]  # node of each group rank
     backend: str
     sees_node_gpus: bool  # every actor sees all GPUs of its node (torch symmetric memory)
+    nccl_algo: str | None = None  # NCCL_ALGO pinned on the group's actor set
 
 
 def _anywhere(shape: Shape) -> str | None:
@@ -102,6 +111,19 @@ class Collective:
     direction: tuple[int, int] | None = None  # point-to-point: (source, destination) group ranks
     fixed_count: Callable[[int], int] | None = None  # one size, set by the operation (MoE)
     params: tuple[tuple[str, str], ...] = ()  # the experiment's knobs, written to `params`
+    nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
+
+    def why_not_on(self, shape: Shape) -> str | None:
+        """Why the operation cannot run on a group, if not: its own reason, or the group's
+        pinned NCCL_ALGO, which either does not implement its kernels (NCCL fails with
+        `invalid usage`) or does not touch it (the row would repeat the default's)."""
+        if shape.nccl_algo is not None:
+            if not self.nccl_kernels:
+                return f"NCCL_ALGO={shape.nccl_algo} changes nothing: no NCCL collective kernel"
+            missing = sorted(self.nccl_kernels - NCCL_ALGO_KERNELS[shape.nccl_algo])
+            if missing:
+                return f"NCCL's {shape.nccl_algo} algorithm has no {', '.join(missing)}"
+        return self.why_not(shape)
 
     def count(self, size_bytes: int, itemsize: int, n: int) -> int:
         """Elements of S for a requested size, rounded down like nccl-tests, at least 1 per rank.

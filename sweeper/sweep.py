@@ -248,7 +248,9 @@ class _Sweep:
             placement = cluster.placement(self.backend, self.nodes, infos)
             meta = {**self._metadata(ranks), "nccl_env": list(infos[0].nccl_env)}
             mine = [g for g in self.groups(placement) if g.variant == variant]
-            pairs = [g for g in mine if g.world_size == 2] if self.spec.concurrent else []
+            # NCCL_ALGO does not touch point-to-point: its actor sets skip those operations.
+            concurrent = self.spec.concurrent and "NCCL_ALGO" not in VARIANTS[variant]
+            pairs = [g for g in mine if g.world_size == 2] if concurrent else []
             for group in mine:
                 self.run_group(ranks, placement, group, meta, skip_p2p=group in pairs)
             if pairs:
@@ -276,12 +278,13 @@ class _Sweep:
             nodes,
             self.backend,
             self.backend == "nccl" and self.spec.gpu_visibility == "node",
+            VARIANTS[group.variant].get("NCCL_ALGO"),
         )
         for collective in self.collectives:
             if skip_p2p and collective.direction is not None:
                 continue
             for dtype in self.spec.dtypes:
-                self.run_series(at, collective, dtype, collective.why_not(shape))
+                self.run_series(at, collective, dtype, collective.why_not_on(shape))
         ranks.close_group(at.group_id)
 
     def run_rounds(

@@ -5,6 +5,7 @@ from itertools import pairwise
 import pytest
 
 from sweeper.collectives import REGISTRY, SUM, resolve
+from sweeper.descriptor import Shape
 from sweeper.errors import BadInput
 
 
@@ -94,3 +95,25 @@ def test_resolve_all_and_unknown() -> None:
     assert [c.name for c in resolve(["gather", "all_reduce"])] == ["gather", "all_reduce"]
     with pytest.raises(BadInput, match="unknown operation 'allreduce'"):
         resolve(["allreduce"])
+
+
+@pytest.mark.parametrize(
+    ("name", "ring", "tree"),
+    [
+        ("all_reduce", True, True),
+        ("reduce_scatter+all_gather", True, False),  # Tree implements AllReduce alone
+        ("reduce+broadcast", True, False),
+        ("all_gather", True, False),
+        ("all_to_all", False, False),  # point-to-point: no algorithm to pin
+        ("send_recv", False, False),
+        ("all_reduce:symm_one_shot", False, False),  # not NCCL at all
+    ],
+)
+def test_a_pinned_nccl_algo_runs_only_the_kernels_it_implements(
+    name: str, ring: bool, tree: bool
+) -> None:
+    collective = REGISTRY[name]
+    for algo, runs in (("Ring", ring), ("Tree", tree)):
+        reason = collective.why_not_on(Shape(4, (0, 0, 0, 0), "nccl", True, algo))
+        assert (reason is None) == runs, (algo, reason)
+    assert collective.why_not_on(Shape(4, (0, 0, 0, 0), "nccl", True)) is None

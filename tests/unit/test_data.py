@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -79,3 +81,39 @@ def test_an_unwritten_output_is_all_wrong() -> None:
     out = torch.empty(100, dtype=torch.float32)
     data.poison(out)
     assert data.count_wrong(out, [Span(0, 100, 2, 0)], 4, 1000, 0) == 100
+
+
+_PEAK = """
+import sys
+import torch
+from sweeper import data
+from sweeper.descriptor import SUM, Span
+
+chunk = 1 << 24
+data._CHUNK["cpu"] = chunk
+buf = torch.zeros(chunk, dtype=torch.float32)
+spans = [Span(0, chunk, SUM if sys.argv[1] == "sum" else 1, 0)]
+
+
+def high_water_kib():  # this process's own peak (ru_maxrss would carry the parent's over exec)
+    status = open("/proc/self/status").read()
+    return int(status.split("VmHWM:")[1].split()[0])
+
+
+base = high_water_kib()
+data.fill(buf, spans, 8, data.levels(torch.float32, 8, True), 0)
+assert data.count_wrong(buf, spans, 8, data.levels(torch.float32, 8, True), 0) == 0
+print((high_water_kib() - base) * 1024 / chunk)
+"""
+
+
+@pytest.mark.parametrize("source", ["sum", "rank"])
+def test_fill_and_check_stay_within_the_scratch_sizing_counts(source: str) -> None:
+    """Scratch memory for --max-size auto: the peak resident growth of filling and checking
+    one whole chunk (in a fresh process, where the high-water mark starts at the buffer)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK, source], capture_output=True, text=True, check=True
+    )
+    per_element = float(out.stdout)
+    # two thirds: room for the GPU caching allocator, which rounds blocks up
+    assert 8 < per_element <= data.scratch_bytes("cpu", 1) * 2 / 3, per_element
