@@ -1,0 +1,60 @@
+"""`sweeper history`: the runs of a results directory with their status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from sweeper import nightly
+from sweeper.cli import app
+from sweeper.spec import NightlySettings
+from tests.synthetic import History, every_series
+
+
+def test_history_lists_runs_oldest_first_with_their_status(tmp_path: Path) -> None:
+    results, reports = tmp_path / "results", tmp_path / "reports"
+    history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
+    policy = NightlySettings.model_validate({"min_history": 2, "window": 2}).policy()
+    clean = history.nights(3)
+    slow = history.nights(2, lambda night, series: 2.0 if night >= 3 else 1.0)
+    unjudged = history.night()
+    ad_hoc = history.night(failed=1, run_kind="run")
+    for run_id in (*clean, *slow):
+        nightly.write_summary(nightly.judge(results, run_id, policy), reports)
+
+    result = CliRunner().invoke(
+        app,
+        ["history", "--results", str(results), "--reports", str(reports), "--format", "json"],
+    )
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)
+    assert [run["run_id"] for run in runs] == history.run_ids
+    assert [run["status"] for run in runs] == [
+        "ok",
+        "ok",
+        "ok",
+        "ok",  # the first slow night is worse, not yet a regression
+        "regression",
+        "unjudged",
+        "failed",
+    ]
+    assert runs[-1]["failed"] == 1
+    assert runs[-1]["points"] == 1 + len(history.series) * 4
+    assert runs[4]["regressions"] == 2
+    assert runs[0]["run_started_at"].startswith("2026-10-01T02:00:00")
+
+    human = CliRunner().invoke(
+        app, ["history", "--results", str(results), "--reports", str(reports), "--last", "2"]
+    )
+    assert human.exit_code == 0, human.output
+    assert unjudged in human.stdout
+    assert ad_hoc in human.stdout
+    assert slow[-1] not in human.stdout
+
+
+def test_history_of_a_missing_directory_is_bad_input(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["history", "--results", str(tmp_path / "none")])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"sweeper: error: no results directory at {tmp_path / 'none'}"
