@@ -19,4 +19,4 @@ exec flock --nonblock --conflict-exit-code 75 "${TMPDIR:-/tmp}/sweeper-nightly.l
   --submission-id "$submission_id" \
   --working-dir "$(dirname "$profile")" \
   -- sweeper nightly --profile "$(basename "$profile")" \
-  --output "$data/results" --reports "$data/reports"
+  --output "$data/results" --reports-dir "$data/reports"

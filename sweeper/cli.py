@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sweeper.errors import BadInput, SweeperError
-from sweeper.spec import NightlySettings, Profile, SweepSpec, build_spec, load_profile
+from sweeper.spec import Profile, SweepSpec, build_spec, load_profile
 
 if TYPE_CHECKING:
-    from sweeper.sweep import Finished
+    from sweeper.sweep import Observer
 
 EXIT_REGRESSION = 1
 EXIT_POINTS_FAILED = 4
@@ -82,6 +82,7 @@ ForceNetwork = Annotated[bool | None, _opt("force_network", "--force-network/--n
 GpuVisibility = Annotated[str | None, _opt("gpu_visibility")]
 Output = Annotated[Path | None, _opt("output")]
 ClusterName = Annotated[str | None, _opt("cluster_name")]
+ReportsDir = Annotated[Path | None, _opt("reports_dir")]
 OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
 ProfileFile = Annotated[
     Path | None,
@@ -89,18 +90,21 @@ ProfileFile = Annotated[
 ]
 
 
-def _sweep(spec: SweepSpec, output_format: Format, run_kind: str) -> Finished:
-    """A sweep as the command line runs it, for `run` and `nightly` alike."""
-    from sweeper import console, sweep
+def _observer(output_format: Format) -> Observer:
+    """What a sweep shows while it works, for `run` and `nightly` alike."""
+    from sweeper import console
 
-    observer = console.JsonConsole() if output_format is Format.json else console.HumanConsole()
-    return sweep.run(spec, observer, run_kind)
+    return console.JsonConsole() if output_format is Format.json else console.HumanConsole()
 
 
 @app.command(
     epilog="Examples: sweeper run | sweeper run --ops all_reduce,all_gather --max-size 4G "
     "--dtypes bfloat16 | sweeper run --nodes 2 --tiers all --force-network | "
-    "sweeper run --address ray://head:10001 --format json | sweeper run --profile jobs/nightly.yaml"
+    "sweeper run --ops 'p2p*' --tiers nvlink --concurrent --copy-engine | "
+    "sweeper run --ops 'all_to_all*,moe*' --moe tokens=8192,zipf=1.2 | "
+    "sweeper run --ops 'all_reduce*,reduce_scatter+all_gather' --nccl-algos ring,tree | "
+    "sweeper run --address ray://head:10001 --format json | sweeper run --no-report | "
+    "sweeper run --profile jobs/nightly.yaml --max-size 1G"
 )
 def run(
     profile: ProfileFile = None,
@@ -126,6 +130,14 @@ def run(
     timeout: Annotated[float | None, _opt("timeout")] = None,
     seed: Annotated[int | None, _opt("seed")] = None,
     output: Output = None,
+    concurrent: Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")] = None,
+    copy_engine: Annotated[
+        bool | None, _opt("copy_engine", "--copy-engine/--no-copy-engine")
+    ] = None,
+    nccl_algos: Annotated[str | None, _opt("nccl_algos")] = None,
+    moe: Annotated[str | None, _opt("moe")] = None,
+    report: Annotated[bool | None, _opt("report", "--report/--no-report")] = None,
+    reports_dir: ReportsDir = None,
     plugin: Annotated[list[str] | None, _opt("plugins")] = None,
     cluster_name: ClusterName = None,
     format: OutputFormat = Format.human,
@@ -136,7 +148,9 @@ def run(
     options["plugins"] = options.pop("plugin")
     try:
         spec = build_spec(_profile(options.pop("profile")), **options)
-        finished = _sweep(spec, output_format, run_kind="run")
+        from sweeper import sweep
+
+        finished = sweep.run(spec, _observer(output_format))
     except SweeperError as exc:
         raise _fail(exc) from None
     if finished.failed:
@@ -146,54 +160,68 @@ def run(
 @app.command(
     "nightly",
     epilog="Examples: sweeper nightly --profile jobs/nightly.yaml | "
-    "sweeper nightly --profile jobs/nightly.yaml --output /data/results --reports /data/reports",
+    "sweeper nightly --profile jobs/nightly.yaml --output /data/results --reports-dir "
+    "/data/reports | sweeper nightly --profile jobs/nightly.yaml --format json",
 )
 def nightly_command(
     profile: ProfileFile = None,
     address: Address = None,
     output: Output = None,
+    reports_dir: ReportsDir = None,
     cluster_name: ClusterName = None,
-    reports: Annotated[
-        Path | None, typer.Option(help=NightlySettings.model_fields["reports"].description)
-    ] = None,
     format: OutputFormat = Format.human,
 ) -> None:
-    """Run a profile, compare it with the history of this cluster and hardware, and write a
-    JSON summary; exit 1 on a regression (4: no regression, but some points failed)."""
+    """Sweep a profile, compare the run with the history of this cluster and hardware, write
+    the report and a JSON summary beside it; exit 1 on a regression (4: no regression, but
+    some points failed)."""
     from sweeper import nightly
 
     try:
-        loaded = _profile(profile) or Profile.model_validate({})
-        spec = build_spec(loaded, address=address, output=output, cluster_name=cluster_name)
-        finished = _sweep(spec, format, run_kind="nightly")
-        verdict = nightly.judge(spec.output, finished.run_id, loaded.nightly.policy())
-        path = nightly.write_summary(verdict, reports or loaded.nightly.reports)
+        loaded = _profile(profile) or Profile()
+        spec = build_spec(
+            loaded,
+            address=address,
+            output=output,
+            reports_dir=reports_dir,
+            cluster_name=cluster_name,
+        )
+        night = nightly.run(spec, loaded.nightly.policy(), _observer(format))
     except SweeperError as exc:
         raise _fail(exc) from None
     if format is Format.json:
-        print(json.dumps({"event": "nightly", "summary": str(path), **nightly.summary(verdict)}))
+        event = {"event": "nightly", "summary": str(night.summary)}
+        print(json.dumps({**event, **nightly.summary(night.verdict, night.report)}))
     else:
-        nightly.print_verdict(verdict, path)
-    if len(verdict.regressions):
+        nightly.print_night(night)
+    if len(night.verdict.regressions):
         raise typer.Exit(EXIT_REGRESSION)
-    if verdict.failed:
+    if night.verdict.failed:
         raise typer.Exit(EXIT_POINTS_FAILED)
 
 
-@app.command(epilog="Examples: sweeper history | sweeper history --results /data/results --last 7")
+Results = Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")]
+
+
+@app.command(
+    epilog="Examples: sweeper history | sweeper history --results /data/results --last 7 | "
+    "sweeper history --format json"
+)
 def history(
-    results: Annotated[Path, typer.Option(help="Results directory.")] = Path("results"),
-    reports: Annotated[
-        Path, typer.Option(help="Where the nightly summaries are.")
-    ] = NightlySettings.model_fields["reports"].default,
+    results: Results = Path("results"),
+    reports_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where the nightly summaries are; default reports/ beside --results."),
+    ] = None,
     last: Annotated[int, typer.Option(min=1, help="Show the last N runs.")] = 30,
     format: OutputFormat = Format.human,
 ) -> None:
-    """The runs in a results directory, oldest first, with their status."""
+    """The runs in a results directory, oldest first, with their status: ok, failed (some
+    points failed), regression, or unjudged (a nightly run without its summary)."""
     from sweeper import history as history_
+    from sweeper import report
 
     try:
-        runs = history_.runs(results, reports).tail(last)
+        runs = history_.runs(results, report.directory(results, reports_dir)).tail(last)
     except FileNotFoundError as exc:
         raise _fail(BadInput(str(exc))) from None
     if format is Format.json:
@@ -234,6 +262,57 @@ def topo(
         console.print_json(console.topology_json(survey))
     else:
         console.print_topology(survey)
+
+
+@app.command(
+    epilog="Examples: sweeper report | sweeper report 20261122T013412Z-33627a -o run.html | "
+    "sweeper report latest --baseline 20261121T230000Z-a1b2c3 | "
+    "sweeper report --js reports/ -o reports/today.html | sweeper report --screenshot run.png"
+)
+def report(
+    run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
+    results: Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")] = Path(
+        "results"
+    ),
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="The HTML file; default reports/<run_id>.html beside --results."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option(help="A run id of the results to compare with, point by point.")
+    ] = None,
+    js: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write one shared plotly.min.js into this directory and point at it, "
+            "instead of inlining it (archives of many pages)."
+        ),
+    ] = None,
+    screenshot: Annotated[
+        Path | None,
+        typer.Option(help="Also save a full-page PNG, through Playwright and Chromium."),
+    ] = None,
+    chromium: Annotated[
+        Path | None,
+        typer.Option(help="Chromium for --screenshot; default $SWEEPER_CHROMIUM, else on PATH."),
+    ] = None,
+) -> None:
+    """Write the HTML report of a run: one self-contained page that works offline."""
+    try:
+        from sweeper.report import require
+
+        require()
+        from sweeper.report import browser, build
+
+        executable = browser.require(chromium) if screenshot else None
+        page = build.write(results, run_id, output, baseline, js)
+        print(f"report: {page}")
+        if screenshot:
+            print(f"screenshot: {browser.screenshot(page, screenshot, executable)}")
+    except SweeperError as exc:
+        raise _fail(exc) from None
 
 
 @app.callback()

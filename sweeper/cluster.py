@@ -31,9 +31,9 @@ from ray.util.scheduling_strategies import (
 
 from sweeper.errors import InfrastructureError
 from sweeper.plan import Member, Placement, Point
-from sweeper.spec import MemLimit
+from sweeper.spec import MemLimit, MoeSpec
 from sweeper.topology import Node, RankInfo, Versions, read_nvml
-from sweeper.worker import Limits, Measured, Prepared, Rank
+from sweeper.worker import Copied, Limits, Measured, Prepared, Rank
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
 # program that uses it can take the host's GPUs out of service.
@@ -224,10 +224,11 @@ class RankSet:
     group_timeout_s: float = 600.0
     plugins: tuple[str, ...] = ()
     mem_limit: MemLimit | None = None
+    moe: MoeSpec | None = None
     actors: list[Any] = field(default_factory=list)
     infos: list[RankInfo] = field(default_factory=list)
     _pgs: list[PlacementGroup] = field(default_factory=list)
-    _open: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    _open: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -266,6 +267,7 @@ class RankSet:
                 self.backend,
                 self.plugins,
                 Limits(self.mem_limit, slot.memory_bytes // slot.ranks),
+                self.moe,
             )
             for pg, slot in zip(self._pgs, self.slots, strict=True)
             for i in range(slot.ranks)
@@ -285,20 +287,22 @@ class RankSet:
             for rank, a in enumerate(self.actors)
         ]
         ray.get(joins, timeout=_START_TIMEOUT_S)
-        for group_id, ranks in self._open.items():
-            self._open_everywhere(group_id, ranks)
+        for group_id in self._open:
+            self._open_everywhere(group_id)
         return self.infos
 
     def versions(self) -> Versions:
         result: Versions = ray.get(self.actors[0].versions.remote(), timeout=_START_TIMEOUT_S)
         return result
 
-    def open_group(self, group_id: str, ranks: tuple[int, ...]) -> None:
-        self._open_everywhere(group_id, ranks)
-        self._open[group_id] = ranks
+    def open_group(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
+        """A subgroup on every rank (new_group's rule), `nodes` giving each member's node."""
+        self._open[group_id] = (ranks, nodes)
+        self._open_everywhere(group_id)
 
-    def _open_everywhere(self, group_id: str, ranks: tuple[int, ...]) -> None:
-        refs = [a.open_group.remote(group_id, ranks) for a in self.actors]
+    def _open_everywhere(self, group_id: str) -> None:
+        ranks, nodes = self._open[group_id]
+        refs = [a.open_group.remote(group_id, ranks, nodes) for a in self.actors]
         ray.get(refs, timeout=_START_TIMEOUT_S)
 
     def close_group(self, group_id: str) -> None:
@@ -310,7 +314,8 @@ class RankSet:
         then nobody holds any)."""
         prepared, timed_out = _gather([m.prepare.remote(point) for m in members], deadline)
         if timed_out:
-            return self._rebuilt(Outcome("timeout", error="prepare timed out", launched=False))
+            self._rebuild()
+            return Outcome("timeout", error="prepare timed out", launched=False)
         failed = next((p for p in prepared if isinstance(p, BaseException)), None)
         if failed is not None:
             self._release(members)
@@ -323,24 +328,47 @@ class RankSet:
         return None
 
     def run_point(self, point: Point, timeout_s: float) -> Outcome:
-        members = [self.actors[r] for r in self._open[point.group_id]]
+        (outcome,) = self.run_points([point], timeout_s)
+        return outcome
+
+    def run_points(self, points: Sequence[Point], timeout_s: float) -> list[Outcome]:
+        """Points of disjoint groups at the same time (one point: the usual case): each
+        group prepares, then every group that prepared executes, all at once."""
         deadline = time.monotonic() + timeout_s
-        refused = self._prepare(members, point, deadline)
-        if refused is not None:
-            return refused
-        measured, timed_out = _gather([m.execute.remote() for m in members], deadline)
+        members = [[self.actors[r] for r in self._open[p.group_id][0]] for p in points]
+        outcomes: list[Outcome | None] = [
+            self._prepare(m, p, deadline) for m, p in zip(members, points, strict=True)
+        ]
+        if any(o is not None and o.status == "timeout" for o in outcomes):
+            return [
+                o or Outcome("timeout", error="another group's prepare timed out") for o in outcomes
+            ]
+        launched = [i for i, o in enumerate(outcomes) if o is None]
+        refs = [[m.execute.remote() for m in members[i]] for i in launched]
+        results, timed_out = _gather([ref for group in refs for ref in group], deadline)
         if timed_out:
-            return self._rebuilt(Outcome("timeout", error=f"point took over {timeout_s:g} s"))
+            self._rebuild()
+        for i, group in zip(launched, refs, strict=True):
+            measured = results[: len(group)]
+            results = results[len(group) :]
+            outcomes[i] = self._outcome(measured, timed_out, timeout_s)
+        if not timed_out and any(o and o.status != "ok" and o.launched for o in outcomes):
+            # A rank that failed inside a collective can leave the communicator unusable.
+            self._rebuild()
+        return [o for o in outcomes if o is not None]
+
+    @staticmethod
+    def _outcome(measured: list[Any], timed_out: bool, timeout_s: float) -> Outcome:
+        if timed_out and any(m is None for m in measured):
+            return Outcome("timeout", error=f"point took over {timeout_s:g} s")
         failed = next((m for m in measured if isinstance(m, BaseException)), None)
         if failed is not None:
-            # A rank that failed inside a collective can leave the communicator unusable.
-            status = "oom" if _out_of_memory(failed) else "error"
-            return self._rebuilt(Outcome(status, error=_message(failed)))
+            return Outcome("oom" if _out_of_memory(failed) else "error", error=_message(failed))
         return Outcome("ok", measured=tuple(measured))
 
     def allocates(self, point: Point, timeout_s: float) -> bool:
         """Whether every member can hold the point's buffers: phase one alone, then freed."""
-        members = [self.actors[r] for r in self._open[point.group_id]]
+        members = [self.actors[r] for r in self._open[point.group_id][0]]
         if self._prepare(members, point, time.monotonic() + timeout_s) is not None:
             return False
         self._release(members)
@@ -348,16 +376,24 @@ class RankSet:
 
     def budgets(self, group_id: str) -> list[int]:
         """Each member's memory budget in bytes, in group rank order."""
-        members = [self.actors[r] for r in self._open[group_id]]
+        members = [self.actors[r] for r in self._open[group_id][0]]
         return list(ray.get([m.budget.remote() for m in members], timeout=_START_TIMEOUT_S))
+
+    def copy_matrix(
+        self, rank: int, sizes: Sequence[int], iters: int, warmup: int, timeout_s: float
+    ) -> list[Copied]:
+        """The copy-engine matrix of `rank`'s node, timed by that rank's actor."""
+        ref = self.actors[rank].copy_matrix.remote(list(sizes), iters, warmup)
+        result: list[Copied] = ray.get(ref, timeout=timeout_s)
+        return result
 
     def _release(self, members: Sequence[Any]) -> None:
         ray.get([m.release.remote() for m in members], timeout=_START_TIMEOUT_S)
 
-    def _rebuilt(self, outcome: Outcome) -> Outcome:
+    def _rebuild(self) -> None:
+        """New actors and process groups for this set, its open groups opened again."""
         self.kill()
         self.start()
-        return outcome
 
     def kill(self) -> None:
         for actor in self.actors:

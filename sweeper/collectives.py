@@ -1,111 +1,46 @@
-"""One descriptor per operation, in a registry: the only place that knows what an operation is.
+"""The registry: one descriptor per operation, the only place that names operations.
 
-Modelled on nccl-tests' per-operation files. A descriptor states, for a size of `count`
-elements (S = count x itemsize, with nccl-tests' conventions) on `n` ranks:
-
-- the element counts of each rank's send and receive buffers,
-- the bus-bandwidth factor,
-- which deterministic data each rank puts in its send buffer and what every rank must
-  hold afterwards, both as `Span`s over one global pattern (so filling and checking are
-  written once, in `data.py`, for every operation),
-- how to run it once on a group.
-
-Adding an operation is one new entry in `REGISTRY`; nothing else branches on names.
+A descriptor (`descriptor.Collective`) is one entry here, as nccl-tests has one file per
+operation; adding an operation is one new entry (or a plugin's `register`), and nothing
+else branches on names. The core entries are the nccl-tests set and two composites; the
+variants (all-to-all and all-reduce algorithms), point-to-point and the MoE experiment are
+asked for by name or pattern (`--ops 'all_to_all*'`).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from functools import partial
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from sweeper.algorithms import all_reduce, all_to_all, moe
+from sweeper.descriptor import SUM, Buffers, Collective, Comm, Layout, Shape, Span, blocks, exchange
 from sweeper.errors import BadInput
+from sweeper.spec import MoeSpec
 
-SUM = -1  # Span.source: the sum over every rank of the group
-
-
-@dataclass(frozen=True)
-class Span:
-    """`length` elements at `offset` of a buffer hold pattern(source, index + j), j < length."""
-
-    offset: int
-    length: int
-    source: int  # a group rank, or SUM
-    index: int
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Buffers and data of one rank for one point. `recv` 0: the operation works in place."""
-
-    send: int
-    recv: int
-    inputs: tuple[Span, ...]
-    expected: tuple[Span, ...]  # in the receive buffer, or the send buffer when in place
-
-    @property
-    def elements(self) -> int:
-        return self.send + self.recv
-
-
-@dataclass
-class Buffers:
-    send: torch.Tensor
-    recv: torch.Tensor | None  # None when in place
-
-    @property
-    def out(self) -> torch.Tensor:
-        return self.send if self.recv is None else self.recv
-
-
-@dataclass(frozen=True)
-class Comm:
-    """The group an operation runs on, as the rank sees it."""
-
-    group: dist.ProcessGroup
-    rank: int
-    size: int
+__all__ = [
+    "REGISTRY",
+    "SUM",
+    "Buffers",
+    "Collective",
+    "Comm",
+    "Layout",
+    "Shape",
+    "Span",
+    "configure_moe",
+    "load_plugins",
+    "register",
+    "resolve",
+]
 
 
 def _chunks(buf: torch.Tensor, n: int) -> list[torch.Tensor]:
-    return list(buf.view(n, -1).unbind(0))
-
-
-@dataclass(frozen=True)
-class Collective:
-    name: str  # what --ops takes
-    op: str  # the operation it performs, written to the `op` column
-    algorithm: str  # how: "native" is torch.distributed's own call
-    factor: Callable[[int], float]  # busbw = algbw x factor(n)
-    per_rank_chunks: bool  # S is n equal per-rank chunks (count divisible by n)
-    layout: Callable[[int, int, int], Layout]  # (count, n, rank) -> Layout
-    run: Callable[[Buffers, Comm], None]
-    reduces: bool = False  # some expected span is a SUM: inputs must stay exact when summed
-
-    def count(self, size_bytes: int, itemsize: int, n: int) -> int:
-        """Elements of S for a requested size, rounded down like nccl-tests, at least 1 per rank.
-
-        Per-rank chunks are aligned down to 16 bytes as nccl-tests does, when they are larger.
-        """
-        elements = max(1, size_bytes // itemsize)
-        if not self.per_rank_chunks:
-            return elements
-        chunk = max(1, elements // n)
-        align = max(1, 16 // itemsize)
-        if chunk >= align:
-            chunk -= chunk % align
-        return chunk * n
-
-    def busbw_factor(self, n: int) -> float:
-        return self.factor(n)
-
-    @property
-    def in_place(self) -> bool:
-        """Whether the result overwrites the input (the root's view, for rooted operations)."""
-        return self.layout(2, 2, 0).recv == 0
+    return list(blocks(buf, n).unbind(0))
 
 
 def _all_ranks(n: int) -> float:
@@ -161,15 +96,21 @@ def _scatter(count: int, n: int, rank: int) -> Layout:
     return Layout(count if rank == 0 else 0, b, inputs, (Span(0, b, 0, rank * b),))
 
 
-def _all_to_all(count: int, n: int, rank: int) -> Layout:
-    # Chunk k of rank r's send buffer goes to rank k; rank d receives chunk d of every rank.
-    b = count // n
-    received = tuple(Span(k * b, b, k, rank * b) for k in range(n))
-    return Layout(count, count, (Span(0, count, rank, 0),), received)
-
-
 def _ring(count: int, n: int, rank: int) -> Layout:
     return Layout(count, count, (Span(0, count, rank, 0),), (Span(0, count, (rank - 1) % n, 0),))
+
+
+def _p2p(source: int, count: int, n: int, rank: int) -> Layout:
+    """One way: `source` sends S, the other rank receives it."""
+    if rank == source:
+        return Layout(count, 0, (Span(0, count, rank, 0),), ())
+    return Layout(0, count, (), (Span(0, count, source, 0),))
+
+
+def _p2p_both(count: int, n: int, rank: int) -> Layout:
+    """Both ways at once: S counts the two directions, half each."""
+    b, other = count // 2, 1 - rank
+    return Layout(b, b, (Span(0, b, rank, rank * b),), (Span(0, b, other, other * b),))
 
 
 # Runs. Roots are group rank 0; group_* arguments keep ranks group-local.
@@ -221,12 +162,20 @@ def _run_all_to_all(buf: Buffers, comm: Comm) -> None:
 
 
 def _run_send_recv(buf: Buffers, comm: Comm) -> None:
-    ops = [
-        dist.P2POp(dist.isend, buf.send, group=comm.group, group_peer=(comm.rank + 1) % comm.size),
-        dist.P2POp(dist.irecv, buf.out, group=comm.group, group_peer=(comm.rank - 1) % comm.size),
-    ]
-    for work in dist.batch_isend_irecv(ops):
-        work.wait()
+    right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    exchange(comm, [(buf.send, right)], [(buf.out, left)])
+
+
+def _run_p2p(source: int, buf: Buffers, comm: Comm) -> None:
+    if comm.rank == source:
+        exchange(comm, [(buf.send, 1 - source)], [])
+    else:
+        exchange(comm, [], [(buf.out, source)])
+
+
+def _run_p2p_both(buf: Buffers, comm: Comm) -> None:
+    other = 1 - comm.rank
+    exchange(comm, [(buf.send, other)], [(buf.out, other)])
 
 
 def _run_reduce_scatter_all_gather(buf: Buffers, comm: Comm) -> None:
@@ -244,6 +193,49 @@ def _run_reduce_broadcast(buf: Buffers, comm: Comm) -> None:
 
 def _registry(*collectives: Collective) -> dict[str, Collective]:
     return {c.name: c for c in collectives}
+
+
+LayoutFn = Callable[[int, int, int], Layout]
+RunFn = Callable[[Buffers, Comm], None]
+
+
+def _with_work(work: Callable[[int, int], int]) -> LayoutFn:
+    """The all-to-all layout plus an algorithm's work buffer, sized from (count, n)."""
+
+    def layout(count: int, n: int, rank: int) -> Layout:
+        return all_to_all.layout(count, n, rank, work(count, n))
+
+    return layout
+
+
+def _moe(spec: MoeSpec, combine: bool) -> Collective:
+    step = "combine" if combine else "dispatch"
+    return Collective(
+        f"moe:{step}",
+        "all_to_all_v",
+        f"moe_{step}",
+        _one,
+        False,
+        lambda count, n, rank: moe.layout(spec, combine, n, rank),
+        partial(moe.run, spec, combine),
+        core=False,
+        fixed_count=lambda n: moe.busiest(spec, n, combine),
+        params=tuple((k, str(v)) for k, v in spec.model_dump().items()),
+    )
+
+
+def _variant(
+    name: str,
+    op: str,
+    algorithm: str,
+    factor: Callable[[int], float],
+    chunks: bool,
+    layout: LayoutFn,
+    run: RunFn,
+    **more: Any,
+) -> Collective:
+    """An entry asked for by name or pattern, not part of `--ops all`."""
+    return Collective(name, op, algorithm, factor, chunks, layout, run, core=False, **more)
 
 
 REGISTRY: dict[str, Collective] = _registry(
@@ -275,7 +267,7 @@ REGISTRY: dict[str, Collective] = _registry(
     ),
     Collective("scatter", "scatter", "native", _gathering, True, _scatter, _run_scatter),
     Collective(
-        "all_to_all", "all_to_all", "native", _gathering, True, _all_to_all, _run_all_to_all
+        "all_to_all", "all_to_all", "native", _gathering, True, all_to_all.layout, _run_all_to_all
     ),
     Collective("send_recv", "send_recv", "ring", _one, False, _ring, _run_send_recv),
     # Composites perform all_reduce, so they carry its factor and its row's op.
@@ -299,7 +291,108 @@ REGISTRY: dict[str, Collective] = _registry(
         _run_reduce_broadcast,
         reduces=True,
     ),
+    # All-to-all algorithms from batched send/recv: same data, same check (the transpose).
+    _variant(
+        "all_to_all:pairwise",
+        "all_to_all",
+        "pairwise",
+        _gathering,
+        True,
+        all_to_all.layout,
+        all_to_all.pairwise,
+    ),
+    _variant(
+        "all_to_all:ring",
+        "all_to_all",
+        "ring",
+        _gathering,
+        True,
+        _with_work(all_to_all.ring_work),
+        all_to_all.ring,
+    ),
+    _variant(
+        "all_to_all:mesh2d",
+        "all_to_all",
+        "mesh2d",
+        _gathering,
+        True,
+        _with_work(all_to_all.grid_work),
+        all_to_all.mesh2d,
+        why_not=all_to_all.mesh2d_why_not,
+    ),
+    _variant(
+        "all_to_all:hierarchical",
+        "all_to_all",
+        "hierarchical",
+        _gathering,
+        True,
+        _with_work(all_to_all.grid_work),
+        all_to_all.hierarchical,
+        why_not=all_to_all.hierarchical_why_not,
+    ),
+    # All-reduce on torch symmetric memory (NCCL_ALGO variants are actor sets: --nccl-algos).
+    _variant(
+        "all_reduce:symm_one_shot",
+        "all_reduce",
+        "symm_one_shot",
+        _all_ranks,
+        False,
+        all_reduce.one_shot_layout,
+        all_reduce.one_shot,
+        reduces=True,
+        symmetric=True,
+        setup=all_reduce.rendezvous,
+        why_not=all_reduce.why_not,
+    ),
+    _variant(
+        "all_reduce:symm_two_shot",
+        "all_reduce",
+        "symm_two_shot",
+        _all_ranks,
+        True,
+        all_reduce.two_shot_layout,
+        all_reduce.two_shot,
+        reduces=True,
+        symmetric=True,
+        setup=all_reduce.rendezvous,
+        why_not=all_reduce.why_not,
+    ),
+    # Point to point between the two ranks of a pair: one way (each way), and both at once.
+    _variant(
+        "p2p",
+        "p2p",
+        "uni",
+        _one,
+        False,
+        partial(_p2p, 0),
+        partial(_run_p2p, 0),
+        ranks=2,
+        direction=(0, 1),
+    ),
+    _variant(
+        "p2p:reverse",
+        "p2p",
+        "uni",
+        _one,
+        False,
+        partial(_p2p, 1),
+        partial(_run_p2p, 1),
+        ranks=2,
+        direction=(1, 0),
+    ),
+    _variant(
+        "p2p:bi", "p2p", "bi", _one, True, _p2p_both, _run_p2p_both, ranks=2, direction=(0, 1)
+    ),
+    _moe(MoeSpec(), combine=False),
+    _moe(MoeSpec(), combine=True),
 )
+
+
+def configure_moe(spec: MoeSpec) -> None:
+    """The MoE entries for this sweep's layer (the driver and every rank do the same)."""
+    for combine in (False, True):
+        entry = _moe(spec, combine)
+        REGISTRY[entry.name] = entry
 
 
 def register(collective: Collective) -> Collective:
@@ -322,11 +415,15 @@ def load_plugins(modules: Iterable[str]) -> None:
 def resolve(
     names: Iterable[str], registry: Mapping[str, Collective] = REGISTRY
 ) -> list[Collective]:
-    """Descriptors for --ops names ('all' is every one); BadInput for an unknown name."""
-    wanted = list(dict.fromkeys(names))
-    if "all" in wanted:
-        return list(registry.values())
-    unknown = [name for name in wanted if name not in registry]
-    if unknown:
-        raise BadInput(f"--ops: unknown operation {unknown[0]!r}; known: {', '.join(registry)}")
-    return [registry[name] for name in wanted]
+    """Descriptors for --ops: names, shell patterns ('all_to_all*', 'p2p*', '*') and 'all'
+    (the core operations), in the order asked; BadInput for a name that matches nothing."""
+    chosen: dict[str, Collective] = {}
+    for name in dict.fromkeys(names):
+        if name == "all":
+            matches = [c for c in registry.values() if c.core]
+        else:
+            matches = [c for key, c in registry.items() if fnmatchcase(key, name)]
+        if not matches:
+            raise BadInput(f"--ops: unknown operation {name!r}; known: {', '.join(registry)}")
+        chosen.update((c.name, c) for c in matches)
+    return list(chosen.values())

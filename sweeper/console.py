@@ -51,7 +51,7 @@ def _line(row: Row) -> str:
     return (
         f"{name:>40} {row['dtype']:>9} {row['size_bytes']:>12} {row['time_us']:>11.2f} us "
         f"{row['algbw_gb_per_s']:>8.2f} {row['busbw_gb_per_s']:>8.2f} GB/s  "
-        f"wrong {_opt(row['n_wrong'], 'd')}"
+        f"wrong {_opt(row.get('n_wrong'), 'd')}"
     )
 
 
@@ -64,6 +64,7 @@ def summary_table(run: Finished) -> Table:
         "operation",
         "points",
         "failed",
+        "skipped",
         "peak busbw GB/s",
         "at",
         "min time us",
@@ -78,6 +79,7 @@ def summary_table(run: Finished) -> Table:
             s.label,
             str(s.points),
             str(s.failed),
+            str(s.skipped),
             _opt(s.peak_busbw_gb_per_s, ".2f"),
             format_size(s.peak_size_bytes) if s.peak_size_bytes else "-",
             _opt(s.min_time_us, ".1f"),
@@ -131,6 +133,8 @@ class HumanConsole:
                 f"probing for --max-size auto: {probe:.1f} s ({share:.1f}% of the run)"
             )
         self.console.print(f"results: {run.output}/ (run_id {run.run_id})", soft_wrap=True)
+        if run.report:
+            self.console.print(f"report: {run.report}", soft_wrap=True)
 
 
 def _default(value: object) -> object:
@@ -165,6 +169,7 @@ class JsonConsole:
             failed=run.failed,
             elapsed_s=run.elapsed_s,
             output=str(run.output),
+            report=str(run.report) if run.report else None,
             probe_s=probe_seconds(run.rows),
             summary=[asdict(s) for s in summarize(run.rows)],
         )

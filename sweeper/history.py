@@ -20,21 +20,22 @@ from sweeper import store
 from sweeper.nightly import json_value, summary_path
 
 
-def _regressions(reports: Path, run_id: str) -> int | None:
+def _regressions(reports_dir: Path, run_id: str) -> int | None:
     """The regressions a nightly run's summary counted; None when there is no summary."""
     try:
-        return int(json.loads(summary_path(reports, run_id).read_text())["regressions"])
+        return int(json.loads(summary_path(reports_dir, run_id).read_text())["regressions"])
     except FileNotFoundError:
         return None
 
 
-def runs(results: Path, reports: Path) -> pd.DataFrame:
-    """`store.runs` with `regressions` (nightly runs, from their summaries) and `status`."""
+def runs(results: Path, reports_dir: Path) -> pd.DataFrame:
+    """`store.runs` with `regressions` (nightly runs, from their summaries in `reports_dir`)
+    and `status`."""
     frame = store.runs(results)
     nightly = frame["run_kind"].isin(["nightly"])
     frame["regressions"] = pd.array(
         [
-            _regressions(reports, run_id) if is_nightly else None
+            _regressions(reports_dir, run_id) if is_nightly else None
             for run_id, is_nightly in zip(frame["run_id"], nightly, strict=True)
         ],
         dtype="Int64",

@@ -1,5 +1,5 @@
-"""`sweeper nightly`: judge a finished nightly run against the history of its cluster and
-hardware, write the JSON summary next to the report, and print the regression table.
+"""`sweeper nightly`: sweep a profile, judge the run against the history of its cluster and
+hardware, write its report and a JSON summary beside it, and print the regression table.
 
 The history of a run is the earlier nightly runs (run_kind `nightly`) in the same results
 directory with the same fingerprint: cluster name, backend and GPU model. Software
@@ -20,18 +20,21 @@ from collections.abc import Hashable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeper import store
+from sweeper import report, store
 from sweeper.analysis import label
 from sweeper.analysis.regression import COLUMNS, STATUSES, Policy, detect, run_metrics
 from sweeper.errors import BadInput
-from sweeper.spec import format_size
+from sweeper.spec import SweepSpec, format_size
+
+if TYPE_CHECKING:
+    from sweeper.sweep import Observer
 
 VERSIONS = tuple(column for column in store.RUN_COLUMNS if column.endswith("_version"))
 _METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "time"}
@@ -124,8 +127,16 @@ def judge(root: Path, run_id: str, policy: Policy) -> Verdict:
 
 def series_name(finding: Mapping[Hashable, Any]) -> str:
     """A series as people read it: its group, operation and dtype (nvlink:n0g0,1 all_reduce
-    bfloat16)."""
-    return f"{finding['group_id']} {label(finding['op'], finding['algorithm'])} {finding['dtype']}"
+    bfloat16), and where the series has them its pair (0->1), parameters and rounds."""
+    parts = [str(finding["group_id"]), label(finding["op"], finding["algorithm"])]
+    parts.append(str(finding["dtype"]))
+    if not pd.isna(finding["src_rank"]):
+        parts.append(f"{finding['src_rank']}->{finding['dst_rank']}")
+    if finding["params"]:
+        parts.append(f"[{finding['params']}]")
+    if not pd.isna(finding["concurrent"]) and finding["concurrent"]:
+        parts.append("concurrent")
+    return " ".join(parts)
 
 
 def json_value(value: Any) -> Any:
@@ -140,14 +151,16 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def summary(verdict: Verdict) -> dict[str, Any]:
-    """The JSON summary: the run, what it was compared with and how, and every series."""
+def summary(verdict: Verdict, page: Path | None = None) -> dict[str, Any]:
+    """The JSON summary: the run, its report, what it was compared with and how, and every
+    series."""
     records = verdict.findings.to_dict("records")
     findings = verdict.findings.assign(series=[series_name(record) for record in records])
     counts = findings["status"].value_counts()
     return {
         "run_id": verdict.run_id,
         "run_started_at": verdict.run_started_at.isoformat(),
+        "report": str(page) if page else None,
         "fingerprint": asdict(verdict.fingerprint),
         "history": list(verdict.history),
         "versions": verdict.versions,
@@ -173,18 +186,43 @@ def summary(verdict: Verdict) -> dict[str, Any]:
     }
 
 
-def summary_path(reports: Path, run_id: str) -> Path:
-    return Path(reports) / f"{run_id}.summary.json"
+def summary_path(reports_dir: Path, run_id: str) -> Path:
+    return Path(reports_dir) / f"{run_id}.summary.json"
 
 
-def write_summary(verdict: Verdict, reports: Path) -> Path:
-    """`<reports>/<run_id>.summary.json`, written whole or not at all."""
-    path = summary_path(reports, verdict.run_id)
+def write_summary(verdict: Verdict, reports_dir: Path, page: Path | None = None) -> Path:
+    """`<reports_dir>/<run_id>.summary.json`, written whole or not at all."""
+    path = summary_path(reports_dir, verdict.run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     inflight = path.with_name(f".{path.name}.inflight")
-    inflight.write_text(json.dumps(summary(verdict), indent=1) + "\n")
+    inflight.write_text(json.dumps(summary(verdict, page), indent=1) + "\n")
     os.replace(inflight, path)
     return path
+
+
+@dataclass(frozen=True)
+class Night:
+    """A nightly run, done: its verdict, and where its summary and report are."""
+
+    verdict: Verdict
+    summary: Path
+    report: Path | None
+
+
+def run(spec: SweepSpec, policy: Policy, observer: Observer) -> Night:
+    """Sweep as `sweeper run` does (run_kind `nightly`, its report included), judge the run
+    against its history, and write the summary beside the report."""
+    from sweeper import sweep  # Ray and torch: only a command that sweeps needs them
+
+    finished = sweep.run(spec, observer, "nightly")
+    verdict = judge(spec.output, finished.run_id, policy)
+    if finished.report and verdict.history:
+        from sweeper.report import build
+
+        # the page again, now that the verdict names the run to compare it with: last night
+        build.write(spec.output, verdict.run_id, finished.report, verdict.history[-1])
+    reports_dir = report.directory(spec.output, spec.reports_dir)
+    return Night(verdict, write_summary(verdict, reports_dir, finished.report), finished.report)
 
 
 def _value(finding: Mapping[Hashable, Any], value: float) -> str:
@@ -197,10 +235,12 @@ def _metric(finding: Mapping[Hashable, Any]) -> str:
     return f"{_METRIC_NAMES.get(finding['metric'], finding['metric'])}{at} ({finding['unit']})"
 
 
-def print_verdict(verdict: Verdict, path: Path, out: TextIO | None = None) -> None:
+def print_night(night: Night, out: TextIO | None = None) -> None:
     """The regression table (regressions, then series worse tonight only), and a line of
-    counts, the versions that changed and where the summary is."""
-    console = Console(file=out or sys.stdout, highlight=False, width=140)
+    counts, the versions that changed and where the summary is (the sweep said where the
+    report is)."""
+    verdict = night.verdict
+    console = Console(file=out or sys.stdout, highlight=False, width=160)
     fp = verdict.fingerprint
     what = f"{fp.cluster_name} ({fp.gpu_model or 'no GPU'}, {fp.backend})"
     if verdict.history:
@@ -245,4 +285,4 @@ def print_verdict(verdict: Verdict, path: Path, out: TextIO | None = None) -> No
         console.print(f"{name} changed since the previous run: {before} -> {now}", soft_wrap=True)
     if verdict.failed:
         console.print(f"{verdict.failed} of {verdict.points} points failed (their rows say why)")
-    console.print(f"summary: {path}", soft_wrap=True)
+    console.print(f"summary: {night.summary}", soft_wrap=True)

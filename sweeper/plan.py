@@ -8,13 +8,13 @@ so this module is tested as plain functions on plain data, at any cluster size.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
 from typing import NamedTuple, Protocol
 
-from sweeper.spec import DTYPES
+from sweeper.spec import DTYPES, NCCL_ALGOS
 from sweeper.topology import Node
 
 TIERS = ("nvlink", "pcie", "internode", "cpu")
@@ -23,12 +23,19 @@ VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "p2p-off": {"NCCL_P2P_DISABLE": "1"},  # host memory over PCIe instead of NVLink/P2P
     "network": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},  # the network transport
+    **{f"nccl-{algo}": {"NCCL_ALGO": algo.capitalize()} for algo in NCCL_ALGOS},
 }
 
 
 class OpShape(Protocol):
     @property
     def name(self) -> str: ...
+
+    @property
+    def ranks(self) -> int | None: ...
+
+    @property
+    def fixed_count(self) -> Callable[[int], int] | None: ...
 
     def count(self, size_bytes: int, itemsize: int, n: int) -> int: ...
 
@@ -141,6 +148,7 @@ def groups(
     tiers: Collection[str],
     pairs: bool = True,
     force_network: bool = False,
+    nccl_algos: Sequence[str] = (),
 ) -> list[Group]:
     """The groups the tiers ask for, each once (by variant and ranks), in tier order.
 
@@ -192,6 +200,34 @@ def groups(
             if pairs:
                 extend("internode", variant, combinations(firsts, 2))
             extend("internode", variant, (everyone,))
+    if gpus:  # each default group again on actor sets that pin NCCL's algorithm
+        default = [g for g in out if g.variant == "default"]
+        for algo in nccl_algos:
+            for group in default:
+                extend(group.tier, f"nccl-{algo}", (group.ranks,))
+    return out
+
+
+def rounds(pairs: Sequence[Group]) -> list[list[Group]]:
+    """Disjoint pairs to run together, by the circle method: with m ranks (one idle when m is
+    odd), m - 1 rounds in which every rank is in at most one pair, and every pair of the
+    ranks in exactly one round. Only the given pairs are scheduled; each exactly once."""
+    wanted = {g.ranks: g for g in pairs}
+    ranks: list[int | None] = [*sorted({r for g in pairs for r in g.ranks})]
+    if len(ranks) % 2:
+        ranks.append(None)  # the bye
+    m = len(ranks)
+    out = []
+    for _ in range(m - 1):
+        matched = [(ranks[i], ranks[m - 1 - i]) for i in range(m // 2)]
+        found = [
+            wanted.pop(tuple(sorted((a, b))))
+            for a, b in matched
+            if a is not None and b is not None and tuple(sorted((a, b))) in wanted
+        ]
+        if found:
+            out.append(found)
+        ranks = [ranks[0], ranks[-1], *ranks[1:-1]]  # keep the first, turn the rest
     return out
 
 
@@ -226,7 +262,8 @@ def points(
     sizes: Sequence[int],
     timing: Timing,
 ) -> Iterator[Point]:
-    """Every op x dtype x size for one group, sizes rounded per op and deduplicated, ascending."""
+    """Every op x dtype x size for one group, sizes rounded per op and deduplicated, ascending.
+    Operations for another group size (a pair's) have none here."""
     for op in ops:
         for dtype in dtypes:
             itemsize = DTYPES[dtype].itemsize
@@ -235,5 +272,10 @@ def points(
 
 
 def series_counts(op: OpShape, itemsize: int, world_size: int, sizes: Iterable[int]) -> list[int]:
-    """Element counts of S for the requested sizes, as the operation rounds them, ascending."""
+    """Element counts of S for the requested sizes, as the operation rounds them, ascending:
+    none for a group of the wrong size, one for an operation that sets its own size."""
+    if op.ranks is not None and op.ranks != world_size:
+        return []
+    if op.fixed_count is not None:
+        return [op.fixed_count(world_size)]
     return sorted({op.count(size, itemsize, world_size) for size in sizes})

@@ -154,6 +154,42 @@ MemLimitField = Annotated[
 ]
 Backend = Literal["auto", "nccl", "gloo"]
 TIERS = ("nvlink", "pcie", "internode", "cpu")
+NCCL_ALGOS = ("ring", "tree")  # NCCL_ALGO values a variant actor set can pin
+
+
+class MoeSpec(BaseModel):
+    """A mixture-of-experts layer whose token dispatch and combine `moe:*` measure."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens: int = Field(4096, ge=1, description="Tokens per rank.")
+    hidden: int = Field(4096, ge=1, description="Hidden size: elements per token.")
+    top_k: int = Field(2, ge=1, description="Experts each token is routed to.")
+    experts: int = Field(64, ge=1, description="Experts in all; expert e lives on rank e mod n.")
+    zipf: float = Field(1.0, ge=0, description="Routing skew: expert e is picked ~ (e+1)^-zipf.")
+    seed: int = Field(0, ge=0, description="Seed of the routing.")
+
+    @model_validator(mode="after")
+    def _top_k(self) -> MoeSpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k {self.top_k} is more than the {self.experts} experts")
+        return self
+
+
+def _or_key_values(schema: dict[str, Any]) -> None:
+    """The JSON Schema of `moe`: a mapping, or key=value pairs as on the command line."""
+    mapping = {"$ref": schema.pop("$ref")}
+    schema["anyOf"] = [mapping, {"type": "string", "examples": ["tokens=8192,top_k=2"]}]
+
+
+def _key_values(value: object) -> object:
+    """--moe tokens=4096,top_k=2 from the command line; a mapping from YAML."""
+    if isinstance(value, str):
+        pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
+        if any(len(pair) != 2 for pair in pairs):
+            raise ValueError(f"{value!r}: use key=value pairs, e.g. tokens=4096,top_k=2")
+        return {key.strip(): item.strip() for key, item in pairs}
+    return value
 
 
 class SweepSpec(BaseModel):
@@ -216,6 +252,26 @@ class SweepSpec(BaseModel):
     timeout: float = Field(300.0, gt=0, description="Seconds one point may take before it fails.")
     seed: int = Field(0, ge=0, description="Seed of the deterministic input data.")
     output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
+    moe: Annotated[MoeSpec, BeforeValidator(_key_values)] = Field(
+        MoeSpec(),
+        description="The MoE layer of moe:dispatch/moe:combine: key=value pairs.",
+        json_schema_extra=_or_key_values,
+    )
+    nccl_algos: CommaList = Field(
+        (), description="Also run every group with NCCL_ALGO set to each: ring, tree."
+    )
+    concurrent: bool = Field(
+        False, description="Pairs run point-to-point ops together, in round-robin rounds."
+    )
+    copy_engine: bool = Field(
+        False, description="Time peer copies between every GPU pair of a node, and fan-out."
+    )
+    report: bool = Field(
+        True, description="Write an HTML report of the run at the end (needs sweeper[report])."
+    )
+    reports_dir: Path | None = Field(
+        None, description="Where reports go; default reports/ beside the results directory."
+    )
     plugins: CommaList = Field(
         (), description="Python modules that register more operations (driver and every rank)."
     )
@@ -265,6 +321,16 @@ class SweepSpec(BaseModel):
             )
         return per_node
 
+    @field_validator("nccl_algos")
+    @classmethod
+    def _nccl_algos(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [algo for algo in value if algo.lower() not in NCCL_ALGOS]
+        if unknown:
+            raise ValueError(
+                f"unknown NCCL algorithm {unknown[0]!r}; known: {', '.join(NCCL_ALGOS)}"
+            )
+        return tuple(dict.fromkeys(algo.lower() for algo in value))
+
     @field_validator("ops")
     @classmethod
     def _ops(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -306,9 +372,6 @@ class NightlySettings(BaseModel):
     bandwidth_min_size: Size = Field(
         256 * 2**20, description="Peak bus bandwidth is taken over sizes at least this large."
     )
-    reports: Path = Field(
-        Path("reports"), description="Directory of the reports and <run_id>.summary.json."
-    )
 
     @model_validator(mode="after")
     def _history(self) -> NightlySettings:
@@ -334,8 +397,8 @@ class Profile(SweepSpec):
     strings, sizes as 64M), and a `nightly:` section that `sweeper nightly` reads."""
 
     nightly: NightlySettings = Field(
-        NightlySettings.model_validate({}),
-        description="sweeper nightly: history, regression thresholds, where the summary goes.",
+        default_factory=NightlySettings,
+        description="sweeper nightly: which history to compare with, and regression thresholds.",
     )
 
     def options(self) -> dict[str, Any]:
@@ -371,7 +434,12 @@ def _known_key(exc: ValidationError) -> str | None:
     if error["type"] != "extra_forbidden":
         return None
     *parents, name = (str(part) for part in error["loc"])
-    model: type[BaseModel] = NightlySettings if parents else Profile
+    model: type[BaseModel] = Profile
+    for parent in parents:  # a section's key (nightly.z, moe.tokens): that section's model
+        section = model.model_fields[parent].annotation
+        if not (isinstance(section, type) and issubclass(section, BaseModel)):
+            return None
+        model = section
     match = difflib.get_close_matches(name.replace("-", "_"), model.model_fields, n=1)
     return f"did you mean {'.'.join([*parents, match[0]])!r}?" if match else None
 

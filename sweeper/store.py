@@ -188,9 +188,11 @@ def load(
 
 def runs(root: str | os.PathLike[str]) -> pd.DataFrame:
     """One row per run under `root`, oldest first: the RUN_COLUMNS, its points, and how many
-    of them failed. Grouped in Arrow, so only those columns of a large dataset are read."""
+    of them failed (a skipped point could not run there, and did not fail). Grouped in
+    Arrow, so only those columns of a large dataset are read."""
     table = _existing(root).to_table(columns=[*RUN_COLUMNS, "status"])
-    failed = pc.fill_null(pc.not_equal(table["status"], "ok"), True)
+    done = pa.array(["ok", "skipped"])
+    failed = pc.invert(pc.fill_null(pc.is_in(table["status"], value_set=done), False))
     table = table.append_column("failed", pc.cast(failed, pa.int64()))
     grouped = table.group_by(list(RUN_COLUMNS), use_threads=False).aggregate(
         [("status", "count", pc.CountOptions(mode="all")), ("failed", "sum")]

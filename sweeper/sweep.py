@@ -20,8 +20,9 @@ import numpy as np
 import ray
 
 import sweeper
-from sweeper import cluster
-from sweeper.collectives import Collective, load_plugins, resolve
+from sweeper import cluster, report
+from sweeper.collectives import configure_moe, load_plugins, resolve
+from sweeper.descriptor import Collective, Shape
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.plan import (
     VARIANTS,
@@ -32,17 +33,22 @@ from sweeper.plan import (
     expected_placement,
     groups,
     points,
+    rounds,
     series_counts,
 )
+from sweeper.report import record
 from sweeper.sizing import BISECT_STEPS, bisect, largest_count
 from sweeper.spec import DTYPES, MemLimit, SweepSpec, format_size
 from sweeper.store import ResultWriter
 from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.topology import Node
+from sweeper.worker import Copied
 
 DEFAULT_CPU_RANKS = 2
 DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
 AUTO_CEILING = 2**50  # with --max-size auto, the grid is cut at each series' bound
+CONCURRENT_AUTO_MAX = 256 * 2**20  # concurrent rounds with auto: contention, not capacity
+COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 
 
 class _Stopwatch:
@@ -90,10 +96,12 @@ class Finished:
     rows: tuple[Row, ...]
     elapsed_s: float
     output: Path
+    report: Path | None = None  # the HTML report, when one was written
 
     @property
     def failed(self) -> int:
-        return sum(row["status"] != "ok" for row in self.rows)
+        """Points that should have run and did not (a skipped point could not run there)."""
+        return sum(row["status"] not in ("ok", "skipped") for row in self.rows)
 
 
 class Observer(Protocol):
@@ -143,7 +151,7 @@ def _layout(
 
 
 def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
-    return groups(placement, spec.tiers, spec.pairs == "all", spec.force_network)
+    return groups(placement, spec.tiers, spec.pairs == "all", spec.force_network, spec.nccl_algos)
 
 
 def survey(spec: SweepSpec) -> Survey:
@@ -233,36 +241,136 @@ class _Sweep:
             group_timeout_s=2 * self.spec.timeout,
             plugins=self.spec.plugins,
             mem_limit=self.mem_limit,
+            moe=self.spec.moe,
         )
         try:
             infos = ranks.start()
             placement = cluster.placement(self.backend, self.nodes, infos)
             meta = {**self._metadata(ranks), "nccl_env": list(infos[0].nccl_env)}
-            for group in self.groups(placement):
-                if group.variant == variant:
-                    self.run_group(ranks, placement, group, meta)
+            mine = [g for g in self.groups(placement) if g.variant == variant]
+            pairs = [g for g in mine if g.world_size == 2] if self.spec.concurrent else []
+            for group in mine:
+                self.run_group(ranks, placement, group, meta, skip_p2p=group in pairs)
+            if pairs:
+                self.run_rounds(ranks, placement, pairs, meta)
+            if self.spec.copy_engine and variant == "default":
+                self.run_copies(ranks, placement, meta)
         finally:
             ranks.close()
 
     def run_group(
-        self, ranks: cluster.RankSet, placement: Placement, group: Group, meta: Row
+        self,
+        ranks: cluster.RankSet,
+        placement: Placement,
+        group: Group,
+        meta: Row,
+        skip_p2p: bool = False,
     ) -> None:
+        """Every operation and dtype on one group, alone on the cluster (with `skip_p2p`, the
+        point-to-point operations are left to the concurrent rounds)."""
         at = _GroupRun(ranks, placement, group, placement.group_id(group), meta)
-        ranks.open_group(at.group_id, group.ranks)
+        nodes = tuple(placement.members[r].node for r in group.ranks)
+        ranks.open_group(at.group_id, group.ranks, nodes)
+        shape = Shape(
+            group.world_size,
+            nodes,
+            self.backend,
+            self.backend == "nccl" and self.spec.gpu_visibility == "node",
+        )
         for collective in self.collectives:
+            if skip_p2p and collective.direction is not None:
+                continue
             for dtype in self.spec.dtypes:
-                self.run_series(at, collective, dtype)
+                self.run_series(at, collective, dtype, collective.why_not(shape))
         ranks.close_group(at.group_id)
 
-    def run_series(self, at: _GroupRun, collective: Collective, dtype: str) -> None:
+    def run_rounds(
+        self, ranks: cluster.RankSet, placement: Placement, pairs: list[Group], meta: Row
+    ) -> None:
+        """--concurrent: the point-to-point operations on disjoint pairs at the same time,
+        round by round (circle method), to show what pairs cost each other on shared links."""
+        assert self.writer is not None
+        p2p = [c for c in self.collectives if c.direction is not None]
+        by_kind: dict[tuple[str, str], list[Group]] = {}
+        for group in pairs:
+            by_kind.setdefault((group.tier, group.variant), []).append(group)
+        for kind in by_kind.values():
+            for together in rounds(kind):
+                ids = [placement.group_id(g) for g in together]
+                for group, group_id in zip(together, ids, strict=True):
+                    nodes = tuple(placement.members[r].node for r in group.ranks)
+                    ranks.open_group(group_id, group.ranks, nodes)
+                for collective in p2p:
+                    for dtype in self.spec.dtypes:
+                        itemsize = DTYPES[dtype].itemsize
+                        sizes = [s for s in self.sizes if not self.auto or s <= CONCURRENT_AUTO_MAX]
+                        for count in series_counts(collective, itemsize, 2, sizes):
+                            points = [
+                                Point(
+                                    i, collective.name, dtype, count * itemsize, count, self.timing
+                                )
+                                for i in ids
+                            ]
+                            outcomes = ranks.run_points(points, self.spec.timeout)
+                            for group, point, outcome in zip(
+                                together, points, outcomes, strict=True
+                            ):
+                                row = make_row(meta, placement, group, point, collective, outcome)
+                                row.update(concurrent=True)
+                                self._keep(row)
+                for group_id in ids:
+                    ranks.close_group(group_id)
+
+    def run_copies(self, ranks: cluster.RankSet, placement: Placement, meta: Row) -> None:
+        """--copy-engine: on each node, the actor of its first GPU times peer copies among all
+        the node's GPUs (it sees them all, with --gpu-visibility node)."""
+        if self.backend != "nccl" or self.spec.gpu_visibility != "node":
+            return
+        top = self.sizes[-1] if not self.auto else COPY_SIZE
+        sizes = sorted({self.spec.min_size, min(COPY_SIZE, top)})
+        rank_of = {m.gpu_uuid: m.rank for m in placement.members}
+        for node, placed in enumerate(placement.by_node):
+            if len(placed) < 2:
+                continue
+            copies = ranks.copy_matrix(
+                placed[0].rank,
+                sizes,
+                self.spec.iters or 20,
+                self.spec.warmup or 3,
+                self.spec.timeout,
+            )
+            for copied in copies:
+                for dst, seconds in zip(copied.dsts, copied.seconds, strict=True):
+                    self._keep(copy_row(meta, placement, node, copied, dst, seconds, rank_of))
+
+    def _keep(self, row: Row) -> None:
+        assert self.writer is not None
+        self.writer.append(row)
+        self.rows.append(row)
+        self.observer.point(row)
+
+    def run_series(
+        self, at: _GroupRun, collective: Collective, dtype: str, skip: str | None = None
+    ) -> None:
         """One operation and dtype over the sizes: the grid, or with auto the grid up to the
         probed bound and then exactly the bound. Rows are kept until the series' limit is
-        known, then written together, every one carrying it."""
+        known, then written together, every one carrying it. An operation that cannot run on
+        this group (`skip`, the reason) gets `skipped` rows saying why."""
         assert self.writer is not None
         itemsize = DTYPES[dtype].itemsize
         counts = series_counts(collective, itemsize, at.group.world_size, self.sizes)
+        if not counts:
+            return
         rows: list[Row] = []
         probe = _Stopwatch()
+        if skip is not None:
+            for count in counts[:1] if self.auto else counts:
+                point = Point(
+                    at.group_id, collective.name, dtype, count * itemsize, count, self.timing
+                )
+                outcome = cluster.Outcome("skipped", error=skip, launched=False)
+                self._keep(make_row(at.meta, at.placement, at.group, point, collective, outcome))
+            return
 
         def measure(count: int) -> cluster.Outcome:
             point = Point(at.group_id, collective.name, dtype, count * itemsize, count, self.timing)
@@ -275,12 +383,12 @@ class _Sweep:
             self.observer.point(row)
             return outcome
 
-        if self.auto:
+        if self.auto and collective.fixed_count is None:
             limit = self._probe_series(at, collective, dtype, counts, measure, probe)
         else:
             for count in counts:
                 measure(count)
-            limit = int(self.spec.max_size)
+            limit = None if self.auto else int(self.spec.max_size)
         for row in rows:
             row.update(max_size_bytes=limit, probe_s=probe.seconds if self.auto else None)
             self.writer.append(row)
@@ -370,7 +478,10 @@ class _Sweep:
 def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
     """Run a sweep: rows go to the results dataset as they come, and to the observer."""
     load_plugins(spec.plugins)
+    configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
+    if spec.report:
+        report.require()
     clock = time.monotonic()
     connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
     sweep: _Sweep | None = None
@@ -380,10 +491,20 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
     finally:
         if sweep is not None and sweep.writer is not None:
             sweep.writer.flush()  # what was measured is kept, whatever stopped the sweep
+            record.save(spec.output, record.RunRecord.of(sweep.run_id, spec, tuple(sweep.nodes)))
         connection.close()
-    finished = Finished(sweep.run_id, tuple(sweep.rows), time.monotonic() - clock, spec.output)
+    elapsed = time.monotonic() - clock
+    page = _report(spec, sweep.run_id) if spec.report and sweep.rows else None
+    finished = Finished(sweep.run_id, tuple(sweep.rows), elapsed, spec.output, page)
     observer.finished(finished)
     return finished
+
+
+def _report(spec: SweepSpec, run_id: str) -> Path:
+    from sweeper.report import build
+
+    where = spec.reports_dir / f"{run_id}.html" if spec.reports_dir else None
+    return build.write(spec.output, run_id, where)
 
 
 def make_row(
@@ -414,7 +535,17 @@ def make_row(
         "status": outcome.status,
         "error": outcome.error,
         "measured_at": datetime.now(timezone.utc),
+        "params": list(collective.params) or None,
     }
+    if collective.direction is not None:
+        src, dst = (group.ranks[i] for i in collective.direction)
+        row.update(
+            src_rank=src,
+            dst_rank=dst,
+            concurrent=False,
+            src_gpu_uuid=placement.members[src].gpu_uuid,
+            dst_gpu_uuid=placement.members[dst].gpu_uuid,
+        )
     if outcome.status != "ok":
         return row
     slowest, fastest, samples = across_ranks([m.block for m in outcome.measured])
@@ -442,3 +573,49 @@ def make_row(
             status="error", error=f"{n_wrong} elements wrong ({format_size(point.size_bytes)})"
         )
     return row
+
+
+def copy_row(
+    meta: Mapping[str, Any],
+    placement: Placement,
+    node: int,
+    copied: Copied,
+    dst: str,
+    seconds: float,
+    rank_of: Mapping[str | None, int],
+) -> Row:
+    """A peer copy inside a node: one row per destination (for fan-out, each destination's
+    copy of the concurrent set; for bi, both directions as one, S counting both)."""
+    host = placement.nodes[node]
+    index = {gpu.uuid: pos for pos, gpu in enumerate(host.gpus)}
+    a, b = index.get(copied.src), index.get(dst)
+    linked = a is not None and b is not None and host.nvlinked(a, b)
+    members = 1 + len(copied.dsts)
+    return {
+        **meta,
+        "tier": "nvlink" if linked else "pcie",
+        "variant": "default",
+        "group_id": f"copy:n{node}",
+        "world_size": members,
+        "n_nodes": 1,
+        "hosts": [host.host] * members,
+        "gpu_uuids": [copied.src, *copied.dsts],
+        "op": "copy",
+        "algorithm": copied.kind,
+        "dtype": "uint8",
+        "in_place": False,
+        "size_bytes": copied.size_bytes,
+        "count_elems": copied.size_bytes,
+        "time_us": seconds * 1e6,
+        "algbw_gb_per_s": algbw_gb_per_s(copied.size_bytes, seconds),
+        "busbw_gb_per_s": algbw_gb_per_s(copied.size_bytes, seconds),
+        "busbw_factor": 1.0,
+        "status": "ok",
+        "n_wrong": None,  # a copy is not checked
+        "src_rank": rank_of.get(copied.src),
+        "dst_rank": rank_of.get(dst),
+        "src_gpu_uuid": copied.src,
+        "dst_gpu_uuid": dst,
+        "concurrent": copied.kind == "fanout",
+        "measured_at": datetime.now(timezone.utc),
+    }

@@ -11,16 +11,19 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import combinations, permutations
 
 import torch
 import torch.distributed as dist
 from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
 from sweeper import data
-from sweeper.collectives import REGISTRY, Buffers, Collective, Comm, Layout, load_plugins
+from sweeper.collectives import REGISTRY, configure_moe, load_plugins
+from sweeper.descriptor import Buffers, Collective, Comm, Layout
 from sweeper.plan import Point
-from sweeper.spec import MemLimit
+from sweeper.spec import MemLimit, MoeSpec
 from sweeper.timing import TARGET_BLOCK_S, Block, CudaTimer, HostTimer, Timer, calibrate
 from sweeper.topology import RankInfo, Versions, nvml_driver_version
 
@@ -52,6 +55,53 @@ def gpu_reserve_bytes(total_bytes: int) -> int:
     return max(256 * 2**20, total_bytes // 100)
 
 
+@dataclass(frozen=True)
+class Copied:
+    """Peer copies timed together: `seconds[i]` is the copy from `src` to `dsts[i]`, per
+    iteration (for `bi`, the two directions timed as one)."""
+
+    kind: str  # uni, bi, fanout
+    src: str  # GPU UUIDs
+    dsts: tuple[str, ...]
+    size_bytes: int
+    seconds: tuple[float, ...]
+
+
+def _time_copies(
+    copies: Sequence[tuple[int, int]],
+    src: Sequence[torch.Tensor],
+    dst: Sequence[Sequence[torch.Tensor]],
+    streams: Sequence[Sequence[torch.cuda.Stream]],
+    iters: int,
+    warmup: int,
+) -> tuple[float, ...]:
+    """Each copy a->b on its own stream of device a (so concurrent copies truly overlap),
+    timed with events on that stream; `bi` takes the span of both as one time."""
+    for _ in range(warmup):
+        for a, b in copies:
+            with torch.cuda.stream(streams[a][b]):
+                dst[a][b].copy_(src[a], non_blocking=True)
+    for device in {a for a, _ in copies} | {b for _, b in copies}:
+        torch.cuda.synchronize(device)
+    marks = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in copies
+    ]
+    for (a, b), (start, _) in zip(copies, marks, strict=True):
+        start.record(streams[a][b])
+    for _ in range(iters):
+        for a, b in copies:
+            with torch.cuda.stream(streams[a][b]):
+                dst[a][b].copy_(src[a], non_blocking=True)
+    for (a, b), (_, end) in zip(copies, marks, strict=True):
+        end.record(streams[a][b])
+    for _, end in marks:
+        end.synchronize()
+    seconds = tuple(start.elapsed_time(end) / 1e3 / iters for start, end in marks)
+    if len(copies) == 2 and copies[0] == copies[1][::-1]:  # both ways: one link, one time
+        return (max(seconds),)
+    return seconds
+
+
 @dataclass
 class _Ready:
     point: Point
@@ -78,8 +128,11 @@ class Rank:
         backend: str,
         plugins: tuple[str, ...] = (),
         limits: Limits | None = None,
+        moe: MoeSpec | None = None,
     ) -> None:
         load_plugins(plugins)
+        if moe is not None:
+            configure_moe(moe)
         self.limits = limits or Limits()
         self.rank = -1  # given at join(), once the driver has put the set in physical order
         self.world_size = world_size
@@ -165,16 +218,15 @@ class Rank:
         assert world is not None
         self.comms["world"] = Comm(world, self.rank, self.world_size)
 
-    def open_group(self, group_id: str, ranks: tuple[int, ...]) -> None:
+    def open_group(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
         """Every rank of the set calls this in the same order, members or not (new_group's rule:
         with a device-bound NCCL world group, non-members take part in the communicator split).
         A group of every rank is the world group itself."""
-        if len(ranks) == self.world_size:
-            self.comms[group_id] = self.comms["world"]
-            return
-        group = dist.new_group(list(ranks))
+        group = self.comms["world"].group if len(ranks) == self.world_size else None
+        if group is None:
+            group = dist.new_group(list(ranks))
         if self.rank in ranks:
-            self.comms[group_id] = Comm(group, ranks.index(self.rank), len(ranks))
+            self.comms[group_id] = Comm(group, ranks.index(self.rank), len(ranks), nodes)
 
     def close_group(self, group_id: str) -> None:
         comm = self.comms.pop(group_id, None)
@@ -207,19 +259,30 @@ class Rank:
             need = layout.elements * dtype.itemsize + data.scratch_bytes("cpu", layout.elements)
             if need > (budget := self.budget()):
                 return Prepared("oom", f"rank {self.rank}: needs {need} B, budget {budget} B")
-        try:
-            send = torch.empty(layout.send, dtype=dtype, device=self.device)
-            recv = (
-                torch.empty(layout.recv, dtype=dtype, device=self.device) if layout.recv else None
-            )
-        except Exception as exc:
-            if _is_oom(exc):
-                return Prepared("oom", f"rank {self.rank}: {str(exc).splitlines()[0]}")
-            raise
         levels = data.levels(dtype, comm.size, collective.reduces)
-        self.ready = _Ready(point, collective, comm, layout, Buffers(send, recv), levels)
-        self._fill()
+        try:  # the fill's scratch is memory too: running out there is the same answer
+            buffers = self._allocate(collective, layout, dtype)
+            self.ready = _Ready(point, collective, comm, layout, buffers, levels)
+            self._fill()
+        except Exception as exc:
+            if not _is_oom(exc):
+                raise
+            self.release()
+            return Prepared("oom", f"rank {self.rank}: {str(exc).splitlines()[0]}")
         return Prepared("ok")
+
+    def _allocate(self, collective: Collective, layout: Layout, dtype: torch.dtype) -> Buffers:
+        def empty(elements: int) -> torch.Tensor:
+            return torch.empty(elements, dtype=dtype, device=self.device)
+
+        if collective.symmetric:
+            from torch.distributed import _symmetric_memory as symm_mem
+
+            send = symm_mem.empty(layout.send, dtype=dtype, device=self.device)
+        else:
+            send = empty(layout.send)
+        recv = empty(layout.recv) if layout.recv else None
+        return Buffers(send, recv, empty(layout.work) if layout.work else None)
 
     def _fill(self) -> None:
         assert self.ready is not None
@@ -236,6 +299,9 @@ class Rank:
 
         def step() -> None:
             r.collective.run(r.buffers, r.comm)
+
+        if r.collective.setup is not None:
+            r.collective.setup(r.buffers, r.comm)
 
         warm = timing.warmup or 0
         for _ in range(warm):
@@ -276,6 +342,38 @@ class Rank:
             dist.barrier(group=group, device_ids=[self.device.index])
         else:
             dist.barrier(group=group)
+
+    def copy_matrix(self, sizes: Sequence[int], iters: int, warmup: int) -> list[Copied]:
+        """Peer copies (`copy_` between devices, the copy engines) among every GPU this actor
+        sees: each ordered pair one way, each pair both ways at once, and each source fanning
+        out to all the others at once on separate streams. Needs every GPU of the node
+        visible (--gpu-visibility node)."""
+        self.release()
+        devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+        uuids = [f"GPU-{torch.cuda.get_device_properties(d).uuid}" for d in devices]
+        out: list[Copied] = []
+        for size in sizes:
+            src = [torch.ones(size, dtype=torch.uint8, device=d) for d in devices]
+            dst = [
+                [torch.empty(size, dtype=torch.uint8, device=d) for d in devices] for _ in devices
+            ]
+            streams = [[torch.cuda.Stream(d) for _ in devices] for d in devices]
+            for a, b in permutations(range(len(devices)), 2):
+                copies = [(a, b)]
+                seconds = _time_copies(copies, src, dst, streams, iters, warmup)
+                out.append(Copied("uni", uuids[a], (uuids[b],), size, seconds))
+            for a, b in combinations(range(len(devices)), 2):
+                seconds = _time_copies([(a, b), (b, a)], src, dst, streams, iters, warmup)
+                out.append(Copied("bi", uuids[a], (uuids[b],), 2 * size, seconds))
+            for a in range(len(devices)):
+                fan = [(a, b) for b in range(len(devices)) if b != a]
+                seconds = _time_copies(fan, src, dst, streams, iters, warmup)
+                out.append(
+                    Copied("fanout", uuids[a], tuple(uuids[b] for _, b in fan), size, seconds)
+                )
+            del src, dst
+            torch.cuda.empty_cache()
+        return out
 
     def release(self) -> None:
         """Drop this point's buffers (and, on GPU, give the memory back to the allocator)."""

@@ -52,11 +52,14 @@ class Series:
     op: str
     algorithm: str
     dtype: str
+    src_rank: int | None = None  # point-to-point rows: who sends to whom
+    dst_rank: int | None = None
 
     @property
     def name(self) -> str:
         algorithm = "" if self.algorithm == "native" else f" ({self.algorithm})"
-        return f"{self.group_id} {self.op}{algorithm} {self.dtype}"
+        pair = "" if self.src_rank is None else f" {self.src_rank}->{self.dst_rank}"
+        return f"{self.group_id} {self.op}{algorithm} {self.dtype}{pair}"
 
 
 def every_series(groups: int = len(GROUPS), ops: int = len(OPS), dtypes: int = 3) -> list[Series]:
@@ -91,9 +94,11 @@ class History:
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
 
-    def night(self, slowdown: Slowdown = steady, failed: int = 0, **overrides: Any) -> str:
-        """Write one more night, with `failed` points out of memory at the end of its first
-        series; `overrides` replace run columns (cluster_name, ...)."""
+    def night(
+        self, slowdown: Slowdown = steady, unfinished: Sequence[str] = (), **overrides: Any
+    ) -> str:
+        """Write one more night, with a point of each status in `unfinished` (oom, skipped)
+        after its first series' largest size; `overrides` replace run columns."""
         night = len(self.run_ids)
         started = self.start + timedelta(days=night)
         run_id = f"{started:%Y%m%dT%H%M%SZ}-{night:06x}"
@@ -123,9 +128,9 @@ class History:
                         "status": "ok",
                     }
                 )
-        for _ in range(failed):
-            oom = {"size_bytes": 2 * SIZES[-1], "status": "oom", "error": "out of memory"}
-            writer.append({**meta, **vars(self.series[0]), **oom})
+        for status in unfinished:
+            point = {"size_bytes": 2 * SIZES[-1], "status": status, "error": f"{status}: why"}
+            writer.append({**meta, **vars(self.series[0]), **point})
         writer.flush()
         self.run_ids.append(run_id)
         return run_id

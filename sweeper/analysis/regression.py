@@ -1,14 +1,16 @@
 """Nightly regression detection: each run's summary metrics per series, and the small rules
 that decide whether tonight is a regression. Pure: DataFrames in, DataFrames out.
 
-A series is one thing nights are compared on: a group (tier, variant, group_id, world
-size), an operation (op, algorithm) and a dtype. A run gives each series two metrics: the
-peak bus bandwidth over the large sizes, and the time of the smallest size. Tonight's
-value is compared with the series' baseline, the median and robust spread (1.4826 x MAD)
-of up to `window` earlier runs. A value is *worse* when every check fails (it is beyond the
-series' own noise by a robust z, and beyond a relative floor); the series is a
-*regression* when the last `persistence` runs, tonight's included, were all worse than the
-baseline of the runs before them.
+A series is one thing nights are compared on: a point of `compare.POINT_KEYS` without its
+size, that is a group (its id names the tier, the hosts and GPUs, and so the world size),
+an operation (op, algorithm), a dtype, and for pair and MoE rows the pair and parameters.
+Each group is a series of its own, not folded into its tier, so one weak link shows.
+A run gives each series two metrics: the peak bus bandwidth over the large sizes, and the
+time of the smallest size. Tonight's value is compared with the series' baseline, the
+median and robust spread (1.4826 x MAD) of up to `window` earlier runs. A value is *worse*
+when every check fails (it is beyond the series' own noise by a robust z, and beyond a
+relative floor); the series is a *regression* when the last `persistence` runs, tonight's
+included, were all worse than the baseline of the runs before them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-SERIES = ("tier", "variant", "group_id", "world_size", "op", "algorithm", "dtype")
+from sweeper.analysis.compare import POINT_KEYS, params_text
+
+SERIES = tuple(key for key in POINT_KEYS if key != "size_bytes")
 # The columns of the results dataset that the metrics are computed from.
 COLUMNS = ("run_id", *SERIES, "size_bytes", "time_us", "busbw_gb_per_s", "status")
 MAD_TO_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal noise
@@ -41,12 +45,13 @@ METRICS = (PEAK_BUSBW, SMALLEST_TIME)
 
 def run_metrics(rows: pd.DataFrame, bandwidth_min_size_bytes: int) -> pd.DataFrame:
     """Each run's metrics per series, one row per run, series and metric: run_id, the SERIES
-    columns, metric, value and the size it was measured at. Peak bus bandwidth is taken over
-    the sizes of at least `bandwidth_min_size_bytes` (a series with none has no peak); the
-    smallest-size time is the time of the smallest size that ran."""
-    keys = ["run_id", *SERIES]
+    columns (`params` as k=v text), metric, value and the size it was measured at. Peak bus
+    bandwidth is taken over the sizes of at least `bandwidth_min_size_bytes` (a series with
+    none has no peak); the smallest-size time is the time of the smallest size that ran."""
+    ok = rows.loc[rows["status"] == "ok", list(COLUMNS)]
     # rows written before the variant column existed were all of the default variant
-    ok = rows.loc[rows["status"].isin(["ok"]), list(COLUMNS)].fillna({"variant": "default"})
+    ok = ok.assign(variant=ok["variant"].fillna("default"), params=ok["params"].map(params_text))
+    keys = ["run_id", *SERIES]
     large = ok[ok["size_bytes"] >= bandwidth_min_size_bytes]
     peak = large.sort_values("busbw_gb_per_s").drop_duplicates(keys, keep="last")
     smallest = ok.sort_values("size_bytes").drop_duplicates(keys, keep="first")
@@ -145,7 +150,12 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
     out = []
     for metric in METRICS:
         of_metric = metrics[metrics["metric"] == metric.name]
-        table = of_metric.set_index([*SERIES, "run_id"])["value"].unstack("run_id")
+        # one number per series: pair and MoE columns are empty (NA) on other rows, and
+        # NA keys do not survive a pivot
+        of_metric = of_metric.assign(
+            series=of_metric.groupby(list(SERIES), dropna=False, sort=False).ngroup()
+        )
+        table = of_metric.pivot(index="series", columns="run_id", values="value")
         table = table.reindex(columns=list(runs))
         table = table[table[tonight].notna()]
         baseline = table[earlier]
@@ -163,22 +173,18 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
             ["new", "regression", "worse", "better"],
             "ok",
         )
-        sizes = of_metric[of_metric["run_id"] == tonight].set_index(list(SERIES))["size_bytes"]
-        frame = pd.DataFrame(
-            {
-                "metric": metric.name,
-                "unit": metric.unit,
-                "size_bytes": sizes.reindex(table.index),
-                "value": table[tonight],
-                "baseline": median,
-                "sigma": sigma,
-                "baseline_runs": baseline_runs,
-                "change": table[tonight] / median - 1,
-                "z": (table[tonight] - median) / sigma,
-                "status": status,
-            },
-            index=table.index,
+        measured = of_metric[of_metric["run_id"] == tonight].set_index("series")
+        frame = measured.loc[table.index, [*SERIES, "size_bytes"]].assign(
+            metric=metric.name,
+            unit=metric.unit,
+            value=table[tonight],
+            baseline=median,
+            sigma=sigma,
+            baseline_runs=baseline_runs,
+            change=table[tonight] / median - 1,
+            z=(table[tonight] - median) / sigma,
+            status=status,
         )
-        out.append(frame.reset_index())
+        out.append(frame.reset_index(drop=True))
     findings: pd.DataFrame = pd.concat(out, ignore_index=True)
     return findings

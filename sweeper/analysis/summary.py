@@ -19,6 +19,7 @@ class OpSummary:
     label: str
     points: int
     failed: int
+    skipped: int
     peak_busbw_gb_per_s: float | None
     peak_size_bytes: int | None
     min_time_us: float | None
@@ -51,7 +52,8 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
                 world_size=world_size,
                 label=name,
                 points=len(group),
-                failed=len(group) - len(ok),
+                failed=sum(r["status"] not in ("ok", "skipped") for r in group),
+                skipped=sum(r["status"] == "skipped" for r in group),
                 peak_busbw_gb_per_s=peak["busbw_gb_per_s"] if peak else None,
                 peak_size_bytes=peak["size_bytes"] if peak else None,
                 min_time_us=fastest["time_us"] if fastest else None,

@@ -112,3 +112,33 @@ def test_a_two_node_gloo_sweep_writes_internode_rows(
     assert groups.loc["internode:n0r0,1+n1r0,1", "n_nodes"] == 2
     assert groups.loc["internode:n0r0,1+n1r0,1", "world_size"] == 4
     assert groups.loc["cpu:n1r0,1", "n_nodes"] == 1
+
+
+def test_hierarchical_all_to_all_is_exact_across_two_nodes(
+    three_gpu_nodes: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--backend",
+            "gloo",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "2",
+            "--ops",
+            "all_to_all:hierarchical,all_to_all:mesh2d",
+            "--max-size",
+            "8K",
+            "--output",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    df = sweeper.load(out)
+    assert set(df["algorithm"]) == {"hierarchical", "mesh2d"}
+    assert (df["status"] == "ok").all()
+    assert (df["n_wrong"] == 0).all()
+    assert (df["n_nodes"] == 2).all()

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from sweeper import store
 from sweeper.cli import app
+from sweeper.report import record
 from sweeper.store import ResultWriter
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -40,7 +41,6 @@ cluster_name: ci
 output: {tmp_path / "results"}
 nightly:
   bandwidth_min_size: 16K
-  reports: {tmp_path / "reports"}
 """
     )
     return path
@@ -63,12 +63,20 @@ def test_nightly_twice_compares_the_second_run_with_the_first_and_exits_0(tmp_pa
     assert code == 0, output
     assert "starts its history" in output
     (first,) = store.runs(tmp_path / "results")["run_id"]
-    assert (tmp_path / "reports" / f"{first}.summary.json").is_file()
+    reports = tmp_path / "reports"  # beside the results, as `sweeper run` writes reports
+    assert f"report: {reports / f'{first}.html'}" in output
+    assert f"summary: {reports / f'{first}.summary.json'}" in output
+    assert '<section id="baseline">' not in (reports / f"{first}.html").read_text()
 
     code, output = nightly(tmp_path, "--format", "json")
     assert code == 0, output
     second = judged(output)
     assert second["history"] == [first]
+    # the report of the second night is compared with the first, point by point
+    page = Path(second["report"])
+    assert page == reports / f"{second['run_id']}.html"
+    assert '<section id="baseline">' in page.read_text()
+    assert f"<code>{first}</code>" in page.read_text()
     assert second["fingerprint"] == {"cluster_name": "ci", "backend": "gloo", "gpu_model": None}
     assert {(s["series"], s["metric"]) for s in second["series"]} == {
         (SERIES, "peak_busbw_gb_per_s"),
@@ -76,8 +84,10 @@ def test_nightly_twice_compares_the_second_run_with_the_first_and_exits_0(tmp_pa
     }
     assert {s["status"] for s in second["series"]} == {"new"}  # 1 earlier run: too few to judge
     saved = json.loads(Path(second["summary"]).read_text())
+    assert Path(second["summary"]) == reports / f"{second['run_id']}.summary.json"
     assert saved["run_id"] == second["run_id"] != first
     assert saved["history"] == [first]
+    assert saved["report"] == str(page)
 
 
 def _plant(results: Path, run_id: str, nights: int, faster: float) -> None:
@@ -169,6 +179,9 @@ def test_two_sweeps_writing_one_results_directory_at_once_both_complete(tmp_path
         assert runs.loc[event["run_id"], "failed"] == 0
     assert len(list(results.rglob("*.parquet"))) == 4
     assert not list(results.rglob("_inflight-*"))
+    for event in finished:  # each run's record beside the rows, and its report, whole
+        assert record.load(results, event["run_id"]) is not None
+        assert Path(event["report"]).read_text().rstrip().endswith("</html>")
     assert reads > 0
     started = sorted(runs["run_started_at"])
     finished_at = store.load(results, columns=["run_id", "measured_at"]).groupby("run_id").max()

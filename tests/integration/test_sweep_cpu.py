@@ -52,7 +52,7 @@ def test_every_operation_is_exact_at_every_size(tmp_path: Path, world: int, dtyp
     assert recorder.rows == list(finished.rows)
     df = pd.DataFrame(finished.rows)
     assert set(df["op"] + "/" + df["algorithm"]) == {
-        f"{c.op}/{c.algorithm}" for c in REGISTRY.values()
+        f"{c.op}/{c.algorithm}" for c in REGISTRY.values() if c.core
     }
     bad = df[(df["status"] != "ok") | (df["n_wrong"] != 0)]
     assert bad.empty, bad[["op", "algorithm", "dtype", "size_bytes", "status", "error", "n_wrong"]]

@@ -183,5 +183,5 @@ def test_the_submit_script_submits_sweeper_nightly_with_a_dated_submission_id(
     entrypoint = argv[argv.index("--") + 1 :]
     assert entrypoint == [
         *("sweeper", "nightly", "--profile", "nightly.yaml"),
-        *("--output", "/data/results", "--reports", "/data/reports"),
+        *("--output", "/data/results", "--reports-dir", "/data/reports"),
     ]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import typer.main
 import yaml
 from typer.testing import CliRunner
 
@@ -44,6 +45,35 @@ def test_a_profile_takes_run_options_as_keys_in_yaml_or_command_line_spelling(
     assert profile.nightly.policy().bandwidth_min_size_bytes == 16 * 2**10
 
 
+def test_a_profile_sets_the_measurement_and_report_options_too(tmp_path: Path) -> None:
+    profile = load_profile(
+        write(
+            tmp_path,
+            "ops: ['all_to_all*', 'moe*', 'p2p*']\nmoe: {tokens: 64, top_k: 1}\n"
+            "nccl_algos: ring,tree\nconcurrent: true\ncopy_engine: true\nreport: false\n"
+            f"reports_dir: {tmp_path / 'pages'}\n",
+        )
+    )
+    spec = build_spec(profile)
+    assert (spec.moe.tokens, spec.moe.top_k, spec.moe.experts) == (64, 1, 64)
+    assert spec.nccl_algos == ("ring", "tree")
+    assert spec.concurrent
+    assert spec.copy_engine
+    assert not spec.report
+    assert spec.reports_dir == tmp_path / "pages"
+    overridden = build_spec(profile, moe="tokens=8,top_k=2", report=True, concurrent=False)
+    assert (overridden.moe.tokens, overridden.moe.top_k) == (8, 2)
+    assert overridden.report
+    assert not overridden.concurrent
+
+
+def test_the_profile_keys_are_exactly_the_options_of_sweeper_run() -> None:
+    run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    options = {"plugins" if p.name == "plugin" else p.name for p in run.params}
+    assert options - {"profile", "format"} == set(SweepSpec.model_fields)
+    assert set(Profile.model_fields) == set(SweepSpec.model_fields) | {"nightly"}
+
+
 def test_flags_override_the_profile_and_unset_keys_keep_their_defaults(tmp_path: Path) -> None:
     profile = load_profile(write(tmp_path, "ops: all_reduce\nmax_size: 1M\nseed: 3\n"))
     spec = build_spec(profile, max_size="4K", seed=None, check=False)
@@ -66,6 +96,9 @@ def test_flags_override_the_profile_and_unset_keys_keep_their_defaults(tmp_path:
         ("backend: mpi\n", "backend: 'mpi' is not one of", None),
         ("nightly:\n  min_change: 2\n", "nightly.min_change: Input should be less than 1", None),
         ("nightly:\n  window: 3\n", "nightly: min_history 5 is more than window 3", None),
+        ("moe:\n  tokenz: 3\n", "unknown key 'moe.tokenz'", "did you mean 'moe.tokens'?"),
+        ("copy-engine: true\n", "unknown key 'copy-engine'", "did you mean 'copy_engine'?"),
+        ("nccl_algos: [ring, trees]\n", "nccl_algos: unknown NCCL algorithm 'trees'", None),
         ("- ops\n", "a profile is a mapping of option names to values", None),
         ("ops: [all_reduce\n", "", None),
     ],
@@ -113,6 +146,10 @@ def test_config_schema_is_json_schema_that_accepts_the_nightly_profile() -> None
     validator = jsonschema.Draft202012Validator(schema)
     validator.validate(yaml.safe_load(NIGHTLY.read_text()))
     validator.validate({"ops": "all_reduce,gather", "max_size": "8G", "min_size": 8})
+    validator.validate({"moe": "tokens=64,top_k=1", "nccl_algos": ["ring"], "report": False})
+    validator.validate({"moe": {"tokens": 64}, "copy_engine": True, "reports_dir": "pages"})
+    with pytest.raises(jsonschema.ValidationError, match="tokenz"):
+        validator.validate({"moe": {"tokenz": 64}})
     with pytest.raises(jsonschema.ValidationError, match="colour"):
         validator.validate({"colour": "blue"})
     with pytest.raises(jsonschema.ValidationError, match="zscore"):

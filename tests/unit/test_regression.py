@@ -11,6 +11,7 @@ import pytest
 from sweeper import nightly, store
 from sweeper.analysis.regression import COLUMNS, detect, run_metrics
 from sweeper.spec import NightlySettings
+from tests import report_data
 from tests.synthetic import History, Series, every_series
 
 DROP = 1 / 0.9  # time x this: bus bandwidth 10% lower, latency 11% higher
@@ -95,6 +96,37 @@ def test_only_the_slowed_series_alarm(tmp_path: Path) -> None:
     findings = alarms(history).assign(series=lambda f: f.apply(nightly.series_name, axis=1))
     assert set(findings.loc[findings["status"] == "regression", "series"]) == {
         s.name for s in slowed
+    }
+
+
+def test_each_direction_of_a_pair_is_a_series_of_its_own(tmp_path: Path) -> None:
+    """p2p and p2p:reverse share group, op and algorithm: only the pair tells them apart."""
+    pair = ("nvlink", "default", "nvlink:n0g0,1", 2, "p2p", "uni", "bfloat16")
+    forward, backward = Series(*pair, src_rank=0, dst_rank=1), Series(*pair, 1, 0)
+    history = History(tmp_path, [forward, backward], noise=0.01)
+    history.nights(8)
+    history.nights(2, dropped_on({8, 9}, {backward}))
+    findings = alarms(history)
+    assert len(findings) == 4
+    regressions = findings[findings["status"] == "regression"]
+    assert set(regressions.apply(nightly.series_name, axis=1)) == {
+        "nvlink:n0g0,1 p2p (uni) bfloat16 1->0"
+    }
+
+
+def test_every_pair_matrix_entry_and_moe_routing_of_a_gpu_run_is_a_series(tmp_path: Path) -> None:
+    report_data.write_run(tmp_path, "gpu")
+    metrics = run_metrics(store.load(tmp_path, columns=COLUMNS), 256 * 2**20)
+    times = metrics[metrics["metric"] == "smallest_size_time_us"]
+    pairs = 12 * 3  # ordered pairs of 4 GPUs x (p2p uni, p2p bi, copy)
+    moe = 2 * 2  # (dispatch, combine) x two routings
+    assert len(times) == len(report_data.MODELS) + pairs + moe
+    assert (times["size_bytes"] == 8).sum() == len(report_data.MODELS) + pairs
+    peaks = metrics[metrics["metric"] == "peak_busbw_gb_per_s"]
+    assert peaks["size_bytes"].min() >= 256 * 2**20
+    assert len(peaks) == len(report_data.MODELS) + pairs + 2  # the 1024-token sizes are small
+    assert set(peaks.loc[peaks["op"] == "all_to_all_v", "params"]) == {
+        "experts=256,hidden=7168,seed=0,tokens=4096,top_k=8,zipf=1.1"
     }
 
 

@@ -1,0 +1,144 @@
+"""What an operation is, as data: the `Collective` descriptor and the types it speaks in.
+
+Modelled on nccl-tests' per-operation struct. A descriptor states, for a size of `count`
+elements (S = count x itemsize, with nccl-tests' conventions) on `n` ranks:
+
+- the element counts of each rank's send, receive and work buffers (`Layout`),
+- the bus-bandwidth factor,
+- which deterministic data each rank puts in its send buffer and what every rank must
+  hold afterwards, both as `Span`s over one global pattern (so filling and checking are
+  written once, in `data.py`, for every operation),
+- how to run it once on a group, and where it cannot run (`why_not`, with the reason).
+
+The entries live in `collectives.py` (the registry) and `algorithms/` (variants).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+SUM = -1  # Span.source: the sum over every rank of the group
+
+
+@dataclass(frozen=True)
+class Span:
+    """`length` elements at `offset` of a buffer hold pattern(source, index + j), j < length."""
+
+    offset: int
+    length: int
+    source: int  # a group rank, or SUM
+    index: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Buffers and data of one rank for one point. `recv` 0: the operation works in place."""
+
+    send: int
+    recv: int
+    inputs: tuple[Span, ...]
+    expected: tuple[Span, ...]  # in the receive buffer, or the send buffer when in place
+    work: int = 0  # scratch elements the algorithm itself needs (staging, forwarding)
+
+    @property
+    def elements(self) -> int:
+        return self.send + self.recv + self.work
+
+
+@dataclass
+class Buffers:
+    send: torch.Tensor
+    recv: torch.Tensor | None  # None when in place
+    work: torch.Tensor | None = None
+
+    @property
+    def out(self) -> torch.Tensor:
+        return self.send if self.recv is None else self.recv
+
+
+@dataclass(frozen=True)
+class Comm:
+    """The group an operation runs on, as one of its ranks sees it."""
+
+    group: dist.ProcessGroup
+    rank: int
+    size: int
+    nodes: tuple[int, ...] = ()  # node of each group rank (positions in the sweep's node list)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a group is, for an operation to say whether it can run there."""
+
+    size: int
+    nodes: tuple[int, ...]  # node of each group rank
+    backend: str
+    sees_node_gpus: bool  # every actor sees all GPUs of its node (torch symmetric memory)
+
+
+def _anywhere(shape: Shape) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str  # what --ops takes
+    op: str  # the operation it performs, written to the `op` column
+    algorithm: str  # how: "native" is torch.distributed's own call
+    factor: Callable[[int], float]  # busbw = algbw x factor(n)
+    per_rank_chunks: bool  # S is n equal per-rank chunks (count divisible by n)
+    layout: Callable[[int, int, int], Layout]  # (count, n, rank) -> Layout
+    run: Callable[[Buffers, Comm], None]
+    reduces: bool = False  # some expected span is a SUM: inputs must stay exact when summed
+    core: bool = True  # part of `--ops all`; variants and experiments are asked for by name
+    ranks: int | None = None  # runs only on groups of exactly this size (a pair: 2)
+    why_not: Callable[[Shape], str | None] = _anywhere  # why it cannot run on a group, if not
+    symmetric: bool = False  # the send buffer comes from torch symmetric memory
+    setup: Callable[[Buffers, Comm], None] | None = None  # collective setup before timing
+    direction: tuple[int, int] | None = None  # point-to-point: (source, destination) group ranks
+    fixed_count: Callable[[int], int] | None = None  # one size, set by the operation (MoE)
+    params: tuple[tuple[str, str], ...] = ()  # the experiment's knobs, written to `params`
+
+    def count(self, size_bytes: int, itemsize: int, n: int) -> int:
+        """Elements of S for a requested size, rounded down like nccl-tests, at least 1 per rank.
+
+        Per-rank chunks are aligned down to 16 bytes as nccl-tests does, when they are larger.
+        """
+        elements = max(1, size_bytes // itemsize)
+        if not self.per_rank_chunks:
+            return elements
+        chunk = max(1, elements // n)
+        align = max(1, 16 // itemsize)
+        if chunk >= align:
+            chunk -= chunk % align
+        return chunk * n
+
+    def busbw_factor(self, n: int) -> float:
+        return self.factor(n)
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the result overwrites the input on every rank."""
+        return all(self.layout(2, 2, rank).recv == 0 for rank in (0, 1))
+
+
+def blocks(buf: torch.Tensor, n: int) -> torch.Tensor:
+    """A buffer as n equal blocks (rows): block k is what goes to, or came from, rank k."""
+    return buf.view(n, -1)
+
+
+def exchange(
+    comm: Comm,
+    sends: list[tuple[torch.Tensor, int]],
+    recvs: list[tuple[torch.Tensor, int]],
+) -> None:
+    """Send and receive tensors to and from group ranks as one batch, and wait for all."""
+    ops = [dist.P2POp(dist.isend, t, group=comm.group, group_peer=p) for t, p in sends]
+    ops += [dist.P2POp(dist.irecv, t, group=comm.group, group_peer=p) for t, p in recvs]
+    if ops:
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()

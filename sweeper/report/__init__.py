@@ -1,0 +1,33 @@
+"""The HTML report of a run: `sweeper report`, and the end of `sweeper run`.
+
+`build.write` renders a run of a results directory into one self-contained page;
+`record` keeps what the rows do not say (command line, options, topology) beside them;
+`sections` turns rows into what the page shows, `figures` into plotly figures; `browser`
+opens a page in Chromium (screenshots). Only `build`, `figures` and `browser` need the
+optional libraries (`sweeper[report]`, Playwright), so importing this package is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from sweeper.errors import BadInput
+
+_LIBRARIES = ("plotly", "jinja2")
+
+
+def require() -> None:
+    """BadInput, before anything runs, when the report's libraries are not installed."""
+    missing = [name for name in _LIBRARIES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise BadInput(
+            f"the HTML report needs {' and '.join(missing)}",
+            hint="pip install 'sweeper[report]', or run with --no-report",
+        )
+
+
+def directory(results: Path, reports_dir: Path | None = None) -> Path:
+    """Where reports go: `reports_dir`, else reports/ beside the results directory (./reports
+    for ./results); a nightly run's JSON summary goes there too."""
+    return Path(reports_dir) if reports_dir else Path(results).parent / "reports"

@@ -1,0 +1,109 @@
+"""A run's report as one HTML page: sections -> jinja2 template -> file.
+
+The page is self-contained: plotly.js is inlined once and every figure is a JSON document
+it draws, so the file opens offline and loads nothing from anywhere. For archives of many
+pages, `js_dir` writes one shared plotly.min.js there instead and the pages point at it by
+a relative path. Autoescaping is on: host names, environment values and error messages
+come from the cluster and are shown as text.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from sweeper.report import directory, record, runs, sections
+
+PLOTLY_JS = "plotly.min.js"
+# Plotly's figure JSON goes inside <script> elements: these characters are written as JSON
+# escapes, so no text from the cluster can close the element or open a comment.
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def default_output(results: Path, run_id: str) -> Path:
+    """reports/<run_id>.html beside the results directory (./reports for ./results)."""
+    return directory(results) / f"{run_id}.html"
+
+
+def _figure_json(figure: Any) -> Markup:
+    return Markup(figure.to_json().translate(_SCRIPT_SAFE))
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("sweeper.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["figure_json"] = _figure_json
+    return env
+
+
+def _plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return str(get_plotlyjs())
+
+
+def render(
+    df: pd.DataFrame,
+    run: record.RunRecord | None,
+    base: pd.DataFrame | None = None,
+    plotly_src: str | None = None,
+) -> str:
+    """The page for one run's rows (`base`: a baseline run's rows to compare with).
+
+    `plotly_src`: a relative path to plotly.min.js instead of inlining it."""
+    found = sections.build(df, run, base)
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        run_id=str(df["run_id"].iloc[0]),
+        sections=found,
+        plotly_src=plotly_src,
+        # plotly's own bundle, inlined as plotly.io.write_html inlines it
+        plotly_js=None if plotly_src else Markup(_plotly_js()),
+    )
+
+
+def _shared_js(js_dir: Path, page: Path) -> str:
+    """Write plotly.min.js into js_dir (once) and return its path relative to the page."""
+    js_dir.mkdir(parents=True, exist_ok=True)
+    target = js_dir / PLOTLY_JS
+    code = _plotly_js()
+    if not target.exists() or target.read_text(encoding="utf-8") != code:
+        _write(target, code)
+    return Path(os.path.relpath(target.resolve(), page.parent.resolve())).as_posix()
+
+
+def _write(path: Path, content: str) -> None:
+    inflight = path.with_name(f".{path.name}.inflight")
+    inflight.write_text(content, encoding="utf-8")
+    os.replace(inflight, path)
+
+
+def write(
+    results: Path,
+    run_id: str,
+    output: Path | None = None,
+    baseline: str | None = None,
+    js_dir: Path | None = None,
+) -> Path:
+    """Write the report of `run_id` (or `latest`) of a results directory; returns its path.
+
+    Bad input (no such directory or run) raises BadInput before anything is written."""
+    run_id = runs.resolve(results, run_id)
+    base_id = runs.resolve(results, baseline) if baseline else None
+    output = output or default_output(results, run_id)
+    df = runs.rows(results, run_id)
+    base = runs.rows(results, base_id) if base_id else None
+    output.parent.mkdir(parents=True, exist_ok=True)
+    src = _shared_js(js_dir, output) if js_dir else None
+    _write(output, render(df, record.load(results, run_id), base, src))
+    return output

@@ -1,0 +1,265 @@
+"""The report's plotly figures, built from prepared frames. Only this module imports plotly.
+
+Every text a figure shows that may come from the cluster (group names, operation names of
+plugins, host names) is HTML-escaped first: plotly renders a subset of HTML in its labels.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from sweeper.analysis.p2p import PairMatrix
+from sweeper.spec import format_size
+
+_COLORS = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#17becf",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+)
+BAD = "#c0392b"
+_HEIGHT = 340
+_MAX_TICKS = 12
+
+
+_AXIS = {"gridcolor": "#e5e5e5", "linecolor": "#999", "zeroline": False, "ticks": "outside"}
+
+
+def _layout(**extra: object) -> dict[str, object]:
+    """A small layout of our own instead of plotly's default template, which would add
+    about 7 kB to every figure of the page."""
+    return {
+        "template": {"layout": {"colorway": list(_COLORS)}},
+        "font": {"family": "system-ui, sans-serif", "size": 12},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "height": _HEIGHT,
+        "margin": {"l": 60, "r": 20, "t": 56, "b": 50},
+        "hovermode": "closest",
+        "xaxis": _AXIS,
+        "yaxis": _AXIS,
+        "legend": {"font": {"size": 11}},
+        **extra,
+    }
+
+
+def text(value: object) -> str:
+    """A label plotly shows as written (it would otherwise read tags in it)."""
+    return html.escape(str(value), quote=False)
+
+
+def size_label(size_bytes: float) -> str:
+    """8B, 1K, 64M when exact; 12.8M otherwise."""
+    size = int(size_bytes)
+    exact = format_size(size)
+    if size == size_bytes and (not exact.endswith("B") or size < 1024):
+        return exact
+    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.3g}{unit}"
+    return f"{size_bytes:.0f}B"
+
+
+def _size_axis(sizes: Sequence[float], title: str = "size S (bytes)") -> dict[str, object]:
+    """A log axis of sizes with ticks at powers of two, labelled like --max-size takes them."""
+    low, high = math.floor(math.log2(min(sizes))), math.ceil(math.log2(max(sizes)))
+    step = max(1, math.ceil((high - low + 1) / _MAX_TICKS))
+    ticks = [2.0**e for e in range(low, high + 1, step)]
+    return {
+        **_AXIS,
+        "type": "log",
+        "title": {"text": title},
+        "tickvals": ticks,
+        "ticktext": [size_label(t) for t in ticks],
+    }
+
+
+_PANELS = (("busbw_gb_per_s", "bus bandwidth (GB/s)", "GB/s"), ("time_us", "time (us)", "us"))
+
+
+def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.Figure:
+    """Bus bandwidth (left) and time (right) against size, log axes, one line per series
+    (frames with size_bytes, time_us and busbw_gb_per_s); one legend entry per series."""
+    figure = make_subplots(
+        rows=1, cols=2, subplot_titles=[p[1] for p in _PANELS], horizontal_spacing=0.08
+    )
+    sizes = [s for _, frame in series for s in frame["size_bytes"]]
+    for index, (name, frame) in enumerate(series):
+        color = _COLORS[index % len(_COLORS)]
+        hover = [size_label(s) for s in frame["size_bytes"]]
+        for col, (column, _, unit) in enumerate(_PANELS, start=1):
+            figure.add_trace(
+                go.Scatter(
+                    x=frame["size_bytes"].to_numpy(dtype=np.float64),
+                    y=frame[column].to_numpy(dtype=np.float64),
+                    name=text(name),
+                    legendgroup=text(name),
+                    showlegend=col == 1,
+                    mode="lines+markers",
+                    marker={"size": 4, "color": color},
+                    line={"width": 1.5, "color": color},
+                    customdata=hover,
+                    hovertemplate=f"%{{fullData.name}}<br>%{{customdata}}: %{{y:.4g}} {unit}"
+                    "<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+    if len(series) == 1:  # no legend: the title names the one line
+        title = f"{title} on {series[0][0]}"
+    figure.update_layout(_layout(title={"text": text(title), "x": 0}, showlegend=len(series) > 1))
+    if sizes:
+        figure.update_xaxes(_size_axis(sizes))
+    for col, (column, _, _) in enumerate(_PANELS, start=1):
+        values = [v for _, frame in series for v in frame[column]]
+        figure.update_yaxes(_log_axis(values), row=1, col=col)
+    return figure
+
+
+def _tick_text(value: float) -> str:
+    """0.001, 2, 50, 1,000, 100,000 written out; smaller or larger as 1e-05."""
+    if 1e-3 <= value < 1e6:
+        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    return f"{value:.0e}".replace("e+0", "e").replace("e-0", "e-")
+
+
+def _log_axis(values: Sequence[float]) -> dict[str, object]:
+    """A log axis with its ticks written out (plotly's own labels use SI prefixes, 10µ GB/s,
+    and label 2 and 5 between decades): every decade, and 2 and 5 when there are few."""
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    axis: dict[str, object] = {**_AXIS, "type": "log"}
+    if not positive:
+        return axis
+    low, high = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
+    steps = (1.0,) if high - low > 2 else (1.0, 2.0, 5.0)
+    ticks = [m * 10.0**e for e in range(low, high + 1) for m in steps]
+    axis.update(tickvals=ticks, ticktext=[_tick_text(t) for t in ticks])
+    return axis
+
+
+def ratio_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str, y_title: str) -> go.Figure:
+    """A ratio against size (log x), one line per series (frames: size_bytes, ratio), with
+    the line of parity at 1."""
+    figure = go.Figure()
+    sizes = [s for _, frame in series for s in frame["size_bytes"]]
+    for name, frame in series:
+        figure.add_trace(
+            go.Scatter(
+                x=frame["size_bytes"].to_numpy(dtype=np.float64),
+                y=frame["ratio"].to_numpy(dtype=np.float64),
+                name=text(name),
+                mode="lines+markers",
+                marker={"size": 4},
+                customdata=[size_label(s) for s in frame["size_bytes"]],
+                hovertemplate="%{fullData.name}<br>%{customdata}: %{y:.3f}<extra></extra>",
+            )
+        )
+    figure.update_layout(
+        _layout(title={"text": text(title), "x": 0}, yaxis_title={"text": text(y_title)})
+    )
+    figure.add_hline(y=1.0, line={"color": "#555", "width": 1, "dash": "dot"})
+    if sizes:
+        figure.update_xaxes(_size_axis(sizes))
+    return figure
+
+
+def heatmap(matrix: PairMatrix, labels: Sequence[str], title: str) -> go.Figure:
+    """An N x N matrix (sources down, destinations across) with its values written in the
+    cells and outliers ringed in red."""
+    values = matrix.values.to_numpy(dtype=np.float64)
+    bandwidth = matrix.metric == "bandwidth"
+    unit = "GB/s" if bandwidth else "us"
+    names = [text(label) for label in labels]
+    cells = [[f"{v:.3g}" if np.isfinite(v) else "" for v in row] for row in values]
+    figure = go.Figure(
+        go.Heatmap(
+            z=values,
+            x=names,
+            y=names,
+            text=cells,
+            texttemplate="%{text}",
+            colorscale="Viridis" if bandwidth else "Viridis_r",
+            colorbar={"title": {"text": unit}, "thickness": 12},
+            hovertemplate=f"%{{y}} -> %{{x}}: %{{z:.4g}} {unit}<extra></extra>",
+            hoverongaps=False,
+            xgap=1,
+            ygap=1,
+        )
+    )
+    rows, columns = np.nonzero(matrix.outliers.to_numpy(dtype=bool))
+    if len(rows):
+        figure.add_trace(
+            go.Scatter(
+                x=[names[c] for c in columns],
+                y=[names[r] for r in rows],
+                mode="markers",
+                marker={"symbol": "square-open", "size": 30, "color": BAD, "line": {"width": 3}},
+                name="outlier",
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
+    side = max(300, 60 + 38 * len(labels))
+    figure.update_layout(
+        _layout(
+            title={"text": text(title), "x": 0},
+            height=side + 40,
+            xaxis={"title": {"text": "destination"}, "side": "bottom", "type": "category"},
+            yaxis={"title": {"text": "source"}, "autorange": "reversed", "type": "category"},
+        )
+    )
+    return figure
+
+
+def change_figure(changes: pd.DataFrame) -> go.Figure:
+    """Every compared point's change in bus bandwidth against its size, one colour per
+    operation, regressions ringed in red."""
+    figure = go.Figure()
+    for index, (operation, rows) in enumerate(changes.groupby("operation", sort=False)):
+        color = _COLORS[index % len(_COLORS)]
+        figure.add_trace(
+            go.Scatter(
+                x=rows["size_bytes"].to_numpy(dtype=np.float64),
+                y=(100 * rows["busbw_change"]).to_numpy(dtype=np.float64),
+                name=text(operation),
+                mode="markers",
+                marker={
+                    "size": 7,
+                    "color": color,
+                    "line": {
+                        "color": [BAD if r else color for r in rows["regression"]],
+                        "width": [3 if r else 0 for r in rows["regression"]],
+                    },
+                },
+                customdata=[
+                    [text(g), size_label(s)]
+                    for g, s in zip(rows["group_id"], rows["size_bytes"], strict=True)
+                ],
+                hovertemplate="%{fullData.name} %{customdata[0]}<br>%{customdata[1]}: "
+                "%{y:+.1f}%<extra></extra>",
+            )
+        )
+    figure.add_hline(y=0.0, line={"color": "#555", "width": 1, "dash": "dot"})
+    figure.update_layout(
+        _layout(
+            title={"text": "change in bus bandwidth against the baseline", "x": 0},
+            yaxis_title={"text": "change (%)"},
+        )
+    )
+    sizes = changes["size_bytes"].tolist()
+    if sizes:
+        figure.update_xaxes(_size_axis(sizes))
+    return figure

@@ -1,0 +1,76 @@
+"""What a run's rows do not say: its command line, its options and its nodes' topology.
+
+Kept beside the rows as `<results>/_runs/<run_id>.json`: the leading underscore hides it
+from Parquet readers (pyarrow and pandas skip `_` and `.` names), so the dataset stays rows
+only. The driver writes it at the end of a run, the report reads it; a run without one
+(an older run, or rows written by another tool) still gets a report, without the link
+matrix and link peaks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sweeper.spec import SweepSpec
+from sweeper.topology import Gpu, Node
+
+RECORDS_DIR = "_runs"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    command: str  # the command line that started the run, as the shell would take it back
+    options: dict[str, Any]  # every SweepSpec field, as JSON
+    nodes: tuple[Node, ...]
+
+    @classmethod
+    def of(cls, run_id: str, spec: SweepSpec, nodes: tuple[Node, ...]) -> RunRecord:
+        argv = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv else []
+        return cls(run_id, shlex.join(argv), spec.model_dump(mode="json"), nodes)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        nodes = tuple(
+            Node(
+                **{
+                    **node,
+                    "gpus": tuple(Gpu(**gpu) for gpu in node["gpus"]),
+                    "links": tuple(tuple(row) for row in node["links"]),
+                }
+            )
+            for node in data["nodes"]
+        )
+        return cls(str(data["run_id"]), str(data["command"]), dict(data["options"]), nodes)
+
+
+def path(results: Path, run_id: str) -> Path:
+    return Path(results) / RECORDS_DIR / f"{run_id}.json"
+
+
+def save(results: Path, record: RunRecord) -> Path:
+    """Write the record atomically (a reader never sees half of it)."""
+    target = path(results, record.run_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    inflight = target.with_name(f".{target.name}.inflight")
+    inflight.write_text(json.dumps(record.to_json(), indent=1) + "\n")
+    os.replace(inflight, target)
+    return target
+
+
+def load(results: Path, run_id: str) -> RunRecord | None:
+    """The run's record, or None when it has none."""
+    try:
+        data = json.loads(path(results, run_id).read_text())
+    except FileNotFoundError:
+        return None
+    return RunRecord.from_json(data)

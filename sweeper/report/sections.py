@@ -1,0 +1,721 @@
+"""The report's sections, each built from one run's rows (and its record, and a baseline's
+rows where given). A section appears when its data exists: a function returns None
+otherwise. Pure, apart from building plotly figure objects.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+import pandas as pd
+
+from sweeper.analysis import (
+    RegressionRule,
+    best_per_size,
+    candidates,
+    fits,
+    label,
+    pair_matrices,
+    pair_table,
+    point_changes,
+    summarize,
+    tier_name,
+)
+from sweeper.analysis.p2p import MATRIX_OPS, METRICS, PairMatrix
+from sweeper.report import figures
+from sweeper.report.blocks import Block, Cell, Code, Facts, Figure, Section, Table, Text
+from sweeper.report.record import RunRecord
+from sweeper.topology import Gpu
+
+# The link a tier's traffic crosses, and the Gpu field holding its one-direction peak.
+_LINKS = {"nvlink": ("NVLink", "nvlink_gb_per_s"), "pcie": ("PCIe", "pcie_gb_per_s")}
+_LINK_LEGEND = (
+    "NV#: joined by # NVLinks (directly or through NVSwitches); PIX: one PCIe switch; "
+    "PXB: several PCIe switches; PHB: a PCIe host bridge; NODE: host bridges of one NUMA "
+    "node; SYS: across NUMA nodes."
+)
+_MOST_ROWS = 100  # longer tables are cut, saying so
+_ERROR_CHARS = 160
+SIG = "sig"  # our own format: 3 significant digits, and whole numbers from 100 up
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _fmt(value: object, spec: str) -> str:
+    if _missing(value):
+        return "-"
+    if spec != SIG:
+        return format(value, spec)
+    number = float(value)  # type: ignore[arg-type]
+    return f"{number:,.0f}" if abs(number) >= 100 else f"{number:.3g}"
+
+
+def _num(value: object, spec: str, css: str = "") -> Cell:
+    return Cell(_fmt(value, spec), f"num {css}".strip())
+
+
+def _size(value: object) -> Cell:
+    return Cell("-" if _missing(value) else figures.size_label(float(value)), "num")  # type: ignore[arg-type]
+
+
+def _size_range(sizes: pd.Series) -> str:
+    low, high = (figures.size_label(float(s)) for s in (sizes.min(), sizes.max()))
+    return low if low == high else f"{low} to {high}"
+
+
+def _short(message: object) -> Cell:
+    full = "" if _missing(message) else str(message)
+    if len(full) <= _ERROR_CHARS:
+        return Cell(full, "wrap")
+    return Cell(full[: _ERROR_CHARS - 1] + "…", "wrap", title=full)
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], frame.to_dict("records"))
+
+
+def _labels(frame: pd.DataFrame) -> pd.Series:
+    return pd.Series(
+        [label(str(o), str(a)) for o, a in zip(frame["op"], frame["algorithm"], strict=True)],
+        index=frame.index,
+        dtype=object,
+    )
+
+
+def _tier_names(frame: pd.DataFrame) -> pd.Series:
+    return pd.Series(
+        [tier_name(str(t), str(v)) for t, v in zip(frame["tier"], frame["variant"], strict=True)],
+        index=frame.index,
+        dtype=object,
+    )
+
+
+def collective_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of operations over a group, swept over sizes: not the pair matrices (p2p, copy)
+    and not experiments with parameters of their own (MoE), which have sections of theirs."""
+    rows: pd.DataFrame = df[~df["op"].isin(MATRIX_OPS) & df["params"].isna()]
+    return rows
+
+
+def _table(columns: Iterable[str], rows: Iterable[tuple[Cell, ...]], caption: str = "") -> Table:
+    listed = list(rows)
+    if len(listed) > _MOST_ROWS:
+        caption = f"{caption} (first {_MOST_ROWS} of {len(listed)} rows)".strip()
+        listed = listed[:_MOST_ROWS]
+    return Table(tuple(columns), tuple(listed), caption)
+
+
+def _table_section(
+    id_: str, title: str, columns: Iterable[str], rows: Iterable[tuple[Cell, ...]], intro: str
+) -> Section:
+    return Section(id_, title, (_table(columns, rows),), intro)
+
+
+# Run header
+
+
+def run_header(df: pd.DataFrame, record: RunRecord | None) -> Section:
+    first = df.iloc[0]
+    started = first["run_started_at"]
+    took = (df["measured_at"].max() - started).total_seconds()
+    gpus = sorted({u for uuids in df["gpu_uuids"] for u in (uuids if uuids is not None else [])})
+    hosts = sorted({h for group in df["hosts"] for h in (group if group is not None else [])})
+    facts = [
+        ("run", str(first["run_id"])),
+        ("kind", str(first["run_kind"])),
+        ("started", f"{started:%Y-%m-%d %H:%M:%S} UTC"),
+        ("measuring took", f"{took:.0f} s"),
+        ("cluster", str(first["cluster_name"])),
+        ("hosts", ", ".join(hosts)),
+        ("backend", str(first["backend"])),
+        ("GPUs", f"{len(gpus)} x {first['gpu_model']}" if gpus else "none (CPU ranks)"),
+        ("points", str(len(df))),
+        ("command", record.command if record else "not recorded"),
+    ]
+    versions = [
+        ("sweeper", first["sweeper_version"]),
+        ("Ray", first["ray_version"]),
+        ("torch", first["torch_version"]),
+        ("NCCL", first["nccl_version"]),
+        ("CUDA", first["cuda_version"]),
+        ("driver", first["driver_version"]),
+    ]
+    blocks: list[Block] = [
+        Facts(tuple(facts), code=frozenset({"command", "run"})),
+        Table(("software", "version"), tuple((Cell(n), Cell(_fmt(v, ""))) for n, v in versions)),
+        _nccl_env(df),
+        _inventory(record, hosts),
+    ]
+    if record is not None:
+        blocks.append(Code("every option of the run", json.dumps(record.options, indent=1)))
+    return Section("run", "Run", tuple(blocks))
+
+
+def _nccl_env(df: pd.DataFrame) -> Table:
+    rows = []
+    for variant, group in df.groupby("variant", sort=False):
+        env = group["nccl_env"].iloc[0]
+        pairs = [f"{k}={v}" for k, v in (env if env is not None else [])]
+        rows.append((Cell(str(variant)), Cell(" ".join(pairs) or "none set", "code wrap")))
+    return Table(("actor set", "NCCL variables"), tuple(rows), "NCCL variables of each actor set")
+
+
+def _inventory(record: RunRecord | None, hosts: list[str]) -> Block:
+    if record is None:
+        return Text(
+            "No run record (topology, command line) was saved for this run; hosts from the rows: "
+            + ", ".join(hosts)
+        )
+    gpu_columns = ("GPU", "model", "memory", "PCI bus", "NUMA", "NVLink GB/s", "PCIe GB/s")
+    any_gpus = any(node.gpus for node in record.nodes)
+    columns = ("node", "host", "CPUs", *(gpu_columns if any_gpus else ("GPUs",)))
+    rows: list[tuple[Cell, ...]] = []
+    for position, node in enumerate(record.nodes):
+        where = (Cell(f"n{position}"), Cell(node.host), _num(node.cpus, "d"))
+        if not node.gpus:
+            reason = Cell(f"none: no NVML ({node.reason})" if node.reason else "none")
+            rows.append((*where, reason, *(Cell("") for _ in columns[len(where) + 1 :])))
+        for gpu in node.gpus:
+            rows.append(
+                (
+                    *where,
+                    Cell(f"GPU{gpu.index}", title=gpu.uuid),
+                    Cell(gpu.name),
+                    Cell(f"{gpu.memory_total_bytes / 2**30:.0f} GiB", "num"),
+                    Cell(gpu.pci_bus_id, "code"),
+                    Cell(_fmt(gpu.numa_node, "")),
+                    _num(gpu.nvlink_gb_per_s, ".0f"),
+                    _num(gpu.pcie_gb_per_s, ".0f"),
+                )
+            )
+    return Table(columns, tuple(rows), "nodes and GPUs (NVML)")
+
+
+# Status
+
+
+def status(df: pd.DataFrame) -> Section:
+    counts = df["status"].value_counts()
+    unchecked = int(((df["status"] == "ok") & df["n_wrong"].isna()).sum())
+    facts = [(str(s), str(int(n))) for s, n in counts.items()]
+    if unchecked:
+        facts.append(("ok but not checked", str(unchecked)))
+    failed = df[df["status"] != "ok"]
+    if failed.empty:
+        return Section(
+            "status",
+            "Status",
+            (Facts(tuple(facts)), Text(f"Every one of the {len(df)} points ran and was exact.")),
+        )
+    failed = failed.assign(operation=_labels(failed), error=failed["error"].fillna(""))
+    keys = ["group_id", "operation", "dtype", "status", "error"]
+    rows = [
+        (
+            Cell(str(group_id)),
+            Cell(str(operation)),
+            Cell(str(dtype)),
+            Cell(str(state), "bad"),
+            _num(len(part), "d"),
+            Cell(_size_range(part["size_bytes"])),
+            _short(error),
+        )
+        for (group_id, operation, dtype, state, error), part in failed.groupby(keys, sort=False)
+    ]
+    columns = ("group", "operation", "dtype", "status", "points", "sizes", "why")
+    return Section("status", "Status", (Facts(tuple(facts)), _table(columns, rows)))
+
+
+# Topology
+
+
+def topology(record: RunRecord | None) -> Section | None:
+    if record is None:
+        return None
+    blocks: list[Block] = []
+    for position, node in enumerate(record.nodes):
+        if not node.gpus:
+            reason = f" ({node.reason})" if node.reason else ""
+            blocks.append(Text(f"n{position} {node.host}: no GPUs seen by NVML{reason}."))
+            continue
+        names = tuple(f"GPU{gpu.index}" for gpu in node.gpus)
+        rows = tuple(
+            (Cell(name, "head"), *(Cell(link, _link_css(link)) for link in links))
+            for name, links in zip(names, node.links, strict=True)
+        )
+        blocks.append(Table(("", *names), rows, f"n{position} {node.host}"))
+    if any(node.gpus for node in record.nodes):
+        blocks.append(Text(_LINK_LEGEND, "muted"))
+    return Section(
+        "topology", "Topology", tuple(blocks), "Links between GPUs, as nvidia-smi topo -m"
+    )
+
+
+def _link_css(link: str) -> str:
+    kind = "nv" if link.startswith("NV") else link.lower()
+    return f"link link-{kind}"
+
+
+# Per operation
+
+
+def _series(rows: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
+    """Lines of a figure: one per group, and per dtype where the run has several."""
+    several = rows["dtype"].nunique() > 1
+    for (group_id, dtype), part in rows.groupby(["group_id", "dtype"], sort=False):
+        name = f"{group_id} {dtype}" if several else str(group_id)
+        yield name, part.sort_values("size_bytes")
+
+
+def operations(df: pd.DataFrame) -> Section | None:
+    rows = collective_rows(df)
+    rows = rows[rows["status"] == "ok"]
+    if rows.empty:
+        return None
+    rows = rows.assign(operation=_labels(rows))
+    blocks = tuple(
+        Figure(figures.series_figure(list(_series(part)), str(operation)))
+        for operation, part in rows.groupby("operation", sort=False)
+    )
+    return Section(
+        "operations",
+        "Bandwidth and latency by operation",
+        blocks,
+        "Bus bandwidth (nccl-tests' busbw) and time per operation against size S, one line "
+        "per group; log axes. Failed points are left out (see Status).",
+    )
+
+
+# Peaks
+
+
+@dataclass(frozen=True)
+class _Link:
+    name: str
+    peak_gb_per_s: float | None
+
+
+def _link_peaks(df: pd.DataFrame, record: RunRecord | None) -> dict[tuple[str, int], _Link]:
+    """The link each tier and group size crosses, and its one-direction peak: that of the
+    slowest GPU of its groups (NVLink: all its links together; PCIe: generation x width)."""
+    by_uuid: dict[str, Gpu] = {
+        gpu.uuid: gpu for node in (record.nodes if record else ()) for gpu in node.gpus
+    }
+    out: dict[tuple[str, int], _Link] = {}
+    keys = ["tier", "variant", "world_size"]
+    for _, part in df.groupby(keys, sort=False):
+        tier, variant, world_size = (part[key].iloc[0] for key in keys)
+        if str(tier) not in _LINKS:
+            continue
+        name, field = _LINKS[str(tier)]
+        uuids = {u for uuids in part["gpu_uuids"] for u in (uuids if uuids is not None else [])}
+        speeds = [getattr(by_uuid[u], field) for u in uuids if u in by_uuid]
+        known = [s for s in speeds if s]
+        peak = min(known) if known and len(known) == len(uuids) else None
+        out[(tier_name(str(tier), str(variant)), int(world_size))] = _Link(name, peak)
+    return out
+
+
+def peaks(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
+    rows = collective_rows(df)
+    if rows.empty:
+        return None
+    links = _link_peaks(rows, record)
+    known = any(link.peak_gb_per_s for link in links.values())  # else no link columns
+    table = []
+    for s in summarize(_records(rows)):
+        link = links.get((s.tier, s.world_size))
+        peak = link.peak_gb_per_s if link else None
+        share = (
+            100 * s.peak_busbw_gb_per_s / peak
+            if peak and s.peak_busbw_gb_per_s is not None
+            else None
+        )
+        against = (Cell(link.name if link else "-"), _num(peak, ".0f"), _num(share, ".0f"))
+        table.append(
+            (
+                Cell(s.tier),
+                _num(s.world_size, "d"),
+                Cell(s.label),
+                _num(s.points, "d"),
+                _num(s.failed, "d", "bad" if s.failed else ""),
+                _num(s.peak_busbw_gb_per_s, SIG),
+                _size(s.peak_size_bytes),
+                *(against if known else ()),
+                _num(s.min_time_us, SIG),
+                _size(s.min_time_size_bytes),
+            )
+        )
+    measured = ("tier", "ranks", "operation", "points", "failed", "peak busbw GB/s", "at")
+    link_columns = ("link", "link peak GB/s", "% of link") if known else ()
+    return _table_section(
+        "peaks",
+        "Peaks",
+        (*measured, *link_columns, "min time us", "at"),
+        table,
+        "Peak bus bandwidth and smallest time per tier, group size and operation. The link "
+        "peak is one direction of the slowest GPU's link as NVML reports it (NVLink: links x "
+        "speed; PCIe: generation x width), where known.",
+    )
+
+
+# Peer to peer
+
+
+def _rank_labels(df: pd.DataFrame, record: RunRecord | None) -> dict[int, str]:
+    """'n0 GPU3' for each rank whose GPU the record knows, else 'rank 5'."""
+    where = {
+        gpu.uuid: f"n{position} GPU{gpu.index}"
+        for position, node in enumerate(record.nodes if record else ())
+        for gpu in node.gpus
+    }
+    out: dict[int, str] = {}
+    for rank_column, uuid_column in (("src_rank", "src_gpu_uuid"), ("dst_rank", "dst_gpu_uuid")):
+        for rank, uuid in zip(df[rank_column], df[uuid_column], strict=True):
+            if not _missing(rank):
+                out.setdefault(int(rank), where.get(str(uuid), f"rank {int(rank)}"))
+    return out
+
+
+def _matrix_title(matrix: PairMatrix) -> str:
+    how = "concurrently" if matrix.concurrent else "one pair at a time"
+    what = "bandwidth (GB/s)" if matrix.metric == "bandwidth" else "latency (us)"
+    size = figures.size_label(matrix.size_bytes)
+    return f"{matrix.op} {matrix.algorithm}, {how}: {what} at {size}"
+
+
+def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
+    rows = df[df["op"].isin(MATRIX_OPS)]
+    if rows.empty:
+        return None
+    names = _rank_labels(rows, record)
+    blocks: list[Block] = []
+    for matrix in pair_matrices(rows):
+        labels = [names.get(int(rank), f"rank {rank}") for rank in matrix.values.index]
+        blocks.append(Figure(figures.heatmap(matrix, labels, _matrix_title(matrix)), half=True))
+    outliers = []
+    for (op, algorithm), part in rows.groupby(["op", "algorithm"], sort=True):
+        for metric in METRICS:
+            table = pair_table(part, str(op), str(algorithm), metric)
+            median = table.groupby(["tier", "concurrent"])["value"].transform("median")
+            for index in table.index[table["outlier"]]:
+                pair = table.loc[index]
+                outliers.append(
+                    (
+                        Cell(f"{op} {algorithm}"),
+                        Cell(metric),
+                        Cell(f"{names[int(pair['src_rank'])]} -> {names[int(pair['dst_rank'])]}"),
+                        Cell(str(pair["tier"])),
+                        Cell("yes" if pair["concurrent"] else "no"),
+                        _num(pair["value"], SIG, "bad"),
+                        _num(median[index], SIG),
+                    )
+                )
+    columns = ("transfer", "metric", "pair", "tier", "concurrent", "value", "tier median")
+    if outliers:
+        blocks.append(_table(columns, outliers, "outliers: more than 3 MADs worse than their tier"))
+    else:
+        blocks.append(Text("No pair is more than 3 MADs worse than the median of its tier."))
+    return Section(
+        "p2p",
+        "Peer to peer",
+        tuple(blocks),
+        "Every ordered pair of GPUs: bandwidth at the largest size and latency at the smallest, "
+        "for each kind of transfer. Outliers (ringed in red) are more than 3 MADs worse than "
+        "the median of their tier.",
+    )
+
+
+# Algorithms
+
+
+def _way(op: str, name: str) -> str:
+    """A candidate's name without its operation, which the table's caption gives:
+    native, native [nccl-ring], reduce_scatter+all_gather."""
+    rest = name.removeprefix(op).strip()
+    if not rest or rest.startswith("["):
+        return f"native {rest}".strip()
+    return rest.removeprefix("(").replace(")", "", 1)
+
+
+def algorithms(df: pd.DataFrame) -> Section | None:
+    rows = collective_rows(df)
+    blocks: list[Block] = []
+    for op in dict.fromkeys(rows["op"]):
+        table = candidates(rows, str(op))
+        if table["candidate"].nunique() < 2:
+            continue
+        best = best_per_size(rows, str(op)).set_index(["tier", "world_size", "dtype", "size_bytes"])
+        for (tier, world_size, dtype), part in table.groupby(
+            ["tier", "world_size", "dtype"], sort=False
+        ):
+            wide = part.pivot_table(
+                index="size_bytes", columns="candidate", values="busbw_gb_per_s", sort=False
+            )
+            names = list(dict.fromkeys(part["candidate"]))
+            short = {name: _way(str(op), name) for name in names}
+            lines = []
+            for size, values in wide[names].iterrows():
+                winner = best.loc[(tier, world_size, dtype, size)]
+                lines.append(
+                    (
+                        _size(size),
+                        *(
+                            _num(values[n], SIG, "best" if n == winner["best"] else "")
+                            for n in names
+                        ),
+                        Cell(short[str(winner["best"])]),
+                        _num(winner["speedup"], ".2f"),
+                    )
+                )
+            caption = f"{op} on {tier} x{world_size}, {dtype}: bus bandwidth (GB/s)"
+            headers = ("size", *(short[n] for n in names), "best", "speedup")
+            blocks.append(_table(headers, lines, caption))
+    if not blocks:
+        return None
+    return Section(
+        "algorithms",
+        "Algorithms",
+        tuple(blocks),
+        "Every way an operation was performed, side by side, the fastest per size marked; "
+        "speedup is the best's bus bandwidth over the default's (torch.distributed's own "
+        "call, NCCL's choice of algorithm).",
+    )
+
+
+# Composites
+
+
+def composites(df: pd.DataFrame) -> Section | None:
+    rows = collective_rows(df)
+    rows = rows[rows["status"] == "ok"]
+    # A composite performs an operation with others, named `first+second`.
+    built = rows[rows["algorithm"].str.contains("+", regex=False)]
+    if built.empty:
+        return None
+    keys = ["group_id", "op", "dtype", "size_bytes"]
+    native = rows[rows["algorithm"] == "native"][[*keys, "busbw_gb_per_s"]]
+    joined = built.merge(native, on=keys, suffixes=("", "_native"))
+    if joined.empty:
+        return None
+    joined = joined.assign(
+        ratio=joined["busbw_gb_per_s"] / joined["busbw_gb_per_s_native"],
+        operation=_labels(joined),
+    )
+    several = joined["dtype"].nunique() > 1
+    series = [
+        (
+            f"{operation} {group_id}" + (f" {dtype}" if several else ""),
+            part.sort_values("size_bytes"),
+        )
+        for (operation, group_id, dtype), part in joined.groupby(
+            ["operation", "group_id", "dtype"], sort=False
+        )
+    ]
+    figure = figures.ratio_figure(series, "composites against native", "busbw / native busbw")
+    return Section(
+        "composites",
+        "Composites against native",
+        (Figure(figure),),
+        "An operation built from two others (all_reduce as reduce_scatter then all_gather, or "
+        "reduce then broadcast), as a fraction of the native call's bus bandwidth at each size: "
+        "below 1, the native call is faster.",
+    )
+
+
+# MoE and other experiments with parameters
+
+
+def experiments(df: pd.DataFrame) -> Section | None:
+    rows = df[df["params"].notna() & ~df["op"].isin(MATRIX_OPS)]
+    if rows.empty:
+        return None
+    rows = rows.assign(
+        operation=_labels(rows),
+        knobs=[" ".join(f"{k}={v}" for k, v in sorted(p)) for p in rows["params"]],
+    )
+    lines = [
+        (
+            Cell(str(r["group_id"])),
+            Cell(str(r["operation"])),
+            Cell(str(r["knobs"]), "code"),
+            Cell(str(r["dtype"])),
+            _size(r["size_bytes"]),
+            _num(r["time_us"], SIG),
+            _num(r["busbw_gb_per_s"], SIG),
+            Cell(str(r["status"]), "" if r["status"] == "ok" else "bad"),
+        )
+        for r in _records(rows.sort_values(["operation", "group_id", "knobs", "size_bytes"]))
+    ]
+    columns = (
+        "group",
+        "operation",
+        "parameters",
+        "dtype",
+        "size",
+        "time us",
+        "busbw GB/s",
+        "status",
+    )
+    return _table_section(
+        "experiments",
+        "Mixture-of-experts and other experiments",
+        columns,
+        lines,
+        "Operations measured with parameters of their own (MoE dispatch and combine: tokens, "
+        "hidden size, top-k, experts, routing skew, seed).",
+    )
+
+
+# Largest sizes
+
+
+def max_sizes(df: pd.DataFrame) -> Section | None:
+    rows = collective_rows(df)
+    if rows["max_size_bytes"].isna().all():
+        return None
+    rows = rows.assign(operation=_labels(rows), tier=_tier_names(rows))
+    per_series = rows.groupby(["tier", "world_size", "operation", "dtype", "group_id"], sort=False)
+    series = per_series.agg(
+        limit=("max_size_bytes", "min"),
+        probe_s=("probe_s", "first"),
+        largest_ok=("size_bytes", lambda s: s[rows.loc[s.index, "status"] == "ok"].max()),
+    ).reset_index()
+    lines = [
+        (
+            Cell(str(tier)),
+            _num(world_size, "d"),
+            Cell(str(operation)),
+            Cell(str(dtype)),
+            _size(part["limit"].min()),
+            _size(part["largest_ok"].min()),
+            _num(part["probe_s"].sum(min_count=1), SIG),
+        )
+        for (tier, world_size, operation, dtype), part in series.groupby(
+            ["tier", "world_size", "operation", "dtype"], sort=False
+        )
+    ]
+    columns = ("tier", "ranks", "operation", "dtype", "limit", "largest ok", "probing s")
+    return _table_section(
+        "max-size",
+        "Largest sizes",
+        columns,
+        lines,
+        "Each series' limit (with --max-size auto: the largest S that fits every rank's memory, "
+        "probed), the largest size that ran, and the time the probing took; the smallest over "
+        "the groups of a tier and size.",
+    )
+
+
+# Fits
+
+
+def alpha_beta(df: pd.DataFrame) -> Section | None:
+    table = fits(collective_rows(df))
+    if table.empty:
+        return None
+    lines = [
+        (
+            Cell(str(r["tier"])),
+            _num(r["world_size"], "d"),
+            Cell(str(r["operation"])),
+            _num(r["alpha_us"], SIG),
+            _num(r["beta_gb_per_s"], SIG)
+            if math.isfinite(r["beta_gb_per_s"])
+            else Cell("-", "num"),
+            _num(100 * r["rel_error"], ".0f"),
+            _num(r["points"], "d"),
+        )
+        for r in _records(table)
+    ]
+    columns = ("tier", "ranks", "operation", "alpha us", "beta GB/s", "median error %", "points")
+    return _table_section(
+        "fits",
+        "Latency and bandwidth fits",
+        columns,
+        lines,
+        "time = alpha + S / beta, fitted per tier, group size and operation (robust, on "
+        "relative error): alpha is the fixed cost of a call, beta the rate the time grows "
+        "with S (algorithm bandwidth, not busbw).",
+    )
+
+
+# Baseline
+
+
+def baseline(base: pd.DataFrame, new: pd.DataFrame) -> Section:
+    rule = RegressionRule()
+    changes = point_changes(base, new, rule)
+    changes = changes.assign(operation=_labels(changes))
+    both = changes[changes["present"] == "both"]
+    facts = (
+        ("baseline run", str(base["run_id"].iloc[0])),
+        ("points compared", str(len(both))),
+        ("regressions", str(int(changes["regression"].sum()))),
+        ("improvements", str(int(changes["improvement"].sum()))),
+        ("only in the baseline", str(int((changes["present"] == "base").sum()))),
+        ("only in this run", str(int((changes["present"] == "new").sum()))),
+    )
+    blocks: list[Block] = [Facts(facts, code=frozenset({"baseline run"}))]
+    plotted = both[both["busbw_change"].notna()]
+    if not plotted.empty:
+        blocks.append(Figure(figures.change_figure(plotted)))
+    notable = changes[changes["regression"] | changes["improvement"]]
+    # Worst first; changes equal to a tenth of a percent read as one, then in a stable order.
+    notable = notable.assign(order=notable["busbw_change"].round(3)).sort_values(
+        ["order", "operation", "group_id", "dtype", "size_bytes"], na_position="first"
+    )
+    lines = [
+        (
+            Cell(str(r["group_id"])),
+            Cell(str(r["operation"])),
+            Cell(str(r["dtype"])),
+            _size(r["size_bytes"]),
+            _num(r["base_busbw_gb_per_s"], SIG),
+            _num(r["new_busbw_gb_per_s"], SIG),
+            _num(100 * r["busbw_change"], "+.1f", "bad" if r["regression"] else "good"),
+            _num(r["p_value"], ".2g"),
+            Cell(
+                f"{r['base_status']} -> {r['new_status']}",
+                "" if r["new_status"] == "ok" else "bad",
+            ),
+        )
+        for r in _records(notable)
+    ]
+    if lines:
+        columns = ("group", "operation", "dtype", "size", "base busbw", "busbw", "change %")
+        blocks.append(_table((*columns, "p", "status"), lines, "regressions and improvements"))
+    else:
+        blocks.append(Text("No point regressed or improved beyond the threshold."))
+    return Section(
+        "baseline",
+        "Against the baseline",
+        tuple(blocks),
+        "Each point's bus bandwidth against the same point of the baseline run. A regression "
+        f"lost at least {rule.threshold:.0%} of it (and, where both runs kept samples, a "
+        f"Mann-Whitney test gives p < {rule.alpha:g}), or failed only now.",
+    )
+
+
+def build(df: pd.DataFrame, record: RunRecord | None, base: pd.DataFrame | None) -> list[Section]:
+    """Every section that has data, in reading order."""
+    found = [
+        run_header(df, record),
+        status(df),
+        topology(record),
+        operations(df),
+        peaks(df, record),
+        p2p(df, record),
+        algorithms(df),
+        composites(df),
+        experiments(df),
+        max_sizes(df),
+        alpha_beta(df),
+        baseline(base, df) if base is not None else None,
+    ]
+    return [section for section in found if section is not None]

@@ -1,0 +1,100 @@
+"""Issue-5 measurements on real gloo ranks: all-to-all algorithms, MoE, the P2P matrix."""
+
+from __future__ import annotations
+
+from itertools import permutations
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sweeper.spec import build_spec
+from sweeper.sweep import Row, run
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+class Rows:
+    def started(self, run: object) -> None: ...
+
+    def point(self, row: Row) -> None: ...
+
+    def finished(self, run: object) -> None: ...
+
+
+def sweep(tmp_path: Path, **options: object) -> pd.DataFrame:
+    finished = run(build_spec(output=tmp_path / "results", **options), Rows())
+    return pd.DataFrame(finished.rows)
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_every_all_to_all_algorithm_is_exact_or_says_why_not(tmp_path: Path, world: int) -> None:
+    df = sweep(tmp_path, world=world, ops="all_to_all*", min_size="64", max_size="16K")
+    ran = df[df["status"] == "ok"]
+    assert (ran["n_wrong"] == 0).all()
+    expected = {"native", "pairwise", "ring"} | ({"mesh2d"} if world == 4 else set())
+    assert set(ran["algorithm"]) == expected
+    skipped = df[df["status"] == "skipped"].drop_duplicates("algorithm").set_index("algorithm")
+    assert (
+        skipped.loc["hierarchical", "error"]
+        == "all ranks on one node: nothing to exchange between nodes"
+    )
+    if world != 4:
+        assert "prime or below 4" in skipped.loc["mesh2d", "error"]
+    assert set(df["status"]) <= {"ok", "skipped"}
+
+
+def test_moe_dispatch_and_combine_are_exact_and_record_the_routing(tmp_path: Path) -> None:
+    df = sweep(tmp_path, world=3, ops="moe*", moe="tokens=64,hidden=8,top_k=2,experts=6,zipf=1.5")
+    assert list(df["algorithm"]) == ["moe_dispatch", "moe_combine"]
+    assert (df["status"] == "ok").all()
+    assert (df["n_wrong"] == 0).all()
+    params = dict(df["params"].iloc[0])
+    assert params == {
+        "tokens": "64",
+        "hidden": "8",
+        "top_k": "2",
+        "experts": "6",
+        "zipf": "1.5",
+        "seed": "0",
+    }
+    assert df["size_bytes"].iloc[0] > 64 * 2 * 8 * 4 // 3  # the busiest rank sends above average
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_p2p_matrix_has_every_ordered_pair(tmp_path: Path, concurrent: bool) -> None:
+    df = sweep(
+        tmp_path,
+        world=4,
+        tiers="cpu",
+        ops="p2p*",
+        min_size="8",
+        max_size="64K",
+        concurrent=concurrent,
+    )
+    assert (df["status"] == "ok").all()
+    assert (df["n_wrong"] == 0).all()
+    assert (df["concurrent"] == concurrent).all()
+    uni = df[df["algorithm"] == "uni"]
+    for size in (8, 64 * 1024):
+        pairs = set(
+            zip(
+                uni.loc[uni["size_bytes"] == size, "src_rank"],
+                uni.loc[uni["size_bytes"] == size, "dst_rank"],
+                strict=True,
+            )
+        )
+        assert pairs == set(permutations(range(4), 2))
+    bi = df[df["algorithm"] == "bi"]
+    assert len(bi.drop_duplicates(["src_rank", "dst_rank"])) == 6
+    matrix = uni[uni["size_bytes"] == 64 * 1024].pivot(
+        index="src_rank", columns="dst_rank", values="busbw_gb_per_s"
+    )
+    assert matrix.shape == (4, 4)
+    assert matrix.isna().sum().sum() == 4  # the diagonal only
+
+
+def test_symmetric_memory_is_skipped_off_cuda_with_the_reason(tmp_path: Path) -> None:
+    df = sweep(tmp_path, ops="all_reduce:symm*", max_size="1K")
+    assert set(df["status"]) == {"skipped"}
+    assert set(df["error"]) == {"torch symmetric memory needs CUDA GPUs"}

@@ -1,0 +1,197 @@
+"""Reports opened in headless Chromium (Debian's chromium, driven by Playwright): every
+section there with its figures drawn, no console error, no request beyond the page's own
+files, and text from the cluster shown as text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from sweeper.cli import app
+from sweeper.errors import BadInput
+from sweeper.report import browser, build
+from tests import report_data
+
+pytest.importorskip("playwright.sync_api", reason="needs Playwright for Python (the dev extra)")
+
+SIX_MB = 6 * 10**6
+HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+CPU_SECTIONS = (
+    "run",
+    "status",
+    "topology",
+    "operations",
+    "peaks",
+    "algorithms",
+    "composites",
+    "max-size",
+    "fits",
+    "baseline",
+)
+GPU_SECTIONS = ("topology", "operations", "p2p", "algorithms", "experiments", "baseline")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    try:
+        return browser.find_chromium()
+    except BadInput as exc:
+        pytest.skip(str(exc))
+
+
+@dataclass
+class Visit:
+    """What a page did in the browser."""
+
+    requests: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    sections: dict[str, dict[str, int]] = field(default_factory=dict)
+    text: str = ""
+    pwned: object = None
+
+
+_SECTIONS = """() => Object.fromEntries([...document.querySelectorAll("main > section")].map(
+  (s) => [s.id, {
+    figures: s.querySelectorAll("[data-figure]").length,
+    drawn: [...s.querySelectorAll("[data-figure]")].filter(
+      (f) => f.classList.contains("js-plotly-plot") && f.querySelector(".main-svg")).length,
+    traces: s.querySelectorAll(".js-plotly-plot g.trace, .js-plotly-plot .hm").length,
+    tables: s.querySelectorAll("table").length,
+    content: s.querySelectorAll("table, dl, p").length,
+  }]))"""
+
+
+def visit(chromium: Path, page_file: Path) -> Visit:
+    seen = Visit()
+    with browser.page(chromium) as page:
+        page.on("request", lambda request: seen.requests.append(request.url))
+        page.on("console", lambda m: seen.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda exc: seen.errors.append(str(exc)))
+        # Anything that is not one of the page's files fails, so a stray fetch cannot pass.
+        page.route(
+            "**/*",
+            lambda route: (
+                route.continue_() if route.request.url.startswith("file://") else route.abort()
+            ),
+        )
+        browser.show(page, page_file)
+        seen.sections = page.evaluate(_SECTIONS)
+        seen.text = page.inner_text("body")
+        seen.pwned = page.evaluate("() => window.__pwned")
+    return seen
+
+
+def assert_drawn(seen: Visit, expected: tuple[str, ...]) -> None:
+    assert seen.errors == []
+    assert set(expected) <= set(seen.sections)
+    for name, section in seen.sections.items():
+        assert section["drawn"] == section["figures"], name
+        assert section["traces"] >= section["figures"], name
+        assert section["figures"] or section["content"], name
+
+
+@pytest.fixture(scope="module")
+def cpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two real small sweeps (gloo ranks on a local Ray), the second's report against the
+    first."""
+    root = tmp_path_factory.mktemp("cpu")
+    ids = []
+    for _ in range(2):
+        result = CliRunner().invoke(
+            app,
+            [
+                "run",
+                "--ops",
+                "all_reduce,reduce_scatter+all_gather,reduce+broadcast,all_to_all,broadcast",
+                "--max-size",
+                "64K",
+                "--samples",
+                "--output",
+                str(root / "results"),
+                "--no-report",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        ids.append(result.stdout.rsplit("run_id ", 1)[1].split(")")[0])
+    return build.write(root / "results", ids[1], root / "report.html", baseline=ids[0])
+
+
+@pytest.fixture(scope="module")
+def gpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic 4x H200 run (p2p matrices, algorithms, MoE) against a faster one."""
+    root = tmp_path_factory.mktemp("gpu")
+    report_data.write_run(root / "results", "base", slow=0.8)
+    report_data.write_run(root / "results", "new")
+    return build.write(root / "results", "new", root / "report.html", baseline="base")
+
+
+def test_a_real_sweeps_report_draws_every_section_offline(chromium: Path, cpu_report: Path) -> None:
+    seen = visit(chromium, cpu_report)
+    assert seen.requests == [cpu_report.resolve().as_uri()]
+    assert_drawn(seen, CPU_SECTIONS)
+    assert seen.sections["operations"]["figures"] == 5
+    assert seen.sections["composites"]["figures"] == 1
+    assert seen.sections["baseline"]["figures"] == 1
+    assert cpu_report.stat().st_size < SIX_MB
+
+
+def test_gpu_sections_draw_matrices_and_algorithm_tables(chromium: Path, gpu_report: Path) -> None:
+    seen = visit(chromium, gpu_report)
+    assert seen.requests == [gpu_report.resolve().as_uri()]
+    assert_drawn(seen, GPU_SECTIONS)
+    assert seen.sections["p2p"]["figures"] == 6  # p2p uni, bi, copy uni: bandwidth, latency
+    assert seen.sections["algorithms"]["tables"] == 2  # all_reduce, all_to_all
+    assert "n0 GPU2 -> n0 GPU3" in seen.text  # the weak pair, in the outlier table
+    assert "NV18" in seen.text
+    assert "native [nccl-ring]" in seen.text  # a candidate, named without its operation
+
+
+def test_a_script_in_a_host_name_is_shown_as_text(chromium: Path, tmp_path: Path) -> None:
+    report_data.write_run(tmp_path / "results", "r1", host=HOSTILE, error=f"</script>{HOSTILE}")
+    page = build.write(tmp_path / "results", "r1", tmp_path / "r1.html")
+    seen = visit(chromium, page)
+    assert seen.pwned is None
+    assert seen.errors == []
+    assert HOSTILE in seen.text  # hosts, the topology caption, the error, the NCCL variable
+    assert seen.text.count(HOSTILE) >= 4
+    assert seen.requests == [page.resolve().as_uri()]
+
+
+def test_pages_sharing_one_plotly_file_load_only_it(chromium: Path, tmp_path: Path) -> None:
+    report_data.write_run(tmp_path / "results", "r1")
+    page = build.write(
+        tmp_path / "results", "r1", tmp_path / "site" / "r1.html", js_dir=tmp_path / "js"
+    )
+    seen = visit(chromium, page)
+    assert seen.requests == [page.resolve().as_uri(), (tmp_path / "js" / "plotly.min.js").as_uri()]
+    assert_drawn(seen, GPU_SECTIONS[:-1])
+
+
+def _screenshot(tmp_path: Path, chromium: Path) -> Result:
+    """`sweeper report --screenshot` of the synthetic run: (result, png)."""
+    report_data.write_run(tmp_path / "results", "r1")
+    results, page, png = tmp_path / "results", tmp_path / "r1.html", tmp_path / "r1.png"
+    args = ["--results", str(results), "-o", str(page), "--screenshot", str(png)]
+    return CliRunner().invoke(app, ["report", *args, "--chromium", str(chromium)])
+
+
+def test_report_saves_a_screenshot(chromium: Path, tmp_path: Path) -> None:
+    result = _screenshot(tmp_path, chromium)
+    assert result.exit_code == 0, result.output
+    png = tmp_path / "r1.png"
+    assert result.stdout.splitlines()[-1] == f"screenshot: {png}"
+    header = png.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(header[16:20], "big") == browser.VIEWPORT["width"]
+    assert int.from_bytes(header[20:24], "big") > 3000  # the whole page, not the window
+
+
+def test_a_screenshot_without_chromium_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "no-chromium"
+    result = _screenshot(tmp_path, missing)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"sweeper: error: no Chromium executable at {missing}"
+    assert not (tmp_path / "r1.html").exists()

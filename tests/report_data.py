@@ -1,0 +1,187 @@
+"""Rows of a GPU run that a CPU sweep cannot produce yet, written as real Parquet.
+
+A 4x H200 node (the recorded NVML topology in tests/data/topologies) measured with NCCL:
+collectives on the NVLink island, all-reduce and all-to-all algorithm variants, NCCL_ALGO
+actor sets, the peer-to-peer and copy-engine matrices (one weak pair), MoE dispatch and
+combine, and a point that ran out of memory. Times follow an alpha-beta model, so tests
+know what the analysis must find. These are test data, not mocks: they go through
+`store.ResultWriter` and come back through `store.load`, as a sweep's rows do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from itertools import permutations
+from pathlib import Path
+from typing import Any
+
+from sweeper.report import record
+from sweeper.report.record import RunRecord
+from sweeper.store import ResultWriter
+from sweeper.topology import Node
+
+TOPOLOGY = Path(__file__).parent / "data" / "topologies" / "h200x4-nvswitch.json"
+STARTED = datetime(2026, 11, 22, 3, 0, tzinfo=timezone.utc)
+GROUP = "nvlink:n0g0,1,2,3"
+SIZES = [8 * 4**k for k in range(14)]  # 8 B to 512 MiB
+WEAK_PAIR = (2, 3)  # its bandwidth is half the others': the outlier to find
+# (op, algorithm, variant) -> (alpha_us, algorithm bandwidth GB/s, busbw factor at n = 4)
+MODELS: dict[tuple[str, str, str], tuple[float, float, float]] = {
+    ("all_reduce", "native", "default"): (35.0, 240.0, 1.5),
+    ("all_reduce", "native", "nccl-ring"): (45.0, 245.0, 1.5),
+    ("all_reduce", "native", "nccl-tree"): (30.0, 150.0, 1.5),
+    ("all_reduce", "reduce_scatter+all_gather", "default"): (79.0, 232.0, 1.5),
+    ("all_reduce", "reduce+broadcast", "default"): (85.0, 180.0, 1.5),
+    ("all_reduce", "symm_one_shot", "default"): (12.0, 60.0, 1.5),
+    ("all_gather", "native", "default"): (31.0, 450.0, 0.75),
+    ("all_to_all", "native", "default"): (39.0, 468.0, 0.75),
+    ("all_to_all", "pairwise", "default"): (60.0, 440.0, 0.75),
+    ("all_to_all", "hierarchical", "default"): (25.0, 300.0, 0.75),
+}
+OOM_SIZE = 2**31
+
+
+def h200_node(host: str = "gpu-node-1") -> Node:
+    record = json.loads(TOPOLOGY.read_text())
+    return Node.from_record({**record, "host": host, "node_id": "f" * 56, "ip": "10.0.0.1"})
+
+
+def h200_record(run_id: str, host: str = "gpu-node-1") -> RunRecord:
+    return RunRecord(
+        run_id, f"sweeper run --tiers nvlink --cluster-name {host}", {}, (h200_node(host),)
+    )
+
+
+def _meta(run_id: str, host: str, error: str) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "run_started_at": STARTED,
+        "run_kind": "run",
+        "cluster_name": host,
+        "sweeper_version": "0.1.0",
+        "ray_version": "2.60.0",
+        "torch_version": "2.11.0+cu130",
+        "nccl_version": "2.28.9",
+        "cuda_version": "13.0",
+        "driver_version": "580.159.04",
+        "gpu_model": "NVIDIA H200",
+        "backend": "nccl",
+        "nccl_env": [("NCCL_NVLS_ENABLE", "0"), ("NCCL_DEBUG", error)],
+        "hosts": [host] * 4,
+        "gpu_uuids": [gpu.uuid for gpu in h200_node(host).gpus],
+        "world_size": 4,
+        "n_nodes": 1,
+        "dtype": "bfloat16",
+        "status": "ok",
+        "n_wrong": 0,
+    }
+
+
+def _timed(alpha_us: float, algbw: float, factor: float, size: int, slow: float) -> dict[str, Any]:
+    time_us = (alpha_us + size / (algbw * 1e3)) * slow
+    algbw_measured = size / time_us / 1e3
+    return {
+        "size_bytes": size,
+        "time_us": time_us,
+        "algbw_gb_per_s": algbw_measured,
+        "busbw_gb_per_s": algbw_measured * factor,
+        "busbw_factor": factor,
+    }
+
+
+def gpu_rows(
+    run_id: str, host: str = "gpu-node-1", slow: float = 1.0, error: str = "WARN"
+) -> Iterator[dict[str, Any]]:
+    """Every row of the synthetic run; `slow` multiplies every time (a regressed run), and
+    `error` is the text of the out-of-memory point (and of an NCCL variable)."""
+    meta = _meta(run_id, host, error)
+    clock = STARTED
+    for (op, algorithm, variant), (alpha, algbw, factor) in MODELS.items():
+        suffix = "" if variant == "default" else f"/{variant}"
+        for size in SIZES:
+            clock += timedelta(milliseconds=10)
+            yield {
+                **meta,
+                "tier": "nvlink",
+                "variant": variant,
+                "group_id": GROUP + suffix,
+                "op": op,
+                "algorithm": algorithm,
+                "max_size_bytes": SIZES[-1],
+                "probe_s": 0.5,
+                "measured_at": clock,
+                **_timed(alpha, algbw, factor, size, slow),
+            }
+    yield {
+        **meta,
+        "tier": "nvlink",
+        "variant": "default",
+        "group_id": GROUP,
+        "op": "all_gather",
+        "algorithm": "native",
+        "size_bytes": OOM_SIZE,
+        "status": "oom",
+        "n_wrong": None,
+        "error": error,
+        "measured_at": clock + timedelta(seconds=1),
+    }
+    yield from _pairs(meta, clock + timedelta(seconds=2), slow)
+    yield from _moe(meta, clock + timedelta(seconds=3), slow)
+
+
+def _pairs(meta: dict[str, Any], clock: datetime, slow: float) -> Iterator[dict[str, Any]]:
+    uuids = meta["gpu_uuids"]
+    for op, algorithm, bandwidth in (
+        ("p2p", "uni", 390.0),
+        ("p2p", "bi", 720.0),
+        ("copy", "uni", 300.0),
+    ):
+        for src, dst in permutations(range(4), 2):
+            weak = 0.5 if (src, dst) == WEAK_PAIR else 1.0
+            for size, alpha in ((8, 9.0 + 0.01 * (src + dst)), (2**28, 9.0)):
+                yield {
+                    **meta,
+                    "tier": "nvlink",
+                    "variant": "default",
+                    "group_id": f"nvlink:n0g{src},{dst}",
+                    "world_size": 2,
+                    "op": op,
+                    "algorithm": algorithm,
+                    "src_rank": src,
+                    "dst_rank": dst,
+                    "src_gpu_uuid": uuids[src],
+                    "dst_gpu_uuid": uuids[dst],
+                    "concurrent": False,
+                    "measured_at": clock,
+                    **_timed(alpha, bandwidth * weak, 1.0, size, slow),
+                }
+
+
+def _moe(meta: dict[str, Any], clock: datetime, slow: float) -> Iterator[dict[str, Any]]:
+    for algorithm in ("moe_dispatch", "moe_combine"):
+        for tokens in (1024, 4096):
+            params = {"tokens": tokens, "hidden": 7168, "top_k": 8, "experts": 256, "zipf": 1.1}
+            yield {
+                **meta,
+                "tier": "nvlink",
+                "variant": "default",
+                "group_id": GROUP,
+                "op": "all_to_all_v",
+                "algorithm": algorithm,
+                "params": [(k, str(v)) for k, v in {**params, "seed": 0}.items()],
+                "measured_at": clock,
+                **_timed(40.0, 350.0, 0.75, tokens * 7168 * 2 * 8, slow),
+            }
+
+
+def write_run(
+    results: Path, run_id: str, host: str = "gpu-node-1", slow: float = 1.0, error: str = "WARN"
+) -> None:
+    """The synthetic run's rows into `results`, and its run record beside them."""
+    writer = ResultWriter(results, run_id, STARTED.strftime("%Y-%m-%d"))
+    for row in gpu_rows(run_id, host, slow, error):
+        writer.append(row)
+    writer.flush()
+    record.save(results, h200_record(run_id, host))
