@@ -203,6 +203,50 @@ Results = Annotated[Path, typer.Option(help="Results directory (a Parquet datase
 
 
 @app.command(
+    epilog="Examples: sweeper compare 20261121T020000Z-a1b2c3 latest | "
+    "sweeper compare RUN_A RUN_B --results /data/results --threshold 0.03 --all --format json"
+)
+def compare(
+    base: Annotated[str, typer.Argument(help="The run compared with: a run id, or latest.")],
+    new: Annotated[str, typer.Argument(help="The run compared: a run id, or latest.")],
+    results: Results = Path("results"),
+    threshold: Annotated[
+        float | None,
+        typer.Option(min=0, help="Smallest change of bus bandwidth that counts [default: 0.05]."),
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Significance level of the test on per-iteration samples [default: 0.01].",
+        ),
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every point, not only regressions and improvements.")
+    ] = False,
+    format: OutputFormat = Format.human,
+) -> None:
+    """Two runs point by point: each point's change, significance where both runs kept
+    samples, and which points regressed; exit 1 on a regression."""
+    from sweeper import changes
+    from sweeper.analysis import RegressionRule
+
+    given = {"threshold": threshold, "alpha": alpha}
+    rule = RegressionRule(**{name: value for name, value in given.items() if value is not None})
+    try:
+        comparison = changes.compare(results, base, new, rule)
+    except SweeperError as exc:
+        raise _fail(exc) from None
+    if format is Format.json:
+        print(json.dumps(changes.records(comparison, every), indent=1))
+    else:
+        changes.print_comparison(comparison, every)
+    if comparison.regressions:
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+@app.command(
     epilog="Examples: sweeper history | sweeper history --results /data/results --last 7 | "
     "sweeper history --format json"
 )
