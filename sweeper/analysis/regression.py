@@ -48,7 +48,7 @@ def run_metrics(rows: pd.DataFrame, bandwidth_min_size_bytes: int) -> pd.DataFra
     columns (`params` as k=v text), metric, value and the size it was measured at. Peak bus
     bandwidth is taken over the sizes of at least `bandwidth_min_size_bytes` (a series with
     none has no peak); the smallest-size time is the time of the smallest size that ran."""
-    ok = rows.loc[rows["status"] == "ok", list(COLUMNS)]
+    ok = rows.loc[rows["status"].isin(["ok"]), list(COLUMNS)]  # isin: no NA in the mask
     # rows written before the variant column existed were all of the default variant
     ok = ok.assign(variant=ok["variant"].fillna("default"), params=ok["params"].map(params_text))
     keys = ["run_id", *SERIES]
