@@ -126,7 +126,6 @@ def test_nightly_with_a_planted_slowdown_exits_1_and_names_the_series(tmp_path: 
     _plant(tmp_path / "results", yesterday, nights=6, faster=10.0)
 
     code, output = nightly(tmp_path)
-    print(output)
     assert code == 1, output
     assert "compared with 7 earlier nightly runs" in output
     table = [line for line in output.splitlines() if line.startswith("│ regression")]
