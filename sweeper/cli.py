@@ -7,17 +7,22 @@ Exit codes: 0 done, 1 regression, 2 bad input, 3 infrastructure, 4 some points f
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sweeper.errors import SweeperError
-from sweeper.spec import SweepSpec, build_spec
+from sweeper.errors import BadInput, SweeperError
+from sweeper.spec import Profile, SweepSpec, build_spec, load_profile
 
+if TYPE_CHECKING:
+    from sweeper.sweep import Observer
+
+EXIT_REGRESSION = 1
 EXIT_POINTS_FAILED = 4
 
 app = typer.Typer(
@@ -28,6 +33,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+config_app = typer.Typer(
+    help="Profiles: YAML files whose keys are `sweeper run`'s options (and `nightly:`).",
+    no_args_is_help=True,
+)
+app.add_typer(config_app, name="config")
 
 
 class Format(str, Enum):
@@ -56,6 +66,10 @@ def _opt(field: str, *flags: str) -> Any:
     return typer.Option(*flags, help=_help(field), show_default=False)
 
 
+def _profile(path: Path | None) -> Profile | None:
+    return load_profile(path) if path is not None else None
+
+
 # Options shared by the commands that need a cluster, declared once.
 Address = Annotated[str | None, _opt("address")]
 Backend = Annotated[str | None, _opt("backend")]
@@ -66,7 +80,21 @@ Tiers = Annotated[str | None, _opt("tiers")]
 Pairs = Annotated[str | None, _opt("pairs")]
 ForceNetwork = Annotated[bool | None, _opt("force_network", "--force-network/--no-force-network")]
 GpuVisibility = Annotated[str | None, _opt("gpu_visibility")]
+Output = Annotated[Path | None, _opt("output")]
+ClusterName = Annotated[str | None, _opt("cluster_name")]
+ReportsDir = Annotated[Path | None, _opt("reports_dir")]
 OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
+ProfileFile = Annotated[
+    Path | None,
+    typer.Option(help="YAML profile: option values (flags given here override them)."),
+]
+
+
+def _observer(output_format: Format) -> Observer:
+    """What a sweep shows while it works, for `run` and `nightly` alike."""
+    from sweeper import console
+
+    return console.JsonConsole() if output_format is Format.json else console.HumanConsole()
 
 
 @app.command(
@@ -75,9 +103,11 @@ OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.
     "sweeper run --ops 'p2p*' --tiers nvlink --concurrent --copy-engine | "
     "sweeper run --ops 'all_to_all*,moe*' --moe tokens=8192,zipf=1.2 | "
     "sweeper run --ops 'all_reduce*,reduce_scatter+all_gather' --nccl-algos ring,tree | "
-    "sweeper run --address ray://head:10001 --format json | sweeper run --no-report"
+    "sweeper run --address ray://head:10001 --format json | sweeper run --no-report | "
+    "sweeper run --profile jobs/nightly.yaml --max-size 1G"
 )
 def run(
+    profile: ProfileFile = None,
     address: Address = None,
     backend: Backend = None,
     world: World = None,
@@ -99,7 +129,7 @@ def run(
     samples: Annotated[bool | None, _opt("samples", "--samples/--no-samples")] = None,
     timeout: Annotated[float | None, _opt("timeout")] = None,
     seed: Annotated[int | None, _opt("seed")] = None,
-    output: Annotated[Path | None, _opt("output")] = None,
+    output: Output = None,
     concurrent: Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")] = None,
     copy_engine: Annotated[
         bool | None, _opt("copy_engine", "--copy-engine/--no-copy-engine")
@@ -107,9 +137,9 @@ def run(
     nccl_algos: Annotated[str | None, _opt("nccl_algos")] = None,
     moe: Annotated[str | None, _opt("moe")] = None,
     report: Annotated[bool | None, _opt("report", "--report/--no-report")] = None,
-    reports_dir: Annotated[Path | None, _opt("reports_dir")] = None,
+    reports_dir: ReportsDir = None,
     plugin: Annotated[list[str] | None, _opt("plugins")] = None,
-    cluster_name: Annotated[str | None, _opt("cluster_name")] = None,
+    cluster_name: ClusterName = None,
     format: OutputFormat = Format.human,
 ) -> None:
     """Sweep every collective over a range of sizes; write rows to the results dataset."""
@@ -117,15 +147,137 @@ def run(
     output_format = options.pop("format")
     options["plugins"] = options.pop("plugin")
     try:
-        spec = build_spec(**options)
-        from sweeper import console, sweep
+        spec = build_spec(_profile(options.pop("profile")), **options)
+        from sweeper import sweep
 
-        observer = console.JsonConsole() if output_format is Format.json else console.HumanConsole()
-        finished = sweep.run(spec, observer)
+        finished = sweep.run(spec, _observer(output_format))
     except SweeperError as exc:
         raise _fail(exc) from None
     if finished.failed:
         raise typer.Exit(EXIT_POINTS_FAILED)
+
+
+@app.command(
+    "nightly",
+    epilog="Examples: sweeper nightly --profile jobs/nightly.yaml | "
+    "sweeper nightly --profile jobs/nightly.yaml --output /data/results --reports-dir "
+    "/data/reports | sweeper nightly --profile jobs/nightly.yaml --format json",
+)
+def nightly_command(
+    profile: ProfileFile = None,
+    address: Address = None,
+    output: Output = None,
+    reports_dir: ReportsDir = None,
+    cluster_name: ClusterName = None,
+    format: OutputFormat = Format.human,
+) -> None:
+    """Sweep a profile, compare the run with the history of this cluster and hardware, write
+    the report and a JSON summary beside it; exit 1 on a regression (4: no regression, but
+    some points failed)."""
+    from sweeper import nightly
+
+    try:
+        loaded = _profile(profile) or Profile()
+        spec = build_spec(
+            loaded,
+            address=address,
+            output=output,
+            reports_dir=reports_dir,
+            cluster_name=cluster_name,
+        )
+        night = nightly.run(spec, loaded.nightly.policy(), _observer(format))
+    except SweeperError as exc:
+        raise _fail(exc) from None
+    if format is Format.json:
+        event = {"event": "nightly", "summary": str(night.summary)}
+        print(json.dumps({**event, **nightly.summary(night.verdict, night.report)}))
+    else:
+        nightly.print_night(night)
+    if len(night.verdict.regressions):
+        raise typer.Exit(EXIT_REGRESSION)
+    if night.verdict.failed:
+        raise typer.Exit(EXIT_POINTS_FAILED)
+
+
+Results = Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")]
+
+
+@app.command(
+    epilog="Examples: sweeper compare 20261121T020000Z-a1b2c3 latest | "
+    "sweeper compare RUN_A RUN_B --results /data/results --threshold 0.03 --all --format json"
+)
+def compare(
+    base: Annotated[str, typer.Argument(help="The run compared with: a run id, or latest.")],
+    new: Annotated[str, typer.Argument(help="The run compared: a run id, or latest.")],
+    results: Results = Path("results"),
+    threshold: Annotated[
+        float | None,
+        typer.Option(min=0, help="Smallest change of bus bandwidth that counts [default: 0.05]."),
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Significance level of the test on per-iteration samples [default: 0.01].",
+        ),
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every point, not only regressions and improvements.")
+    ] = False,
+    format: OutputFormat = Format.human,
+) -> None:
+    """Two runs point by point: each point's change, significance where both runs kept
+    samples, and which points regressed; exit 1 on a regression."""
+    from sweeper import changes
+    from sweeper.analysis import RegressionRule
+
+    given = {"threshold": threshold, "alpha": alpha}
+    rule = RegressionRule(**{name: value for name, value in given.items() if value is not None})
+    try:
+        comparison = changes.compare(results, base, new, rule)
+    except SweeperError as exc:
+        raise _fail(exc) from None
+    if format is Format.json:
+        print(json.dumps(changes.records(comparison, every), indent=1))
+    else:
+        changes.print_comparison(comparison, every)
+    if comparison.regressions:
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+@app.command(
+    epilog="Examples: sweeper history | sweeper history --results /data/results --last 7 | "
+    "sweeper history --format json"
+)
+def history(
+    results: Results = Path("results"),
+    reports_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where the nightly summaries are; default reports/ beside --results."),
+    ] = None,
+    last: Annotated[int, typer.Option(min=1, help="Show the last N runs.")] = 30,
+    format: OutputFormat = Format.human,
+) -> None:
+    """The runs in a results directory, oldest first, with their status: ok, failed (some
+    points failed), regression, or unjudged (a nightly run without its summary)."""
+    from sweeper import history as history_
+    from sweeper import report
+
+    try:
+        runs = history_.runs(results, report.directory(results, reports_dir)).tail(last)
+    except FileNotFoundError as exc:
+        raise _fail(BadInput(str(exc))) from None
+    if format is Format.json:
+        print(json.dumps(history_.records(runs), indent=1))
+    else:
+        history_.print_runs(runs)
+
+
+@config_app.command("schema")
+def config_schema() -> None:
+    """Print the JSON Schema of a profile (for editors and CI checks)."""
+    print(json.dumps(Profile.model_json_schema(), indent=2))
 
 
 @app.command(epilog="Examples: sweeper topo | sweeper topo --nodes 2 --format json")

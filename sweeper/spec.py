@@ -1,17 +1,20 @@
-"""What a sweep is asked to do: the SweepSpec model, size parsing and the dtype table.
+"""What a sweep is asked to do: the SweepSpec model, size parsing, the dtype table, and YAML
+profiles (a sweep's options plus the nightly regression settings).
 
 Pure: no Ray, no torch. The CLI and YAML profiles both end here, so a bad value is
-rejected once, with the option's name, before anything starts.
+rejected once, with the option's (or the profile key's) name, before anything starts.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -25,6 +28,9 @@ from pydantic import (
 )
 
 from sweeper.errors import BadInput
+
+if TYPE_CHECKING:
+    from sweeper.analysis.regression import Policy
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _SCALE = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -97,7 +103,15 @@ def _split(value: object) -> object:
     return value
 
 
-Size = Annotated[int, BeforeValidator(parse_size)]
+# JSON Schema for what a profile may spell (the validators accept more than the Python types
+# say: "64M" for a size, "a,b" for a list), so the published schema accepts what the model does.
+_SIZE_SCHEMA = {
+    "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "examples": ["64M"]}]
+}
+_LIST_SCHEMA = {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]}
+
+Size = Annotated[int, BeforeValidator(parse_size), WithJsonSchema(_SIZE_SCHEMA)]
+CommaList = Annotated[tuple[str, ...], BeforeValidator(_split), WithJsonSchema(_LIST_SCHEMA)]
 
 
 @dataclass(frozen=True)
@@ -162,6 +176,12 @@ class MoeSpec(BaseModel):
         return self
 
 
+def _or_key_values(schema: dict[str, Any]) -> None:
+    """The JSON Schema of `moe`: a mapping, or key=value pairs as on the command line."""
+    mapping = {"$ref": schema.pop("$ref")}
+    schema["anyOf"] = [mapping, {"type": "string", "examples": ["tokens=8192,top_k=2"]}]
+
+
 def _key_values(value: object) -> object:
     """--moe tokens=4096,top_k=2 from the command line; a mapping from YAML."""
     if isinstance(value, str):
@@ -190,7 +210,7 @@ class SweepSpec(BaseModel):
     gpus_per_node: int | None = Field(
         None, ge=1, description="Ranks per node: GPUs (default all) or gloo CPU ranks (2)."
     )
-    tiers: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
+    tiers: CommaList = Field(
         ("world",),
         min_length=1,
         description="world (every rank, one group), or nvlink,pcie,internode,cpu; all: every tier.",
@@ -206,14 +226,12 @@ class SweepSpec(BaseModel):
         description="node: each actor sees its node's GPUs (symmetric memory needs it); "
         "own: only its GPU.",
     )
-    ops: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
-        ("all",), min_length=1, description="Operations to run, or 'all'."
-    )
-    dtypes: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
+    ops: CommaList = Field(("all",), min_length=1, description="Operations to run, or 'all'.")
+    dtypes: CommaList = Field(
         ("float32",), min_length=1, description="Element types (torch spelling or nccl-tests')."
     )
     min_size: Size = Field(8, description="Smallest size S in bytes (K, M, G suffixes).")
-    max_size: int | Literal["auto"] = Field(
+    max_size: Annotated[int | Literal["auto"], WithJsonSchema(_SIZE_SCHEMA)] = Field(
         "auto", description="Largest size S, or auto: the largest that fits in memory (probed)."
     )
     mem_limit: MemLimitField | None = Field(
@@ -235,9 +253,11 @@ class SweepSpec(BaseModel):
     seed: int = Field(0, ge=0, description="Seed of the deterministic input data.")
     output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
     moe: Annotated[MoeSpec, BeforeValidator(_key_values)] = Field(
-        MoeSpec(), description="The MoE layer of moe:dispatch/moe:combine: key=value pairs."
+        MoeSpec(),
+        description="The MoE layer of moe:dispatch/moe:combine: key=value pairs.",
+        json_schema_extra=_or_key_values,
     )
-    nccl_algos: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
+    nccl_algos: CommaList = Field(
         (), description="Also run every group with NCCL_ALGO set to each: ring, tree."
     )
     concurrent: bool = Field(
@@ -252,7 +272,7 @@ class SweepSpec(BaseModel):
     reports_dir: Path | None = Field(
         None, description="Where reports go; default reports/ beside the results directory."
     )
-    plugins: Annotated[tuple[str, ...], BeforeValidator(_split)] = Field(
+    plugins: CommaList = Field(
         (), description="Python modules that register more operations (driver and every rank)."
     )
     cluster_name: str | None = Field(
@@ -328,11 +348,108 @@ class SweepSpec(BaseModel):
         return sorted(set(grid))
 
 
-def build_spec(**options: Any) -> SweepSpec:
-    """A SweepSpec from option values, None meaning 'not given'; errors become BadInput."""
+class NightlySettings(BaseModel):
+    """The `nightly:` section of a profile: which runs a nightly run is compared with, and
+    when a change is a regression (see sweeper/analysis/regression.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window: int = Field(
+        14, ge=1, description="Baseline: up to this many earlier nightly runs of the same cluster."
+    )
+    min_history: int = Field(
+        5, ge=2, description="Fewer baseline runs than this: the series is new, nothing alarms."
+    )
+    z: float = Field(
+        3.5, gt=0, description="Worse than the baseline median by this many robust sigmas (MAD)."
+    )
+    min_change: float = Field(
+        0.03, ge=0, lt=1, description="Relative floor: and worse by at least this fraction."
+    )
+    persistence: int = Field(
+        2, ge=1, description="Alarm when this many runs in a row, tonight's included, are worse."
+    )
+    bandwidth_min_size: Size = Field(
+        256 * 2**20, description="Peak bus bandwidth is taken over sizes at least this large."
+    )
+
+    @model_validator(mode="after")
+    def _history(self) -> NightlySettings:
+        if self.min_history > self.window:
+            raise ValueError(f"min_history {self.min_history} is more than window {self.window}")
+        return self
+
+    def policy(self) -> Policy:
+        # here, not at the top: the rules bring pandas, which `sweeper run` does not need
+        from sweeper.analysis.regression import Policy, RelativeFloor, RobustZ
+
+        return Policy(
+            window=self.window,
+            min_history=self.min_history,
+            persistence=self.persistence,
+            checks=(RobustZ(self.z), RelativeFloor(self.min_change)),
+            bandwidth_min_size_bytes=self.bandwidth_min_size,
+        )
+
+
+class Profile(SweepSpec):
+    """A YAML profile: `sweeper run`'s options as keys (lists as YAML lists or comma
+    strings, sizes as 64M), and a `nightly:` section that `sweeper nightly` reads."""
+
+    nightly: NightlySettings = Field(
+        default_factory=NightlySettings,
+        description="sweeper nightly: which history to compare with, and regression thresholds.",
+    )
+
+    def options(self) -> dict[str, Any]:
+        """The sweep options the profile sets (not the ones it leaves at their defaults)."""
+        return self.model_dump(exclude_unset=True, exclude={"nightly"})
+
+
+def load_profile(path: Path) -> Profile:
+    """A profile from its YAML file; a missing file, bad YAML or a bad key is BadInput
+    naming the file and the key."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise BadInput(f"--profile {path}: {exc.strerror or exc}") from None
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise BadInput(f"{path}{where}: {problem}") from None
+    if not isinstance(values, dict):
+        raise BadInput(f"{path}: a profile is a mapping of option names to values")
+    try:
+        return Profile.model_validate(values)
+    except ValidationError as exc:
+        raise BadInput(f"{path}: {describe(exc, key=True)}", hint=_known_key(exc)) from None
+
+
+def _known_key(exc: ValidationError) -> str | None:
+    """For an unknown key, the known key it most likely meant (max-size: max_size)."""
+    error = exc.errors()[0]
+    if error["type"] != "extra_forbidden":
+        return None
+    *parents, name = (str(part) for part in error["loc"])
+    model: type[BaseModel] = Profile
+    for parent in parents:  # a section's key (nightly.z, moe.tokens): that section's model
+        section = model.model_fields[parent].annotation
+        if not (isinstance(section, type) and issubclass(section, BaseModel)):
+            return None
+        model = section
+    match = difflib.get_close_matches(name.replace("-", "_"), model.model_fields, n=1)
+    return f"did you mean {'.'.join([*parents, match[0]])!r}?" if match else None
+
+
+def build_spec(profile: Profile | None = None, **options: Any) -> SweepSpec:
+    """A SweepSpec from a profile's options overridden by option values, None meaning 'not
+    given'; errors become BadInput."""
     given = {key: value for key, value in options.items() if value is not None}
     try:
-        spec = SweepSpec(**given)
+        spec = SweepSpec(**{**(profile.options() if profile else {}), **given})
     except ValidationError as exc:
         raise BadInput(describe(exc)) from None
     if isinstance(spec.max_size, int):
@@ -340,16 +457,18 @@ def build_spec(**options: Any) -> SweepSpec:
     return spec
 
 
-def describe(exc: ValidationError) -> str:
-    """One line for the first problem, named as the option the user typed."""
+def describe(exc: ValidationError, key: bool = False) -> str:
+    """One line for the first problem, named as the user wrote it: the option (--max-size),
+    or with `key` the profile key (max_size, nightly.z)."""
     error = exc.errors()[0]
-    field = str(error["loc"][0]) if error["loc"] else ""
-    option = "--" + field.replace("_", "-")
+    loc = [str(part) for part in error["loc"]]
+    field = ".".join(loc) if key else (loc[0] if loc else "")
+    name = field if key else "--" + field.replace("_", "-")
     message = str(error["msg"]).removeprefix("Value error, ")
     if not field:  # a rule between options: the message names them
         return message
     if error["type"] == "extra_forbidden":
-        return f"unknown option {field!r}"
+        return f"unknown {'key' if key else 'option'} {field!r}"
     if error["type"] == "literal_error" and "input" in error:
-        return f"{option}: {error['input']!r} is not one of {message.split('Input should be ')[-1]}"
-    return f"{option}: {message}"
+        return f"{name}: {error['input']!r} is not one of {message.split('Input should be ')[-1]}"
+    return f"{name}: {message}"

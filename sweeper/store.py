@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -74,6 +75,21 @@ SCHEMA = pa.schema(
         ("concurrent", pa.bool_()),  # measured while other pairs ran (round-robin rounds)
         ("params", pa.map_(pa.string(), pa.string())),  # an experiment's knobs (MoE routing)
     ]
+)
+# The columns every row of one run shares: what a run is, where and with which software.
+RUN_COLUMNS = (
+    "run_id",
+    "run_started_at",
+    "run_kind",
+    "cluster_name",
+    "backend",
+    "gpu_model",
+    "sweeper_version",
+    "ray_version",
+    "torch_version",
+    "nccl_version",
+    "cuda_version",
+    "driver_version",
 )
 PARTITION = pa.schema([("date", pa.string())])
 DATASET_SCHEMA = pa.unify_schemas([SCHEMA, PARTITION])
@@ -142,15 +158,46 @@ def _pandas_type(arrow: pa.DataType) -> Any:
     return None
 
 
-def load(root: str | os.PathLike[str], run_id: str | None = None) -> pd.DataFrame:
-    """Every row under `root` (or one run's) as a DataFrame with the canonical dtypes.
+def _existing(root: str | os.PathLike[str]) -> ds.Dataset:
+    if not Path(root).is_dir():
+        raise FileNotFoundError(f"no results directory at {root}")
+    return dataset(root)
+
+
+def load(
+    root: str | os.PathLike[str],
+    run_id: str | Iterable[str] | None = None,
+    columns: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Every row under `root` (or one run's, or several runs') as a DataFrame with the
+    canonical dtypes; `columns`: only these.
 
     Integers and booleans are pandas' nullable types (a failed point has no time, a CPU row
     no GPU), strings are `string`, timestamps UTC, lists and the NCCL map Python objects.
     """
-    if not Path(root).is_dir():
-        raise FileNotFoundError(f"no results directory at {root}")
-    filter_ = ds.field("run_id") == run_id if run_id else None
-    table = dataset(root).to_table(filter=filter_)
+    source = _existing(root)
+    filter_ = None
+    if isinstance(run_id, str):
+        filter_ = ds.field("run_id") == run_id
+    elif run_id is not None:
+        filter_ = ds.field("run_id").isin(list(run_id))
+    table = source.to_table(columns=list(columns) if columns else None, filter=filter_)
     frame: pd.DataFrame = table.to_pandas(types_mapper=_pandas_type)
     return frame
+
+
+def runs(root: str | os.PathLike[str]) -> pd.DataFrame:
+    """One row per run under `root`, oldest first: the RUN_COLUMNS, its points, and how many
+    of them failed (a skipped point could not run there, and did not fail). Grouped in
+    Arrow, so only those columns of a large dataset are read."""
+    table = _existing(root).to_table(columns=[*RUN_COLUMNS, "status"])
+    done = pa.array(["ok", "skipped"])
+    failed = pc.invert(pc.fill_null(pc.is_in(table["status"], value_set=done), False))
+    table = table.append_column("failed", pc.cast(failed, pa.int64()))
+    grouped = table.group_by(list(RUN_COLUMNS), use_threads=False).aggregate(
+        [("status", "count", pc.CountOptions(mode="all")), ("failed", "sum")]
+    )
+    grouped = grouped.rename_columns([*RUN_COLUMNS, "points", "failed"])
+    frame: pd.DataFrame = grouped.to_pandas(types_mapper=_pandas_type)
+    ordered: pd.DataFrame = frame.sort_values(["run_started_at", "run_id"], ignore_index=True)
+    return ordered

@@ -92,7 +92,7 @@ def mann_whitney_p(a: Sequence[float] | npt.ArrayLike, b: Sequence[float] | npt.
     return math.erfc(distance / math.sqrt(variance) / math.sqrt(2))
 
 
-def _params(value: object) -> str:
+def params_text(value: object) -> str:
     """The `params` map (key-value pairs, or a dict) as one comparable string, k=v in key
     order; '' when there is none."""
     if isinstance(value, Mapping):
@@ -109,7 +109,7 @@ def _points(df: pd.DataFrame) -> pd.DataFrame:
     for column in (*POINT_KEYS, "samples_us", "measured_at"):
         if column not in frame:
             frame[column] = None
-    frame["params"] = [_params(p) for p in frame["params"]]
+    frame["params"] = [params_text(p) for p in frame["params"]]
     frame = frame.sort_values("measured_at", kind="stable", na_position="first")
     latest = frame.drop_duplicates(list(POINT_KEYS), keep="last")
     points: pd.DataFrame = latest[

@@ -10,6 +10,7 @@ optional libraries (`sweeper[report]`, Playwright), so importing this package is
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 from sweeper.errors import BadInput
 
@@ -24,3 +25,9 @@ def require() -> None:
             f"the HTML report needs {' and '.join(missing)}",
             hint="pip install 'sweeper[report]', or run with --no-report",
         )
+
+
+def directory(results: Path, reports_dir: Path | None = None) -> Path:
+    """Where reports go: `reports_dir`, else reports/ beside the results directory (./reports
+    for ./results); a nightly run's JSON summary goes there too."""
+    return Path(reports_dir) if reports_dir else Path(results).parent / "reports"

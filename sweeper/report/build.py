@@ -17,7 +17,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from sweeper.report import record, runs, sections
+from sweeper.report import directory, record, runs, sections
 
 PLOTLY_JS = "plotly.min.js"
 # Plotly's figure JSON goes inside <script> elements: these characters are written as JSON
@@ -27,7 +27,7 @@ _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 def default_output(results: Path, run_id: str) -> Path:
     """reports/<run_id>.html beside the results directory (./reports for ./results)."""
-    return Path(results).parent / "reports" / f"{run_id}.html"
+    return directory(results) / f"{run_id}.html"
 
 
 def _figure_json(figure: Any) -> Markup:

@@ -88,3 +88,24 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr
     assert "BadInput" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "nightly"])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "--profile {path}: No such file or directory"),
+        ("colour: blue\n", "{path}: unknown key 'colour'"),
+        ("max_size: 64M\nnightly:\n  z: -1\n", "{path}: nightly.z: Input should be greater than 0"),
+    ],
+)
+def test_a_bad_profile_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, command: str, text: str | None, message: str
+) -> None:
+    path = tmp_path / "profile.yaml"
+    if text is not None:
+        path.write_text(text + f"output: {tmp_path / 'results'}\n")
+    result = CliRunner().invoke(app, [command, "--profile", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"sweeper: error: {message.format(path=path)}"
+    assert not (tmp_path / "results").exists()

@@ -1,0 +1,190 @@
+"""Nightly regression detection: each run's summary metrics per series, and the small rules
+that decide whether tonight is a regression. Pure: DataFrames in, DataFrames out.
+
+A series is one thing nights are compared on: a point of `compare.POINT_KEYS` without its
+size, that is a group (its id names the tier, the hosts and GPUs, and so the world size),
+an operation (op, algorithm), a dtype, and for pair and MoE rows the pair and parameters.
+Each group is a series of its own, not folded into its tier, so one weak link shows.
+A run gives each series two metrics: the peak bus bandwidth over the large sizes, and the
+time of the smallest size. Tonight's value is compared with the series' baseline, the
+median and robust spread (1.4826 x MAD) of up to `window` earlier runs. A value is *worse*
+when every check fails (it is beyond the series' own noise by a robust z, and beyond a
+relative floor); the series is a *regression* when the last `persistence` runs, tonight's
+included, were all worse than the baseline of the runs before them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+from sweeper.analysis.compare import POINT_KEYS, params_text
+
+SERIES = tuple(key for key in POINT_KEYS if key != "size_bytes")
+# The columns of the results dataset that the metrics are computed from.
+COLUMNS = ("run_id", *SERIES, "size_bytes", "time_us", "busbw_gb_per_s", "status")
+MAD_TO_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal noise
+STATUSES = ("regression", "worse", "better", "ok", "new")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    higher_is_better: bool
+
+
+PEAK_BUSBW = Metric("peak_busbw_gb_per_s", "GB/s", higher_is_better=True)
+SMALLEST_TIME = Metric("smallest_size_time_us", "us", higher_is_better=False)
+METRICS = (PEAK_BUSBW, SMALLEST_TIME)
+
+
+def run_metrics(rows: pd.DataFrame, bandwidth_min_size_bytes: int) -> pd.DataFrame:
+    """Each run's metrics per series, one row per run, series and metric: run_id, the SERIES
+    columns (`params` as k=v text), metric, value and the size it was measured at. Peak bus
+    bandwidth is taken over the sizes of at least `bandwidth_min_size_bytes` (a series with
+    none has no peak); the smallest-size time is the time of the smallest size that ran."""
+    ok = rows.loc[rows["status"].isin(["ok"]), list(COLUMNS)]  # isin: no NA in the mask
+    # rows written before the variant column existed were all of the default variant
+    ok = ok.assign(variant=ok["variant"].fillna("default"), params=ok["params"].map(params_text))
+    keys = ["run_id", *SERIES]
+    large = ok[ok["size_bytes"] >= bandwidth_min_size_bytes]
+    peak = large.sort_values("busbw_gb_per_s").drop_duplicates(keys, keep="last")
+    smallest = ok.sort_values("size_bytes").drop_duplicates(keys, keep="first")
+    parts = [
+        frame[[*keys, "size_bytes"]].assign(metric=metric.name, value=frame[column])
+        for metric, frame, column in (
+            (PEAK_BUSBW, peak, "busbw_gb_per_s"),
+            (SMALLEST_TIME, smallest, "time_us"),
+        )
+    ]
+    metrics: pd.DataFrame = pd.concat(parts, ignore_index=True)
+    return metrics
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """How much worse than the baseline values are (positive: worse), as a fraction of the
+    baseline median and in robust standard deviations of the baseline."""
+
+    fraction: pd.Series
+    z: pd.Series
+
+    def __neg__(self) -> Deviation:
+        return Deviation(-self.fraction, -self.z)
+
+
+class Check(Protocol):
+    def fails(self, deviation: Deviation) -> pd.Series: ...
+
+
+@dataclass(frozen=True)
+class RobustZ:
+    """Worse than the baseline median by at least `z` robust standard deviations: the bar is
+    the series' own night-to-night noise, so a noisy series needs a larger change."""
+
+    z: float
+
+    def fails(self, deviation: Deviation) -> pd.Series:
+        return deviation.z >= self.z
+
+
+@dataclass(frozen=True)
+class RelativeFloor:
+    """Worse by at least `fraction` of the median: a very steady series (a tiny MAD) does not
+    alarm on a change too small to act on."""
+
+    fraction: float
+
+    def fails(self, deviation: Deviation) -> pd.Series:
+        return deviation.fraction >= self.fraction
+
+
+@dataclass(frozen=True)
+class Policy:
+    """When a series is a regression: every check fails on each of the last `persistence`
+    runs, against the baseline of up to `window` runs before them, of which there are at
+    least `min_history` (fewer: the series is new, and nothing is judged)."""
+
+    window: int
+    min_history: int
+    persistence: int
+    checks: tuple[Check, ...]
+    bandwidth_min_size_bytes: int
+
+    @property
+    def runs(self) -> int:
+        """How many runs, tonight's included, a verdict looks at."""
+        return self.window + self.persistence
+
+    def worse(self, deviation: Deviation) -> pd.Series:
+        """Whether each value is worse: every check fails on it."""
+        worse: pd.Series = pd.Series(True, index=deviation.z.index)
+        for check in self.checks:
+            worse = worse & check.fails(deviation)
+        return worse
+
+
+def _deviation(values: pd.Series, median: pd.Series, sigma: pd.Series, metric: Metric) -> Deviation:
+    gap = (median - values) if metric.higher_is_better else (values - median)
+    # sigma 0 (identical baseline values): z is infinite, and the relative floor decides
+    return Deviation(gap / median, gap / sigma)
+
+
+def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.DataFrame:
+    """Tonight's verdict per series and metric, for the series tonight measured.
+
+    `runs`: run ids oldest first, tonight's last; `metrics`: their `run_metrics`. Columns:
+    the SERIES columns, metric, unit, size_bytes and value (tonight's), baseline (median),
+    sigma (1.4826 x MAD), baseline_runs (values in it), change (value / baseline - 1), z
+    ((value - baseline) / sigma), and status: regression, worse (tonight only, so far),
+    better, ok, or new.
+    """
+    tonight = runs[-1]
+    streak = list(runs[-policy.persistence :])
+    earlier = list(runs[: -policy.persistence])[-policy.window :]
+    out = []
+    for metric in METRICS:
+        of_metric = metrics[metrics["metric"] == metric.name]
+        # one number per series: pair and MoE columns are empty (NA) on other rows, and
+        # NA keys do not survive a pivot
+        of_metric = of_metric.assign(
+            series=of_metric.groupby(list(SERIES), dropna=False, sort=False).ngroup()
+        )
+        table = of_metric.pivot(index="series", columns="run_id", values="value")
+        table = table.reindex(columns=list(runs))
+        table = table[table[tonight].notna()]
+        baseline = table[earlier]
+        median = baseline.median(axis=1)
+        sigma = MAD_TO_SIGMA * baseline.sub(median, axis=0).abs().median(axis=1)
+        baseline_runs = baseline.notna().sum(axis=1)
+        now = _deviation(table[tonight], median, sigma, metric)
+        worse_tonight = policy.worse(now)
+        persistent = pd.concat(
+            [policy.worse(_deviation(table[run], median, sigma, metric)) for run in streak], axis=1
+        ).all(axis=1)
+        new = baseline_runs < policy.min_history
+        status = np.select(
+            [new, persistent, worse_tonight, policy.worse(-now)],
+            ["new", "regression", "worse", "better"],
+            "ok",
+        )
+        measured = of_metric[of_metric["run_id"] == tonight].set_index("series")
+        frame = measured.loc[table.index, [*SERIES, "size_bytes"]].assign(
+            metric=metric.name,
+            unit=metric.unit,
+            value=table[tonight],
+            baseline=median,
+            sigma=sigma,
+            baseline_runs=baseline_runs,
+            change=table[tonight] / median - 1,
+            z=(table[tonight] - median) / sigma,
+            status=status,
+        )
+        out.append(frame.reset_index(drop=True))
+    findings: pd.DataFrame = pd.concat(out, ignore_index=True)
+    return findings

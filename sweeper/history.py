@@ -1,0 +1,74 @@
+"""`sweeper history`: the runs in a results directory, oldest first, with their status.
+
+A run's status: `regression` (a nightly run whose summary found one), `failed` (some of
+its points failed), `unjudged` (a nightly run with no summary: it stopped before its
+verdict, or is still running), else `ok`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from sweeper import store
+from sweeper.nightly import json_value, summary_path
+
+
+def _regressions(reports_dir: Path, run_id: str) -> int | None:
+    """The regressions a nightly run's summary counted; None when there is no summary."""
+    try:
+        return int(json.loads(summary_path(reports_dir, run_id).read_text())["regressions"])
+    except FileNotFoundError:
+        return None
+
+
+def runs(results: Path, reports_dir: Path) -> pd.DataFrame:
+    """`store.runs` with `regressions` (nightly runs, from their summaries in `reports_dir`)
+    and `status`."""
+    frame = store.runs(results)
+    nightly = frame["run_kind"].isin(["nightly"])
+    frame["regressions"] = pd.array(
+        [
+            _regressions(reports_dir, run_id) if is_nightly else None
+            for run_id, is_nightly in zip(frame["run_id"], nightly, strict=True)
+        ],
+        dtype="Int64",
+    )
+    status = pd.Series("ok", index=frame.index)
+    status[frame["failed"] > 0] = "failed"
+    status[nightly & frame["regressions"].isna()] = "unjudged"
+    status[frame["regressions"].fillna(0) > 0] = "regression"
+    frame["status"] = status
+    return frame
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The runs as JSON-ready objects."""
+    return [{str(k): json_value(v) for k, v in run.items()} for run in frame.to_dict("records")]
+
+
+def print_runs(frame: pd.DataFrame, out: TextIO | None = None) -> None:
+    console = Console(file=out or sys.stdout, highlight=False, width=160)
+    table = Table(title=f"{len(frame)} runs")
+    columns = ("run_id", "started (UTC)", "kind", "cluster", "gpu", "points", "failed", "status")
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("points", "failed") else "left")
+    for run in frame.to_dict("records"):
+        gpu = run["gpu_model"] if not pd.isna(run["gpu_model"]) else f"({run['backend']})"
+        table.add_row(
+            run["run_id"],
+            f"{run['run_started_at']:%Y-%m-%d %H:%M}",
+            run["run_kind"],
+            run["cluster_name"],
+            gpu,
+            str(run["points"]),
+            str(run["failed"]),
+            run["status"] + (f" ({run['regressions']})" if run["status"] == "regression" else ""),
+        )
+    console.print(table)

@@ -1,0 +1,288 @@
+"""`sweeper nightly`: sweep a profile, judge the run against the history of its cluster and
+hardware, write its report and a JSON summary beside it, and print the regression table.
+
+The history of a run is the earlier nightly runs (run_kind `nightly`) in the same results
+directory with the same fingerprint: cluster name, backend and GPU model. Software
+versions (driver, CUDA, NCCL, torch, Ray, sweeper) are deliberately not part of it: an
+upgrade that slows a collective is exactly the regression to report, so versions are
+compared with the previous run and named in the summary instead. A change of shape (more
+nodes, another GPU count) needs no fingerprint either: its groups are other series, new
+until they have a history of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Hashable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from sweeper import report, store
+from sweeper.analysis import label
+from sweeper.analysis.regression import COLUMNS, STATUSES, Policy, detect, run_metrics
+from sweeper.errors import BadInput
+from sweeper.spec import SweepSpec, format_size
+
+if TYPE_CHECKING:
+    from sweeper.sweep import Observer
+
+VERSIONS = tuple(column for column in store.RUN_COLUMNS if column.endswith("_version"))
+_METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "time"}
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What must be equal for two nightly runs to be compared."""
+
+    cluster_name: str
+    backend: str
+    gpu_model: str | None  # None: CPU ranks
+
+    @classmethod
+    def of(cls, run: Mapping[str, Any]) -> Fingerprint:
+        return cls(str(run["cluster_name"]), str(run["backend"]), _text(run["gpu_model"]))
+
+    def matches(self, runs: pd.DataFrame) -> pd.Series:
+        """Which of `store.runs`' rows have this fingerprint."""
+        same: pd.Series = pd.Series(True, index=runs.index)
+        for field, value in asdict(self).items():
+            same = same & (runs[field].fillna("") == (value or ""))
+        return same
+
+
+def _text(value: Any) -> str | None:
+    return None if pd.isna(value) else str(value)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A nightly run judged against its history."""
+
+    run_id: str
+    run_started_at: datetime
+    fingerprint: Fingerprint
+    history: tuple[str, ...]  # the earlier runs compared with, oldest first
+    findings: pd.DataFrame  # regression.detect's frame
+    versions: dict[str, str | None]
+    previous_versions: dict[str, str | None] | None  # of the latest run in the history
+    policy: Policy
+    points: int
+    failed: int
+
+    @property
+    def regressions(self) -> pd.DataFrame:
+        regressions: pd.DataFrame = self.findings[self.findings["status"] == "regression"]
+        return regressions
+
+    def changed_versions(self) -> dict[str, tuple[str | None, str | None]]:
+        """Versions that differ from the previous run's: {name: (before, now)}."""
+        if self.previous_versions is None:
+            return {}
+        return {
+            name: (self.previous_versions[name], now)
+            for name, now in self.versions.items()
+            if self.previous_versions[name] != now
+        }
+
+
+def judge(root: Path, run_id: str, policy: Policy) -> Verdict:
+    """Compare run `run_id` of the results directory `root` with its history."""
+    every = store.runs(root) if Path(root).is_dir() else None
+    if every is None or run_id not in set(every["run_id"]):
+        raise BadInput(f"run {run_id} measured nothing: no group of its tiers exists here")
+    tonight = every[every["run_id"] == run_id].iloc[0]
+    fingerprint = Fingerprint.of(tonight)
+    earlier = every[
+        every["run_kind"].isin(["nightly"])
+        & fingerprint.matches(every)
+        & (every["run_started_at"] < tonight["run_started_at"])
+    ].tail(policy.runs - 1)
+    order = [*earlier["run_id"], run_id]
+    rows = store.load(root, order, columns=COLUMNS)
+    findings = detect(run_metrics(rows, policy.bandwidth_min_size_bytes), order, policy)
+    previous = earlier.iloc[-1] if len(earlier) else None
+    return Verdict(
+        run_id=run_id,
+        run_started_at=tonight["run_started_at"].to_pydatetime(),
+        fingerprint=fingerprint,
+        history=tuple(earlier["run_id"]),
+        findings=findings,
+        versions={name: _text(tonight[name]) for name in VERSIONS},
+        previous_versions=None if previous is None else {n: _text(previous[n]) for n in VERSIONS},
+        policy=policy,
+        points=int(tonight["points"]),
+        failed=int(tonight["failed"]),
+    )
+
+
+def series_name(finding: Mapping[Hashable, Any]) -> str:
+    """A series as people read it: its group, operation and dtype (nvlink:n0g0,1 all_reduce
+    bfloat16), and where the series has them its pair (0->1), parameters and rounds."""
+    parts = [str(finding["group_id"]), label(finding["op"], finding["algorithm"])]
+    parts.append(str(finding["dtype"]))
+    if not pd.isna(finding["src_rank"]):
+        parts.append(f"{finding['src_rank']}->{finding['dst_rank']}")
+    if finding["params"]:
+        parts.append(f"[{finding['params']}]")
+    if not pd.isna(finding["concurrent"]) and finding["concurrent"]:
+        parts.append("concurrent")
+    return " ".join(parts)
+
+
+def json_value(value: Any) -> Any:
+    """A JSON value: numpy scalars as Python's, times in ISO 8601, NaN, infinity and NA as
+    null."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return value
+
+
+def summary(verdict: Verdict, page: Path | None = None) -> dict[str, Any]:
+    """The JSON summary: the run, its report, what it was compared with and how, and every
+    series."""
+    records = verdict.findings.to_dict("records")
+    findings = verdict.findings.assign(series=[series_name(record) for record in records])
+    counts = findings["status"].value_counts()
+    return {
+        "run_id": verdict.run_id,
+        "run_started_at": verdict.run_started_at.isoformat(),
+        "report": str(page) if page else None,
+        "fingerprint": asdict(verdict.fingerprint),
+        "history": list(verdict.history),
+        "versions": verdict.versions,
+        "versions_changed": {
+            name: {"before": before, "now": now}
+            for name, (before, now) in verdict.changed_versions().items()
+        },
+        "policy": {
+            "window": verdict.policy.window,
+            "min_history": verdict.policy.min_history,
+            "persistence": verdict.policy.persistence,
+            "checks": [{"rule": type(c).__name__, **vars(c)} for c in verdict.policy.checks],
+            "bandwidth_min_size_bytes": verdict.policy.bandwidth_min_size_bytes,
+        },
+        "points": verdict.points,
+        "failed": verdict.failed,
+        "regressions": len(verdict.regressions),
+        "counts": {status: int(counts.get(status, 0)) for status in STATUSES},
+        "series": [
+            {key: json_value(value) for key, value in record.items()}
+            for record in findings.to_dict("records")
+        ],
+    }
+
+
+def summary_path(reports_dir: Path, run_id: str) -> Path:
+    return Path(reports_dir) / f"{run_id}.summary.json"
+
+
+def write_summary(verdict: Verdict, reports_dir: Path, page: Path | None = None) -> Path:
+    """`<reports_dir>/<run_id>.summary.json`, written whole or not at all."""
+    path = summary_path(reports_dir, verdict.run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    inflight = path.with_name(f".{path.name}.inflight")
+    inflight.write_text(json.dumps(summary(verdict, page), indent=1) + "\n")
+    os.replace(inflight, path)
+    return path
+
+
+@dataclass(frozen=True)
+class Night:
+    """A nightly run, done: its verdict, and where its summary and report are."""
+
+    verdict: Verdict
+    summary: Path
+    report: Path | None
+
+
+def run(spec: SweepSpec, policy: Policy, observer: Observer) -> Night:
+    """Sweep as `sweeper run` does (run_kind `nightly`, its report included), judge the run
+    against its history, and write the summary beside the report."""
+    from sweeper import sweep  # Ray and torch: only a command that sweeps needs them
+
+    finished = sweep.run(spec, observer, "nightly")
+    verdict = judge(spec.output, finished.run_id, policy)
+    if finished.report and verdict.history:
+        from sweeper.report import build
+
+        # the page again, now that the verdict names the run to compare it with: last night
+        build.write(spec.output, verdict.run_id, finished.report, verdict.history[-1])
+    reports_dir = report.directory(spec.output, spec.reports_dir)
+    return Night(verdict, write_summary(verdict, reports_dir, finished.report), finished.report)
+
+
+def _value(finding: Mapping[Hashable, Any], value: float) -> str:
+    return f"{value:.2f}" if finding["unit"] == "GB/s" else f"{value:.1f}"
+
+
+def _metric(finding: Mapping[Hashable, Any]) -> str:
+    size = finding["size_bytes"]
+    at = f" @{format_size(int(size))}" if not pd.isna(size) else ""
+    return f"{_METRIC_NAMES.get(finding['metric'], finding['metric'])}{at} ({finding['unit']})"
+
+
+def print_night(night: Night, out: TextIO | None = None) -> None:
+    """The regression table (regressions, then series worse tonight only), and a line of
+    counts, the versions that changed and where the summary is (the sweep said where the
+    report is)."""
+    verdict = night.verdict
+    console = Console(file=out or sys.stdout, highlight=False, width=160)
+    fp = verdict.fingerprint
+    what = f"{fp.cluster_name} ({fp.gpu_model or 'no GPU'}, {fp.backend})"
+    if verdict.history:
+        policy = verdict.policy
+        console.print(
+            f"nightly {verdict.run_id}: {what} compared with {len(verdict.history)} earlier "
+            f"nightly runs: a baseline of up to {policy.window}, and {policy.persistence} runs "
+            "in a row worse than it to alarm",
+            soft_wrap=True,
+        )
+    else:
+        console.print(
+            f"nightly {verdict.run_id}: no earlier nightly run of {what}; this one starts its "
+            "history",
+            soft_wrap=True,
+        )
+    shown = verdict.findings[verdict.findings["status"].isin(["regression", "worse"])]
+    if len(shown):
+        table = Table(title="regressions, and series worse tonight (they alarm if it persists)")
+        for column in ("status", "series", "metric", "tonight", "baseline", "change", "z"):
+            table.add_column(column, justify="left" if column in ("status", "series") else "right")
+        ordered = shown.sort_values("status", key=lambda s: s.map(STATUSES.index))
+        for finding in ordered.to_dict("records"):
+            table.add_row(
+                finding["status"],
+                series_name(finding),
+                _metric(finding),
+                _value(finding, finding["value"]),
+                _value(finding, finding["baseline"]),
+                f"{finding['change']:+.1%}",
+                f"{finding['z']:+.1f}",
+            )
+        console.print(table)
+    counts = verdict.findings["status"].value_counts()
+    console.print(
+        f"{len(verdict.findings)} series x metrics: "
+        + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in STATUSES)
+        + f" (new: fewer than {verdict.policy.min_history} earlier runs)",
+        soft_wrap=True,
+    )
+    for name, (before, now) in verdict.changed_versions().items():
+        console.print(f"{name} changed since the previous run: {before} -> {now}", soft_wrap=True)
+    if verdict.failed:
+        console.print(f"{verdict.failed} of {verdict.points} points failed (their rows say why)")
+    console.print(f"summary: {night.summary}", soft_wrap=True)

@@ -1,0 +1,71 @@
+"""`sweeper history`: the runs of a results directory with their status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from sweeper import nightly
+from sweeper.cli import app
+from sweeper.spec import NightlySettings
+from tests.synthetic import History, every_series
+
+
+def test_history_lists_runs_oldest_first_with_their_status(tmp_path: Path) -> None:
+    results, reports = tmp_path / "results", tmp_path / "reports"
+    history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
+    policy = NightlySettings.model_validate({"min_history": 2, "window": 2}).policy()
+    clean = history.nights(3)
+    slow = history.nights(2, lambda night, series: 2.0 if night >= 3 else 1.0)
+    unjudged = history.night()
+    skipped = history.night(unfinished=["skipped"], run_kind="run")
+    ad_hoc = history.night(unfinished=["oom"], run_kind="run")
+    for run_id in (*clean, *slow):
+        nightly.write_summary(nightly.judge(results, run_id, policy), reports)
+
+    # the summaries are where `sweeper nightly` writes them: reports/ beside the results
+    result = CliRunner().invoke(app, ["history", "--results", str(results), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)
+    assert [run["run_id"] for run in runs] == history.run_ids
+    assert [run["status"] for run in runs] == [
+        "ok",
+        "ok",
+        "ok",
+        "ok",  # the first slow night is worse, not yet a regression
+        "regression",
+        "unjudged",
+        "ok",  # a point that could not run there was skipped, and did not fail
+        "failed",
+    ]
+    assert runs[-2]["run_id"] == skipped
+    assert (runs[-2]["failed"], runs[-1]["failed"]) == (0, 1)
+    assert runs[-1]["points"] == 1 + len(history.series) * 4
+    assert runs[4]["regressions"] == 2
+    assert runs[0]["run_started_at"].startswith("2026-10-01T02:00:00")
+
+    elsewhere = tmp_path / "pages"
+    reports.rename(elsewhere)
+    human = CliRunner().invoke(
+        app,
+        ["history", "--results", str(results), "--reports-dir", str(elsewhere), "--last", "4"],
+    )
+    assert human.exit_code == 0, human.output
+    lines = {
+        run_id: line
+        for line in human.stdout.splitlines()
+        for run_id in history.run_ids
+        if run_id in line
+    }
+    assert list(lines) == [slow[-1], unjudged, skipped, ad_hoc]
+    assert "regression (2)" in lines[slow[-1]]
+    assert "unjudged" in lines[unjudged]
+    assert "failed" in lines[ad_hoc]
+
+
+def test_history_of_a_missing_directory_is_bad_input(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["history", "--results", str(tmp_path / "none")])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"sweeper: error: no results directory at {tmp_path / 'none'}"

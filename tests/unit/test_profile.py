@@ -1,0 +1,157 @@
+"""YAML profiles: the same keys as `sweeper run`'s options, validated once, flags on top."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import typer.main
+import yaml
+from typer.testing import CliRunner
+
+from sweeper.cli import app
+from sweeper.errors import BadInput
+from sweeper.spec import TIERS, Profile, SweepSpec, build_spec, load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+NIGHTLY = ROOT / "jobs" / "nightly.yaml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "profile.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_profile_takes_run_options_as_keys_in_yaml_or_command_line_spelling(
+    tmp_path: Path,
+) -> None:
+    profile = load_profile(
+        write(
+            tmp_path,
+            "ops: [all_reduce, all_gather]\ndtypes: bf16,float\nmax_size: 64M\n"
+            "mem_limit: 50%\nworld: 4\nnightly:\n  window: 7\n  bandwidth_min_size: 16K\n",
+        )
+    )
+    spec = build_spec(profile)
+    assert spec.ops == ("all_reduce", "all_gather")
+    assert spec.dtypes == ("bfloat16", "float32")
+    assert spec.max_size == 64 * 2**20
+    assert str(spec.mem_limit) == "50%"
+    assert spec.world == 4
+    assert profile.nightly.window == 7
+    assert profile.nightly.policy().bandwidth_min_size_bytes == 16 * 2**10
+
+
+def test_a_profile_sets_the_measurement_and_report_options_too(tmp_path: Path) -> None:
+    profile = load_profile(
+        write(
+            tmp_path,
+            "ops: ['all_to_all*', 'moe*', 'p2p*']\nmoe: {tokens: 64, top_k: 1}\n"
+            "nccl_algos: ring,tree\nconcurrent: true\ncopy_engine: true\nreport: false\n"
+            f"reports_dir: {tmp_path / 'pages'}\n",
+        )
+    )
+    spec = build_spec(profile)
+    assert (spec.moe.tokens, spec.moe.top_k, spec.moe.experts) == (64, 1, 64)
+    assert spec.nccl_algos == ("ring", "tree")
+    assert spec.concurrent
+    assert spec.copy_engine
+    assert not spec.report
+    assert spec.reports_dir == tmp_path / "pages"
+    overridden = build_spec(profile, moe="tokens=8,top_k=2", report=True, concurrent=False)
+    assert (overridden.moe.tokens, overridden.moe.top_k) == (8, 2)
+    assert overridden.report
+    assert not overridden.concurrent
+
+
+def test_the_profile_keys_are_exactly_the_options_of_sweeper_run() -> None:
+    run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    options = {"plugins" if p.name == "plugin" else p.name for p in run.params}
+    assert options - {"profile", "format"} == set(SweepSpec.model_fields)
+    assert set(Profile.model_fields) == set(SweepSpec.model_fields) | {"nightly"}
+
+
+def test_flags_override_the_profile_and_unset_keys_keep_their_defaults(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, "ops: all_reduce\nmax_size: 1M\nseed: 3\n"))
+    spec = build_spec(profile, max_size="4K", seed=None, check=False)
+    assert (spec.ops, spec.max_size, spec.seed, spec.check) == (("all_reduce",), 4096, 3, False)
+    assert spec.dtypes == SweepSpec.model_fields["dtypes"].default
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "hint"),
+    [
+        ("colour: blue\n", "unknown key 'colour'", None),
+        ("max-size: 1M\n", "unknown key 'max-size'", "did you mean 'max_size'?"),
+        ("nightly:\n  zscore: 3\n", "unknown key 'nightly.zscore'", None),
+        (
+            "nightly:\n  persistance: 3\n",
+            "unknown key 'nightly.persistance'",
+            "'nightly.persistence'",
+        ),
+        ("max_size: 12Q\n", "max_size: '12Q' is not a size", None),
+        ("backend: mpi\n", "backend: 'mpi' is not one of", None),
+        ("nightly:\n  min_change: 2\n", "nightly.min_change: Input should be less than 1", None),
+        ("nightly:\n  window: 3\n", "nightly: min_history 5 is more than window 3", None),
+        ("moe:\n  tokenz: 3\n", "unknown key 'moe.tokenz'", "did you mean 'moe.tokens'?"),
+        ("copy-engine: true\n", "unknown key 'copy-engine'", "did you mean 'copy_engine'?"),
+        ("nccl_algos: [ring, trees]\n", "nccl_algos: unknown NCCL algorithm 'trees'", None),
+        ("- ops\n", "a profile is a mapping of option names to values", None),
+        ("ops: [all_reduce\n", "", None),
+    ],
+)
+def test_a_bad_profile_is_one_line_naming_the_file_and_the_key(
+    tmp_path: Path, text: str, message: str, hint: str | None
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(BadInput) as info:
+        load_profile(path)
+    assert str(info.value).startswith(f"{path}")
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+    if hint:
+        assert hint in (info.value.hint or "")
+
+
+def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "ops: all_reduce\nmax_size: [1M\n")
+    with pytest.raises(BadInput, match=rf"^{path}:3: "):
+        load_profile(path)
+
+
+def test_a_missing_profile_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match=r"--profile .*nothing\.yaml: No such file"):
+        load_profile(tmp_path / "nothing.yaml")
+
+
+def test_the_standard_nightly_profile_sweeps_every_tier_up_to_memory() -> None:
+    profile = load_profile(NIGHTLY)
+    spec = build_spec(profile)
+    assert spec.tiers == TIERS
+    assert spec.max_size == "auto"
+    assert spec.force_network
+    assert spec.samples
+    assert profile.nightly == Profile.model_validate({}).nightly  # the documented defaults
+
+
+def test_config_schema_is_json_schema_that_accepts_the_nightly_profile() -> None:
+    result = CliRunner().invoke(app, ["config", "schema"])
+    assert result.exit_code == 0, result.output
+    schema = json.loads(result.stdout)
+    assert schema == Profile.model_json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.validate(yaml.safe_load(NIGHTLY.read_text()))
+    validator.validate({"ops": "all_reduce,gather", "max_size": "8G", "min_size": 8})
+    validator.validate({"moe": "tokens=64,top_k=1", "nccl_algos": ["ring"], "report": False})
+    validator.validate({"moe": {"tokens": 64}, "copy_engine": True, "reports_dir": "pages"})
+    with pytest.raises(jsonschema.ValidationError, match="tokenz"):
+        validator.validate({"moe": {"tokenz": 64}})
+    with pytest.raises(jsonschema.ValidationError, match="colour"):
+        validator.validate({"colour": "blue"})
+    with pytest.raises(jsonschema.ValidationError, match="zscore"):
+        validator.validate({"nightly": {"zscore": 3}})
+    assert schema["properties"]["max_size"]["description"].startswith("Largest size S")
