@@ -238,6 +238,23 @@ def _variant(
     return Collective(name, op, algorithm, factor, chunks, layout, run, core=False, **more)
 
 
+def _symmetric(algorithm: str, chunks: bool, layout: LayoutFn, run: RunFn) -> Collective:
+    """An all-reduce on torch symmetric memory: its input is exchanged once per point."""
+    return _variant(
+        f"all_reduce:{algorithm}",
+        "all_reduce",
+        algorithm,
+        _all_ranks,
+        chunks,
+        layout,
+        run,
+        reduces=True,
+        symmetric=True,
+        setup=all_reduce.rendezvous,
+        why_not=all_reduce.why_not,
+    )
+
+
 REGISTRY: dict[str, Collective] = _registry(
     Collective(
         "all_reduce",
@@ -361,32 +378,8 @@ REGISTRY: dict[str, Collective] = _registry(
         why_not=all_to_all.hierarchical_why_not,
     ),
     # All-reduce on torch symmetric memory (NCCL_ALGO variants are actor sets: --nccl-algos).
-    _variant(
-        "all_reduce:symm_one_shot",
-        "all_reduce",
-        "symm_one_shot",
-        _all_ranks,
-        False,
-        all_reduce.one_shot_layout,
-        all_reduce.one_shot,
-        reduces=True,
-        symmetric=True,
-        setup=all_reduce.rendezvous,
-        why_not=all_reduce.why_not,
-    ),
-    _variant(
-        "all_reduce:symm_two_shot",
-        "all_reduce",
-        "symm_two_shot",
-        _all_ranks,
-        True,
-        all_reduce.two_shot_layout,
-        all_reduce.two_shot,
-        reduces=True,
-        symmetric=True,
-        setup=all_reduce.rendezvous,
-        why_not=all_reduce.why_not,
-    ),
+    _symmetric("symm_one_shot", False, all_reduce.one_shot_layout, all_reduce.one_shot),
+    _symmetric("symm_two_shot", True, all_reduce.two_shot_layout, all_reduce.two_shot),
     # Point to point between the two ranks of a pair: one way (each way), and both at once.
     _variant(
         "p2p",

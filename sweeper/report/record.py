@@ -32,7 +32,9 @@ class RunRecord:
 
     @classmethod
     def of(cls, run_id: str, spec: SweepSpec, nodes: tuple[Node, ...]) -> RunRecord:
-        argv = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv else []
+        program = Path(sys.argv[0]).name if sys.argv else ""
+        # `python -m sweeper` runs sweeper/__main__.py: show the command a user would type
+        argv = ["sweeper" if program == "__main__.py" else program, *sys.argv[1:]]
         return cls(run_id, shlex.join(argv), spec.model_dump(mode="json"), nodes)
 
     def to_json(self) -> dict[str, Any]:

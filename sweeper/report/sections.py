@@ -462,19 +462,20 @@ def algorithms(df: pd.DataFrame) -> Section | None:
             lines = []
             for size, values in wide[names].iterrows():
                 winner = best.loc[(tier, world_size, dtype, size)]
+                # the answer first: with many ways the table scrolls sideways
                 lines.append(
                     (
                         _size(size),
+                        Cell(short[str(winner["best"])]),
+                        _num(winner["speedup"], ".2f"),
                         *(
                             _num(values[n], SIG, "best" if n == winner["best"] else "")
                             for n in names
                         ),
-                        Cell(short[str(winner["best"])]),
-                        _num(winner["speedup"], ".2f"),
                     )
                 )
             caption = f"{op} on {tier} x{world_size}, {dtype}: bus bandwidth (GB/s)"
-            headers = ("size", *(short[n] for n in names), "best", "speedup")
+            headers = ("size", "best", "speedup", *(short[n] for n in names))
             blocks.append(_table(headers, lines, caption))
     if not blocks:
         return None

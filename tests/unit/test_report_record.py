@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from sweeper.report import record
 from sweeper.spec import SweepSpec
@@ -36,3 +38,10 @@ def test_parquet_readers_do_not_see_records(tmp_path: Path) -> None:
         == len(pd.read_parquet(tmp_path))
         == len(list(report_data.gpu_rows("r1")))
     )
+
+
+def test_python_dash_m_is_recorded_as_the_sweeper_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["/x/sweeper/__main__.py", "run", "--ops", "a b"])
+    assert record.RunRecord.of("r", SweepSpec(), ()).command == "sweeper run --ops 'a b'"
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/sweeper", "nightly"])
+    assert record.RunRecord.of("r", SweepSpec(), ()).command == "sweeper nightly"
