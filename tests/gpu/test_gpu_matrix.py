@@ -86,10 +86,16 @@ def test_all_reduce_algorithms_include_symmetric_memory_and_nccl_algos(tmp_path:
         "--dtypes",
         "bfloat16",
     )
-    assert (df["status"] == "ok").all(), df.loc[df["status"] != "ok", ["algorithm", "error"]]
-    assert (df["n_wrong"] == 0).all()
-    assert {"symm_one_shot", "symm_two_shot", "native"} <= set(df["algorithm"])
-    assert {"default", "nccl-ring", "nccl-tree"} == set(df["variant"])
+    assert set(df["status"]) <= {"ok", "skipped"}, df.loc[df["status"] != "ok", "error"]
+    ran = df[df["status"] == "ok"]
+    assert (ran["n_wrong"] == 0).all()
+    by_variant = {variant: set(rows) for variant, rows in ran.groupby("variant")["algorithm"]}
+    composites = {"reduce_scatter+all_gather", "reduce+broadcast"}
+    assert by_variant["default"] == {"native", "symm_one_shot", "symm_two_shot", *composites}
+    # Ring has every kernel the composites launch; Tree has AllReduce alone; neither touches
+    # torch symmetric memory, so those rows would only repeat the default's
+    assert by_variant["nccl-ring"] == {"native", *composites}
+    assert by_variant["nccl-tree"] == {"native"}
 
 
 def test_all_to_all_algorithms_and_moe_are_exact_on_gpus(tmp_path: Path) -> None:
