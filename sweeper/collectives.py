@@ -255,6 +255,21 @@ def _symmetric(algorithm: str, chunks: bool, layout: LayoutFn, run: RunFn) -> Co
     )
 
 
+def _one_way(name: str, source: int) -> Collective:
+    """Point to point from the pair's rank `source` to the other."""
+    return _variant(
+        name,
+        "p2p",
+        "uni",
+        _one,
+        False,
+        partial(_p2p, source),
+        partial(_run_p2p, source),
+        ranks=2,
+        direction=(source, 1 - source),
+    )
+
+
 REGISTRY: dict[str, Collective] = _registry(
     Collective(
         "all_reduce",
@@ -381,28 +396,8 @@ REGISTRY: dict[str, Collective] = _registry(
     _symmetric("symm_one_shot", False, all_reduce.one_shot_layout, all_reduce.one_shot),
     _symmetric("symm_two_shot", True, all_reduce.two_shot_layout, all_reduce.two_shot),
     # Point to point between the two ranks of a pair: one way (each way), and both at once.
-    _variant(
-        "p2p",
-        "p2p",
-        "uni",
-        _one,
-        False,
-        partial(_p2p, 0),
-        partial(_run_p2p, 0),
-        ranks=2,
-        direction=(0, 1),
-    ),
-    _variant(
-        "p2p:reverse",
-        "p2p",
-        "uni",
-        _one,
-        False,
-        partial(_p2p, 1),
-        partial(_run_p2p, 1),
-        ranks=2,
-        direction=(1, 0),
-    ),
+    _one_way("p2p", 0),
+    _one_way("p2p:reverse", 1),
     _variant(
         "p2p:bi", "p2p", "bi", _one, True, _p2p_both, _run_p2p_both, ranks=2, direction=(0, 1)
     ),

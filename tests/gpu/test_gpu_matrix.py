@@ -6,22 +6,12 @@ from __future__ import annotations
 from itertools import permutations
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
-from typer.testing import CliRunner
 
-import sweeper
-from sweeper.cli import app
+from tests.cli_sweep import sweep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
-
-
-def sweep(tmp_path: Path, *args: str, exit_code: int = 0) -> pd.DataFrame:
-    out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--output", str(out), *args])
-    assert result.exit_code == exit_code, result.output
-    return sweeper.load(out)
 
 
 def test_tiers_give_the_island_its_pairs_and_the_forced_host_path(tmp_path: Path) -> None:

@@ -6,32 +6,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-import sweeper
-from sweeper.cli import app
 from sweeper.collectives import REGISTRY
+from tests.cli_sweep import statuses, sweep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
 
 
 def test_nccl_sweep_over_every_gpu_is_exact(tmp_path: Path) -> None:
-    out = tmp_path / "results"
-    result = CliRunner().invoke(
-        app,
-        [
-            "run",
-            "--max-size",
-            "64M",
-            "--dtypes",
-            "bfloat16,float32",
-            "--samples",
-            "--output",
-            str(out),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    df = sweeper.load(out)
+    df = sweep(tmp_path, "--max-size", "64M", "--dtypes", "bfloat16,float32", "--samples")
     assert (df["backend"] == "nccl").all()
     assert (df["world_size"] == torch.cuda.device_count()).all()
     assert len(set(df["op"] + df["algorithm"])) == sum(c.core for c in REGISTRY.values())
@@ -44,31 +27,9 @@ def test_nccl_sweep_over_every_gpu_is_exact(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("isolated_registry")
 def test_a_hung_nccl_point_is_killed_and_rebuilt(tmp_path: Path) -> None:
-    out = tmp_path / "results"
-    result = CliRunner().invoke(
-        app,
-        [
-            "run",
-            "--plugin",
-            "tests.plugins.hang",
-            "--ops",
-            "hang,all_reduce",
-            "--min-size",
-            "512",
-            "--max-size",
-            "1K",
-            "--timeout",
-            "20",
-            "--output",
-            str(out),
-        ],
-    )
-    assert result.exit_code == 4, result.output
-    df = sweeper.load(out)
-    status = dict(
-        zip(df["algorithm"] + "@" + df["size_bytes"].astype(str), df["status"], strict=True)
-    )
-    assert status == {
+    hang = ("--plugin", "tests.plugins.hang", "--ops", "hang,all_reduce", "--timeout", "20")
+    df = sweep(tmp_path, *hang, "--min-size", "512", "--max-size", "1K", exit_code=4)
+    assert statuses(df) == {
         "hang@512": "ok",
         "hang@1024": "timeout",
         "native@512": "ok",

@@ -14,6 +14,7 @@ from sweeper.cli import app
 from sweeper.collectives import REGISTRY
 from sweeper.spec import build_spec
 from sweeper.sweep import Finished, Row, Started, run
+from tests import cli_sweep
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -95,30 +96,9 @@ def test_samples_give_percentiles_from_per_iteration_times(tmp_path: Path) -> No
 
 @pytest.mark.usefixtures("isolated_registry")
 def test_a_hung_point_times_out_and_the_sweep_goes_on(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        app,
-        [
-            "run",
-            "--plugin",
-            "tests.plugins.hang",
-            "--ops",
-            "hang,all_reduce",
-            "--max-size",
-            "2K",
-            "--min-size",
-            "256",
-            "--timeout",
-            "8",
-            "--output",
-            str(tmp_path / "results"),
-        ],
-    )
-    assert result.exit_code == 4, result.output
-    df = sweeper.load(tmp_path / "results")
-    status = dict(
-        zip(df["algorithm"] + "@" + df["size_bytes"].astype(str), df["status"], strict=True)
-    )
-    assert status == {
+    hang = ("--plugin", "tests.plugins.hang", "--ops", "hang,all_reduce", "--timeout", "8")
+    df = cli_sweep.sweep(tmp_path, *hang, "--min-size", "256", "--max-size", "2K", exit_code=4)
+    assert cli_sweep.statuses(df) == {
         "hang@256": "ok",
         "hang@512": "ok",
         "hang@1024": "timeout",
