@@ -125,6 +125,8 @@ def run(
     step_factor: Annotated[float | None, _opt("step_factor")] = None,
     iters: Annotated[int | None, _opt("iters")] = None,
     warmup: Annotated[int | None, _opt("warmup")] = None,
+    launch: Annotated[str | None, _opt("launch")] = None,
+    blocks: Annotated[int | None, _opt("blocks")] = None,
     check: Annotated[bool | None, _opt("check", "--check/--no-check")] = None,
     samples: Annotated[bool | None, _opt("samples", "--samples/--no-samples")] = None,
     timeout: Annotated[float | None, _opt("timeout")] = None,

@@ -19,7 +19,19 @@ import torch
 import torch.distributed as dist
 
 from sweeper.algorithms import all_reduce, all_to_all, moe
-from sweeper.descriptor import SUM, Buffers, Collective, Comm, Layout, Shape, Span, blocks, exchange
+from sweeper.descriptor import (
+    SUM,
+    Buffers,
+    Collective,
+    Comm,
+    Layout,
+    Shape,
+    Span,
+    Step,
+    blocks,
+    exchanger,
+    per_call,
+)
 from sweeper.errors import BadInput
 from sweeper.spec import MoeSpec
 
@@ -32,8 +44,10 @@ __all__ = [
     "Layout",
     "Shape",
     "Span",
+    "Step",
     "configure_moe",
     "load_plugins",
+    "per_call",
     "register",
     "resolve",
 ]
@@ -67,30 +81,30 @@ def _reduce_root(count: int, n: int, rank: int) -> Layout:
     return Layout(count, 0, (Span(0, count, rank, 0),), expected)
 
 
-def _broadcast(count: int, n: int, rank: int) -> Layout:
+def _broadcast_layout(count: int, n: int, rank: int) -> Layout:
     inputs = (Span(0, count, 0, 0),) if rank == 0 else ()
     return Layout(count, 0, inputs, (Span(0, count, 0, 0),))
 
 
-def _all_gather(count: int, n: int, rank: int) -> Layout:
+def _all_gather_layout(count: int, n: int, rank: int) -> Layout:
     b = count // n
     gathered = tuple(Span(k * b, b, k, k * b) for k in range(n))
     return Layout(b, count, (Span(0, b, rank, rank * b),), gathered)
 
 
-def _gather(count: int, n: int, rank: int) -> Layout:
+def _gather_layout(count: int, n: int, rank: int) -> Layout:
     b = count // n
     if rank != 0:
         return Layout(b, 0, (Span(0, b, rank, rank * b),), ())
-    return _all_gather(count, n, rank)
+    return _all_gather_layout(count, n, rank)
 
 
-def _reduce_scatter(count: int, n: int, rank: int) -> Layout:
+def _reduce_scatter_layout(count: int, n: int, rank: int) -> Layout:
     b = count // n
     return Layout(count, b, (Span(0, count, rank, 0),), (Span(0, b, SUM, rank * b),))
 
 
-def _scatter(count: int, n: int, rank: int) -> Layout:
+def _scatter_layout(count: int, n: int, rank: int) -> Layout:
     b = count // n
     inputs = (Span(0, count, 0, 0),) if rank == 0 else ()
     return Layout(count if rank == 0 else 0, b, inputs, (Span(0, b, 0, rank * b),))
@@ -100,95 +114,107 @@ def _ring(count: int, n: int, rank: int) -> Layout:
     return Layout(count, count, (Span(0, count, rank, 0),), (Span(0, count, (rank - 1) % n, 0),))
 
 
-def _p2p(source: int, count: int, n: int, rank: int) -> Layout:
+def _p2p_layout(source: int, count: int, n: int, rank: int) -> Layout:
     """One way: `source` sends S, the other rank receives it."""
     if rank == source:
         return Layout(count, 0, (Span(0, count, rank, 0),), ())
     return Layout(0, count, (), (Span(0, count, source, 0),))
 
 
-def _p2p_both(count: int, n: int, rank: int) -> Layout:
+def _p2p_both_layout(count: int, n: int, rank: int) -> Layout:
     """Both ways at once: S counts the two directions, half each."""
     b, other = count // 2, 1 - rank
     return Layout(b, b, (Span(0, b, rank, rank * b),), (Span(0, b, other, other * b),))
 
 
-# Runs. Roots are group rank 0; group_* arguments keep ranks group-local.
+# Steps. Roots are group rank 0; group_* arguments keep ranks group-local. Each bind works out
+# once per point what the loop then repeats.
 
 
-def _run_all_reduce(buf: Buffers, comm: Comm) -> None:
-    dist.all_reduce(buf.send, group=comm.group)
+def _all_reduce(buf: Buffers, comm: Comm) -> Step:
+    return partial(dist.all_reduce, buf.send, group=comm.group)
 
 
-def _run_reduce(buf: Buffers, comm: Comm) -> None:
-    dist.reduce(buf.send, group=comm.group, group_dst=0)
+def _reduce(buf: Buffers, comm: Comm) -> Step:
+    return partial(dist.reduce, buf.send, group=comm.group, group_dst=0)
 
 
-def _run_broadcast(buf: Buffers, comm: Comm) -> None:
-    dist.broadcast(buf.send, group=comm.group, group_src=0)
+def _broadcast(buf: Buffers, comm: Comm) -> Step:
+    return partial(dist.broadcast, buf.send, group=comm.group, group_src=0)
 
 
-def _all_gather_into(out: torch.Tensor, inp: torch.Tensor, group: dist.ProcessGroup) -> None:
+def _all_gather_into(out: torch.Tensor, inp: torch.Tensor, group: dist.ProcessGroup) -> Step:
     # torch 2.13 renamed all_gather_into_tensor (and deprecated the old name).
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    gather(out, inp, group=group)
+    return partial(gather, out, inp, group=group)
 
 
-def _reduce_scatter_into(out: torch.Tensor, inp: torch.Tensor, group: dist.ProcessGroup) -> None:
+def _reduce_scatter_into(out: torch.Tensor, inp: torch.Tensor, group: dist.ProcessGroup) -> Step:
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-    scatter(out, inp, group=group)
+    return partial(scatter, out, inp, group=group)
 
 
-def _run_all_gather(buf: Buffers, comm: Comm) -> None:
-    _all_gather_into(buf.out, buf.send, comm.group)
+def _all_gather(buf: Buffers, comm: Comm) -> Step:
+    return _all_gather_into(buf.out, buf.send, comm.group)
 
 
-def _run_gather(buf: Buffers, comm: Comm) -> None:
-    outputs = _chunks(buf.out, comm.size) if comm.rank == 0 else None
-    dist.gather(buf.send, outputs, group=comm.group, group_dst=0)
+def _gather(buf: Buffers, comm: Comm) -> Step:
+    """nccl-tests' gather: one batch of sends and receives, the root's own chunk included
+    (NCCL copies it alongside the transfers; dist.gather copies it after them)."""
+    recvs = list(enumerate(_chunks(buf.out, comm.size))) if comm.rank == 0 else []
+    return exchanger(comm, [(buf.send, 0)], [(chunk, peer) for peer, chunk in recvs])
 
 
-def _run_reduce_scatter(buf: Buffers, comm: Comm) -> None:
-    _reduce_scatter_into(buf.out, buf.send, comm.group)
+def _reduce_scatter(buf: Buffers, comm: Comm) -> Step:
+    return _reduce_scatter_into(buf.out, buf.send, comm.group)
 
 
-def _run_scatter(buf: Buffers, comm: Comm) -> None:
-    inputs = _chunks(buf.send, comm.size) if comm.rank == 0 else None
-    dist.scatter(buf.out, inputs, group=comm.group, group_src=0)
+def _scatter(buf: Buffers, comm: Comm) -> Step:
+    """nccl-tests' scatter: the root sends every chunk, its own included, in one batch."""
+    sends = list(enumerate(_chunks(buf.send, comm.size))) if comm.rank == 0 else []
+    return exchanger(comm, [(chunk, peer) for peer, chunk in sends], [(buf.out, 0)])
 
 
-def _run_all_to_all(buf: Buffers, comm: Comm) -> None:
-    dist.all_to_all_single(buf.out, buf.send, group=comm.group)
+def _all_to_all(buf: Buffers, comm: Comm) -> Step:
+    return partial(dist.all_to_all_single, buf.out, buf.send, group=comm.group)
 
 
-def _run_send_recv(buf: Buffers, comm: Comm) -> None:
+def _send_recv(buf: Buffers, comm: Comm) -> Step:
     right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
-    exchange(comm, [(buf.send, right)], [(buf.out, left)])
+    return exchanger(comm, [(buf.send, right)], [(buf.out, left)])
 
 
-def _run_p2p(source: int, buf: Buffers, comm: Comm) -> None:
+def _p2p(source: int, buf: Buffers, comm: Comm) -> Step:
     if comm.rank == source:
-        exchange(comm, [(buf.send, 1 - source)], [])
-    else:
-        exchange(comm, [], [(buf.out, source)])
+        return exchanger(comm, [(buf.send, 1 - source)], [])
+    return exchanger(comm, [], [(buf.out, source)])
 
 
-def _run_p2p_both(buf: Buffers, comm: Comm) -> None:
+def _p2p_both(buf: Buffers, comm: Comm) -> Step:
     other = 1 - comm.rank
-    exchange(comm, [(buf.send, other)], [(buf.out, other)])
+    return exchanger(comm, [(buf.send, other)], [(buf.out, other)])
 
 
-def _run_reduce_scatter_all_gather(buf: Buffers, comm: Comm) -> None:
+def _steps(*steps: Step) -> Step:
+    def step() -> None:
+        for one in steps:
+            one()
+
+    return step
+
+
+def _reduce_scatter_all_gather(buf: Buffers, comm: Comm) -> Step:
     # In place, as NCCL allows: each rank's chunk of the buffer is the reduce-scatter output
     # and then the all-gather input, so the composite needs no memory beyond all_reduce's.
     mine = _chunks(buf.send, comm.size)[comm.rank]
-    _reduce_scatter_into(mine, buf.send, comm.group)
-    _all_gather_into(buf.send, mine, comm.group)
+    return _steps(
+        _reduce_scatter_into(mine, buf.send, comm.group),
+        _all_gather_into(buf.send, mine, comm.group),
+    )
 
 
-def _run_reduce_broadcast(buf: Buffers, comm: Comm) -> None:
-    _run_reduce(buf, comm)
-    _run_broadcast(buf, comm)
+def _reduce_broadcast(buf: Buffers, comm: Comm) -> Step:
+    return _steps(_reduce(buf, comm), _broadcast(buf, comm))
 
 
 def _registry(*collectives: Collective) -> dict[str, Collective]:
@@ -196,7 +222,7 @@ def _registry(*collectives: Collective) -> dict[str, Collective]:
 
 
 LayoutFn = Callable[[int, int, int], Layout]
-RunFn = Callable[[Buffers, Comm], None]
+BindFn = Callable[[Buffers, Comm], Step]
 
 
 def _with_work(work: Callable[[int, int], int]) -> LayoutFn:
@@ -217,7 +243,7 @@ def _moe(spec: MoeSpec, combine: bool) -> Collective:
         _one,
         False,
         lambda count, n, rank: moe.layout(spec, combine, n, rank),
-        partial(moe.run, spec, combine),
+        partial(moe.bind, spec, combine),
         core=False,
         fixed_count=lambda n: moe.busiest(spec, n, combine),
         params=tuple((k, str(v)) for k, v in spec.model_dump().items()),
@@ -231,14 +257,14 @@ def _variant(
     factor: Callable[[int], float],
     chunks: bool,
     layout: LayoutFn,
-    run: RunFn,
+    bind: BindFn,
     **more: Any,
 ) -> Collective:
     """An entry asked for by name or pattern, not part of `--ops all`."""
-    return Collective(name, op, algorithm, factor, chunks, layout, run, core=False, **more)
+    return Collective(name, op, algorithm, factor, chunks, layout, bind, core=False, **more)
 
 
-def _symmetric(algorithm: str, chunks: bool, layout: LayoutFn, run: RunFn) -> Collective:
+def _symmetric(algorithm: str, chunks: bool, layout: LayoutFn, bind: BindFn) -> Collective:
     """An all-reduce on torch symmetric memory: its input is exchanged once per point."""
     return _variant(
         f"all_reduce:{algorithm}",
@@ -247,7 +273,7 @@ def _symmetric(algorithm: str, chunks: bool, layout: LayoutFn, run: RunFn) -> Co
         _all_ranks,
         chunks,
         layout,
-        run,
+        bind,
         reduces=True,
         symmetric=True,
         setup=all_reduce.rendezvous,
@@ -263,8 +289,8 @@ def _one_way(name: str, source: int) -> Collective:
         "uni",
         _one,
         False,
+        partial(_p2p_layout, source),
         partial(_p2p, source),
-        partial(_run_p2p, source),
         ranks=2,
         direction=(source, 1 - source),
     )
@@ -278,7 +304,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _all_ranks,
         False,
         _reduce_all,
-        _run_all_reduce,
+        _all_reduce,
         reduces=True,
         nccl_kernels=frozenset({"AllReduce"}),
     ),
@@ -289,7 +315,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _one,
         False,
         _reduce_root,
-        _run_reduce,
+        _reduce,
         reduces=True,
         nccl_kernels=frozenset({"Reduce"}),
     ),
@@ -299,8 +325,8 @@ REGISTRY: dict[str, Collective] = _registry(
         "native",
         _one,
         False,
+        _broadcast_layout,
         _broadcast,
-        _run_broadcast,
         nccl_kernels=frozenset({"Broadcast"}),
     ),
     Collective(
@@ -309,27 +335,27 @@ REGISTRY: dict[str, Collective] = _registry(
         "native",
         _gathering,
         True,
+        _all_gather_layout,
         _all_gather,
-        _run_all_gather,
         nccl_kernels=frozenset({"AllGather"}),
     ),
-    Collective("gather", "gather", "native", _gathering, True, _gather, _run_gather),
+    Collective("gather", "gather", "native", _gathering, True, _gather_layout, _gather),
     Collective(
         "reduce_scatter",
         "reduce_scatter",
         "native",
         _gathering,
         True,
+        _reduce_scatter_layout,
         _reduce_scatter,
-        _run_reduce_scatter,
         reduces=True,
         nccl_kernels=frozenset({"ReduceScatter"}),
     ),
-    Collective("scatter", "scatter", "native", _gathering, True, _scatter, _run_scatter),
+    Collective("scatter", "scatter", "native", _gathering, True, _scatter_layout, _scatter),
     Collective(
-        "all_to_all", "all_to_all", "native", _gathering, True, all_to_all.layout, _run_all_to_all
+        "all_to_all", "all_to_all", "native", _gathering, True, all_to_all.layout, _all_to_all
     ),
-    Collective("send_recv", "send_recv", "ring", _one, False, _ring, _run_send_recv),
+    Collective("send_recv", "send_recv", "ring", _one, False, _ring, _send_recv),
     # Composites perform all_reduce, so they carry its factor and its row's op.
     Collective(
         "reduce_scatter+all_gather",
@@ -338,7 +364,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _all_ranks,
         True,
         _reduce_all,
-        _run_reduce_scatter_all_gather,
+        _reduce_scatter_all_gather,
         reduces=True,
         nccl_kernels=frozenset({"ReduceScatter", "AllGather"}),
     ),
@@ -349,7 +375,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _all_ranks,
         False,
         _reduce_all,
-        _run_reduce_broadcast,
+        _reduce_broadcast,
         reduces=True,
         nccl_kernels=frozenset({"Reduce", "Broadcast"}),
     ),
@@ -361,7 +387,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _gathering,
         True,
         all_to_all.layout,
-        all_to_all.pairwise,
+        per_call(all_to_all.pairwise),
     ),
     _variant(
         "all_to_all:ring",
@@ -370,7 +396,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _gathering,
         True,
         _with_work(all_to_all.ring_work),
-        all_to_all.ring,
+        per_call(all_to_all.ring),
     ),
     _variant(
         "all_to_all:mesh2d",
@@ -379,7 +405,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _gathering,
         True,
         _with_work(all_to_all.grid_work),
-        all_to_all.mesh2d,
+        per_call(all_to_all.mesh2d),
         why_not=all_to_all.mesh2d_why_not,
     ),
     _variant(
@@ -389,7 +415,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _gathering,
         True,
         _with_work(all_to_all.grid_work),
-        all_to_all.hierarchical,
+        per_call(all_to_all.hierarchical),
         why_not=all_to_all.hierarchical_why_not,
     ),
     # All-reduce on torch symmetric memory (NCCL_ALGO variants are actor sets: --nccl-algos).
@@ -399,7 +425,7 @@ REGISTRY: dict[str, Collective] = _registry(
     _one_way("p2p", 0),
     _one_way("p2p:reverse", 1),
     _variant(
-        "p2p:bi", "p2p", "bi", _one, True, _p2p_both, _run_p2p_both, ranks=2, direction=(0, 1)
+        "p2p:bi", "p2p", "bi", _one, True, _p2p_both_layout, _p2p_both, ranks=2, direction=(0, 1)
     ),
     _moe(MoeSpec(), combine=False),
     _moe(MoeSpec(), combine=True),

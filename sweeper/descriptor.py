@@ -8,7 +8,10 @@ elements (S = count x itemsize, with nccl-tests' conventions) on `n` ranks:
 - which deterministic data each rank puts in its send buffer and what every rank must
   hold afterwards, both as `Span`s over one global pattern (so filling and checking are
   written once, in `data.py`, for every operation),
-- how to run it once on a group, and where it cannot run (`why_not`, with the reason).
+- how to run it on a group: `bind` takes the point's buffers and the group once and returns
+  the step that performs one iteration, so everything that can be worked out once per
+  point (views, peer lists, split sizes) stays out of the timed loop,
+- and where it cannot run (`why_not`, with the reason).
 
 The entries live in `collectives.py` (the registry) and `algorithms/` (variants).
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -68,6 +72,9 @@ class Buffers:
         return self.send if self.recv is None else self.recv
 
 
+Step = Callable[[], None]  # one iteration of an operation on its bound buffers and group
+
+
 @dataclass(frozen=True)
 class Comm:
     """The group an operation runs on, as one of its ranks sees it."""
@@ -101,7 +108,7 @@ class Collective:
     factor: Callable[[int], float]  # busbw = algbw x factor(n)
     per_rank_chunks: bool  # S is n equal per-rank chunks (count divisible by n)
     layout: Callable[[int, int, int], Layout]  # (count, n, rank) -> Layout
-    run: Callable[[Buffers, Comm], None]
+    bind: Callable[[Buffers, Comm], Step]  # once per point: the step the loop repeats
     reduces: bool = False  # some expected span is a SUM: inputs must stay exact when summed
     core: bool = True  # part of `--ops all`; variants and experiments are asked for by name
     ranks: int | None = None  # runs only on groups of exactly this size (a pair: 2)
@@ -148,9 +155,54 @@ class Collective:
         return all(self.layout(2, 2, rank).recv == 0 for rank in (0, 1))
 
 
+def per_call(run: Callable[[Buffers, Comm], None]) -> Callable[[Buffers, Comm], Step]:
+    """`bind` for an operation with nothing to work out ahead: each step calls `run`."""
+
+    def bind(buf: Buffers, comm: Comm) -> Step:
+        return partial(run, buf, comm)
+
+    return bind
+
+
 def blocks(buf: torch.Tensor, n: int) -> torch.Tensor:
     """A buffer as n equal blocks (rows): block k is what goes to, or came from, rank k."""
     return buf.view(n, -1)
+
+
+def exchanger(
+    comm: Comm,
+    sends: list[tuple[torch.Tensor, int]],
+    recvs: list[tuple[torch.Tensor, int]],
+) -> Step:
+    """The step that sends and receives tensors to and from group ranks as one batch (one
+    NCCL group, as nccl-tests issues its point-to-point operations) and waits for all.
+
+    A rank's transfers to itself are part of the batch on CUDA, where NCCL moves them
+    alongside the others; gloo cannot send to itself, so on CPU they are local copies."""
+    tensors = [t for t, _ in (*sends, *recvs)]
+    local = bool(tensors) and tensors[0].device.type != "cuda"
+
+    def remote(pairs: list[tuple[torch.Tensor, int]]) -> list[tuple[torch.Tensor, int]]:
+        return [(t, p) for t, p in pairs if not (local and p == comm.rank)]
+
+    selves = list(
+        zip(
+            [t for t, p in sends if local and p == comm.rank],
+            [t for t, p in recvs if local and p == comm.rank],
+            strict=True,
+        )
+    )
+    ops = [dist.P2POp(dist.isend, t, group=comm.group, group_peer=p) for t, p in remote(sends)]
+    ops += [dist.P2POp(dist.irecv, t, group=comm.group, group_peer=p) for t, p in remote(recvs)]
+
+    def step() -> None:
+        for source, target in selves:
+            target.copy_(source)
+        if ops:
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+
+    return step
 
 
 def exchange(
@@ -158,9 +210,5 @@ def exchange(
     sends: list[tuple[torch.Tensor, int]],
     recvs: list[tuple[torch.Tensor, int]],
 ) -> None:
-    """Send and receive tensors to and from group ranks as one batch, and wait for all."""
-    ops = [dist.P2POp(dist.isend, t, group=comm.group, group_peer=p) for t, p in sends]
-    ops += [dist.P2POp(dist.irecv, t, group=comm.group, group_peer=p) for t, p in recvs]
-    if ops:
-        for work in dist.batch_isend_irecv(ops):
-            work.wait()
+    """Send and receive tensors as one batch now (an algorithm step with changing peers)."""
+    exchanger(comm, sends, recvs)()

@@ -130,11 +130,14 @@ def _islands(node: Node, placed: Sequence[Member]) -> list[tuple[int, ...]]:
 
 
 def classify(placement: Placement, ranks: Sequence[int]) -> str:
-    """The tier a group's slowest link puts it in."""
+    """The tier a group's slowest link puts it in; `local` for one GPU alone (NCCL's
+    single-rank path: no link, only the GPU's own memory)."""
     if placement.n_nodes(ranks) > 1:
         return "internode"
     if placement.backend != "nccl":
         return "cpu"
+    if len(ranks) == 1:
+        return "local"
     node = placement.members[ranks[0]].node
     wanted = set(ranks)
     for island in _islands(placement.nodes[node], placement.by_node[node]):
@@ -152,7 +155,8 @@ def groups(
 ) -> list[Group]:
     """The groups the tiers ask for, each once (by variant and ranks), in tier order.
 
-    world: every rank. nvlink: each NVLink island, and every pair in it. pcie: pairs and
+    world: every rank (also one alone, as nccl-tests -g 1 runs, when the set has one rank).
+    nvlink: each NVLink island, and every pair in it. pcie: pairs and
     groups with no NVLink between their GPUs; where every pair of a node has NVLink, the
     island again with NCCL_P2P_DISABLE=1 (variant p2p-off: the host/PCIe path). internode:
     one rank per node, every pair of nodes, and every rank, plus the same with P2P and SHM
@@ -161,11 +165,11 @@ def groups(
     out: list[Group] = []
     seen: dict[str, set[tuple[int, ...]]] = {}
 
-    def extend(tier: str, variant: str, many: Iterable[tuple[int, ...]]) -> None:
+    def extend(tier: str, variant: str, many: Iterable[tuple[int, ...]], smallest: int = 2) -> None:
         """Ranks come ascending: every caller builds them so (sorting a million pairs costs)."""
         known = seen.setdefault(variant, set())
         for ranks in many:
-            if len(ranks) > 1 and ranks not in known:
+            if len(ranks) >= smallest and ranks not in known:
                 known.add(ranks)
                 out.append(Group(tier, variant, ranks))
 
@@ -176,7 +180,7 @@ def groups(
 
     everyone = tuple(m.rank for m in placement.members)
     if "world" in tiers:
-        extend(classify(placement, everyone), "default", (everyone,))
+        extend(classify(placement, everyone), "default", (everyone,), smallest=1)
     gpus = placement.backend == "nccl"
     for node, placed in zip(placement.nodes, placement.by_node, strict=True):
         islands = _islands(node, placed) if gpus else []
@@ -240,6 +244,8 @@ class Timing:
     check: bool = True
     samples: bool = False
     seed: int = 0
+    launches: tuple[str, ...] = ("eager",)  # graph, eager: each gives the point a row
+    blocks: int = 3  # timed blocks per launch; the row's time is the median block's
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,8 @@ MemLimitField = Annotated[
 Backend = Literal["auto", "nccl", "gloo"]
 TIERS = ("nvlink", "pcie", "internode", "cpu")
 NCCL_ALGOS = ("ring", "tree")  # NCCL_ALGO values a variant actor set can pin
+LAUNCHES = ("graph", "eager")  # how timed iterations are issued (see timing.py)
+GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
 
 
 class MoeSpec(BaseModel):
@@ -245,6 +247,18 @@ class SweepSpec(BaseModel):
     warmup: int | None = Field(
         None, ge=0, description="Warm-up iterations; default adaptive (as long as the block)."
     )
+    launch: CommaList = Field(
+        (),
+        description="graph (the timed iterations captured once as a CUDA graph and replayed, "
+        "like nccl-tests -G), eager (issued from Python), or both; default graph on GPUs, "
+        "eager on CPU ranks.",
+    )
+    blocks: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="Timed blocks per point; the row's time is the median block's.",
+    )
     check: bool = Field(True, description="Check every point's result on a separate iteration.")
     samples: bool = Field(
         False, description="Keep per-iteration times (p50/p99 and the samples_us column)."
@@ -331,6 +345,20 @@ class SweepSpec(BaseModel):
             )
         return tuple(dict.fromkeys(algo.lower() for algo in value))
 
+    @field_validator("launch")
+    @classmethod
+    def _launch(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [mode for mode in value if mode.lower() not in LAUNCHES]
+        if unknown:
+            raise ValueError(f"unknown launch mode {unknown[0]!r}; known: {', '.join(LAUNCHES)}")
+        return tuple(dict.fromkeys(mode.lower() for mode in value))
+
+    @model_validator(mode="after")
+    def _graph_needs_cuda(self) -> SweepSpec:
+        if self.backend == "gloo" and "graph" in self.launch:
+            raise ValueError(GRAPH_NEEDS_CUDA)
+        return self
+
     @field_validator("ops")
     @classmethod
     def _ops(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -346,6 +374,14 @@ class SweepSpec(BaseModel):
         steps = math.floor(math.log(max_size / self.min_size, self.step_factor) + 1e-9)
         grid = (round(self.min_size * self.step_factor**k) for k in range(steps + 1))
         return sorted(set(grid))
+
+
+def launches(asked: tuple[str, ...], backend: str) -> tuple[str, ...]:
+    """The launch modes of a sweep: as asked, else graph on GPUs and eager on CPU ranks.
+    CUDA graphs need GPU ranks (BadInput on gloo)."""
+    if backend != "nccl" and "graph" in asked:
+        raise BadInput(GRAPH_NEEDS_CUDA)
+    return asked or (("graph",) if backend == "nccl" else ("eager",))
 
 
 class NightlySettings(BaseModel):

@@ -51,12 +51,15 @@ SCHEMA = pa.schema(
         ("in_place", pa.bool_()),
         ("size_bytes", pa.int64()),
         ("count_elems", pa.int64()),
+        ("launch", pa.string()),  # graph (replays of a captured CUDA graph) or eager
+        ("launch_note", pa.string()),  # why a point ran eagerly where a graph was asked for
         ("warmup_iters", pa.int32()),
         ("iters", pa.int32()),
         ("time_us", pa.float64()),
         ("time_us_min", pa.float64()),
         ("time_us_p50", pa.float64()),
         ("time_us_p99", pa.float64()),
+        ("time_us_blocks", pa.list_(pa.float64())),  # each timed block's time; time_us: median
         ("algbw_gb_per_s", pa.float64()),
         ("busbw_gb_per_s", pa.float64()),
         ("busbw_factor", pa.float64()),

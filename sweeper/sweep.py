@@ -38,7 +38,7 @@ from sweeper.plan import (
 )
 from sweeper.report import record
 from sweeper.sizing import BISECT_STEPS, bisect, largest_count
-from sweeper.spec import DTYPES, MemLimit, SweepSpec, format_size
+from sweeper.spec import DTYPES, MemLimit, SweepSpec, format_size, launches
 from sweeper.store import ResultWriter
 from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.topology import Node
@@ -177,8 +177,16 @@ class _Sweep:
         self.collectives = resolve(spec.ops)
         self.started_at = datetime.now(timezone.utc)
         self.run_id = new_run_id(self.started_at)
-        self.timing = Timing(spec.iters, spec.warmup, spec.check, spec.samples, spec.seed)
         self.backend = _backend(spec, connection.gpus())
+        self.timing = Timing(
+            spec.iters,
+            spec.warmup,
+            spec.check,
+            spec.samples,
+            spec.seed,
+            launches(spec.launch, self.backend),
+            spec.blocks,
+        )
         _check_dtypes(spec.dtypes, self.backend)
         self.auto = spec.max_size == "auto"
         # auto: the grid has no end of its own; each series stops at its probed bound
@@ -318,9 +326,10 @@ class _Sweep:
                             for group, point, outcome in zip(
                                 together, points, outcomes, strict=True
                             ):
-                                row = make_row(meta, placement, group, point, collective, outcome)
-                                row.update(concurrent=True)
-                                self._keep(row)
+                                for row in make_rows(
+                                    meta, placement, group, point, collective, outcome
+                                ):
+                                    self._keep({**row, "concurrent": True})
                 for group_id in ids:
                     ranks.close_group(group_id)
 
@@ -372,7 +381,8 @@ class _Sweep:
                     at.group_id, collective.name, dtype, count * itemsize, count, self.timing
                 )
                 outcome = cluster.Outcome("skipped", error=skip, launched=False)
-                self._keep(make_row(at.meta, at.placement, at.group, point, collective, outcome))
+                for row in make_rows(at.meta, at.placement, at.group, point, collective, outcome):
+                    self._keep(row)
             return
 
         def measure(count: int) -> cluster.Outcome:
@@ -381,9 +391,10 @@ class _Sweep:
             outcome = at.ranks.run_point(point, self.spec.timeout)
             if not outcome.launched:  # a refused allocation is part of probing, not measuring
                 probe.seconds += time.monotonic() - start
-            row = make_row(at.meta, at.placement, at.group, point, collective, outcome)
-            rows.append(row)
-            self.observer.point(row)
+            made = make_rows(at.meta, at.placement, at.group, point, collective, outcome)
+            rows.extend(made)
+            for row in made:
+                self.observer.point(row)
             return outcome
 
         if self.auto and collective.fixed_count is None:
@@ -510,14 +521,16 @@ def _report(spec: SweepSpec, run_id: str) -> Path:
     return build.write(spec.output, run_id, where)
 
 
-def make_row(
+def make_rows(
     meta: Mapping[str, Any],
     placement: Placement,
     group: Group,
     point: Point,
     collective: Collective,
     outcome: cluster.Outcome,
-) -> Row:
+) -> list[Row]:
+    """The point's rows: one per launch mode it was timed in (a failed or skipped point: one
+    per launch mode it asked for, each saying why)."""
     n = group.world_size
     row: Row = {
         **meta,
@@ -550,32 +563,41 @@ def make_row(
             dst_gpu_uuid=placement.members[dst].gpu_uuid,
         )
     if outcome.status != "ok":
-        return row
-    slowest, fastest, samples = across_ranks([m.block for m in outcome.measured])
+        return [{**row, "launch": launch} for launch in point.timing.launches]
     checked = [m.n_wrong for m in outcome.measured if m.n_wrong is not None]
     n_wrong = sum(checked) if checked else None
-    algbw = algbw_gb_per_s(point.size_bytes, slowest)
-    row.update(
-        warmup_iters=max(m.warmup_iters for m in outcome.measured),
-        iters=outcome.measured[0].block.iters,
-        time_us=slowest * 1e6,
-        time_us_min=fastest * 1e6,
-        algbw_gb_per_s=algbw,
-        busbw_gb_per_s=algbw * row["busbw_factor"],
-        n_wrong=n_wrong,
-    )
-    if samples:
-        micros = np.asarray(samples) * 1e6
-        row.update(
-            time_us_p50=float(np.percentile(micros, 50)),
-            time_us_p99=float(np.percentile(micros, 99)),
-            samples_us=micros.astype(np.float32).tolist(),
-        )
-    if n_wrong:
-        row.update(
-            status="error", error=f"{n_wrong} elements wrong ({format_size(point.size_bytes)})"
-        )
-    return row
+    rows = []
+    for mode, timed in enumerate(outcome.measured[0].timed):
+        across = across_ranks([m.timed[mode].blocks for m in outcome.measured])
+        notes = (m.timed[mode].note for m in outcome.measured)
+        algbw = algbw_gb_per_s(point.size_bytes, across.seconds)
+        mine: Row = {
+            **row,
+            "launch": timed.launch,
+            "launch_note": next((note for note in notes if note), None),
+            "warmup_iters": max(m.timed[mode].warmup_iters for m in outcome.measured),
+            "iters": timed.blocks[0].iters,
+            "time_us": across.seconds * 1e6,
+            "time_us_min": across.fastest * 1e6,
+            "time_us_blocks": [seconds * 1e6 for seconds in across.blocks],
+            "algbw_gb_per_s": algbw,
+            "busbw_gb_per_s": algbw * row["busbw_factor"],
+            "n_wrong": n_wrong,
+        }
+        if across.samples:
+            micros = np.asarray(across.samples) * 1e6
+            mine.update(
+                time_us_p50=float(np.percentile(micros, 50)),
+                time_us_p99=float(np.percentile(micros, 99)),
+                samples_us=micros.astype(np.float32).tolist(),
+            )
+        if n_wrong:
+            mine.update(
+                status="error",
+                error=f"{n_wrong} elements wrong ({format_size(point.size_bytes)})",
+            )
+        rows.append(mine)
+    return rows
 
 
 def copy_row(
@@ -614,6 +636,7 @@ def copy_row(
         "busbw_gb_per_s": algbw_gb_per_s(copied.size_bytes, seconds),
         "busbw_factor": 1.0,
         "status": "ok",
+        "launch": "eager",
         "n_wrong": None,  # a copy is not checked
         "src_rank": rank_of.get(copied.src),
         "dst_rank": rank_of.get(dst),

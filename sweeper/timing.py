@@ -1,9 +1,11 @@
-"""Timers for a block of back-to-back iterations, iteration-count calibration, and the maths
-that turns per-rank times into a row (max over ranks, percentiles, algbw and busbw).
+"""How a point is timed: launchers (eager, or replays of a captured CUDA graph), timers for a
+block of back-to-back iterations, iteration-count calibration, and the maths that turns
+per-rank blocks into a row (median block, max over ranks, algbw and busbw).
 
 GPU: CUDA events on the current stream, which every torch.distributed call on the NCCL
-backend makes wait for its work, so an event recorded after the last call completes
-after it. CPU: the host clock, since gloo calls return when their work is done.
+backend makes wait for its work, and on which graphs are replayed, so an event recorded
+after the last call completes after it. CPU: the host clock, since gloo calls return when
+their work is done.
 """
 
 from __future__ import annotations
@@ -16,76 +18,135 @@ from itertools import pairwise
 
 import torch
 
+from sweeper.descriptor import Step
+
 TARGET_BLOCK_S = 0.02  # adaptive: a timed block of about 20 ms ...
 MIN_ITERS = 5  # ... with at least this many iterations ...
 MAX_ITERS = 10_000  # ... and at most this many
+GRAPH_ITERS = 100  # iterations captured in one graph; a block replays it as often as it needs
 
 
 @dataclass(frozen=True)
 class Block:
     seconds: float  # the whole block
     iters: int
-    samples: tuple[float, ...] | None  # per-iteration seconds, when asked for
+    samples: tuple[float, ...] | None  # per-iteration seconds (graph: per replay), when asked
 
     @property
     def per_iter(self) -> float:
         return self.seconds / self.iters
 
 
+class Eager:
+    """Each iteration issued from Python: what a PyTorch program pays per call."""
+
+    launch = "eager"
+    unit = 1  # iterations per call of `run`
+
+    def __init__(self, step: Step) -> None:
+        self.run = step
+
+    def close(self) -> None:
+        return None
+
+
+class Graph:
+    """`unit` iterations captured once into a CUDA graph, then replayed on the current
+    stream (as nccl-tests -G and vLLM's benchmarks do): the time of the work itself, without
+    the host's launch cost. Capture happens on a side stream, after the step ran eagerly
+    once (NCCL communicators must exist before they are captured)."""
+
+    launch = "graph"
+
+    def __init__(self, step: Step, unit: int, device: torch.device) -> None:
+        self.unit = unit
+        self.graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.graph(self.graph, stream=stream):
+            for _ in range(unit):
+                step()
+        torch.cuda.current_stream(device).wait_stream(stream)
+        self.run = self.graph.replay
+
+    def close(self) -> None:
+        self.graph.reset()
+
+
+Launcher = Eager | Graph
+
+
 class HostTimer:
-    def time(self, step: Callable[[], None], iters: int, samples: bool) -> Block:
+    def time(self, launcher: Launcher, calls: int, samples: bool) -> Block:
+        run = launcher.run
         marks = [time.perf_counter()]
-        for _ in range(iters):
-            step()
+        for _ in range(calls):
+            run()
             if samples:
                 marks.append(time.perf_counter())
         end = time.perf_counter()
-        per_iter = tuple(b - a for a, b in pairwise(marks)) if samples else None
-        return Block(end - marks[0], iters, per_iter)
+        unit = launcher.unit
+        per_iter = tuple((b - a) / unit for a, b in pairwise(marks)) if samples else None
+        return Block(end - marks[0], calls * unit, per_iter)
 
 
 class CudaTimer:
     def __init__(self, device: torch.device) -> None:
         self.device = device
 
-    def time(self, step: Callable[[], None], iters: int, samples: bool) -> Block:
+    def time(self, launcher: Launcher, calls: int, samples: bool) -> Block:
+        run = launcher.run
         stream = torch.cuda.current_stream(self.device)
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1 if samples else 2)]
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1 if samples else 2)]
         events[0].record(stream)
-        for i in range(iters):
-            step()
-            if samples:
-                events[i + 1].record(stream)
-        if not samples:
+        if samples:
+            for event in events[1:]:
+                run()
+                event.record(stream)
+        else:
+            for _ in range(calls):
+                run()
             events[-1].record(stream)
         events[-1].synchronize()
         ms = events[0].elapsed_time(events[-1])
-        per_iter = tuple(a.elapsed_time(b) / 1e3 for a, b in pairwise(events)) if samples else None
-        return Block(ms / 1e3, iters, per_iter)
+        unit = launcher.unit
+        per_iter = (
+            tuple(a.elapsed_time(b) / 1e3 / unit for a, b in pairwise(events)) if samples else None
+        )
+        return Block(ms / 1e3, calls * unit, per_iter)
 
 
 Timer = HostTimer | CudaTimer
 
 
+def graph_unit(iters: int) -> int:
+    """Iterations per captured graph for a block of `iters`: all of them up to GRAPH_ITERS,
+    else the fewest replays of equal graphs that cover them."""
+    replays = math.ceil(iters / GRAPH_ITERS)
+    return math.ceil(iters / replays)
+
+
 def calibrate(
-    timer: Timer, step: Callable[[], None], agree: Callable[[float], float], target_s: float
+    timer: Timer, launcher: Launcher, agree: Callable[[float], float], target_s: float
 ) -> tuple[int, int]:
     """(warm-up iterations done, timed iterations to run) so the timed block lasts ~target_s.
 
-    Times growing batches (1, then x4) until one lasts a quarter of the target, like
-    timeit.autorange. Every rank must run the same number of collectives, so each batch's
-    time is agreed (max over ranks) before anyone decides to stop.
+    Times growing batches of the launcher's calls (1, then x4) until one lasts a quarter of
+    the target, like timeit.autorange. Every rank must run the same number of collectives,
+    so each batch's time is agreed (max over ranks) before anyone decides to stop. The timed
+    iterations are a whole number of the launcher's calls.
     """
-    step()  # first call: connections, lazy buffers, kernel loads
+    launcher.run()  # first call: connections, lazy buffers, kernel loads
     warm, batch = 1, 1
     while True:
-        seconds = agree(timer.time(step, batch, samples=False).seconds)
+        seconds = agree(timer.time(launcher, batch, samples=False).seconds)
         warm += batch
-        if seconds >= target_s / 4 or batch >= MAX_ITERS:
+        if seconds >= target_s / 4 or batch * launcher.unit >= MAX_ITERS:
             break
         batch *= 4
-    per_iter = max(seconds / batch, 1e-9)
-    return warm, min(MAX_ITERS, max(MIN_ITERS, math.ceil(target_s / per_iter)))
+    per_iter = max(seconds / (batch * launcher.unit), 1e-9)
+    iters = min(MAX_ITERS, max(MIN_ITERS, math.ceil(target_s / per_iter)))
+    return warm * launcher.unit, max(1, round(iters / launcher.unit))
 
 
 # Driver side: from the ranks' measurements to the row.
@@ -96,13 +157,28 @@ def algbw_gb_per_s(size_bytes: int, seconds: float) -> float:
     return size_bytes / seconds / 1e9
 
 
-def across_ranks(blocks: Sequence[Block]) -> tuple[float, float, tuple[float, ...] | None]:
-    """(max, min) over ranks of the per-iteration time, and, with samples, each iteration's
-    slowest rank: the time the group as a whole took for that iteration."""
-    per_iter = [block.per_iter for block in blocks]
+@dataclass(frozen=True)
+class Across:
+    """One point's time from every rank's blocks: each block's slowest rank (nccl-tests -a 3),
+    and the median of those over blocks, so one stalled block cannot set the point's time."""
+
+    seconds: float  # the median block's per-iteration time, max over ranks
+    fastest: float  # the fastest rank in that block
+    blocks: tuple[float, ...]  # each block's per-iteration time, max over ranks
+    samples: tuple[float, ...] | None  # with samples: each iteration's slowest rank, all blocks
+
+
+def across_ranks(per_rank: Sequence[Sequence[Block]]) -> Across:
+    """`per_rank[r][b]` is rank r's block b; every rank timed the same blocks."""
+    by_block = list(zip(*per_rank, strict=True))
+    slowest = [max(block.per_iter for block in ranks) for ranks in by_block]
+    middle = sorted(range(len(slowest)), key=slowest.__getitem__)[(len(slowest) - 1) // 2]
+    fastest = min(block.per_iter for block in by_block[middle])
     samples = None
-    if all(block.samples for block in blocks):
+    if all(block.samples for ranks in by_block for block in ranks):
         samples = tuple(
-            max(column) for column in zip(*(block.samples or () for block in blocks), strict=True)
+            max(column)
+            for ranks in by_block
+            for column in zip(*(block.samples or () for block in ranks), strict=True)
         )
-    return max(per_iter), min(per_iter), samples
+    return Across(slowest[middle], fastest, tuple(slowest), samples)

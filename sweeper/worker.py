@@ -9,10 +9,11 @@ collective that a peer did not enter because it ran out of memory.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations, permutations
 
 import torch
@@ -21,10 +22,22 @@ from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
 from sweeper import data
 from sweeper.collectives import REGISTRY, configure_moe, load_plugins
-from sweeper.descriptor import Buffers, Collective, Comm, Layout
-from sweeper.plan import Point
+from sweeper.descriptor import Buffers, Collective, Comm, Layout, Step
+from sweeper.plan import Point, Timing
 from sweeper.spec import MemLimit, MoeSpec
-from sweeper.timing import TARGET_BLOCK_S, Block, CudaTimer, HostTimer, Timer, calibrate
+from sweeper.timing import (
+    GRAPH_ITERS,
+    TARGET_BLOCK_S,
+    Block,
+    CudaTimer,
+    Eager,
+    Graph,
+    HostTimer,
+    Launcher,
+    Timer,
+    calibrate,
+    graph_unit,
+)
 from sweeper.topology import RankInfo, Versions, nvml_driver_version
 
 
@@ -35,9 +48,18 @@ class Prepared:
 
 
 @dataclass(frozen=True)
-class Measured:
-    block: Block
+class Timed:
+    """A point's blocks in one launch mode on one rank."""
+
+    launch: str  # graph or eager: how the timed iterations were issued
+    blocks: tuple[Block, ...]
     warmup_iters: int
+    note: str | None = None  # why it ran eagerly where a graph was asked for
+
+
+@dataclass(frozen=True)
+class Measured:
+    timed: tuple[Timed, ...]  # one per launch mode, in the order the point asks
     n_wrong: int | None  # None: not checked here (no output on this rank, or --no-check)
 
 
@@ -292,35 +314,82 @@ class Rank:
             data.poison(r.buffers.recv)
 
     def execute(self) -> Measured:
-        """Warm up, time a block of back-to-back iterations, then check one more."""
+        """Time the point in each launch mode it asks for, on the same buffers, then check
+        one more iteration, issued eagerly outside the timed blocks."""
         assert self.ready is not None, "execute() before a successful prepare()"
         r = self.ready
         timing = r.point.timing
-
-        def step() -> None:
-            r.collective.run(r.buffers, r.comm)
-
         if r.collective.setup is not None:
             r.collective.setup(r.buffers, r.comm)
+        step = r.collective.bind(r.buffers, r.comm)
+        step()  # first call: connections, NCCL's lazy buffers, kernel loads (capture needs them)
+        timed: list[Timed] = []
+        eager_note: str | None = None
+        for launch in timing.launches:
+            launcher, note = self._launcher(launch, step, timing)
+            if note is not None and "eager" in timing.launches:
+                eager_note = note  # the eager rows say it; no second eager measurement
+                continue
+            try:
+                timed.append(self._time(launcher, timing, note))
+            finally:
+                launcher.close()
+        if eager_note is not None:
+            timed = [replace(t, note=eager_note) if t.launch == "eager" else t for t in timed]
+        n_wrong = self._check(step) if timing.check else None
+        return Measured(tuple(timed), n_wrong)
 
-        warm = timing.warmup or 0
-        for _ in range(warm):
-            step()
-        iters = timing.iters
-        if iters is None or timing.warmup is None:
-            extra, calibrated = calibrate(self.timer, step, self._agree, TARGET_BLOCK_S)
+    def _launcher(self, launch: str, step: Step, timing: Timing) -> tuple[Launcher, str | None]:
+        """The launcher for a mode, and why it is eager where a graph was asked for. Every rank
+        must issue the same collectives, so a capture that failed on any rank makes every
+        rank fall back."""
+        if launch == "eager":
+            return Eager(step), None
+        if timing.iters is not None:
+            unit = graph_unit(timing.iters)
+        else:  # a graph as long as a quarter of a block, so calibration replays it whole
+            one = self._agree(self.timer.time(Eager(step), 1, samples=False).seconds)
+            unit = max(1, min(GRAPH_ITERS, math.floor(TARGET_BLOCK_S / 4 / max(one, 1e-9))))
+        graph: Graph | None = None
+        error = ""
+        try:
+            graph = Graph(step, unit, self.device)
+        except Exception as exc:
+            error = f"cannot capture a CUDA graph: {str(exc).strip().splitlines()[0]}"
+        if self._agree(0.0 if graph else 1.0):
+            if graph is not None:
+                graph.close()
+            return Eager(step), error or "another rank of the group cannot capture a CUDA graph"
+        assert graph is not None
+        return graph, None
+
+    def _time(self, launcher: Launcher, timing: Timing, note: str | None) -> Timed:
+        """Warm up, then the point's blocks, each after a barrier (so no rank's block starts
+        while a peer is still busy with the last one)."""
+        unit = launcher.unit
+        warm, calls = 0, None
+        if timing.warmup is not None:
+            warm = math.ceil(timing.warmup / unit)
+            for _ in range(warm):
+                launcher.run()
+            warm *= unit
+        if timing.iters is not None:
+            calls = math.ceil(timing.iters / unit)
+        if calls is None or timing.warmup is None:
+            extra, calibrated = calibrate(self.timer, launcher, self._agree, TARGET_BLOCK_S)
             warm += extra
-            iters = iters or calibrated
-        self._barrier()
-        block = self.timer.time(step, iters, timing.samples)
-        n_wrong = self._check() if timing.check else None
-        return Measured(block, warm, n_wrong)
+            calls = calls or calibrated
+        blocks = []
+        for _ in range(timing.blocks):
+            self._barrier()
+            blocks.append(self.timer.time(launcher, calls, timing.samples))
+        return Timed(launcher.launch, tuple(blocks), warm, note)
 
-    def _check(self) -> int | None:
+    def _check(self, step: Step) -> int | None:
         assert self.ready is not None
         r = self.ready
         self._fill()
-        r.collective.run(r.buffers, r.comm)
+        step()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         if not r.layout.expected:

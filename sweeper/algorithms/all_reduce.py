@@ -8,10 +8,12 @@ rank has prepared.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.distributed._symmetric_memory as symm_mem
 
-from sweeper.descriptor import SUM, Buffers, Comm, Layout, Shape, Span
+from sweeper.descriptor import SUM, Buffers, Comm, Layout, Shape, Span, Step
 
 
 def why_not(shape: Shape) -> str | None:
@@ -35,9 +37,10 @@ def one_shot_layout(count: int, n: int, rank: int) -> Layout:
     return Layout(count, count, (Span(0, count, rank, 0),), (Span(0, count, SUM, 0),))
 
 
-def one_shot(buf: Buffers, comm: Comm) -> None:
+def one_shot(buf: Buffers, comm: Comm) -> Step:
     assert buf.recv is not None
-    torch.ops.symm_mem.one_shot_all_reduce_out(buf.send, "sum", comm.group.group_name, buf.recv)
+    op = torch.ops.symm_mem.one_shot_all_reduce_out
+    return partial(op, buf.send, "sum", comm.group.group_name, buf.recv)
 
 
 def two_shot_layout(count: int, n: int, rank: int) -> Layout:
@@ -45,5 +48,5 @@ def two_shot_layout(count: int, n: int, rank: int) -> Layout:
     return Layout(count, 0, (Span(0, count, rank, 0),), (Span(0, count, SUM, 0),))
 
 
-def two_shot(buf: Buffers, comm: Comm) -> None:
-    torch.ops.symm_mem.two_shot_all_reduce_(buf.send, "sum", comm.group.group_name)
+def two_shot(buf: Buffers, comm: Comm) -> Step:
+    return partial(torch.ops.symm_mem.two_shot_all_reduce_, buf.send, "sum", comm.group.group_name)

@@ -8,12 +8,12 @@ knows all split sizes, and the check knows what each received block must hold.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 import torch.distributed as dist
 
-from sweeper.descriptor import Buffers, Comm, Layout, Span
+from sweeper.descriptor import Buffers, Comm, Layout, Span, Step
 from sweeper.spec import MoeSpec
 
 
@@ -57,9 +57,10 @@ def layout(spec: MoeSpec, combine: bool, n: int, rank: int) -> Layout:
     return Layout(send, offset, (Span(0, send, rank, 0),), tuple(expected))
 
 
-def run(spec: MoeSpec, combine: bool, buf: Buffers, comm: Comm) -> None:
+def bind(spec: MoeSpec, combine: bool, buf: Buffers, comm: Comm) -> Step:
     splits = _splits(spec, comm.size, combine)
-    dist.all_to_all_single(
+    return partial(
+        dist.all_to_all_single,
         buf.out,
         buf.send,
         output_split_sizes=[int(x) for x in splits[:, comm.rank]],

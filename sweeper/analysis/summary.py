@@ -17,6 +17,7 @@ class OpSummary:
     tier: str  # with the variant, when not the default: pcie/p2p-off
     world_size: int
     label: str
+    launch: str  # graph or eager (copies: eager)
     points: int
     failed: int
     skipped: int
@@ -31,18 +32,20 @@ def tier_name(tier: str, variant: str) -> str:
 
 
 def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
-    """Peak bus bandwidth and smallest latency per tier, group size and operation (the groups
-    of one tier and size, such as its pairs, together), in the order first seen."""
-    by_key: dict[tuple[str, int, str], list[Mapping[str, Any]]] = {}
+    """Peak bus bandwidth and smallest latency per tier, group size, operation and launch
+    mode (the groups of one tier and size, such as its pairs, together), in the order first
+    seen."""
+    by_key: dict[tuple[str, int, str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
         key = (
             tier_name(row["tier"], row["variant"]),
             row["world_size"],
             label(row["op"], row["algorithm"]),
+            row.get("launch") or "eager",
         )
         by_key.setdefault(key, []).append(row)
     out = []
-    for (tier, world_size, name), group in by_key.items():
+    for (tier, world_size, name, launch), group in by_key.items():
         ok = [r for r in group if r["status"] == "ok"]
         peak = max(ok, key=lambda r: r["busbw_gb_per_s"], default=None)
         fastest = min(ok, key=lambda r: r["time_us"], default=None)
@@ -51,6 +54,7 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
                 tier=tier,
                 world_size=world_size,
                 label=name,
+                launch=launch,
                 points=len(group),
                 failed=sum(r["status"] not in ("ok", "skipped") for r in group),
                 skipped=sum(r["status"] == "skipped" for r in group),

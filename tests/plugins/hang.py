@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from sweeper.collectives import REGISTRY, Buffers, Comm, register
+from sweeper.collectives import REGISTRY, Buffers, Comm, per_call, register
 
 HANG_FROM_BYTES = 1024
 _all_reduce = REGISTRY["all_reduce"]
@@ -18,7 +18,9 @@ _all_reduce = REGISTRY["all_reduce"]
 def _run(buf: Buffers, comm: Comm) -> None:
     if buf.send.numel() * buf.send.element_size() >= HANG_FROM_BYTES and comm.rank != 0:
         time.sleep(3600)
-    _all_reduce.run(buf, comm)
+    _all_reduce.bind(buf, comm)()
 
 
-HANG = register(dataclasses.replace(_all_reduce, name="hang", algorithm="hang", run=_run))
+HANG = register(
+    dataclasses.replace(_all_reduce, name="hang", algorithm="hang", bind=per_call(_run))
+)

@@ -1,10 +1,32 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
 
-from sweeper.timing import MAX_ITERS, MIN_ITERS, Block, across_ranks, algbw_gb_per_s, calibrate
+from sweeper.timing import (
+    GRAPH_ITERS,
+    MAX_ITERS,
+    MIN_ITERS,
+    Block,
+    Eager,
+    HostTimer,
+    across_ranks,
+    algbw_gb_per_s,
+    calibrate,
+    graph_unit,
+)
+
+
+@dataclass
+class Counted:
+    """A launcher whose calls run `unit` iterations each, counted."""
+
+    unit: int = 1
+    calls: list[int] = field(default_factory=list)
+
+    def run(self) -> None:
+        self.calls.append(self.unit)
 
 
 class ClockTimer:
@@ -14,11 +36,11 @@ class ClockTimer:
         self.per_iter_s = per_iter_s
         self.iterations = 0
 
-    def time(self, step: Callable[[], None], iters: int, samples: bool) -> Block:
-        for _ in range(iters):
-            step()
-        self.iterations += iters
-        return Block(self.per_iter_s * iters, iters, None)
+    def time(self, launcher: Counted, calls: int, samples: bool) -> Block:
+        for _ in range(calls):
+            launcher.run()
+        self.iterations += calls * launcher.unit
+        return Block(self.per_iter_s * calls * launcher.unit, calls * launcher.unit, None)
 
 
 @pytest.mark.parametrize(
@@ -26,26 +48,69 @@ class ClockTimer:
     [(1e-6, 20_000), (1e-4, 200), (1e-3, 20), (0.01, MIN_ITERS), (2.0, MIN_ITERS)],
 )
 def test_calibration_sizes_the_block_to_the_target(per_iter_s: float, iters: int) -> None:
-    timer = ClockTimer(per_iter_s)
-    calls = []
-    warm, timed = calibrate(timer, lambda: calls.append(1), lambda s: s, target_s=0.02)
-    assert timed == min(MAX_ITERS, iters)
-    assert warm == len(calls) == timer.iterations + 1
+    timer, launcher = ClockTimer(per_iter_s), Counted()
+    warm, calls = calibrate(timer, launcher, lambda s: s, target_s=0.02)  # type: ignore[arg-type]
+    assert calls == min(MAX_ITERS, iters)
+    assert warm == len(launcher.calls) == timer.iterations + 1
+
+
+def test_calibration_counts_whole_graph_replays() -> None:
+    timer, launcher = ClockTimer(1e-5), Counted(unit=50)
+    warm, calls = calibrate(timer, launcher, lambda s: s, target_s=0.02)  # type: ignore[arg-type]
+    assert calls == 2000 // 50  # 20 ms of 10 us iterations, in replays of 50
+    assert warm == sum(launcher.calls) == timer.iterations + 50
 
 
 def test_calibration_uses_the_agreed_time_not_the_local_one() -> None:
     slow_peer = lambda seconds: seconds * 10  # noqa: E731
-    _, timed_alone = calibrate(ClockTimer(1e-4), lambda: None, lambda s: s, 0.02)
-    _, timed_agreed = calibrate(ClockTimer(1e-4), lambda: None, slow_peer, 0.02)
-    assert timed_agreed < timed_alone
+    _, alone = calibrate(ClockTimer(1e-4), Counted(), lambda s: s, 0.02)  # type: ignore[arg-type]
+    _, agreed = calibrate(ClockTimer(1e-4), Counted(), slow_peer, 0.02)  # type: ignore[arg-type]
+    assert agreed < alone
 
 
-def test_across_ranks_takes_the_slowest_rank_and_each_iterations_slowest() -> None:
-    blocks = [Block(0.010, 2, (0.004, 0.006)), Block(0.012, 2, (0.007, 0.005))]
-    slowest, fastest, samples = across_ranks(blocks)
-    assert (slowest, fastest) == (pytest.approx(0.006), pytest.approx(0.005))
-    assert samples == (0.007, 0.006)
-    assert across_ranks([Block(0.01, 2, None), Block(0.01, 2, None)])[2] is None
+@pytest.mark.parametrize(
+    ("iters", "unit"), [(1, 1), (20, 20), (GRAPH_ITERS, GRAPH_ITERS), (150, 75), (1001, 91)]
+)
+def test_a_graph_holds_at_most_graph_iters_and_replays_cover_the_block(
+    iters: int, unit: int
+) -> None:
+    assert graph_unit(iters) == unit
+    replays = -(-iters // unit)
+    assert unit <= GRAPH_ITERS and iters <= replays * unit < iters + replays
+
+
+def test_host_timer_counts_iterations_of_every_call() -> None:
+    launcher = Counted(unit=4)
+    block = HostTimer().time(launcher, 3, samples=True)  # type: ignore[arg-type]
+    assert block.iters == 12 and len(launcher.calls) == 3
+    assert block.samples is not None and len(block.samples) == 3
+
+
+def test_eager_launches_one_iteration_per_call() -> None:
+    steps: list[int] = []
+    block = HostTimer().time(Eager(lambda: steps.append(1)), 7, samples=False)
+    assert (block.iters, len(steps), block.samples) == (7, 7, None)
+
+
+def test_the_point_takes_the_median_block_of_the_slowest_rank() -> None:
+    rank0 = [Block(0.010, 2, None), Block(0.200, 2, None), Block(0.012, 2, None)]
+    rank1 = [Block(0.011, 2, None), Block(0.030, 2, None), Block(0.008, 2, None)]
+    across = across_ranks([rank0, rank1])
+    assert across.blocks == pytest.approx((0.0055, 0.100, 0.006))
+    assert across.seconds == pytest.approx(0.006)  # the stalled block moves nothing
+    assert across.fastest == pytest.approx(0.004)  # rank 1, in that same block
+    assert across.samples is None
+
+
+def test_an_even_number_of_blocks_takes_the_lower_middle_one() -> None:
+    blocks = [[Block(seconds, 1, None)] for seconds in (0.4, 0.1, 0.3, 0.2)]
+    assert across_ranks(list(zip(*blocks, strict=True))).seconds == pytest.approx(0.2)
+
+
+def test_samples_are_each_iterations_slowest_rank_over_every_block() -> None:
+    rank0 = [Block(0.010, 2, (0.004, 0.006)), Block(0.010, 2, (0.005, 0.005))]
+    rank1 = [Block(0.012, 2, (0.007, 0.005)), Block(0.010, 2, (0.001, 0.009))]
+    assert across_ranks([rank0, rank1]).samples == (0.007, 0.006, 0.005, 0.009)
 
 
 def test_algbw_is_bytes_over_time_in_decimal_gigabytes() -> None:
