@@ -20,7 +20,7 @@ import torch
 
 from sweeper.descriptor import Step
 
-TARGET_BLOCK_S = 0.02  # adaptive: a timed block of about 20 ms ...
+TARGET_POINT_S = 0.03  # adaptive: a point's timed blocks last about 30 ms together ...
 MIN_ITERS = 5  # ... with at least this many iterations ...
 MAX_ITERS = 10_000  # ... and at most this many
 GRAPH_ITERS = 100  # iterations captured in one graph; a block replays it as often as it needs
@@ -124,6 +124,11 @@ def graph_unit(iters: int) -> int:
     else the fewest replays of equal graphs that cover them."""
     replays = math.ceil(iters / GRAPH_ITERS)
     return math.ceil(iters / replays)
+
+
+def block_target_s(blocks: int) -> float:
+    """How long each of a point's blocks should last, adaptively."""
+    return TARGET_POINT_S / blocks
 
 
 def calibrate(

@@ -27,7 +27,6 @@ from sweeper.plan import Point, Timing
 from sweeper.spec import MemLimit, MoeSpec
 from sweeper.timing import (
     GRAPH_ITERS,
-    TARGET_BLOCK_S,
     Block,
     CudaTimer,
     Eager,
@@ -35,6 +34,7 @@ from sweeper.timing import (
     HostTimer,
     Launcher,
     Timer,
+    block_target_s,
     calibrate,
     graph_unit,
 )
@@ -349,7 +349,8 @@ class Rank:
             unit = graph_unit(timing.iters)
         else:  # a graph as long as a quarter of a block, so calibration replays it whole
             one = self._agree(self.timer.time(Eager(step), 1, samples=False).seconds)
-            unit = max(1, min(GRAPH_ITERS, math.floor(TARGET_BLOCK_S / 4 / max(one, 1e-9))))
+            quarter = block_target_s(timing.blocks) / 4
+            unit = max(1, min(GRAPH_ITERS, math.floor(quarter / max(one, 1e-9))))
         graph: Graph | None = None
         error = ""
         try:
@@ -376,7 +377,8 @@ class Rank:
         if timing.iters is not None:
             calls = math.ceil(timing.iters / unit)
         if calls is None or timing.warmup is None:
-            extra, calibrated = calibrate(self.timer, launcher, self._agree, TARGET_BLOCK_S)
+            target_s = block_target_s(timing.blocks)
+            extra, calibrated = calibrate(self.timer, launcher, self._agree, target_s)
             warm += extra
             calls = calls or calibrated
         blocks = []

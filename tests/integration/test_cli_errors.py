@@ -23,6 +23,9 @@ from sweeper.cli import app
         (["--ops", "allreduce"], "--ops: unknown operation 'allreduce'"),
         (["--dtypes", "complex64"], "--dtypes: unknown dtype 'complex64'"),
         (["--plugin", "no.such.module"], "--plugin no.such.module: cannot import it"),
+        (["--launch", "turbo"], "--launch: unknown launch mode 'turbo'; known: graph, eager"),
+        (["--blocks", "0"], "--blocks: Input should be greater than or equal to 1"),
+        (["--backend", "gloo", "--launch", "eager,graph"], "--launch graph: CUDA graphs need GPU"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
@@ -45,6 +48,18 @@ def test_a_dtype_the_backend_cannot_do_is_bad_input(tmp_path: Path) -> None:
     assert (
         result.stderr.strip()
         == "sweeper: error: --dtypes: gloo cannot reduce or move float8_e4m3fn"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_graph_launches_on_a_cluster_without_gpus_are_bad_input(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", "--launch", "graph", "--output", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "sweeper: error: --launch graph: CUDA graphs need GPU ranks (NCCL); "
+        "CPU ranks launch eagerly"
     )
     assert not out.exists()
 

@@ -44,7 +44,7 @@ def sweep(tmp_path: Path, **options: object) -> tuple[Finished, Recorder]:
 
 
 @pytest.mark.parametrize(
-    ("world", "dtypes"), [(2, "float32,bfloat16,int8"), (4, "float32,float16")]
+    ("world", "dtypes"), [(1, "float32"), (2, "float32,bfloat16,int8"), (4, "float32,float16")]
 )
 def test_every_operation_is_exact_at_every_size(tmp_path: Path, world: int, dtypes: str) -> None:
     finished, recorder = sweep(tmp_path, world=world, dtypes=dtypes, max_size="64K")
@@ -60,7 +60,12 @@ def test_every_operation_is_exact_at_every_size(tmp_path: Path, world: int, dtyp
     assert (df["world_size"] == world).all()
     assert (df["tier"] == "cpu").all()
     assert (df["time_us"] >= df["time_us_min"]).all()
-    assert (df["busbw_gb_per_s"] > 0).all()
+    assert (df["launch"] == "eager").all()  # CPU ranks launch eagerly
+    assert df["launch_note"].isna().all()
+    assert (df["time_us_blocks"].map(len) == 3).all()
+    assert (df["time_us_blocks"].map(sorted).str[1] == df["time_us"]).all()
+    assert (df["algbw_gb_per_s"] > 0).all()
+    assert (df["busbw_gb_per_s"] == df["algbw_gb_per_s"] * df["busbw_factor"]).all()
     assert set(df["dtype"]) == set(dtypes.split(","))
 
 
@@ -85,7 +90,7 @@ def test_samples_give_percentiles_from_per_iteration_times(tmp_path: Path) -> No
         tmp_path, ops="broadcast", max_size="1K", min_size="1K", iters=7, samples=True
     )
     (row,) = finished.rows
-    assert len(row["samples_us"]) == 7
+    assert len(row["samples_us"]) == 7 * 3  # every iteration of the three blocks
     assert (
         min(row["samples_us"])
         <= row["time_us_p50"]
@@ -141,3 +146,19 @@ def test_plain_output_names_what_ran(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "gloo on cpu x2" in result.stdout
     assert "peak busbw" in result.stdout
+
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_a_stall_in_one_block_shows_in_the_blocks_not_in_the_time(tmp_path: Path) -> None:
+    from tests.plugins.stall import STALL_S
+
+    stalled = cli_sweep.sweep(
+        tmp_path,
+        *("--plugin", "tests.plugins.stall", "--ops", "stall", "--min-size", "1K"),
+        *("--max-size", "1K", "--iters", "5", "--warmup", "2", "--blocks", "3"),
+    )
+    (row,) = stalled.to_dict("records")
+    first, middle, last = row["time_us_blocks"]
+    assert middle >= STALL_S / 5 * 1e6  # the stall, spread over the block's 5 iterations
+    assert max(first, last) < middle / 10
+    assert row["time_us"] == sorted(row["time_us_blocks"])[1] < middle / 10

@@ -157,3 +157,15 @@ def test_world_is_one_group_of_every_rank() -> None:
     (world,) = groups(placement, ("world",))
     assert (world.tier, world.ranks) == ("nvlink", (0, 1, 2, 3))
     assert placement.group_id(world) == "nvlink:n0g0,1,2,3"
+
+
+@pytest.mark.parametrize(
+    ("backend", "tier", "name"), [("nccl", "local", "local:n0g0"), ("gloo", "cpu", "cpu:n0r0")]
+)
+def test_a_set_of_one_rank_runs_its_world_group_alone(backend: str, tier: str, name: str) -> None:
+    one = expected_placement(backend, [node("h200x4-nvswitch")], [1])
+    (world,) = groups(one, ("world", "nvlink", "pcie", "cpu", "internode"))
+    assert (world.tier, world.ranks) == (tier, (0,))
+    assert one.group_id(world) == name
+    everyone = groups(place(node("h200x4-nvswitch")), ("world", "nvlink", "pcie"))
+    assert min(len(g.ranks) for g in everyone) == 2  # with more ranks, no one runs alone
