@@ -76,14 +76,17 @@ def test_a_graph_holds_at_most_graph_iters_and_replays_cover_the_block(
 ) -> None:
     assert graph_unit(iters) == unit
     replays = -(-iters // unit)
-    assert unit <= GRAPH_ITERS and iters <= replays * unit < iters + replays
+    assert unit <= GRAPH_ITERS
+    assert iters <= replays * unit < iters + replays
 
 
 def test_host_timer_counts_iterations_of_every_call() -> None:
     launcher = Counted(unit=4)
     block = HostTimer().time(launcher, 3, samples=True)  # type: ignore[arg-type]
-    assert block.iters == 12 and len(launcher.calls) == 3
-    assert block.samples is not None and len(block.samples) == 3
+    assert block.iters == 12
+    assert len(launcher.calls) == 3
+    assert block.samples is not None
+    assert len(block.samples) == 3
 
 
 def test_eager_launches_one_iteration_per_call() -> None:
