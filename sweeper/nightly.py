@@ -30,6 +30,7 @@ from rich.table import Table
 from sweeper import report, store
 from sweeper.analysis import label
 from sweeper.analysis.regression import COLUMNS, STATUSES, Policy, detect, run_metrics
+from sweeper.analysis.summary import GRAPH
 from sweeper.errors import BadInput
 from sweeper.spec import SweepSpec, format_size
 
@@ -127,9 +128,13 @@ def judge(root: Path, run_id: str, policy: Policy) -> Verdict:
 
 def series_name(finding: Mapping[Hashable, Any]) -> str:
     """A series as people read it: its group, operation and dtype (nvlink:n0g0,1 all_reduce
-    bfloat16), and where the series has them its pair (0->1), parameters and rounds."""
+    bfloat16), `graph` for CUDA-graph replays, and where the series has them its pair (0->1),
+    parameters and rounds. Eager series are not marked: so are the series from before launch
+    modes, which were eager, and their names stay as they were."""
     parts = [str(finding["group_id"]), label(finding["op"], finding["algorithm"])]
     parts.append(str(finding["dtype"]))
+    if finding.get("launch") == GRAPH:
+        parts.append(GRAPH)
     if not pd.isna(finding["src_rank"]):
         parts.append(f"{finding['src_rank']}->{finding['dst_rank']}")
     if finding["params"]:

@@ -4,8 +4,10 @@ A 4x H200 node (the recorded NVML topology in tests/data/topologies) measured wi
 collectives on the NVLink island, all-reduce and all-to-all algorithm variants, NCCL_ALGO
 actor sets, the peer-to-peer and copy-engine matrices (one weak pair), MoE dispatch and
 combine, and a point that ran out of memory. Times follow an alpha-beta model, so tests
-know what the analysis must find. These are test data, not mocks: they go through
-`store.ResultWriter` and come back through `store.load`, as a sweep's rows do.
+know what the analysis must find: the model's time is the CUDA-graph time, and an eager
+call takes EAGER_US more for each call it issues (copies are always eager). These are test
+data, not mocks: they go through `store.ResultWriter` and come back through `store.load`,
+as a sweep's rows do.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from itertools import permutations
+from itertools import permutations, product
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,14 @@ MODELS: dict[tuple[str, str, str], tuple[float, float, float]] = {
     ("all_to_all", "hierarchical", "default"): (25.0, 300.0, 0.75),
 }
 OOM_SIZE = 2**31
+EAGER_US = 8.0  # what issuing one call from Python adds to a graph replay's time
+GRAPH_ONLY = ("graph",)  # a GPU run's default
+BOTH = ("graph", "eager")  # --launch graph,eager
+
+
+def eager_us(algorithm: str, launch: str) -> float:
+    """The time an eager launch adds: EAGER_US per call (a composite `a+b` issues two)."""
+    return EAGER_US * (1 + algorithm.count("+")) if launch == "eager" else 0.0
 
 
 def h200_node(host: str = "gpu-node-1") -> Node:
@@ -92,55 +102,70 @@ def _timed(alpha_us: float, algbw: float, factor: float, size: int, slow: float)
 
 
 def gpu_rows(
-    run_id: str, host: str = "gpu-node-1", slow: float = 1.0, error: str = "WARN"
+    run_id: str,
+    host: str = "gpu-node-1",
+    slow: float = 1.0,
+    error: str = "WARN",
+    launches: tuple[str, ...] = GRAPH_ONLY,
 ) -> Iterator[dict[str, Any]]:
-    """Every row of the synthetic run; `slow` multiplies every time (a regressed run), and
-    `error` is the text of the out-of-memory point (and of an NCCL variable)."""
+    """Every row of the synthetic run; `slow` multiplies every time (a regressed run),
+    `error` is the text of the out-of-memory point (and of an NCCL variable), and each point
+    but the copies has a row per launch mode of `launches`, as a sweep writes them."""
     meta = _meta(run_id, host, error)
     clock = STARTED
     for (op, algorithm, variant), (alpha, algbw, factor) in MODELS.items():
         suffix = "" if variant == "default" else f"/{variant}"
         for size in SIZES:
             clock += timedelta(milliseconds=10)
-            yield {
-                **meta,
-                "tier": "nvlink",
-                "variant": variant,
-                "group_id": GROUP + suffix,
-                "op": op,
-                "algorithm": algorithm,
-                "max_size_bytes": SIZES[-1],
-                "probe_s": 0.5,
-                "measured_at": clock,
-                **_timed(alpha, algbw, factor, size, slow),
-            }
-    yield {
-        **meta,
-        "tier": "nvlink",
-        "variant": "default",
-        "group_id": GROUP,
-        "op": "all_gather",
-        "algorithm": "native",
-        "size_bytes": OOM_SIZE,
-        "status": "oom",
-        "n_wrong": None,
-        "error": error,
-        "measured_at": clock + timedelta(seconds=1),
-    }
-    yield from _pairs(meta, clock + timedelta(seconds=2), slow)
-    yield from _moe(meta, clock + timedelta(seconds=3), slow)
+            for launch in launches:
+                yield {
+                    **meta,
+                    "tier": "nvlink",
+                    "variant": variant,
+                    "group_id": GROUP + suffix,
+                    "op": op,
+                    "algorithm": algorithm,
+                    "launch": launch,
+                    "max_size_bytes": SIZES[-1],
+                    "probe_s": 0.5,
+                    "measured_at": clock,
+                    **_timed(alpha + eager_us(algorithm, launch), algbw, factor, size, slow),
+                }
+    for launch in launches:
+        yield {
+            **meta,
+            "tier": "nvlink",
+            "variant": "default",
+            "group_id": GROUP,
+            "op": "all_gather",
+            "algorithm": "native",
+            "launch": launch,
+            "size_bytes": OOM_SIZE,
+            "status": "oom",
+            "n_wrong": None,
+            "error": error,
+            "measured_at": clock + timedelta(seconds=1),
+        }
+    yield from _pairs(meta, clock + timedelta(seconds=2), slow, launches)
+    yield from _moe(meta, clock + timedelta(seconds=3), slow, launches)
 
 
-def _pairs(meta: dict[str, Any], clock: datetime, slow: float) -> Iterator[dict[str, Any]]:
+def _pairs(
+    meta: dict[str, Any], clock: datetime, slow: float, launches: tuple[str, ...]
+) -> Iterator[dict[str, Any]]:
     uuids = meta["gpu_uuids"]
     for op, algorithm, bandwidth in (
         ("p2p", "uni", 390.0),
         ("p2p", "bi", 720.0),
         ("copy", "uni", 300.0),
     ):
+        modes = ("eager",) if op == "copy" else launches  # the copy engine has no graph
         for src, dst in permutations(range(4), 2):
             weak = 0.5 if (src, dst) == WEAK_PAIR else 1.0
-            for size, alpha in ((8, 9.0 + 0.01 * (src + dst)), (2**28, 9.0)):
+            for (size, graph_us), launch in product(
+                ((8, 9.0 + 0.01 * (src + dst)), (2**28, 9.0)), modes
+            ):
+                alpha = graph_us + eager_us(algorithm, launch)
                 yield {
                     **meta,
                     "tier": "nvlink",
@@ -149,6 +174,7 @@ def _pairs(meta: dict[str, Any], clock: datetime, slow: float) -> Iterator[dict[
                     "world_size": 2,
                     "op": op,
                     "algorithm": algorithm,
+                    "launch": launch,
                     "src_rank": src,
                     "dst_rank": dst,
                     "src_gpu_uuid": uuids[src],
@@ -159,29 +185,39 @@ def _pairs(meta: dict[str, Any], clock: datetime, slow: float) -> Iterator[dict[
                 }
 
 
-def _moe(meta: dict[str, Any], clock: datetime, slow: float) -> Iterator[dict[str, Any]]:
+def _moe(
+    meta: dict[str, Any], clock: datetime, slow: float, launches: tuple[str, ...]
+) -> Iterator[dict[str, Any]]:
     for algorithm in ("moe_dispatch", "moe_combine"):
         for tokens in (1024, 4096):
             params = {"tokens": tokens, "hidden": 7168, "top_k": 8, "experts": 256, "zipf": 1.1}
-            yield {
-                **meta,
-                "tier": "nvlink",
-                "variant": "default",
-                "group_id": GROUP,
-                "op": "all_to_all_v",
-                "algorithm": algorithm,
-                "params": [(k, str(v)) for k, v in {**params, "seed": 0}.items()],
-                "measured_at": clock,
-                **_timed(40.0, 350.0, 0.75, tokens * 7168 * 2 * 8, slow),
-            }
+            for launch in launches:
+                alpha = 40.0 + eager_us(algorithm, launch)
+                yield {
+                    **meta,
+                    "tier": "nvlink",
+                    "variant": "default",
+                    "group_id": GROUP,
+                    "op": "all_to_all_v",
+                    "algorithm": algorithm,
+                    "launch": launch,
+                    "params": [(k, str(v)) for k, v in {**params, "seed": 0}.items()],
+                    "measured_at": clock,
+                    **_timed(alpha, 350.0, 0.75, tokens * 7168 * 2 * 8, slow),
+                }
 
 
 def write_run(
-    results: Path, run_id: str, host: str = "gpu-node-1", slow: float = 1.0, error: str = "WARN"
+    results: Path,
+    run_id: str,
+    host: str = "gpu-node-1",
+    slow: float = 1.0,
+    error: str = "WARN",
+    launches: tuple[str, ...] = GRAPH_ONLY,
 ) -> None:
     """The synthetic run's rows into `results`, and its run record beside them."""
     writer = ResultWriter(results, run_id, STARTED.strftime("%Y-%m-%d"))
-    for row in gpu_rows(run_id, host, slow, error):
+    for row in gpu_rows(run_id, host, slow, error, launches):
         writer.append(row)
     writer.flush()
     record.save(results, h200_record(run_id, host))

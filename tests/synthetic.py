@@ -54,12 +54,14 @@ class Series:
     dtype: str
     src_rank: int | None = None  # point-to-point rows: who sends to whom
     dst_rank: int | None = None
+    launch: str | None = None  # graph or eager; None: a row from before launch modes
 
     @property
     def name(self) -> str:
         algorithm = "" if self.algorithm == "native" else f" ({self.algorithm})"
+        launch = " graph" if self.launch == "graph" else ""
         pair = "" if self.src_rank is None else f" {self.src_rank}->{self.dst_rank}"
-        return f"{self.group_id} {self.op}{algorithm} {self.dtype}{pair}"
+        return f"{self.group_id} {self.op}{algorithm} {self.dtype}{launch}{pair}"
 
 
 def every_series(groups: int = len(GROUPS), ops: int = len(OPS), dtypes: int = 3) -> list[Series]:

@@ -6,13 +6,16 @@ A candidate is an (algorithm, variant) pair of rows with the same `op`, named
 default is what a user gets without asking: algorithm `native`, variant `default`.
 Candidates compete within one tier, group size, dtype and size. Where a tier has several
 groups of that size (the pairs of an island), a candidate's bandwidth is their median.
+Each point counts in its preferred launch mode (`launches.preferred`: graph where it was
+timed both ways), so candidates compete on their CUDA-graph times where they have them.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from sweeper.analysis.summary import label
+from sweeper.analysis.launches import preferred
+from sweeper.analysis.summary import label, launch_modes
 
 KEYS = ["tier", "world_size", "dtype", "size_bytes"]
 BEST_COLUMNS = (
@@ -33,10 +36,12 @@ def candidate(op: str, algorithm: str, variant: str) -> str:
 def candidates(df: pd.DataFrame, op: str) -> pd.DataFrame:
     """Bus bandwidth of every candidate for `op` at every point, from `ok` rows.
 
-    Columns: tier, world_size, dtype, size_bytes, candidate, busbw_gb_per_s, in the order
-    the candidates were first measured."""
-    rows = df[(df["op"] == op) & (df["status"] == "ok")]
-    columns = [*KEYS, "candidate", "busbw_gb_per_s"]
+    Columns: tier, world_size, dtype, size_bytes, candidate, busbw_gb_per_s, launch (the
+    launch modes it was read from, `summary.launch_modes`), in the order the candidates were
+    first measured."""
+    rows = preferred(df[df["op"] == op])
+    rows = rows[rows["status"] == "ok"]
+    columns = [*KEYS, "candidate", "busbw_gb_per_s", "launch"]
     if rows.empty:
         empty: pd.DataFrame = pd.DataFrame(columns=columns)
         return empty
@@ -47,7 +52,9 @@ def candidates(df: pd.DataFrame, op: str) -> pd.DataFrame:
         ]
     )
     order = list(dict.fromkeys(named["candidate"]))
-    out = named.groupby([*KEYS, "candidate"], as_index=False, sort=False)["busbw_gb_per_s"].median()
+    out = named.groupby([*KEYS, "candidate"], as_index=False, sort=False).agg(
+        busbw_gb_per_s=("busbw_gb_per_s", "median"), launch=("launch", launch_modes)
+    )
     out["candidate"] = pd.Categorical(out["candidate"], categories=order, ordered=True)
     out = out.sort_values([*KEYS, "candidate"], kind="stable")
     out["candidate"] = out["candidate"].astype(str)

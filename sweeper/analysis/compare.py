@@ -2,8 +2,11 @@
 noise, and which points regressed.
 
 A point is what one row measures: the columns of `POINT_KEYS` (tier, variant, group,
-operation, algorithm, dtype, size, and for point-to-point and MoE rows the pair and the
-parameters). Usage, for example with two runs of one results directory:
+operation, algorithm, dtype, size, launch mode, and for point-to-point and MoE rows the pair
+and the parameters). The launch mode is part of it because a graph replay and an eager call
+are different measurements: a run timed both ways compares graph with graph and eager with
+eager, and rows from before launch modes (none recorded) are eager. Usage, for example with
+two runs of one results directory:
 
     base = sweeper.store.load("results", run_id="20261121T230000Z-a1b2c3")
     new = sweeper.store.load("results", run_id="20261122T230000Z-d4e5f6")
@@ -28,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from sweeper.analysis.summary import launch_of
+
 POINT_KEYS = (
     "tier",
     "variant",
@@ -37,6 +42,7 @@ POINT_KEYS = (
     "algorithm",
     "dtype",
     "in_place",
+    "launch",
     "size_bytes",
     "src_rank",
     "dst_rank",
@@ -110,6 +116,7 @@ def _points(df: pd.DataFrame) -> pd.DataFrame:
         if column not in frame:
             frame[column] = None
     frame["params"] = [params_text(p) for p in frame["params"]]
+    frame["launch"] = launch_of(frame)
     frame = frame.sort_values("measured_at", kind="stable", na_position="first")
     latest = frame.drop_duplicates(list(POINT_KEYS), keep="last")
     points: pd.DataFrame = latest[

@@ -6,6 +6,9 @@ beyond alpha). The fit is on relative residuals, (measured - model) / measured, 
 sweep spans 8 B to GiB: in absolute terms the largest sizes would decide everything and
 alpha would be noise. It is robust (Huber weights, iteratively reweighted), so a few
 points disturbed by a neighbour's job do not move it, and both parameters stay >= 0.
+
+Where a point was timed both ways, the fit reads its CUDA-graph time (`launches.preferred`):
+alpha is then the operation's own fixed cost, without the host's launch path.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from sweeper.analysis.summary import label, tier_name
+from sweeper.analysis.launches import preferred
+from sweeper.analysis.summary import label, launch_modes, tier_name
 
 _HUBER_K = 1.345  # residuals beyond this many robust standard deviations get less weight
 _MAD_TO_SIGMA = 1.4826
@@ -27,6 +31,7 @@ FIT_COLUMNS = (
     "tier",
     "world_size",
     "operation",
+    "launch",  # the launch modes of its points: graph, eager, or both where a graph failed
     "alpha_us",
     "beta_gb_per_s",
     "rel_error",
@@ -104,8 +109,10 @@ def fits(df: pd.DataFrame) -> pd.DataFrame:
 
     The groups of one tier and size (say the pairs of an NVLink island) and every dtype are
     fitted together: S is in bytes, so the element type does not change the model. Columns:
-    `FIT_COLUMNS`; operations with fewer than two sizes are left out."""
-    ok = df[df["status"] == "ok"]
+    `FIT_COLUMNS`; operations with fewer than two sizes are left out. Each point counts
+    once, in its preferred launch mode (graph where it was timed both ways)."""
+    rows = preferred(df)
+    ok = rows[rows["status"] == "ok"]
     out = []
     keys = ["tier", "variant", "world_size", "op", "algorithm"]
     for (tier, variant, world_size, op, algorithm), group in ok.groupby(keys, sort=False):
@@ -117,6 +124,7 @@ def fits(df: pd.DataFrame) -> pd.DataFrame:
                 "tier": tier_name(str(tier), str(variant)),
                 "world_size": int(world_size),
                 "operation": label(str(op), str(algorithm)),
+                "launch": launch_modes(group["launch"]),
                 "alpha_us": fit.alpha_us,
                 "beta_gb_per_s": fit.beta_gb_per_s,
                 "rel_error": fit.rel_error,

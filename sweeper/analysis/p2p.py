@@ -9,6 +9,9 @@ A pair is an outlier when it is more than 3 MADs (median absolute deviations) wo
 the median of its tier: below it for bandwidth, above it for latency. Pairs of one tier
 should be alike (every NVLink pair of an NVSwitch board, say); one that is not points at
 a degraded link, a GPU in the wrong slot, or a neighbour's traffic.
+
+Where a pair was timed both ways, its CUDA-graph row counts (`launches.preferred`);
+copy-engine rows are always eager.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.launches import preferred
 from sweeper.analysis.summary import tier_name
 
 MATRIX_OPS = ("p2p", "copy")
@@ -56,9 +60,10 @@ def mad_outliers(
 
 def pair_table(df: pd.DataFrame, op: str, algorithm: str, metric: Metric) -> pd.DataFrame:
     """One row per measured pair: src_rank, dst_rank, tier, concurrent, size_bytes, value,
-    status, outlier; for `metric` at its size (the largest or smallest of the rows)."""
+    status, outlier; for `metric` at its size (the largest or smallest of the rows), each
+    pair in its preferred launch mode."""
     column, worse = METRICS[metric]
-    rows = df[(df["op"] == op) & (df["algorithm"] == algorithm)]
+    rows = preferred(df[(df["op"] == op) & (df["algorithm"] == algorithm)])
     columns = ["src_rank", "dst_rank", "tier", "concurrent", "size_bytes", "value", "status"]
     if rows.empty:
         empty: pd.DataFrame = pd.DataFrame(columns=[*columns, "outlier"])

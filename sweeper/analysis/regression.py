@@ -3,8 +3,12 @@ that decide whether tonight is a regression. Pure: DataFrames in, DataFrames out
 
 A series is one thing nights are compared on: a point of `compare.POINT_KEYS` without its
 size, that is a group (its id names the tier, the hosts and GPUs, and so the world size),
-an operation (op, algorithm), a dtype, and for pair and MoE rows the pair and parameters.
-Each group is a series of its own, not folded into its tier, so one weak link shows.
+an operation (op, algorithm), a dtype, a launch mode, and for pair and MoE rows the pair
+and parameters. Each group is a series of its own, not folded into its tier, so one weak
+link shows. The launch mode is part of a series because a series is the same measurement
+night after night: a night timed with CUDA graphs is not compared with eager nights (whose
+small sizes carry the host's launch path), and a run timed both ways gives two series.
+Rows from before launch modes were eager.
 A run gives each series two metrics: the peak bus bandwidth over the large sizes, and the
 time of the smallest size. Tonight's value is compared with the series' baseline, the
 median and robust spread (1.4826 x MAD) of up to `window` earlier runs. A value is *worse*
@@ -23,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis.compare import POINT_KEYS, params_text
+from sweeper.analysis.summary import launch_of
 
 SERIES = tuple(key for key in POINT_KEYS if key != "size_bytes")
 # The columns of the results dataset that the metrics are computed from.
@@ -50,7 +55,11 @@ def run_metrics(rows: pd.DataFrame, bandwidth_min_size_bytes: int) -> pd.DataFra
     none has no peak); the smallest-size time is the time of the smallest size that ran."""
     ok = rows.loc[rows["status"].isin(["ok"]), list(COLUMNS)]  # isin: no NA in the mask
     # rows written before the variant column existed were all of the default variant
-    ok = ok.assign(variant=ok["variant"].fillna("default"), params=ok["params"].map(params_text))
+    ok = ok.assign(
+        variant=ok["variant"].fillna("default"),
+        launch=launch_of(ok),
+        params=ok["params"].map(params_text),
+    )
     keys = ["run_id", *SERIES]
     large = ok[ok["size_bytes"] >= bandwidth_min_size_bytes]
     peak = large.sort_values("busbw_gb_per_s").drop_duplicates(keys, keep="last")

@@ -1,10 +1,17 @@
-"""Per-operation summaries of a run: peak bus bandwidth, smallest latency, probing time."""
+"""Per-operation summaries of a run: peak bus bandwidth, smallest latency, probing time; and
+how rows are named to people (operations, tiers, launch modes)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import pandas as pd
+
+GRAPH = "graph"  # the timed iterations replayed from a captured CUDA graph
+EAGER = "eager"  # issued from Python each iteration
+LAUNCHES = (GRAPH, EAGER)
 
 
 def label(op: str, algorithm: str) -> str:
@@ -31,6 +38,21 @@ def tier_name(tier: str, variant: str) -> str:
     return tier if variant == "default" else f"{tier}/{variant}"
 
 
+def launch_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's launch mode. Rows written before launch modes existed have none (or no
+    column): they were issued eagerly."""
+    if "launch" not in rows:
+        return pd.Series(EAGER, index=rows.index, dtype=object)
+    launches: pd.Series = rows["launch"].astype(object).where(rows["launch"].notna(), EAGER)
+    return launches
+
+
+def launch_modes(launches: Iterable[str]) -> str:
+    """The launch modes among `launches`, graph first: 'graph', 'eager' or 'graph, eager'."""
+    seen = set(launches)
+    return ", ".join(mode for mode in LAUNCHES if mode in seen)
+
+
 def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
     """Peak bus bandwidth and smallest latency per tier, group size, operation and launch
     mode (the groups of one tier and size, such as its pairs, together), in the order first
@@ -41,7 +63,7 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
             tier_name(row["tier"], row["variant"]),
             row["world_size"],
             label(row["op"], row["algorithm"]),
-            row.get("launch") or "eager",
+            row.get("launch") or EAGER,
         )
         by_key.setdefault(key, []).append(row)
     out = []

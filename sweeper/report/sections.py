@@ -1,6 +1,10 @@
 """The report's sections, each built from one run's rows (and its record, and a baseline's
 rows where given). A section appears when its data exists: a function returns None
 otherwise. Pure, apart from building plotly figure objects.
+
+Where a point was timed both ways (`--launch graph,eager`), the figures and tables show its
+CUDA-graph time (`analysis.preferred`), and each says which launch mode it shows; the
+eager times are in the launch cost section.
 """
 
 from __future__ import annotations
@@ -16,16 +20,23 @@ import pandas as pd
 from sweeper.analysis import (
     RegressionRule,
     best_per_size,
+    candidate,
     candidates,
     fits,
     label,
+    launch_costs,
+    launch_modes,
+    launch_of,
     pair_matrices,
     pair_table,
     point_changes,
+    preferred,
     summarize,
     tier_name,
 )
+from sweeper.analysis.launches import SMALL_BYTES
 from sweeper.analysis.p2p import MATRIX_OPS, METRICS, PairMatrix
+from sweeper.analysis.summary import EAGER, GRAPH
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Code, Facts, Figure, Section, Table, Text
 from sweeper.report.record import RunRecord
@@ -39,6 +50,7 @@ _LINK_LEGEND = (
     "node; SYS: across NUMA nodes."
 )
 _MOST_ROWS = 100  # longer tables are cut, saying so
+_LAUNCH_WORDS = {GRAPH: "CUDA-graph replays (graph)", EAGER: "eager calls from Python (eager)"}
 _ERROR_CHARS = 160
 SIG = "sig"  # our own format: 3 significant digits, and whole numbers from 100 up
 
@@ -111,6 +123,22 @@ def _table(columns: Iterable[str], rows: Iterable[tuple[Cell, ...]], caption: st
     return Table(tuple(columns), tuple(listed), caption)
 
 
+def _launch_line(launches: pd.Series, names: pd.Series) -> Text:
+    """Which launch mode the times shown are, with the names of what is eager where the rest
+    are graph replays (copies, a graph capture that failed): 'Times: CUDA-graph replays
+    (graph); eager calls from Python (eager) for copy uni.'"""
+    graph = (launches == GRAPH).to_numpy(dtype=bool)
+    if not graph.any():
+        return Text(f"Times: {_LAUNCH_WORDS[EAGER]}.", "muted")
+    partly = set(names[graph])
+    eager = [
+        f"{name} (at some points)" if name in partly else str(name)
+        for name in dict.fromkeys(names[~graph])
+    ]
+    rest = f"; {_LAUNCH_WORDS[EAGER]} for {', '.join(eager)}" if eager else ""
+    return Text(f"Times: {_LAUNCH_WORDS[GRAPH]}{rest}.", "muted")
+
+
 def _table_section(
     id_: str, title: str, columns: Iterable[str], rows: Iterable[tuple[Cell, ...]], intro: str
 ) -> Section:
@@ -136,6 +164,7 @@ def run_header(df: pd.DataFrame, record: RunRecord | None) -> Section:
         ("backend", str(first["backend"])),
         ("GPUs", f"{len(gpus)} x {first['gpu_model']}" if gpus else "none (CPU ranks)"),
         ("points", str(len(df))),
+        ("launch modes", launch_modes(launch_of(df))),
         ("command", record.command if record else "not recorded"),
     ]
     versions = [
@@ -273,14 +302,17 @@ def _series(rows: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
 
 
 def operations(df: pd.DataFrame) -> Section | None:
-    rows = collective_rows(df)
+    rows = preferred(collective_rows(df))
     rows = rows[rows["status"] == "ok"]
     if rows.empty:
         return None
     rows = rows.assign(operation=_labels(rows))
-    blocks = tuple(
-        Figure(figures.series_figure(list(_series(part)), str(operation)))
-        for operation, part in rows.groupby("operation", sort=False)
+    blocks: tuple[Block, ...] = (
+        _launch_line(rows["launch"], rows["operation"]),
+        *(
+            Figure(figures.series_figure(list(_series(part)), str(operation)))
+            for operation, part in rows.groupby("operation", sort=False)
+        ),
     )
     return Section(
         "operations",
@@ -328,7 +360,7 @@ def peaks(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
     links = _link_peaks(rows, record)
     known = any(link.peak_gb_per_s for link in links.values())  # else no link columns
     table = []
-    for s in summarize(_records(rows)):
+    for s in summarize(_records(preferred(rows))):
         link = links.get((s.tier, s.world_size))
         peak = link.peak_gb_per_s if link else None
         share = (
@@ -342,6 +374,7 @@ def peaks(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
                 Cell(s.tier),
                 _num(s.world_size, "d"),
                 Cell(s.label),
+                Cell(s.launch),
                 _num(s.points, "d"),
                 _num(s.failed, "d", "bad" if s.failed else ""),
                 _num(s.peak_busbw_gb_per_s, SIG),
@@ -351,16 +384,52 @@ def peaks(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
                 _size(s.min_time_size_bytes),
             )
         )
-    measured = ("tier", "ranks", "operation", "points", "failed", "peak busbw GB/s", "at")
+    measured = ("tier", "ranks", "operation", "launch", "points", "failed", "peak busbw GB/s", "at")
     link_columns = ("link", "link peak GB/s", "% of link") if known else ()
     return _table_section(
         "peaks",
         "Peaks",
         (*measured, *link_columns, "min time us", "at"),
         table,
-        "Peak bus bandwidth and smallest time per tier, group size and operation. The link "
+        "Peak bus bandwidth and smallest time per tier, group size and operation, from its "
+        "CUDA-graph replays where a point was timed both ways. The link "
         "peak is one direction of the slowest GPU's link as NVML reports it (NVLink: links x "
         "speed; PCIe: generation x width), where known.",
+    )
+
+
+# Launch cost
+
+
+def launch_cost(df: pd.DataFrame) -> Section | None:
+    table = launch_costs(df)
+    if table.empty:
+        return None
+    lines = [
+        (
+            Cell(str(r["tier"])),
+            _num(r["world_size"], "d"),
+            Cell(str(r["operation"])),
+            _size(r["size_bytes"]),
+            _num(r["graph_time_us"], SIG),
+            _num(r["eager_time_us"], SIG),
+            _num(r["cost_us"], SIG),
+            _num(r["small_cost_us"], SIG),
+            _num(r["small_sizes"], "d"),
+        )
+        for r in _records(table)
+    ]
+    small = figures.size_label(SMALL_BYTES)
+    columns = ("tier", "ranks", "operation", "size", "graph us", "eager us", "eager - graph us")
+    return _table_section(
+        "launch",
+        "Launch cost",
+        (*columns, f"median to {small} us", f"sizes to {small}"),
+        lines,
+        "What issuing each call from Python adds to its time: the eager time minus the "
+        "CUDA-graph replay's, for the points timed both ways (--launch graph,eager). At the "
+        f"smallest such size, and the median over the sizes up to {small}, where this fixed "
+        "cost is most of an operation's time; the groups of a tier and size by their median.",
     )
 
 
@@ -394,7 +463,9 @@ def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
     if rows.empty:
         return None
     names = _rank_labels(rows, record)
-    blocks: list[Block] = []
+    shown = preferred(rows)
+    transfers = shown["op"].astype(str) + " " + shown["algorithm"].astype(str)
+    blocks: list[Block] = [_launch_line(shown["launch"], transfers)]
     for matrix in pair_matrices(rows):
         labels = [names.get(int(rank), f"rank {rank}") for rank in matrix.values.index]
         blocks.append(Figure(figures.heatmap(matrix, labels, _matrix_title(matrix)), half=True))
@@ -446,10 +517,12 @@ def _way(op: str, name: str) -> str:
 def algorithms(df: pd.DataFrame) -> Section | None:
     rows = collective_rows(df)
     blocks: list[Block] = []
+    compared = []
     for op in dict.fromkeys(rows["op"]):
         table = candidates(rows, str(op))
         if table["candidate"].nunique() < 2:
             continue
+        compared.append(op)
         best = best_per_size(rows, str(op)).set_index(["tier", "world_size", "dtype", "size_bytes"])
         for (tier, world_size, dtype), part in table.groupby(
             ["tier", "world_size", "dtype"], sort=False
@@ -479,10 +552,20 @@ def algorithms(df: pd.DataFrame) -> Section | None:
             blocks.append(_table(headers, lines, caption))
     if not blocks:
         return None
+    shown = preferred(rows[rows["op"].isin(compared)])
+    shown = shown[shown["status"] == "ok"]
+    ways = pd.Series(
+        [
+            candidate(str(o), str(a), str(v))
+            for o, a, v in zip(shown["op"], shown["algorithm"], shown["variant"], strict=True)
+        ],
+        index=shown.index,
+        dtype=object,
+    )
     return Section(
         "algorithms",
         "Algorithms",
-        tuple(blocks),
+        (_launch_line(shown["launch"], ways), *blocks),
         "Every way an operation was performed, side by side, the fastest per size marked; "
         "speedup is the best's bus bandwidth over the default's (torch.distributed's own "
         "call, NCCL's choice of algorithm).",
@@ -495,13 +578,15 @@ def algorithms(df: pd.DataFrame) -> Section | None:
 def composites(df: pd.DataFrame) -> Section | None:
     rows = collective_rows(df)
     rows = rows[rows["status"] == "ok"]
+    rows = rows.assign(launch=launch_of(rows))
     # A composite performs an operation with others, named `first+second`.
     built = rows[rows["algorithm"].str.contains("+", regex=False)]
     if built.empty:
         return None
-    keys = ["group_id", "op", "dtype", "size_bytes"]
+    # against the native call in the same launch mode, and the graph pair where both ran
+    keys = ["group_id", "op", "dtype", "size_bytes", "launch"]
     native = rows[rows["algorithm"] == "native"][[*keys, "busbw_gb_per_s"]]
-    joined = built.merge(native, on=keys, suffixes=("", "_native"))
+    joined = preferred(built.merge(native, on=keys, suffixes=("", "_native")))
     if joined.empty:
         return None
     joined = joined.assign(
@@ -522,10 +607,10 @@ def composites(df: pd.DataFrame) -> Section | None:
     return Section(
         "composites",
         "Composites against native",
-        (Figure(figure),),
+        (_launch_line(joined["launch"], joined["operation"]), Figure(figure)),
         "An operation built from two others (all_reduce as reduce_scatter then all_gather, or "
-        "reduce then broadcast), as a fraction of the native call's bus bandwidth at each size: "
-        "below 1, the native call is faster.",
+        "reduce then broadcast), as a fraction of the native call's bus bandwidth at each size, "
+        "both in the same launch mode: below 1, the native call is faster.",
     )
 
 
@@ -533,7 +618,7 @@ def composites(df: pd.DataFrame) -> Section | None:
 
 
 def experiments(df: pd.DataFrame) -> Section | None:
-    rows = df[df["params"].notna() & ~df["op"].isin(MATRIX_OPS)]
+    rows = preferred(df[df["params"].notna() & ~df["op"].isin(MATRIX_OPS)])
     if rows.empty:
         return None
     rows = rows.assign(
@@ -547,6 +632,7 @@ def experiments(df: pd.DataFrame) -> Section | None:
             Cell(str(r["knobs"]), "code"),
             Cell(str(r["dtype"])),
             _size(r["size_bytes"]),
+            Cell(str(r["launch"])),
             _num(r["time_us"], SIG),
             _num(r["busbw_gb_per_s"], SIG),
             Cell(str(r["status"]), "" if r["status"] == "ok" else "bad"),
@@ -559,6 +645,7 @@ def experiments(df: pd.DataFrame) -> Section | None:
         "parameters",
         "dtype",
         "size",
+        "launch",
         "time us",
         "busbw GB/s",
         "status",
@@ -625,6 +712,7 @@ def alpha_beta(df: pd.DataFrame) -> Section | None:
             Cell(str(r["tier"])),
             _num(r["world_size"], "d"),
             Cell(str(r["operation"])),
+            Cell(str(r["launch"])),
             _num(r["alpha_us"], SIG),
             _num(r["beta_gb_per_s"], SIG)
             if math.isfinite(r["beta_gb_per_s"])
@@ -634,15 +722,25 @@ def alpha_beta(df: pd.DataFrame) -> Section | None:
         )
         for r in _records(table)
     ]
-    columns = ("tier", "ranks", "operation", "alpha us", "beta GB/s", "median error %", "points")
+    columns = (
+        "tier",
+        "ranks",
+        "operation",
+        "launch",
+        "alpha us",
+        "beta GB/s",
+        "median error %",
+        "points",
+    )
     return _table_section(
         "fits",
         "Latency and bandwidth fits",
         columns,
         lines,
         "time = alpha + S / beta, fitted per tier, group size and operation (robust, on "
-        "relative error): alpha is the fixed cost of a call, beta the rate the time grows "
-        "with S (algorithm bandwidth, not busbw).",
+        "relative error) to its CUDA-graph replays where a point was timed both ways: alpha "
+        "is the fixed cost of a call, beta the rate the time grows with S (algorithm "
+        "bandwidth, not busbw).",
     )
 
 
@@ -653,6 +751,7 @@ def baseline(base: pd.DataFrame, new: pd.DataFrame) -> Section:
     rule = RegressionRule()
     changes = point_changes(base, new, rule)
     changes = changes.assign(operation=_labels(changes))
+    several = changes["launch"].nunique() > 1  # then each point's launch mode is named
     both = changes[changes["present"] == "both"]
     facts = (
         ("baseline run", str(base["run_id"].iloc[0])),
@@ -662,8 +761,17 @@ def baseline(base: pd.DataFrame, new: pd.DataFrame) -> Section:
         ("only in the baseline", str(int((changes["present"] == "base").sum()))),
         ("only in this run", str(int((changes["present"] == "new").sum()))),
     )
-    blocks: list[Block] = [Facts(facts, code=frozenset({"baseline run"}))]
+    blocks: list[Block] = [
+        Facts(facts, code=frozenset({"baseline run"})),
+        Text(
+            f"Launch modes: {launch_modes(changes['launch'])}; each point is compared with the "
+            "baseline's point of the same launch mode.",
+            "muted",
+        ),
+    ]
     plotted = both[both["busbw_change"].notna()]
+    if several:
+        plotted = plotted.assign(operation=plotted["operation"] + ", " + plotted["launch"])
     if not plotted.empty:
         blocks.append(Figure(figures.change_figure(plotted)))
     notable = changes[changes["regression"] | changes["improvement"]]
@@ -677,6 +785,7 @@ def baseline(base: pd.DataFrame, new: pd.DataFrame) -> Section:
             Cell(str(r["operation"])),
             Cell(str(r["dtype"])),
             _size(r["size_bytes"]),
+            *((Cell(str(r["launch"])),) if several else ()),
             _num(r["base_busbw_gb_per_s"], SIG),
             _num(r["new_busbw_gb_per_s"], SIG),
             _num(100 * r["busbw_change"], "+.1f", "bad" if r["regression"] else "good"),
@@ -689,8 +798,9 @@ def baseline(base: pd.DataFrame, new: pd.DataFrame) -> Section:
         for r in _records(notable)
     ]
     if lines:
-        columns = ("group", "operation", "dtype", "size", "base busbw", "busbw", "change %")
-        blocks.append(_table((*columns, "p", "status"), lines, "regressions and improvements"))
+        point = ("group", "operation", "dtype", "size", *(("launch",) if several else ()))
+        columns = (*point, "base busbw", "busbw", "change %", "p", "status")
+        blocks.append(_table(columns, lines, "regressions and improvements"))
     else:
         blocks.append(Text("No point regressed or improved beyond the threshold."))
     return Section(
@@ -711,6 +821,7 @@ def build(df: pd.DataFrame, record: RunRecord | None, base: pd.DataFrame | None)
         topology(record),
         operations(df),
         peaks(df, record),
+        launch_cost(df),
         p2p(df, record),
         algorithms(df),
         composites(df),

@@ -134,3 +134,40 @@ def test_pairs_and_parameters_are_part_of_a_point(tmp_path: Path) -> None:
     assert len(p2p) == len(p2p.drop_duplicates(["algorithm", "src_rank", "dst_rank", "size_bytes"]))
     moe = changes[changes["op"] == "all_to_all_v"]
     assert moe["params"].str.contains("tokens=4096").sum() == 2
+
+
+def test_graph_rows_compare_with_graph_rows_and_eager_with_eager(tmp_path: Path) -> None:
+    """A run timed both ways: the eager time regressed (the launch path), the graph time did
+    not. Rows from before launch modes (no launch) compare with eager rows."""
+    base = _run(
+        tmp_path,
+        "base",
+        [_point(64, 10.0, launch="graph"), _point(64, 20.0, launch="eager"), _point(8, 9.0)],
+    )
+    new = _run(
+        tmp_path,
+        "new",
+        [
+            _point(64, 10.0, launch="graph"),
+            _point(64, 30.0, launch="eager"),
+            _point(8, 9.0, launch="eager"),
+        ],
+    )
+    changes = point_changes(base, new).set_index(["size_bytes", "launch"])
+    assert sorted(changes.index) == [(8, "eager"), (64, "eager"), (64, "graph")]
+    assert (changes["present"] == "both").all()
+    assert changes.loc[(64, "graph"), "time_change"] == pytest.approx(0.0)
+    assert changes.loc[(64, "eager"), "time_change"] == pytest.approx(0.5)
+    assert changes["regression"].to_dict() == {
+        (64, "graph"): False,
+        (64, "eager"): True,
+        (8, "eager"): False,
+    }
+
+
+def test_a_point_timed_in_another_launch_mode_is_not_compared(tmp_path: Path) -> None:
+    base = _run(tmp_path, "base", [_point(64, 20.0, launch="eager")])
+    new = _run(tmp_path, "new", [_point(64, 10.0, launch="graph")])
+    changes = point_changes(base, new).set_index("launch")
+    assert changes["present"].to_dict() == {"eager": "base", "graph": "new"}
+    assert not changes["improvement"].any()

@@ -34,7 +34,7 @@ def test_a_slower_run_exits_1_and_names_the_points_that_regressed(results: Path)
     assert first.startswith("wednesday against tuesday: ")
     assert "regressions" in first
     table = [line for line in out.splitlines() if line.startswith("│ regression")]
-    assert any("nvlink:n0g2,3 p2p (uni) bfloat16 2->3" in line for line in table)
+    assert any("nvlink:n0g2,3 p2p (uni) bfloat16 graph 2->3" in line for line in table)
     assert any("-20.0%" in line for line in table)
 
 

@@ -114,6 +114,40 @@ def test_each_direction_of_a_pair_is_a_series_of_its_own(tmp_path: Path) -> None
     }
 
 
+def test_each_launch_mode_of_a_run_timed_both_ways_is_a_series_of_its_own(tmp_path: Path) -> None:
+    """Only the eager series slowed (say, a torch upgrade lengthened the launch path): it
+    alarms, and the graph series of the same points does not. Eager series are named as
+    before launch modes; graph series say so."""
+    point = ("nvlink", "default", "nvlink:n0g0,1", 2, "all_reduce", "native", "bfloat16")
+    eager, graph = Series(*point, launch="eager"), Series(*point, launch="graph")
+    history = History(tmp_path, [graph, eager], noise=0.01)
+    history.nights(8)
+    history.nights(2, dropped_on({8, 9}, {eager}))
+    findings = alarms(history)
+    assert len(findings) == 4
+    assert set(findings["launch"]) == {"graph", "eager"}
+    named = findings.assign(series=findings.apply(nightly.series_name, axis=1))
+    assert set(named.loc[named["status"] == "regression", "series"]) == {eager.name}
+    assert set(named.loc[named["launch"] == "graph", "series"]) == {
+        "nvlink:n0g0,1 all_reduce bfloat16 graph"
+    }
+    assert set(named.loc[named["launch"] == "graph", "status"]) == {"ok"}
+
+
+def test_graph_nights_are_not_judged_against_eager_nights(tmp_path: Path) -> None:
+    """Nights from before launch modes (no launch: eager), then nights with CUDA graphs, 40%
+    faster at small sizes: a new series, not an improvement of the old one."""
+    point = ("nvlink", "default", "nvlink:n0g0,1", 2, "all_reduce", "native", "bfloat16")
+    history = History(tmp_path, [Series(*point)], noise=0.01)
+    history.nights(8)
+    history.series = [Series(*point, launch="graph")]
+    history.nights(2, lambda night, series: 0.6)
+    findings = alarms(history)
+    assert set(findings["launch"]) == {"graph"}
+    assert (findings["status"] == "new").all()
+    assert (findings["baseline_runs"] == 0).all()  # the eager nights are not its baseline
+
+
 def test_every_pair_matrix_entry_and_moe_routing_of_a_gpu_run_is_a_series(tmp_path: Path) -> None:
     report_data.write_run(tmp_path, "gpu")
     metrics = run_metrics(store.load(tmp_path, columns=COLUMNS), 256 * 2**20)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.report import build, runs
+from sweeper.report import build, runs, sections
+from sweeper.report.blocks import Figure, Text
 from tests import report_data
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
@@ -106,3 +107,99 @@ def test_peaks_are_a_share_of_the_nvlink_peak(results: Path) -> None:
 def test_the_default_page_goes_beside_the_results(tmp_path: Path) -> None:
     assert build.default_output(Path("results"), "r1") == Path("reports/r1.html")
     assert build.default_output(tmp_path / "results", "r1") == tmp_path / "reports" / "r1.html"
+
+
+def _section(page: str, id_: str) -> str:
+    start = page.index(f'<section id="{id_}">')
+    return page[start : page.index("</section>", start)]
+
+
+def _cells(row: str) -> list[str]:
+    return re.findall(r"<td[^>]*>([^<]*)</td>", row)
+
+
+def _column(section: str, name: str) -> list[str]:
+    """Every value of one column of a section's first table."""
+    headers = re.findall(r"<th>([^<]*)</th>", section)
+    at = headers.index(name)
+    rows = re.findall(r"<tr>(<td.*?)</tr>", section, re.DOTALL)
+    return [_cells(row)[at] for row in rows]
+
+
+@pytest.fixture
+def both(results: Path) -> str:
+    """The page of a run timed both ways (--launch graph,eager), against a graph-only run."""
+    report_data.write_run(results, "both", launches=report_data.BOTH)
+    return build.write(results, "both", results.parent / "both.html", baseline="base").read_text()
+
+
+def test_a_run_timed_both_ways_has_the_launch_cost_after_the_peaks(both: str) -> None:
+    assert _sections(both)[4:7] == ["peaks", "launch", "p2p"]
+    launch = _section(both, "launch")
+    rows = {
+        tuple(_cells(row)[:3]): _cells(row)[3:] for row in re.findall(r"<tr>(<td.*?)</tr>", launch)
+    }
+    # at 8 B: the graph time is the model's alpha, eager adds EAGER_US per call
+    assert rows[("nvlink", "4", "all_reduce")] == ["8B", "35", "43", "8", "8", "7"]
+    assert rows[("nvlink", "4", "all_reduce (reduce_scatter+all_gather)")][3:5] == ["16", "16"]
+    assert rows[("nvlink", "2", "p2p (uni)")][3:] == ["8", "8", "1"]
+    assert ("nvlink", "2", "copy (uni)") not in rows  # the copy engine is eager only
+    assert "median to 64K us" in launch
+
+
+def test_every_figure_and_table_says_which_launch_mode_it_shows(both: str) -> None:
+    graph = '<p class="muted">Times: CUDA-graph replays (graph).</p>'
+    for id_ in ("operations", "algorithms", "composites"):
+        assert graph in _section(both, id_), id_
+    assert (
+        "Times: CUDA-graph replays (graph); eager calls from Python (eager) for copy uni."
+        in _section(both, "p2p")
+    )
+    assert set(_column(_section(both, "peaks"), "launch")) == {"graph"}
+    assert set(_column(_section(both, "fits"), "launch")) == {"graph"}
+    assert set(_column(_section(both, "experiments"), "launch")) == {"graph"}
+    assert "<dt>launch modes</dt><dd>graph, eager</dd>" in both
+    baseline = _section(both, "baseline")
+    assert "Launch modes: graph, eager; each point is compared" in baseline
+    assert set(_column(baseline, "launch")) == {"graph"}  # the eager points: only in this run
+
+
+def test_peaks_and_fits_read_graph_times_where_a_point_ran_both_ways(both: str) -> None:
+    peaks = _section(both, "peaks")
+    row = re.search(r"<td>all_reduce</td>(.*?)</tr>", peaks, re.DOTALL)
+    assert row is not None
+    assert _cells(row.group(1))[-2:] == ["35", "8B"]  # the graph time at 8 B, not 43
+    fits = _section(both, "fits")
+    row = re.search(r"<td>all_reduce</td>(.*?)</tr>", fits, re.DOTALL)
+    assert row is not None
+    assert _cells(row.group(1))[:2] == ["graph", "35"]  # alpha: the graph replay's
+
+
+def test_rows_from_before_launch_modes_read_as_eager(results: Path) -> None:
+    rows = runs.rows(results, "new").assign(launch=None)
+    page = build.render(rows, None)
+    assert "launch" not in _sections(page)
+    assert '<p class="muted">Times: eager calls from Python (eager).</p>' in page
+    assert set(_column(_section(page, "fits"), "launch")) == {"eager"}
+
+
+def test_a_composite_is_against_the_native_call_in_its_own_launch_mode(results: Path) -> None:
+    """The graph capture of one composite failed (eager rows only): it is against the native
+    call's eager time, and says it is eager; the other against the native graph replay."""
+    report_data.write_run(results, "both", launches=report_data.BOTH)
+    rows = runs.rows(results, "both")
+    failed = (rows["algorithm"] == "reduce_scatter+all_gather") & (rows["launch"] == "graph")
+    section = sections.composites(rows[~failed])
+    assert section is not None
+    line, figure = section.blocks
+    assert isinstance(line, Text)
+    assert line.text == (
+        "Times: CUDA-graph replays (graph); eager calls from Python (eager) for "
+        "all_reduce (reduce_scatter+all_gather)."
+    )
+    assert isinstance(figure, Figure)
+    at_8_bytes = {trace.name.split(" ")[1]: trace.y[0] for trace in figure.figure.data}
+    assert at_8_bytes["(reduce_scatter+all_gather)"] == pytest.approx(
+        (35 + 8) / (79 + 16), rel=1e-4
+    )
+    assert at_8_bytes["(reduce+broadcast)"] == pytest.approx(35 / 85, rel=1e-4)

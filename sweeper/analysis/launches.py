@@ -1,0 +1,108 @@
+"""Launch modes: which rows the analyses read where a point was timed both ways, and what
+issuing each call eagerly costs.
+
+`sweeper run --launch graph,eager` times each point twice on the same buffers: replays of
+a captured CUDA graph (`graph`, as nccl-tests -G) and calls issued from Python (`eager`).
+The graph time is the operation's own; eager adds the host's launch path, which decides
+the time at small sizes. So every analysis of time or bandwidth reads each point's graph
+row, and its eager row only where it has no graph row (CPU ranks, copy-engine rows, a
+capture that failed, runs from before launch modes).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from sweeper.analysis.compare import POINT_KEYS, params_text
+from sweeper.analysis.summary import EAGER, GRAPH, label, launch_of, tier_name
+
+# What one point is, whatever its launch mode: a run's measurement of a group, operation,
+# dtype and size (and for pair and MoE rows, the pair and parameters).
+POINT = tuple(key for key in ("run_id", *POINT_KEYS) if key != "launch")
+SMALL_BYTES = 64 * 2**10  # up to here an operation's time is mostly its fixed cost
+COST_COLUMNS = (
+    "tier",
+    "world_size",
+    "operation",
+    "size_bytes",  # the smallest size measured both ways
+    "graph_time_us",
+    "eager_time_us",
+    "cost_us",  # eager - graph at that size
+    "small_cost_us",  # the median of eager - graph over the sizes up to SMALL_BYTES
+    "small_sizes",  # how many sizes that median is over
+)
+
+
+def _point_ids(rows: pd.DataFrame) -> pd.Series:
+    """A number per point (rows of one point, in any launch mode, share it), from the POINT
+    columns the frame has."""
+    keys = [key for key in POINT if key in rows]
+    frame = rows[keys]
+    if "params" in keys:  # lists of pairs: unhashable, so compared as text
+        frame = frame.assign(params=frame["params"].map(params_text))
+    ids: pd.Series = frame.groupby(keys, dropna=False, sort=False).ngroup()
+    return ids
+
+
+def preferred(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each point's rows in one launch mode: graph where the point has a graph row, eager
+    where it has none, whatever their status. `launch` is filled in (rows without one were
+    eager)."""
+    rows = rows.assign(launch=launch_of(rows))
+    graph = rows["launch"] == GRAPH
+    graphed = graph.groupby(_point_ids(rows)).transform("any")
+    kept: pd.DataFrame = rows[graph | ~graphed]
+    return kept
+
+
+def launch_costs(rows: pd.DataFrame, small_bytes: int = SMALL_BYTES) -> pd.DataFrame:
+    """What issuing each call eagerly adds to its time, per tier, group size and operation,
+    from the `ok` points timed both ways: eager - graph at the smallest such size, and the
+    median of it over the sizes up to `small_bytes`. At each size, the groups and dtypes of a
+    tier and group size count by their median. Columns: `COST_COLUMNS`, operations in the
+    order first measured; empty when no point was timed both ways."""
+    ok = rows[rows["status"].isin(["ok"])]  # isin: no NA in the mask
+    ok = ok.assign(launch=launch_of(ok), point=_point_ids(ok))
+    times = ok.pivot_table(index="point", columns="launch", values="time_us", aggfunc="median")
+    if GRAPH not in times or EAGER not in times:
+        empty: pd.DataFrame = pd.DataFrame(columns=list(COST_COLUMNS))
+        return empty
+    both = times.dropna(subset=[GRAPH, EAGER])
+    first = ok.drop_duplicates("point").set_index("point").loc[both.index]
+    points = pd.DataFrame(
+        {
+            "tier": [
+                tier_name(str(t), str(v))
+                for t, v in zip(first["tier"], first["variant"], strict=True)
+            ],
+            "world_size": first["world_size"].astype("int64"),
+            "operation": [
+                label(str(o), str(a)) for o, a in zip(first["op"], first["algorithm"], strict=True)
+            ],
+            "size_bytes": first["size_bytes"].astype("int64"),
+            "graph_time_us": both[GRAPH],
+            "eager_time_us": both[EAGER],
+            "cost_us": both[EAGER] - both[GRAPH],
+        }
+    )
+    keys = ["tier", "world_size", "operation"]
+    sizes = points.groupby([*keys, "size_bytes"], sort=False, as_index=False).median()
+    out = []
+    for (tier, world_size, operation), part in sizes.groupby(keys, sort=False):
+        smallest = part.loc[part["size_bytes"].idxmin()]
+        small = part.loc[part["size_bytes"] <= small_bytes, "cost_us"]
+        out.append(
+            {
+                "tier": tier,
+                "world_size": world_size,
+                "operation": operation,
+                "size_bytes": smallest["size_bytes"],
+                "graph_time_us": smallest["graph_time_us"],
+                "eager_time_us": smallest["eager_time_us"],
+                "cost_us": smallest["cost_us"],
+                "small_cost_us": small.median(),  # NaN where no size is that small
+                "small_sizes": len(small),
+            }
+        )
+    table: pd.DataFrame = pd.DataFrame(out, columns=list(COST_COLUMNS))
+    return table
