@@ -1,0 +1,273 @@
+"""The GPU benchmarks' pure parts, on CPU: the bare loop's graph unit, fidelity's comparison
+and gate, and nccl_tests.py's reading of nccl-tests' JSON and its matching to sweeper's rows
+(on documents written as nccl-tests 2.19.6's src/util.cu writes them)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))  # scripts, not a package
+
+import bare
+import fidelity
+import nccl_tests
+
+from sweeper.cluster import MULTICAST_OFF
+from sweeper.collectives import REGISTRY
+from sweeper.spec import DTYPES
+from sweeper.timing import graph_unit
+
+DATA = Path(__file__).parents[1] / "data" / "nccl_tests"
+MIB = 2**20
+
+
+def _run(name: str) -> nccl_tests.Run:
+    return nccl_tests.parse_run(json.loads((DATA / name).read_text()))
+
+
+def test_bare_graphs_split_a_row_as_sweeper_does_with_iters() -> None:
+    for iters in range(1, 10_001):
+        unit = graph_unit(iters)
+        row_iters = math.ceil(iters / unit) * unit  # what the row records
+        assert bare.graph_unit(iters) == unit
+        assert bare.graph_unit(row_iters) == unit
+        assert row_iters % unit == 0
+
+
+def test_bare_loop_has_every_core_operation() -> None:
+    assert set(bare.FACTORS) == {c.name for c in REGISTRY.values() if c.core}
+
+
+def _compared(**given: Any) -> fidelity.Compared:
+    values: dict[str, Any] = {
+        "name": "all_reduce",
+        "size_bytes": 8,
+        "launch": "eager",
+        "iters": 100,
+        "warmup_iters": 10,
+        "moves_data": True,
+        "sweeper_factor": 1.5,
+        "bare_factor": 1.5,
+        "sweeper_times_us": (10.0,),
+        "bare_times_us": (10.0,),
+    }
+    return fidelity.Compared(**{**values, **given})
+
+
+def test_fidelity_keeps_each_sides_lowest_time() -> None:
+    point = _compared(sweeper_times_us=(12.0, 11.0), bare_times_us=(10.0, 10.5))
+    assert point.time_ratio == pytest.approx(1.1)
+    assert point.bw_ratio == pytest.approx(1 / 1.1)
+
+
+def test_fidelity_bandwidth_ratio_uses_both_factors_and_algbw_on_one_rank() -> None:
+    wrong_factor = _compared(sweeper_factor=0.75, bare_factor=1.5)
+    assert wrong_factor.bw_ratio == pytest.approx(0.5)
+    one_rank = _compared(sweeper_factor=0.0, bare_factor=0.0, sweeper_times_us=(20.0,))
+    assert one_rank.bw_ratio == pytest.approx(0.5)
+
+
+def test_gate_fails_slow_eager_calls_at_any_size_but_not_graph_replays() -> None:
+    gate = fidelity.Gate()
+    slow = {"sweeper_times_us": (11.2,), "bare_times_us": (10.0,)}
+    assert gate.problems(_compared(**slow))
+    assert gate.problems(_compared(size_bytes=64 * MIB, **slow))
+    assert not gate.problems(_compared(launch="graph", **slow))
+    assert not gate.problems(_compared(sweeper_times_us=(10.9,)))
+
+
+def test_gate_fails_low_bandwidth_from_the_floor_in_either_mode() -> None:
+    gate = fidelity.Gate()
+    low = {"sweeper_times_us": (10.4,), "bare_times_us": (10.0,)}  # ratio 0.96
+    for launch in ("graph", "eager"):
+        assert gate.problems(_compared(size_bytes=256 * MIB, launch=launch, **low))
+        assert not gate.problems(_compared(size_bytes=128 * MIB, launch=launch, **low))
+    assert not gate.problems(_compared(size_bytes=256 * MIB, sweeper_times_us=(10.2,)))
+
+
+def test_gate_skips_bandwidth_of_in_place_operations_on_one_rank() -> None:
+    slow = {"sweeper_times_us": (20.0,), "bare_times_us": (10.0,)}
+    nothing_moved = _compared(size_bytes=512 * MIB, launch="graph", moves_data=False, **slow)
+    assert not fidelity.Gate().problems(nothing_moved)
+
+
+def test_gate_fails_on_sweeper_failures_and_passes_a_clean_run() -> None:
+    gate = fidelity.Gate()
+    assert gate.failures([_compared()], []) == []
+    assert gate.failures([_compared()], ["gather 8B graph: sweeper oom: ..."]) == [
+        "gather 8B graph: sweeper oom: ..."
+    ]
+    reasons = gate.failures([_compared(sweeper_times_us=(12.0,))], [])
+    assert reasons == ["all_reduce 8B eager: time ratio 1.200 > 1.1"]
+
+
+def _row(**given: Any) -> dict[str, Any]:
+    values = {
+        "iters": 200,
+        "warmup_iters": 50,
+        "world_size": 2,
+        "in_place": True,
+        "busbw_factor": 1.0,
+        "count_elems": 4,
+        "dtype": "bfloat16",
+    }
+    return {**values, **given}
+
+
+def test_compare_takes_each_point_from_its_row_and_both_sides_repeats() -> None:
+    key = ("all_reduce", 8, "graph")
+    one_rank = ("all_reduce", 512 * MIB, "graph")
+    rows = {key: _row(), one_rank: _row(world_size=1, busbw_factor=0.0)}
+    points = fidelity.compare(
+        rows,
+        {key: [3.0, 2.0], one_rank: [40.0]},
+        {key: [2.5], one_rank: [41.0]},
+    )
+    assert [(p.name, p.size_bytes, p.launch) for p in points] == [key, one_rank]
+    assert points[0].sweeper_time_us == 2.0
+    assert points[0].bare_factor == 1.0
+    assert points[0].moves_data
+    assert not points[1].moves_data
+    assert fidelity.compare(rows, {key: [3.0]}, {}) == []  # the bare loop did not run it
+
+
+def test_bare_points_repeat_the_rows_iterations_and_warm_up() -> None:
+    point = fidelity.bare_point(("gather", 8, "graph"), _row(count_elems=4))
+    assert point == fidelity.BarePoint("gather", 4, "bfloat16", "graph", 200, 50)
+
+
+def test_fidelity_table_marks_the_points_that_fail() -> None:
+    gate = fidelity.Gate()
+    lines = fidelity.table([_compared(), _compared(sweeper_times_us=(12.0,))], gate)
+    assert len(lines) == 3
+    assert not lines[1].endswith("fails")
+    assert lines[2].endswith("<- fails")
+
+
+def test_nccl_tests_json_reads_into_records_by_requested_size() -> None:
+    run = _run("all_gather_perf-G10.json")
+    assert run.settings == (2, "bfloat16", 20, 5, 10)
+    assert (run.launch, run.nccl_version) == ("graph", 22809)
+    assert [r.requested_bytes for r in run.records] == [8, 32, 128]
+    assert [r.size_bytes for r in run.records] == [0, 32, 128]  # 8 B: chunks of 0 elements
+    assert run.records[1].out_of_place == nccl_tests.Figure(5.872104, 0.005449, 0.002725)
+    assert run.records[1].in_place.time_us == 5.86132
+
+
+def test_nccl_tests_json_of_another_format_is_refused() -> None:
+    document = json.loads((DATA / "broadcast_perf-G0.json").read_text())
+    assert nccl_tests.parse_run(document).launch == "eager"
+    with pytest.raises(ValueError, match="version 4"):
+        nccl_tests.parse_run({**document, "version": 4})
+    config = {k: v for k, v in document["config"].items() if k != "step_factor"}
+    with pytest.raises(ValueError, match="-f"):
+        nccl_tests.parse_run({**document, "config": {**config, "step_bytes": 8}})
+
+
+def test_nccl_tests_binaries_perform_sweepers_core_operations() -> None:
+    core = {c.name for c in REGISTRY.values() if c.core}
+    assert core - set(nccl_tests.BINARIES) == {"reduce_scatter+all_gather", "reduce+broadcast"}
+    assert all(REGISTRY[name].op == name for name in nccl_tests.BINARIES)  # how rows are named
+
+
+def test_nccl_tests_names_every_sweeper_dtype() -> None:
+    # nccl-tests' names: src/common.cu, test_typenames
+    known = {"int8", "uint8", "int32", "int64", "half", "float", "double", "bfloat16"}
+    assert set(nccl_tests.NCCL_TESTS_DTYPES) == set(DTYPES)
+    assert set(nccl_tests.NCCL_TESTS_DTYPES.values()) <= known | {"f8e4m3", "f8e5m2"}
+
+
+def _sweeper_row(launch: str, count: int, in_place: bool, status: str = "ok") -> dict[str, Any]:
+    row = {"launch": launch, "count_elems": count, "size_bytes": 2 * count}
+    row |= {"in_place": in_place, "status": status}
+    if status == "ok":
+        row |= {"time_us": 7.0, "algbw_gb_per_s": 2.0, "busbw_gb_per_s": 1.0}
+    return row
+
+
+def test_matching_pairs_rows_with_the_record_of_their_placement_and_launch() -> None:
+    runs = {
+        ("all_gather", "graph"): _run("all_gather_perf-G10.json"),
+        ("broadcast", "eager"): _run("broadcast_perf-G0.json"),
+    }
+    rows = [
+        ("all_gather", _sweeper_row("graph", 4, in_place=False)),  # 8 B: 2 ranks x 2 elements
+        ("all_gather", _sweeper_row("graph", 64, in_place=False)),
+        ("all_gather", _sweeper_row("eager", 64, in_place=False)),  # no eager run
+        ("broadcast", _sweeper_row("eager", 16, in_place=True)),
+        ("broadcast", _sweeper_row("graph", 16, in_place=True, status="oom")),
+    ]
+    itemsize = DTYPES["bfloat16"].itemsize
+    lines = nccl_tests.match(rows, runs, lambda name, size: REGISTRY[name].count(size, itemsize, 2))
+    tiny, big, eager, broadcast, failed = lines
+    assert tiny.nccl_tests == runs[("all_gather", "graph")].records[0].out_of_place
+    assert (tiny.size_bytes, tiny.nccl_tests_size_bytes) == (8, 0)
+    assert big.nccl_tests == runs[("all_gather", "graph")].records[2].out_of_place
+    assert eager.nccl_tests is None
+    assert eager.time_ratio is None
+    assert broadcast.nccl_tests == runs[("broadcast", "eager")].records[1].in_place
+    assert broadcast.time_ratio == pytest.approx(7.0 / 12.07113)
+    assert failed.sweeper is None
+    assert failed.nccl_tests is None
+    text = nccl_tests.text_table(lines)
+    assert len(text) == 6
+    assert "oom" in text[5]
+    assert len(nccl_tests.markdown_table(lines)) == 7
+
+
+def _line(size_bytes: int, nccl: nccl_tests.Figure) -> nccl_tests.Line:
+    mine = nccl_tests.Figure(10.0, 4.0, 2.0)
+    return nccl_tests.Line("all_reduce", "graph", size_bytes, True, "ok", mine, nccl, size_bytes)
+
+
+def test_time_ratios_up_to_64k_and_bandwidth_ratios_from_256m() -> None:
+    theirs = nccl_tests.Figure(8.0, 5.0, 2.5)
+    assert _line(64 * 2**10, theirs).time_ratio == pytest.approx(1.25)
+    assert _line(64 * 2**10, theirs).bw_ratio is None
+    assert _line(MIB, theirs).time_ratio is None
+    assert _line(MIB, theirs).bw_ratio is None
+    assert _line(256 * MIB, theirs).bw_ratio == pytest.approx(0.8)
+    one_rank = nccl_tests.Figure(8.0, 5.0, 0.0)
+    assert _line(256 * MIB, one_rank).bw_ratio == pytest.approx(0.8)  # algbw
+
+
+def test_nccl_tests_command_asks_for_sweepers_points() -> None:
+    args = argparse.Namespace(
+        min_size=8, max_size=2**30, step_factor=4, dtype="bfloat16", iters=20, warmup=5
+    )
+    argv = nccl_tests.command(Path("/b/sendrecv_perf"), args, 1, 10, Path("/o/x.json"))
+    assert " ".join(argv) == (
+        "/b/sendrecv_perf -b 8 -e 1073741824 -f 4 -g 1 -d bfloat16 -n 20 -w 5 -a 3 -G 10 "
+        "-J /o/x.json"
+    )
+
+
+def test_child_environment_keeps_multicast_off_and_finds_nccl_first() -> None:
+    environ = {"LD_LIBRARY_PATH": "/usr/lib", "HOME": "/h", "NCCL_NVLS_ENABLE": "2"}
+    env = nccl_tests.child_env(environ, [Path("/n/lib")])
+    assert env["LD_LIBRARY_PATH"] == "/n/lib:/usr/lib"
+    assert env["HOME"] == "/h"
+    assert {k: env[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+    assert nccl_tests.child_env({}, [])["LD_LIBRARY_PATH"] == ""
+
+
+def test_nccl_home_gives_the_linker_the_wheels_versioned_library(tmp_path: Path) -> None:
+    package = tmp_path / "site" / "nvidia" / "nccl"
+    (package / "include").mkdir(parents=True)
+    (package / "lib").mkdir()
+    (package / "lib" / "libnccl.so.2").write_bytes(b"")
+    for _ in range(2):  # a second build reuses the build directory
+        home = nccl_tests.nccl_home(package, tmp_path / "build")
+    assert (home / "lib" / "libnccl.so").resolve() == (package / "lib" / "libnccl.so.2").resolve()
+    assert (home / "include").resolve() == (package / "include").resolve()
+
+
+def test_nccl_version_codes_read_as_releases() -> None:
+    assert nccl_tests.nccl_version(22809) == "2.28.9"
