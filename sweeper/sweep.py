@@ -48,6 +48,10 @@ DEFAULT_CPU_RANKS = 2
 DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
 AUTO_CEILING = 2**50  # with --max-size auto, the grid is cut at each series' bound
 CONCURRENT_AUTO_MAX = 256 * 2**20  # concurrent rounds with auto: contention, not capacity
+EMPTY_GRAPH = (
+    "nothing to time: the CUDA graph holds no GPU work (NCCL moves nothing for an in-place "
+    "operation on one rank; the eager row shows what the call costs)"
+)
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 
 
@@ -568,6 +572,9 @@ def make_rows(
     n_wrong = sum(checked) if checked else None
     rows = []
     for mode, timed in enumerate(outcome.measured[0].timed):
+        if any(m.timed[mode].empty for m in outcome.measured):
+            rows.append({**row, "launch": timed.launch, "status": "skipped", "error": EMPTY_GRAPH})
+            continue
         across = across_ranks([m.timed[mode].blocks for m in outcome.measured])
         notes = (m.timed[mode].note for m in outcome.measured)
         algbw = algbw_gb_per_s(point.size_bytes, across.seconds)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -63,10 +64,15 @@ class Graph:
         self.graph = torch.cuda.CUDAGraph()
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.graph(self.graph, stream=stream):
-            for _ in range(unit):
-                step()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with torch.cuda.graph(self.graph, stream=stream):
+                for _ in range(unit):
+                    step()
         torch.cuda.current_stream(device).wait_stream(stream)
+        # torch warns when a capture holds no node: the step launched no GPU work at all (an
+        # in-place collective on one rank, where NCCL has nothing to move).
+        self.empty = any("CUDA Graph is empty" in str(w.message) for w in caught)
         self.run = self.graph.replay
 
     def close(self) -> None:

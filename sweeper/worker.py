@@ -9,6 +9,7 @@ collective that a peer did not enter because it ran out of memory.
 from __future__ import annotations
 
 import datetime
+import gc
 import math
 import os
 import socket
@@ -55,6 +56,7 @@ class Timed:
     blocks: tuple[Block, ...]
     warmup_iters: int
     note: str | None = None  # why it ran eagerly where a graph was asked for
+    empty: bool = False  # the graph holds no GPU work: nothing to time (no blocks)
 
 
 @dataclass(frozen=True)
@@ -331,7 +333,10 @@ class Rank:
                 eager_note = note  # the eager rows say it; no second eager measurement
                 continue
             try:
-                timed.append(self._time(launcher, timing, note))
+                if isinstance(launcher, Graph) and launcher.empty:
+                    timed.append(Timed(launch, (), 0, empty=True))
+                else:
+                    timed.append(self._time(launcher, timing, note))
             finally:
                 launcher.close()
         if eager_note is not None:
@@ -366,7 +371,18 @@ class Rank:
 
     def _time(self, launcher: Launcher, timing: Timing, note: str | None) -> Timed:
         """Warm up, then the point's blocks, each after a barrier (so no rank's block starts
-        while a peer is still busy with the last one)."""
+        while a peer is still busy with the last one). The garbage collector waits, as in
+        timeit: a rank actor's process holds Ray's objects too, and a collection of them in
+        the middle of a block would be timed as the operation's."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._blocks(launcher, timing, note)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _blocks(self, launcher: Launcher, timing: Timing, note: str | None) -> Timed:
         unit = launcher.unit
         warm, calls = 0, None
         if timing.warmup is not None:
