@@ -176,7 +176,8 @@ def test_two_sweeps_writing_one_results_directory_at_once_both_complete(tmp_path
         assert event["points"] > 256  # more than one write batch each
         assert runs.loc[event["run_id"], "points"] == event["points"]
         assert runs.loc[event["run_id"], "failed"] == 0
-    assert len(list(results.rglob("*.parquet"))) == 4
+    for event in finished:  # at least two batches each (the 30 s flush may add more)
+        assert len(list(results.rglob(f"{event['run_id']}-*.parquet"))) >= 2
     assert not list(results.rglob("_inflight-*"))
     for event in finished:  # each run's record beside the rows, and its report, whole
         assert record.load(results, event["run_id"]) is not None
