@@ -18,6 +18,11 @@ def test_nccl_sweep_over_every_gpu_is_exact(tmp_path: Path) -> None:
     assert (df["backend"] == "nccl").all()
     assert (df["world_size"] == torch.cuda.device_count()).all()
     assert len(set(df["op"] + df["algorithm"])) == sum(c.core for c in REGISTRY.values())
+    # One GPU alone: NCCL moves nothing in place, so those CUDA graphs are empty (skipped).
+    empty = df["status"] == "skipped"
+    assert df.loc[empty, "in_place"].astype(bool).all()
+    assert empty.any() == (torch.cuda.device_count() == 1)
+    df = df[~empty]
     assert (df["status"] == "ok").all()
     assert (df["n_wrong"] == 0).all()
     assert df["nccl_version"].notna().all()
@@ -25,6 +30,7 @@ def test_nccl_sweep_over_every_gpu_is_exact(tmp_path: Path) -> None:
     assert (df["time_us_p99"] >= df["time_us_p50"]).all()
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="a hang needs a peer: two GPUs")
 @pytest.mark.usefixtures("isolated_registry")
 def test_a_hung_nccl_point_is_killed_and_rebuilt(tmp_path: Path) -> None:
     hang = ("--plugin", "tests.plugins.hang", "--ops", "hang,all_reduce", "--timeout", "20")
