@@ -139,3 +139,22 @@ class History:
 
     def nights(self, count: int, slowdown: Slowdown = steady) -> list[str]:
         return [self.night(slowdown) for _ in range(count)]
+
+
+def point_row(size: int, time_us: float, **extra: object) -> dict[str, object]:
+    """One ok row of a 2-rank all_reduce, its bandwidth from its time; `extra` overrides."""
+    return {
+        "tier": "cpu",
+        "variant": "default",
+        "group_id": "cpu:n0r0,1",
+        "world_size": 2,
+        "op": "all_reduce",
+        "algorithm": "native",
+        "dtype": "float32",
+        "in_place": True,
+        "size_bytes": size,
+        "time_us": time_us,
+        "busbw_gb_per_s": size / time_us / 1e3,
+        "status": "ok",
+        **extra,
+    }

@@ -12,6 +12,7 @@ from sweeper.analysis import RegressionRule, mann_whitney_p, point_changes
 from sweeper.analysis.compare import CHANGE_COLUMNS
 from sweeper.store import ResultWriter, load
 from tests import report_data
+from tests.synthetic import point_row
 
 
 def test_mann_whitney_matches_the_textbook_normal_approximation() -> None:
@@ -40,27 +41,9 @@ def _run(root: Path, run_id: str, rows: list[dict[str, object]]) -> pd.DataFrame
     return load(root, run_id=run_id)
 
 
-def _point(size: int, time_us: float, **extra: object) -> dict[str, object]:
-    return {
-        "tier": "cpu",
-        "variant": "default",
-        "group_id": "cpu:n0r0,1",
-        "world_size": 2,
-        "op": "all_reduce",
-        "algorithm": "native",
-        "dtype": "float32",
-        "in_place": True,
-        "size_bytes": size,
-        "time_us": time_us,
-        "busbw_gb_per_s": size / time_us / 1e3,
-        "status": "ok",
-        **extra,
-    }
-
-
 def test_a_slower_point_is_a_regression_and_a_faster_one_an_improvement(tmp_path: Path) -> None:
-    base = _run(tmp_path, "base", [_point(64, 10.0), _point(128, 10.0), _point(256, 10.0)])
-    new = _run(tmp_path, "new", [_point(64, 12.0), _point(128, 10.2), _point(256, 8.0)])
+    base = _run(tmp_path, "base", [point_row(64, 10.0), point_row(128, 10.0), point_row(256, 10.0)])
+    new = _run(tmp_path, "new", [point_row(64, 12.0), point_row(128, 10.2), point_row(256, 8.0)])
     changes = point_changes(base, new).set_index("size_bytes")
     assert tuple(point_changes(base, new).columns) == CHANGE_COLUMNS
     assert changes.loc[64, "busbw_change"] == pytest.approx(10 / 12 - 1)
@@ -81,14 +64,14 @@ def test_samples_decide_whether_a_change_is_more_than_noise(tmp_path: Path) -> N
         tmp_path,
         "base",
         [
-            _point(64, 10.0, samples_us=noisy_base),
-            _point(128, 10.0, samples_us=steady_base),
+            point_row(64, 10.0, samples_us=noisy_base),
+            point_row(128, 10.0, samples_us=steady_base),
         ],
     )
     new = _run(
         tmp_path,
         "new",
-        [_point(64, 10.6, samples_us=noisy_new), _point(128, 10.6, samples_us=steady_new)],
+        [point_row(64, 10.6, samples_us=noisy_new), point_row(128, 10.6, samples_us=steady_new)],
     )
     changes = point_changes(base, new).set_index("size_bytes")
     assert changes.loc[64, "p_value"] > 0.01
@@ -99,9 +82,9 @@ def test_samples_decide_whether_a_change_is_more_than_noise(tmp_path: Path) -> N
 
 
 def test_a_point_failing_only_now_regressed(tmp_path: Path) -> None:
-    base = _run(tmp_path, "base", [_point(64, 10.0), _point(128, 10.0, status="oom")])
-    failed = {**_point(64, 10.0), "status": "oom", "time_us": None, "busbw_gb_per_s": None}
-    new = _run(tmp_path, "new", [failed, _point(128, 10.0)])
+    base = _run(tmp_path, "base", [point_row(64, 10.0), point_row(128, 10.0, status="oom")])
+    failed = {**point_row(64, 10.0), "status": "oom", "time_us": None, "busbw_gb_per_s": None}
+    new = _run(tmp_path, "new", [failed, point_row(128, 10.0)])
     changes = point_changes(base, new).set_index("size_bytes")
     assert changes.loc[64, "regression"]
     assert not changes.loc[64, "improvement"]
@@ -110,8 +93,8 @@ def test_a_point_failing_only_now_regressed(tmp_path: Path) -> None:
 
 
 def test_points_of_one_run_only_are_kept_but_not_judged(tmp_path: Path) -> None:
-    base = _run(tmp_path, "base", [_point(64, 10.0), _point(128, 10.0)])
-    new = _run(tmp_path, "new", [_point(64, 10.0), _point(256, 99.0)])
+    base = _run(tmp_path, "base", [point_row(64, 10.0), point_row(128, 10.0)])
+    new = _run(tmp_path, "new", [point_row(64, 10.0), point_row(256, 99.0)])
     changes = point_changes(base, new).set_index("size_bytes")
     assert changes["present"].to_dict() == {64: "both", 128: "base", 256: "new"}
     assert not changes["regression"].any()
@@ -142,15 +125,19 @@ def test_graph_rows_compare_with_graph_rows_and_eager_with_eager(tmp_path: Path)
     base = _run(
         tmp_path,
         "base",
-        [_point(64, 10.0, launch="graph"), _point(64, 20.0, launch="eager"), _point(8, 9.0)],
+        [
+            point_row(64, 10.0, launch="graph"),
+            point_row(64, 20.0, launch="eager"),
+            point_row(8, 9.0),
+        ],
     )
     new = _run(
         tmp_path,
         "new",
         [
-            _point(64, 10.0, launch="graph"),
-            _point(64, 30.0, launch="eager"),
-            _point(8, 9.0, launch="eager"),
+            point_row(64, 10.0, launch="graph"),
+            point_row(64, 30.0, launch="eager"),
+            point_row(8, 9.0, launch="eager"),
         ],
     )
     changes = point_changes(base, new).set_index(["size_bytes", "launch"])
@@ -166,8 +153,8 @@ def test_graph_rows_compare_with_graph_rows_and_eager_with_eager(tmp_path: Path)
 
 
 def test_a_point_timed_in_another_launch_mode_is_not_compared(tmp_path: Path) -> None:
-    base = _run(tmp_path, "base", [_point(64, 20.0, launch="eager")])
-    new = _run(tmp_path, "new", [_point(64, 10.0, launch="graph")])
+    base = _run(tmp_path, "base", [point_row(64, 20.0, launch="eager")])
+    new = _run(tmp_path, "new", [point_row(64, 10.0, launch="graph")])
     changes = point_changes(base, new).set_index("launch")
     assert changes["present"].to_dict() == {"eager": "base", "graph": "new"}
     assert not changes["improvement"].any()

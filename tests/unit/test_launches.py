@@ -21,6 +21,7 @@ from sweeper.analysis import (
 from sweeper.analysis.launches import COST_COLUMNS
 from sweeper.store import ResultWriter, load
 from tests import report_data
+from tests.synthetic import point_row
 
 
 def _stored(root: Path, rows: list[dict[str, object]], run_id: str = "r1") -> pd.DataFrame:
@@ -33,22 +34,8 @@ def _stored(root: Path, rows: list[dict[str, object]], run_id: str = "r1") -> pd
 
 
 def _row(size: int, time_us: float, launch: str | None, **extra: object) -> dict[str, object]:
-    return {
-        "tier": "nvlink",
-        "variant": "default",
-        "group_id": "nvlink:n0g0,1",
-        "world_size": 2,
-        "op": "all_reduce",
-        "algorithm": "native",
-        "dtype": "float32",
-        "in_place": True,
-        "size_bytes": size,
-        "launch": launch,
-        "time_us": time_us,
-        "busbw_gb_per_s": size / time_us / 1e3,
-        "status": "ok",
-        **extra,
-    }
+    nvlink = {"tier": "nvlink", "group_id": "nvlink:n0g0,1", "launch": launch}
+    return point_row(size, time_us, **{**nvlink, **extra})
 
 
 def test_a_points_graph_row_wins_over_its_eager_row(tmp_path: Path) -> None:
