@@ -163,6 +163,7 @@ class Line:
     """One sweeper row beside the nccl-tests record of the same point."""
 
     name: str
+    engine: str  # sweeper's: torch (torch.distributed) or nccl (NCCL called directly)
     launch: str
     size_bytes: int  # sweeper's S
     in_place: bool
@@ -214,6 +215,7 @@ def match(
         lines.append(
             Line(
                 name=name,
+                engine=row.get("engine") or "torch",
                 launch=row["launch"],
                 size_bytes=int(row["size_bytes"]),
                 in_place=in_place,
@@ -236,6 +238,7 @@ COLUMNS = (
     "operation",
     "S",
     "nccl-tests S",
+    "engine",
     "launch",
     "place",
     "nccl-tests us",
@@ -256,6 +259,7 @@ def cells(line: Line) -> list[str]:
         line.name,
         format_size(line.size_bytes),
         "-" if nt_size is None else format_size(nt_size),
+        line.engine,
         line.launch,
         "in" if line.in_place else "out",
         number(nt.time_us if nt else None, 2),
@@ -268,7 +272,7 @@ def cells(line: Line) -> list[str]:
 
 
 def text_table(lines: Sequence[Line]) -> list[str]:
-    widths = (16, 7, 13, 7, 6, 14, 12, 10, 17, 15, 8)
+    widths = (16, 7, 13, 7, 7, 6, 14, 12, 10, 17, 15, 8)
     rows = [list(COLUMNS), *(cells(line) for line in lines)]
     return [
         "".join(
@@ -448,6 +452,7 @@ def sweeper_options(
         "iters": args.iters,
         "warmup": args.warmup,
         "launch": "graph,eager",
+        "engine": args.engine,
         "output": output,
         "report": False,
     }
@@ -472,6 +477,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--max-size", default=4 * 2**30, type=parse_size)
     parser.add_argument("--step-factor", default=4, type=int, help="a whole factor, as -f")
     parser.add_argument("--dtype", default="bfloat16", type=canonical_dtype)
+    parser.add_argument("--engine", default="torch,nccl", help="sweeper's engines: torch, nccl")
     parser.add_argument("--world", default=None, type=int, help="ranks (-g); default all GPUs")
     parser.add_argument("--iters", default=20, type=int, help="timed iterations (-n)")
     parser.add_argument("--warmup", default=5, type=int, help="warm-up iterations (-w)")

@@ -126,6 +126,7 @@ def run(
     iters: Annotated[int | None, _opt("iters")] = None,
     warmup: Annotated[int | None, _opt("warmup")] = None,
     launch: Annotated[str | None, _opt("launch")] = None,
+    engine: Annotated[str | None, _opt("engine")] = None,
     blocks: Annotated[int | None, _opt("blocks")] = None,
     check: Annotated[bool | None, _opt("check", "--check/--no-check")] = None,
     samples: Annotated[bool | None, _opt("samples", "--samples/--no-samples")] = None,

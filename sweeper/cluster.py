@@ -225,6 +225,7 @@ class RankSet:
     plugins: tuple[str, ...] = ()
     mem_limit: MemLimit | None = None
     moe: MoeSpec | None = None
+    nccl_engine: bool = False  # each group also gets its own NCCL communicator
     actors: list[Any] = field(default_factory=list)
     infos: list[RankInfo] = field(default_factory=list)
     _pgs: list[PlacementGroup] = field(default_factory=list)
@@ -268,6 +269,7 @@ class RankSet:
                 self.plugins,
                 Limits(self.mem_limit, slot.memory_bytes // slot.ranks),
                 self.moe,
+                self.nccl_engine,
             )
             for pg, slot in zip(self._pgs, self.slots, strict=True)
             for i in range(slot.ranks)

@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -33,6 +33,9 @@ from sweeper.descriptor import (
     per_call,
 )
 from sweeper.errors import BadInput
+
+if TYPE_CHECKING:
+    from sweeper.nccl import NcclComm
 from sweeper.spec import MoeSpec
 
 __all__ = [
@@ -217,6 +220,71 @@ def _reduce_broadcast(buf: Buffers, comm: Comm) -> Step:
     return _steps(_reduce(buf, comm), _broadcast(buf, comm))
 
 
+# The nccl engine's steps: NCCL called directly on the same buffers, with nccl-tests' calls
+# (point-to-point patterns as sends and receives in one NCCL group).
+
+
+def _nccl_all_reduce(buf: Buffers, comm: NcclComm) -> Step:
+    return comm.all_reduce(buf.send)
+
+
+def _nccl_reduce(buf: Buffers, comm: NcclComm) -> Step:
+    return comm.reduce(buf.send, 0)
+
+
+def _nccl_broadcast(buf: Buffers, comm: NcclComm) -> Step:
+    return comm.broadcast(buf.send, 0)
+
+
+def _nccl_all_gather(buf: Buffers, comm: NcclComm) -> Step:
+    return comm.all_gather(buf.out, buf.send)
+
+
+def _nccl_reduce_scatter(buf: Buffers, comm: NcclComm) -> Step:
+    return comm.reduce_scatter(buf.out, buf.send)
+
+
+def _nccl_gather(buf: Buffers, comm: NcclComm) -> Step:
+    recvs = list(enumerate(_chunks(buf.out, comm.size))) if comm.rank == 0 else []
+    return comm.grouped([(buf.send, 0)], [(chunk, peer) for peer, chunk in recvs])
+
+
+def _nccl_scatter(buf: Buffers, comm: NcclComm) -> Step:
+    sends = list(enumerate(_chunks(buf.send, comm.size))) if comm.rank == 0 else []
+    return comm.grouped([(chunk, peer) for peer, chunk in sends], [(buf.out, 0)])
+
+
+def _nccl_all_to_all(buf: Buffers, comm: NcclComm) -> Step:
+    sends = list(enumerate(_chunks(buf.send, comm.size)))
+    recvs = list(enumerate(_chunks(buf.out, comm.size)))
+    return comm.grouped([(c, p) for p, c in sends], [(c, p) for p, c in recvs])
+
+
+def _nccl_send_recv(buf: Buffers, comm: NcclComm) -> Step:
+    right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    return comm.grouped([(buf.send, right)], [(buf.out, left)])
+
+
+def _nccl_p2p(source: int, buf: Buffers, comm: NcclComm) -> Step:
+    if comm.rank == source:
+        return comm.grouped([(buf.send, 1 - source)], [])
+    return comm.grouped([], [(buf.out, source)])
+
+
+def _nccl_p2p_both(buf: Buffers, comm: NcclComm) -> Step:
+    other = 1 - comm.rank
+    return comm.grouped([(buf.send, other)], [(buf.out, other)])
+
+
+def _nccl_reduce_scatter_all_gather(buf: Buffers, comm: NcclComm) -> Step:
+    mine = _chunks(buf.send, comm.size)[comm.rank]
+    return _steps(comm.reduce_scatter(mine, buf.send), comm.all_gather(buf.send, mine))
+
+
+def _nccl_reduce_broadcast(buf: Buffers, comm: NcclComm) -> Step:
+    return _steps(comm.reduce(buf.send, 0), comm.broadcast(buf.send, 0))
+
+
 def _registry(*collectives: Collective) -> dict[str, Collective]:
     return {c.name: c for c in collectives}
 
@@ -291,6 +359,7 @@ def _one_way(name: str, source: int) -> Collective:
         False,
         partial(_p2p_layout, source),
         partial(_p2p, source),
+        nccl=partial(_nccl_p2p, source),
         ranks=2,
         direction=(source, 1 - source),
     )
@@ -307,6 +376,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _all_reduce,
         reduces=True,
         nccl_kernels=frozenset({"AllReduce"}),
+        nccl=_nccl_all_reduce,
     ),
     Collective(
         "reduce",
@@ -318,6 +388,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _reduce,
         reduces=True,
         nccl_kernels=frozenset({"Reduce"}),
+        nccl=_nccl_reduce,
     ),
     Collective(
         "broadcast",
@@ -328,6 +399,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _broadcast_layout,
         _broadcast,
         nccl_kernels=frozenset({"Broadcast"}),
+        nccl=_nccl_broadcast,
     ),
     Collective(
         "all_gather",
@@ -338,8 +410,18 @@ REGISTRY: dict[str, Collective] = _registry(
         _all_gather_layout,
         _all_gather,
         nccl_kernels=frozenset({"AllGather"}),
+        nccl=_nccl_all_gather,
     ),
-    Collective("gather", "gather", "native", _gathering, True, _gather_layout, _gather),
+    Collective(
+        "gather",
+        "gather",
+        "native",
+        _gathering,
+        True,
+        _gather_layout,
+        _gather,
+        nccl=_nccl_gather,
+    ),
     Collective(
         "reduce_scatter",
         "reduce_scatter",
@@ -350,12 +432,31 @@ REGISTRY: dict[str, Collective] = _registry(
         _reduce_scatter,
         reduces=True,
         nccl_kernels=frozenset({"ReduceScatter"}),
+        nccl=_nccl_reduce_scatter,
     ),
-    Collective("scatter", "scatter", "native", _gathering, True, _scatter_layout, _scatter),
     Collective(
-        "all_to_all", "all_to_all", "native", _gathering, True, all_to_all.layout, _all_to_all
+        "scatter",
+        "scatter",
+        "native",
+        _gathering,
+        True,
+        _scatter_layout,
+        _scatter,
+        nccl=_nccl_scatter,
     ),
-    Collective("send_recv", "send_recv", "ring", _one, False, _ring, _send_recv),
+    Collective(
+        "all_to_all",
+        "all_to_all",
+        "native",
+        _gathering,
+        True,
+        all_to_all.layout,
+        _all_to_all,
+        nccl=_nccl_all_to_all,
+    ),
+    Collective(
+        "send_recv", "send_recv", "ring", _one, False, _ring, _send_recv, nccl=_nccl_send_recv
+    ),
     # Composites perform all_reduce, so they carry its factor and its row's op.
     Collective(
         "reduce_scatter+all_gather",
@@ -367,6 +468,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _reduce_scatter_all_gather,
         reduces=True,
         nccl_kernels=frozenset({"ReduceScatter", "AllGather"}),
+        nccl=_nccl_reduce_scatter_all_gather,
     ),
     Collective(
         "reduce+broadcast",
@@ -378,6 +480,7 @@ REGISTRY: dict[str, Collective] = _registry(
         _reduce_broadcast,
         reduces=True,
         nccl_kernels=frozenset({"Reduce", "Broadcast"}),
+        nccl=_nccl_reduce_broadcast,
     ),
     # All-to-all algorithms from batched send/recv: same data, same check (the transpose).
     _variant(
@@ -425,7 +528,16 @@ REGISTRY: dict[str, Collective] = _registry(
     _one_way("p2p", 0),
     _one_way("p2p:reverse", 1),
     _variant(
-        "p2p:bi", "p2p", "bi", _one, True, _p2p_both_layout, _p2p_both, ranks=2, direction=(0, 1)
+        "p2p:bi",
+        "p2p",
+        "bi",
+        _one,
+        True,
+        _p2p_both_layout,
+        _p2p_both,
+        ranks=2,
+        direction=(0, 1),
+        nccl=_nccl_p2p_both,
     ),
     _moe(MoeSpec(), combine=False),
     _moe(MoeSpec(), combine=True),

@@ -21,9 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from sweeper.nccl import NcclComm
 
 SUM = -1  # Span.source: the sum over every rank of the group
 
@@ -119,6 +123,7 @@ class Collective:
     fixed_count: Callable[[int], int] | None = None  # one size, set by the operation (MoE)
     params: tuple[tuple[str, str], ...] = ()  # the experiment's knobs, written to `params`
     nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
+    nccl: Callable[[Buffers, NcclComm], Step] | None = None  # bind on the nccl engine, if any
 
     def why_not_on(self, shape: Shape) -> str | None:
         """Why the operation cannot run on a group, if not: its own reason, or the group's

@@ -246,6 +246,7 @@ class Timing:
     seed: int = 0
     launches: tuple[str, ...] = ("eager",)  # graph, eager: each gives the point a row
     blocks: int = 3  # timed blocks per launch; the row's time is the median block's
+    engines: tuple[str, ...] = ("torch",)  # torch, nccl: each gives the point rows
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,8 @@ TIERS = ("nvlink", "pcie", "internode", "cpu")
 NCCL_ALGOS = ("ring", "tree")  # NCCL_ALGO values a variant actor set can pin
 LAUNCHES = ("graph", "eager")  # how timed iterations are issued (see timing.py)
 GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
+ENGINES = ("torch", "nccl")  # through torch.distributed, or NCCL called directly
+NCCL_NEEDS_CUDA = "--engine nccl: direct NCCL calls need GPU ranks; CPU ranks use torch (gloo)"
 
 
 class MoeSpec(BaseModel):
@@ -252,6 +254,11 @@ class SweepSpec(BaseModel):
         description="graph (the timed iterations captured once as a CUDA graph and replayed, "
         "like nccl-tests -G), eager (issued from Python), or both; default graph on GPUs, "
         "eager on CPU ranks.",
+    )
+    engine: CommaList = Field(
+        ("torch",),
+        description="torch (torch.distributed, what a PyTorch program pays), nccl (NCCL "
+        "called directly, as nccl-tests does; needs sweeper[nccl]), or both.",
     )
     blocks: int = Field(
         3,
@@ -353,10 +360,20 @@ class SweepSpec(BaseModel):
             raise ValueError(f"unknown launch mode {unknown[0]!r}; known: {', '.join(LAUNCHES)}")
         return tuple(dict.fromkeys(mode.lower() for mode in value))
 
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [name for name in value if name.lower() not in ENGINES]
+        if unknown:
+            raise ValueError(f"unknown engine {unknown[0]!r}; known: {', '.join(ENGINES)}")
+        return tuple(dict.fromkeys(name.lower() for name in value))
+
     @model_validator(mode="after")
     def _graph_needs_cuda(self) -> SweepSpec:
         if self.backend == "gloo" and "graph" in self.launch:
             raise ValueError(GRAPH_NEEDS_CUDA)
+        if self.backend == "gloo" and "nccl" in self.engine:
+            raise ValueError(NCCL_NEEDS_CUDA)
         return self
 
     @field_validator("ops")
@@ -382,6 +399,13 @@ def launches(asked: tuple[str, ...], backend: str) -> tuple[str, ...]:
     if backend != "nccl" and "graph" in asked:
         raise BadInput(GRAPH_NEEDS_CUDA)
     return asked or (("graph",) if backend == "nccl" else ("eager",))
+
+
+def engines(asked: tuple[str, ...], backend: str) -> tuple[str, ...]:
+    """The engines of a sweep; the nccl engine needs GPU ranks (BadInput on gloo)."""
+    if backend != "nccl" and "nccl" in asked:
+        raise BadInput(NCCL_NEEDS_CUDA)
+    return asked
 
 
 class NightlySettings(BaseModel):

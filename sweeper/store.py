@@ -51,6 +51,7 @@ SCHEMA = pa.schema(
         ("in_place", pa.bool_()),
         ("size_bytes", pa.int64()),
         ("count_elems", pa.int64()),
+        ("engine", pa.string()),  # torch (torch.distributed) or nccl (NCCL called directly)
         ("launch", pa.string()),  # graph (replays of a captured CUDA graph) or eager
         ("launch_note", pa.string()),  # why a point ran eagerly where a graph was asked for
         ("warmup_iters", pa.int32()),

@@ -7,6 +7,7 @@ observer (the terminal) as soon as its point is done.
 
 from __future__ import annotations
 
+import importlib.util
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,7 +39,7 @@ from sweeper.plan import (
 )
 from sweeper.report import record
 from sweeper.sizing import BISECT_STEPS, bisect, largest_count
-from sweeper.spec import DTYPES, MemLimit, SweepSpec, format_size, launches
+from sweeper.spec import DTYPES, MemLimit, SweepSpec, engines, format_size, launches
 from sweeper.store import ResultWriter
 from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.topology import Node
@@ -48,10 +49,6 @@ DEFAULT_CPU_RANKS = 2
 DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
 AUTO_CEILING = 2**50  # with --max-size auto, the grid is cut at each series' bound
 CONCURRENT_AUTO_MAX = 256 * 2**20  # concurrent rounds with auto: contention, not capacity
-EMPTY_GRAPH = (
-    "nothing to time: the CUDA graph holds no GPU work (NCCL moves nothing for an in-place "
-    "operation on one rank; the eager row shows what the call costs)"
-)
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 
 
@@ -190,6 +187,7 @@ class _Sweep:
             spec.seed,
             launches(spec.launch, self.backend),
             spec.blocks,
+            engines(spec.engine, self.backend),
         )
         _check_dtypes(spec.dtypes, self.backend)
         self.auto = spec.max_size == "auto"
@@ -254,6 +252,7 @@ class _Sweep:
             plugins=self.spec.plugins,
             mem_limit=self.mem_limit,
             moe=self.spec.moe,
+            nccl_engine="nccl" in self.timing.engines,
         )
         try:
             infos = ranks.start()
@@ -498,6 +497,10 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
+    if "nccl" in spec.engine and importlib.util.find_spec("cupy") is None:
+        raise BadInput(
+            "--engine nccl needs NCCL's Python bindings (CuPy): pip install 'sweeper[nccl]'"
+        )
     if spec.report:
         report.require()
     clock = time.monotonic()
@@ -567,30 +570,34 @@ def make_rows(
             dst_gpu_uuid=placement.members[dst].gpu_uuid,
         )
     if outcome.status != "ok":
-        return [{**row, "launch": launch} for launch in point.timing.launches]
-    checked = [m.n_wrong for m in outcome.measured if m.n_wrong is not None]
-    n_wrong = sum(checked) if checked else None
+        return [
+            {**row, "engine": engine, "launch": launch}
+            for engine in point.timing.engines
+            for launch in point.timing.launches
+        ]
     rows = []
-    for mode, timed in enumerate(outcome.measured[0].timed):
-        if any(m.timed[mode].empty for m in outcome.measured):
-            rows.append({**row, "launch": timed.launch, "status": "skipped", "error": EMPTY_GRAPH})
+    for mode in range(len(outcome.measured[0].timed)):
+        ranks = [m.timed[mode] for m in outcome.measured]  # this engine and launch, per rank
+        mine: Row = {**row, "engine": ranks[0].engine, "launch": ranks[0].launch}
+        skipped = next((t.skipped for t in ranks if t.skipped), None)
+        if skipped is not None:
+            rows.append({**mine, "status": "skipped", "error": skipped})
             continue
-        across = across_ranks([m.timed[mode].blocks for m in outcome.measured])
-        notes = (m.timed[mode].note for m in outcome.measured)
+        across = across_ranks([t.blocks for t in ranks])
+        checked = [t.n_wrong for t in ranks if t.n_wrong is not None]
+        n_wrong = sum(checked) if checked else None
         algbw = algbw_gb_per_s(point.size_bytes, across.seconds)
-        mine: Row = {
-            **row,
-            "launch": timed.launch,
-            "launch_note": next((note for note in notes if note), None),
-            "warmup_iters": max(m.timed[mode].warmup_iters for m in outcome.measured),
-            "iters": timed.blocks[0].iters,
-            "time_us": across.seconds * 1e6,
-            "time_us_min": across.fastest * 1e6,
-            "time_us_blocks": [seconds * 1e6 for seconds in across.blocks],
-            "algbw_gb_per_s": algbw,
-            "busbw_gb_per_s": algbw * row["busbw_factor"],
-            "n_wrong": n_wrong,
-        }
+        mine.update(
+            launch_note=next((t.note for t in ranks if t.note), None),
+            warmup_iters=max(t.warmup_iters for t in ranks),
+            iters=ranks[0].blocks[0].iters,
+            time_us=across.seconds * 1e6,
+            time_us_min=across.fastest * 1e6,
+            time_us_blocks=[seconds * 1e6 for seconds in across.blocks],
+            algbw_gb_per_s=algbw,
+            busbw_gb_per_s=algbw * row["busbw_factor"],
+            n_wrong=n_wrong,
+        )
         if across.samples:
             micros = np.asarray(across.samples) * 1e6
             mine.update(
@@ -643,6 +650,7 @@ def copy_row(
         "busbw_gb_per_s": algbw_gb_per_s(copied.size_bytes, seconds),
         "busbw_factor": 1.0,
         "status": "ok",
+        "engine": "torch",
         "launch": "eager",
         "n_wrong": None,  # a copy is not checked
         "src_rank": rank_of.get(copied.src),

@@ -54,22 +54,20 @@ class Eager:
 class Graph:
     """`unit` iterations captured once into a CUDA graph, then replayed on the current
     stream (as nccl-tests -G and vLLM's benchmarks do): the time of the work itself, without
-    the host's launch cost. Capture happens on a side stream, after the step ran eagerly
-    once (NCCL communicators must exist before they are captured)."""
+    the host's launch cost. Capture happens on the rank's work stream (the one the nccl
+    engine's bound calls name), after the step ran eagerly once (NCCL communicators must
+    exist before they are captured)."""
 
     launch = "graph"
 
-    def __init__(self, step: Step, unit: int, device: torch.device) -> None:
+    def __init__(self, step: Step, unit: int, stream: torch.cuda.Stream) -> None:
         self.unit = unit
         self.graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             with torch.cuda.graph(self.graph, stream=stream):
                 for _ in range(unit):
                     step()
-        torch.cuda.current_stream(device).wait_stream(stream)
         # torch warns when a capture holds no node: the step launched no GPU work at all (an
         # in-place collective on one rank, where NCCL has nothing to move).
         self.empty = any("CUDA Graph is empty" in str(w.message) for w in caught)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import datetime
 import gc
+import json
 import math
 import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations, permutations
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -41,6 +43,9 @@ from sweeper.timing import (
 )
 from sweeper.topology import RankInfo, Versions, nvml_driver_version
 
+if TYPE_CHECKING:
+    from sweeper.nccl import NcclComm
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -50,19 +55,20 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Timed:
-    """A point's blocks in one launch mode on one rank."""
+    """A point's blocks in one engine and launch mode on one rank."""
 
+    engine: str  # torch (torch.distributed) or nccl (NCCL called directly)
     launch: str  # graph or eager: how the timed iterations were issued
     blocks: tuple[Block, ...]
     warmup_iters: int
+    n_wrong: int | None = None  # None: not checked here (no output on this rank, --no-check)
     note: str | None = None  # why it ran eagerly where a graph was asked for
-    empty: bool = False  # the graph holds no GPU work: nothing to time (no blocks)
+    skipped: str | None = None  # why there is nothing to time (then there are no blocks)
 
 
 @dataclass(frozen=True)
 class Measured:
-    timed: tuple[Timed, ...]  # one per launch mode, in the order the point asks
-    n_wrong: int | None  # None: not checked here (no output on this rank, or --no-check)
+    timed: tuple[Timed, ...]  # per engine, per launch mode, in the order the point asks
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,10 @@ class _Ready:
 
 
 PCI_PARTS = ("domain", "bus", "device")
+EMPTY_GRAPH = (
+    "nothing to time: the CUDA graph holds no GPU work (NCCL moves nothing for an in-place "
+    "operation on one rank; the eager row shows what the call costs)"
+)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -153,6 +163,7 @@ class Rank:
         plugins: tuple[str, ...] = (),
         limits: Limits | None = None,
         moe: MoeSpec | None = None,
+        nccl_engine: bool = False,
     ) -> None:
         load_plugins(plugins)
         if moe is not None:
@@ -168,8 +179,14 @@ class Rank:
             cap = min(1.0, self.limits.mem_limit.of(total) / total)
             torch.cuda.set_per_process_memory_fraction(cap, self.device)
         self.timer: Timer = CudaTimer(self.device) if backend == "nccl" else HostTimer()
+        # Points run on a stream of their own, as nccl-tests' ranks do: the stream the nccl
+        # engine's bound calls name, graphs are captured and replayed on, and events time.
+        self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        self.nccl_engine = nccl_engine
         self.store: TCPStore | None = None
         self.comms: dict[str, Comm] = {}
+        self.nccl_comms: dict[str, NcclComm] = {}
+        self.opened = 0  # groups opened so far: every rank counts the same
         self.ready: _Ready | None = None
 
     @staticmethod
@@ -249,13 +266,33 @@ class Rank:
         group = self.comms["world"].group if len(ranks) == self.world_size else None
         if group is None:
             group = dist.new_group(list(ranks))
-        if self.rank in ranks:
-            self.comms[group_id] = Comm(group, ranks.index(self.rank), len(ranks), nodes)
+        self.opened += 1
+        if self.rank not in ranks:
+            return
+        self.comms[group_id] = Comm(group, ranks.index(self.rank), len(ranks), nodes)
+        if self.nccl_engine:
+            self.nccl_comms[group_id] = self._nccl_comm(ranks)
+
+    def _nccl_comm(self, ranks: tuple[int, ...]) -> NcclComm:
+        """The group's own NCCL communicator: its first rank makes the unique id and passes it
+        through the set's store; every member then joins (NCCL waits for all of them)."""
+        from sweeper import nccl
+
+        assert self.store is not None
+        assert self.stream is not None
+        key = f"sweeper/nccl-id/{self.opened}"
+        if self.rank == ranks[0]:
+            self.store.set(key, json.dumps(nccl.unique_id()))
+        uid = json.loads(self.store.get(key))
+        return nccl.NcclComm(uid, ranks.index(self.rank), len(ranks), self.stream)
 
     def close_group(self, group_id: str) -> None:
         comm = self.comms.pop(group_id, None)
         if comm is not None and comm.group is not dist.group.WORLD:
             dist.destroy_process_group(comm.group)
+        direct = self.nccl_comms.pop(group_id, None)
+        if direct is not None:
+            direct.destroy()
 
     def budget(self) -> int:
         """Bytes this rank can still give a point: free memory (after a warm-up, so NCCL's own
@@ -316,15 +353,42 @@ class Rank:
             data.poison(r.buffers.recv)
 
     def execute(self) -> Measured:
-        """Time the point in each launch mode it asks for, on the same buffers, then check
-        one more iteration, issued eagerly outside the timed blocks."""
+        """Time the point with each engine and in each launch mode it asks for, on the same
+        buffers, each engine's result checked on one more iteration, issued eagerly outside
+        the timed blocks. On a GPU everything runs on the rank's own stream, after the fill
+        (on the default stream) is done."""
         assert self.ready is not None, "execute() before a successful prepare()"
         r = self.ready
-        timing = r.point.timing
         if r.collective.setup is not None:
             r.collective.setup(r.buffers, r.comm)
-        step = r.collective.bind(r.buffers, r.comm)
-        step()  # first call: connections, NCCL's lazy buffers, kernel loads (capture needs them)
+        if self.stream is None:
+            return Measured(self._engines())
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.stream):
+            return Measured(self._engines())
+
+    def _engines(self) -> tuple[Timed, ...]:
+        assert self.ready is not None
+        r = self.ready
+        timing = r.point.timing
+        timed: list[Timed] = []
+        for engine in timing.engines:
+            if engine == "nccl" and r.collective.nccl is None:
+                why = "no direct NCCL form: this operation runs on the torch engine only"
+                timed += [Timed(engine, launch, (), 0, skipped=why) for launch in timing.launches]
+                continue
+            if engine == "nccl":
+                assert r.collective.nccl is not None
+                step = r.collective.nccl(r.buffers, self.nccl_comms[r.point.group_id])
+            else:
+                step = r.collective.bind(r.buffers, r.comm)
+            step()  # first call: connections, lazy buffers, kernel loads (capture needs them)
+            mine = self._launches(engine, step, timing)
+            n_wrong = self._check(step) if timing.check else None
+            timed += [replace(t, n_wrong=n_wrong) for t in mine]
+        return tuple(timed)
+
+    def _launches(self, engine: str, step: Step, timing: Timing) -> list[Timed]:
         timed: list[Timed] = []
         eager_note: str | None = None
         for launch in timing.launches:
@@ -334,15 +398,14 @@ class Rank:
                 continue
             try:
                 if isinstance(launcher, Graph) and launcher.empty:
-                    timed.append(Timed(launch, (), 0, empty=True))
+                    timed.append(Timed(engine, launch, (), 0, skipped=EMPTY_GRAPH))
                 else:
-                    timed.append(self._time(launcher, timing, note))
+                    timed.append(self._time(engine, launcher, timing, note))
             finally:
                 launcher.close()
         if eager_note is not None:
             timed = [replace(t, note=eager_note) if t.launch == "eager" else t for t in timed]
-        n_wrong = self._check(step) if timing.check else None
-        return Measured(tuple(timed), n_wrong)
+        return timed
 
     def _launcher(self, launch: str, step: Step, timing: Timing) -> tuple[Launcher, str | None]:
         """The launcher for a mode, and why it is eager where a graph was asked for. Every rank
@@ -359,7 +422,8 @@ class Rank:
         graph: Graph | None = None
         error = ""
         try:
-            graph = Graph(step, unit, self.device)
+            assert self.stream is not None
+            graph = Graph(step, unit, self.stream)
         except Exception as exc:
             error = f"cannot capture a CUDA graph: {str(exc).strip().splitlines()[0]}"
         if self._agree(0.0 if graph else 1.0):
@@ -369,7 +433,7 @@ class Rank:
         assert graph is not None
         return graph, None
 
-    def _time(self, launcher: Launcher, timing: Timing, note: str | None) -> Timed:
+    def _time(self, engine: str, launcher: Launcher, timing: Timing, note: str | None) -> Timed:
         """Warm up, then the point's blocks, each after a barrier (so no rank's block starts
         while a peer is still busy with the last one). The garbage collector waits, as in
         timeit: a rank actor's process holds Ray's objects too, and a collection of them in
@@ -377,12 +441,12 @@ class Rank:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._blocks(launcher, timing, note)
+            return self._blocks(engine, launcher, timing, note)
         finally:
             if collecting:
                 gc.enable()
 
-    def _blocks(self, launcher: Launcher, timing: Timing, note: str | None) -> Timed:
+    def _blocks(self, engine: str, launcher: Launcher, timing: Timing, note: str | None) -> Timed:
         unit = launcher.unit
         warm, calls = 0, None
         if timing.warmup is not None:
@@ -401,7 +465,7 @@ class Rank:
         for _ in range(timing.blocks):
             self._barrier()
             blocks.append(self.timer.time(launcher, calls, timing.samples))
-        return Timed(launcher.launch, tuple(blocks), warm, note)
+        return Timed(engine, launcher.launch, tuple(blocks), warm, note=note)
 
     def _check(self, step: Step) -> int | None:
         assert self.ready is not None

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from sweeper.analysis.summary import launch_of
+from sweeper.analysis.summary import engine_of, launch_of
 
 POINT_KEYS = (
     "tier",
@@ -43,6 +43,7 @@ POINT_KEYS = (
     "dtype",
     "in_place",
     "launch",
+    "engine",
     "size_bytes",
     "src_rank",
     "dst_rank",
@@ -117,6 +118,7 @@ def _points(df: pd.DataFrame) -> pd.DataFrame:
             frame[column] = None
     frame["params"] = [params_text(p) for p in frame["params"]]
     frame["launch"] = launch_of(frame)
+    frame["engine"] = engine_of(frame)
     frame = frame.sort_values("measured_at", kind="stable", na_position="first")
     latest = frame.drop_duplicates(list(POINT_KEYS), keep="last")
     points: pd.DataFrame = latest[

@@ -14,11 +14,14 @@ from __future__ import annotations
 import pandas as pd
 
 from sweeper.analysis.compare import POINT_KEYS, params_text
-from sweeper.analysis.summary import EAGER, GRAPH, label, launch_of, tier_name
+from sweeper.analysis.summary import EAGER, GRAPH, TORCH, engine_of, label, launch_of, tier_name
 
-# What one point is, whatever its launch mode: a run's measurement of a group, operation,
-# dtype and size (and for pair and MoE rows, the pair and parameters).
-POINT = tuple(key for key in ("run_id", *POINT_KEYS) if key != "launch")
+# What one point is, whatever its engine and launch mode: a run's measurement of a group,
+# operation, dtype and size (and for pair and MoE rows, the pair and parameters).
+POINT = tuple(key for key in ("run_id", *POINT_KEYS) if key not in ("launch", "engine"))
+# Which of a point's rows the analyses read, best first: the closest to the wire (NCCL
+# called directly, from a graph) before what a PyTorch program adds to it.
+PREFERENCE = (("nccl", GRAPH), (TORCH, GRAPH), ("nccl", EAGER), (TORCH, EAGER))
 SMALL_BYTES = 64 * 2**10  # up to here an operation's time is mostly its fixed cost
 COST_COLUMNS = (
     "tier",
@@ -45,23 +48,27 @@ def _point_ids(rows: pd.DataFrame) -> pd.Series:
 
 
 def preferred(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each point's rows in one launch mode: graph where the point has a graph row, eager
-    where it has none, whatever their status. `launch` is filled in (rows without one were
-    eager)."""
-    rows = rows.assign(launch=launch_of(rows))
-    graph = rows["launch"] == GRAPH
-    graphed = graph.groupby(_point_ids(rows)).transform("any")
-    kept: pd.DataFrame = rows[graph | ~graphed]
+    """Each point's rows in one engine and launch mode, the first of PREFERENCE it has
+    (graph before eager, the nccl engine before torch), whatever their status. `launch` and
+    `engine` are filled in (rows without them were eager, through torch)."""
+    rows = rows.assign(launch=launch_of(rows), engine=engine_of(rows))
+    rank = pd.Series(
+        [PREFERENCE.index((e, la)) for e, la in zip(rows["engine"], rows["launch"], strict=True)],
+        index=rows.index,
+    )
+    best = rank.groupby(_point_ids(rows)).transform("min")
+    kept: pd.DataFrame = rows[rank == best]
     return kept
 
 
 def launch_costs(rows: pd.DataFrame, small_bytes: int = SMALL_BYTES) -> pd.DataFrame:
-    """What issuing each call eagerly adds to its time, per tier, group size and operation,
-    from the `ok` points timed both ways: eager - graph at the smallest such size, and the
+    """What issuing each torch.distributed call eagerly adds to its time (a PyTorch
+    program's launch cost), per tier, group size and operation, from the torch engine's `ok`
+    points timed both ways: eager - graph at the smallest such size, and the
     median of it over the sizes up to `small_bytes`. At each size, the groups and dtypes of a
     tier and group size count by their median. Columns: `COST_COLUMNS`, operations in the
     order first measured; empty when no point was timed both ways."""
-    ok = rows[rows["status"].isin(["ok"])]  # isin: no NA in the mask
+    ok = rows[rows["status"].isin(["ok"]) & (engine_of(rows) == TORCH)]  # isin: no NA
     ok = ok.assign(launch=launch_of(ok), point=_point_ids(ok))
     times = ok.pivot_table(index="point", columns="launch", values="time_us", aggfunc="median")
     if GRAPH not in times or EAGER not in times:

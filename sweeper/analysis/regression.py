@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis.compare import POINT_KEYS, params_text
-from sweeper.analysis.summary import launch_of
+from sweeper.analysis.summary import engine_of, launch_of
 
 SERIES = tuple(key for key in POINT_KEYS if key != "size_bytes")
 # The columns of the results dataset that the metrics are computed from.
@@ -58,6 +58,7 @@ def run_metrics(rows: pd.DataFrame, bandwidth_min_size_bytes: int) -> pd.DataFra
     ok = ok.assign(
         variant=ok["variant"].fillna("default"),
         launch=launch_of(ok),
+        engine=engine_of(ok),
         params=ok["params"].map(params_text),
     )
     keys = ["run_id", *SERIES]

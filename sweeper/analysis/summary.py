@@ -12,6 +12,7 @@ import pandas as pd
 GRAPH = "graph"  # the timed iterations replayed from a captured CUDA graph
 EAGER = "eager"  # issued from Python each iteration
 LAUNCHES = (GRAPH, EAGER)
+TORCH = "torch"  # the torch.distributed engine; "nccl": NCCL called directly
 
 
 def label(op: str, algorithm: str) -> str:
@@ -45,6 +46,15 @@ def launch_of(rows: pd.DataFrame) -> pd.Series:
         return pd.Series(EAGER, index=rows.index, dtype=object)
     launches: pd.Series = rows["launch"].astype(object).where(rows["launch"].notna(), EAGER)
     return launches
+
+
+def engine_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's engine. Rows written before engines existed have none (or no column): they
+    went through torch.distributed."""
+    if "engine" not in rows:
+        return pd.Series(TORCH, index=rows.index, dtype=object)
+    engines: pd.Series = rows["engine"].astype(object).where(rows["engine"].notna(), TORCH)
+    return engines
 
 
 def launch_modes(launches: Iterable[str]) -> str:

@@ -26,6 +26,12 @@ from sweeper.cli import app
         (["--launch", "turbo"], "--launch: unknown launch mode 'turbo'; known: graph, eager"),
         (["--blocks", "0"], "--blocks: Input should be greater than or equal to 1"),
         (["--backend", "gloo", "--launch", "eager,graph"], "--launch graph: CUDA graphs need GPU"),
+        (["--engine", "mpi"], "--engine: unknown engine 'mpi'; known: torch, nccl"),
+        (["--backend", "gloo", "--engine", "nccl"], "--engine nccl: direct NCCL calls need GPU"),
+        (
+            ["--engine", "torch,nccl"],
+            "--engine nccl needs NCCL's Python bindings (CuPy): pip install 'sweeper[nccl]'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(

@@ -61,6 +61,7 @@ def test_every_operation_is_exact_at_every_size(tmp_path: Path, world: int, dtyp
     assert (df["tier"] == "cpu").all()
     assert (df["time_us"] >= df["time_us_min"]).all()
     assert (df["launch"] == "eager").all()  # CPU ranks launch eagerly
+    assert (df["engine"] == "torch").all()
     assert df["launch_note"].isna().all()
     assert (df["time_us_blocks"].map(len) == 3).all()
     assert (df["time_us_blocks"].map(sorted).str[1] == df["time_us"]).all()

@@ -224,7 +224,9 @@ def test_matching_pairs_rows_with_the_record_of_their_placement_and_launch() -> 
 
 def _line(size_bytes: int, nccl: nccl_tests.Figure) -> nccl_tests.Line:
     mine = nccl_tests.Figure(10.0, 4.0, 2.0)
-    return nccl_tests.Line("all_reduce", "graph", size_bytes, True, "ok", mine, nccl, size_bytes)
+    return nccl_tests.Line(
+        "all_reduce", "torch", "graph", size_bytes, True, "ok", mine, nccl, size_bytes
+    )
 
 
 def test_time_ratios_up_to_64k_and_bandwidth_ratios_from_256m() -> None:

@@ -117,3 +117,9 @@ def test_a_pinned_nccl_algo_runs_only_the_kernels_it_implements(
         reason = collective.why_not_on(Shape(4, (0, 0, 0, 0), "nccl", True, algo))
         assert (reason is None) == runs, (algo, reason)
     assert collective.why_not_on(Shape(4, (0, 0, 0, 0), "nccl", True)) is None
+
+
+def test_the_nccl_engine_has_every_core_operation_and_the_pairs_but_no_variant() -> None:
+    direct = {c.name for c in REGISTRY.values() if c.nccl is not None}
+    core = {c.name for c in REGISTRY.values() if c.core}
+    assert direct == core | {"p2p", "p2p:reverse", "p2p:bi"}

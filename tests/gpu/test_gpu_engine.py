@@ -1,0 +1,49 @@
+"""On a GPU: the nccl engine (NCCL called directly through CuPy) beside torch.distributed, at
+world size 1, in both launch modes. Skipped where there is no GPU or no sweeper[nccl]."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from sweeper.collectives import REGISTRY
+from tests.cli_sweep import sweep
+from tests.gpu.test_gpu_launch import HBM_BYTES_PER_S
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.usefixtures("ray_session"),
+    pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="needs sweeper[nccl]"),
+]
+
+
+def test_the_nccl_engine_runs_every_op_exactly_in_both_launch_modes(tmp_path: Path) -> None:
+    df = sweep(
+        tmp_path,
+        *("--world", "1", "--engine", "torch,nccl", "--launch", "graph,eager"),
+        *("--dtypes", "bfloat16", "--max-size", "64M", "--step-factor", "8"),
+    )
+    direct = df[df["engine"] == "nccl"]
+    assert set(direct["op"] + direct["algorithm"]) == {
+        c.op + c.algorithm for c in REGISTRY.values() if c.core
+    }
+    empty = direct["status"] == "skipped"  # in place on one rank: NCCL has nothing to do
+    assert direct.loc[empty, "in_place"].astype(bool).all()
+    assert (direct.loc[empty, "launch"] == "graph").all()
+    ran = direct[~empty]
+    assert (ran["status"] == "ok").all(), ran.loc[ran["status"] != "ok", ["op", "error"]]
+    assert (ran["n_wrong"] == 0).all()
+    # A graph that captured nothing would replay in no time: below the time to read and write
+    # S once, an out-of-place graph row would be empty.
+    largest = ran[(ran["size_bytes"] == ran["size_bytes"].max()) & ~ran["in_place"].astype(bool)]
+    floor_us = 2 * largest["size_bytes"] / HBM_BYTES_PER_S * 1e6
+    assert (largest["time_us"] >= floor_us).all(), largest[["op", "launch", "time_us"]]
+    # Nothing of torch.distributed between: the direct call is never slower at small sizes.
+    small = df[(df["size_bytes"] <= 64 * 2**10) & (df["status"] == "ok")]
+    times = small.pivot_table(
+        index=["op", "algorithm", "size_bytes", "launch"], columns="engine", values="time_us"
+    ).dropna()
+    slower = times[times["nccl"] > times["torch"] * 1.05]
+    assert slower.empty, slower
