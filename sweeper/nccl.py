@@ -45,16 +45,24 @@ def binding() -> Any:
     return nccl
 
 
-def unique_id() -> tuple[int, ...]:
-    return tuple(binding().get_unique_id())
+def unique_id() -> str:
+    """A new ncclUniqueId as hex text, to pass through the set's store. CuPy 14 gives bytes;
+    older releases a tuple of signed chars."""
+    raw = binding().get_unique_id()
+    return bytes(raw if isinstance(raw, (bytes, bytearray)) else (v % 256 for v in raw)).hex()
 
 
 class NcclComm:
     """One group's NCCL communicator on one rank, and the stream its calls go to."""
 
-    def __init__(self, uid: Sequence[int], rank: int, size: int, stream: torch.cuda.Stream):
+    def __init__(self, uid: str, rank: int, size: int, stream: torch.cuda.Stream):
         self.module = binding()
-        self.handle = self.module.NcclCommunicator(size, tuple(uid), rank)
+        raw = bytes.fromhex(uid)
+        try:
+            self.handle = self.module.NcclCommunicator(size, raw, rank)
+        except TypeError:  # CuPy before 14 takes the id as a tuple of signed chars
+            signed = tuple(b - 256 if b > 127 else b for b in raw)
+            self.handle = self.module.NcclCommunicator(size, signed, rank)
         self.rank = rank
         self.size = size
         self.stream = int(stream.cuda_stream)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import gc
-import json
 import math
 import os
 import socket
@@ -282,8 +281,8 @@ class Rank:
         assert self.stream is not None
         key = f"sweeper/nccl-id/{self.opened}"
         if self.rank == ranks[0]:
-            self.store.set(key, json.dumps(nccl.unique_id()))
-        uid = json.loads(self.store.get(key))
+            self.store.set(key, nccl.unique_id())
+        uid = self.store.get(key).decode()
         return nccl.NcclComm(uid, ranks.index(self.rank), len(ranks), self.stream)
 
     def close_group(self, group_id: str) -> None:

@@ -40,10 +40,10 @@ def test_the_nccl_engine_runs_every_op_exactly_in_both_launch_modes(tmp_path: Pa
     largest = ran[(ran["size_bytes"] == ran["size_bytes"].max()) & ~ran["in_place"].astype(bool)]
     floor_us = 2 * largest["size_bytes"] / HBM_BYTES_PER_S * 1e6
     assert (largest["time_us"] >= floor_us).all(), largest[["op", "launch", "time_us"]]
-    # Nothing of torch.distributed between: the direct call is never slower at small sizes.
+    # Issued eagerly, the direct call skips torch.distributed's Python path: always cheaper.
     small = df[(df["size_bytes"] <= 64 * 2**10) & (df["status"] == "ok")]
-    times = small.pivot_table(
-        index=["op", "algorithm", "size_bytes", "launch"], columns="engine", values="time_us"
-    ).dropna()
-    slower = times[times["nccl"] > times["torch"] * 1.05]
+    eager = small[small["launch"] == "eager"].pivot_table(
+        index=["op", "algorithm", "size_bytes"], columns="engine", values="time_us"
+    )
+    slower = eager[eager["nccl"] >= eager["torch"]]
     assert slower.empty, slower
