@@ -77,6 +77,7 @@ def _two_nodes_of_two(tmp_path: Path, *args: str) -> pd.DataFrame:
     """A gloo sweep on two of the nodes, two ranks each, to 1K: every point ok and exact."""
     out = tmp_path / "results"
     run = ["run", "--backend", "gloo", "--nodes", "2", "--gpus-per-node", "2", "--max-size", "1K"]
+    run += ["--iters", "2", "--warmup", "1"]  # exactness and placement, not timing
     result = CliRunner().invoke(app, [*run, *args, "--output", str(out)])
     assert result.exit_code == 0, result.output
     df = sweeper.load(out)

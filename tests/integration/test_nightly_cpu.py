@@ -147,7 +147,8 @@ def _sweep(address: str, results: Path, log: Path) -> subprocess.Popen[bytes]:
             [
                 *(sys.executable, "-m", "sweeper", "run", "--address", address),
                 *("--dtypes", "float32,int32", "--max-size", "64K"),
-                *("--iters", "5", "--warmup", "1", "--output", str(results), "--format", "json"),
+                *("--iters", "5", "--warmup", "1", "--blocks", "1"),
+                *("--output", str(results), "--format", "json"),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -108,6 +108,7 @@ def cpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "all_reduce,reduce_scatter+all_gather,reduce+broadcast,all_to_all,broadcast",
                 "--max-size",
                 "64K",
+                *("--iters", "5", "--warmup", "1"),
                 "--samples",
                 "--output",
                 str(root / "results"),
