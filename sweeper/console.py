@@ -53,7 +53,8 @@ def _line(row: Row) -> str:
     return (
         f"{name:>40} {row['dtype']:>9} {row['size_bytes']:>12} {row['time_us']:>11.2f} us "
         f"{row['algbw_gb_per_s']:>8.2f} {row['busbw_gb_per_s']:>8.2f} GB/s  "
-        f"wrong {_opt(row.get('n_wrong'), 'd')}  {row.get('launch') or ''}"
+        f"wrong {_opt(row.get('n_wrong'), 'd')}  "
+        f"{row.get('engine') or ''} {row.get('launch') or ''}"
     )
 
 
@@ -64,6 +65,7 @@ def summary_table(run: Finished) -> Table:
         "tier",
         "ranks",
         "operation",
+        "engine",
         "launch",
         "points",
         "failed",
@@ -80,6 +82,7 @@ def summary_table(run: Finished) -> Table:
             s.tier,
             str(s.world_size),
             s.label,
+            s.engine,
             s.launch,
             str(s.points),
             str(s.failed),

@@ -26,6 +26,7 @@ class OpSummary:
     world_size: int
     label: str
     launch: str  # graph or eager (copies: eager)
+    engine: str  # torch or nccl
     points: int
     failed: int
     skipped: int
@@ -64,20 +65,21 @@ def launch_modes(launches: Iterable[str]) -> str:
 
 
 def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
-    """Peak bus bandwidth and smallest latency per tier, group size, operation and launch
-    mode (the groups of one tier and size, such as its pairs, together), in the order first
+    """Peak bus bandwidth and smallest latency per tier, group size, operation, engine and
+    launch mode (the groups of one tier and size, such as its pairs, together), in the order first
     seen."""
-    by_key: dict[tuple[str, int, str, str], list[Mapping[str, Any]]] = {}
+    by_key: dict[tuple[str, int, str, str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
         key = (
             tier_name(row["tier"], row["variant"]),
             row["world_size"],
             label(row["op"], row["algorithm"]),
             row.get("launch") or EAGER,
+            row.get("engine") or TORCH,
         )
         by_key.setdefault(key, []).append(row)
     out = []
-    for (tier, world_size, name, launch), group in by_key.items():
+    for (tier, world_size, name, launch, engine), group in by_key.items():
         ok = [r for r in group if r["status"] == "ok"]
         peak = max(ok, key=lambda r: r["busbw_gb_per_s"], default=None)
         fastest = min(ok, key=lambda r: r["time_us"], default=None)
@@ -87,6 +89,7 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
                 world_size=world_size,
                 label=name,
                 launch=launch,
+                engine=engine,
                 points=len(group),
                 failed=sum(r["status"] not in ("ok", "skipped") for r in group),
                 skipped=sum(r["status"] == "skipped" for r in group),
