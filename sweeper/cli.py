@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from sweeper.errors import BadInput, SweeperError
+from sweeper.errors import BadInput, CorruptResults, SweeperError
 from sweeper.spec import Profile, SweepSpec, build_spec, load_profile
 
 if TYPE_CHECKING:
@@ -362,6 +363,26 @@ def report(
         raise _fail(exc) from None
 
 
+def _warn_in_one_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """sweeper's own warnings (a corrupt results file skipped) as one line, like its errors;
+    everyone else's as Python shows them."""
+    if issubclass(category, CorruptResults):
+        print(f"sweeper: warning: {message}", file=sys.stderr)
+    else:
+        _show_warning(message, category, filename, lineno, file, line)
+
+
+_show_warning = warnings.showwarning
+
+
 @app.callback()
 def main() -> None:
     """sweeper: collective and peer-to-peer bandwidth of a GPU cluster, on Ray."""
+    warnings.showwarning = _warn_in_one_line

@@ -13,6 +13,10 @@ class SweeperError(Exception):
         self.hint = hint
 
 
+class CorruptResults(UserWarning):
+    """A results file of sweeper's own name that is not readable Parquet: it is skipped."""
+
+
 class BadInput(SweeperError):
     """The command line, a profile or a size was wrong; nothing was run or written."""
 

@@ -2,15 +2,19 @@
 
 Layout: `<root>/date=YYYY-MM-DD/<run_id>-<batch>.parquet`, hive-partitioned by the run's
 start date (UTC). A batch is written to a hidden `_inflight-*` name in the same directory
-and `os.replace`d into place, so a reader (which skips names starting with `_` or `.`)
-never sees half a file, and a crash loses at most the batch in flight. Every writer and
-reader goes through `SCHEMA`, so columns added later read as nulls in older files.
+and `os.replace`d into place, so a reader never sees half a file, and a crash loses at
+most the batch in flight. Readers take only the folders and names sweeper writes (`files`):
+anything else in the directory is ignored, and a corrupt file of its own is skipped with a
+warning. Every writer and reader goes through `SCHEMA`, so columns added later read as
+nulls in older files.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+
+from sweeper.errors import CorruptResults
 
 STATUSES = ("ok", "oom", "timeout", "error", "skipped")
 
@@ -104,6 +110,11 @@ def _file_name(run_id: str, batch: int) -> str:
     return f"{run_id}-{batch:05d}.parquet"
 
 
+# What `ResultWriter` writes, and nothing else: hidden and in-flight names start with _ or .
+_FILE = re.compile(r"[^._].*-[0-9]{5}\.parquet")
+_PARTITION_DIR = re.compile(r"date=[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
 class ResultWriter:
     """Appends rows of one run; flushes a batch every `batch_rows` rows or `batch_s` seconds."""
 
@@ -142,13 +153,36 @@ class ResultWriter:
         self.rows = []
 
 
+def files(root: str | os.PathLike[str]) -> list[str]:
+    """The files sweeper wrote under `root`: its partition folders and its file names only,
+    so a README, a stray folder or another tool's file beside them changes nothing. A file
+    of sweeper's name whose Parquet footer cannot be read (a disk that filled, a copy cut
+    short) is skipped with a CorruptResults warning that names it."""
+    found = []
+    for folder in sorted(Path(root).iterdir()):
+        if not (folder.is_dir() and _PARTITION_DIR.fullmatch(folder.name)):
+            continue
+        for path in sorted(folder.iterdir()):
+            if not (_FILE.fullmatch(path.name) and path.is_file()):
+                continue
+            try:
+                pq.read_metadata(path)
+            except (OSError, pa.ArrowException) as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                warnings.warn(f"skipped {path}: {reason}", CorruptResults, stacklevel=3)
+                continue
+            found.append(str(path))
+    return found
+
+
 def dataset(root: str | os.PathLike[str]) -> ds.Dataset:
-    """The results directory as a pyarrow dataset with the canonical schema."""
+    """The results directory as a pyarrow dataset with the canonical schema (its `files`)."""
     return ds.dataset(
-        root,
+        files(root),
         format="parquet",
         schema=DATASET_SCHEMA,
         partitioning=ds.partitioning(PARTITION, flavor="hive"),
+        partition_base_dir=str(root),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from sweeper import nightly
@@ -69,3 +70,22 @@ def test_history_of_a_missing_directory_is_bad_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["history", "--results", str(tmp_path / "none")])
     assert result.exit_code == 2
     assert result.stderr.strip() == f"sweeper: error: no results directory at {tmp_path / 'none'}"
+
+
+@pytest.mark.filterwarnings("default::sweeper.errors.CorruptResults")  # shown, as users see it
+def test_strangers_in_the_results_are_ignored_and_a_corrupt_file_named_in_one_line(
+    tmp_path: Path,
+) -> None:
+    results = tmp_path / "results"
+    history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
+    run_ids = history.nights(2)
+    (results / "README.md").write_text("# our nightly results\n")
+    (results / "junk").mkdir()
+    partition = next(results.glob("date=*"))
+    (partition / "notes.txt").write_text("not data")
+    (partition / "truncated-00000.parquet").write_bytes(b"PAR1")
+    result = CliRunner().invoke(app, ["history", "--results", str(results), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert [run["run_id"] for run in json.loads(result.stdout)] == run_ids
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"sweeper: warning: skipped {partition / 'truncated-00000.parquet'}: ")

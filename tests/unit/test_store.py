@@ -98,3 +98,48 @@ def test_unknown_columns_are_refused(tmp_path: Path) -> None:
 def test_load_of_a_missing_directory_says_so(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no results directory"):
         load(tmp_path / "nothing")
+
+
+def _strangers(root: Path) -> None:
+    """What people and other tools leave in a results directory."""
+    (root / "README.md").write_text("# nightly results\n")
+    (root / "junk").mkdir()
+    pq.write_table(pa.table({"x": [1]}), root / "junk" / "r9-00000.parquet")
+    part = root / "date=2026-11-21"
+    pq.write_table(pa.table({"x": [1]}), part / "other-tool.parquet")
+    (part / "notes.txt").write_text("not data")
+    (part / "r2-00000.parquet").write_bytes(b"PAR1 cut short")
+
+
+def test_readers_take_only_sweepers_files_and_skip_a_corrupt_one_by_name(tmp_path: Path) -> None:
+    from sweeper.errors import CorruptResults
+    from sweeper.store import runs
+
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
+    for i in range(3):
+        writer.append(_row(i))
+    writer.flush()
+    _strangers(tmp_path)
+    with pytest.warns(CorruptResults, match=r"skipped .*r2-00000\.parquet"):
+        df = load(tmp_path)
+    assert list(df["run_id"]) == ["r1"] * 3
+    assert set(df["date"]) == {"2026-11-21"}  # the partition still reads
+    with pytest.warns(CorruptResults):
+        assert list(runs(tmp_path)["points"]) == [3]
+
+
+def test_pyarrow_alone_reads_the_dataset_past_files_that_are_not_parquet(tmp_path: Path) -> None:
+    """The README's recipe for plain pyarrow/pandas when other files are present (another
+    tool's Parquet files would still be read: only sweeper.load leaves those out)."""
+    import pyarrow.dataset as ds
+
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
+    writer.append(_row(0))
+    writer.flush()
+    _strangers(tmp_path)
+    (tmp_path / "junk" / "r9-00000.parquet").unlink()
+    (tmp_path / "date=2026-11-21" / "other-tool.parquet").unlink()
+    table = ds.dataset(
+        tmp_path, format="parquet", partitioning="hive", exclude_invalid_files=True
+    ).to_table(columns=["run_id", "date"])
+    assert table.to_pylist() == [{"run_id": "r1", "date": "2026-11-21"}]
