@@ -161,6 +161,14 @@ ENGINES = ("torch", "nccl")  # through torch.distributed, or NCCL called directl
 NCCL_NEEDS_CUDA = "--engine nccl: direct NCCL calls need GPU ranks; CPU ranks use torch (gloo)"
 
 
+def _one_of(value: tuple[str, ...], known: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """The names lower-cased and each once, in order; the first unknown one is named."""
+    unknown = [name for name in value if name.lower() not in known]
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown[0]!r}; known: {', '.join(known)}")
+    return tuple(dict.fromkeys(name.lower() for name in value))
+
+
 class MoeSpec(BaseModel):
     """A mixture-of-experts layer whose token dispatch and combine `moe:*` measure."""
 
@@ -345,28 +353,17 @@ class SweepSpec(BaseModel):
     @field_validator("nccl_algos")
     @classmethod
     def _nccl_algos(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [algo for algo in value if algo.lower() not in NCCL_ALGOS]
-        if unknown:
-            raise ValueError(
-                f"unknown NCCL algorithm {unknown[0]!r}; known: {', '.join(NCCL_ALGOS)}"
-            )
-        return tuple(dict.fromkeys(algo.lower() for algo in value))
+        return _one_of(value, NCCL_ALGOS, "NCCL algorithm")
 
     @field_validator("launch")
     @classmethod
     def _launch(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [mode for mode in value if mode.lower() not in LAUNCHES]
-        if unknown:
-            raise ValueError(f"unknown launch mode {unknown[0]!r}; known: {', '.join(LAUNCHES)}")
-        return tuple(dict.fromkeys(mode.lower() for mode in value))
+        return _one_of(value, LAUNCHES, "launch mode")
 
     @field_validator("engine")
     @classmethod
     def _engine(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [name for name in value if name.lower() not in ENGINES]
-        if unknown:
-            raise ValueError(f"unknown engine {unknown[0]!r}; known: {', '.join(ENGINES)}")
-        return tuple(dict.fromkeys(name.lower() for name in value))
+        return _one_of(value, ENGINES, "engine")
 
     @model_validator(mode="after")
     def _graph_needs_cuda(self) -> SweepSpec:
