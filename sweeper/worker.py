@@ -418,10 +418,10 @@ class Rank:
             one = self._agree(self.timer.time(Eager(step), 1, samples=False).seconds)
             quarter = block_target_s(timing.blocks) / 4
             unit = max(1, min(GRAPH_ITERS, math.floor(quarter / max(one, 1e-9))))
+        assert self.stream is not None  # graphs exist on CUDA ranks only (spec.launches)
         graph: Graph | None = None
         error = ""
         try:
-            assert self.stream is not None
             graph = Graph(step, unit, self.stream)
         except Exception as exc:
             error = f"cannot capture a CUDA graph: {str(exc).strip().splitlines()[0]}"
