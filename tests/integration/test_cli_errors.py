@@ -32,6 +32,20 @@ from sweeper.cli import app
             ["--engine", "torch,nccl"],
             "--engine nccl needs NCCL's Python bindings (CuPy): pip install 'sweeper[nccl]'",
         ),
+        # every count and size fits the column it is written to (sweeper/store.py)
+        (["--iters", "99999999999999999999"], "--iters: Input should be less than or equal to"),
+        (["--warmup", "3000000000"], "--warmup: Input should be less than or equal to"),
+        (["--world", "99999999999"], "--world: Input should be less than or equal to"),
+        (["--seed", "99999999999999999999"], "--seed: Input should be less than or equal to"),
+        (["--max-size", "99999999999T"], "--max-size: '99999999999T' is larger than the largest"),
+        (["--step-factor", "inf"], "--step-factor: Input should be a finite number"),
+        (["--step-factor", "nan"], "--step-factor: Input should be a finite number"),
+        (["--step-factor", "1.000001"], "--step-factor 1.000001: 32577934 sizes from 8B to"),
+        (["--timeout", "inf"], "--timeout: Input should be a finite number"),
+        # sizes and percentages take ASCII digits only
+        (["--max-size", "\uff16\uff14"], "--max-size: '\uff16\uff14' is not a size"),
+        (["--min-size", "\u0666\u0664"], "--min-size: '\u0666\u0664' is not a size"),
+        (["--mem-limit", "\uff15\uff10%"], "--mem-limit: '\uff15\uff10%' is not a percentage"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
