@@ -546,18 +546,27 @@ def load_profile(path: Path) -> Profile:
         raise BadInput(f"{path}: {describe(exc, key=True)}", hint=_known_key(exc)) from None
 
 
+def _section(path: list[str]) -> type[BaseModel] | None:
+    """The model whose keys a section of a profile (nightly, moe) or option (--moe) takes;
+    None where `path` is no section."""
+    model: type[BaseModel] = Profile
+    for parent in path:
+        section = model.model_fields[parent].annotation
+        if not (isinstance(section, type) and issubclass(section, BaseModel)):
+            return None
+        model = section
+    return model
+
+
 def _known_key(exc: ValidationError) -> str | None:
     """For an unknown key, the known key it most likely meant (max-size: max_size)."""
     error = exc.errors()[0]
     if error["type"] != "extra_forbidden":
         return None
     *parents, name = (str(part) for part in error["loc"])
-    model: type[BaseModel] = Profile
-    for parent in parents:  # a section's key (nightly.z, moe.tokens): that section's model
-        section = model.model_fields[parent].annotation
-        if not (isinstance(section, type) and issubclass(section, BaseModel)):
-            return None
-        model = section
+    model = _section(parents)
+    if model is None:
+        return None
     match = difflib.get_close_matches(name.replace("-", "_"), model.model_fields, n=1)
     return f"did you mean {'.'.join([*parents, match[0]])!r}?" if match else None
 
@@ -585,6 +594,12 @@ def describe(exc: ValidationError, key: bool = False) -> str:
     message = str(error["msg"]).removeprefix("Value error, ")
     if not field:  # a rule between options: the message names them
         return message
+    *parents, last = loc
+    if not key and parents:  # a key of an option's key=value pairs (--moe tokens=...)
+        section = _section(parents)
+        if error["type"] == "extra_forbidden" and section is not None:
+            return f"{name}: unknown key {last!r}; known: {', '.join(section.model_fields)}"
+        name = f"{name}: {'.'.join(loc[1:])}"
     if error["type"] == "extra_forbidden":
         return f"unknown {'key' if key else 'option'} {field!r}"
     if error["type"] == "literal_error" and "input" in error:

@@ -42,6 +42,11 @@ from sweeper.cli import app
         (["--step-factor", "nan"], "--step-factor: Input should be a finite number"),
         (["--step-factor", "1.000001"], "--step-factor 1.000001: 32577934 sizes from 8B to"),
         (["--timeout", "inf"], "--timeout: Input should be a finite number"),
+        (
+            ["--moe", "bogus=1"],
+            "--moe: unknown key 'bogus'; known: tokens, hidden, top_k, experts, zipf, seed",
+        ),
+        (["--moe", "tokens=99999999999"], "--moe: tokens: Input should be less than or equal to"),
         # sizes and percentages take ASCII digits only
         (["--max-size", "\uff16\uff14"], "--max-size: '\uff16\uff14' is not a size"),
         (["--min-size", "\u0666\u0664"], "--min-size: '\u0666\u0664' is not a size"),

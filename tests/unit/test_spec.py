@@ -97,6 +97,15 @@ def test_grid_is_geometric_and_ends_at_or_below_the_maximum() -> None:
         ({"mem_limit": "\uff15\uff10%"}, "--mem-limit: '\uff15\uff10%' is not a percentage"),
         ({"max_size": "99999999999T"}, "--max-size: '99999999999T' is larger than the largest"),
         ({"colour": "blue"}, "unknown option 'colour'"),
+        (
+            {"moe": "bogus=1"},
+            "--moe: unknown key 'bogus'; known: tokens, hidden, top_k, experts, zipf, seed",
+        ),
+        ({"moe": "tokens=x"}, "--moe: tokens: Input should be a valid integer"),
+        ({"moe": "tokens=3000000000"}, "--moe: tokens: Input should be less than or equal to"),
+        ({"moe": "zipf=inf"}, "--moe: zipf: Input should be a finite number"),
+        ({"moe": "seed=1" + "0" * 20}, "--moe: seed: Input should be less than or equal to"),
+        ({"moe": "top_k=3,experts=2"}, "--moe: top_k 3 is more than the 2 experts"),
     ],
 )
 def test_bad_options_give_one_line_naming_the_option(
