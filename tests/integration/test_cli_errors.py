@@ -37,6 +37,7 @@ from sweeper.cli import app
         (["--warmup", "3000000000"], "--warmup: Input should be less than or equal to"),
         (["--world", "99999999999"], "--world: Input should be less than or equal to"),
         (["--seed", "99999999999999999999"], "--seed: Input should be less than or equal to"),
+        (["--seed", "1e23"], "--seed: Input should be a valid integer"),
         (["--max-size", "99999999999T"], "--max-size: '99999999999T' is larger than the largest"),
         (["--step-factor", "inf"], "--step-factor: Input should be a finite number"),
         (["--step-factor", "nan"], "--step-factor: Input should be a finite number"),
@@ -63,6 +64,23 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["history", "--last", "0"], "--last: Input should be greater than or equal to 1"),
+        (["compare", "a", "b", "--threshold", "x"], "--threshold: Input should be a valid number"),
+        (["topo", "--world", "2.5"], "--world: Input should be a valid integer"),
+    ],
+)
+def test_a_value_the_option_type_refuses_is_one_line_exit_2_in_every_command(
+    args: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"sweeper: error: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.usefixtures("ray_session")
