@@ -525,12 +525,17 @@ class Profile(SweepSpec):
 
 
 def load_profile(path: Path) -> Profile:
-    """A profile from its YAML file; a missing file, bad YAML or a bad key is BadInput
-    naming the file and the key."""
+    """A profile from its YAML file; a missing file, bytes that are not UTF-8, bad YAML or a
+    bad key is BadInput naming the file and the key."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise BadInput(f"--profile {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise BadInput(
+            f"--profile {path}: not UTF-8 text (byte {byte:#04x} at offset {exc.start})"
+        ) from None
     try:
         values = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -66,6 +66,43 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert not out.exists()
 
 
+@pytest.mark.usefixtures("isolated_registry")
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("def broken(:\n", "--plugin broken_plugin: cannot import it (SyntaxError: "),
+        (
+            "raise RuntimeError('boom')\n",
+            "--plugin broken_plugin: cannot import it (RuntimeError: boom)",
+        ),
+    ],
+)
+def test_a_plugin_that_fails_as_it_is_imported_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str
+) -> None:
+    (tmp_path / "broken_plugin.py").write_text(source)
+    monkeypatch.syspath_prepend(tmp_path)
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", "--plugin", "broken_plugin", "--output", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"sweeper: error: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["run", "nightly"])
+def test_a_profile_that_is_not_utf8_text_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, command: str
+) -> None:
+    path = tmp_path / "profile.yaml"
+    path.write_bytes(f"output: {tmp_path / 'results'}\n".encode() + b"\xff\xfe\x00binary")
+    result = CliRunner().invoke(app, [command, "--profile", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"sweeper: error: --profile {path}: not UTF-8 text (byte 0xff")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
