@@ -508,8 +508,11 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
         raise BadInput(
             "--engine nccl needs NCCL's Python bindings (CuPy): pip install 'sweeper[nccl]'"
         )
+    report.require_directory(spec.output, f"--output {spec.output}")
     if spec.report:
         report.require()
+        reports = report.directory(spec.output, spec.reports_dir)
+        report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
     connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
     sweep: _Sweep | None = None

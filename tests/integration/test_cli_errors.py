@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from tests import report_data
 
 
 @pytest.mark.parametrize(
@@ -101,6 +102,40 @@ def test_a_profile_that_is_not_utf8_text_is_one_line_exit_2_and_writes_nothing(
     assert result.stderr.startswith(f"sweeper: error: --profile {path}: not UTF-8 text (byte 0xff")
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--reports-dir", "{file}"], "--reports-dir {file}: {file} is not a directory"),
+        (["run", "--reports-dir", "{file}/r"], "--reports-dir {file}/r: {file} is not a directory"),
+        (["nightly", "--reports-dir", "{file}"], "--reports-dir {file}: {file} is not a directory"),
+        (
+            ["run", "--output", "{file}/results"],
+            "--output {file}/results: {file} is not a directory",
+        ),
+        (["report", "-o", "{dir}"], "-o {dir} is a directory; -o names the page's file"),
+        (["report", "-o", "{file}/r.html"], "-o {file}/r.html: {file} is not a directory"),
+        (["report", "--js", "{file}"], "--js {file}: {file} is not a directory"),
+    ],
+)
+def test_a_file_where_a_directory_goes_or_the_reverse_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    results = tmp_path / "results"
+    report_data.write_run(results, "r1")
+    (tmp_path / "file").write_text("kept")
+    (tmp_path / "dir").mkdir()
+    paths = {"file": tmp_path / "file", "dir": tmp_path / "dir"}
+    command, *options = (arg.format(**paths) for arg in args)
+    # the results in tmp_path (reports go beside them), where the case names no other
+    where = "--results" if command == "report" else "--output"
+    before = sorted(tmp_path.rglob("*"))
+    result = CliRunner().invoke(app, [command, where, str(results), *options])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"sweeper: error: {message.format(**paths)}"
+    assert sorted(tmp_path.rglob("*")) == before
+    assert (tmp_path / "file").read_text() == "kept"
 
 
 @pytest.mark.parametrize(
