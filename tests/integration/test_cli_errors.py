@@ -205,6 +205,35 @@ def test_an_unreachable_address_exits_3_in_seconds(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            ["--address", "foo:bar"],
+            {},
+            "cannot reach Ray at foo:bar: Port could not be cast to integer value as 'bar' (",
+        ),
+        ([], {"RAY_ADDRESS": "localhost:99999"}, "cannot reach Ray at localhost:99999: Port out"),
+    ],
+)
+def test_an_address_whose_port_is_no_port_exits_3_in_one_line(
+    tmp_path: Path, args: list[str], env: dict[str, str], message: str
+) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "run", *args, "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith(f"sweeper: error: {message}")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "sweeper", "run", "--max-size", "12Q"],
