@@ -543,6 +543,8 @@ def load_profile(path: Path) -> Profile:
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "not valid YAML"
         raise BadInput(f"{path}{where}: {problem}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise BadInput(f"{path}: nested too deeply to be a profile") from None
     if not isinstance(values, dict):
         raise BadInput(f"{path}: a profile is a mapping of option names to values")
     try:
