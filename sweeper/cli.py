@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
+from typer.core import TyperGroup
 
 from sweeper.errors import BadInput, CorruptResults, SweeperError
 from sweeper.spec import Profile, SweepSpec, build_spec, load_profile
@@ -26,8 +27,31 @@ if TYPE_CHECKING:
 EXIT_REGRESSION = 1
 EXIT_POINTS_FAILED = 4
 
+
+def _fail(exc: SweeperError) -> typer.Exit:
+    if os.environ.get("SWEEPER_DEBUG") == "1":
+        raise exc
+    hint = f" ({exc.hint})" if exc.hint else ""
+    print(f"sweeper: error: {exc}{hint}", file=sys.stderr)
+    return typer.Exit(exc.exit_code)
+
+
+class _Group(TyperGroup):
+    """A value an option's type refuses (--seed 1e23, --last 0) is bad input like any other:
+    one line naming the option, exit 2, where click would print the usage first. A group
+    parses its commands' options in `invoke`."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as exc:
+            named = f"{exc.param.opts[0]}: {exc.message}" if exc.param else exc.format_message()
+            raise _fail(BadInput(named)) from None
+
+
 app = typer.Typer(
     name="sweeper",
+    cls=_Group,
     help="How fast does your GPU cluster really move data? Collective sweeps on Ray.",
     no_args_is_help=True,
     add_completion=False,
@@ -53,14 +77,6 @@ def _help(field: str) -> str:
         default = ",".join(map(str, default))
     shown = "" if default is None else f" [default: {default}]"
     return f"{info.description}{shown}"
-
-
-def _fail(exc: SweeperError) -> typer.Exit:
-    if os.environ.get("SWEEPER_DEBUG") == "1":
-        raise exc
-    hint = f" ({exc.hint})" if exc.hint else ""
-    print(f"sweeper: error: {exc}{hint}", file=sys.stderr)
-    return typer.Exit(exc.exit_code)
 
 
 def _opt(field: str, *flags: str) -> Any:

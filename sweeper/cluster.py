@@ -69,17 +69,18 @@ class Connection:
 
 
 def _check_reachable(address: str) -> None:
-    """Fail in seconds, not minutes, when nothing listens at a host:port address."""
+    """Fail in seconds, not minutes, when nothing listens at a host:port address, or the
+    port is no port (foo:bar, localhost:99999)."""
     if address in ("auto", "local"):
         return
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
-    if not parts.hostname or not parts.port:
-        return
     try:
-        socket.create_connection((parts.hostname, parts.port), timeout=5).close()
-    except OSError as exc:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        port = parts.port  # ValueError: not a number, or not in 0-65535
+        if parts.hostname and port:
+            socket.create_connection((parts.hostname, port), timeout=5).close()
+    except (OSError, ValueError) as exc:
         raise InfrastructureError(
-            f"cannot reach Ray at {address}: {exc.strerror or exc}",
+            f"cannot reach Ray at {address}: {getattr(exc, 'strerror', None) or exc}",
             hint="check --address / $RAY_ADDRESS, or leave both unset for an embedded local Ray",
         ) from None
 

@@ -560,12 +560,17 @@ def register(collective: Collective) -> Collective:
 
 
 def load_plugins(modules: Iterable[str]) -> None:
-    """Import modules that register operations; the driver and every rank import the same."""
+    """Import modules that register operations; the driver and every rank import the same.
+    A module that is missing, or fails as it runs (a syntax error, an exception, a name
+    already registered), is BadInput naming it."""
     for module in modules:
         try:
             importlib.import_module(module)
-        except ImportError as exc:
-            raise BadInput(f"--plugin {module}: cannot import it ({exc})") from None
+        except Exception as exc:  # the plugin's own code: whatever it raises
+            why = " ".join(str(exc).split())  # one line, whatever the plugin's message spans
+            raise BadInput(
+                f"--plugin {module}: cannot import it ({type(exc).__name__}: {why})"
+            ) from None
 
 
 def resolve(

@@ -11,6 +11,7 @@ import difflib
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -32,8 +33,24 @@ from sweeper.errors import BadInput
 if TYPE_CHECKING:
     from sweeper.analysis.regression import Policy
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+# ASCII digits only: without re.ASCII, \d (and float()) take any script's digits, full-width too
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE | re.ASCII)
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$", re.ASCII)
 _SCALE = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+# What a row can hold: ranks, nodes and iteration counts go to int32 columns of the results
+# schema (sweeper/store.py), sizes and element counts to int64 ones; seeds are int64 too.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+# Iterations as asked, below INT32_MAX with room: a CUDA graph rounds a block up to whole
+# replays, and calibration adds its own warm-up.
+ITERS_LIMIT = 10**9
+# The largest size S (1 PiB, far beyond any rank's memory): where --max-size auto's grid
+# ends, and small enough that a group's buffers (S times its ranks) count in int64.
+SIZE_LIMIT_BYTES = 2**50
+# The most steps a size grid may have: a step factor a hair above 1 would otherwise list
+# sizes for ever before anything runs.
+GRID_LIMIT = 10_000
 
 
 def parse_size(value: object) -> int:
@@ -43,15 +60,22 @@ def parse_size(value: object) -> int:
     if isinstance(value, int):
         if value < 1:
             raise ValueError(f"{value} is not a size: sizes are at least 1 byte")
-        return value
-    match = _SIZE.match(str(value))
-    if not match:
-        raise ValueError(f"{value!r} is not a size: use bytes with K, M, G suffixes, e.g. 64M")
-    number, unit, _ = match.groups()
-    size = float(number) * _SCALE[unit.lower()]
-    if size < 1 or size != int(size):
-        raise ValueError(f"{value!r} is not a whole number of bytes >= 1")
-    return int(size)
+        size = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a size: use bytes with K, M, G suffixes, e.g. 64M")
+        number, unit, _ = match.groups()
+        # exact: a float would take 1.0000000000000000001K for 1K
+        exact = Fraction(number) * _SCALE[unit.lower()]
+        if exact < 1 or exact.denominator != 1:
+            raise ValueError(f"{value!r} is not a whole number of bytes >= 1")
+        size = int(exact)
+    if size > SIZE_LIMIT_BYTES:
+        raise ValueError(
+            f"{value!r} is larger than the largest size, {format_size(SIZE_LIMIT_BYTES)}"
+        )
+    return size
 
 
 def format_size(size_bytes: int) -> str:
@@ -128,8 +152,8 @@ class MemLimit:
             return value
         text = str(value).strip()
         if text.endswith("%"):
-            number = text[:-1].strip()
-            percent = float(number) if number.replace(".", "", 1).isdigit() else -1.0
+            match = _PERCENT.match(text)
+            percent = float(match[1]) if match else -1.0
             if not 0 < percent <= 100:
                 raise ValueError(f"{value!r} is not a percentage in (0, 100]")
             return cls(fraction=percent / 100)
@@ -174,12 +198,19 @@ class MoeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tokens: int = Field(4096, ge=1, description="Tokens per rank.")
-    hidden: int = Field(4096, ge=1, description="Hidden size: elements per token.")
-    top_k: int = Field(2, ge=1, description="Experts each token is routed to.")
-    experts: int = Field(64, ge=1, description="Experts in all; expert e lives on rank e mod n.")
-    zipf: float = Field(1.0, ge=0, description="Routing skew: expert e is picked ~ (e+1)^-zipf.")
-    seed: int = Field(0, ge=0, description="Seed of the routing.")
+    tokens: int = Field(4096, ge=1, le=INT32_MAX, description="Tokens per rank.")
+    hidden: int = Field(4096, ge=1, le=INT32_MAX, description="Hidden size: elements per token.")
+    top_k: int = Field(2, ge=1, le=INT32_MAX, description="Experts each token is routed to.")
+    experts: int = Field(
+        64, ge=1, le=INT32_MAX, description="Experts in all; expert e lives on rank e mod n."
+    )
+    zipf: float = Field(
+        1.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Routing skew: expert e is picked ~ (e+1)^-zipf.",
+    )
+    seed: int = Field(0, ge=0, le=INT64_MAX, description="Seed of the routing.")
 
     @model_validator(mode="after")
     def _top_k(self) -> MoeSpec:
@@ -216,11 +247,19 @@ class SweepSpec(BaseModel):
         "auto", description="auto: NCCL when the cluster has GPUs, else gloo on CPU ranks."
     )
     world: int | None = Field(
-        None, ge=1, description="Total ranks (nodes x ranks per node); default all GPUs, or 2."
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="Total ranks (nodes x ranks per node); default all GPUs, or 2.",
     )
-    nodes: int = Field(1, ge=1, description="Nodes to run on (nodes with GPUs, for NCCL).")
+    nodes: int = Field(
+        1, ge=1, le=INT32_MAX, description="Nodes to run on (nodes with GPUs, for NCCL)."
+    )
     gpus_per_node: int | None = Field(
-        None, ge=1, description="Ranks per node: GPUs (default all) or gloo CPU ranks (2)."
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="Ranks per node: GPUs (default all) or gloo CPU ranks (2).",
     )
     tiers: CommaList = Field(
         ("world",),
@@ -250,12 +289,20 @@ class SweepSpec(BaseModel):
         None,
         description="Cap on each rank's memory, bytes (8G) or percent (50%); CPU ranks: 64M.",
     )
-    step_factor: float = Field(2.0, gt=1, description="Multiply the size by this at each step.")
+    step_factor: float = Field(
+        2.0, gt=1, allow_inf_nan=False, description="Multiply the size by this at each step."
+    )
     iters: int | None = Field(
-        None, ge=1, description="Timed iterations; default adaptive (a block of a few ms)."
+        None,
+        ge=1,
+        le=ITERS_LIMIT,
+        description="Timed iterations; default adaptive (a block of a few ms).",
     )
     warmup: int | None = Field(
-        None, ge=0, description="Warm-up iterations; default adaptive (as long as the block)."
+        None,
+        ge=0,
+        le=ITERS_LIMIT,
+        description="Warm-up iterations; default adaptive (as long as the block).",
     )
     launch: CommaList = Field(
         (),
@@ -278,8 +325,14 @@ class SweepSpec(BaseModel):
     samples: bool = Field(
         False, description="Keep per-iteration times (p50/p99 and the samples_us column)."
     )
-    timeout: float = Field(300.0, gt=0, description="Seconds one point may take before it fails.")
-    seed: int = Field(0, ge=0, description="Seed of the deterministic input data.")
+    timeout: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,  # a point that runs for a day has hung
+        allow_inf_nan=False,
+        description="Seconds one point may take before it fails.",
+    )
+    seed: int = Field(0, ge=0, le=INT64_MAX, description="Seed of the deterministic input data.")
     output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
     moe: Annotated[MoeSpec, BeforeValidator(_key_values)] = Field(
         MoeSpec(),
@@ -386,6 +439,11 @@ class SweepSpec(BaseModel):
                 f"--max-size {format_size(max_size)}"
             )
         steps = math.floor(math.log(max_size / self.min_size, self.step_factor) + 1e-9)
+        if steps >= GRID_LIMIT:
+            raise BadInput(
+                f"--step-factor {self.step_factor}: {steps + 1} sizes from "
+                f"{format_size(self.min_size)} to {format_size(max_size)}; at most {GRID_LIMIT}"
+            )
         grid = (round(self.min_size * self.step_factor**k) for k in range(steps + 1))
         return sorted(set(grid))
 
@@ -464,12 +522,17 @@ class Profile(SweepSpec):
 
 
 def load_profile(path: Path) -> Profile:
-    """A profile from its YAML file; a missing file, bad YAML or a bad key is BadInput
-    naming the file and the key."""
+    """A profile from its YAML file; a missing file, bytes that are not UTF-8, bad YAML or a
+    bad key is BadInput naming the file and the key."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise BadInput(f"--profile {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise BadInput(
+            f"--profile {path}: not UTF-8 text (byte {byte:#04x} at offset {exc.start})"
+        ) from None
     try:
         values = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -477,6 +540,8 @@ def load_profile(path: Path) -> Profile:
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "not valid YAML"
         raise BadInput(f"{path}{where}: {problem}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise BadInput(f"{path}: nested too deeply to be a profile") from None
     if not isinstance(values, dict):
         raise BadInput(f"{path}: a profile is a mapping of option names to values")
     try:
@@ -485,18 +550,27 @@ def load_profile(path: Path) -> Profile:
         raise BadInput(f"{path}: {describe(exc, key=True)}", hint=_known_key(exc)) from None
 
 
+def _section(path: list[str]) -> type[BaseModel] | None:
+    """The model whose keys a section of a profile (nightly, moe) or option (--moe) takes;
+    None where `path` is no section."""
+    model: type[BaseModel] = Profile
+    for parent in path:
+        section = model.model_fields[parent].annotation
+        if not (isinstance(section, type) and issubclass(section, BaseModel)):
+            return None
+        model = section
+    return model
+
+
 def _known_key(exc: ValidationError) -> str | None:
     """For an unknown key, the known key it most likely meant (max-size: max_size)."""
     error = exc.errors()[0]
     if error["type"] != "extra_forbidden":
         return None
     *parents, name = (str(part) for part in error["loc"])
-    model: type[BaseModel] = Profile
-    for parent in parents:  # a section's key (nightly.z, moe.tokens): that section's model
-        section = model.model_fields[parent].annotation
-        if not (isinstance(section, type) and issubclass(section, BaseModel)):
-            return None
-        model = section
+    model = _section(parents)
+    if model is None:
+        return None
     match = difflib.get_close_matches(name.replace("-", "_"), model.model_fields, n=1)
     return f"did you mean {'.'.join([*parents, match[0]])!r}?" if match else None
 
@@ -509,8 +583,8 @@ def build_spec(profile: Profile | None = None, **options: Any) -> SweepSpec:
         spec = SweepSpec(**{**(profile.options() if profile else {}), **given})
     except ValidationError as exc:
         raise BadInput(describe(exc)) from None
-    if isinstance(spec.max_size, int):
-        spec.sizes(spec.max_size)  # min > max is bad input now, not after Ray started
+    # min > max, or a grid too fine to list, is bad input now, not after Ray started
+    spec.sizes(spec.max_size if isinstance(spec.max_size, int) else SIZE_LIMIT_BYTES)
     return spec
 
 
@@ -524,6 +598,12 @@ def describe(exc: ValidationError, key: bool = False) -> str:
     message = str(error["msg"]).removeprefix("Value error, ")
     if not field:  # a rule between options: the message names them
         return message
+    *parents, last = loc
+    if not key and parents:  # a key of an option's key=value pairs (--moe tokens=...)
+        section = _section(parents)
+        if error["type"] == "extra_forbidden" and section is not None:
+            return f"{name}: unknown key {last!r}; known: {', '.join(section.model_fields)}"
+        name = f"{name}: {'.'.join(loc[1:])}"
     if error["type"] == "extra_forbidden":
         return f"unknown {'key' if key else 'option'} {field!r}"
     if error["type"] == "literal_error" and "input" in error:

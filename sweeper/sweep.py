@@ -39,7 +39,15 @@ from sweeper.plan import (
 )
 from sweeper.report import record
 from sweeper.sizing import BISECT_STEPS, bisect, largest_count
-from sweeper.spec import DTYPES, MemLimit, SweepSpec, engines, format_size, launches
+from sweeper.spec import (
+    DTYPES,
+    SIZE_LIMIT_BYTES,
+    MemLimit,
+    SweepSpec,
+    engines,
+    format_size,
+    launches,
+)
 from sweeper.store import ResultWriter
 from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.topology import Node
@@ -47,7 +55,6 @@ from sweeper.worker import Copied
 
 DEFAULT_CPU_RANKS = 2
 DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
-AUTO_CEILING = 2**50  # with --max-size auto, the grid is cut at each series' bound
 CONCURRENT_AUTO_MAX = 256 * 2**20  # concurrent rounds with auto: contention, not capacity
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 
@@ -191,8 +198,8 @@ class _Sweep:
         )
         _check_dtypes(spec.dtypes, self.backend)
         self.auto = spec.max_size == "auto"
-        # auto: the grid has no end of its own; each series stops at its probed bound
-        self.sizes = spec.sizes(AUTO_CEILING if self.auto else int(spec.max_size))
+        # auto: the grid runs to the largest size accepted; each series stops at its bound
+        self.sizes = spec.sizes(SIZE_LIMIT_BYTES if self.auto else int(spec.max_size))
         self.mem_limit = spec.mem_limit
         if self.mem_limit is None and self.backend == "gloo":
             self.mem_limit = MemLimit(size_bytes=DEFAULT_CPU_MEM_LIMIT)
@@ -501,8 +508,11 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
         raise BadInput(
             "--engine nccl needs NCCL's Python bindings (CuPy): pip install 'sweeper[nccl]'"
         )
+    report.require_directory(spec.output, f"--output {spec.output}")
     if spec.report:
         report.require()
+        reports = report.directory(spec.output, spec.reports_dir)
+        report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
     connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
     sweep: _Sweep | None = None

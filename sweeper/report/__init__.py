@@ -31,3 +31,12 @@ def directory(results: Path, reports_dir: Path | None = None) -> Path:
     """Where reports go: `reports_dir`, else reports/ beside the results directory (./reports
     for ./results); a nightly run's JSON summary goes there too."""
     return Path(reports_dir) if reports_dir else Path(results).parent / "reports"
+
+
+def require_directory(path: Path, named: str) -> None:
+    """BadInput, before anything is written, where directory `path` cannot be made: it, or
+    the nearest of its parents that exists, is a file. `named` (the option and its value)
+    starts the message."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise BadInput(f"{named}: {existing} is not a directory")

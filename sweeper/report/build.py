@@ -17,7 +17,8 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from sweeper.report import directory, record, runs, sections
+from sweeper.errors import BadInput
+from sweeper.report import directory, record, require_directory, runs, sections
 
 PLOTLY_JS = "plotly.min.js"
 # Plotly's figure JSON goes inside <script> elements: these characters are written as JSON
@@ -97,10 +98,16 @@ def write(
 ) -> Path:
     """Write the report of `run_id` (or `latest`) of a results directory; returns its path.
 
-    Bad input (no such directory or run) raises BadInput before anything is written."""
+    Bad input (no such directory or run, a page or script path that a file or directory is
+    in the way of) raises BadInput before anything is written."""
     run_id = runs.resolve(results, run_id)
     base_id = runs.resolve(results, baseline) if baseline else None
     output = output or default_output(results, run_id)
+    if output.is_dir():
+        raise BadInput(f"-o {output} is a directory; -o names the page's file")
+    require_directory(output.parent, f"-o {output}")
+    if js_dir:
+        require_directory(js_dir, f"--js {js_dir}")
     df = runs.rows(results, run_id)
     base = runs.rows(results, base_id) if base_id else None
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from tests import report_data
 
 
 @pytest.mark.parametrize(
@@ -32,6 +33,26 @@ from sweeper.cli import app
             ["--engine", "torch,nccl"],
             "--engine nccl needs NCCL's Python bindings (CuPy): pip install 'sweeper[nccl]'",
         ),
+        # every count and size fits the column it is written to (sweeper/store.py)
+        (["--iters", "99999999999999999999"], "--iters: Input should be less than or equal to"),
+        (["--warmup", "3000000000"], "--warmup: Input should be less than or equal to"),
+        (["--world", "99999999999"], "--world: Input should be less than or equal to"),
+        (["--seed", "99999999999999999999"], "--seed: Input should be less than or equal to"),
+        (["--seed", "1e23"], "--seed: Input should be a valid integer"),
+        (["--max-size", "99999999999T"], "--max-size: '99999999999T' is larger than the largest"),
+        (["--step-factor", "inf"], "--step-factor: Input should be a finite number"),
+        (["--step-factor", "nan"], "--step-factor: Input should be a finite number"),
+        (["--step-factor", "1.000001"], "--step-factor 1.000001: 32577934 sizes from 8B to"),
+        (["--timeout", "inf"], "--timeout: Input should be a finite number"),
+        (
+            ["--moe", "bogus=1"],
+            "--moe: unknown key 'bogus'; known: tokens, hidden, top_k, experts, zipf, seed",
+        ),
+        (["--moe", "tokens=99999999999"], "--moe: tokens: Input should be less than or equal to"),
+        # sizes and percentages take ASCII digits only
+        (["--max-size", "\uff16\uff14"], "--max-size: '\uff16\uff14' is not a size"),
+        (["--min-size", "\u0666\u0664"], "--min-size: '\u0666\u0664' is not a size"),
+        (["--mem-limit", "\uff15\uff10%"], "--mem-limit: '\uff15\uff10%' is not a percentage"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
@@ -44,6 +65,94 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
     assert not out.exists()
+
+
+@pytest.mark.usefixtures("isolated_registry")
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("def broken(:\n", "--plugin broken_plugin: cannot import it (SyntaxError: "),
+        (
+            "raise RuntimeError('boom')\n",
+            "--plugin broken_plugin: cannot import it (RuntimeError: boom)",
+        ),
+    ],
+)
+def test_a_plugin_that_fails_as_it_is_imported_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str
+) -> None:
+    (tmp_path / "broken_plugin.py").write_text(source)
+    monkeypatch.syspath_prepend(tmp_path)
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", "--plugin", "broken_plugin", "--output", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"sweeper: error: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["run", "nightly"])
+def test_a_profile_that_is_not_utf8_text_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, command: str
+) -> None:
+    path = tmp_path / "profile.yaml"
+    path.write_bytes(f"output: {tmp_path / 'results'}\n".encode() + b"\xff\xfe\x00binary")
+    result = CliRunner().invoke(app, [command, "--profile", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"sweeper: error: --profile {path}: not UTF-8 text (byte 0xff")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--reports-dir", "{file}"], "--reports-dir {file}: {file} is not a directory"),
+        (["run", "--reports-dir", "{file}/r"], "--reports-dir {file}/r: {file} is not a directory"),
+        (["nightly", "--reports-dir", "{file}"], "--reports-dir {file}: {file} is not a directory"),
+        (
+            ["run", "--output", "{file}/results"],
+            "--output {file}/results: {file} is not a directory",
+        ),
+        (["report", "-o", "{dir}"], "-o {dir} is a directory; -o names the page's file"),
+        (["report", "-o", "{file}/r.html"], "-o {file}/r.html: {file} is not a directory"),
+        (["report", "--js", "{file}"], "--js {file}: {file} is not a directory"),
+    ],
+)
+def test_a_file_where_a_directory_goes_or_the_reverse_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    results = tmp_path / "results"
+    report_data.write_run(results, "r1")
+    (tmp_path / "file").write_text("kept")
+    (tmp_path / "dir").mkdir()
+    paths = {"file": tmp_path / "file", "dir": tmp_path / "dir"}
+    command, *options = (arg.format(**paths) for arg in args)
+    # the results in tmp_path (reports go beside them), where the case names no other
+    where = "--results" if command == "report" else "--output"
+    before = sorted(tmp_path.rglob("*"))
+    result = CliRunner().invoke(app, [command, where, str(results), *options])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"sweeper: error: {message.format(**paths)}"
+    assert sorted(tmp_path.rglob("*")) == before
+    assert (tmp_path / "file").read_text() == "kept"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["history", "--last", "0"], "--last: Input should be greater than or equal to 1"),
+        (["compare", "a", "b", "--threshold", "x"], "--threshold: Input should be a valid number"),
+        (["topo", "--world", "2.5"], "--world: Input should be a valid integer"),
+    ],
+)
+def test_a_value_the_option_type_refuses_is_one_line_exit_2_in_every_command(
+    args: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"sweeper: error: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.usefixtures("ray_session")
@@ -93,6 +202,35 @@ def test_an_unreachable_address_exits_3_in_seconds(tmp_path: Path) -> None:
         .startswith(f"sweeper: error: cannot reach Ray at {address}")
     )
     assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            ["--address", "foo:bar"],
+            {},
+            "cannot reach Ray at foo:bar: Port could not be cast to integer value as 'bar' (",
+        ),
+        ([], {"RAY_ADDRESS": "localhost:99999"}, "cannot reach Ray at localhost:99999: Port out"),
+    ],
+)
+def test_an_address_whose_port_is_no_port_exits_3_in_one_line(
+    tmp_path: Path, args: list[str], env: dict[str, str], message: str
+) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "run", *args, "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith(f"sweeper: error: {message}")
+    assert len(proc.stderr.strip().splitlines()) == 1
     assert not out.exists()
 
 

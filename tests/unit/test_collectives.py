@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 
-from sweeper.collectives import REGISTRY, SUM, resolve
+from sweeper.collectives import REGISTRY, SUM, load_plugins, resolve
 from sweeper.descriptor import Shape
 from sweeper.errors import BadInput
 
@@ -123,3 +124,33 @@ def test_the_nccl_engine_has_every_core_operation_and_the_pairs_but_no_variant()
     direct = {c.name for c in REGISTRY.values() if c.nccl is not None}
     core = {c.name for c in REGISTRY.values() if c.core}
     assert direct == core | {"p2p", "p2p:reverse", "p2p:bi"}
+
+
+@pytest.mark.usefixtures("isolated_registry")
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        ("def broken(:\n", "SyntaxError: "),
+        ("raise RuntimeError('no GPU\\nhere')\n", "RuntimeError: no GPU here)"),
+        (
+            "import no_such_dependency\n",
+            "ModuleNotFoundError: No module named 'no_such_dependency')",
+        ),
+        (
+            "from dataclasses import replace\n"
+            "from sweeper.collectives import REGISTRY, register\n"
+            "register(replace(REGISTRY['all_gather'], name='all_reduce'))\n",
+            "ValueError: an operation named 'all_reduce' is already registered)",
+        ),
+    ],
+)
+def test_a_plugin_that_fails_as_it_is_imported_is_bad_input_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, why: str
+) -> None:
+    (tmp_path / "broken_plugin.py").write_text(source)
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(BadInput) as info:
+        load_plugins(["broken_plugin"])
+    message = str(info.value)
+    assert message.startswith(f"--plugin broken_plugin: cannot import it ({why}")
+    assert "\n" not in message

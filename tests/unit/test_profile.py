@@ -122,6 +122,20 @@ def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
         load_profile(path)
 
 
+def test_a_profile_that_is_not_utf8_text_is_bad_input_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "profile.yaml"
+    path.write_bytes(b"max_size: 64M\n\x89PNG\r\n\x1a\n\x00")
+    with pytest.raises(BadInput) as info:
+        load_profile(path)
+    assert str(info.value) == f"--profile {path}: not UTF-8 text (byte 0x89 at offset 14)"
+
+
+def test_a_profile_nested_deeper_than_python_recurses_is_bad_input(tmp_path: Path) -> None:
+    path = write(tmp_path, "ops: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(BadInput, match=rf"^{path}: nested too deeply to be a profile$"):
+        load_profile(path)
+
+
 def test_a_missing_profile_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"--profile .*nothing\.yaml: No such file"):
         load_profile(tmp_path / "nothing.yaml")

@@ -1,9 +1,19 @@
 from __future__ import annotations
 
+import annotated_types
+import numpy as np
 import pytest
 
 from sweeper.errors import BadInput
-from sweeper.spec import build_spec, canonical_dtype, format_size, parse_size
+from sweeper.spec import (
+    SIZE_LIMIT_BYTES,
+    SweepSpec,
+    build_spec,
+    canonical_dtype,
+    format_size,
+    parse_size,
+)
+from sweeper.store import SCHEMA
 
 
 @pytest.mark.parametrize(
@@ -25,10 +35,22 @@ def test_sizes_parse_like_nccl_tests(text: object, size: int) -> None:
     assert parse_size(text) == size
 
 
-@pytest.mark.parametrize("text", ["12Q", "-1", "0", 0, -5, "", "K", "1.1", "0.3", "1.0001K"])
+@pytest.mark.parametrize(
+    "text",
+    ["12Q", "-1", "0", 0, -5, "", "K", "1.1", "0.3", "1.0001K", "\uff16\uff14", "\u0666\u0664M"],
+)
 def test_bad_sizes_are_refused(text: object) -> None:
     with pytest.raises(ValueError, match=r"size|whole number"):
         parse_size(text)
+
+
+def test_sizes_are_exact_and_at_most_the_largest_size() -> None:
+    with pytest.raises(ValueError, match="whole number"):
+        parse_size("1.0000000000000000001K")  # a float would say 1.0, and 1024 bytes
+    assert parse_size("1024T") == SIZE_LIMIT_BYTES == parse_size(SIZE_LIMIT_BYTES)
+    for too_large in ("1025T", "99999999999999999999", SIZE_LIMIT_BYTES + 1):
+        with pytest.raises(ValueError, match=r"is larger than the largest size, 1024T$"):
+            parse_size(too_large)
 
 
 @pytest.mark.parametrize("size", [1, 8, 1000, 1024, 1536 * 1024, 3 * 2**30, 2**40 + 1])
@@ -54,7 +76,36 @@ def test_grid_is_geometric_and_ends_at_or_below_the_maximum() -> None:
         ({"backend": "mpi"}, "--backend: 'mpi' is not one of"),
         ({"world": 0}, "--world: Input should be greater than or equal to 1"),
         ({"step_factor": 1}, "--step-factor"),
+        ({"step_factor": float("inf")}, "--step-factor: Input should be a finite number"),
+        ({"step_factor": float("nan")}, "--step-factor: Input should be a finite number"),
+        (
+            {"step_factor": 1.0001, "max_size": "1G"},
+            "--step-factor 1.0001: 187160 sizes from 8B to 1G; at most 10000",
+        ),
+        ({"step_factor": 1.000001}, "--step-factor 1.000001: 32577934 sizes from 8B to 1024T"),
+        ({"iters": 10**20}, "--iters: Input should be less than or equal to 1000000000"),
+        ({"warmup": 2**31}, "--warmup: Input should be less than or equal to 1000000000"),
+        ({"world": 2**31}, "--world: Input should be less than or equal to 2147483647"),
+        ({"nodes": 2**31}, "--nodes: Input should be less than or equal to 2147483647"),
+        ({"gpus_per_node": 2**31}, "--gpus-per-node: Input should be less than or equal to"),
+        ({"seed": 10**23}, "--seed: Input should be less than or equal to 9223372036854775807"),
+        ({"seed": 1.5}, "--seed: Input should be a valid integer, got a number with a fractional"),
+        ({"timeout": float("inf")}, "--timeout: Input should be a finite number"),
+        ({"timeout": 1e6}, "--timeout: Input should be less than or equal to 86400"),
+        ({"max_size": "\uff16\uff14"}, "--max-size: '\uff16\uff14' is not a size"),
+        ({"min_size": "\u0666\u0664"}, "--min-size: '\u0666\u0664' is not a size"),
+        ({"mem_limit": "\uff15\uff10%"}, "--mem-limit: '\uff15\uff10%' is not a percentage"),
+        ({"max_size": "99999999999T"}, "--max-size: '99999999999T' is larger than the largest"),
         ({"colour": "blue"}, "unknown option 'colour'"),
+        (
+            {"moe": "bogus=1"},
+            "--moe: unknown key 'bogus'; known: tokens, hidden, top_k, experts, zipf, seed",
+        ),
+        ({"moe": "tokens=x"}, "--moe: tokens: Input should be a valid integer"),
+        ({"moe": "tokens=3000000000"}, "--moe: tokens: Input should be less than or equal to"),
+        ({"moe": "zipf=inf"}, "--moe: zipf: Input should be a finite number"),
+        ({"moe": "seed=1" + "0" * 20}, "--moe: seed: Input should be less than or equal to"),
+        ({"moe": "top_k=3,experts=2"}, "--moe: top_k 3 is more than the 2 experts"),
     ],
 )
 def test_bad_options_give_one_line_naming_the_option(
@@ -82,4 +133,34 @@ def test_max_size_defaults_to_auto_and_takes_sizes() -> None:
 def test_mem_limit_is_bytes_or_a_percentage_and_prints_as_given() -> None:
     assert str(build_spec(mem_limit="8G").mem_limit) == "8G"
     assert str(build_spec(mem_limit="50%").mem_limit) == "50%"
+    assert str(build_spec(mem_limit=" 12.5 %").mem_limit) == "12.5%"
     assert build_spec(mem_limit="8G").model_dump(mode="json")["mem_limit"] == "8G"
+
+
+def _most(field: str) -> int:
+    info = SweepSpec.model_fields[field]
+    (limit,) = (m.le for m in info.metadata if isinstance(m, annotated_types.Le))
+    return int(limit)
+
+
+def _column_max(column: str) -> int:
+    return int(np.iinfo(SCHEMA.field(column).type.to_pandas_dtype()).max)
+
+
+@pytest.mark.parametrize(
+    ("field", "column"),
+    [
+        ("iters", "iters"),
+        ("warmup", "warmup_iters"),
+        ("world", "world_size"),
+        ("world", "src_rank"),
+        ("nodes", "n_nodes"),
+        ("gpus_per_node", "world_size"),
+    ],
+)
+def test_every_count_fits_the_column_it_is_written_to(field: str, column: str) -> None:
+    assert _most(field) <= _column_max(column)
+
+
+def test_the_largest_size_times_the_ranks_of_a_large_group_fits_the_size_column() -> None:
+    assert _column_max("size_bytes") // 4096 >= SIZE_LIMIT_BYTES
