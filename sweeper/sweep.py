@@ -546,8 +546,8 @@ def make_rows(
     collective: Collective,
     outcome: cluster.Outcome,
 ) -> list[Row]:
-    """The point's rows: one per launch mode it was timed in (a failed or skipped point: one
-    per launch mode it asked for, each saying why)."""
+    """The point's rows: one per engine and launch mode it was timed with (a failed point:
+    one per engine and launch mode it asked for, each saying why)."""
     n = group.world_size
     row: Row = {
         **meta,
