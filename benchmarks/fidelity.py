@@ -2,15 +2,17 @@
 torch.distributed loop, point by point, in both launch modes.
 
 In one command: `sweeper run --launch graph,eager` in process (Ray actors, the whole harness)
-over the given operations and sizes, then the bare loop of bare.py (no Ray, no sweeper code:
-one process per GPU, plain torch.distributed calls, CUDA events) over the points of sweeper's
-first run, each row's launch mode with that row's iterations and warm-up. Graph rows replay
-graphs of graph_unit(iters) iterations, what sweeper captures when given --iters. Adaptive
-sweeper sizes its graphs from a first timing (a quarter of a block, at most 100 iterations),
-which a row does not record: where a step takes under 50 us both sides replay graphs of 100,
-and above that the bare loop's graphs may be longer, which saves a launch gap per replay on
-steps of 50 us or more. Runs alternate (sweeper, bare, sweeper, bare, ...) and each side
-keeps its lowest time per point, so a slow moment of a shared machine does not decide a ratio.
+over the given operations and sizes, beside the bare loop of bare.py (no Ray, no sweeper code:
+one resident process per GPU, plain torch.distributed calls, CUDA events). The two take turns
+point by point: after each of sweeper's points the bare loop times the same one (operation,
+count, dtype, launch mode, iterations, warm-up, blocks) while sweeper's actors wait, so a slow
+spell of a shared machine falls on both sides of a ratio; whole runs taken in turn differed by
+up to 2x on the same small eager point. Graph rows replay graphs of graph_unit(iters)
+iterations, what sweeper captures when given --iters. Adaptive sweeper sizes its graphs from a
+first timing (a quarter of a block, at most 100 iterations), which a row does not record:
+where a step takes under 50 us both sides replay graphs of 100, and above that the bare loop's
+graphs may be longer, which saves a launch gap per replay on steps of 50 us or more. With
+--repeats, each side keeps its lowest time per point.
 
 Prints per operation, size and launch mode sweeper's time, the bare loop's and their ratio,
 and from --floor up the bandwidth ratio: busbw, or algbw where the bus factor is 0 (one
@@ -19,10 +21,10 @@ ratio from --floor up is below --min-ratio in either mode, or a sweeper point fa
 back to eager). In-place operations on one rank move nothing (NCCL returns at once), so their
 bandwidth is not gated. Writes fidelity.txt and fidelity.json (every figure) under --out.
 
-On a one-GPU machine (world 1; 11 operations, 8 B to 2 GiB, two repeats: about 4 minutes):
+On a one-GPU machine (world 1; 11 operations, 8 B to 1 GiB by x8, four repeats: about 3 minutes):
 
-    source .whl/gpu-env.sh && python3 benchmarks/fidelity.py --world 1 --step-factor 4 \\
-        --max-size 2G --out fidelity-out
+    source .whl/gpu-env.sh && python3 benchmarks/fidelity.py --world 1 --step-factor 8 \\
+        --max-size 1G --out fidelity-out
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ from bare import FACTORS, bare_step, free_port, init_bare, time_blocks
 
 from sweeper.cluster import MULTICAST_OFF
 from sweeper.collectives import REGISTRY, resolve
+from sweeper.console import HumanConsole
 from sweeper.spec import format_size, parse_size
+from sweeper.sweep import Finished, Observer, Started
 
 Row = Mapping[str, Any]
 Key = tuple[str, int, str]  # operation, size_bytes, launch
@@ -63,6 +67,7 @@ class BarePoint:
     launch: str
     iters: int
     warmup: int
+    blocks: int
 
 
 @dataclass(frozen=True)
@@ -190,39 +195,93 @@ def bare_point(key: Key, row: Row) -> BarePoint:
         key[2],
         int(row["iters"]),
         int(row["warmup_iters"]),
+        len(row["time_us_blocks"]),
     )
 
 
-def bare_worker(
-    rank: int, n: int, port: int, points: list[BarePoint], blocks: int, out: str
-) -> None:
+def bare_worker(rank: int, n: int, port: int, requests: Any, results: Any) -> None:
+    """A resident rank of the bare loop: times each point it is sent until it gets None."""
     init_bare(rank, n, port)
     device = torch.device("cuda", rank)
-    seconds = []
-    for p in points:
+    while (p := requests.get()) is not None:
         step = bare_step(p.name, p.count, getattr(torch, p.dtype), rank, n)
-        mine = time_blocks(step, p.launch, p.iters, p.warmup, blocks, device)
+        mine = time_blocks(step, p.launch, p.iters, p.warmup, p.blocks, device)
         slowest = torch.tensor(mine, dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        # sweeper's point time: the median block (the lower middle one), each block's slowest rank
-        seconds.append(statistics.median_low(slowest.tolist()))
+        if rank == 0:  # sweeper's point time: the median block, each block's slowest rank
+            results.put(statistics.median_low(slowest.tolist()))
         del step
         torch.cuda.empty_cache()
-    if rank == 0:
-        Path(out).write_text(json.dumps(seconds))
     dist.destroy_process_group()
 
 
-def run_bare(points: list[BarePoint], n: int, blocks: int, out: Path) -> list[float]:
-    """Seconds per iteration of each point from the bare loop, one process per GPU."""
-    result = out / "bare.json"
-    print(f"bare loop: {len(points)} points on {n} GPUs", file=sys.stderr)
-    mp.spawn(bare_worker, args=(n, free_port(), points, blocks, str(result)), nprocs=n, join=True)
-    return [float(s) for s in json.loads(result.read_text())]
+class BareRanks:
+    """The bare loop, one resident process per GPU beside sweeper's actors, timing one point
+    whenever asked: sweeper and the bare loop take turns point by point, so a slow spell of
+    the machine falls on both sides of a ratio rather than on one side's whole run."""
+
+    def __init__(self, n: int, timeout_s: float = 600.0):
+        context = mp.get_context("spawn")
+        self.requests = [context.Queue() for _ in range(n)]
+        self.results = context.Queue()
+        port = free_port()
+        self.ranks = [
+            context.Process(
+                target=bare_worker, args=(r, n, port, self.requests[r], self.results), daemon=True
+            )
+            for r in range(n)
+        ]
+        for rank in self.ranks:
+            rank.start()
+        self.timeout_s = timeout_s
+
+    def seconds(self, point: BarePoint) -> float:
+        """Seconds per iteration of the point on the bare loop (its median block)."""
+        for queue in self.requests:
+            queue.put(point)
+        try:
+            return float(self.results.get(timeout=self.timeout_s))
+        except Exception as exc:
+            dead = [r for r, p in enumerate(self.ranks) if not p.is_alive()]
+            raise RuntimeError(f"bare loop: no time for {point} (dead ranks {dead})") from exc
+
+    def close(self) -> None:
+        for queue in self.requests:
+            queue.put(None)
+        for rank in self.ranks:
+            rank.join(timeout=60)
+            if rank.is_alive():
+                rank.kill()
 
 
-def run_sweeper(args: argparse.Namespace, names: list[str], world: int, output: Path) -> list[Row]:
-    from sweeper.console import HumanConsole
+class Interleaved:
+    """sweeper's observer: after each of sweeper's points, the bare loop times the same point
+    (operation, count, dtype, launch mode, iterations, warm-up, blocks) while sweeper's
+    actors wait for their next one."""
+
+    def __init__(self, bare: BareRanks, progress: Observer):
+        self.bare = bare
+        self.progress = progress
+        self.label = {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
+        self.timed: list[tuple[Key, Row, float]] = []  # each ok point and the bare loop's time
+
+    def started(self, run: Started) -> None:
+        self.progress.started(run)
+
+    def point(self, row: Row) -> None:
+        self.progress.point(row)
+        if row["status"] != "ok":
+            return
+        key = (self.label[(row["op"], row["algorithm"])], int(row["size_bytes"]), row["launch"])
+        self.timed.append((key, row, self.bare.seconds(bare_point(key, row))))
+
+    def finished(self, run: Finished) -> None:
+        self.progress.finished(run)
+
+
+def run_sweeper(
+    args: argparse.Namespace, names: list[str], world: int, observer: Observer
+) -> list[Row]:
     from sweeper.spec import build_spec
     from sweeper.sweep import run
 
@@ -237,39 +296,39 @@ def run_sweeper(args: argparse.Namespace, names: list[str], world: int, output: 
         iters=args.iters,
         warmup=args.warmup,
         blocks=args.blocks,
-        output=output,
+        output=Path(args.out) / "results",
         report=False,
     )
-    return list(run(spec, HumanConsole(sys.stderr)).rows)
+    return list(run(spec, observer).rows)
 
 
 def measure(
-    args: argparse.Namespace, names: list[str], world: int, out: Path
+    args: argparse.Namespace, names: list[str], world: int
 ) -> tuple[list[Compared], list[str]]:
-    """Alternating runs of sweeper and the bare loop: the points both timed, and why sweeper
-    points failed."""
+    """Runs of sweeper with the bare loop timing each point right after it: the points both
+    timed, and why sweeper points failed."""
     label = {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
     rows: dict[Key, Row] = {}  # each point's row from the first run that timed it
     sweeper_us: dict[Key, list[float]] = defaultdict(list)
     bare_us: dict[Key, list[float]] = defaultdict(list)
     failed: list[str] = []
-    points: list[tuple[Key, BarePoint]] = []
-    for repeat in range(args.repeats):
-        for row in run_sweeper(args, names, world, out / "results"):
-            key = (label[(row["op"], row["algorithm"])], int(row["size_bytes"]), row["launch"])
-            where = f"{key[0]} {format_size(key[1])} {key[2]}"
-            if row.get("launch_note"):
-                failed.append(f"{where}: {row['launch_note']}")
-            if row["status"] == "ok":
-                sweeper_us[key].append(float(row["time_us"]))
+    bare = BareRanks(world)
+    try:
+        for _ in range(args.repeats):
+            observer = Interleaved(bare, HumanConsole(sys.stderr))
+            for row in run_sweeper(args, names, world, observer):
+                key = (label[(row["op"], row["algorithm"])], int(row["size_bytes"]), row["launch"])
+                where = f"{key[0]} {format_size(key[1])} {key[2]}"
+                if row.get("launch_note"):
+                    failed.append(f"{where}: {row['launch_note']}")
+                if row["status"] not in ("ok", "skipped"):
+                    failed.append(f"{where}: sweeper {row['status']}: {row['error']}")
+            for key, row, seconds in observer.timed:
                 rows.setdefault(key, row)
-            elif row["status"] != "skipped":
-                failed.append(f"{where}: sweeper {row['status']}: {row['error']}")
-        if repeat == 0:  # the bare loop runs each point as sweeper's first run did
-            points = [(key, bare_point(key, row)) for key, row in rows.items()]
-        times = run_bare([p for _, p in points], world, args.blocks, out)
-        for (key, _), seconds in zip(points, times, strict=True):
-            bare_us[key].append(seconds * 1e6)
+                sweeper_us[key].append(float(row["time_us"]))
+                bare_us[key].append(seconds * 1e6)
+    finally:
+        bare.close()
     return compare(rows, sweeper_us, bare_us), list(dict.fromkeys(failed))
 
 
@@ -285,7 +344,7 @@ def main() -> int:
     parser.add_argument("--iters", default=None, type=int, help="default adaptive")
     parser.add_argument("--warmup", default=None, type=int, help="default adaptive")
     parser.add_argument("--blocks", default=3, type=int)
-    parser.add_argument("--repeats", default=2, type=int, help="alternate runs; best of each side")
+    parser.add_argument("--repeats", default=4, type=int, help="sweeper runs; best of each side")
     defaults = Gate()
     parser.add_argument("--floor", default=defaults.floor_bytes, type=parse_size)
     parser.add_argument("--max-time-ratio", default=defaults.max_time_ratio, type=float)
@@ -296,17 +355,19 @@ def main() -> int:
     if unknown := [name for name in names if name not in FACTORS]:
         parser.error(f"--ops: the bare loop has no {', '.join(unknown)}")
     out = Path(args.out or tempfile.mkdtemp(prefix="fidelity-"))
+    args.out = str(out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.update(MULTICAST_OFF)  # the bare loop's processes inherit it, as actors get it
     world = args.world or torch.cuda.device_count()
     gate = Gate(args.floor, args.max_time_ratio, args.min_ratio)
 
     clock = time.monotonic()
-    compared, failed = measure(args, names, world, out)
+    compared, failed = measure(args, names, world)
     failures = gate.failures(compared, failed)
     wall_s = time.monotonic() - clock
     lines = [
-        f"fidelity on {world} ranks, {args.dtype}, best of {args.repeats} alternating runs "
+        f"fidelity on {world} ranks, {args.dtype}, best of {args.repeats} runs, each point "
+        "timed by the bare loop right after sweeper "
         f"({wall_s:.0f} s): sweeper against the bare torch.distributed loop",
         *table(compared, gate),
         f"time s/b: sweeper / bare time (eager must be <= {gate.max_time_ratio}); bw s/b: "

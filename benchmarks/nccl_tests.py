@@ -4,9 +4,11 @@ iteration counts, eager and from CUDA graphs, in one table.
 1. Builds nccl-tests (`make MPI=0`, only the binaries needed, for this machine's GPUs) from
    the checkout given into --build-dir, against the NCCL of torch's pip packages
    (site-packages/nvidia/nccl), the library torch runs on.
-2. Runs each operation's binary twice, eager and with -G (the timed iterations captured once
-   as a CUDA graph and launched that many times), with -b/-e/-f/-g/-d, -n/-w and -a 3 (max
-   over ranks, as sweeper), reading the JSON it writes with -J. nccl-tests' sizes are
+2. Runs each operation's binary twice, eager (-n iters) and from CUDA graphs replayed as
+   sweeper replays them (-n graph_unit(iters) -G launches: graphs of at most 100 iterations,
+   launched back to back until they cover iters; a single launch would add its latency to
+   every iteration of a short graph), with -b/-e/-f/-g/-d, -w and -a 3 (max over ranks, as
+   sweeper), reading the JSON it writes with -J. nccl-tests' sizes are
    sweeper's S: the same -b/-e/-f grid, bytes counted the same way (chunks aligned down to
    16 bytes; nccl-tests lets a chunk below that become 0 bytes, sweeper keeps one element).
 3. Runs sweeper in process on the same operations, sizes, dtype and world, with the same
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -44,6 +47,7 @@ from typing import Any
 
 from sweeper.cluster import MULTICAST_OFF
 from sweeper.spec import DTYPES, canonical_dtype, format_size, parse_size
+from sweeper.timing import graph_unit
 
 Row = Mapping[str, Any]
 
@@ -293,15 +297,26 @@ def nccl_version(code: int) -> str:
     return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
 
 
+def replays(launch: str, iters: int) -> tuple[int, int]:
+    """nccl-tests' -n and -G for sweeper's `iters` in a launch mode. Eager: the iterations, no
+    graph. Graph: sweeper's structure, graphs of graph_unit(iters) iterations launched back to
+    back until they cover `iters`; nccl-tests -G times as many launches of its -n iterations."""
+    if launch == "eager":
+        return iters, 0
+    unit = graph_unit(iters)
+    return unit, math.ceil(iters / unit)
+
+
 def command(
-    binary: Path, args: argparse.Namespace, world: int, launches: int, json_path: Path
+    binary: Path, args: argparse.Namespace, world: int, launch: str, json_path: Path
 ) -> list[str]:
     """nccl-tests' command line for the points sweeper measures."""
+    iters, launches = replays(launch, args.iters)
     return [
         str(binary),
         *("-b", str(args.min_size), "-e", str(args.max_size), "-f", str(args.step_factor)),
         *("-g", str(world), "-d", NCCL_TESTS_DTYPES[args.dtype]),
-        *("-n", str(args.iters), "-w", str(args.warmup), "-a", "3"),
+        *("-n", str(iters), "-w", str(args.warmup), "-a", "3"),
         *("-G", str(launches), "-J", str(json_path)),
     ]
 
@@ -416,18 +431,19 @@ def run_nccl_tests(
 def run_all(
     args: argparse.Namespace, names: Sequence[str], world: int, env: Mapping[str, str], out: Path
 ) -> tuple[dict[tuple[str, str], Run], float, list[str]]:
-    """Each operation's binary eager, then with -G: the runs by (operation, launch mode),
+    """Each operation's binary eager, then from graphs: the runs by (operation, launch mode),
     their wall seconds in all, and what failed."""
     runs: dict[tuple[str, str], Run] = {}
     seconds = 0.0
     failed = []
     for name in names:
-        for launches in (0, args.graph_launches):
-            json_path = out / f"{BINARIES[name]}-G{launches}.json"
-            argv = command(args.build_dir / BINARIES[name], args, world, launches, json_path)
+        for launch in ("eager", "graph"):
+            iters, launches = replays(launch, args.iters)
+            json_path = out / f"{BINARIES[name]}-{launch}.json"
+            argv = command(args.build_dir / BINARIES[name], args, world, launch, json_path)
             run, took, problem = run_nccl_tests(argv, env, json_path, args.timeout)
             seconds += took
-            asked = (world, NCCL_TESTS_DTYPES[args.dtype], args.iters, args.warmup, launches)
+            asked = (world, NCCL_TESTS_DTYPES[args.dtype], iters, args.warmup, launches)
             if run is not None and run.settings != asked:
                 run, problem = None, f"ran with {run.settings}, not {asked}"
             print(f"{json_path.stem}: {took:.1f} s {problem or ''}", file=sys.stderr)
@@ -479,17 +495,16 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--dtype", default="bfloat16", type=canonical_dtype)
     parser.add_argument("--engine", default="torch,nccl", help="sweeper's engines: torch, nccl")
     parser.add_argument("--world", default=None, type=int, help="ranks (-g); default all GPUs")
-    parser.add_argument("--iters", default=20, type=int, help="timed iterations (-n)")
+    parser.add_argument("--iters", default=500, type=int, help="timed iterations, both sides")
     parser.add_argument("--warmup", default=5, type=int, help="warm-up iterations (-w)")
-    parser.add_argument("--graph-launches", default=10, type=int, help="-G of the graph runs")
     parser.add_argument("--timeout", default=300.0, type=float, help="seconds per nccl-tests run")
     parser.add_argument("--out", default=None, type=Path, help="directory for tables and figures")
     args = parser.parse_args()
     args.names = args.ops.split(",")
     if unknown := [name for name in args.names if name not in BINARIES]:
         parser.error(f"--ops: nccl-tests has no {', '.join(unknown)}; it has {', '.join(BINARIES)}")
-    if args.step_factor < 2 or args.graph_launches < 1:
-        parser.error("--step-factor must be at least 2 and --graph-launches at least 1")
+    if args.step_factor < 2 or args.iters < 1:
+        parser.error("--step-factor must be at least 2 and --iters at least 1")
     args.build_dir = args.build_dir.resolve()
     args.out = args.out or Path(tempfile.mkdtemp(prefix="nccl-tests-"))
     return args
@@ -534,7 +549,8 @@ def main() -> int:
     heading = (
         f"nccl-tests (NCCL {', '.join(versions['nccl-tests'])}) against sweeper (NCCL "
         f"{', '.join(versions['sweeper'])}): {world} ranks, {args.dtype}, {args.iters} "
-        f"iterations after {args.warmup} warm-up; graph: nccl-tests -G {args.graph_launches}"
+        f"iterations after {args.warmup} warm-up; graph: graphs of {graph_unit(args.iters)} "
+        f"iterations, nccl-tests -n {' -G '.join(map(str, replays('graph', args.iters)))}"
     )
     legend = (
         f"time s/n: sweeper / nccl-tests time up to {format_size(TIME_UP_TO_BYTES)}; bw s/n: "
@@ -553,7 +569,7 @@ def main() -> int:
         "dtype": args.dtype,
         "iters": args.iters,
         "warmup": args.warmup,
-        "graph_launches": args.graph_launches,
+        "graph": dict(zip(("iters", "launches"), replays("graph", args.iters), strict=True)),
         "nccl_version": versions,
         "wall_s": {"build": build_s, "nccl_tests": nccl_tests_s, "sweeper": sweeper_s},
         "lines": [line.figures() for line in lines],

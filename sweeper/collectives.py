@@ -221,7 +221,7 @@ def _reduce_broadcast(buf: Buffers, comm: Comm) -> Step:
 
 
 # The nccl engine's steps: NCCL called directly on the same buffers, with nccl-tests' calls
-# (point-to-point patterns as sends and receives in one NCCL group).
+# (NCCL's own collective where it has one, else sends and receives in one NCCL group).
 
 
 def _nccl_all_reduce(buf: Buffers, comm: NcclComm) -> Step:
@@ -245,19 +245,15 @@ def _nccl_reduce_scatter(buf: Buffers, comm: NcclComm) -> Step:
 
 
 def _nccl_gather(buf: Buffers, comm: NcclComm) -> Step:
-    recvs = list(enumerate(_chunks(buf.out, comm.size))) if comm.rank == 0 else []
-    return comm.grouped([(buf.send, 0)], [(chunk, peer) for peer, chunk in recvs])
+    return comm.gather(buf.out, buf.send, 0)
 
 
 def _nccl_scatter(buf: Buffers, comm: NcclComm) -> Step:
-    sends = list(enumerate(_chunks(buf.send, comm.size))) if comm.rank == 0 else []
-    return comm.grouped([(chunk, peer) for peer, chunk in sends], [(buf.out, 0)])
+    return comm.scatter(buf.out, buf.send, 0)
 
 
 def _nccl_all_to_all(buf: Buffers, comm: NcclComm) -> Step:
-    sends = list(enumerate(_chunks(buf.send, comm.size)))
-    recvs = list(enumerate(_chunks(buf.out, comm.size)))
-    return comm.grouped([(c, p) for p, c in sends], [(c, p) for p, c in recvs])
+    return comm.all_to_all(buf.out, buf.send)
 
 
 def _nccl_send_recv(buf: Buffers, comm: NcclComm) -> Step:

@@ -1,11 +1,13 @@
 """The nccl engine: NCCL called directly, as nccl-tests and vLLM's pynccl call it, on the
 same torch tensors and the rank's work stream, with nothing of torch.distributed between.
 
-The binding is CuPy's `cupy.cuda.nccl` (the `sweeper[nccl]` extra): a thin Cython layer whose
-calls take raw pointers, measured at about 5 us per eager call on an H200 against 11 us for
-nccl4py's pythonic layer and 6 us for nccl-tests itself (docs/PERFORMANCE.md). Every step is
-bound once per point to its pointers, counts and stream, so an iteration is one call into
-the binding (a few, inside one NCCL group, for point-to-point patterns).
+The binding is the low-level layer of NVIDIA's nccl4py, `nccl.bindings.nccl` (the
+`sweeper[nccl]` extra): Cython over the NCCL that torch loaded, calls on raw pointers. It is
+as cheap per eager call as CuPy's `cupy.cuda.nccl` and, unlike it, binds NCCL 2.28's
+ncclGather, ncclScatter and ncclAlltoAll, which nccl-tests calls on that NCCL
+(`benchmarks/nccl_bindings.py` measures the candidates; docs/PERFORMANCE.md has the figures).
+Every step is bound once per point to its pointers, counts and stream, so an iteration is one
+call into the binding (a few, inside one NCCL group, for point-to-point patterns).
 
 Only the worker imports this module, and only for a sweep that asks for the engine.
 """
@@ -18,7 +20,7 @@ from typing import Any
 
 import torch
 
-from sweeper.descriptor import Step
+from sweeper.descriptor import Step, blocks
 
 # ncclDataType_t and ncclRedOp_t values of nccl.h (stable across NCCL 2.x).
 DTYPES: dict[torch.dtype, int] = {
@@ -34,55 +36,56 @@ DTYPES: dict[torch.dtype, int] = {
     torch.float8_e5m2: 11,
 }
 SUM = 0
+# The first NCCL with ncclGather, ncclScatter and ncclAlltoAll (NCCL_VERSION_CODE 2.28.0);
+# before it nccl-tests, and this engine, issue them as grouped sends and receives.
+ROOTED_AND_ALLTOALL = 22800
 
 
 def binding() -> Any:
-    """CuPy's NCCL module; ImportError (with the extra to install) where it is missing."""
+    """nccl4py's low-level module; ImportError (with the extra to install) where it is missing."""
     try:
-        from cupy.cuda import nccl
+        import nccl.bindings.nccl as module
     except ImportError as exc:
         raise ImportError(f"the nccl engine needs pip install 'sweeper[nccl]' ({exc})") from None
-    return nccl
+    return module
 
 
 def unique_id() -> str:
-    """A new ncclUniqueId as hex text, to pass through the set's store. CuPy 14 gives bytes;
-    older releases a tuple of signed chars."""
-    raw = binding().get_unique_id()
-    return bytes(raw if isinstance(raw, (bytes, bytearray)) else (v % 256 for v in raw)).hex()
+    """A new ncclUniqueId (128 bytes) as hex text, to pass through the set's store."""
+    return bytes(binding().get_unique_id()).hex()
 
 
 class NcclComm:
     """One group's NCCL communicator on one rank, and the stream its calls go to."""
 
     def __init__(self, uid: str, rank: int, size: int, stream: torch.cuda.Stream):
-        self.module = binding()
-        raw = bytes.fromhex(uid)
-        try:
-            self.handle = self.module.NcclCommunicator(size, raw, rank)
-        except TypeError:  # CuPy before 14 takes the id as a tuple of signed chars
-            signed = tuple(b - 256 if b > 127 else b for b in raw)
-            self.handle = self.module.NcclCommunicator(size, signed, rank)
+        self.nccl = binding()
+        with torch.cuda.device(stream.device):  # NCCL binds a communicator to the current GPU
+            self.handle = self.nccl.comm_init_rank_scalable(
+                size, rank, 1, bytearray.fromhex(uid), 0
+            )
         self.rank = rank
         self.size = size
         self.stream = int(stream.cuda_stream)
+        self.native = self.nccl.get_version() >= ROOTED_AND_ALLTOALL
 
     def destroy(self) -> None:
-        self.handle.destroy()
+        self.nccl.comm_destroy(self.handle)
 
     def grouped(
         self, sends: Sequence[tuple[torch.Tensor, int]], recvs: Sequence[tuple[torch.Tensor, int]]
     ) -> Step:
         """Sends and receives in one NCCL group (to itself too: NCCL copies that alongside)."""
+        nccl, comm, stream = self.nccl, self.handle, self.stream
         calls = [
-            partial(self.handle.send, t.data_ptr(), t.numel(), DTYPES[t.dtype], peer, self.stream)
+            partial(nccl.send, t.data_ptr(), t.numel(), DTYPES[t.dtype], peer, comm, stream)
             for t, peer in sends
         ]
         calls += [
-            partial(self.handle.recv, t.data_ptr(), t.numel(), DTYPES[t.dtype], peer, self.stream)
+            partial(nccl.recv, t.data_ptr(), t.numel(), DTYPES[t.dtype], peer, comm, stream)
             for t, peer in recvs
         ]
-        start, end = self.module.groupStart, self.module.groupEnd
+        start, end = nccl.group_start, nccl.group_end
 
         def step() -> None:
             start()
@@ -93,35 +96,91 @@ class NcclComm:
         return step
 
     def all_reduce(self, data: torch.Tensor) -> Step:
-        ptr = data.data_ptr()
+        ptr, dtype = data.data_ptr(), DTYPES[data.dtype]
         return partial(
-            self.handle.allReduce, ptr, ptr, data.numel(), DTYPES[data.dtype], SUM, self.stream
+            self.nccl.all_reduce, ptr, ptr, data.numel(), dtype, SUM, self.handle, self.stream
         )
 
     def reduce(self, data: torch.Tensor, root: int) -> Step:
-        ptr = data.data_ptr()
-        dtype = DTYPES[data.dtype]
-        return partial(self.handle.reduce, ptr, ptr, data.numel(), dtype, SUM, root, self.stream)
+        ptr, dtype = data.data_ptr(), DTYPES[data.dtype]
+        return partial(
+            self.nccl.reduce, ptr, ptr, data.numel(), dtype, SUM, root, self.handle, self.stream
+        )
 
     def broadcast(self, data: torch.Tensor, root: int) -> Step:
-        ptr = data.data_ptr()
-        dtype = DTYPES[data.dtype]
-        return partial(self.handle.broadcast, ptr, ptr, data.numel(), dtype, root, self.stream)
+        ptr, dtype = data.data_ptr(), DTYPES[data.dtype]
+        return partial(
+            self.nccl.broadcast, ptr, ptr, data.numel(), dtype, root, self.handle, self.stream
+        )
 
     def all_gather(self, out: torch.Tensor, mine: torch.Tensor) -> Step:
-        dtype = DTYPES[mine.dtype]
         return partial(
-            self.handle.allGather, mine.data_ptr(), out.data_ptr(), mine.numel(), dtype, self.stream
+            self.nccl.all_gather,
+            mine.data_ptr(),
+            out.data_ptr(),
+            mine.numel(),
+            DTYPES[mine.dtype],
+            self.handle,
+            self.stream,
         )
 
     def reduce_scatter(self, out: torch.Tensor, whole: torch.Tensor) -> Step:
-        dtype = DTYPES[out.dtype]
         return partial(
-            self.handle.reduceScatter,
+            self.nccl.reduce_scatter,
             whole.data_ptr(),
             out.data_ptr(),
             out.numel(),
-            dtype,
+            DTYPES[out.dtype],
             SUM,
+            self.handle,
+            self.stream,
+        )
+
+    def gather(self, out: torch.Tensor, mine: torch.Tensor, root: int) -> Step:
+        """`mine` from every rank into the root's `out`, chunk r from rank r."""
+        if not self.native:
+            chunks = blocks(out, self.size).unbind(0) if self.rank == root else ()
+            return self.grouped([(mine, root)], [(c, peer) for peer, c in enumerate(chunks)])
+        return partial(
+            self.nccl.gather,
+            mine.data_ptr(),
+            out.data_ptr(),
+            mine.numel(),
+            DTYPES[mine.dtype],
+            root,
+            self.handle,
+            self.stream,
+        )
+
+    def scatter(self, out: torch.Tensor, whole: torch.Tensor, root: int) -> Step:
+        """Chunk r of the root's `whole` into rank r's `out`."""
+        if not self.native:
+            chunks = blocks(whole, self.size).unbind(0) if self.rank == root else ()
+            return self.grouped([(c, peer) for peer, c in enumerate(chunks)], [(out, root)])
+        return partial(
+            self.nccl.scatter,
+            whole.data_ptr(),
+            out.data_ptr(),
+            out.numel(),
+            DTYPES[out.dtype],
+            root,
+            self.handle,
+            self.stream,
+        )
+
+    def all_to_all(self, out: torch.Tensor, whole: torch.Tensor) -> Step:
+        """Chunk p of every rank's `whole` into chunk r of rank p's `out`."""
+        if not self.native:
+            sends, recvs = blocks(whole, self.size).unbind(0), blocks(out, self.size).unbind(0)
+            return self.grouped(
+                [(c, p) for p, c in enumerate(sends)], [(c, p) for p, c in enumerate(recvs)]
+            )
+        return partial(
+            self.nccl.allto_all,
+            whole.data_ptr(),
+            out.data_ptr(),
+            out.numel() // self.size,
+            DTYPES[out.dtype],
+            self.handle,
             self.stream,
         )

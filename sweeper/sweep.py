@@ -504,9 +504,9 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
-    if "nccl" in spec.engine and importlib.util.find_spec("cupy") is None:
+    if "nccl" in spec.engine and importlib.util.find_spec("nccl") is None:
         raise BadInput(
-            "--engine nccl needs NCCL's Python bindings (CuPy): pip install 'sweeper[nccl]'"
+            "--engine nccl needs NCCL's Python bindings (nccl4py): pip install 'sweeper[nccl]'"
         )
     report.require_directory(spec.output, f"--output {spec.output}")
     if spec.report:

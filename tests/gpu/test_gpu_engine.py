@@ -1,4 +1,4 @@
-"""On a GPU: the nccl engine (NCCL called directly through CuPy) beside torch.distributed, at
+"""On a GPU: the nccl engine (NCCL called directly through nccl4py) beside torch.distributed, at
 world size 1, in both launch modes. Skipped where there is no GPU or no sweeper[nccl]."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tests.gpu.test_gpu_launch import HBM_BYTES_PER_S
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.usefixtures("ray_session"),
-    pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="needs sweeper[nccl]"),
+    pytest.mark.skipif(importlib.util.find_spec("nccl") is None, reason="needs sweeper[nccl]"),
 ]
 
 

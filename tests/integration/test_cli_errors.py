@@ -31,7 +31,7 @@ from tests import report_data
         (["--backend", "gloo", "--engine", "nccl"], "--engine nccl: direct NCCL calls need GPU"),
         (
             ["--engine", "torch,nccl"],
-            "--engine nccl needs NCCL's Python bindings (CuPy): pip install 'sweeper[nccl]'",
+            "--engine nccl needs NCCL's Python bindings (nccl4py): pip install 'sweeper[nccl]'",
         ),
         # every count and size fits the column it is written to (sweeper/store.py)
         (["--iters", "99999999999999999999"], "--iters: Input should be less than or equal to"),

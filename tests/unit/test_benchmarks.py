@@ -117,6 +117,7 @@ def _row(**given: Any) -> dict[str, Any]:
         "busbw_factor": 1.0,
         "count_elems": 4,
         "dtype": "bfloat16",
+        "time_us_blocks": [10.0, 11.0, 12.0],
     }
     return {**values, **given}
 
@@ -138,9 +139,9 @@ def test_compare_takes_each_point_from_its_row_and_both_sides_repeats() -> None:
     assert fidelity.compare(rows, {key: [3.0]}, {}) == []  # the bare loop did not run it
 
 
-def test_bare_points_repeat_the_rows_iterations_and_warm_up() -> None:
+def test_bare_points_repeat_the_rows_iterations_warm_up_and_blocks() -> None:
     point = fidelity.bare_point(("gather", 8, "graph"), _row(count_elems=4))
-    assert point == fidelity.BarePoint("gather", 4, "bfloat16", "graph", 200, 50)
+    assert point == fidelity.BarePoint("gather", 4, "bfloat16", "graph", 200, 50, 3)
 
 
 def test_fidelity_table_marks_the_points_that_fail() -> None:
@@ -242,13 +243,23 @@ def test_time_ratios_up_to_64k_and_bandwidth_ratios_from_256m() -> None:
 
 def test_nccl_tests_command_asks_for_sweepers_points() -> None:
     args = argparse.Namespace(
-        min_size=8, max_size=2**30, step_factor=4, dtype="bfloat16", iters=20, warmup=5
+        min_size=8, max_size=2**30, step_factor=4, dtype="bfloat16", iters=500, warmup=5
     )
-    argv = nccl_tests.command(Path("/b/sendrecv_perf"), args, 1, 10, Path("/o/x.json"))
-    assert " ".join(argv) == (
-        "/b/sendrecv_perf -b 8 -e 1073741824 -f 4 -g 1 -d bfloat16 -n 20 -w 5 -a 3 -G 10 "
+    eager = nccl_tests.command(Path("/b/sendrecv_perf"), args, 1, "eager", Path("/o/x.json"))
+    assert " ".join(eager) == (
+        "/b/sendrecv_perf -b 8 -e 1073741824 -f 4 -g 1 -d bfloat16 -n 500 -w 5 -a 3 -G 0 "
         "-J /o/x.json"
     )
+    graph = nccl_tests.command(Path("/b/sendrecv_perf"), args, 1, "graph", Path("/o/x.json"))
+    assert " ".join(graph[11:]) == "-n 100 -w 5 -a 3 -G 5 -J /o/x.json"
+
+
+def test_nccl_tests_graphs_replay_as_sweepers_do() -> None:
+    # sweeper's graphs hold graph_unit(iters) iterations and are launched until they cover iters
+    assert nccl_tests.replays("graph", 500) == (100, 5)
+    assert nccl_tests.replays("graph", 150) == (75, 2)
+    assert nccl_tests.replays("graph", 20) == (20, 1)
+    assert nccl_tests.replays("eager", 500) == (500, 0)
 
 
 def test_child_environment_keeps_multicast_off_and_finds_nccl_first() -> None:
