@@ -7,7 +7,9 @@ one resident process per GPU, plain torch.distributed calls, CUDA events). The t
 point by point: after each of sweeper's points the bare loop times the same one (operation,
 count, dtype, launch mode, iterations, warm-up, blocks) while sweeper's actors wait, so a slow
 spell of a shared machine falls on both sides of a ratio; whole runs taken in turn differed by
-up to 2x on the same small eager point. Graph rows replay graphs of graph_unit(iters)
+up to 2x on the same small eager point. Both sides' ranks are pinned to the same CPU cores
+(sweeper's actors from outside, as soon as they start): an eager call's cost depends on the
+core a process lands on. Graph rows replay graphs of graph_unit(iters)
 iterations, what sweeper captures when given --iters. Adaptive sweeper sizes its graphs from a
 first timing (a quarter of a block, at most 100 iterations), which a row does not record:
 where a step takes under 50 us both sides replay graphs of 100, and above that the bare loop's
@@ -35,6 +37,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -199,8 +202,9 @@ def bare_point(key: Key, row: Row) -> BarePoint:
     )
 
 
-def bare_worker(rank: int, n: int, port: int, requests: Any, results: Any) -> None:
+def bare_worker(rank: int, n: int, port: int, cores: set[int], requests: Any, results: Any) -> None:
     """A resident rank of the bare loop: times each point it is sent until it gets None."""
+    os.sched_setaffinity(0, cores)  # before any thread starts: they all inherit it
     init_bare(rank, n, port)
     device = torch.device("cuda", rank)
     while (p := requests.get()) is not None:
@@ -220,14 +224,16 @@ class BareRanks:
     whenever asked: sweeper and the bare loop take turns point by point, so a slow spell of
     the machine falls on both sides of a ratio rather than on one side's whole run."""
 
-    def __init__(self, n: int, timeout_s: float = 600.0):
+    def __init__(self, n: int, cores: set[int], timeout_s: float = 600.0):
         context = mp.get_context("spawn")
         self.requests = [context.Queue() for _ in range(n)]
         self.results = context.Queue()
         port = free_port()
         self.ranks = [
             context.Process(
-                target=bare_worker, args=(r, n, port, self.requests[r], self.results), daemon=True
+                target=bare_worker,
+                args=(r, n, port, cores, self.requests[r], self.results),
+                daemon=True,
             )
             for r in range(n)
         ]
@@ -252,6 +258,44 @@ class BareRanks:
             rank.join(timeout=60)
             if rank.is_alive():
                 rank.kill()
+
+
+def rank_cores(n: int) -> set[int]:
+    """The CPU cores both sides' ranks run on: the last n this process may use. A launch-bound
+    eager loop ran at 14 us per call on one core of a 16-core GPU machine and 23 us on others
+    (the same process, unpinned, from one run to the next), so both sides get the same cores."""
+    return set(sorted(os.sched_getaffinity(0))[-n:])
+
+
+class ActorPinner:
+    """Pins sweeper's rank actors, every thread of them, to the bare loop's cores as soon as
+    they appear (Ray names an actor's process ray::Rank...), before their first point."""
+
+    def __init__(self, cores: set[int], every_s: float = 0.02):
+        self.cores = cores
+        self.every_s = every_s
+        self.pinned: set[int] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.every_s):
+            for proc in Path("/proc").glob("[0-9]*"):
+                if int(proc.name) in self.pinned:
+                    continue
+                try:
+                    if not (proc / "cmdline").read_bytes().startswith(b"ray::Rank"):
+                        continue
+                    for task in (proc / "task").iterdir():
+                        os.sched_setaffinity(int(task.name), self.cores)
+                except OSError:  # gone, or not ours
+                    continue
+                self.pinned.add(int(proc.name))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 class Interleaved:
@@ -312,7 +356,8 @@ def measure(
     sweeper_us: dict[Key, list[float]] = defaultdict(list)
     bare_us: dict[Key, list[float]] = defaultdict(list)
     failed: list[str] = []
-    bare = BareRanks(world)
+    cores = rank_cores(world)
+    bare, pinner = BareRanks(world, cores), ActorPinner(cores)
     try:
         for _ in range(args.repeats):
             observer = Interleaved(bare, HumanConsole(sys.stderr))
@@ -328,7 +373,10 @@ def measure(
                 sweeper_us[key].append(float(row["time_us"]))
                 bare_us[key].append(seconds * 1e6)
     finally:
+        pinner.close()
         bare.close()
+    if not pinner.pinned:
+        raise RuntimeError("no ray::Rank process found to pin: sweeper's ranks were not pinned")
     return compare(rows, sweeper_us, bare_us), list(dict.fromkeys(failed))
 
 
