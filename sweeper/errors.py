@@ -27,3 +27,8 @@ class InfrastructureError(SweeperError):
     """Ray was unreachable, or the cluster has fewer nodes or GPUs than asked for."""
 
     exit_code = 3
+
+
+class ResultsUnwritable(InfrastructureError):
+    """The results directory refused a write (a full disk, a read-only file system): the
+    sweep stops, and what was written stays readable."""
