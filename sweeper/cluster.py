@@ -10,6 +10,7 @@ killed and the set rebuilt, and the sweep goes on.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from collections.abc import Mapping, Sequence
@@ -89,27 +90,33 @@ def connect(address: str | None, cpu_ranks: int) -> Connection:
     """Join the Ray cluster at `address` (default $RAY_ADDRESS), else start an embedded one.
 
     An embedded Ray gets at least `cpu_ranks` logical CPUs, so that many CPU rank actors fit
-    even on a smaller machine.
+    even on a smaller machine. SIGTERM keeps the caller's handler: ray.init would make it
+    `sys.exit`, which dies by SIGABRT in Ray's core instead of stopping the sweep.
     """
     if ray.is_initialized():
         return Connection(embedded=False, address=None)
     address = address or os.environ.get("RAY_ADDRESS") or None
-    if address:
-        _check_reachable(address)
-        try:
-            ray.init(address=address, namespace="sweeper", log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
-        return Connection(embedded=False, address=address)
-    ray.init(
-        address="local",
-        num_cpus=max(os.cpu_count() or 1, cpu_ranks),
-        include_dashboard=False,
-        namespace="sweeper",
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    return Connection(embedded=True, address=None)
+    on_sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        if address:
+            _check_reachable(address)
+            try:
+                ray.init(address=address, namespace="sweeper", log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
+            return Connection(embedded=False, address=address)
+        ray.init(
+            address="local",
+            num_cpus=max(os.cpu_count() or 1, cpu_ranks),
+            include_dashboard=False,
+            namespace="sweeper",
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        return Connection(embedded=True, address=None)
+    finally:
+        if on_sigterm is not None:  # None: a handler not set from Python, which Ray leaves be
+            signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def actor_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -130,10 +130,6 @@ def journal_path(root: str | os.PathLike[str], run_id: str) -> Path:
     return Path(root) / JOURNAL_DIR / f"{run_id}{_JOURNAL_SUFFIX}"
 
 
-def _unwritable(where: Path, exc: OSError) -> ResultsUnwritable:
-    return ResultsUnwritable(f"cannot write results to {where}: {exc.strerror or exc}")
-
-
 def _write_batch(directory: Path, run_id: str, batch: int, table: pa.Table) -> None:
     """Batch `batch` of the run, atomically; a write that fails leaves no half file behind."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -255,7 +251,7 @@ class ResultWriter:
             self._journal.write(pa.Table.from_pylist(list(journaled), schema=SCHEMA))
         except OSError as exc:
             self._release(remove=False)  # torn: it takes no more writes; `recover` reads it
-            raise _unwritable(self.root, exc) from None
+            raise ResultsUnwritable.of(self.root, exc) from None
         self._batch = _Batch(batch.index, (*batch.rows, *rows), batch.written)
         if len(self.rows) >= self.batch_rows or time.monotonic() - self._last_flush >= self.batch_s:
             self.flush()
@@ -271,7 +267,7 @@ class ResultWriter:
         try:
             _write_batch(self.directory, self.run_id, batch.index, table)
         except OSError as exc:
-            raise _unwritable(self.root, exc) from None
+            raise ResultsUnwritable.of(self.root, exc) from None
         self._release(remove=True)
         self._batch = _Batch(batch.index + 1, (), batch.written + len(batch.rows))
 
@@ -348,7 +344,7 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
                 try:
                     _write_batch(directory, run_id, index, table)
                 except OSError as exc:
-                    raise _unwritable(Path(root), exc) from None
+                    raise ResultsUnwritable.of(root, exc) from None
         path.unlink()
     return rows
 
