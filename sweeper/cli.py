@@ -92,6 +92,7 @@ def _profile(path: Path | None) -> Profile | None:
 
 # Options shared by the commands that need a cluster, declared once.
 Address = Annotated[str | None, _opt("address")]
+ConnectTimeout = Annotated[float | None, _opt("connect_timeout")]
 Backend = Annotated[str | None, _opt("backend")]
 World = Annotated[int | None, _opt("world")]
 Nodes = Annotated[int | None, _opt("nodes")]
@@ -147,6 +148,7 @@ def _stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
 def run(
     profile: ProfileFile = None,
     address: Address = None,
+    connect_timeout: ConnectTimeout = None,
     backend: Backend = None,
     world: World = None,
     nodes: Nodes = None,
@@ -209,6 +211,7 @@ def run(
 def nightly_command(
     profile: ProfileFile = None,
     address: Address = None,
+    connect_timeout: ConnectTimeout = None,
     output: Output = None,
     reports_dir: ReportsDir = None,
     cluster_name: ClusterName = None,
@@ -328,6 +331,7 @@ def config_schema() -> None:
 @app.command(epilog="Examples: sweeper topo | sweeper topo --nodes 2 --format json")
 def topo(
     address: Address = None,
+    connect_timeout: ConnectTimeout = None,
     backend: Backend = None,
     world: World = None,
     nodes: Nodes = None,

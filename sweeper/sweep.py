@@ -164,7 +164,9 @@ def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
 
 
 def survey(spec: SweepSpec) -> Survey:
-    connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
+    connection = cluster.connect(
+        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
+    )
     try:
         backend, slots, nodes = _layout(spec, connection)
     finally:
@@ -523,7 +525,9 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
         reports = report.directory(spec.output, spec.reports_dir)
         report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
-    connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
+    connection = cluster.connect(
+        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
+    )
     sweep: _Sweep | None = None
     try:
         sweep = _Sweep(spec, observer, run_kind, connection)
