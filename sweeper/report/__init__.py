@@ -43,7 +43,8 @@ def require_directory(path: Path, named: str) -> None:
     file system; permissions, except for root), a name in it is longer than its file system
     takes, or that file system has less than MIN_FREE_BYTES free. `named` (the option and
     its value) starts the message."""
-    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    # os.path.exists: False for a name too long to look up, where Path.exists raises
+    existing = next((p for p in (path, *path.parents) if os.path.exists(p)), None)
     if existing is None:
         return
     if not existing.is_dir():
