@@ -2,7 +2,8 @@
 
 Options default to None ("not given") so the SweepSpec model owns every default and
 every rule; their help text is the model's field description.
-Exit codes: 0 done, 1 regression, 2 bad input, 3 infrastructure, 4 some points failed.
+Exit codes: 0 done, 1 regression, 2 bad input, 3 infrastructure, 4 some points failed;
+130 and 143: stopped by SIGINT or SIGTERM (what was measured is kept).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
@@ -18,11 +21,11 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 from typer.core import TyperGroup
 
-from sweeper.errors import BadInput, CorruptResults, SweeperError
+from sweeper.errors import BadInput, SweeperError, SweeperWarning
 from sweeper.spec import Profile, SweepSpec, build_spec, load_profile
 
 if TYPE_CHECKING:
-    from sweeper.sweep import Observer
+    from sweeper.console import HumanConsole, JsonConsole
 
 EXIT_REGRESSION = 1
 EXIT_POINTS_FAILED = 4
@@ -89,6 +92,7 @@ def _profile(path: Path | None) -> Profile | None:
 
 # Options shared by the commands that need a cluster, declared once.
 Address = Annotated[str | None, _opt("address")]
+ConnectTimeout = Annotated[float | None, _opt("connect_timeout")]
 Backend = Annotated[str | None, _opt("backend")]
 World = Annotated[int | None, _opt("world")]
 Nodes = Annotated[int | None, _opt("nodes")]
@@ -107,11 +111,29 @@ ProfileFile = Annotated[
 ]
 
 
-def _observer(output_format: Format) -> Observer:
+def _observer(output_format: Format) -> HumanConsole | JsonConsole:
     """What a sweep shows while it works, for `run` and `nightly` alike."""
     from sweeper import console
 
     return console.JsonConsole() if output_format is Format.json else console.HumanConsole()
+
+
+@contextmanager
+def _stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
+    """A sweep that SIGINT or SIGTERM stops gracefully: its rows written, its record marked
+    interrupted, the terminal restored, one line on resuming, exit 130 or 143. The terminal
+    is restored before any closing line, an error's included."""
+    from sweeper import stops
+
+    try:
+        with stops.graceful():
+            yield
+    except stops.Stopped as stop:
+        observer.close()
+        print(f"sweeper: {stop.line()}", file=sys.stderr)
+        raise typer.Exit(stop.exit_code) from None
+    finally:
+        observer.close()
 
 
 @app.command(
@@ -126,6 +148,7 @@ def _observer(output_format: Format) -> Observer:
 def run(
     profile: ProfileFile = None,
     address: Address = None,
+    connect_timeout: ConnectTimeout = None,
     backend: Backend = None,
     world: World = None,
     nodes: Nodes = None,
@@ -166,11 +189,13 @@ def run(
     options: dict[str, Any] = dict(locals())
     output_format = options.pop("format")
     options["plugins"] = options.pop("plugin")
+    observer = _observer(output_format)
     try:
-        spec = build_spec(_profile(options.pop("profile")), **options)
-        from sweeper import sweep
+        with _stoppable(observer):
+            spec = build_spec(_profile(options.pop("profile")), **options)
+            from sweeper import sweep
 
-        finished = sweep.run(spec, _observer(output_format))
+            finished = sweep.run(spec, observer)
     except SweeperError as exc:
         raise _fail(exc) from None
     if finished.failed:
@@ -186,6 +211,7 @@ def run(
 def nightly_command(
     profile: ProfileFile = None,
     address: Address = None,
+    connect_timeout: ConnectTimeout = None,
     output: Output = None,
     reports_dir: ReportsDir = None,
     cluster_name: ClusterName = None,
@@ -196,16 +222,18 @@ def nightly_command(
     some points failed)."""
     from sweeper import nightly
 
+    observer = _observer(format)
     try:
-        loaded = _profile(profile) or Profile()
-        spec = build_spec(
-            loaded,
-            address=address,
-            output=output,
-            reports_dir=reports_dir,
-            cluster_name=cluster_name,
-        )
-        night = nightly.run(spec, loaded.nightly.policy(), _observer(format))
+        with _stoppable(observer):
+            loaded = _profile(profile) or Profile()
+            spec = build_spec(
+                loaded,
+                address=address,
+                output=output,
+                reports_dir=reports_dir,
+                cluster_name=cluster_name,
+            )
+            night = nightly.run(spec, loaded.nightly.policy(), observer)
     except SweeperError as exc:
         raise _fail(exc) from None
     if format is Format.json:
@@ -303,6 +331,7 @@ def config_schema() -> None:
 @app.command(epilog="Examples: sweeper topo | sweeper topo --nodes 2 --format json")
 def topo(
     address: Address = None,
+    connect_timeout: ConnectTimeout = None,
     backend: Backend = None,
     world: World = None,
     nodes: Nodes = None,
@@ -389,7 +418,7 @@ def _warn_in_one_line(
 ) -> None:
     """sweeper's own warnings (a corrupt results file skipped) as one line, like its errors;
     everyone else's as Python shows them."""
-    if issubclass(category, CorruptResults):
+    if issubclass(category, SweeperWarning):
         print(f"sweeper: warning: {message}", file=sys.stderr)
     else:
         _show_warning(message, category, filename, lineno, file, line)

@@ -10,6 +10,7 @@ killed and the set rebuilt, and the sweep goes on.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from collections.abc import Mapping, Sequence
@@ -68,48 +69,71 @@ class Connection:
             ray.shutdown()
 
 
-def _check_reachable(address: str) -> None:
-    """Fail in seconds, not minutes, when nothing listens at a host:port address, or the
-    port is no port (foo:bar, localhost:99999)."""
+# HTTP/2's connection preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, and its
+# client server behind ray://) answers them with a SETTINGS frame of its own.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS = 4
+
+
+def _check_reachable(address: str, timeout_s: float) -> None:
+    """Fail within `timeout_s`, not hang, where nothing listens at a host:port address, the
+    port is no port (foo:bar, localhost:99999), or what listens does not speak Ray's gRPC
+    (ray.init would wait for it forever)."""
     if address in ("auto", "local"):
         return
+    hint = "check --address / $RAY_ADDRESS, or leave both unset for an embedded local Ray"
     try:
         parts = urlsplit(address if "://" in address else f"tcp://{address}")
         port = parts.port  # ValueError: not a number, or not in 0-65535
-        if parts.hostname and port:
-            socket.create_connection((parts.hostname, port), timeout=5).close()
+        if not (parts.hostname and port):
+            return
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s) as conn:
+            conn.sendall(_HTTP2_PREFACE)
+            answer = conn.recv(9)
+    except TimeoutError:
+        raise InfrastructureError(
+            f"cannot reach Ray at {address}: no answer within {timeout_s:g} s", hint=hint
+        ) from None
     except (OSError, ValueError) as exc:
         raise InfrastructureError(
-            f"cannot reach Ray at {address}: {getattr(exc, 'strerror', None) or exc}",
-            hint="check --address / $RAY_ADDRESS, or leave both unset for an embedded local Ray",
+            f"cannot reach Ray at {address}: {getattr(exc, 'strerror', None) or exc}", hint=hint
         ) from None
+    if len(answer) < 9 or answer[3] != _SETTINGS:
+        raise InfrastructureError(f"cannot reach Ray at {address}: it does not speak gRPC")
 
 
-def connect(address: str | None, cpu_ranks: int) -> Connection:
+def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Connection:
     """Join the Ray cluster at `address` (default $RAY_ADDRESS), else start an embedded one.
 
     An embedded Ray gets at least `cpu_ranks` logical CPUs, so that many CPU rank actors fit
-    even on a smaller machine.
+    even on a smaller machine. A cluster that does not answer within `timeout_s` is an
+    InfrastructureError. SIGTERM keeps the caller's handler: ray.init would make it
+    `sys.exit`, which dies by SIGABRT in Ray's core instead of stopping the sweep.
     """
     if ray.is_initialized():
         return Connection(embedded=False, address=None)
     address = address or os.environ.get("RAY_ADDRESS") or None
-    if address:
-        _check_reachable(address)
-        try:
-            ray.init(address=address, namespace="sweeper", log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
-        return Connection(embedded=False, address=address)
-    ray.init(
-        address="local",
-        num_cpus=max(os.cpu_count() or 1, cpu_ranks),
-        include_dashboard=False,
-        namespace="sweeper",
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    return Connection(embedded=True, address=None)
+    on_sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        if address:
+            _check_reachable(address, timeout_s)
+            try:
+                ray.init(address=address, namespace="sweeper", log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
+            return Connection(embedded=False, address=address)
+        ray.init(
+            address="local",
+            num_cpus=max(os.cpu_count() or 1, cpu_ranks),
+            include_dashboard=False,
+            namespace="sweeper",
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        return Connection(embedded=True, address=None)
+    finally:
+        if on_sigterm is not None:  # None: a handler not set from Python, which Ray leaves be
+            signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def actor_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

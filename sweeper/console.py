@@ -130,8 +130,7 @@ class HumanConsole:
             self.console.print(_line(row), soft_wrap=True)
 
     def finished(self, run: Finished) -> None:
-        if self.progress is not None:
-            self.progress.stop()
+        self.close()
         self.console.print(summary_table(run))
         probe = probe_seconds(run.rows)
         if probe:
@@ -142,6 +141,12 @@ class HumanConsole:
         self.console.print(f"results: {run.output}/ (run_id {run.run_id})", soft_wrap=True)
         if run.report:
             self.console.print(f"report: {run.report}", soft_wrap=True)
+
+    def close(self) -> None:
+        """The progress bar gone and the cursor back, however the sweep ended."""
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
 
 
 def _default(value: object) -> object:
@@ -180,6 +185,9 @@ class JsonConsole:
             probe_s=probe_seconds(run.rows),
             summary=[asdict(s) for s in summarize(run.rows)],
         )
+
+    def close(self) -> None:
+        """Nothing to restore: every line is already written."""
 
 
 def _gib(size_bytes: int) -> str:

@@ -13,7 +13,11 @@ class SweeperError(Exception):
         self.hint = hint
 
 
-class CorruptResults(UserWarning):
+class SweeperWarning(UserWarning):
+    """Something the user should know that does not stop the command: shown in one line."""
+
+
+class CorruptResults(SweeperWarning):
     """A results file of sweeper's own name that is not readable Parquet: it is skipped."""
 
 
@@ -27,3 +31,12 @@ class InfrastructureError(SweeperError):
     """Ray was unreachable, or the cluster has fewer nodes or GPUs than asked for."""
 
     exit_code = 3
+
+
+class ResultsUnwritable(InfrastructureError):
+    """The results directory refused a write (a full disk, a read-only file system): the
+    sweep stops, and what was written stays readable."""
+
+    @classmethod
+    def of(cls, results: object, exc: OSError) -> ResultsUnwritable:
+        return cls(f"cannot write results to {results}: {exc.strerror or exc}")

@@ -1,14 +1,18 @@
 """`sweeper history`: the runs in a results directory, oldest first, with their status.
 
-A run's status: `regression` (a nightly run whose summary found one), `failed` (some of
-its points failed), `unjudged` (a nightly run with no summary: it stopped before its
-verdict, or is still running), else `ok`.
+How a run ended (`ended`, from its run record): `complete`, `interrupted` (a signal or an
+error stopped it), `incomplete` (its driver was killed: a record with no end) or `running`
+(a live driver holds its journal). A partial run's status is how it ended; a complete run's:
+`regression` (a nightly run whose summary found one), `failed` (some of its points failed),
+`unjudged` (a nightly run with no summary), else `ok`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import warnings
+from collections.abc import Set
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,7 +21,9 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper import store
+from sweeper.errors import ResultsUnwritable, SweeperWarning
 from sweeper.nightly import json_value, summary_path
+from sweeper.report import record
 
 
 def _regressions(reports_dir: Path, run_id: str) -> int | None:
@@ -28,10 +34,34 @@ def _regressions(reports_dir: Path, run_id: str) -> int | None:
         return None
 
 
+def _ended(results: Path, run_id: str, live: Set[str]) -> str:
+    kept = record.load(results, run_id)
+    if kept is None:
+        return "complete"  # rows another tool wrote, or a run older than run records
+    if kept.ended is not None:
+        return kept.ended
+    return "running" if run_id in live else "incomplete"
+
+
+def _recover(results: Path) -> None:
+    """The rows that killed drivers left in their journals become Parquet first (as a
+    database recovers its log when it is opened), so a killed run's points count."""
+    for run_id in store.leftover_journals(results):
+        try:
+            store.recover(results, run_id)
+        except ResultsUnwritable as exc:
+            warnings.warn(
+                f"{exc}: run {run_id}'s last rows stay in its journal", SweeperWarning, stacklevel=3
+            )
+
+
 def runs(results: Path, reports_dir: Path) -> pd.DataFrame:
-    """`store.runs` with `regressions` (nightly runs, from their summaries in `reports_dir`)
-    and `status`."""
+    """`store.runs` with `regressions` (nightly runs, from their summaries in `reports_dir`),
+    `ended` and `status`."""
+    _recover(results)
     frame = store.runs(results)
+    live = store.live_journals(results)
+    frame["ended"] = [_ended(results, run_id, live) for run_id in frame["run_id"]]
     nightly = frame["run_kind"].isin(["nightly"])
     frame["regressions"] = pd.array(
         [
@@ -44,6 +74,8 @@ def runs(results: Path, reports_dir: Path) -> pd.DataFrame:
     status[frame["failed"] > 0] = "failed"
     status[nightly & frame["regressions"].isna()] = "unjudged"
     status[frame["regressions"].fillna(0) > 0] = "regression"
+    partial = frame["ended"] != "complete"
+    status[partial] = frame["ended"][partial]
     frame["status"] = status
     return frame
 
@@ -56,7 +88,17 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def print_runs(frame: pd.DataFrame, out: TextIO | None = None) -> None:
     console = Console(file=out or sys.stdout, highlight=False, width=160)
     table = Table(title=f"{len(frame)} runs")
-    columns = ("run_id", "started (UTC)", "kind", "cluster", "gpu", "points", "failed", "status")
+    columns = (
+        "run_id",
+        "started (UTC)",
+        "kind",
+        "cluster",
+        "gpu",
+        "points",
+        "failed",
+        "ended",
+        "status",
+    )
     for column in columns:
         table.add_column(column, justify="right" if column in ("points", "failed") else "left")
     for run in frame.to_dict("records"):
@@ -69,6 +111,7 @@ def print_runs(frame: pd.DataFrame, out: TextIO | None = None) -> None:
             gpu,
             str(run["points"]),
             str(run["failed"]),
+            run["ended"],
             run["status"] + (f" ({run['regressions']})" if run["status"] == "regression" else ""),
         )
     console.print(table)

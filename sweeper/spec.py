@@ -243,6 +243,13 @@ class SweepSpec(BaseModel):
     address: str | None = Field(
         None, description="Ray address; default $RAY_ADDRESS, else an embedded local Ray."
     )
+    connect_timeout: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+        description="Seconds to reach the Ray cluster at --address before giving up.",
+    )
     backend: Backend = Field(
         "auto", description="auto: NCCL when the cluster has GPUs, else gloo on CPU ranks."
     )

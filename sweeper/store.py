@@ -1,23 +1,29 @@
-"""The results dataset: one canonical Arrow schema, append-only atomic writes, and load().
+"""The results dataset: one canonical Arrow schema, durable append-only writes, and load().
 
 Layout: `<root>/date=YYYY-MM-DD/<run_id>-<batch>.parquet`, hive-partitioned by the run's
-start date (UTC). A batch is written to a hidden `_inflight-*` name in the same directory
-and `os.replace`d into place, so a reader never sees half a file, and a crash loses at
-most the batch in flight. Readers take only the folders and names sweeper writes (`files`):
-anything else in the directory is ignored, and a corrupt file of its own is skipped with a
-warning. Every writer and reader goes through `SCHEMA`, so columns added later read as
-nulls in older files.
+start date (UTC). Every row reaches disk when it is handed to the writer: it is appended to
+the run's journal (`<root>/_journal/<run_id>.arrows`, an Arrow IPC stream, fsync'd per
+point) and compacted into a Parquet batch every 256 rows or 30 s. A batch is written to a
+hidden `_inflight-*` name and `os.replace`d into place, then the journal is removed, so a
+reader never sees half a file, and a killed driver loses at most the point in flight: its
+journal is left, and `recover` turns it into the batch it would have become. Readers take
+only the folders and names sweeper writes (`files`): journals, run records and anything else
+are ignored, and a corrupt file of its own is skipped with a warning. Every writer and reader
+goes through `SCHEMA`, so columns added later read as nulls in older files.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 import pyarrow as pa
@@ -25,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from sweeper.errors import CorruptResults
+from sweeper.errors import CorruptResults, ResultsUnwritable
 
 STATUSES = ("ok", "oom", "timeout", "error", "skipped")
 
@@ -115,42 +121,240 @@ _FILE = re.compile(r"[^._].*-[0-9]{5}\.parquet")
 _PARTITION_DIR = re.compile(r"date=[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
+JOURNAL_DIR = "_journal"
+_JOURNAL_SUFFIX = ".arrows"
+
+
+def journal_path(root: str | os.PathLike[str], run_id: str) -> Path:
+    """Where the rows of `run_id` that are not yet in a Parquet batch are journaled."""
+    return Path(root) / JOURNAL_DIR / f"{run_id}{_JOURNAL_SUFFIX}"
+
+
+def _write_batch(directory: Path, run_id: str, batch: int, table: pa.Table) -> None:
+    """Batch `batch` of the run, atomically; a write that fails leaves no half file behind."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = _file_name(run_id, batch)
+    inflight = directory / f"_inflight-{name}"
+    try:
+        pq.write_table(table, inflight)
+        os.replace(inflight, directory / name)
+    except BaseException:
+        inflight.unlink(missing_ok=True)
+        raise
+
+
+def _fsync_directory(directory: Path) -> None:
+    """A new name in `directory` survives a power cut once the directory itself is synced."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Journal:
+    """One batch's rows on disk before they are Parquet: an Arrow IPC stream whose schema
+    says which batch and partition it becomes, fsync'd per write. Its writer holds an
+    exclusive lock on it from birth (it is made under a hidden name and renamed), so
+    `recover` can tell a live run's journal from one a killed driver left."""
+
+    def __init__(self, path: Path, date: str, batch: int) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        hidden = path.with_name(f".{path.name}.new")
+        self.path = path
+        # unbuffered: a write the disk refused is not tried again when the file is closed
+        self.file: BinaryIO = open(hidden, "wb", buffering=0)  # noqa: SIM115
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+            schema = SCHEMA.with_metadata({"batch": str(batch), "date": date})
+            self.stream = pa.ipc.new_stream(self.file, schema)
+            os.replace(hidden, path)
+            _fsync_directory(path.parent)
+        except BaseException:
+            self.file.close()
+            hidden.unlink(missing_ok=True)
+            raise
+
+    def write(self, table: pa.Table) -> None:
+        self.stream.write_table(table)
+        os.fsync(self.file.fileno())
+
+    def close(self, remove: bool) -> None:
+        """Release it; with `remove` (its rows are in their Parquet batch now), unlink it
+        first, so a recovery waiting on the lock finds it gone. A journal that cannot be
+        removed (a read-only disk) is harmless: its batch exists, and `recover` drops it."""
+        try:
+            if remove:
+                with contextlib.suppress(OSError):
+                    self.path.unlink(missing_ok=True)
+        finally:
+            self.file.close()
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """The batch being filled: swapped whole, so a signal that stops the driver between two
+    statements never leaves a count and its rows out of step."""
+
+    index: int
+    rows: tuple[Mapping[str, Any], ...] = ()
+    written: int = 0  # rows of the run already in Parquet batches
+
+
 class ResultWriter:
-    """Appends rows of one run; flushes a batch every `batch_rows` rows or `batch_s` seconds."""
+    """Appends rows of one run: each point's rows journaled as they come, and a Parquet batch
+    every `batch_rows` rows or `batch_s` seconds. A run id that already has batches (a
+    resumed run) continues after them, its leftover journal recovered first. Raises
+    ResultsUnwritable when the disk refuses a write (full, read-only)."""
 
     def __init__(
         self, root: Path, run_id: str, date: str, batch_rows: int = 256, batch_s: float = 30.0
     ) -> None:
-        self.directory = Path(root) / f"date={date}"
+        self.root = Path(root)
+        self.directory = self.root / f"date={date}"
         self.run_id = run_id
+        self.date = date
         self.batch_rows = batch_rows
         self.batch_s = batch_s
-        self.rows: list[Mapping[str, Any]] = []
-        self.batches = 0
-        self.written = 0
+        recover(self.root, run_id)
+        self._batch = _Batch(_next_batch(self.directory, run_id))
+        self._journal: _Journal | None = None
         self._last_flush = time.monotonic()
 
+    @property
+    def rows(self) -> tuple[Mapping[str, Any], ...]:
+        """Rows journaled, not yet in a Parquet batch."""
+        return self._batch.rows
+
+    @property
+    def written(self) -> int:
+        """Rows this writer put in Parquet batches."""
+        return self._batch.written
+
     def append(self, row: Mapping[str, Any]) -> None:
-        unknown = set(row) - set(COLUMNS)
-        if unknown:
-            raise KeyError(f"not in the schema: {sorted(unknown)}")
-        self.rows.append(row)
+        self.extend([row])
+
+    def extend(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Journal the rows of one point (one fsync), then keep them for the next batch."""
+        for row in rows:
+            unknown = set(row) - set(COLUMNS)
+            if unknown:
+                raise KeyError(f"not in the schema: {sorted(unknown)}")
+        batch = self._batch
+        # a new journal (the batch's first point, or after a failed write) holds the whole batch
+        journaled = rows if self._journal is not None else (*batch.rows, *rows)
+        try:
+            if self._journal is None:
+                self._journal = _Journal(
+                    journal_path(self.root, self.run_id), self.date, batch.index
+                )
+            self._journal.write(pa.Table.from_pylist(list(journaled), schema=SCHEMA))
+        except OSError as exc:
+            self._release(remove=False)  # torn: it takes no more writes; `recover` reads it
+            raise ResultsUnwritable.of(self.root, exc) from None
+        self._batch = _Batch(batch.index, (*batch.rows, *rows), batch.written)
         if len(self.rows) >= self.batch_rows or time.monotonic() - self._last_flush >= self.batch_s:
             self.flush()
 
     def flush(self) -> None:
+        """The journaled rows as the next Parquet batch, and the journal gone. Safe to call
+        again after it was interrupted: the batch is rewritten with the same rows."""
         self._last_flush = time.monotonic()
-        if not self.rows:
+        batch = self._batch
+        if not batch.rows:
             return
-        table = pa.Table.from_pylist(list(self.rows), schema=SCHEMA)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        name = _file_name(self.run_id, self.batches)
-        inflight = self.directory / f"_inflight-{name}"
-        pq.write_table(table, inflight)
-        os.replace(inflight, self.directory / name)
-        self.batches += 1
-        self.written += len(self.rows)
-        self.rows = []
+        table = pa.Table.from_pylist(list(batch.rows), schema=SCHEMA)
+        try:
+            _write_batch(self.directory, self.run_id, batch.index, table)
+        except OSError as exc:
+            raise ResultsUnwritable.of(self.root, exc) from None
+        self._release(remove=True)
+        self._batch = _Batch(batch.index + 1, (), batch.written + len(batch.rows))
+
+    def _release(self, remove: bool) -> None:
+        if self._journal is not None:
+            self._journal.close(remove)
+            self._journal = None
+
+
+def _next_batch(directory: Path, run_id: str) -> int:
+    """The batch after the run's last one in `directory` (0 for a new run)."""
+    pattern = re.compile(re.escape(run_id) + r"-([0-9]{5})\.parquet")
+    taken = [
+        int(match.group(1))
+        for path in (directory.iterdir() if directory.is_dir() else ())
+        if (match := pattern.fullmatch(path.name))
+    ]
+    return max(taken, default=-1) + 1
+
+
+def _read_journal(file: BinaryIO) -> tuple[dict[bytes, bytes], list[pa.RecordBatch]]:
+    """A journal's metadata and every complete write in it: reading stops at the write that
+    was in flight when its driver died."""
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(file.read()))
+    except (OSError, pa.ArrowException):
+        return {}, []  # killed before its first write reached the disk
+    batches = []
+    with contextlib.suppress(OSError, pa.ArrowException):  # a torn last write: the point in flight
+        for batch in reader:
+            batches.append(batch)
+    return dict(reader.schema.metadata or {}), batches
+
+
+def live_journals(root: str | os.PathLike[str]) -> set[str]:
+    """Run ids whose journal a running driver holds."""
+    live = set()
+    for path in sorted((Path(root) / JOURNAL_DIR).glob(f"[!.]*{_JOURNAL_SUFFIX}")):
+        try:
+            with open(path, "rb") as file:
+                fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            live.add(path.name.removesuffix(_JOURNAL_SUFFIX))
+        except FileNotFoundError:
+            continue  # compacted while we looked
+    return live
+
+
+def recover(root: str | os.PathLike[str], run_id: str) -> int:
+    """Turn the journal a killed or stopped driver left for `run_id` into the Parquet batch
+    it would have become, and remove it; returns how many rows that saved (0: no journal,
+    its rows already in their batch, or a live driver still writing it)."""
+    path = journal_path(root, run_id)
+    try:
+        file = open(path, "rb")  # noqa: SIM115 (closed below, after the lock)
+    except FileNotFoundError:
+        return 0
+    with file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0  # its driver is alive: the rows are its to write
+        if os.fstat(file.fileno()).st_nlink == 0:
+            return 0  # its driver compacted it while we waited for the lock
+        metadata, batches = _read_journal(file)
+        rows = sum(int(batch.num_rows) for batch in batches)
+        if rows:
+            directory = Path(root) / f"date={metadata[b'date'].decode()}"
+            index = int(metadata[b"batch"])
+            if (directory / _file_name(run_id, index)).exists():
+                rows = 0  # compacted already: its driver died before removing the journal
+            else:
+                table = pa.Table.from_batches(batches, schema=SCHEMA)
+                try:
+                    _write_batch(directory, run_id, index, table)
+                except OSError as exc:
+                    raise ResultsUnwritable.of(root, exc) from None
+        path.unlink()
+    return rows
+
+
+def leftover_journals(root: str | os.PathLike[str]) -> list[str]:
+    """Run ids with a journal that no running driver holds: killed (or stopped on a full disk)."""
+    found = (Path(root) / JOURNAL_DIR).glob(f"[!.]*{_JOURNAL_SUFFIX}")
+    names = sorted(path.name.removesuffix(_JOURNAL_SUFFIX) for path in found)
+    live = live_journals(root)
+    return [name for name in names if name not in live]
 
 
 def files(root: str | os.PathLike[str]) -> list[str]:

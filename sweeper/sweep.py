@@ -48,6 +48,7 @@ from sweeper.spec import (
     format_size,
     launches,
 )
+from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
 from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.topology import Node
@@ -163,7 +164,9 @@ def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
 
 
 def survey(spec: SweepSpec) -> Survey:
-    connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
+    connection = cluster.connect(
+        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
+    )
     try:
         backend, slots, nodes = _layout(spec, connection)
     finally:
@@ -243,6 +246,10 @@ class _Sweep:
         )
         self.writer = ResultWriter(
             self.spec.output, self.run_id, self.started_at.strftime("%Y-%m-%d")
+        )
+        # before the first row: a killed run is told (and resumed) by a record with no end
+        record.save(
+            self.spec.output, record.RunRecord.of(self.run_id, self.spec, tuple(self.nodes))
         )
         for variant in dict.fromkeys(g.variant for g in planned):
             self.run_variant(variant)
@@ -402,6 +409,10 @@ class _Sweep:
             if not outcome.launched:  # a refused allocation is part of probing, not measuring
                 probe.seconds += time.monotonic() - start
             made = make_rows(at.meta, at.placement, at.group, point, collective, outcome)
+            if not self.auto:  # the series' limit is known: its rows go to disk now
+                for row in made:
+                    self._keep({**row, "max_size_bytes": int(self.spec.max_size)})
+                return outcome
             rows.extend(made)
             for row in made:
                 self.observer.point(row)
@@ -412,9 +423,9 @@ class _Sweep:
         else:
             for count in counts:
                 measure(count)
-            limit = None if self.auto else int(self.spec.max_size)
+            limit = None
         for row in rows:
-            row.update(max_size_bytes=limit, probe_s=probe.seconds if self.auto else None)
+            row.update(max_size_bytes=limit, probe_s=probe.seconds)
             self.writer.append(row)
         self.rows.extend(rows)
 
@@ -514,21 +525,39 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
         reports = report.directory(spec.output, spec.reports_dir)
         report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
-    connection = cluster.connect(spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS)
+    connection = cluster.connect(
+        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
+    )
     sweep: _Sweep | None = None
     try:
         sweep = _Sweep(spec, observer, run_kind, connection)
-        sweep.run()
+        try:
+            sweep.run()
+        except BaseException as exc:
+            _end(sweep, "interrupted", exc)
+            raise
+        _end(sweep, "complete")
     finally:
-        if sweep is not None and sweep.writer is not None:
-            sweep.writer.flush()  # what was measured is kept, whatever stopped the sweep
-            record.save(spec.output, record.RunRecord.of(sweep.run_id, spec, tuple(sweep.nodes)))
         connection.close()
     elapsed = time.monotonic() - clock
     page = _report(spec, sweep.run_id) if spec.report and sweep.rows else None
     finished = Finished(sweep.run_id, tuple(sweep.rows), elapsed, spec.output, page)
     observer.finished(finished)
     return finished
+
+
+def _end(sweep: _Sweep, ended: str, stopped_by: BaseException | None = None) -> None:
+    """What was measured is kept, and the run record says how the run ended, whatever stopped
+    the sweep; a signal's Stopped learns which run it stopped, for the line on resuming."""
+    if isinstance(stopped_by, Stopped):
+        stopped_by.run_id, stopped_by.output = sweep.run_id, sweep.spec.output
+    if sweep.writer is None:
+        return  # stopped before the first row could be written
+    try:
+        sweep.writer.flush()
+    finally:
+        ending = record.RunRecord.of(sweep.run_id, sweep.spec, tuple(sweep.nodes), ended)
+        record.save(sweep.spec.output, ending)
 
 
 def _report(spec: SweepSpec, run_id: str) -> Path:

@@ -59,9 +59,8 @@ def h200_node(host: str = "gpu-node-1") -> Node:
 
 
 def h200_record(run_id: str, host: str = "gpu-node-1") -> RunRecord:
-    return RunRecord(
-        run_id, f"sweeper run --tiers nvlink --cluster-name {host}", {}, (h200_node(host),)
-    )
+    command = f"sweeper run --tiers nvlink --cluster-name {host}"
+    return RunRecord(run_id, command, {}, (h200_node(host),), ended="complete")
 
 
 def _meta(run_id: str, host: str, error: str) -> dict[str, Any]:

@@ -10,11 +10,15 @@ optional libraries (`sweeper[report]`, Playwright), so importing this package is
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 from pathlib import Path
 
 from sweeper.errors import BadInput
 
 _LIBRARIES = ("plotly", "jinja2")
+# Room for a run's first batches, its record and a report; less is a disk about to fill.
+MIN_FREE_BYTES = 16 * 2**20
 
 
 def require() -> None:
@@ -34,9 +38,23 @@ def directory(results: Path, reports_dir: Path | None = None) -> Path:
 
 
 def require_directory(path: Path, named: str) -> None:
-    """BadInput, before anything is written, where directory `path` cannot be made: it, or
-    the nearest of its parents that exists, is a file. `named` (the option and its value)
-    starts the message."""
-    existing = next((p for p in (path, *path.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
+    """BadInput, before anything is written, where directory `path` cannot be made or written:
+    it, or the nearest of its parents that exists, is a file or is not writable (a read-only
+    file system; permissions, except for root), a name in it is longer than its file system
+    takes, or that file system has less than MIN_FREE_BYTES free. `named` (the option and
+    its value) starts the message."""
+    # os.path.exists: False for a name too long to look up, where Path.exists raises
+    existing = next((p for p in (path, *path.parents) if os.path.exists(p)), None)
+    if existing is None:
+        return
+    if not existing.is_dir():
         raise BadInput(f"{named}: {existing} is not a directory")
+    longest = os.pathconf(existing, "PC_NAME_MAX")
+    too_long = next((part for part in path.parts if len(os.fsencode(part)) > longest), None)
+    if too_long is not None:
+        raise BadInput(f"{named}: a name over {longest} bytes ({too_long[:16]}...)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BadInput(f"{named}: {existing} is not writable")
+    free = shutil.disk_usage(existing).free
+    if free < MIN_FREE_BYTES:
+        raise BadInput(f"{named}: only {free // 1024} KiB free on {existing}'s file system")

@@ -2,9 +2,10 @@
 
 Kept beside the rows as `<results>/_runs/<run_id>.json`: the leading underscore hides it
 from Parquet readers (pyarrow and pandas skip `_` and `.` names), so the dataset stays rows
-only. The driver writes it at the end of a run, the report reads it; a run without one
-(an older run, or rows written by another tool) still gets a report, without the link
-matrix and link peaks.
+only. The driver writes it before the first row and again at the end, saying how the run
+ended (`ended`: complete or interrupted; still None after a kill); the report and `sweeper
+history` read it. A run without one (an older run, or rows written by another tool) still
+gets a report, without the link matrix and link peaks.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper.errors import ResultsUnwritable
 from sweeper.spec import SweepSpec
 from sweeper.topology import Gpu, Node
 
@@ -29,13 +31,16 @@ class RunRecord:
     command: str  # the command line that started the run, as the shell would take it back
     options: dict[str, Any]  # every SweepSpec field, as JSON
     nodes: tuple[Node, ...]
+    ended: str | None = None  # complete, interrupted, or None: running, or killed
 
     @classmethod
-    def of(cls, run_id: str, spec: SweepSpec, nodes: tuple[Node, ...]) -> RunRecord:
+    def of(
+        cls, run_id: str, spec: SweepSpec, nodes: tuple[Node, ...], ended: str | None = None
+    ) -> RunRecord:
         program = Path(sys.argv[0]).name if sys.argv else ""
         # `python -m sweeper` runs sweeper/__main__.py: show the command a user would type
         argv = ["sweeper" if program == "__main__.py" else program, *sys.argv[1:]]
-        return cls(run_id, shlex.join(argv), spec.model_dump(mode="json"), nodes)
+        return cls(run_id, shlex.join(argv), spec.model_dump(mode="json"), nodes, ended)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,7 +57,9 @@ class RunRecord:
             )
             for node in data["nodes"]
         )
-        return cls(str(data["run_id"]), str(data["command"]), dict(data["options"]), nodes)
+        # records from before `ended` existed were written once, at the end
+        ended = data.get("ended", "complete")
+        return cls(str(data["run_id"]), str(data["command"]), dict(data["options"]), nodes, ended)
 
 
 def path(results: Path, run_id: str) -> Path:
@@ -62,10 +69,14 @@ def path(results: Path, run_id: str) -> Path:
 def save(results: Path, record: RunRecord) -> Path:
     """Write the record atomically (a reader never sees half of it)."""
     target = path(results, record.run_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
     inflight = target.with_name(f".{target.name}.inflight")
-    inflight.write_text(json.dumps(record.to_json(), indent=1) + "\n")
-    os.replace(inflight, target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        inflight.write_text(json.dumps(record.to_json(), indent=1) + "\n")
+        os.replace(inflight, target)
+    except OSError as exc:
+        inflight.unlink(missing_ok=True)
+        raise ResultsUnwritable.of(results, exc) from None
     return target
 
 

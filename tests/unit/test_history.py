@@ -89,3 +89,32 @@ def test_strangers_in_the_results_are_ignored_and_a_corrupt_file_named_in_one_li
     assert [run["run_id"] for run in json.loads(result.stdout)] == run_ids
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"sweeper: warning: skipped {partition / 'truncated-00000.parquet'}: ")
+
+
+def test_a_partial_run_is_never_ok_its_status_says_how_it_ended(tmp_path: Path) -> None:
+    from sweeper.report import record
+    from sweeper.spec import SweepSpec
+    from sweeper.store import ResultWriter
+
+    results = tmp_path / "results"
+    history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
+    legacy, complete, interrupted, killed, running = (
+        history.night(run_kind="run") for _ in range(5)
+    )
+    for run_id, ended in [(complete, "complete"), (interrupted, "interrupted"), (killed, None)]:
+        record.save(results, record.RunRecord.of(run_id, SweepSpec(), (), ended))
+    record.save(results, record.RunRecord.of(running, SweepSpec(), ()))
+    live = ResultWriter(results, running, "2026-10-05")  # its driver is still measuring
+    live.append({"run_id": running, "status": "ok"})
+
+    result = CliRunner().invoke(app, ["history", "--results", str(results), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    ended = {run["run_id"]: (run["ended"], run["status"]) for run in json.loads(result.stdout)}
+    assert ended == {
+        legacy: ("complete", "ok"),  # no record: rows another tool wrote, or an older run
+        complete: ("complete", "ok"),
+        interrupted: ("interrupted", "interrupted"),
+        killed: ("incomplete", "incomplete"),
+        running: ("running", "running"),
+    }
+    live.flush()

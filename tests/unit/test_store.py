@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -143,3 +146,125 @@ def test_pyarrow_alone_reads_the_dataset_past_files_that_are_not_parquet(tmp_pat
         tmp_path, format="parquet", partitioning="hive", exclude_invalid_files=True
     ).to_table(columns=["run_id", "date"])
     assert table.to_pylist() == [{"run_id": "r1", "date": "2026-11-21"}]
+
+
+# A driver that journals rows one by one, says which row is safe after each append, and
+# is killed with SIGKILL after `stop` rows (or by the test, if it never gets there).
+_WRITER = """
+import os, signal, sys
+from datetime import datetime, timezone
+from sweeper.store import ResultWriter
+
+root, batch_rows, stop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+writer = ResultWriter(root, "r1", "2026-11-21", batch_rows=batch_rows)
+started = datetime(2026, 11, 21, 23, 0, tzinfo=timezone.utc)
+for i in range(stop):
+    writer.append({"run_id": "r1", "run_started_at": started, "size_bytes": i, "status": "ok"})
+    print(i, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _driver(root: Path, batch_rows: int, stop: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(root), str(batch_rows), str(stop)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_driver_killed_mid_run_loses_at_most_the_row_in_flight(tmp_path: Path) -> None:
+    from sweeper.store import leftover_journals, recover
+
+    with _driver(tmp_path, batch_rows=5, stop=10**6) as proc:
+        assert proc.stdout is not None
+        acknowledged = [int(proc.stdout.readline()) for _ in range(23)]
+        proc.send_signal(signal.SIGKILL)
+        acknowledged += [int(line) for line in proc.stdout]  # appended before the kill landed
+    safe = len(acknowledged)
+
+    in_batches = len(load(tmp_path))
+    assert in_batches % 5 == 0  # readers see whole batches only, never the journal
+    assert leftover_journals(tmp_path) == ["r1"]
+    recovered = recover(tmp_path, "r1")
+    sizes = sorted(load(tmp_path)["size_bytes"])
+    assert in_batches + recovered == len(sizes)
+    assert sizes == list(range(len(sizes)))  # no gap, no duplicate
+    assert safe <= len(sizes) <= safe + 1  # the row in flight may have reached the disk
+    assert leftover_journals(tmp_path) == []
+    assert recover(tmp_path, "r1") == 0
+
+
+def _killed_after(root: Path, rows: int, batch_rows: int = 256) -> None:
+    with _driver(root, batch_rows, rows) as proc:
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_a_torn_last_write_costs_only_that_write(tmp_path: Path) -> None:
+    from sweeper.store import journal_path, recover
+
+    _killed_after(tmp_path, 3)
+    journal = journal_path(tmp_path, "r1")
+    journal.write_bytes(journal.read_bytes()[:-7])
+    assert recover(tmp_path, "r1") == 2
+    assert list(load(tmp_path)["size_bytes"]) == [0, 1]
+
+
+def test_a_journal_left_after_its_batch_was_written_adds_no_duplicates(tmp_path: Path) -> None:
+    from sweeper.store import journal_path, recover
+
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
+    writer.append(_row(0))
+    journal = journal_path(tmp_path, "r1")
+    left = journal.read_bytes()
+    writer.flush()  # the batch is written and the journal removed ...
+    journal.write_bytes(left)  # ... but here the driver died before it removed it
+    assert recover(tmp_path, "r1") == 0
+    assert len(load(tmp_path)) == 1
+    assert not journal.exists()
+
+
+def test_a_live_drivers_journal_is_left_to_it(tmp_path: Path) -> None:
+    from sweeper.store import journal_path, leftover_journals, live_journals, recover
+
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
+    writer.append(_row(0))
+    writer.flush()
+    writer.append(_row(1))
+    assert len(pd.read_parquet(tmp_path)) == 1  # plain pandas passes the journal by, too
+    assert live_journals(tmp_path) == {"r1"}
+    assert leftover_journals(tmp_path) == []
+    assert recover(tmp_path, "r1") == 0
+    assert journal_path(tmp_path, "r1").exists()
+    writer.flush()
+    assert live_journals(tmp_path) == set()
+    assert len(load(tmp_path)) == 2
+
+
+def test_a_writer_for_a_run_that_has_rows_recovers_its_journal_and_continues(
+    tmp_path: Path,
+) -> None:
+    """What --resume builds on: the killed run's rows stay, the new ones follow them."""
+    _killed_after(tmp_path, 3, batch_rows=2)  # one batch written, one row journaled
+    again = ResultWriter(tmp_path, "r1", "2026-11-21", batch_rows=2)
+    again.append(_row(3, size_bytes=3))
+    again.flush()
+    assert sorted(load(tmp_path)["size_bytes"]) == [0, 1, 2, 3]
+    assert again.written == 1
+
+
+def test_a_disk_that_refuses_writes_is_results_unwritable_and_keeps_the_rows(
+    tmp_path: Path,
+) -> None:
+    """/dev/full refuses every write with ENOSPC, as a full disk does."""
+    from sweeper.errors import ResultsUnwritable
+    from sweeper.store import JOURNAL_DIR
+
+    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
+    writer.append(_row(0))
+    writer.flush()
+    (tmp_path / JOURNAL_DIR / ".r1.arrows.new").symlink_to("/dev/full")
+    with pytest.raises(ResultsUnwritable, match="No space left on device"):
+        writer.append(_row(1))
+    assert len(load(tmp_path)) == 1
