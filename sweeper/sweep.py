@@ -23,13 +23,14 @@ import ray
 import sweeper
 from sweeper import cluster, report
 from sweeper.collectives import configure_moe, load_plugins, resolve
-from sweeper.descriptor import Collective, Shape
+from sweeper.descriptor import Collective
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.plan import (
     VARIANTS,
     Group,
     Placement,
     Point,
+    Shape,
     Timing,
     expected_placement,
     groups,
