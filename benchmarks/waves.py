@@ -58,7 +58,7 @@ def measure(nodes: int, out: Path) -> str:
     finally:
         ray.shutdown()
         cluster.shutdown()
-    rows = sweeper.load(out, finished.run_id)
+    rows = sweeper.load(out)
     phase = (rows["ended_at"].max() - rows["started_at"].min()).total_seconds()
     groups, waves = rows["group_id"].nunique(), rows["wave"].nunique()
     return (
