@@ -358,6 +358,68 @@ def topo(
 
 
 @app.command(
+    "plan",
+    epilog="Examples: sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json "
+    "--nodes 1024 --profile jobs/nightly.yaml | sweeper plan --tiers all --format json | "
+    "sweeper plan --topology node.json --nodes 16 --tiers all --results results",
+)
+def plan_command(
+    profile: ProfileFile = None,
+    topology: Annotated[
+        Path | None,
+        typer.Option(
+            help="A recorded topology (one node's NVML record), replicated --nodes times: "
+            "plan with no cluster."
+        ),
+    ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(help="Fit the cost model to the rows of an earlier run's results."),
+    ] = None,
+    address: Address = None,
+    backend: Backend = None,
+    world: World = None,
+    nodes: Nodes = None,
+    gpus_per_node: GpusPerNode = None,
+    tiers: Tiers = None,
+    pairs: Pairs = None,
+    force_network: ForceNetwork = None,
+    gpu_visibility: GpuVisibility = None,
+    ops: Annotated[str | None, _opt("ops")] = None,
+    dtypes: Annotated[str | None, _opt("dtypes")] = None,
+    min_size: Annotated[str | None, _opt("min_size")] = None,
+    max_size: Annotated[str | None, _opt("max_size")] = None,
+    mem_limit: Annotated[str | None, _opt("mem_limit")] = None,
+    step_factor: Annotated[float | None, _opt("step_factor")] = None,
+    iters: Annotated[int | None, _opt("iters")] = None,
+    warmup: Annotated[int | None, _opt("warmup")] = None,
+    blocks: Annotated[int | None, _opt("blocks")] = None,
+    concurrent: Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")] = None,
+    nccl_algos: Annotated[str | None, _opt("nccl_algos")] = None,
+    moe: Annotated[str | None, _opt("moe")] = None,
+    plugin: Annotated[list[str] | None, _opt("plugins")] = None,
+    format: OutputFormat = Format.human,
+) -> None:
+    """The schedule a sweep would run: actor sets, waves of groups that share no link, points,
+    and the estimated duration (in waves, and one group at a time)."""
+    options: dict[str, Any] = dict(locals())
+    output_format = options.pop("format")
+    topology_file, results_dir = options.pop("topology"), options.pop("results")
+    options["plugins"] = options.pop("plugin")
+    try:
+        spec = build_spec(_profile(options.pop("profile")), **options)
+        from sweeper import planner
+
+        found = planner.plan(spec, topology_file, results_dir)
+    except SweeperError as exc:
+        raise _fail(exc) from None
+    if output_format is Format.json:
+        print(json.dumps(planner.records(found), indent=1))
+    else:
+        planner.print_plan(found)
+
+
+@app.command(
     epilog="Examples: sweeper report | sweeper report 20261122T013412Z-33627a -o run.html | "
     "sweeper report latest --baseline 20261121T230000Z-a1b2c3 | "
     "sweeper report --js reports/ -o reports/today.html | sweeper report --screenshot run.png"

@@ -1,10 +1,10 @@
-"""Ray: connect (or start an embedded local Ray), place rank actors, and step them through points.
+"""Ray: connect (or start an embedded local Ray), place rank actors, and call them.
 
 A `RankSet` is one set of rank actors with one environment (NCCL reads its variables once
 per process, so a variant that changes them gets its own set) and one world process group.
-Its `run_point` is the two-phase protocol: every member prepares, and only when all of them
-allocated their buffers do they execute. A point that outlives its timeout gets its actors
-killed and the set rebuilt, and the sweep goes on.
+It opens a wave's groups on their members only, issues calls to a group's members without
+waiting (the executor waits on many groups at once, with `wait`), and replaces the actors of
+one failed group: the others keep their processes and join a new world with them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,7 +30,7 @@ from ray.util.scheduling_strategies import (
 )
 
 from sweeper.errors import InfrastructureError
-from sweeper.plan import Member, Placement, Point
+from sweeper.plan import Member, Placement
 from sweeper.spec import MemLimit, MoeSpec
 from sweeper.topology import Node, RankInfo, Versions, read_nvml
 from sweeper.worker import Copied, Limits, Measured, Prepared, Rank
@@ -46,8 +45,7 @@ MULTICAST_OFF = {
 # The driver's own settings for these libraries reach the actors, like a launcher's would.
 _FORWARDED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "NVSHMEM_", "TORCH_SYMM_MEM_")
 _START_TIMEOUT_S = 120.0
-_GRACE_S = 10.0  # after one rank failed, how long the others get to return before a rebuild
-_POLL_S = 1.0
+GRACE_S = 10.0  # after one rank failed, how long the others get to return before a rebuild
 
 
 @dataclass
@@ -255,6 +253,7 @@ class RankSet:
     infos: list[RankInfo] = field(default_factory=list)
     _pgs: list[PlacementGroup] = field(default_factory=list)
     _open: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+    _bundles: list[tuple[PlacementGroup, int, NodeSlot]] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
@@ -276,19 +275,18 @@ class RankSet:
                     hint="check `ray status`: other work may hold those resources",
                 )
 
-    def start(self) -> list[RankInfo]:
-        if not self._pgs:
-            self._place()
-        remote = ray.remote(Rank)
-        actors: list[Any] = [
-            remote.options(
+    def _new_actor(self, pg: PlacementGroup, bundle: int, slot: NodeSlot) -> Any:
+        return (
+            ray.remote(Rank)
+            .options(
                 num_cpus=self.bundle.get("CPU", 0),
                 num_gpus=self.bundle.get("GPU", 0),
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    pg, placement_group_bundle_index=i
+                    pg, placement_group_bundle_index=bundle
                 ),
                 runtime_env={"env_vars": dict(self.env)},
-            ).remote(
+            )
+            .remote(
                 self.world_size,
                 self.backend,
                 self.plugins,
@@ -296,9 +294,17 @@ class RankSet:
                 self.moe,
                 self.nccl_engine,
             )
+        )
+
+    def start(self) -> list[RankInfo]:
+        if not self._pgs:
+            self._place()
+        bundles = [
+            (pg, i, slot)
             for pg, slot in zip(self._pgs, self.slots, strict=True)
             for i in range(slot.ranks)
         ]
+        actors: list[Any] = [self._new_actor(*at) for at in bundles]
         infos = ray.get([a.info.remote() for a in actors], timeout=_START_TIMEOUT_S)
         node_order = {slot.node_id: i for i, slot in enumerate(self.slots)}
         order = sorted(
@@ -306,7 +312,12 @@ class RankSet:
             key=lambda i: (node_order[infos[i].node_id], infos[i].gpu_pci_bus_id or "", i),
         )
         self.actors = [actors[i] for i in order]
+        self._bundles = [bundles[i] for i in order]
         self.infos = [replace(infos[i], rank=rank) for rank, i in enumerate(order)]
+        self._join()
+        return self.infos
+
+    def _join(self) -> None:
         port = ray.get(self.actors[0].listen.remote(), timeout=_START_TIMEOUT_S)
         host = self.infos[0].ip
         joins = [
@@ -314,97 +325,51 @@ class RankSet:
             for rank, a in enumerate(self.actors)
         ]
         ray.get(joins, timeout=_START_TIMEOUT_S)
-        for group_id in self._open:
-            self._open_everywhere(group_id)
-        return self.infos
+        self._open.clear()
+
+    def replace_ranks(self, ranks: Sequence[int]) -> None:
+        """New actors for `ranks` (a failed group's: killed, or dead) on the same bundles; then
+        every actor joins a new world. Groups open before are gone: open them again."""
+        for rank in ranks:
+            ray.kill(self.actors[rank], no_restart=True)
+            self.actors[rank] = self._new_actor(*self._bundles[rank])
+        fresh = set(ranks)
+        living = [a for r, a in enumerate(self.actors) if r not in fresh]
+        ray.get([a.leave.remote() for a in living], timeout=_START_TIMEOUT_S)
+        ray.get([self.actors[r].info.remote() for r in fresh], timeout=_START_TIMEOUT_S)
+        self._join()
 
     def versions(self) -> Versions:
         result: Versions = ray.get(self.actors[0].versions.remote(), timeout=_START_TIMEOUT_S)
         return result
 
-    def open_group(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
-        """A subgroup on every rank (new_group's rule), `nodes` giving each member's node."""
-        self._open[group_id] = (ranks, nodes)
-        self._open_everywhere(group_id)
+    def members(self, group_id: str) -> tuple[int, ...]:
+        return self._open[group_id][0]
 
-    def _open_everywhere(self, group_id: str) -> None:
-        ranks, nodes = self._open[group_id]
-        refs = [a.open_group.remote(group_id, ranks, nodes) for a in self.actors]
+    def open_groups(self, groups: Sequence[tuple[str, tuple[int, ...], tuple[int, ...]]]) -> None:
+        """Groups of disjoint ranks, opened together on their members only: (group_id, ranks,
+        each member's node). A member that cannot open is an InfrastructureError."""
+        refs = []
+        for group_id, ranks, nodes in groups:
+            self._open[group_id] = (ranks, nodes)
+            refs += [self.actors[r].open_group.remote(group_id, ranks, nodes) for r in ranks]
         ray.get(refs, timeout=_START_TIMEOUT_S)
 
     def close_group(self, group_id: str) -> None:
-        self._open.pop(group_id, None)
-        ray.get([a.close_group.remote(group_id) for a in self.actors], timeout=_START_TIMEOUT_S)
+        """Close a group on its members without waiting: each actor runs calls in order, so
+        nothing else it is asked runs before the close."""
+        ranks, _ = self._open.pop(group_id)
+        for r in ranks:
+            self.actors[r].close_group.remote(group_id)
 
-    def _prepare(self, members: Sequence[Any], point: Point, deadline: float) -> Outcome | None:
-        """Phase one on every member; None when all hold their buffers, else why not (and
-        then nobody holds any)."""
-        prepared, timed_out = _gather([m.prepare.remote(point) for m in members], deadline)
-        if timed_out:
-            self._rebuild()
-            return Outcome("timeout", error="prepare timed out", launched=False)
-        failed = next((p for p in prepared if isinstance(p, BaseException)), None)
-        if failed is not None:
-            self._release(members)
-            return Outcome("error", error=_message(failed), launched=False)
-        ooms = [p.error or "" for p in prepared if isinstance(p, Prepared) and p.status == "oom"]
-        if ooms:
-            self._release(members)
-            more = f"; and {len(ooms) - 3} more ranks" if len(ooms) > 3 else ""
-            return Outcome("oom", error="; ".join(ooms[:3]) + more, launched=False)
-        return None
+    def call(self, group_id: str, method: str, *args: Any) -> list[Any]:
+        """`method` on every member of an open group, not waited for: the calls' refs."""
+        return [getattr(self.actors[r], method).remote(*args) for r in self.members(group_id)]
 
-    def run_point(self, point: Point, timeout_s: float) -> Outcome:
-        (outcome,) = self.run_points([point], timeout_s)
-        return outcome
-
-    def run_points(self, points: Sequence[Point], timeout_s: float) -> list[Outcome]:
-        """Points of disjoint groups at the same time (one point: the usual case): each
-        group prepares, then every group that prepared executes, all at once."""
-        deadline = time.monotonic() + timeout_s
-        members = [[self.actors[r] for r in self._open[p.group_id][0]] for p in points]
-        outcomes: list[Outcome | None] = [
-            self._prepare(m, p, deadline) for m, p in zip(members, points, strict=True)
-        ]
-        if any(o is not None and o.status == "timeout" for o in outcomes):
-            return [
-                o or Outcome("timeout", error="another group's prepare timed out") for o in outcomes
-            ]
-        launched = [i for i, o in enumerate(outcomes) if o is None]
-        refs = [[m.execute.remote() for m in members[i]] for i in launched]
-        results, timed_out = _gather([ref for group in refs for ref in group], deadline)
-        if timed_out:
-            self._rebuild()
-        for i, group in zip(launched, refs, strict=True):
-            measured = results[: len(group)]
-            results = results[len(group) :]
-            outcomes[i] = self._outcome(measured, timed_out, timeout_s)
-        if not timed_out and any(o and o.status != "ok" and o.launched for o in outcomes):
-            # A rank that failed inside a collective can leave the communicator unusable.
-            self._rebuild()
-        return [o for o in outcomes if o is not None]
-
-    @staticmethod
-    def _outcome(measured: list[Any], timed_out: bool, timeout_s: float) -> Outcome:
-        if timed_out and any(m is None for m in measured):
-            return Outcome("timeout", error=f"point took over {timeout_s:g} s")
-        failed = next((m for m in measured if isinstance(m, BaseException)), None)
-        if failed is not None:
-            return Outcome("oom" if _out_of_memory(failed) else "error", error=_message(failed))
-        return Outcome("ok", measured=tuple(measured))
-
-    def allocates(self, point: Point, timeout_s: float) -> bool:
-        """Whether every member can hold the point's buffers: phase one alone, then freed."""
-        members = [self.actors[r] for r in self._open[point.group_id][0]]
-        if self._prepare(members, point, time.monotonic() + timeout_s) is not None:
-            return False
-        self._release(members)
-        return True
-
-    def budgets(self, group_id: str) -> list[int]:
-        """Each member's memory budget in bytes, in group rank order."""
-        members = [self.actors[r] for r in self._open[group_id][0]]
-        return list(ray.get([m.budget.remote() for m in members], timeout=_START_TIMEOUT_S))
+    def kill_members(self, group_id: str) -> None:
+        """End a group's actors (a hung collective ends no other way); `replace_ranks` later."""
+        for r in self.members(group_id):
+            ray.kill(self.actors[r], no_restart=True)
 
     def copy_matrix(
         self, rank: int, sizes: Sequence[int], iters: int, warmup: int, timeout_s: float
@@ -413,14 +378,6 @@ class RankSet:
         ref = self.actors[rank].copy_matrix.remote(list(sizes), iters, warmup)
         result: list[Copied] = ray.get(ref, timeout=timeout_s)
         return result
-
-    def _release(self, members: Sequence[Any]) -> None:
-        ray.get([m.release.remote() for m in members], timeout=_START_TIMEOUT_S)
-
-    def _rebuild(self) -> None:
-        """New actors and process groups for this set, its open groups opened again."""
-        self.kill()
-        self.start()
 
     def kill(self) -> None:
         for actor in self.actors:
@@ -434,28 +391,42 @@ class RankSet:
         self._pgs = []
 
 
-def _gather(refs: list[Any], deadline: float) -> tuple[list[Any], bool]:
-    """Every result in order (a failure as its exception), and whether some never came.
+def wait(refs: Sequence[Any], timeout_s: float) -> list[Any]:
+    """The refs among `refs` whose results are in, waiting up to `timeout_s` for one."""
+    if not refs:
+        return []
+    ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, timeout_s))
+    if ready:  # and whatever else is in already
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+    return list(ready)
 
-    Once one rank has failed, the others get a short grace: if they are stuck in a
-    collective the failed rank left, waiting for the full timeout would only lose time.
-    """
-    results: dict[Any, Any] = {}
-    pending = list(refs)
-    while pending:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return [results.get(r) for r in refs], True
-        ready, pending = ray.wait(
-            pending, num_returns=len(pending), timeout=min(remaining, _POLL_S)
-        )
-        for ref in ready:
-            try:
-                results[ref] = ray.get(ref)
-            except Exception as exc:
-                results[ref] = exc
-                deadline = min(deadline, time.monotonic() + _GRACE_S)
-    return [results[r] for r in refs], False
+
+def result(ref: Any) -> Any:
+    """A call's result, or the exception it raised (a dead actor's: RayActorError)."""
+    try:
+        return ray.get(ref)
+    except Exception as exc:
+        return exc
+
+
+def refused(prepared: Sequence[Any]) -> Outcome | None:
+    """None when every member holds its buffers; else why not (not launched)."""
+    failed = next((p for p in prepared if isinstance(p, BaseException)), None)
+    if failed is not None:
+        return Outcome("error", error=_message(failed), launched=False)
+    ooms = [p.error or "" for p in prepared if isinstance(p, Prepared) and p.status == "oom"]
+    if ooms:
+        more = f"; and {len(ooms) - 3} more ranks" if len(ooms) > 3 else ""
+        return Outcome("oom", error="; ".join(ooms[:3]) + more, launched=False)
+    return None
+
+
+def outcome(measured: Sequence[Any]) -> Outcome:
+    """A point's outcome from its members' execute results (exceptions for failures)."""
+    failed = next((m for m in measured if isinstance(m, BaseException)), None)
+    if failed is not None:
+        return Outcome("oom" if _out_of_memory(failed) else "error", error=_message(failed))
+    return Outcome("ok", measured=tuple(measured))
 
 
 def _out_of_memory(exc: BaseException) -> bool:

@@ -25,7 +25,6 @@ from sweeper.descriptor import (
     Collective,
     Comm,
     Layout,
-    Shape,
     Span,
     Step,
     blocks,
@@ -33,6 +32,7 @@ from sweeper.descriptor import (
     per_call,
 )
 from sweeper.errors import BadInput
+from sweeper.plan import Shape
 
 if TYPE_CHECKING:
     from sweeper.nccl import NcclComm

@@ -125,9 +125,9 @@ class HumanConsole:
             what = f"{label(row['op'], row['algorithm'])} {format_size(row['size_bytes'])}"
             self.progress.update(self.task, advance=1, description=f"{what:<40}")
             if row["status"] != "ok":
-                self.progress.console.print(_line(row), soft_wrap=True)
+                self.progress.console.print(_line(row), soft_wrap=True, markup=False)
         else:
-            self.console.print(_line(row), soft_wrap=True)
+            self.console.print(_line(row), soft_wrap=True, markup=False)
 
     def finished(self, run: Finished) -> None:
         self.close()

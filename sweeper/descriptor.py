@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from sweeper.plan import Shape
+
 if TYPE_CHECKING:
     from sweeper.nccl import NcclComm
 
@@ -87,17 +89,6 @@ class Comm:
     rank: int
     size: int
     nodes: tuple[int, ...] = ()  # node of each group rank (positions in the sweep's node list)
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What a group is, for an operation to say whether it can run there."""
-
-    size: int
-    nodes: tuple[int, ...]  # node of each group rank
-    backend: str
-    sees_node_gpus: bool  # every actor sees all GPUs of its node (torch symmetric memory)
-    nccl_algo: str | None = None  # NCCL_ALGO pinned on the group's actor set
 
 
 def _anywhere(shape: Shape) -> str | None:

@@ -102,6 +102,18 @@ def expected_placement(backend: str, nodes: Sequence[Node], ranks: Sequence[int]
     return Placement(backend, tuple(nodes), tuple(members))
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What a group is, for an operation to say whether it can run there (descriptors'
+    `why_not`): planning needs it without torch, so it lives here."""
+
+    size: int
+    nodes: tuple[int, ...]  # node of each group rank
+    backend: str
+    sees_node_gpus: bool  # every actor sees all GPUs of its node (torch symmetric memory)
+    nccl_algo: str | None = None  # NCCL_ALGO pinned on the group's actor set
+
+
 class Group(NamedTuple):
     """Ranks of one actor set that measure together; what tier and variant they stand for.
     A named tuple, and named (`Placement.group_id`) only when it runs: plans can hold a
@@ -168,10 +180,11 @@ def groups(
     def extend(tier: str, variant: str, many: Iterable[tuple[int, ...]], smallest: int = 2) -> None:
         """Ranks come ascending: every caller builds them so (sorting a million pairs costs)."""
         known = seen.setdefault(variant, set())
+        add, append, make = known.add, out.append, tuple.__new__  # a million pairs: no lookups
         for ranks in many:
             if len(ranks) >= smallest and ranks not in known:
-                known.add(ranks)
-                out.append(Group(tier, variant, ranks))
+                add(ranks)
+                append(make(Group, (tier, variant, ranks)))
 
     def with_pairs(tier: str, variant: str, ranks: tuple[int, ...]) -> None:
         extend(tier, variant, (ranks,))

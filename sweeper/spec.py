@@ -350,7 +350,9 @@ class SweepSpec(BaseModel):
         (), description="Also run every group with NCCL_ALGO set to each: ring, tree."
     )
     concurrent: bool = Field(
-        False, description="Pairs run point-to-point ops together, in round-robin rounds."
+        False,
+        description="A node's pairs share its links on purpose: disjoint pairs in one wave "
+        "(circle-method rounds), to show what they cost each other.",
     )
     copy_engine: bool = Field(
         False, description="Time peer copies between every GPU pair of a node, and fan-out."

@@ -88,8 +88,12 @@ SCHEMA = pa.schema(
         ("dst_rank", pa.int32()),
         ("src_gpu_uuid", pa.string()),
         ("dst_gpu_uuid", pa.string()),
-        ("concurrent", pa.bool_()),  # measured while other pairs ran (round-robin rounds)
+        ("concurrent", pa.bool_()),  # measured while another group of its wave shared a node
         ("params", pa.map_(pa.string(), pa.string())),  # an experiment's knobs (MoE routing)
+        # when: the schedule's wave, and the point's execution (its groups overlap in a wave)
+        ("wave", pa.int32()),
+        ("started_at", pa.timestamp("us", tz="UTC")),
+        ("ended_at", pa.timestamp("us", tz="UTC")),
     ]
 )
 # The columns every row of one run shares: what a run is, where and with which software.

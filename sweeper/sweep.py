@@ -1,8 +1,9 @@
-"""The driver of `sweeper run`: spec -> cluster -> plan -> points -> rows -> Parquet.
+"""The driver of `sweeper run`: spec -> cluster -> schedule -> executor -> rows -> Parquet.
 
-Run metadata is gathered once here; every row is assembled here from the ranks'
-measurements (max over ranks, nccl-tests' bandwidths) and streamed to the store and the
-observer (the terminal) as soon as its point is done.
+Each actor set of the schedule gets its actors; the executor runs its waves. Run metadata
+is gathered once here; every row is assembled here from the ranks' measurements (max over
+ranks, nccl-tests' bandwidths) and streamed to the store and the observer (the terminal)
+as soon as its point is measured.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from __future__ import annotations
 import importlib.util
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,10 +21,12 @@ import numpy as np
 import ray
 
 import sweeper
-from sweeper import cluster, report
+from sweeper import cluster, planner, report
 from sweeper.collectives import configure_moe, load_plugins, resolve
-from sweeper.descriptor import Collective, Shape
+from sweeper.descriptor import Collective
 from sweeper.errors import BadInput, InfrastructureError
+from sweeper.estimate import CostModel, estimate
+from sweeper.executor import Executor, Measured
 from sweeper.plan import (
     VARIANTS,
     Group,
@@ -33,16 +35,11 @@ from sweeper.plan import (
     Timing,
     expected_placement,
     groups,
-    points,
-    rounds,
-    series_counts,
 )
 from sweeper.report import record
-from sweeper.sizing import BISECT_STEPS, bisect, largest_count
+from sweeper.schedule import Schedule, schedule
 from sweeper.spec import (
     DTYPES,
-    SIZE_LIMIT_BYTES,
-    MemLimit,
     SweepSpec,
     engines,
     format_size,
@@ -54,34 +51,7 @@ from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.topology import Node
 from sweeper.worker import Copied
 
-DEFAULT_CPU_RANKS = 2
-DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
-CONCURRENT_AUTO_MAX = 256 * 2**20  # concurrent rounds with auto: contention, not capacity
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
-
-
-class _Stopwatch:
-    """Time spent probing a series: budget queries, bisection, and refused allocations."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    @contextmanager
-    def timing(self) -> Iterator[None]:
-        start = time.monotonic()
-        try:
-            yield
-        finally:
-            self.seconds += time.monotonic() - start
-
-
-@dataclass(frozen=True)
-class _GroupRun:
-    ranks: cluster.RankSet
-    placement: Placement
-    group: Group
-    group_id: str
-    meta: Row
 
 
 Row = dict[str, Any]
@@ -165,7 +135,7 @@ def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
 
 def survey(spec: SweepSpec) -> Survey:
     connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
+        spec.address, spec.ranks_per_node() or planner.DEFAULT_CPU_RANKS, spec.connect_timeout
     )
     try:
         backend, slots, nodes = _layout(spec, connection)
@@ -201,46 +171,29 @@ class _Sweep:
         )
         _check_dtypes(spec.dtypes, self.backend)
         self.auto = spec.max_size == "auto"
-        # auto: the grid runs to the largest size accepted; each series stops at its bound
-        self.sizes = spec.sizes(SIZE_LIMIT_BYTES if self.auto else int(spec.max_size))
-        self.mem_limit = spec.mem_limit
-        if self.mem_limit is None and self.backend == "gloo":
-            self.mem_limit = MemLimit(size_bytes=DEFAULT_CPU_MEM_LIMIT)
+        self.sizes = planner.sizes(spec)
+        self.mem_limit = planner.mem_limit(spec, self.backend)
         _, self.slots, self.nodes = _layout(spec, connection)
         self.rows: list[Row] = []
         self.writer: ResultWriter | None = None
         self._shared: Row | None = None
 
-    def groups(self, placement: Placement) -> list[Group]:
-        return _groups(self.spec, placement)
-
-    def _expected_sizes(self) -> list[int]:
-        """The grid a series will likely run: with auto, up to about one rank's memory."""
-        if not self.auto:
-            return self.sizes
-        memory = [gpu.memory_total_bytes for node in self.nodes for gpu in node.gpus]
-        ceiling = min(memory) if memory and self.backend == "nccl" else DEFAULT_CPU_MEM_LIMIT
-        if self.mem_limit is not None:
-            ceiling = min(ceiling, self.mem_limit.of(ceiling))
-        return [*(size for size in self.sizes if size < ceiling), ceiling]
+    def plan_for(self, placement: Placement) -> Schedule:
+        return schedule(placement, planner.request(self.spec, self.backend, self.collectives))
 
     def run(self) -> None:
         slots = [slot.ranks for slot in self.slots]
-        planned = self.groups(expected_placement(self.backend, self.nodes, slots))
-        sizes = self._expected_sizes()
-        per_size = {
-            n: sum(1 for _ in points("", n, self.collectives, self.spec.dtypes, sizes, self.timing))
-            for n in {g.world_size for g in planned}
-        }
+        planned = self.plan_for(expected_placement(self.backend, self.nodes, slots))
+        ceiling = planner.ceiling_bytes(self.spec, self.backend, self.nodes)
         self.observer.started(
             Started(
                 self.run_id,
                 self.backend,
-                tuple(planned),
+                tuple(g for wave in planned.waves for g in wave.groups),
                 tuple(c.name for c in self.collectives),
                 self.spec.dtypes,
                 (self.spec.min_size, None if self.auto else max(self.sizes)),
-                sum(per_size[g.world_size] for g in planned),
+                estimate(planned, CostModel(), ceiling).points,
                 self.spec.output,
             )
         )
@@ -251,11 +204,12 @@ class _Sweep:
         record.save(
             self.spec.output, record.RunRecord.of(self.run_id, self.spec, tuple(self.nodes))
         )
-        for variant in dict.fromkeys(g.variant for g in planned):
-            self.run_variant(variant)
+        for actors in planned.actor_sets:
+            self.run_actor_set(actors.variant)
 
-    def run_variant(self, variant: str) -> None:
-        """Every group of one variant, on an actor set of its own environment."""
+    def run_actor_set(self, variant: str) -> None:
+        """One variant's waves, on an actor set of its own environment, planned again from
+        where its ranks really landed."""
         bundle = {"CPU": 1.0, "GPU": 1.0} if self.backend == "nccl" else {"CPU": 1.0}
         ranks = cluster.RankSet(
             self.backend,
@@ -272,83 +226,33 @@ class _Sweep:
             infos = ranks.start()
             placement = cluster.placement(self.backend, self.nodes, infos)
             meta = {**self._metadata(ranks), "nccl_env": list(infos[0].nccl_env)}
-            mine = [g for g in self.groups(placement) if g.variant == variant]
-            # NCCL_ALGO does not touch point-to-point: its actor sets skip those operations.
-            concurrent = self.spec.concurrent and "NCCL_ALGO" not in VARIANTS[variant]
-            pairs = [g for g in mine if g.world_size == 2] if concurrent else []
-            for group in mine:
-                self.run_group(ranks, placement, group, meta, skip_p2p=group in pairs)
-            if pairs:
-                self.run_rounds(ranks, placement, pairs, meta)
+            planned = self.plan_for(placement)
+            mine = next(a for a in planned.actor_sets if a.variant == variant)
+            executor = Executor(
+                ranks,
+                placement,
+                planned.series,
+                {c.name: c for c in self.collectives},
+                self.timing,
+                self.spec.timeout,
+                None if self.auto else int(self.spec.max_size),
+                lambda done: self._measured(meta, placement, done),
+            )
+            for wave in mine.waves:
+                executor.run_wave(wave)
             if self.spec.copy_engine and variant == "default":
                 self.run_copies(ranks, placement, meta)
         finally:
             ranks.close()
 
-    def run_group(
-        self,
-        ranks: cluster.RankSet,
-        placement: Placement,
-        group: Group,
-        meta: Row,
-        skip_p2p: bool = False,
-    ) -> None:
-        """Every operation and dtype on one group, alone on the cluster (with `skip_p2p`, the
-        point-to-point operations are left to the concurrent rounds)."""
-        at = _GroupRun(ranks, placement, group, placement.group_id(group), meta)
-        nodes = tuple(placement.members[r].node for r in group.ranks)
-        ranks.open_group(at.group_id, group.ranks, nodes)
-        shape = Shape(
-            group.world_size,
-            nodes,
-            self.backend,
-            self.backend == "nccl" and self.spec.gpu_visibility == "node",
-            VARIANTS[group.variant].get("NCCL_ALGO"),
-        )
-        for collective in self.collectives:
-            if skip_p2p and collective.direction is not None:
-                continue
-            for dtype in self.spec.dtypes:
-                self.run_series(at, collective, dtype, collective.why_not_on(shape))
-        ranks.close_group(at.group_id)
-
-    def run_rounds(
-        self, ranks: cluster.RankSet, placement: Placement, pairs: list[Group], meta: Row
-    ) -> None:
-        """--concurrent: the point-to-point operations on disjoint pairs at the same time,
-        round by round (circle method), to show what pairs cost each other on shared links."""
-        assert self.writer is not None
-        p2p = [c for c in self.collectives if c.direction is not None]
-        by_kind: dict[tuple[str, str], list[Group]] = {}
-        for group in pairs:
-            by_kind.setdefault((group.tier, group.variant), []).append(group)
-        for kind in by_kind.values():
-            for together in rounds(kind):
-                ids = [placement.group_id(g) for g in together]
-                for group, group_id in zip(together, ids, strict=True):
-                    nodes = tuple(placement.members[r].node for r in group.ranks)
-                    ranks.open_group(group_id, group.ranks, nodes)
-                for collective in p2p:
-                    for dtype in self.spec.dtypes:
-                        itemsize = DTYPES[dtype].itemsize
-                        sizes = [s for s in self.sizes if not self.auto or s <= CONCURRENT_AUTO_MAX]
-                        for count in series_counts(collective, itemsize, 2, sizes):
-                            points = [
-                                Point(
-                                    i, collective.name, dtype, count * itemsize, count, self.timing
-                                )
-                                for i in ids
-                            ]
-                            outcomes = ranks.run_points(points, self.spec.timeout)
-                            for group, point, outcome in zip(
-                                together, points, outcomes, strict=True
-                            ):
-                                for row in make_rows(
-                                    meta, placement, group, point, collective, outcome
-                                ):
-                                    self._keep({**row, "concurrent": True})
-                for group_id in ids:
-                    ranks.close_group(group_id)
+    def _measured(self, meta: Row, placement: Placement, done: Measured) -> None:
+        when = {"wave": done.wave, "started_at": done.started_at, "ended_at": done.ended_at}
+        made = make_rows(meta, placement, done.group, done.point, done.collective, done.outcome)
+        for row in made:
+            row.update(when, max_size_bytes=done.max_size_bytes, probe_s=done.probe_s)
+            if "concurrent" in row:
+                row["concurrent"] = done.shares_node
+        self._keep(made)
 
     def run_copies(self, ranks: cluster.RankSet, placement: Placement, meta: Row) -> None:
         """--copy-engine: on each node, the actor of its first GPU times peer copies among all
@@ -370,118 +274,15 @@ class _Sweep:
             )
             for copied in copies:
                 for dst, seconds in zip(copied.dsts, copied.seconds, strict=True):
-                    self._keep(copy_row(meta, placement, node, copied, dst, seconds, rank_of))
+                    self._keep([copy_row(meta, placement, node, copied, dst, seconds, rank_of)])
 
-    def _keep(self, row: Row) -> None:
+    def _keep(self, rows: list[Row]) -> None:
+        """One point's rows: on disk (journaled, one fsync) before anyone is told of them."""
         assert self.writer is not None
-        self.writer.append(row)
-        self.rows.append(row)
-        self.observer.point(row)
-
-    def run_series(
-        self, at: _GroupRun, collective: Collective, dtype: str, skip: str | None = None
-    ) -> None:
-        """One operation and dtype over the sizes: the grid, or with auto the grid up to the
-        probed bound and then exactly the bound. Rows are kept until the series' limit is
-        known, then written together, every one carrying it. An operation that cannot run on
-        this group (`skip`, the reason) gets `skipped` rows saying why."""
-        assert self.writer is not None
-        itemsize = DTYPES[dtype].itemsize
-        counts = series_counts(collective, itemsize, at.group.world_size, self.sizes)
-        if not counts:
-            return
-        rows: list[Row] = []
-        probe = _Stopwatch()
-        if skip is not None:
-            for count in counts[:1] if self.auto else counts:
-                point = Point(
-                    at.group_id, collective.name, dtype, count * itemsize, count, self.timing
-                )
-                outcome = cluster.Outcome("skipped", error=skip, launched=False)
-                for row in make_rows(at.meta, at.placement, at.group, point, collective, outcome):
-                    self._keep(row)
-            return
-
-        def measure(count: int) -> cluster.Outcome:
-            point = Point(at.group_id, collective.name, dtype, count * itemsize, count, self.timing)
-            start = time.monotonic()
-            outcome = at.ranks.run_point(point, self.spec.timeout)
-            if not outcome.launched:  # a refused allocation is part of probing, not measuring
-                probe.seconds += time.monotonic() - start
-            made = make_rows(at.meta, at.placement, at.group, point, collective, outcome)
-            if not self.auto:  # the series' limit is known: its rows go to disk now
-                for row in made:
-                    self._keep({**row, "max_size_bytes": int(self.spec.max_size)})
-                return outcome
-            rows.extend(made)
-            for row in made:
-                self.observer.point(row)
-            return outcome
-
-        if self.auto and collective.fixed_count is None:
-            limit = self._probe_series(at, collective, dtype, counts, measure, probe)
-        else:
-            for count in counts:
-                measure(count)
-            limit = None
-        for row in rows:
-            row.update(max_size_bytes=limit, probe_s=probe.seconds)
-            self.writer.append(row)
+        self.writer.extend(rows)
         self.rows.extend(rows)
-
-    def _probe_series(
-        self,
-        at: _GroupRun,
-        collective: Collective,
-        dtype: str,
-        counts: list[int],
-        measure: Callable[[int], cluster.Outcome],
-        probe: _Stopwatch,
-    ) -> int | None:
-        """--max-size auto for one series; returns the limit it measured, in bytes.
-
-        The smallest size runs first (so NCCL's own buffers exist when the ranks read their
-        free memory); the bound is the largest S whose buffers fit every rank's budget. If an
-        allocation at a size is refused after all, sizes between the last one that ran and
-        that one are tried by allocation alone (bisection), and the largest that allocates
-        runs as the bound."""
-        itemsize = DTYPES[dtype].itemsize
-        if measure(counts[0]).status != "ok":
-            return None
-        good = counts[0]
-        with probe.timing():
-            budgets = at.ranks.budgets(at.group_id)
-            device = "cuda" if self.backend == "nccl" else "cpu"
-            bound = largest_count(collective, itemsize, budgets, device) or good
-        for count in [*(c for c in counts if good < c < bound), *([bound] if bound > good else [])]:
-            outcome = measure(count)
-            if outcome.status == "ok":
-                good = count
-                continue
-            if outcome.status == "oom" and not outcome.launched:
-                with probe.timing():
-                    best = self._bisect(at, collective, dtype, good, count)
-                if best > good and measure(best).status == "ok":
-                    good = best
-            break
-        return good * itemsize
-
-    def _bisect(
-        self, at: _GroupRun, collective: Collective, dtype: str, good: int, bad: int
-    ) -> int:
-        """The largest count between `good` (ran) and `bad` (refused) that every rank can
-        allocate, found with allocations alone."""
-        itemsize, n = DTYPES[dtype].itemsize, at.group.world_size
-        for _ in range(BISECT_STEPS):
-            mid = bisect(collective, itemsize, n, good, bad)
-            if mid is None:
-                break
-            point = Point(at.group_id, collective.name, dtype, mid * itemsize, mid, self.timing)
-            if at.ranks.allocates(point, self.spec.timeout):
-                good = mid
-            else:
-                bad = mid
-        return good
+        for row in rows:
+            self.observer.point(row)
 
     def _env(self, variant: str) -> dict[str, str]:
         extra = dict(VARIANTS[variant])
@@ -526,7 +327,7 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
         report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
     connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
+        spec.address, spec.ranks_per_node() or planner.DEFAULT_CPU_RANKS, spec.connect_timeout
     )
     sweep: _Sweep | None = None
     try:

@@ -185,7 +185,6 @@ class Rank:
         self.store: TCPStore | None = None
         self.comms: dict[str, Comm] = {}
         self.nccl_comms: dict[str, NcclComm] = {}
-        self.opened = 0  # groups opened so far: every rank counts the same
         self.ready: _Ready | None = None
 
     @staticmethod
@@ -259,27 +258,25 @@ class Rank:
         self.comms["world"] = Comm(world, self.rank, self.world_size)
 
     def open_group(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
-        """Every rank of the set calls this in the same order, members or not (new_group's rule:
-        with a device-bound NCCL world group, non-members take part in the communicator split).
-        A group of every rank is the world group itself."""
-        group = self.comms["world"].group if len(ranks) == self.world_size else None
-        if group is None:
-            group = dist.new_group(list(ranks))
-        self.opened += 1
-        if self.rank not in ranks:
-            return
+        """Called on the group's members only (local synchronization: no rank outside the
+        group takes part, so the groups of a wave open at the same time). A group of every
+        rank is the world group itself."""
+        if len(ranks) == self.world_size:
+            group = self.comms["world"].group
+        else:
+            group = dist.new_group(list(ranks), use_local_synchronization=True)
         self.comms[group_id] = Comm(group, ranks.index(self.rank), len(ranks), nodes)
         if self.nccl_engine:
-            self.nccl_comms[group_id] = self._nccl_comm(ranks)
+            self.nccl_comms[group_id] = self._nccl_comm(group_id, ranks)
 
-    def _nccl_comm(self, ranks: tuple[int, ...]) -> NcclComm:
+    def _nccl_comm(self, group_id: str, ranks: tuple[int, ...]) -> NcclComm:
         """The group's own NCCL communicator: its first rank makes the unique id and passes it
         through the set's store; every member then joins (NCCL waits for all of them)."""
         from sweeper import nccl
 
         assert self.store is not None
         assert self.stream is not None
-        key = f"sweeper/nccl-id/{self.opened}"
+        key = f"sweeper/nccl-id/{group_id}"  # a group opens once per world
         if self.rank == ranks[0]:
             self.store.set(key, nccl.unique_id())
         uid = self.store.get(key).decode()
@@ -292,6 +289,17 @@ class Rank:
         direct = self.nccl_comms.pop(group_id, None)
         if direct is not None:
             direct.destroy()
+
+    def leave(self) -> None:
+        """Drop every group and the world, to join a new world with replaced peers (a
+        failed group's actors); this actor's process, device and buffers' allocator stay."""
+        self.release()
+        for direct in self.nccl_comms.values():
+            direct.destroy()
+        self.nccl_comms.clear()
+        self.comms.clear()
+        dist.destroy_process_group()
+        self.store = None
 
     def budget(self) -> int:
         """Bytes this rank can still give a point: free memory (after a warm-up, so NCCL's own

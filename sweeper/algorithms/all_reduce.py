@@ -13,7 +13,8 @@ from functools import partial
 import torch
 import torch.distributed._symmetric_memory as symm_mem
 
-from sweeper.descriptor import SUM, Buffers, Comm, Layout, Shape, Span, Step
+from sweeper.descriptor import SUM, Buffers, Comm, Layout, Span, Step
+from sweeper.plan import Shape
 
 
 def why_not(shape: Shape) -> str | None:

@@ -10,7 +10,8 @@ import math
 
 import torch
 
-from sweeper.descriptor import Buffers, Comm, Layout, Shape, Span, blocks, exchange
+from sweeper.descriptor import Buffers, Comm, Layout, Span, blocks, exchange
+from sweeper.plan import Shape
 
 
 def layout(count: int, n: int, rank: int, work: int = 0) -> Layout:

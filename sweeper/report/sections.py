@@ -671,7 +671,7 @@ def max_sizes(df: pd.DataFrame) -> Section | None:
     per_series = rows.groupby(["tier", "world_size", "operation", "dtype", "group_id"], sort=False)
     series = per_series.agg(
         limit=("max_size_bytes", "min"),
-        probe_s=("probe_s", "first"),
+        probe_s=("probe_s", "max"),  # each row: the series' probing so far
         largest_ok=("size_bytes", lambda s: s[rows.loc[s.index, "status"] == "ok"].max()),
     ).reset_index()
     lines = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +21,11 @@ from sweeper.sweep import survey
 
 
 @pytest.fixture(scope="module")
-def three_gpu_nodes() -> Iterator[Cluster]:
-    """A head with CPUs only and three nodes of 2 CPUs and 2 (fake) GPUs each."""
+def four_gpu_nodes() -> Iterator[Cluster]:
+    """A head with CPUs only and four nodes of 2 CPUs and 2 (fake) GPUs each."""
     ray.shutdown()  # leave the shared single-node Ray; the next test that needs it restarts it
     nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    for _ in range(3):
+    for _ in range(4):
         nodes.add_node(num_cpus=2, num_gpus=2)
     nodes.wait_for_nodes()
     ray.init(address=nodes.address, log_to_driver=False, configure_logging=False)
@@ -33,7 +34,7 @@ def three_gpu_nodes() -> Iterator[Cluster]:
     nodes.shutdown()
 
 
-def test_nodes_get_one_pinned_actor_per_gpu(three_gpu_nodes: Cluster) -> None:
+def test_nodes_get_one_pinned_actor_per_gpu(four_gpu_nodes: Cluster) -> None:
     slots = cluster.choose_nodes("nccl", 2, None)
     assert [slot.ranks for slot in slots] == [2, 2]
     assert len({slot.node_id for slot in slots}) == 2
@@ -51,10 +52,10 @@ def test_nodes_get_one_pinned_actor_per_gpu(three_gpu_nodes: Cluster) -> None:
 
 
 def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
-    three_gpu_nodes: Cluster, tmp_path: Path
+    four_gpu_nodes: Cluster, tmp_path: Path
 ) -> None:
     for args, message in (
-        (["--nodes", "4"], "asked for 4 node(s) with 1+ GPU each; the cluster has 3"),
+        (["--nodes", "5"], "asked for 5 node(s) with 1+ GPU each; the cluster has 4"),
         (["--gpus-per-node", "3"], "asked for 1 node(s) with 3+ GPU each; the cluster has 0"),
     ):
         result = CliRunner().invoke(app, ["run", *args, "--output", str(tmp_path / "r")])
@@ -63,7 +64,7 @@ def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
     assert not (tmp_path / "r").exists()
 
 
-def test_discovery_reports_cpu_nodes_as_such(three_gpu_nodes: Cluster) -> None:
+def test_discovery_reports_cpu_nodes_as_such(four_gpu_nodes: Cluster) -> None:
     found = survey(build_spec(backend="gloo", nodes=3, gpus_per_node=2, tiers="all"))
     assert [node.nvml for node in found.nodes] == [False, False, False]
     assert len({node.node_id for node in found.nodes}) == 3
@@ -73,21 +74,26 @@ def test_discovery_reports_cpu_nodes_as_such(three_gpu_nodes: Cluster) -> None:
     assert tiers == {"cpu": 3, "internode": 5}
 
 
+def _sweep(tmp_path: Path, nodes: int, *args: str, exit_code: int = 0) -> pd.DataFrame:
+    """A gloo sweep on `nodes` of the nodes, two ranks each; its rows."""
+    out = tmp_path / "results"
+    run = ["run", "--backend", "gloo", "--nodes", str(nodes), "--gpus-per-node", "2"]
+    run += ["--iters", "2", "--warmup", "1", "--no-report"]  # exactness and placement
+    result = CliRunner().invoke(app, [*run, *args, "--output", str(out)])
+    assert result.exit_code == exit_code, result.output
+    return sweeper.load(out)
+
+
 def _two_nodes_of_two(tmp_path: Path, *args: str) -> pd.DataFrame:
     """A gloo sweep on two of the nodes, two ranks each, to 1K: every point ok and exact."""
-    out = tmp_path / "results"
-    run = ["run", "--backend", "gloo", "--nodes", "2", "--gpus-per-node", "2", "--max-size", "1K"]
-    run += ["--iters", "2", "--warmup", "1"]  # exactness and placement, not timing
-    result = CliRunner().invoke(app, [*run, *args, "--output", str(out)])
-    assert result.exit_code == 0, result.output
-    df = sweeper.load(out)
+    df = _sweep(tmp_path, 2, "--max-size", "1K", *args)
     assert (df["status"] == "ok").all()
     assert (df["n_wrong"] == 0).all()
     return df
 
 
 def test_a_two_node_gloo_sweep_writes_internode_rows(
-    three_gpu_nodes: Cluster, tmp_path: Path
+    four_gpu_nodes: Cluster, tmp_path: Path
 ) -> None:
     df = _two_nodes_of_two(
         tmp_path, "--tiers", "cpu,internode", "--pairs", "none", "--ops", "all_reduce,all_to_all"
@@ -105,8 +111,60 @@ def test_a_two_node_gloo_sweep_writes_internode_rows(
 
 
 def test_hierarchical_all_to_all_is_exact_across_two_nodes(
-    three_gpu_nodes: Cluster, tmp_path: Path
+    four_gpu_nodes: Cluster, tmp_path: Path
 ) -> None:
     df = _two_nodes_of_two(tmp_path, "--ops", "all_to_all:hierarchical,all_to_all:mesh2d")
     assert set(df["algorithm"]) == {"hierarchical", "mesh2d"}
     assert (df["n_nodes"] == 2).all()
+
+
+def _span(rows: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp]:
+    return rows["started_at"].min(), rows["ended_at"].max()
+
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_a_waves_groups_run_at_once_and_probe_interleaved(
+    four_gpu_nodes: Cluster, tmp_path: Path
+) -> None:
+    df = _sweep(
+        tmp_path,
+        4,
+        *("--plugin", "tests.plugins.slow", "--ops", "slow", "--tiers", "cpu", "--blocks", "1"),
+        *("--min-size", "1K", "--max-size", "auto", "--mem-limit", "16K"),
+    )
+    assert (df["status"] == "ok").all()
+    assert set(df["wave"]) == {0}  # each node's pair: one wave
+    per_group = dict(list(df.groupby("group_id")))
+    assert len(per_group) == 4
+    spans = [_span(rows) for rows in per_group.values()]
+    # every group started before any group ended: they ran at the same time
+    assert max(start for start, _ in spans) < min(end for _, end in spans)
+    # probing of different groups interleaves: rows in time order switch groups often
+    ordered = df.sort_values("started_at")["group_id"].tolist()
+    switches = sum(a != b for a, b in itertools.pairwise(ordered))
+    assert switches >= len(ordered) // 2
+    assert df.groupby("group_id")["max_size_bytes"].min().notna().all()
+
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_a_dead_actor_fails_its_point_and_the_waves_other_groups_complete(
+    four_gpu_nodes: Cluster, tmp_path: Path
+) -> None:
+    from tests.plugins.die import DIE_AT_BYTES
+
+    df = _sweep(
+        tmp_path,
+        4,
+        *("--plugin", "tests.plugins.die", "--ops", "die", "--tiers", "cpu"),
+        *("--min-size", "1K", "--max-size", "4K", "--timeout", "20"),
+        exit_code=4,
+    )
+    status = {(g, s): st for g, s, st in df[["group_id", "size_bytes", "status"]].itertuples(False)}
+    dying = "cpu:n1r0,1"  # world ranks 2 and 3
+    assert status.pop((dying, DIE_AT_BYTES)) == "error"
+    # its series resumed after the rebuild, and every other group measured every size
+    assert set(status.values()) == {"ok"}
+    assert len(status) == 4 * 3 - 1
+    failed = df[df["status"] == "error"]
+    others = df[df["group_id"] != dying]
+    assert (others["ended_at"] <= failed["ended_at"].max() + pd.Timedelta(seconds=20)).all()

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from sweeper.algorithms import all_to_all, moe
-from sweeper.descriptor import Shape
-from sweeper.plan import Group, rounds
+from sweeper.plan import Group, Shape, rounds
 from sweeper.spec import MoeSpec
 
 

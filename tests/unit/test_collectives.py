@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from sweeper.collectives import REGISTRY, SUM, load_plugins, resolve
-from sweeper.descriptor import Shape
 from sweeper.errors import BadInput
+from sweeper.plan import Shape
 
 
 @pytest.mark.parametrize(

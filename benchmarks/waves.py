@@ -1,0 +1,81 @@
+"""Group-phase wall time on fake multi-node Ray clusters (ray.cluster_utils, gloo): how the
+executor's waves scale with the number of nodes.
+
+For each node count: a cluster of that many nodes of 2 CPUs, a sweep of `--tiers
+cpu,internode --pairs all --ops all_reduce` to 1K with 2 iterations, and from its rows the
+groups, waves and the group phase (first point started to last point ended). The box's
+cores bound the absolute figures: every rank actor and raylet shares them.
+
+    RAY_AUTH_MODE=disabled python benchmarks/waves.py [--nodes 1 2 4 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import ray
+from ray.cluster_utils import Cluster
+
+import sweeper
+from sweeper.spec import build_spec
+from sweeper.sweep import Finished, Row, Started, run
+
+
+class _Quiet:
+    def started(self, run: Started) -> None: ...
+
+    def point(self, row: Row) -> None: ...
+
+    def finished(self, run: Finished) -> None: ...
+
+
+def measure(nodes: int, out: Path) -> str:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    for _ in range(nodes):
+        cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    try:
+        spec = build_spec(
+            backend="gloo",
+            nodes=nodes,
+            gpus_per_node=2,
+            tiers="cpu,internode",
+            pairs="all",
+            ops="all_reduce",
+            max_size="1K",
+            iters=2,
+            warmup=1,
+            report=False,
+            output=out,
+        )
+        start = time.monotonic()
+        finished = run(spec, _Quiet())
+        wall = time.monotonic() - start
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    rows = sweeper.load(out)
+    phase = (rows["ended_at"].max() - rows["started_at"].min()).total_seconds()
+    groups, waves = rows["group_id"].nunique(), rows["wave"].nunique()
+    return (
+        f"| {nodes} | {groups} | {waves} | {phase:.2f} | {phase / groups * 1e3:.0f} | {wall:.1f} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4, 8])
+    args = parser.parse_args()
+    print("| nodes | groups | waves | group phase s | per group ms | sweep wall s |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as out:
+        for nodes in args.nodes:
+            print(measure(nodes, Path(out) / str(nodes)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+"""The executor: a wave's groups at the same time, on one actor set.
+
+It opens every group of a wave together (on their members only), then drives each group's
+series (`SeriesRunner`) as an event loop: a group whose last call is in gets its next one at
+once, so one group's probing and bisection never wait for another's points. Each point is
+the two-phase protocol (every member prepares; only when all hold their buffers do they
+execute), and its row is handed on the moment it is measured.
+
+Failure stays where it happened: a timeout or a dead actor gives that point its row, and the
+group's actors are killed; the wave's other groups go on. When they are done, the failed
+groups' actors are replaced (the others keep their processes and join the new world), the
+failed groups open again, and their series go on with their next sizes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from sweeper import cluster
+from sweeper.descriptor import Collective
+from sweeper.plan import Group, Placement, Point, Timing
+from sweeper.schedule import Series, Wave
+from sweeper.series import Allocate, Budgets, Measure, SeriesRunner
+from sweeper.spec import DTYPES
+
+POLL_S = 1.0  # the longest the loop sleeps without looking at deadlines
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A point's outcome on its group, and everything its rows say beyond the descriptor."""
+
+    group: Group
+    point: Point
+    collective: Collective
+    outcome: cluster.Outcome
+    wave: int
+    started_at: datetime
+    ended_at: datetime
+    max_size_bytes: int | None
+    probe_s: float | None  # --max-size auto: the series' probing so far
+    shares_node: bool  # another group of the wave was on one of its nodes
+
+
+@dataclass
+class _Run:
+    """One group of a wave, between calls."""
+
+    group: Group
+    group_id: str
+    nodes: tuple[int, ...]
+    series: list[Series]
+    shares_node: bool
+    runner: SeriesRunner | None = None
+    action: Measure | Budgets | Allocate | None = None
+    phase: str = "idle"  # idle, prepare, execute, budget, allocate, broken, done
+    refs: list[Any] = field(default_factory=list)
+    results: dict[Any, Any] = field(default_factory=dict)
+    deadline: float = 0.0
+    issued: float = 0.0  # monotonic, when the phase's calls went out
+    started_at: datetime | None = None
+    probe_s: float = 0.0
+
+
+class Executor:
+    def __init__(
+        self,
+        ranks: cluster.RankSet,
+        placement: Placement,
+        series_of: Callable[[Group], Sequence[Series]],
+        collectives: Mapping[str, Collective],
+        timing: Timing,
+        timeout_s: float,
+        max_size_bytes: int | None,  # a grid's limit; None with --max-size auto
+        emit: Callable[[Measured], None],
+    ) -> None:
+        self.ranks = ranks
+        self.placement = placement
+        self.series_of = series_of
+        self.collectives = collectives
+        self.timing = timing
+        self.timeout_s = timeout_s
+        self.max_size_bytes = max_size_bytes
+        self.emit = emit
+        self.device_type = "cuda" if placement.backend == "nccl" else "cpu"
+        self.wave = -1
+
+    def run_wave(self, wave: Wave) -> None:
+        self.wave = wave.number
+        node_of = [m.node for m in self.placement.members]
+        per_node = Counter(n for g in wave.groups for n in {node_of[r] for r in g.ranks})
+        runs = []
+        for group in wave.groups:
+            nodes = tuple(node_of[r] for r in group.ranks)
+            shared = any(per_node[n] > 1 for n in set(nodes))
+            group_id = self.placement.group_id(group)
+            runs.append(_Run(group, group_id, nodes, list(self.series_of(group)), shared))
+        self.ranks.open_groups([(r.group_id, r.group.ranks, r.nodes) for r in runs])
+        while True:
+            for run in runs:
+                if run.phase == "idle":
+                    self._advance(run)
+            live = [run for run in runs if run.refs]
+            if not live:
+                broken = [run for run in runs if run.phase == "broken"]
+                if not broken:
+                    return
+                self._rebuild(broken)
+                continue
+            waiting = [ref for run in live for ref in run.refs if ref not in run.results]
+            soonest = min(run.deadline for run in live) - time.monotonic()
+            ready = set(cluster.wait(waiting, min(POLL_S, soonest)))
+            for run in live:
+                self._collect(run, ready)
+
+    def _collect(self, run: _Run, ready: set[Any]) -> None:
+        for ref in run.refs:
+            if ref in ready and ref not in run.results:
+                run.results[ref] = value = cluster.result(ref)
+                if isinstance(value, BaseException):  # the others: a grace, not the timeout
+                    run.deadline = min(run.deadline, time.monotonic() + cluster.GRACE_S)
+        if len(run.results) == len(run.refs):
+            values = [run.results[ref] for ref in run.refs]
+            run.refs, run.results = [], {}
+            self._complete(run, values)
+        elif time.monotonic() >= run.deadline:
+            self._timed_out(run)
+
+    def _issue(self, run: _Run, phase: str, method: str, *args: Any) -> None:
+        run.phase = phase
+        run.refs = self.ranks.call(run.group_id, method, *args)
+        run.issued = time.monotonic()
+        run.deadline = run.issued + self.timeout_s
+
+    def _point(self, run: _Run, count: int) -> Point:
+        assert run.runner is not None
+        series = run.runner.series
+        size = count * DTYPES[series.dtype].itemsize
+        return Point(run.group_id, series.op, series.dtype, size, count, self.timing)
+
+    def _advance(self, run: _Run) -> None:
+        """The group's next call, or its end: skipped series get their rows here."""
+        while True:
+            if run.runner is None:
+                if not run.series:
+                    self.ranks.close_group(run.group_id)
+                    run.phase = "done"
+                    return
+                series = run.series.pop(0)
+                collective = self.collectives[series.op]
+                if series.skipped is not None:
+                    self._skipped(run, series, collective)
+                    continue
+                run.runner = SeriesRunner(
+                    series, collective, run.group.world_size, self.device_type, self.max_size_bytes
+                )
+            action = run.runner.next()
+            run.action = action
+            if action is None:
+                run.runner = None
+                continue
+            if isinstance(action, Budgets):
+                self._issue(run, "budget", "budget")
+            else:
+                phase = "prepare" if isinstance(action, Measure) else "allocate"
+                self._issue(run, phase, "prepare", self._point(run, action.count))
+            return
+
+    def _skipped(self, run: _Run, series: Series, collective: Collective) -> None:
+        now = datetime.now(timezone.utc)
+        itemsize = DTYPES[series.dtype].itemsize
+        for count in series.counts:
+            point = Point(
+                run.group_id, series.op, series.dtype, count * itemsize, count, self.timing
+            )
+            outcome = cluster.Outcome("skipped", error=series.skipped, launched=False)
+            self.emit(
+                Measured(
+                    run.group, point, collective, outcome, self.wave, now, now, None, None, False
+                )
+            )
+
+    def _complete(self, run: _Run, values: list[Any]) -> None:
+        runner, action = run.runner, run.action
+        assert runner is not None
+        assert action is not None
+        broken = any(isinstance(v, BaseException) for v in values)
+        if run.phase == "budget":
+            run.probe_s += time.monotonic() - run.issued
+            if broken:
+                runner.state = "done"
+            else:
+                runner.budgets(values)
+        elif run.phase == "allocate":
+            run.probe_s += time.monotonic() - run.issued
+            allocated = cluster.refused(values) is None
+            self._release(run)
+            runner.allocated(allocated)
+        elif run.phase == "prepare":
+            assert isinstance(action, Measure)
+            refused = cluster.refused(values)
+            if refused is None:
+                run.started_at = datetime.now(timezone.utc)
+                self._issue(run, "execute", "execute")
+                return
+            run.probe_s += time.monotonic() - run.issued  # a refusal is probing, not measuring
+            self._release(run)
+            self._record(run, action.count, refused, datetime.now(timezone.utc))
+        else:  # execute
+            assert isinstance(action, Measure)
+            outcome = cluster.outcome(values)
+            self._record(run, action.count, outcome, run.started_at)
+            broken = broken or outcome.status != "ok"  # a failed collective: an unusable group
+        run.phase = "idle"
+        if broken:
+            self._break(run)
+
+    def _timed_out(self, run: _Run) -> None:
+        runner, action = run.runner, run.action
+        assert runner is not None
+        if isinstance(action, Measure):
+            launched = run.phase == "execute"
+            error = f"point took over {self.timeout_s:g} s" if launched else "prepare timed out"
+            outcome = cluster.Outcome("timeout", error=error, launched=launched)
+            self._record(run, action.count, outcome, run.started_at if launched else None)
+        else:  # a budget query or an allocation that hangs: the series ends here
+            runner.state = "done"
+        run.refs, run.results = [], {}
+        self._break(run)
+
+    def _record(
+        self, run: _Run, count: int, outcome: cluster.Outcome, started_at: datetime | None
+    ) -> None:
+        assert run.runner is not None
+        runner = run.runner
+        runner.measured(outcome.status, outcome.launched)
+        ended = datetime.now(timezone.utc)
+        self.emit(
+            Measured(
+                run.group,
+                self._point(run, count),
+                runner.collective,
+                outcome,
+                self.wave,
+                started_at or ended,
+                ended,
+                runner.limit_bytes,
+                run.probe_s if self.max_size_bytes is None else None,
+                run.shares_node,
+            )
+        )
+        if runner.done:
+            run.runner = None
+
+    def _release(self, run: _Run) -> None:
+        self.ranks.call(run.group_id, "release")  # in order before the group's next call
+
+    def _break(self, run: _Run) -> None:
+        """The group's actors end now; they are replaced once the wave's others are done."""
+        self.ranks.kill_members(run.group_id)
+        run.phase = "broken"
+
+    def _rebuild(self, broken: Sequence[_Run]) -> None:
+        self.ranks.replace_ranks(sorted(r for run in broken for r in run.group.ranks))
+        self.ranks.open_groups([(run.group_id, run.group.ranks, run.nodes) for run in broken])
+        for run in broken:
+            run.phase = "idle"

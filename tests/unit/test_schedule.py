@@ -1,0 +1,161 @@
+"""The schedule: waves of groups that share no contended resource, every group exactly once."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from sweeper.collectives import REGISTRY, resolve
+from sweeper.estimate import CostModel, estimate
+from sweeper.plan import Placement, expected_placement, groups
+from sweeper.planner import recorded_nodes
+from sweeper.schedule import Request, Schedule, circle_round, schedule
+
+TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
+DGX = TOPOLOGIES / "dgx-h100-nvswitch.json"
+CPU = TOPOLOGIES / "cpu-no-nvml.json"
+ALL_TIERS = ("nvlink", "pcie", "internode", "cpu")
+
+
+@cache
+def placement(path: Path, nodes: int, per_node: int) -> Placement:
+    backend = "nccl" if json.loads(path.read_text())["gpus"] else "gloo"
+    return expected_placement(backend, recorded_nodes(path, nodes), [per_node] * nodes)
+
+
+def request(**changes: object) -> Request:
+    asked: dict[str, object] = {
+        "tiers": ALL_TIERS,
+        "pairs": True,
+        "force_network": True,
+        "nccl_algos": (),
+        "ops": resolve(("all", "p2p*")),
+        "dtypes": ("bfloat16",),
+        "sizes": (8, 1024, 2**20),
+        "auto": False,
+        "sees_node_gpus": True,
+    }
+    return Request(**{**asked, **changes})  # type: ignore[arg-type]
+
+
+def waves_per_set(planned: Schedule) -> dict[str, int]:
+    return {actors.variant: len(actors.waves) for actors in planned.actor_sets}
+
+
+def assert_nothing_shared(planned: Schedule) -> None:
+    node_of = [m.node for m in planned.placement.members]
+    for wave in planned.waves:
+        ranks = [r for g in wave.groups for r in g.ranks]
+        assert len(ranks) == len(set(ranks)), f"a GPU twice in wave {wave.number}"
+        intra = [node_of[g.ranks[0]] for g in wave.groups if g.tier != "internode"]
+        assert len(intra) == len(set(intra)), f"a node's fabric twice in wave {wave.number}"
+        networks = [node_of[r] for g in wave.groups if g.tier == "internode" for r in g.ranks]
+        nodes = [
+            n for g in wave.groups if g.tier == "internode" for n in {node_of[r] for r in g.ranks}
+        ]
+        assert len(nodes) == len(set(nodes)), f"a node's network twice in wave {wave.number}"
+        assert not (intra and networks), "intra-node and internode groups share a wave"
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 3, 16])
+def test_waves_share_no_gpu_fabric_or_network_and_hold_every_group_once(nodes: int) -> None:
+    where = placement(DGX, nodes, 8)
+    planned = schedule(where, request())
+    assert_nothing_shared(planned)
+    scheduled = Counter((g.variant, g.ranks) for w in planned.waves for g in w.groups)
+    asked = Counter((g.variant, g.ranks) for g in groups(where, ALL_TIERS, True, True))
+    assert scheduled == asked
+    assert set(scheduled.values()) == {1}
+    assert [w.number for w in planned.waves] == list(range(len(planned.waves)))
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [
+        (1, {"default": 29, "p2p-off": 29}),  # the island and its 28 pairs, each a wave
+        (2, {"default": 31, "p2p-off": 29, "network": 2}),  # + the node pair, all 16 GPUs
+        (3, {"default": 29 + 1 + 3 + 1, "p2p-off": 29, "network": 1 + 3 + 1}),  # odd: N waves
+        (16, {"default": 29 + 1 + 15 + 1, "p2p-off": 29, "network": 1 + 15 + 1}),
+    ],
+)
+def test_every_nodes_intra_node_groups_take_as_many_waves_as_one_nodes(
+    nodes: int, expected: dict[str, int]
+) -> None:
+    assert waves_per_set(schedule(placement(DGX, nodes, 8), request())) == expected
+
+
+def test_a_thousand_nodes_take_n_minus_1_waves_of_node_pairs() -> None:
+    where = placement(CPU, 1024, 2)
+    planned = schedule(where, request(tiers=("cpu", "internode"), force_network=False))
+    # every node's two ranks at once; then one rank per node, the node pairs, everyone
+    assert waves_per_set(planned) == {"default": 1 + 1 + 1023 + 1}
+    pair_waves = [w for w in planned.waves if len(w.groups[0].ranks) == 2 and w.number > 1]
+    assert all(len(w.groups) == 512 for w in pair_waves)
+
+
+@pytest.mark.parametrize("players", [2, 4, 6, 16])
+def test_the_circle_method_meets_every_pair_once_and_nobody_twice_a_round(players: int) -> None:
+    by_round: dict[int, list[int]] = {}
+    for a in range(players):
+        for b in range(a + 1, players):
+            by_round.setdefault(circle_round(a, b, players), []).extend((a, b))
+    assert sorted(by_round) == list(range(players - 1))
+    assert all(sorted(met) == list(range(players)) for met in by_round.values())
+
+
+def test_concurrent_pairs_share_a_node_in_circle_rounds() -> None:
+    where = expected_placement("gloo", recorded_nodes(CPU, 1), [4])
+    isolated = schedule(where, request(tiers=("cpu",)))
+    together = schedule(where, request(tiers=("cpu",), concurrent_pairs=True))
+    assert [len(w.groups) for w in isolated.waves] == [1] * 7  # all four, then 6 pairs alone
+    assert [len(w.groups) for w in together.waves] == [1, 2, 2, 2]
+
+
+def test_series_say_why_an_operation_cannot_run_and_probe_with_auto() -> None:
+    where = placement(DGX, 1, 8)
+    planned = schedule(where, request(ops=resolve(("all_reduce", "all_to_all:hierarchical"))))
+    island = planned.waves[0].groups[0]
+    by_op = {s.op: s for s in planned.series(island)}
+    assert by_op["all_to_all:hierarchical"].skipped is not None
+    assert by_op["all_reduce"].skipped is None
+    assert by_op["all_reduce"].counts == (4, 512, 2**19)  # bfloat16 elements
+    auto = schedule(where, request(ops=[REGISTRY["all_reduce"]], auto=True))
+    (series,) = auto.series(auto.waves[0].groups[0])
+    assert series.probe
+    pair = auto.waves[1].groups[0]
+    assert auto.series(pair) is auto.series(auto.waves[2].groups[0])  # shared by shape
+
+
+def test_waves_estimate_below_one_group_at_a_time_and_equal_for_one_group() -> None:
+    many = schedule(placement(DGX, 16, 8), request())
+    found = estimate(many, CostModel())
+    assert 0 < found.waves_s < found.serial_s / 5
+    one = schedule(placement(CPU, 1, 2), request(tiers=("cpu",)))
+    alone = estimate(one, CostModel(open_per_rank_s=0.0, wave_open_s=0.0))
+    assert alone.waves_s == pytest.approx(alone.serial_s)
+    assert alone.points == len(resolve(("all", "p2p*"))) * 3  # one group, three sizes each
+
+
+def test_sweeper_plan_prints_waves_of_a_recorded_topology_with_no_cluster(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from sweeper.cli import app
+
+    args = ["plan", "--topology", str(CPU), "--nodes", "4", "--tiers", "cpu,internode"]
+    result = CliRunner().invoke(app, [*args, "--max-size", "1K", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert (found["nodes"], found["ranks"], found["groups"]) == (4, 8, 4 + 1 + 6 + 1)
+    waves = found["actor_sets"][0]["waves"]
+    assert [w["groups"] for w in waves] == [4, 1, 1, 2, 2, 2]  # cpu; firsts, all; node pairs
+    assert 0 < found["estimated_s"] < found["serial_s"]
+    human = CliRunner().invoke(app, args)
+    assert "wave 0: cpu:n0r0,1, cpu:n1r0,1, cpu:n2r0,1, cpu:n3r0,1" in human.stdout
+    missing = CliRunner().invoke(app, ["plan", "--topology", str(tmp_path / "none.json")])
+    assert missing.exit_code == 2
+    assert missing.stderr.count("\n") == 1
+    assert "--topology" in missing.stderr
