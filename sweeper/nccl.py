@@ -14,6 +14,7 @@ Only the worker imports this module, and only for a sweep that asks for the engi
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -48,6 +49,14 @@ def binding() -> Any:
     except ImportError as exc:
         raise ImportError(f"the nccl engine needs pip install 'sweeper[nccl]' ({exc})") from None
     return module
+
+
+def available() -> bool:
+    """Whether the binding is installed, without importing it (or torch's NCCL with it)."""
+    try:
+        return importlib.util.find_spec("nccl.bindings") is not None
+    except ImportError:  # no package `nccl` at all
+        return False
 
 
 def unique_id() -> str:

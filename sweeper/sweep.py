@@ -8,7 +8,6 @@ as soon as its point is measured.
 
 from __future__ import annotations
 
-import importlib.util
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,7 @@ import numpy as np
 import ray
 
 import sweeper
-from sweeper import cluster, planner, report
+from sweeper import cluster, nccl, planner, report
 from sweeper.collectives import configure_moe, load_plugins, resolve
 from sweeper.descriptor import Collective
 from sweeper.errors import BadInput, InfrastructureError
@@ -316,7 +315,7 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
-    if "nccl" in spec.engine and importlib.util.find_spec("nccl") is None:
+    if "nccl" in spec.engine and not nccl.available():
         raise BadInput(
             "--engine nccl needs NCCL's Python bindings (nccl4py): pip install 'sweeper[nccl]'"
         )

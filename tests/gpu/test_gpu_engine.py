@@ -3,11 +3,11 @@ world size 1, in both launch modes. Skipped where there is no GPU or no sweeper[
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from sweeper import nccl
 from sweeper.collectives import REGISTRY
 from tests.cli_sweep import sweep
 from tests.gpu.test_gpu_launch import HBM_BYTES_PER_S
@@ -15,7 +15,7 @@ from tests.gpu.test_gpu_launch import HBM_BYTES_PER_S
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.usefixtures("ray_session"),
-    pytest.mark.skipif(importlib.util.find_spec("nccl") is None, reason="needs sweeper[nccl]"),
+    pytest.mark.skipif(not nccl.available(), reason="needs sweeper[nccl]"),
 ]
 
 
