@@ -26,6 +26,7 @@ from sweeper.spec import Profile, SweepSpec, build_spec, load_profile
 
 if TYPE_CHECKING:
     from sweeper.console import HumanConsole, JsonConsole
+    from sweeper.sweep import Resume
 
 EXIT_REGRESSION = 1
 EXIT_POINTS_FAILED = 4
@@ -183,23 +184,54 @@ def run(
     reports_dir: ReportsDir = None,
     plugin: Annotated[list[str] | None, _opt("plugins")] = None,
     cluster_name: ClusterName = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            help="Go on with an interrupted or killed run (its id, from `sweeper history`) "
+            "under --output, with the options it was started with: the points it has rows "
+            "for are not measured again."
+        ),
+    ] = None,
     format: OutputFormat = Format.human,
 ) -> None:
     """Sweep every collective over a range of sizes; write rows to the results dataset."""
     options: dict[str, Any] = dict(locals())
     output_format = options.pop("format")
     options["plugins"] = options.pop("plugin")
+    run_id = options.pop("resume")
     observer = _observer(output_format)
     try:
         with _stoppable(observer):
-            spec = build_spec(_profile(options.pop("profile")), **options)
             from sweeper import sweep
 
-            finished = sweep.run(spec, observer)
+            if run_id is None:
+                spec = build_spec(_profile(options.pop("profile")), **options)
+                finished = sweep.run(spec, observer)
+            else:
+                spec, stopped = _resumed(run_id, options)
+                finished = sweep.run(spec, observer, resume=stopped)
     except SweeperError as exc:
         raise _fail(exc) from None
     if finished.failed:
         raise typer.Exit(EXIT_POINTS_FAILED)
+
+
+# what may change between a run and its resumption: where it is, not what it measures
+RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
+
+
+def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
+    """The spec a run was started with, where it is now, and where the run stopped."""
+    from sweeper import sweep
+
+    given = sorted(k for k, v in options.items() if v is not None and k not in RESUME_MAY_SET)
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise BadInput(f"--resume runs with the run's own options; drop {flags}")
+    output = options["output"] or SweepSpec.model_fields["output"].default
+    started, resume = sweep.resumable(output, run_id)
+    where = {k: v for k, v in options.items() if k in RESUME_MAY_SET and v is not None}
+    return build_spec(None, **{**started, **where, "output": output}), resume
 
 
 @app.command(

@@ -30,6 +30,18 @@ from sweeper.spec import DTYPES
 
 POLL_S = 1.0  # the longest the loop sleeps without looking at deadlines
 
+PointKey = tuple[str, str, str, int]  # group id, operation, dtype, count
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A point an earlier part of the run measured (resuming): how it went, and the bound its
+    series had then, so the series replays it instead of measuring it again."""
+
+    status: str
+    launched: bool
+    max_size_bytes: int | None
+
 
 @dataclass(frozen=True)
 class Measured:
@@ -78,6 +90,7 @@ class Executor:
         timeout_s: float,
         max_size_bytes: int | None,  # a grid's limit; None with --max-size auto
         emit: Callable[[Measured], None],
+        recorded: Mapping[PointKey, Recorded] | None = None,
     ) -> None:
         self.ranks = ranks
         self.placement = placement
@@ -87,6 +100,7 @@ class Executor:
         self.timeout_s = timeout_s
         self.max_size_bytes = max_size_bytes
         self.emit = emit
+        self.recorded = recorded or {}
         self.device_type = "cuda" if placement.backend == "nccl" else "cpu"
         self.wave = -1
 
@@ -164,12 +178,41 @@ class Executor:
             if action is None:
                 run.runner = None
                 continue
+            if self._replayed(run, run.runner, action):
+                continue
             if isinstance(action, Budgets):
                 self._issue(run, "budget", "budget")
             else:
                 phase = "prepare" if isinstance(action, Measure) else "allocate"
                 self._issue(run, phase, "prepare", self._point(run, action.count))
             return
+
+    def _replayed(
+        self, run: _Run, runner: SeriesRunner, action: Measure | Budgets | Allocate
+    ) -> bool:
+        """Resuming: a point the run already has goes to its series as it went then, and a
+        probe's budget query is answered by the bound its rows recorded."""
+        series = runner.series
+        if isinstance(action, Measure):
+            done = self.recorded.get((run.group_id, series.op, series.dtype, action.count))
+            if done is None:
+                return False
+            runner.measured(done.status, done.launched)
+            if runner.done:
+                run.runner = None
+            return True
+        if isinstance(action, Budgets):
+            itemsize = DTYPES[series.dtype].itemsize
+            bounds = [
+                done.max_size_bytes // itemsize
+                for (group_id, op, dtype, _), done in self.recorded.items()
+                if (group_id, op, dtype) == (run.group_id, series.op, series.dtype)
+                and done.max_size_bytes is not None
+            ]
+            if bounds:
+                runner.bound(max(bounds))
+                return True
+        return False
 
     def _skipped(self, run: _Run, series: Series, collective: Collective) -> None:
         now = datetime.now(timezone.utc)

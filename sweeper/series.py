@@ -8,7 +8,10 @@ measures the smallest size first (so NCCL's own buffers exist when the ranks rea
 free memory), asks the budgets, measures the grid up to the largest size whose buffers fit
 every rank and then that size; if an allocation is refused after all, it bisects between
 the last size that ran and that one by allocation alone, and measures the largest that
-allocates.
+allocates. A point that fails for another reason (an error, a timeout) does not end a probe:
+its row says so and the series goes on with its next size, so the bound is only ever what
+the budgets and allocations found. Only memory ends a probe early: nothing fits at all, or a
+point ran out of memory once launched (a larger one would too).
 """
 
 from __future__ import annotations
@@ -88,8 +91,7 @@ class SeriesRunner:
                 return Allocate(mid)
             self.state = "final"  # the largest that allocates runs as the bound
             self.queue = [self.lo] if self.lo > (self.good or 0) else []
-            if self.queue:
-                self.limit_bytes = self.lo * self.itemsize
+            self._limit(self.lo if self.queue else self.good)
             return self.next()
         return None
 
@@ -101,7 +103,7 @@ class SeriesRunner:
             return  # a grid runs every size
         if self.state == "first":
             self.good = count if ok else None
-            self.state = "budget" if ok else "done"
+            self.state = "done" if status == "oom" else "budget"
             return
         if self.state == "final":
             if ok:
@@ -114,16 +116,23 @@ class SeriesRunner:
             self.lo, self.hi = self.good or 0, count
             self.queue = []
             self.state = "bisect"
-        else:
+        elif status == "oom":  # out of memory once launched: a larger one would be too
+            self._limit(self.good)
             self._finish()
 
     def budgets(self, budgets: Sequence[int]) -> None:
-        assert self.good is not None
-        bound = largest_count(self.collective, self.itemsize, budgets, self.device_type)
-        bound = max(bound or self.good, self.good)
-        self.queue = [c for c in self.series.counts if self.good < c < bound]
-        self.queue += [bound] if bound > self.good else []
-        self.limit_bytes = bound * self.itemsize
+        """The members' memory budgets: the largest count whose buffers fit every one."""
+        first = self.series.counts[0]
+        fits = largest_count(self.collective, self.itemsize, budgets, self.device_type)
+        self.bound(max(fits or first, first))
+
+    def bound(self, count: int) -> None:
+        """The probe's bound, from the budgets or, resuming, from the bound a row recorded:
+        the grid between the first size and it, then it."""
+        first = self.series.counts[0]
+        self.queue = [c for c in self.series.counts if first < c < count]
+        self.queue += [count] if count > first else []
+        self.limit_bytes = count * self.itemsize
         self.state = "grid"
 
     def allocated(self, ok: bool) -> None:
@@ -133,7 +142,8 @@ class SeriesRunner:
         else:
             self.hi = self.trying
 
+    def _limit(self, count: int | None) -> None:
+        self.limit_bytes = None if count is None else count * self.itemsize
+
     def _finish(self) -> None:
-        if self.series.probe:
-            self.limit_bytes = self.good * self.itemsize if self.good is not None else None
         self.state = "done"

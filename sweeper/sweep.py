@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import pandas as pd
 import ray
 
 import sweeper
-from sweeper import cluster, nccl, planner, report
-from sweeper.collectives import configure_moe, load_plugins, resolve
+from sweeper import cluster, nccl, planner, report, store
+from sweeper.collectives import REGISTRY, configure_moe, load_plugins, resolve
 from sweeper.descriptor import Collective
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.estimate import CostModel, estimate
-from sweeper.executor import Executor, Measured
+from sweeper.executor import Executor, Measured, PointKey, Recorded
 from sweeper.plan import (
     VARIANTS,
     Group,
@@ -144,19 +145,79 @@ def survey(spec: SweepSpec) -> Survey:
     return Survey(backend, tuple(nodes), placement, tuple(_groups(spec, placement)))
 
 
+RowKey = tuple[Any, ...]
+
+
+def _row_key(row: Mapping[str, Any]) -> RowKey:
+    """What makes a row one measurement of its run (each engine and launch mode of a point,
+    each direction of a copy)."""
+    fields = ("group_id", "op", "algorithm", "dtype", "size_bytes", "engine", "launch")
+    return tuple(row.get(f) for f in (*fields, "src_rank", "dst_rank"))
+
+
+@dataclass(frozen=True)
+class Resume:
+    """An interrupted or killed run, to go on with: its id and start, the points it has rows
+    for (replayed by their series, not measured again), and those rows' keys."""
+
+    run_id: str
+    started_at: datetime
+    recorded: Mapping[PointKey, Recorded]
+    rows: frozenset[RowKey]
+
+
+def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
+    """The options a run was started with and where it stopped; BadInput where there is no
+    such run under `output`, or it is complete."""
+    started = record.load(output, run_id)
+    if started is None:
+        raise BadInput(f"--resume {run_id}: no such run in {output}")
+    if started.ended == "complete":
+        raise BadInput(f"--resume {run_id}: the run is complete")
+    store.recover(output, run_id)  # the rows a killed driver left in its journal
+    frame = store.load(output, run_id) if store.files(output) else None
+    rows: list[dict[str, Any]] = [] if frame is None else frame.to_dict("records")  # type: ignore[assignment]
+    name_of = {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
+    recorded: dict[PointKey, Recorded] = {}
+    for row in rows:
+        count = int(row["count_elems"])
+        limit = row["max_size_bytes"]
+        recorded[(row["group_id"], name_of[(row["op"], row["algorithm"])], row["dtype"], count)] = (
+            Recorded(
+                # an oom row is taken for a refused allocation: one at run time ends a probe
+                # the same way, bar a bisection by allocation alone
+                str(row["status"]),
+                row["status"] != "oom",
+                None if pd.isna(limit) else int(limit),
+            )
+        )
+    if rows:
+        begun = min(row["run_started_at"] for row in rows).to_pydatetime()
+    else:  # the id is the start, to the second
+        begun = datetime.strptime(run_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    keys = frozenset(_row_key(row) for row in rows)
+    return started.options, Resume(run_id, begun, recorded, keys)
+
+
 class _Sweep:
     """One run's state on the driver, from a connected cluster to the last row."""
 
     def __init__(
-        self, spec: SweepSpec, observer: Observer, run_kind: str, connection: cluster.Connection
+        self,
+        spec: SweepSpec,
+        observer: Observer,
+        run_kind: str,
+        connection: cluster.Connection,
+        resume: Resume | None = None,
     ) -> None:
         self.spec = spec
         self.observer = observer
         self.run_kind = run_kind
         self.connection = connection
         self.collectives = resolve(spec.ops)
-        self.started_at = datetime.now(timezone.utc)
-        self.run_id = new_run_id(self.started_at)
+        self.resume = resume
+        self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
+        self.run_id = resume.run_id if resume else new_run_id(self.started_at)
         self.backend = _backend(spec, connection.gpus())
         self.timing = Timing(
             spec.iters,
@@ -236,6 +297,7 @@ class _Sweep:
                 self.spec.timeout,
                 None if self.auto else int(self.spec.max_size),
                 lambda done: self._measured(meta, placement, done),
+                self.resume.recorded if self.resume else None,
             )
             for wave in mine.waves:
                 executor.run_wave(wave)
@@ -276,8 +338,12 @@ class _Sweep:
                     self._keep([copy_row(meta, placement, node, copied, dst, seconds, rank_of)])
 
     def _keep(self, rows: list[Row]) -> None:
-        """One point's rows: on disk (journaled, one fsync) before anyone is told of them."""
+        """One point's rows: on disk (journaled, one fsync) before anyone is told of them.
+        Resuming, rows the run already has are not written again (a skipped series' rows,
+        a copy measured again)."""
         assert self.writer is not None
+        if self.resume is not None:
+            rows = [row for row in rows if _row_key(row) not in self.resume.rows]
         self.writer.extend(rows)
         self.rows.extend(rows)
         for row in rows:
@@ -310,8 +376,11 @@ class _Sweep:
         return self._shared
 
 
-def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
-    """Run a sweep: rows go to the results dataset as they come, and to the observer."""
+def run(
+    spec: SweepSpec, observer: Observer, run_kind: str = "run", resume: Resume | None = None
+) -> Finished:
+    """Run a sweep: rows go to the results dataset as they come, and to the observer. With
+    `resume`, the rest of an interrupted run, under its id."""
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
@@ -330,7 +399,7 @@ def run(spec: SweepSpec, observer: Observer, run_kind: str = "run") -> Finished:
     )
     sweep: _Sweep | None = None
     try:
-        sweep = _Sweep(spec, observer, run_kind, connection)
+        sweep = _Sweep(spec, observer, run_kind, connection, resume)
         try:
             sweep.run()
         except BaseException as exc:

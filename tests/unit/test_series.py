@@ -72,14 +72,43 @@ def test_a_refused_allocation_bisects_and_measures_the_largest_that_allocates() 
     assert runner.limit_bytes == last.count * 4
 
 
-def test_a_probe_whose_smallest_size_fails_ends_without_a_limit() -> None:
+def test_a_probe_where_nothing_fits_ends_without_a_limit() -> None:
     runner = SeriesRunner(Series("all_reduce", "float32", GRID, probe=True), ALL_REDUCE, 2, "cpu")
-    assert drive(runner, lambda c: ("error", True)) == [Measure(2)]
+    assert drive(runner, lambda c: ("oom", False)) == [Measure(2)]
     assert runner.limit_bytes is None
 
 
-def test_a_probe_stops_at_a_failure_that_is_not_memory() -> None:
+def test_a_probe_whose_smallest_size_fails_still_probes_the_rest() -> None:
     runner = SeriesRunner(Series("all_reduce", "float32", GRID, probe=True), ALL_REDUCE, 2, "cpu")
-    asked = drive(runner, lambda c: ("timeout", True) if c == 2**15 else ("ok", True))
-    assert [a.count for a in asked if isinstance(a, Measure)] == [2, 256, 2**15]
-    assert runner.limit_bytes == 256 * 4
+    budget = footprint_bytes(ALL_REDUCE, 2**16, 2, 0, 4, "cpu")
+    asked = drive(runner, lambda c: ("error", True) if c == 2 else ("ok", True), budget)
+    assert asked[:3] == [Measure(2), Budgets(), Measure(256)]
+    last = asked[-1]
+    assert isinstance(last, Measure)
+    assert runner.limit_bytes == last.count * 4
+
+
+def test_a_failed_point_does_not_end_a_probe_or_set_its_limit() -> None:
+    runner = SeriesRunner(Series("all_reduce", "float32", GRID, probe=True), ALL_REDUCE, 2, "cpu")
+    budget = footprint_bytes(ALL_REDUCE, 2**16, 2, 0, 4, "cpu")  # 256 KiB of S fits
+    failing = {2**15}
+    asked = drive(runner, lambda c: ("timeout", True) if c in failing else ("ok", True), budget)
+    measured = [a.count for a in asked if isinstance(a, Measure)]
+    assert measured[:3] == [2, 256, 2**15]
+    bound = measured[-1]
+    assert 2**15 < bound < 2**20  # the sizes after the failure ran, up to the bound
+    assert runner.limit_bytes == bound * 4
+    # the bound itself failing leaves the limit where the budgets put it
+    again = SeriesRunner(Series("all_reduce", "float32", GRID, probe=True), ALL_REDUCE, 2, "cpu")
+    drive(again, lambda c: ("error", True) if c == bound else ("ok", True), budget)
+    assert again.limit_bytes == bound * 4
+
+
+def test_a_recorded_bound_replays_the_probe_without_asking_budgets() -> None:
+    runner = SeriesRunner(Series("all_reduce", "float32", GRID, probe=True), ALL_REDUCE, 2, "cpu")
+    assert runner.next() == Measure(2)
+    runner.measured("ok")
+    assert runner.next() == Budgets()
+    runner.bound(3 * 2**15)
+    assert runner.next() == Measure(256)
+    assert runner.limit_bytes == 3 * 2**15 * 4
