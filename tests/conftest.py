@@ -19,6 +19,11 @@ def ray_session() -> None:
     """A real local Ray with room for 4 CPU ranks on a 2-core machine, started once and shared
     by the tests that use it (sweeps join a Ray that is already up). A test module that needs
     another cluster shuts it down, and the next test that needs this one starts it again."""
+    start_ray_session()
+
+
+def start_ray_session() -> None:
+    """ray_session's Ray, for a fixture of wider scope that uses it only while it sets up."""
     import ray
 
     if not ray.is_initialized():

@@ -1,7 +1,8 @@
 """The fault catalogue of issue 16: real drivers, real signals, real file systems.
 
 The drivers run as subprocesses that join the session's Ray (so each pays for its imports,
-not for a cluster) and sweep one CPU rank, long enough that a fault lands mid-run.
+not for a cluster), all three at once so that those imports and their actors' starts overlap,
+and sweep one CPU rank far longer than it takes to deliver a fault after the first points.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,19 +29,16 @@ import sweeper
 from sweeper.cli import app
 from sweeper.report import MIN_FREE_BYTES
 from sweeper.store import JOURNAL_DIR
+from tests.conftest import start_ray_session
 
-# one rank, 18 sizes x 4 dtypes: seconds of points after the first, each one row
+# One rank, 4 dtypes x 694 sizes from 2 to 32 KiB (8 bytes apart or more: each a whole number
+# of elements, none twice): about 2,800 points of tens of ms, most of a minute in all, where a
+# fault comes a few points in. A stopped sweep abandons the rest, so its length costs nothing.
 SWEEP = (
-    *("--world", "1", "--ops", "all_reduce", "--max-size", "128K", "--iters", "20"),
-    *("--warmup", "1", "--dtypes", "float32,float64,int32,int64", "--no-report"),
+    *("--world", "1", "--ops", "all_reduce", "--min-size", "2K", "--max-size", "32K"),
+    *("--step-factor", "1.004", "--iters", "20", "--warmup", "1", "--no-report"),
+    *("--dtypes", "float32,float64,int32,int64"),
 )
-
-
-@pytest.fixture
-def address(ray_session: None) -> str:
-    import ray
-
-    return str(ray.get_runtime_context().gcs_address)
 
 
 def _driver(address: str, output: Path, *extra: str, **popen: object) -> subprocess.Popen[str]:
@@ -54,7 +54,7 @@ def _points(lines: list[str]) -> set[tuple[str, int]]:
 
 
 def _on_disk(output: Path) -> set[tuple[str, int]]:
-    df = sweeper.load(output)
+    df = sweeper.load(str(output))
     keys = set(zip(df["dtype"], df["size_bytes"], strict=True))
     assert len(keys) == len(df)  # no duplicates
     return keys
@@ -74,22 +74,94 @@ def _journaled(output: Path) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGKILL, -9)])
-def test_a_stopped_or_killed_driver_loses_no_row_it_reported(
-    address: str, tmp_path: Path, signum: signal.Signals, code: int
-) -> None:
-    out = tmp_path / "results"
-    with _driver(
-        address, out, "--format", "json", stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    ) as proc:
+@dataclass(frozen=True)
+class Faulted:
+    """A driver after its fault: what it printed, and where its rows went."""
+
+    output: Path
+    returncode: int
+    stdout: list[str]  # --format json: its events, one a line
+    stderr: str
+    screen: bytes = b""  # on a terminal: what it drew there
+
+
+def _json_driver(address: str, out: Path, signum: signal.Signals) -> Faulted:
+    """`signum` once the driver has reported three points."""
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with _driver(address, out, "--format", "json", **pipes) as proc:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(4)]  # started, and three points
-        proc.send_signal(signum)
-        rest, err = proc.communicate(timeout=60)
-    assert proc.returncode == code, err
-    reported = _points([*lines, *rest.splitlines()])
-    run_id = json.loads(lines[0])["run_id"]
-    if signum == signal.SIGTERM:
+        try:
+            lines = [proc.stdout.readline() for _ in range(4)]  # started, and three points
+            proc.send_signal(signum)
+            rest, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()  # no-op once it has exited; a hung driver fails, not hangs
+    return Faulted(out, proc.returncode, [*lines, *rest.splitlines()], err)
+
+
+def _terminal_driver(address: str, out: Path) -> Faulted:
+    """Ctrl-C's SIGINT once the driver, drawing on a terminal, has its first row on disk. The
+    terminal is read as the driver draws, as a real one is: a full one would block it."""
+    leader, follower = pty.openpty()
+    screen = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal's other end closed
+                return
+            if not chunk:
+                return
+            screen.extend(chunk)
+
+    reader = threading.Thread(target=read)
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120"}
+    try:
+        with _driver(address, out, stdout=follower, stderr=subprocess.PIPE, env=env) as proc:
+            os.close(follower)
+            reader.start()
+            try:
+                _journaled(out)
+                proc.send_signal(signal.SIGINT)
+                _, err = proc.communicate(timeout=60)
+            finally:
+                proc.kill()  # no-op once it has exited; a hung driver fails, not hangs
+        reader.join()
+    finally:
+        os.close(leader)
+    return Faulted(out, proc.returncode, [], err, bytes(screen))
+
+
+@pytest.fixture(scope="module")
+def faulted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Faulted]:
+    """SIGTERM, kill -9 and Ctrl-C, each to a driver of its own, the three started at once.
+    Everything happens here, while the session's Ray is sure to be up; the tests only look."""
+    import ray
+
+    start_ray_session()
+    address = str(ray.get_runtime_context().gcs_address)
+    root = tmp_path_factory.mktemp("faulted")
+    faults: dict[str, Callable[[Path], Faulted]] = {
+        "SIGTERM": lambda out: _json_driver(address, out, signal.SIGTERM),
+        "SIGKILL": lambda out: _json_driver(address, out, signal.SIGKILL),
+        "Ctrl-C": lambda out: _terminal_driver(address, out),
+    }
+    with ThreadPoolExecutor(len(faults)) as pool:
+        futures = {name: pool.submit(fault, root / name) for name, fault in faults.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.parametrize(("fault", "code"), [("SIGTERM", 143), ("SIGKILL", -9)])
+def test_a_stopped_or_killed_driver_loses_no_row_it_reported(
+    faulted: dict[str, Faulted], fault: str, code: int
+) -> None:
+    driver = faulted[fault]
+    out, err = driver.output, driver.stderr
+    assert driver.returncode == code, err
+    reported = _points(driver.stdout)
+    run_id = json.loads(driver.stdout[0])["run_id"]
+    if fault == "SIGTERM":
         assert err.splitlines()[-1] == (
             f"sweeper: stopped by SIGTERM: run {run_id} interrupted, its rows kept in {out}; "
             f"resume with: sweeper run --resume {run_id} --output {out}"
@@ -103,27 +175,11 @@ def test_a_stopped_or_killed_driver_loses_no_row_it_reported(
 
 
 def test_ctrl_c_on_a_terminal_restores_the_cursor_and_says_how_to_resume(
-    address: str, tmp_path: Path
+    faulted: dict[str, Faulted],
 ) -> None:
-    out = tmp_path / "results"
-    leader, follower = pty.openpty()
-    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120"}
-    with _driver(address, out, stdout=follower, stderr=subprocess.PIPE, env=env) as proc:
-        os.close(follower)
-        _journaled(out)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    screen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal's other end closed
-            break
-        if not chunk:
-            break
-        screen += chunk
-    os.close(leader)
-    assert proc.returncode == 130, err
+    driver = faulted["Ctrl-C"]
+    out, err, screen = driver.output, driver.stderr, driver.screen
+    assert driver.returncode == 130, err
     assert b"\x1b[?25l" in screen  # the progress bar hid the cursor ...
     assert screen.rindex(b"\x1b[?25h") > screen.rindex(b"\x1b[?25l")  # ... and it is back
     (run_id,) = _history(out)
@@ -169,7 +225,12 @@ def test_a_disk_that_fills_mid_run_stops_the_sweep_with_exit_3_and_keeps_the_row
 ) -> None:
     with _tmpfs(tmp_path / "disk", f"{MIN_FREE_BYTES // 2**20 + 1}m") as disk:
         out = disk / "results"
-        filler = threading.Thread(target=lambda: (_journaled(out), _fill(disk)))
+
+        def fill_after_the_first_row() -> None:
+            _journaled(out)
+            _fill(disk)
+
+        filler = threading.Thread(target=fill_after_the_first_row)
         filler.start()
         result = CliRunner().invoke(app, ["run", *SWEEP, "--output", str(out)])
         filler.join()
@@ -207,27 +268,31 @@ def test_a_results_location_that_cannot_take_a_run_is_refused_before_ray_starts(
         assert not os.path.exists(out)  # Path.exists raises on a name too long
 
 
-@pytest.mark.parametrize("scheme", ["", "ray://"])
 def test_an_address_that_accepts_and_never_answers_exits_3_within_the_timeout(
-    tmp_path: Path, scheme: str
+    tmp_path: Path,
 ) -> None:
+    """Plain and ray:// at once: each run is mostly its imports, which overlap."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        address = f"{scheme}127.0.0.1:{server.getsockname()[1]}"
+        port = server.getsockname()[1]
+        addresses = {f"127.0.0.1:{port}": "plain", f"ray://127.0.0.1:{port}": "client"}
         start = time.monotonic()
-        command = ["run", "--address", address, "--connect-timeout", "1"]
-        proc = subprocess.run(
-            [sys.executable, "-m", "sweeper", *command, "--output", str(tmp_path / "results")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        procs = {}
+        for address, name in addresses.items():
+            command = ["run", "--address", address, "--connect-timeout", "1"]
+            procs[address] = subprocess.Popen(
+                [sys.executable, "-m", "sweeper", *command, "--output", str(tmp_path / name)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        ended = {address: proc.communicate(timeout=60) for address, proc in procs.items()}
+    for address, (_, err) in ended.items():
+        assert procs[address].returncode == 3, err
+        assert err.startswith(
+            f"sweeper: error: cannot reach Ray at {address}: no answer within 1 s"
         )
-    assert proc.returncode == 3, proc.stderr
-    assert proc.stderr.startswith(
-        f"sweeper: error: cannot reach Ray at {address}: no answer within 1 s"
-    )
-    assert len(proc.stderr.strip().splitlines()) == 1
+        assert len(err.strip().splitlines()) == 1
+        assert not (tmp_path / addresses[address]).exists()
     assert time.monotonic() - start < 30
-    assert not (tmp_path / "results").exists()
