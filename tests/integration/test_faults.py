@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
@@ -67,11 +68,19 @@ def _history(output: Path) -> dict[str, str]:
 
 
 def _journaled(output: Path) -> None:
-    """Until the driver's first row is on disk."""
+    """Until the driver's first row is on disk: a journal holding a whole write, not only the
+    schema it is born with (a signal between the two leaves a run without rows)."""
     deadline = time.monotonic() + 120
-    while not list((output / JOURNAL_DIR).glob("*.arrows")):
+    while not any(_rows_in(journal) for journal in (output / JOURNAL_DIR).glob("*.arrows")):
         assert time.monotonic() < deadline, "no row came"
         time.sleep(0.05)
+
+
+def _rows_in(journal: Path) -> int:
+    try:
+        return int(pa.ipc.open_stream(journal.read_bytes()).read_all().num_rows)
+    except (OSError, pa.ArrowInvalid):  # gone (compacted), or a write still in flight
+        return 0
 
 
 @dataclass(frozen=True)
