@@ -32,7 +32,7 @@ from ray.util.scheduling_strategies import (
 from sweeper.errors import InfrastructureError
 from sweeper.plan import Member, Placement
 from sweeper.spec import MemLimit, MoeSpec
-from sweeper.topology import Node, RankInfo, Versions, read_nvml
+from sweeper.topology import Node, RankInfo, Versions, node_record
 from sweeper.worker import Copied, Limits, Measured, Prepared, Rank
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
@@ -193,20 +193,9 @@ def choose_nodes(backend: str, nodes: int, per_node: int | None) -> list[NodeSlo
     ]
 
 
-def _node_record() -> dict[str, Any]:
-    record = read_nvml()
-    record.update(
-        host=socket.gethostname(),
-        node_id=ray.get_runtime_context().get_node_id(),
-        ip=ray.util.get_node_ip_address(),
-        cpus=os.cpu_count() or 0,
-    )
-    return record
-
-
 def discover(slots: Sequence[NodeSlot]) -> list[Node]:
     """Each chosen node's topology, read by a task pinned to it (no GPU asked: NVML sees all)."""
-    task = ray.remote(num_cpus=0)(_node_record)
+    task = ray.remote(num_cpus=0)(node_record)
     refs = [
         task.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False)

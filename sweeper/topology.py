@@ -9,6 +9,8 @@ runs `read_nvml` on each node.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -182,6 +184,21 @@ def _maybe(call: Any, *args: Any) -> Any:
         return call(*args)
     except pynvml.NVMLError:
         return None
+
+
+def node_record() -> Record:
+    """What a survey task reads on its node: NVML's view, and where the node is. It lives
+    here, with nothing heavier than NVML around it, so the task's process imports no torch."""
+    import ray
+
+    record = read_nvml()
+    record.update(
+        host=socket.gethostname(),
+        node_id=ray.get_runtime_context().get_node_id(),
+        ip=ray.util.get_node_ip_address(),
+        cpus=os.cpu_count() or 0,
+    )
+    return record
 
 
 def read_nvml() -> Record:
