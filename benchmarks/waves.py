@@ -53,7 +53,7 @@ def measure(nodes: int, out: Path) -> str:
             output=out,
         )
         start = time.monotonic()
-        finished = run(spec, _Quiet())
+        run(spec, _Quiet())
         wall = time.monotonic() - start
     finally:
         ray.shutdown()
