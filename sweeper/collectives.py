@@ -311,6 +311,7 @@ def _moe(spec: MoeSpec, combine: bool) -> Collective:
         core=False,
         fixed_count=lambda n: moe.busiest(spec, n, combine),
         params=tuple((k, str(v)) for k, v in spec.model_dump().items()),
+        kind="experiment",
     )
 
 
@@ -358,6 +359,7 @@ def _one_way(name: str, source: int) -> Collective:
         nccl=partial(_nccl_p2p, source),
         ranks=2,
         direction=(source, 1 - source),
+        kind="p2p",
     )
 
 
@@ -453,7 +455,8 @@ REGISTRY: dict[str, Collective] = _registry(
     Collective(
         "send_recv", "send_recv", "ring", _one, False, _ring, _send_recv, nccl=_nccl_send_recv
     ),
-    # Composites perform all_reduce, so they carry its factor and its row's op.
+    # Composites perform all_reduce, so they carry its factor and its row's op; their kind
+    # sets them against the native call in the report.
     Collective(
         "reduce_scatter+all_gather",
         "all_reduce",
@@ -465,6 +468,7 @@ REGISTRY: dict[str, Collective] = _registry(
         reduces=True,
         nccl_kernels=frozenset({"ReduceScatter", "AllGather"}),
         nccl=_nccl_reduce_scatter_all_gather,
+        kind="composite",
     ),
     Collective(
         "reduce+broadcast",
@@ -477,6 +481,7 @@ REGISTRY: dict[str, Collective] = _registry(
         reduces=True,
         nccl_kernels=frozenset({"Reduce", "Broadcast"}),
         nccl=_nccl_reduce_broadcast,
+        kind="composite",
     ),
     # All-to-all algorithms from batched send/recv: same data, same check (the transpose).
     _variant(
@@ -534,6 +539,7 @@ REGISTRY: dict[str, Collective] = _registry(
         ranks=2,
         direction=(0, 1),
         nccl=_nccl_p2p_both,
+        kind="p2p",
     ),
     _moe(MoeSpec(), combine=False),
     _moe(MoeSpec(), combine=True),

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from sweeper.plan import Shape
+from sweeper.store import Kind
 
 if TYPE_CHECKING:
     from sweeper.nccl import NcclComm
@@ -115,6 +116,12 @@ class Collective:
     params: tuple[tuple[str, str], ...] = ()  # the experiment's knobs, written to `params`
     nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
     nccl: Callable[[Buffers, NcclComm], Step] | None = None  # bind on the nccl engine, if any
+    kind: Kind = "collective"  # the rows' `kind`: collective, composite, p2p or experiment
+
+    def __post_init__(self) -> None:
+        # the report reads a pair's rows by source and destination, and copies are not ops
+        if (self.kind == "p2p") != (self.direction is not None) or self.kind == "copy":
+            raise ValueError(f"{self.name}: kind {self.kind!r} with direction {self.direction}")
 
     def why_not_on(self, shape: Shape) -> str | None:
         """Why the operation cannot run on a group, if not: its own reason, or the group's

@@ -1,20 +1,21 @@
-"""Spec x topology -> groups -> points. Pure: no Ray, no torch.
+"""Spec x topology -> groups, and a group's sizes. Pure: no Ray, no torch.
 
 A `Placement` says where every rank of an actor set sits (node, GPU). `groups` turns it
-into the groups each requested tier measures; `points` turns a group into measurements.
+into the groups each requested tier measures; `series_counts` gives an operation's element
+counts on a group (the schedule, `schedule.py`, puts groups in waves and series).
 Descriptors come in as an argument (`OpShape` is the part of one that planning needs),
 so this module is tested as plain functions on plain data, at any cluster size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
 from typing import NamedTuple, Protocol
 
-from sweeper.spec import DTYPES, NCCL_ALGOS
+from sweeper.spec import NCCL_ALGOS
 from sweeper.topology import Node
 
 TIERS = ("nvlink", "pcie", "internode", "cpu")
@@ -272,23 +273,6 @@ class Point:
     size_bytes: int  # S, after rounding to whole elements for every rank
     count: int  # elements of S
     timing: Timing
-
-
-def points(
-    group_id: str,
-    world_size: int,
-    ops: Iterable[OpShape],
-    dtypes: Iterable[str],
-    sizes: Sequence[int],
-    timing: Timing,
-) -> Iterator[Point]:
-    """Every op x dtype x size for one group, sizes rounded per op and deduplicated, ascending.
-    Operations for another group size (a pair's) have none here."""
-    for op in ops:
-        for dtype in dtypes:
-            itemsize = DTYPES[dtype].itemsize
-            for count in series_counts(op, itemsize, world_size, sizes):
-                yield Point(group_id, op.name, dtype, count * itemsize, count, timing)
 
 
 def series_counts(op: OpShape, itemsize: int, world_size: int, sizes: Iterable[int]) -> list[int]:

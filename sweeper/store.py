@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import pandas as pd
 import pyarrow as pa
@@ -34,6 +34,12 @@ import pyarrow.parquet as pq
 from sweeper.errors import CorruptResults, ResultsUnwritable
 
 STATUSES = ("ok", "oom", "timeout", "error", "skipped")
+# What a row measured, from its descriptor (`Collective.kind`) or the copy-engine matrix:
+# collective (an operation on a group, any algorithm), composite (one performed with
+# others), p2p (a pair, one way or both), copy (a peer copy inside a node), experiment (an
+# operation with parameters of its own, MoE). The report and analyses select rows by it.
+Kind = Literal["collective", "composite", "p2p", "copy", "experiment"]
+KINDS: tuple[Kind, ...] = ("collective", "composite", "p2p", "copy", "experiment")
 
 SCHEMA = pa.schema(
     [
@@ -57,6 +63,7 @@ SCHEMA = pa.schema(
         ("n_nodes", pa.int32()),
         ("hosts", pa.list_(pa.string())),
         ("gpu_uuids", pa.list_(pa.string())),
+        ("kind", pa.string()),  # KINDS; `load` infers it for rows written before it existed
         ("op", pa.string()),
         ("algorithm", pa.string()),
         ("dtype", pa.string()),
@@ -427,9 +434,42 @@ def load(
         filter_ = ds.field("run_id") == run_id
     elif run_id is not None:
         filter_ = ds.field("run_id").isin(list(run_id))
-    table = source.to_table(columns=list(columns) if columns else None, filter=filter_)
-    frame: pd.DataFrame = table.to_pandas(types_mapper=_pandas_type)
+    wanted = list(columns) if columns else list(DATASET_SCHEMA.names)
+    legacy = [c for c in _KIND_SOURCES if c not in wanted] if "kind" in wanted else []
+    table = source.to_table(columns=[*wanted, *legacy], filter=filter_)
+    if "kind" in wanted:
+        table = table.set_column(table.schema.get_field_index("kind"), "kind", _kinds(table))
+    frame: pd.DataFrame = table.select(wanted).to_pandas(types_mapper=_pandas_type)
     return frame
+
+
+_KIND_SOURCES = ("op", "algorithm", "params")
+
+
+def _kinds(table: pa.Table) -> pa.ChunkedArray:
+    """The `kind` column, with rows written before it existed given the kind their other
+    columns imply, by the conventions of that time: op p2p or copy; `params` set for an
+    experiment; a `+` in a composite's algorithm (`reduce_scatter+all_gather`)."""
+    op, algorithm = table["op"], table["algorithm"]
+    implied = pc.if_else(
+        pc.fill_null(pc.equal(op, "copy"), False),
+        "copy",
+        pc.if_else(
+            pc.fill_null(pc.equal(op, "p2p"), False),
+            "p2p",
+            pc.if_else(
+                pc.is_valid(table["params"]),
+                "experiment",
+                pc.if_else(
+                    pc.fill_null(pc.match_substring(algorithm, "+"), False),
+                    "composite",
+                    "collective",
+                ),
+            ),
+        ),
+    )
+    filled: pa.ChunkedArray = pc.coalesce(table["kind"], implied)
+    return filled
 
 
 def runs(root: str | os.PathLike[str]) -> pd.DataFrame:

@@ -1,9 +1,8 @@
 """The driver of `sweeper run`: spec -> cluster -> schedule -> executor -> rows -> Parquet.
 
 Each actor set of the schedule gets its actors; the executor runs its waves. Run metadata
-is gathered once here; every row is assembled here from the ranks' measurements (max over
-ranks, nccl-tests' bandwidths) and streamed to the store and the observer (the terminal)
-as soon as its point is measured.
+is gathered once here; every point's measurements (`measurement`) are streamed to the store
+and the observer (the terminal) as rows as soon as the point is measured.
 """
 
 from __future__ import annotations
@@ -16,14 +15,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 import pandas as pd
 import ray
 
 import sweeper
-from sweeper import cluster, nccl, planner, report, store
+from sweeper import cluster, measurement, nccl, planner, report, store
 from sweeper.collectives import REGISTRY, configure_moe, load_plugins, resolve
-from sweeper.descriptor import Collective
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.estimate import CostModel, estimate
 from sweeper.executor import Executor, Measured, PointKey, Recorded
@@ -31,7 +28,6 @@ from sweeper.plan import (
     VARIANTS,
     Group,
     Placement,
-    Point,
     Timing,
     expected_placement,
     groups,
@@ -42,14 +38,11 @@ from sweeper.spec import (
     DTYPES,
     SweepSpec,
     engines,
-    format_size,
     launches,
 )
 from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
-from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.topology import Node
-from sweeper.worker import Copied
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 
@@ -307,13 +300,7 @@ class _Sweep:
             ranks.close()
 
     def _measured(self, meta: Row, placement: Placement, done: Measured) -> None:
-        when = {"wave": done.wave, "started_at": done.started_at, "ended_at": done.ended_at}
-        made = make_rows(meta, placement, done.group, done.point, done.collective, done.outcome)
-        for row in made:
-            row.update(when, max_size_bytes=done.max_size_bytes, probe_s=done.probe_s)
-            if "concurrent" in row:
-                row["concurrent"] = done.shares_node
-        self._keep(made)
+        self._keep([m.as_row() for m in measurement.of_point(meta, placement, done)])
 
     def run_copies(self, ranks: cluster.RankSet, placement: Placement, meta: Row) -> None:
         """--copy-engine: on each node, the actor of its first GPU times peer copies among all
@@ -335,7 +322,8 @@ class _Sweep:
             )
             for copied in copies:
                 for dst, seconds in zip(copied.dsts, copied.seconds, strict=True):
-                    self._keep([copy_row(meta, placement, node, copied, dst, seconds, rank_of)])
+                    made = measurement.of_copy(meta, placement, node, copied, dst, seconds, rank_of)
+                    self._keep([made.as_row()])
 
     def _keep(self, rows: list[Row]) -> None:
         """One point's rows: on disk (journaled, one fsync) before anyone is told of them.
@@ -434,137 +422,3 @@ def _report(spec: SweepSpec, run_id: str) -> Path:
 
     where = spec.reports_dir / f"{run_id}.html" if spec.reports_dir else None
     return build.write(spec.output, run_id, where)
-
-
-def make_rows(
-    meta: Mapping[str, Any],
-    placement: Placement,
-    group: Group,
-    point: Point,
-    collective: Collective,
-    outcome: cluster.Outcome,
-) -> list[Row]:
-    """The point's rows: one per engine and launch mode it was timed with (a failed point:
-    one per engine and launch mode it asked for, each saying why)."""
-    n = group.world_size
-    row: Row = {
-        **meta,
-        "tier": group.tier,
-        "variant": group.variant,
-        "group_id": point.group_id,
-        "world_size": n,
-        "n_nodes": placement.n_nodes(group.ranks),
-        "hosts": list(placement.hosts(group.ranks)),
-        "gpu_uuids": list(placement.gpu_uuids(group.ranks)),
-        "op": collective.op,
-        "algorithm": collective.algorithm,
-        "dtype": point.dtype,
-        "in_place": collective.in_place,
-        "size_bytes": point.size_bytes,
-        "count_elems": point.count,
-        "busbw_factor": collective.busbw_factor(n),
-        "status": outcome.status,
-        "error": outcome.error,
-        "measured_at": datetime.now(timezone.utc),
-        "params": list(collective.params) or None,
-    }
-    if collective.direction is not None:
-        src, dst = (group.ranks[i] for i in collective.direction)
-        row.update(
-            src_rank=src,
-            dst_rank=dst,
-            concurrent=False,
-            src_gpu_uuid=placement.members[src].gpu_uuid,
-            dst_gpu_uuid=placement.members[dst].gpu_uuid,
-        )
-    if outcome.status != "ok":
-        return [
-            {**row, "engine": engine, "launch": launch}
-            for engine in point.timing.engines
-            for launch in point.timing.launches
-        ]
-    rows = []
-    for mode in range(len(outcome.measured[0].timed)):
-        ranks = [m.timed[mode] for m in outcome.measured]  # this engine and launch, per rank
-        mine: Row = {**row, "engine": ranks[0].engine, "launch": ranks[0].launch}
-        skipped = next((t.skipped for t in ranks if t.skipped), None)
-        if skipped is not None:
-            rows.append({**mine, "status": "skipped", "error": skipped})
-            continue
-        across = across_ranks([t.blocks for t in ranks])
-        checked = [t.n_wrong for t in ranks if t.n_wrong is not None]
-        n_wrong = sum(checked) if checked else None
-        algbw = algbw_gb_per_s(point.size_bytes, across.seconds)
-        mine.update(
-            launch_note=next((t.note for t in ranks if t.note), None),
-            warmup_iters=max(t.warmup_iters for t in ranks),
-            iters=ranks[0].blocks[0].iters,
-            time_us=across.seconds * 1e6,
-            time_us_min=across.fastest * 1e6,
-            time_us_blocks=[seconds * 1e6 for seconds in across.blocks],
-            algbw_gb_per_s=algbw,
-            busbw_gb_per_s=algbw * row["busbw_factor"],
-            n_wrong=n_wrong,
-        )
-        if across.samples:
-            micros = np.asarray(across.samples) * 1e6
-            mine.update(
-                time_us_p50=float(np.percentile(micros, 50)),
-                time_us_p99=float(np.percentile(micros, 99)),
-                samples_us=micros.astype(np.float32).tolist(),
-            )
-        if n_wrong:
-            mine.update(
-                status="error",
-                error=f"{n_wrong} elements wrong ({format_size(point.size_bytes)})",
-            )
-        rows.append(mine)
-    return rows
-
-
-def copy_row(
-    meta: Mapping[str, Any],
-    placement: Placement,
-    node: int,
-    copied: Copied,
-    dst: str,
-    seconds: float,
-    rank_of: Mapping[str | None, int],
-) -> Row:
-    """A peer copy inside a node: one row per destination (for fan-out, each destination's
-    copy of the concurrent set; for bi, both directions as one, S counting both)."""
-    host = placement.nodes[node]
-    index = {gpu.uuid: pos for pos, gpu in enumerate(host.gpus)}
-    a, b = index.get(copied.src), index.get(dst)
-    linked = a is not None and b is not None and host.nvlinked(a, b)
-    members = 1 + len(copied.dsts)
-    return {
-        **meta,
-        "tier": "nvlink" if linked else "pcie",
-        "variant": "default",
-        "group_id": f"copy:n{node}",
-        "world_size": members,
-        "n_nodes": 1,
-        "hosts": [host.host] * members,
-        "gpu_uuids": [copied.src, *copied.dsts],
-        "op": "copy",
-        "algorithm": copied.kind,
-        "dtype": "uint8",
-        "in_place": False,
-        "size_bytes": copied.size_bytes,
-        "count_elems": copied.size_bytes,
-        "time_us": seconds * 1e6,
-        "algbw_gb_per_s": algbw_gb_per_s(copied.size_bytes, seconds),
-        "busbw_gb_per_s": algbw_gb_per_s(copied.size_bytes, seconds),
-        "busbw_factor": 1.0,
-        "status": "ok",
-        "engine": "torch",
-        "launch": "eager",
-        "n_wrong": None,  # a copy is not checked
-        "src_rank": rank_of.get(copied.src),
-        "dst_rank": rank_of.get(dst),
-        "src_gpu_uuid": copied.src,
-        "dst_gpu_uuid": dst,
-        "concurrent": copied.kind == "fanout",
-        "measured_at": datetime.now(timezone.utc),
-    }

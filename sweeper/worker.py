@@ -1,9 +1,12 @@
 """The rank actor: one process per GPU (or CPU rank) that the driver steps through a sweep.
 
-Every step is a method the driver calls on all ranks of a set and waits for: join the
-world group, open a subgroup, prepare a point (allocate and fill; report success), then,
-only when every rank of the group prepared, execute it. So no rank ever sits in a
-collective that a peer did not enter because it ran out of memory.
+Every rank of a set joins the world group together (and leaves it together when failed
+peers are replaced). Everything after that is called on one group's members only, while
+other groups of the wave run on other ranks: open the group (local synchronization, no
+world-wide step), prepare a point (allocate and fill; report success), then, only when
+every member prepared, execute it; release, close. The driver waits on the calls of a whole
+wave at once, never on a rank outside the group. So no rank ever sits in a collective that
+a peer did not enter because it ran out of memory.
 """
 
 from __future__ import annotations

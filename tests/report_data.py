@@ -42,6 +42,7 @@ MODELS: dict[tuple[str, str, str], tuple[float, float, float]] = {
     ("all_to_all", "pairwise", "default"): (60.0, 440.0, 0.75),
     ("all_to_all", "hierarchical", "default"): (25.0, 300.0, 0.75),
 }
+COMPOSITES = ("reduce_scatter+all_gather", "reduce+broadcast")  # kind composite
 OOM_SIZE = 2**31
 EAGER_US = 8.0  # what issuing one call from Python adds to a graph replay's time
 GRAPH_ONLY = ("graph",)  # a GPU run's default
@@ -119,6 +120,7 @@ def gpu_rows(
             for launch in launches:
                 yield {
                     **meta,
+                    "kind": "composite" if algorithm in COMPOSITES else "collective",
                     "tier": "nvlink",
                     "variant": variant,
                     "group_id": GROUP + suffix,
@@ -133,6 +135,7 @@ def gpu_rows(
     for launch in launches:
         yield {
             **meta,
+            "kind": "collective",
             "tier": "nvlink",
             "variant": "default",
             "group_id": GROUP,
@@ -167,6 +170,7 @@ def _pairs(
                 alpha = graph_us + eager_us(algorithm, launch)
                 yield {
                     **meta,
+                    "kind": op,  # p2p or copy
                     "tier": "nvlink",
                     "variant": "default",
                     "group_id": f"nvlink:n0g{src},{dst}",
@@ -194,6 +198,7 @@ def _moe(
                 alpha = 40.0 + eager_us(algorithm, launch)
                 yield {
                     **meta,
+                    "kind": "experiment",
                     "tier": "nvlink",
                     "variant": "default",
                     "group_id": GROUP,

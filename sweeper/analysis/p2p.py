@@ -1,7 +1,7 @@
 """Peer-to-peer and copy-engine matrices: one value per (source, destination) rank, and the
 pairs that are weak for their tier.
 
-Point-to-point rows (op `p2p` or `copy`) carry `src_rank` and `dst_rank`, and each pair is
+Pair rows (kind `p2p` or `copy`) carry `src_rank` and `dst_rank`, and each pair is
 measured at one small size (its latency) and one large size (its bandwidth). A matrix is a
 pandas pivot of one metric at one size; rows are sources, columns destinations.
 
@@ -25,7 +25,7 @@ import pandas as pd
 from sweeper.analysis.launches import preferred
 from sweeper.analysis.summary import tier_name
 
-MATRIX_OPS = ("p2p", "copy")
+PAIR_KINDS = ("p2p", "copy")  # the rows of pairs: a matrix each
 OUTLIER_MADS = 3.0
 # When more than half the pairs measure the same, the MAD is 0 and any difference would be
 # infinitely many MADs; a floor of 1% of the median keeps such noise from counting.
@@ -104,10 +104,10 @@ class PairMatrix:
 
 
 def pair_matrices(df: pd.DataFrame) -> list[PairMatrix]:
-    """Every matrix the rows hold: per op (p2p, copy), algorithm (uni, bi, fanout), whether
-    measured alone or concurrently, bandwidth and latency. Square over every rank seen."""
+    """Every matrix the rows of pairs hold: per op (p2p, copy), algorithm (uni, bi, fanout),
+    whether measured alone or concurrently, bandwidth and latency. Square over every rank seen."""
     out = []
-    matrix_rows = df[df["op"].isin(MATRIX_OPS)]
+    matrix_rows = df[df["kind"].isin(PAIR_KINDS)]
     for (op, algorithm), rows in matrix_rows.groupby(["op", "algorithm"], sort=True):
         for metric in METRICS:
             table = pair_table(rows, str(op), str(algorithm), metric)

@@ -35,7 +35,7 @@ from sweeper.analysis import (
     tier_name,
 )
 from sweeper.analysis.launches import SMALL_BYTES
-from sweeper.analysis.p2p import MATRIX_OPS, METRICS, PairMatrix
+from sweeper.analysis.p2p import METRICS, PAIR_KINDS, PairMatrix
 from sweeper.analysis.summary import EAGER, GRAPH
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Code, Facts, Figure, Section, Table, Text
@@ -109,9 +109,9 @@ def _tier_names(frame: pd.DataFrame) -> pd.Series:
 
 
 def collective_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of operations over a group, swept over sizes: not the pair matrices (p2p, copy)
-    and not experiments with parameters of their own (MoE), which have sections of theirs."""
-    rows: pd.DataFrame = df[~df["op"].isin(MATRIX_OPS) & df["params"].isna()]
+    """Rows of operations over a group, swept over sizes (kinds collective and composite):
+    not the pair matrices (p2p, copy) nor experiments (MoE), which have sections of theirs."""
+    rows: pd.DataFrame = df[df["kind"].isin(["collective", "composite"])]
     return rows
 
 
@@ -459,7 +459,7 @@ def _matrix_title(matrix: PairMatrix) -> str:
 
 
 def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
-    rows = df[df["op"].isin(MATRIX_OPS)]
+    rows = df[df["kind"].isin(PAIR_KINDS)]
     if rows.empty:
         return None
     names = _rank_labels(rows, record)
@@ -579,13 +579,13 @@ def composites(df: pd.DataFrame) -> Section | None:
     rows = collective_rows(df)
     rows = rows[rows["status"] == "ok"]
     rows = rows.assign(launch=launch_of(rows))
-    # A composite performs an operation with others, named `first+second`.
-    built = rows[rows["algorithm"].str.contains("+", regex=False)]
+    built = rows[rows["kind"] == "composite"]
     if built.empty:
         return None
     # against the native call in the same launch mode, and the graph pair where both ran
     keys = ["group_id", "op", "dtype", "size_bytes", "launch"]
-    native = rows[rows["algorithm"] == "native"][[*keys, "busbw_gb_per_s"]]
+    native = rows[(rows["kind"] == "collective") & (rows["algorithm"] == "native")]
+    native = native[[*keys, "busbw_gb_per_s"]]
     joined = preferred(built.merge(native, on=keys, suffixes=("", "_native")))
     if joined.empty:
         return None
@@ -618,12 +618,12 @@ def composites(df: pd.DataFrame) -> Section | None:
 
 
 def experiments(df: pd.DataFrame) -> Section | None:
-    rows = preferred(df[df["params"].notna() & ~df["op"].isin(MATRIX_OPS)])
+    rows = preferred(df[df["kind"] == "experiment"])
     if rows.empty:
         return None
     rows = rows.assign(
         operation=_labels(rows),
-        knobs=[" ".join(f"{k}={v}" for k, v in sorted(p)) for p in rows["params"]],
+        knobs=[" ".join(f"{k}={v}" for k, v in sorted(p or ())) for p in rows["params"]],
     )
     lines = [
         (

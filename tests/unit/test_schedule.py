@@ -13,7 +13,7 @@ from sweeper.collectives import REGISTRY, resolve
 from sweeper.estimate import CostModel, estimate
 from sweeper.plan import Placement, expected_placement, groups
 from sweeper.planner import recorded_nodes
-from sweeper.schedule import Request, Schedule, circle_round, schedule
+from sweeper.schedule import Request, Schedule, schedule
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 DGX = TOPOLOGIES / "dgx-h100-nvswitch.json"
@@ -97,14 +97,18 @@ def test_a_thousand_nodes_take_n_minus_1_waves_of_node_pairs() -> None:
     assert all(len(w.groups) == 512 for w in pair_waves)
 
 
-@pytest.mark.parametrize("players", [2, 4, 6, 16])
-def test_the_circle_method_meets_every_pair_once_and_nobody_twice_a_round(players: int) -> None:
-    by_round: dict[int, list[int]] = {}
-    for a in range(players):
-        for b in range(a + 1, players):
-            by_round.setdefault(circle_round(a, b, players), []).extend((a, b))
-    assert sorted(by_round) == list(range(players - 1))
-    assert all(sorted(met) == list(range(players)) for met in by_round.values())
+@pytest.mark.parametrize("nodes", [2, 3, 4, 5, 6, 16])
+def test_node_pairs_meet_once_by_the_circle_method_and_no_node_twice_a_wave(nodes: int) -> None:
+    planned = schedule(placement(CPU, nodes, 1), request(tiers=("internode",)))
+    pair_waves = [[g.ranks for g in w.groups if len(g.ranks) == 2] for w in planned.waves]
+    pair_waves = [pairs for pairs in pair_waves if pairs]
+    assert len(pair_waves) == nodes - 1 + nodes % 2  # odd: each node sits one wave out
+    met = [pair for pairs in pair_waves for pair in pairs]
+    assert sorted(met) == [(a, b) for a in range(nodes) for b in range(a + 1, nodes)]
+    for pairs in pair_waves:
+        ranks = [r for pair in pairs for r in pair]
+        assert len(ranks) == len(set(ranks))
+        assert len(pairs) == nodes // 2  # every round as full as the circle method makes it
 
 
 def test_concurrent_pairs_share_a_node_in_circle_rounds() -> None:

@@ -83,6 +83,36 @@ def test_files_from_an_older_schema_read_with_nulls_for_new_columns(tmp_path: Pa
     assert len(load(tmp_path, run_id="old")) == 1
 
 
+def test_rows_from_before_kind_get_the_kind_their_columns_imply(tmp_path: Path) -> None:
+    """Files written before the `kind` column: load infers it from that time's conventions
+    (op p2p or copy, params set, a `+` in a composite's algorithm); rows that have it keep it."""
+    old = pa.schema([f for f in SCHEMA if f.name != "kind"])
+    legacy = [
+        ("native", "all_reduce", None, "collective"),
+        ("pairwise", "all_to_all", None, "collective"),
+        ("reduce_scatter+all_gather", "all_reduce", None, "composite"),
+        ("uni", "p2p", None, "p2p"),
+        ("fanout", "copy", None, "copy"),
+        ("moe_dispatch", "all_to_all_v", [("top_k", "8")], "experiment"),
+    ]
+    part = tmp_path / "date=2026-01-01"
+    part.mkdir()
+    rows = [
+        {"run_id": "old", "algorithm": a, "op": op, "params": params, "size_bytes": i}
+        for i, (a, op, params, _) in enumerate(legacy)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows, schema=old), part / "old-00000.parquet")
+    writer = ResultWriter(tmp_path, "new", "2026-11-21")
+    writer.append(_row(0, run_id="new", op="p2p", algorithm="native", kind="collective"))
+    writer.flush()
+    df = load(tmp_path).sort_values(["run_id", "size_bytes"])
+    assert df["kind"].tolist() == ["collective", *(kind for *_, kind in legacy)]
+    assert str(df["kind"].dtype) == "string"
+    only = load(tmp_path, run_id="old", columns=["kind", "size_bytes"])
+    assert list(only.columns) == ["kind", "size_bytes"]
+    assert only.sort_values("size_bytes")["kind"].tolist() == [kind for *_, kind in legacy]
+
+
 def test_an_inflight_file_is_invisible_to_readers(tmp_path: Path) -> None:
     writer = ResultWriter(tmp_path, "r1", "2026-11-21")
     writer.append(_row(0))

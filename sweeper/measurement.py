@@ -1,0 +1,226 @@
+"""A measurement, typed: what one row of the results says, built here and nowhere else.
+
+Its `kind` comes from the descriptor (collective, composite, p2p, experiment) or is `copy`
+for the copy-engine matrix, so readers select rows by it rather than by how operations
+happen to be named. A point gives one measurement per engine and launch mode it was timed
+with (nccl-tests' numbers: max over ranks, algbw = S / t, busbw = algbw x factor); a copy
+gives one per destination. `as_row` is the measurement in the store's canonical schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sweeper.spec import format_size
+from sweeper.store import Kind
+from sweeper.timing import across_ranks, algbw_gb_per_s
+
+if TYPE_CHECKING:
+    from sweeper.executor import Measured
+    from sweeper.plan import Placement
+    from sweeper.worker import Copied, Timed
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One row: the run's shared columns (`run`: store.RUN_COLUMNS and the actor set's
+    nccl_env) and the measurement's own, each field a column of the schema."""
+
+    run: Mapping[str, Any]
+    kind: Kind
+    tier: str
+    variant: str
+    group_id: str
+    world_size: int
+    n_nodes: int
+    hosts: tuple[str, ...]
+    gpu_uuids: tuple[str, ...]
+    op: str
+    algorithm: str
+    dtype: str
+    in_place: bool
+    size_bytes: int
+    count_elems: int
+    busbw_factor: float
+    engine: str
+    launch: str
+    status: str
+    measured_at: datetime
+    error: str | None = None
+    params: tuple[tuple[str, str], ...] | None = None  # an experiment's knobs
+    # what the clock said (a point that ran)
+    launch_note: str | None = None
+    warmup_iters: int | None = None
+    iters: int | None = None
+    time_us: float | None = None
+    time_us_min: float | None = None
+    time_us_p50: float | None = None
+    time_us_p99: float | None = None
+    time_us_blocks: tuple[float, ...] | None = None
+    samples_us: tuple[float, ...] | None = None
+    algbw_gb_per_s: float | None = None
+    busbw_gb_per_s: float | None = None
+    n_wrong: int | None = None  # None: not checked
+    # the series and the schedule: how large it could go, when it ran
+    max_size_bytes: int | None = None
+    probe_s: float | None = None
+    wave: int | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    # a pair's (p2p, copy): who sends to whom
+    src_rank: int | None = None
+    dst_rank: int | None = None
+    src_gpu_uuid: str | None = None
+    dst_gpu_uuid: str | None = None
+    concurrent: bool | None = None
+
+    def as_row(self) -> Row:
+        """The measurement as the store and the observers take it (lists for list columns)."""
+        own = {
+            f.name: list(value) if isinstance(value := getattr(self, f.name), tuple) else value
+            for f in fields(self)
+            if f.name != "run"
+        }
+        return {**self.run, **own}
+
+
+def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> list[Measurement]:
+    """The point's measurements: one per engine and launch mode it was timed with (a failed
+    point: one per engine and launch mode it asked for, each saying why)."""
+    group, point, collective, outcome = done.group, done.point, done.collective, done.outcome
+    n = group.world_size
+    pair: dict[str, Any] = {}
+    if collective.direction is not None:
+        src, dst = (group.ranks[i] for i in collective.direction)
+        pair = {
+            "src_rank": src,
+            "dst_rank": dst,
+            "src_gpu_uuid": placement.members[src].gpu_uuid,
+            "dst_gpu_uuid": placement.members[dst].gpu_uuid,
+            "concurrent": done.shares_node,
+        }
+    base = Measurement(
+        run=run,
+        kind=collective.kind,
+        tier=group.tier,
+        variant=group.variant,
+        group_id=point.group_id,
+        world_size=n,
+        n_nodes=placement.n_nodes(group.ranks),
+        hosts=placement.hosts(group.ranks),
+        gpu_uuids=placement.gpu_uuids(group.ranks),
+        op=collective.op,
+        algorithm=collective.algorithm,
+        dtype=point.dtype,
+        in_place=collective.in_place,
+        size_bytes=point.size_bytes,
+        count_elems=point.count,
+        busbw_factor=collective.busbw_factor(n),
+        engine=point.timing.engines[0],
+        launch=point.timing.launches[0],
+        status=outcome.status,
+        error=outcome.error,
+        measured_at=datetime.now(timezone.utc),
+        params=collective.params or None,
+        max_size_bytes=done.max_size_bytes,
+        probe_s=done.probe_s,
+        wave=done.wave,
+        started_at=done.started_at,
+        ended_at=done.ended_at,
+        **pair,
+    )
+    if outcome.status != "ok":
+        return [
+            replace(base, engine=engine, launch=launch)
+            for engine in point.timing.engines
+            for launch in point.timing.launches
+        ]
+    modes = range(len(outcome.measured[0].timed))
+    return [_timed(base, [m.timed[mode] for m in outcome.measured]) for mode in modes]
+
+
+def _timed(base: Measurement, ranks: list[Timed]) -> Measurement:
+    """One engine and launch mode of a point that ran, from every rank's blocks."""
+    mine = replace(base, engine=ranks[0].engine, launch=ranks[0].launch)
+    skipped = next((t.skipped for t in ranks if t.skipped), None)
+    if skipped is not None:
+        return replace(mine, status="skipped", error=skipped)
+    across = across_ranks([t.blocks for t in ranks])
+    checked = [t.n_wrong for t in ranks if t.n_wrong is not None]
+    n_wrong = sum(checked) if checked else None
+    algbw = algbw_gb_per_s(base.size_bytes, across.seconds)
+    micros = None if not across.samples else np.asarray(across.samples) * 1e6
+    wrong = f"{n_wrong} elements wrong ({format_size(base.size_bytes)})" if n_wrong else None
+    return replace(
+        mine,
+        launch_note=next((t.note for t in ranks if t.note), None),
+        warmup_iters=max(t.warmup_iters for t in ranks),
+        iters=ranks[0].blocks[0].iters,
+        time_us=across.seconds * 1e6,
+        time_us_min=across.fastest * 1e6,
+        time_us_blocks=tuple(seconds * 1e6 for seconds in across.blocks),
+        algbw_gb_per_s=algbw,
+        busbw_gb_per_s=algbw * base.busbw_factor,
+        n_wrong=n_wrong,
+        time_us_p50=None if micros is None else float(np.percentile(micros, 50)),
+        time_us_p99=None if micros is None else float(np.percentile(micros, 99)),
+        samples_us=None if micros is None else tuple(micros.astype(np.float32).tolist()),
+        status="error" if n_wrong else mine.status,
+        error=wrong or mine.error,
+    )
+
+
+def of_copy(
+    run: Mapping[str, Any],
+    placement: Placement,
+    node: int,
+    copied: Copied,
+    dst: str,
+    seconds: float,
+    rank_of: Mapping[str | None, int],
+) -> Measurement:
+    """A peer copy inside a node: one per destination (for fan-out, each destination's copy
+    of the concurrent set; for bi, both directions as one, S counting both)."""
+    host = placement.nodes[node]
+    index = {gpu.uuid: pos for pos, gpu in enumerate(host.gpus)}
+    a, b = index.get(copied.src), index.get(dst)
+    linked = a is not None and b is not None and host.nvlinked(a, b)
+    members = 1 + len(copied.dsts)
+    algbw = algbw_gb_per_s(copied.size_bytes, seconds)
+    return Measurement(
+        run=run,
+        kind="copy",
+        tier="nvlink" if linked else "pcie",
+        variant="default",
+        group_id=f"copy:n{node}",
+        world_size=members,
+        n_nodes=1,
+        hosts=(host.host,) * members,
+        gpu_uuids=(copied.src, *copied.dsts),
+        op="copy",
+        algorithm=copied.kind,
+        dtype="uint8",
+        in_place=False,
+        size_bytes=copied.size_bytes,
+        count_elems=copied.size_bytes,
+        busbw_factor=1.0,
+        engine="torch",
+        launch="eager",
+        status="ok",
+        measured_at=datetime.now(timezone.utc),
+        time_us=seconds * 1e6,
+        algbw_gb_per_s=algbw,
+        busbw_gb_per_s=algbw,
+        src_rank=rank_of.get(copied.src),
+        dst_rank=rank_of.get(dst),
+        src_gpu_uuid=copied.src,
+        dst_gpu_uuid=dst,
+        concurrent=copied.kind == "fanout",
+    )

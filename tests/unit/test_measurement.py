@@ -1,0 +1,171 @@
+"""The typed measurement: its kind from the descriptor, and its rows in the canonical schema."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from sweeper import cluster, worker
+from sweeper.collectives import REGISTRY
+from sweeper.executor import Measured
+from sweeper.measurement import Measurement, of_copy, of_point
+from sweeper.plan import Group, Placement, Point, Timing, expected_placement
+from sweeper.planner import recorded_nodes
+from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
+from sweeper.timing import Block
+
+DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
+WHEN = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
+TIMING = Timing()  # eager, torch: one measurement per point
+RUN = {column: "x" for column in RUN_COLUMNS} | {"run_started_at": WHEN, "nccl_env": None}
+
+# Every entry of the registry and the kind its rows carry: a new entry must be added here.
+KIND_OF = {
+    "all_reduce": "collective",
+    "reduce": "collective",
+    "broadcast": "collective",
+    "all_gather": "collective",
+    "gather": "collective",
+    "reduce_scatter": "collective",
+    "scatter": "collective",
+    "all_to_all": "collective",
+    "send_recv": "collective",
+    "reduce_scatter+all_gather": "composite",
+    "reduce+broadcast": "composite",
+    "all_to_all:pairwise": "collective",
+    "all_to_all:ring": "collective",
+    "all_to_all:mesh2d": "collective",
+    "all_to_all:hierarchical": "collective",
+    "all_reduce:symm_one_shot": "collective",
+    "all_reduce:symm_two_shot": "collective",
+    "p2p": "p2p",
+    "p2p:reverse": "p2p",
+    "p2p:bi": "p2p",
+    "moe:dispatch": "experiment",
+    "moe:combine": "experiment",
+}
+
+
+def test_every_registry_entry_has_its_kind() -> None:
+    assert {name: c.kind for name, c in REGISTRY.items()} == KIND_OF
+
+
+def test_a_kind_that_contradicts_the_descriptor_is_refused() -> None:
+    with pytest.raises(ValueError, match="kind 'collective'"):
+        replace(REGISTRY["p2p"], kind="collective")  # a pair's rows need its direction
+    with pytest.raises(ValueError, match="kind 'p2p'"):
+        replace(REGISTRY["all_reduce"], kind="p2p")
+    with pytest.raises(ValueError, match="kind 'copy'"):
+        replace(REGISTRY["all_reduce"], kind="copy")  # copies come from the copy engine
+
+
+def test_every_field_is_a_column_of_the_schema() -> None:
+    own = {f.name for f in fields(Measurement)} - {"run"}
+    assert own | set(RUN_COLUMNS) | {"nccl_env"} == set(COLUMNS)
+
+
+def _placement() -> Placement:
+    """One DGX node's eight ranks, each on the GPU of its NVML index, as actors report it."""
+    expected = expected_placement("nccl", recorded_nodes(DGX, 1), [8])
+    gpus = expected.nodes[0].gpus
+    placed = tuple(replace(m, gpu_uuid=gpus[m.local].uuid) for m in expected.members)
+    return replace(expected, members=placed)
+
+
+def _done(
+    name: str, ranks: tuple[int, ...], outcome: cluster.Outcome, timing: Timing = TIMING
+) -> Measured:
+    group = Group("nvlink", "default", ranks)
+    point = Point(_placement().group_id(group), name, "float32", 4096, 1024, timing)
+    return Measured(group, point, REGISTRY[name], outcome, 3, WHEN, WHEN, 2**30, None, True)
+
+
+def _ran(*per_rank: worker.Timed) -> cluster.Outcome:
+    return cluster.Outcome("ok", tuple(worker.Measured((t,)) for t in per_rank))
+
+
+def _timed(seconds: float, n_wrong: int | None = 0, skipped: str | None = None) -> worker.Timed:
+    blocks = () if skipped else (Block(seconds, 10, None),) * 3
+    return worker.Timed("torch", "eager", blocks, 2, n_wrong, skipped=skipped)
+
+
+@pytest.mark.parametrize("name", ["all_reduce", "reduce_scatter+all_gather", "moe:combine"])
+def test_a_point_is_measured_with_the_kind_of_its_descriptor(name: str) -> None:
+    ranks = tuple(range(8))
+    (made,) = of_point(RUN, _placement(), _done(name, ranks, _ran(*[_timed(1e-3)] * 8)))
+    assert made.kind == KIND_OF[name]
+    assert (made.params is not None) == (made.kind == "experiment")
+    assert made.src_rank is None  # not a pair
+    assert made.concurrent is None
+    assert made.time_us == pytest.approx(100.0)  # a 1 ms block of 10 iterations
+    assert made.busbw_gb_per_s == pytest.approx(made.algbw_gb_per_s * made.busbw_factor)
+    assert (made.wave, made.max_size_bytes, made.status) == (3, 2**30, "ok")
+
+
+def test_a_pair_is_measured_from_its_source_to_its_destination() -> None:
+    done = _done("p2p:reverse", (2, 5), _ran(_timed(1e-3), _timed(2e-3)))
+    (made,) = of_point(RUN, _placement(), done)
+    gpus = _placement().nodes[0].gpus
+    assert made.kind == "p2p"
+    assert (made.src_rank, made.dst_rank) == (5, 2)
+    assert (made.src_gpu_uuid, made.dst_gpu_uuid) == (gpus[5].uuid, gpus[2].uuid)
+    assert made.concurrent is True  # its wave had another group on its node
+    assert made.time_us == pytest.approx(200.0)  # the slowest rank
+
+
+def test_wrong_elements_fail_the_point_and_say_how_many() -> None:
+    (made,) = of_point(RUN, _placement(), _done("p2p", (0, 1), _ran(_timed(1e-3, 3), _timed(1e-3))))
+    assert (made.status, made.error, made.n_wrong) == ("error", "3 elements wrong (4K)", 3)
+
+
+def test_a_failed_point_is_measured_once_per_engine_and_launch_it_asked_for() -> None:
+    timing = Timing(launches=("graph", "eager"), engines=("torch", "nccl"))
+    outcome = cluster.Outcome("timeout", error="point took over 5 s")
+    made = of_point(RUN, _placement(), _done("all_reduce", (0, 1), outcome, timing))
+    assert [(m.engine, m.launch) for m in made] == [
+        ("torch", "graph"),
+        ("torch", "eager"),
+        ("nccl", "graph"),
+        ("nccl", "eager"),
+    ]
+    assert {(m.kind, m.status, m.error, m.time_us) for m in made} == {
+        ("collective", "timeout", "point took over 5 s", None)
+    }
+
+
+def test_a_mode_with_nothing_to_time_is_skipped_with_its_reason() -> None:
+    outcome = _ran(_timed(0.0, skipped="no graph on gloo"), _timed(0.0))
+    (made,) = of_point(RUN, _placement(), _done("all_reduce", (0, 1), outcome))
+    assert (made.status, made.error, made.time_us) == ("skipped", "no graph on gloo", None)
+
+
+def test_a_copy_is_a_copy_between_two_gpus_of_a_node() -> None:
+    placement = _placement()
+    gpus = placement.nodes[0].gpus
+    copied = worker.Copied("fanout", gpus[0].uuid, (gpus[1].uuid, gpus[2].uuid), 2**20, (1e-4,) * 2)
+    rank_of = {m.gpu_uuid: m.rank for m in placement.members}
+    made = of_copy(RUN, placement, 0, copied, gpus[2].uuid, 1e-4, rank_of)
+    assert (made.kind, made.op, made.algorithm, made.tier) == ("copy", "copy", "fanout", "nvlink")
+    assert (made.src_rank, made.dst_rank, made.concurrent) == (0, 2, True)
+    assert made.algbw_gb_per_s == pytest.approx(2**20 / 1e-4 / 1e9)
+
+
+def test_measurements_go_through_the_store_as_rows_and_keep_their_kind(tmp_path: Path) -> None:
+    placement = _placement()
+    made = [
+        *of_point(RUN, placement, _done("p2p:bi", (0, 1), _ran(_timed(1e-3), _timed(1e-3)))),
+        *of_point(
+            RUN, placement, _done("moe:dispatch", tuple(range(8)), _ran(*[_timed(1e-3)] * 8))
+        ),
+    ]
+    writer = ResultWriter(tmp_path, "x", "2026-11-24")
+    writer.extend([m.as_row() for m in made])
+    writer.flush()
+    rows = load(tmp_path).sort_values("kind")
+    assert rows["kind"].tolist() == ["experiment", "p2p"]
+    assert set(rows["kind"]) <= set(KINDS)
+    assert dict(rows["params"].iloc[0]) == dict(REGISTRY["moe:dispatch"].params)
+    assert rows["time_us_blocks"].iloc[1].tolist() == pytest.approx([100.0] * 3)
