@@ -8,23 +8,30 @@ so this module is tested as plain functions on plain data, at any cluster size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
 from typing import NamedTuple, Protocol
 
-from sweeper.spec import DTYPES, NCCL_ALGOS
+from sweeper import knobs
+from sweeper.spec import DTYPES
 from sweeper.topology import Node
 
 TIERS = ("nvlink", "pcie", "internode", "cpu")
 # NCCL reads these once per process: a variant that sets them runs on its own actor set.
+# The swept ones (--nccl-env, --nccl-algos) come beside them: `variants`.
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "p2p-off": {"NCCL_P2P_DISABLE": "1"},  # host memory over PCIe instead of NVLink/P2P
     "network": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},  # the network transport
-    **{f"nccl-{algo}": {"NCCL_ALGO": algo.capitalize()} for algo in NCCL_ALGOS},
 }
+
+
+def variants(swept: Mapping[str, Sequence[str]]) -> dict[str, dict[str, str]]:
+    """Every actor set's NCCL variables by variant name: the fixed ones, then the grid of the
+    swept variables' values."""
+    return {**VARIANTS, **knobs.grid(swept)}
 
 
 class OpShape(Protocol):
@@ -111,7 +118,7 @@ class Shape:
     nodes: tuple[int, ...]  # node of each group rank
     backend: str
     sees_node_gpus: bool  # every actor sees all GPUs of its node (torch symmetric memory)
-    nccl_algo: str | None = None  # NCCL_ALGO pinned on the group's actor set
+    nccl_env: tuple[tuple[str, str], ...] = ()  # NCCL variables the group's variant pins
 
 
 class Group(NamedTuple):
@@ -163,7 +170,7 @@ def groups(
     tiers: Collection[str],
     pairs: bool = True,
     force_network: bool = False,
-    nccl_algos: Sequence[str] = (),
+    grid: Sequence[str] = (),
 ) -> list[Group]:
     """The groups the tiers ask for, each once (by variant and ranks), in tier order.
 
@@ -173,6 +180,7 @@ def groups(
     island again with NCCL_P2P_DISABLE=1 (variant p2p-off: the host/PCIe path). internode:
     one rank per node, every pair of nodes, and every rank, plus the same with P2P and SHM
     off (variant network) when forced. cpu: the gloo ranks of each node, and their pairs.
+    Then every default group again on each variant of the `grid` (swept NCCL variables).
     """
     out: list[Group] = []
     seen: dict[str, set[tuple[int, ...]]] = {}
@@ -217,11 +225,10 @@ def groups(
             if pairs:
                 extend("internode", variant, combinations(firsts, 2))
             extend("internode", variant, (everyone,))
-    if gpus:  # each default group again on actor sets that pin NCCL's algorithm
-        default = [g for g in out if g.variant == "default"]
-        for algo in nccl_algos:
-            for group in default:
-                extend(group.tier, f"nccl-{algo}", (group.ranks,))
+    default = [g for g in out if g.variant == "default"]
+    for variant in grid:  # on gloo too: their rows say the variables are inert there
+        for group in default:
+            extend(group.tier, variant, (group.ranks,))
     return out
 
 

@@ -32,8 +32,8 @@ WEAK_PAIR = (2, 3)  # its bandwidth is half the others': the outlier to find
 # (op, algorithm, variant) -> (alpha_us, algorithm bandwidth GB/s, busbw factor at n = 4)
 MODELS: dict[tuple[str, str, str], tuple[float, float, float]] = {
     ("all_reduce", "native", "default"): (35.0, 240.0, 1.5),
-    ("all_reduce", "native", "nccl-ring"): (45.0, 245.0, 1.5),
-    ("all_reduce", "native", "nccl-tree"): (30.0, 150.0, 1.5),
+    ("all_reduce", "native", "algo=Ring"): (45.0, 245.0, 1.5),
+    ("all_reduce", "native", "algo=Tree"): (30.0, 150.0, 1.5),
     ("all_reduce", "reduce_scatter+all_gather", "default"): (79.0, 232.0, 1.5),
     ("all_reduce", "reduce+broadcast", "default"): (85.0, 180.0, 1.5),
     ("all_reduce", "symm_one_shot", "default"): (12.0, 60.0, 1.5),

@@ -507,7 +507,7 @@ def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
 
 def _way(op: str, name: str) -> str:
     """A candidate's name without its operation, which the table's caption gives:
-    native, native [nccl-ring], reduce_scatter+all_gather."""
+    native, native [algo=Ring], reduce_scatter+all_gather."""
     rest = name.removeprefix(op).strip()
     if not rest or rest.startswith("["):
         return f"native {rest}".strip()

@@ -147,7 +147,7 @@ def test_gpu_sections_draw_matrices_and_algorithm_tables(chromium: Path, gpu_rep
     assert seen.sections["algorithms"]["tables"] == 2  # all_reduce, all_to_all
     assert "n0 GPU2 -> n0 GPU3" in seen.text  # the weak pair, in the outlier table
     assert "NV18" in seen.text
-    assert "native [nccl-ring]" in seen.text  # a candidate, named without its operation
+    assert "native [algo=Ring]" in seen.text  # a candidate, named without its operation
 
 
 def test_a_script_in_a_host_name_is_shown_as_text(chromium: Path, tmp_path: Path) -> None:
