@@ -32,7 +32,7 @@ from ray.util.scheduling_strategies import (
 from sweeper.errors import InfrastructureError
 from sweeper.plan import Member, Placement
 from sweeper.spec import MemLimit, MoeSpec
-from sweeper.topology import Node, RankInfo, Versions, read_nvml
+from sweeper.topology import Node, RankInfo, Versions, read_nics, read_nvml
 from sweeper.worker import Copied, Limits, Measured, Prepared, Rank
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
@@ -200,6 +200,7 @@ def _node_record() -> dict[str, Any]:
         node_id=ray.get_runtime_context().get_node_id(),
         ip=ray.util.get_node_ip_address(),
         cpus=os.cpu_count() or 0,
+        nics=read_nics(),
     )
     return record
 

@@ -19,6 +19,7 @@ from sweeper.spec import DTYPES
 from sweeper.topology import Node
 
 TIERS = ("nvlink", "pcie", "internode", "cpu")
+_GPU_LINKS = {"nvlink": "nvlink_gb_per_s", "pcie": "pcie_gb_per_s"}  # tier: its Gpu field
 # NCCL reads these once per process: a variant that sets them runs on its own actor set.
 # The swept ones (--nccl-env, --nccl-algos) come beside them: `variants`.
 VARIANTS: dict[str, dict[str, str]] = {
@@ -77,6 +78,24 @@ class Placement:
 
     def gpu_uuids(self, ranks: Iterable[int]) -> tuple[str, ...]:
         return tuple(u for r in ranks if (u := self.members[r].gpu_uuid))
+
+    def link_gb_per_s(self, tier: str, ranks: Iterable[int]) -> float | None:
+        """The one-direction peak of the link a group's tier crosses, the slowest of its
+        members': NVLink, all of a GPU's active links together; PCIe, generation x width;
+        the network, a node's NICs together. None where a speed is unknown, or the tier has
+        no such link (CPU ranks, one GPU alone)."""
+        members = [self.members[r] for r in ranks]
+        if tier == "internode":
+            speeds = [self.nodes[node].network_gb_per_s for node in {m.node for m in members}]
+        elif tier in _GPU_LINKS and self.backend == "nccl":
+            field = _GPU_LINKS[tier]
+            by_index = [{gpu.index: gpu for gpu in node.gpus} for node in self.nodes]
+            gpus = [by_index[m.node].get(m.local) for m in members]
+            speeds = [getattr(gpu, field) if gpu else None for gpu in gpus]
+        else:
+            return None
+        known = [speed for speed in speeds if speed]
+        return min(known) if known and len(known) == len(speeds) else None
 
     def n_nodes(self, ranks: Iterable[int]) -> int:
         return len({self.members[r].node for r in ranks})

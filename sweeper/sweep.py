@@ -267,8 +267,10 @@ class _Sweep:
     def _measured(self, meta: Row, placement: Placement, done: Measured) -> None:
         when = {"wave": done.wave, "started_at": done.started_at, "ended_at": done.ended_at}
         made = make_rows(meta, placement, done.group, done.point, done.collective, done.outcome)
+        link = placement.link_gb_per_s(done.group.tier, done.group.ranks)
         for row in made:
             row.update(when, max_size_bytes=done.max_size_bytes, probe_s=done.probe_s)
+            row["busbw_pct_of_link"] = pct_of_link(row.get("busbw_gb_per_s"), link)
             if "concurrent" in row:
                 row["concurrent"] = done.shares_node
         self._keep(made)
@@ -293,7 +295,11 @@ class _Sweep:
             )
             for copied in copies:
                 for dst, seconds in zip(copied.dsts, copied.seconds, strict=True):
-                    self._keep([copy_row(meta, placement, node, copied, dst, seconds, rank_of)])
+                    row = copy_row(meta, placement, node, copied, dst, seconds, rank_of)
+                    pair = [rank_of[uuid] for uuid in (copied.src, dst) if uuid in rank_of]
+                    link = placement.link_gb_per_s(row["tier"], pair) if len(pair) == 2 else None
+                    row["busbw_pct_of_link"] = pct_of_link(row["busbw_gb_per_s"], link)
+                    self._keep([row])
 
     def _keep(self, rows: list[Row]) -> None:
         """One point's rows: on disk (journaled, one fsync) before anyone is told of them."""
@@ -471,6 +477,14 @@ def make_rows(
             )
         rows.append(mine)
     return rows
+
+
+def pct_of_link(busbw_gb_per_s: float | None, link_gb_per_s: float | None) -> float | None:
+    """Bus bandwidth as a percentage of the link's one-direction peak; None where either is
+    unknown (a failed point, CPU ranks, a NIC whose speed cannot be read)."""
+    if busbw_gb_per_s is None or not link_gb_per_s:
+        return None
+    return 100 * busbw_gb_per_s / link_gb_per_s
 
 
 def copy_row(

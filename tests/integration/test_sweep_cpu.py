@@ -181,6 +181,7 @@ def test_nccl_env_values_get_actor_sets_of_their_own_whose_rows_say_gloo_ignores
     default = df[df["variant"] == "default"]
     assert (default["status"] == "ok").all()
     assert not any("NCCL_PROTO" in dict(env) for env in default["nccl_env"])
+    assert default["busbw_pct_of_link"].isna().all()  # CPU ranks cross no NVML-known link
     for variant, value in (("proto=LL", "LL"), ("proto=Simple", "Simple")):
         rows = df[df["variant"] == variant]
         assert len(rows) == len(default)  # every size, each saying why it did not run
