@@ -79,7 +79,7 @@ def _help(field: str) -> str:
     default = info.default
     if isinstance(default, (tuple, list)):
         default = ",".join(map(str, default))
-    shown = "" if default is None else f" [default: {default}]"
+    shown = "" if default is None or default == {} else f" [default: {default}]"
     return f"{info.description}{shown}"
 
 
@@ -104,6 +104,7 @@ ForceNetwork = Annotated[bool | None, _opt("force_network", "--force-network/--n
 GpuVisibility = Annotated[str | None, _opt("gpu_visibility")]
 Output = Annotated[Path | None, _opt("output")]
 ClusterName = Annotated[str | None, _opt("cluster_name")]
+NcclEnv = Annotated[list[str] | None, _opt("nccl_env")]
 ReportsDir = Annotated[Path | None, _opt("reports_dir")]
 OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
 ProfileFile = Annotated[
@@ -143,6 +144,8 @@ def _stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
     "sweeper run --ops 'p2p*' --tiers nvlink --concurrent --copy-engine | "
     "sweeper run --ops 'all_to_all*,moe*' --moe tokens=8192,zipf=1.2 | "
     "sweeper run --ops 'all_reduce*,reduce_scatter+all_gather' --nccl-algos ring,tree | "
+    "sweeper run --ops all_reduce,all_to_all --nccl-env NCCL_PROTO=LL,LL128,Simple "
+    "--nccl-env NCCL_MAX_NCHANNELS=1,4,32 | "
     "sweeper run --address ray://head:10001 --format json | sweeper run --no-report | "
     "sweeper run --profile jobs/nightly.yaml --max-size 1G"
 )
@@ -179,6 +182,7 @@ def run(
         bool | None, _opt("copy_engine", "--copy-engine/--no-copy-engine")
     ] = None,
     nccl_algos: Annotated[str | None, _opt("nccl_algos")] = None,
+    nccl_env: NcclEnv = None,
     moe: Annotated[str | None, _opt("moe")] = None,
     report: Annotated[bool | None, _opt("report", "--report/--no-report")] = None,
     reports_dir: ReportsDir = None,
@@ -428,6 +432,7 @@ def plan_command(
     blocks: Annotated[int | None, _opt("blocks")] = None,
     concurrent: Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")] = None,
     nccl_algos: Annotated[str | None, _opt("nccl_algos")] = None,
+    nccl_env: NcclEnv = None,
     moe: Annotated[str | None, _opt("moe")] = None,
     plugin: Annotated[list[str] | None, _opt("plugins")] = None,
     format: OutputFormat = Format.human,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from sweeper import knobs
 from sweeper.plan import Shape
 from sweeper.store import Kind
 
@@ -33,14 +34,6 @@ if TYPE_CHECKING:
     from sweeper.nccl import NcclComm
 
 SUM = -1  # Span.source: the sum over every rank of the group
-
-# The NCCL collective kernels each NCCL_ALGO value implements (NCCL 2.28). Point-to-point
-# calls (send/recv, and torch's gather, scatter and all_to_all, built from them) take no
-# algorithm at all.
-NCCL_ALGO_KERNELS: dict[str, frozenset[str]] = {
-    "Ring": frozenset({"AllReduce", "Reduce", "Broadcast", "AllGather", "ReduceScatter"}),
-    "Tree": frozenset({"AllReduce"}),
-}
 
 
 @dataclass(frozen=True)
@@ -124,15 +117,14 @@ class Collective:
             raise ValueError(f"{self.name}: kind {self.kind!r} with direction {self.direction}")
 
     def why_not_on(self, shape: Shape) -> str | None:
-        """Why the operation cannot run on a group, if not: its own reason, or the group's
-        pinned NCCL_ALGO, which either does not implement its kernels (NCCL fails with
-        `invalid usage`) or does not touch it (the row would repeat the default's)."""
-        if shape.nccl_algo is not None:
-            if not self.nccl_kernels:
-                return f"NCCL_ALGO={shape.nccl_algo} changes nothing: no NCCL collective kernel"
-            missing = sorted(self.nccl_kernels - NCCL_ALGO_KERNELS[shape.nccl_algo])
-            if missing:
-                return f"NCCL's {shape.nccl_algo} algorithm has no {', '.join(missing)}"
+        """Why the operation cannot run on a group, if not: its own reason, or the NCCL_ALGO /
+        NCCL_PROTO its variant pins, which does not implement its kernels (NCCL would fail
+        with `invalid usage`). That a variant changes nothing for it is the schedule's to
+        say (`knobs.same_as`): it takes the other variants."""
+        if shape.backend == "nccl":
+            why = knobs.gap(self.nccl_kernels, dict(shape.nccl_env))
+            if why is not None:
+                return why
         return self.why_not(shape)
 
     def count(self, size_bytes: int, itemsize: int, n: int) -> int:

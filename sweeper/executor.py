@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -77,6 +77,18 @@ class _Run:
     issued: float = 0.0  # monotonic, when the phase's calls went out
     started_at: datetime | None = None
     probe_s: float = 0.0
+
+
+def skipped(
+    group: Group, group_id: str, series: Series, collective: Collective, wave: int, timing: Timing
+) -> Iterator[Measured]:
+    """A skipped series' points, each saying why: no rank is asked anything."""
+    now = datetime.now(timezone.utc)
+    itemsize = DTYPES[series.dtype].itemsize
+    outcome = cluster.Outcome("skipped", error=series.skipped, launched=False)
+    for count in series.counts:
+        point = Point(group_id, series.op, series.dtype, count * itemsize, count, timing)
+        yield Measured(group, point, collective, outcome, wave, now, now, None, None, False)
 
 
 class Executor:
@@ -215,18 +227,8 @@ class Executor:
         return False
 
     def _skipped(self, run: _Run, series: Series, collective: Collective) -> None:
-        now = datetime.now(timezone.utc)
-        itemsize = DTYPES[series.dtype].itemsize
-        for count in series.counts:
-            point = Point(
-                run.group_id, series.op, series.dtype, count * itemsize, count, self.timing
-            )
-            outcome = cluster.Outcome("skipped", error=series.skipped, launched=False)
-            self.emit(
-                Measured(
-                    run.group, point, collective, outcome, self.wave, now, now, None, None, False
-                )
-            )
+        for done in skipped(run.group, run.group_id, series, collective, self.wave, self.timing):
+            self.emit(done)
 
     def _complete(self, run: _Run, values: list[Any]) -> None:
         runner, action = run.runner, run.action

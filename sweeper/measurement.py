@@ -67,6 +67,7 @@ class Measurement:
     samples_us: tuple[float, ...] | None = None
     algbw_gb_per_s: float | None = None
     busbw_gb_per_s: float | None = None
+    busbw_pct_of_link: float | None = None
     n_wrong: int | None = None  # None: not checked
     # the series and the schedule: how large it could go, when it ran
     max_size_bytes: int | None = None
@@ -142,8 +143,18 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
             for engine in point.timing.engines
             for launch in point.timing.launches
         ]
+    link = placement.link_gb_per_s(group.tier, group.ranks)
     modes = range(len(outcome.measured[0].timed))
-    return [_timed(base, [m.timed[mode] for m in outcome.measured]) for mode in modes]
+    timed = [_timed(base, [m.timed[mode] for m in outcome.measured]) for mode in modes]
+    return [replace(m, busbw_pct_of_link=pct_of_link(m.busbw_gb_per_s, link)) for m in timed]
+
+
+def pct_of_link(busbw_gb_per_s: float | None, link_gb_per_s: float | None) -> float | None:
+    """Bus bandwidth as a percentage of the link's one-direction peak; None where either is
+    unknown (a failed point, CPU ranks, a NIC whose speed cannot be read)."""
+    if busbw_gb_per_s is None or not link_gb_per_s:
+        return None
+    return 100 * busbw_gb_per_s / link_gb_per_s
 
 
 def _timed(base: Measurement, ranks: list[Timed]) -> Measurement:
@@ -194,10 +205,13 @@ def of_copy(
     linked = a is not None and b is not None and host.nvlinked(a, b)
     members = 1 + len(copied.dsts)
     algbw = algbw_gb_per_s(copied.size_bytes, seconds)
+    tier = "nvlink" if linked else "pcie"
+    pair = [rank_of[uuid] for uuid in (copied.src, dst) if uuid in rank_of]
+    link = placement.link_gb_per_s(tier, pair) if len(pair) == 2 else None
     return Measurement(
         run=run,
         kind="copy",
-        tier="nvlink" if linked else "pcie",
+        tier=tier,
         variant="default",
         group_id=f"copy:n{node}",
         world_size=members,
@@ -218,6 +232,7 @@ def of_copy(
         time_us=seconds * 1e6,
         algbw_gb_per_s=algbw,
         busbw_gb_per_s=algbw,
+        busbw_pct_of_link=pct_of_link(algbw, link),
         src_rank=rank_of.get(copied.src),
         dst_rank=rank_of.get(dst),
         src_gpu_uuid=copied.src,

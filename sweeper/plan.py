@@ -9,23 +9,30 @@ so this module is tested as plain functions on plain data, at any cluster size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
 from typing import NamedTuple, Protocol
 
-from sweeper.spec import NCCL_ALGOS
+from sweeper import knobs
 from sweeper.topology import Node
 
 TIERS = ("nvlink", "pcie", "internode", "cpu")
+_GPU_LINKS = {"nvlink": "nvlink_gb_per_s", "pcie": "pcie_gb_per_s"}  # tier: its Gpu field
 # NCCL reads these once per process: a variant that sets them runs on its own actor set.
+# The swept ones (--nccl-env, --nccl-algos) come beside them: `variants`.
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "p2p-off": {"NCCL_P2P_DISABLE": "1"},  # host memory over PCIe instead of NVLink/P2P
     "network": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},  # the network transport
-    **{f"nccl-{algo}": {"NCCL_ALGO": algo.capitalize()} for algo in NCCL_ALGOS},
 }
+
+
+def variants(swept: Mapping[str, Sequence[str]]) -> dict[str, dict[str, str]]:
+    """Every actor set's NCCL variables by variant name: the fixed ones, then the grid of the
+    swept variables' values."""
+    return {**VARIANTS, **knobs.grid(swept)}
 
 
 class OpShape(Protocol):
@@ -72,6 +79,24 @@ class Placement:
     def gpu_uuids(self, ranks: Iterable[int]) -> tuple[str, ...]:
         return tuple(u for r in ranks if (u := self.members[r].gpu_uuid))
 
+    def link_gb_per_s(self, tier: str, ranks: Iterable[int]) -> float | None:
+        """The one-direction peak of the link a group's tier crosses, the slowest of its
+        members': NVLink, all of a GPU's active links together; PCIe, generation x width;
+        the network, a node's NICs together. None where a speed is unknown, or the tier has
+        no such link (CPU ranks, one GPU alone)."""
+        members = [self.members[r] for r in ranks]
+        if tier == "internode":
+            speeds = [self.nodes[node].network_gb_per_s for node in {m.node for m in members}]
+        elif tier in _GPU_LINKS and self.backend == "nccl":
+            field = _GPU_LINKS[tier]
+            by_index = [{gpu.index: gpu for gpu in node.gpus} for node in self.nodes]
+            gpus = [by_index[m.node].get(m.local) for m in members]
+            speeds = [getattr(gpu, field) if gpu else None for gpu in gpus]
+        else:
+            return None
+        known = [speed for speed in speeds if speed]
+        return min(known) if known and len(known) == len(speeds) else None
+
     def n_nodes(self, ranks: Iterable[int]) -> int:
         return len({self.members[r].node for r in ranks})
 
@@ -112,7 +137,7 @@ class Shape:
     nodes: tuple[int, ...]  # node of each group rank
     backend: str
     sees_node_gpus: bool  # every actor sees all GPUs of its node (torch symmetric memory)
-    nccl_algo: str | None = None  # NCCL_ALGO pinned on the group's actor set
+    nccl_env: tuple[tuple[str, str], ...] = ()  # NCCL variables the group's variant pins
 
 
 class Group(NamedTuple):
@@ -164,7 +189,7 @@ def groups(
     tiers: Collection[str],
     pairs: bool = True,
     force_network: bool = False,
-    nccl_algos: Sequence[str] = (),
+    grid: Sequence[str] = (),
 ) -> list[Group]:
     """The groups the tiers ask for, each once (by variant and ranks), in tier order.
 
@@ -174,6 +199,7 @@ def groups(
     island again with NCCL_P2P_DISABLE=1 (variant p2p-off: the host/PCIe path). internode:
     one rank per node, every pair of nodes, and every rank, plus the same with P2P and SHM
     off (variant network) when forced. cpu: the gloo ranks of each node, and their pairs.
+    Then every default group again on each variant of the `grid` (swept NCCL variables).
     """
     out: list[Group] = []
     seen: dict[str, set[tuple[int, ...]]] = {}
@@ -218,11 +244,10 @@ def groups(
             if pairs:
                 extend("internode", variant, combinations(firsts, 2))
             extend("internode", variant, (everyone,))
-    if gpus:  # each default group again on actor sets that pin NCCL's algorithm
-        default = [g for g in out if g.variant == "default"]
-        for algo in nccl_algos:
-            for group in default:
-                extend(group.tier, f"nccl-{algo}", (group.ranks,))
+    default = [g for g in out if g.variant == "default"]
+    for variant in grid:  # on gloo too: their rows say the variables are inert there
+        for group in default:
+            extend(group.tier, variant, (group.ranks,))
     return out
 
 

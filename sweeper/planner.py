@@ -54,7 +54,7 @@ def request(spec: SweepSpec, backend: str, ops: Sequence[Planned]) -> Request:
         tiers=spec.tiers,
         pairs=spec.pairs == "all",
         force_network=spec.force_network,
-        nccl_algos=spec.nccl_algos,
+        nccl_env=spec.nccl_variables(),
         ops=ops,
         dtypes=spec.dtypes,
         sizes=sizes(spec),

@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from sweeper.plan import VARIANTS, Group, OpShape, Placement, Shape, groups, rounds, series_counts
+from sweeper import knobs
+from sweeper.plan import Group, OpShape, Placement, Shape, groups, rounds, series_counts, variants
 from sweeper.spec import DTYPES
 
 
 class Planned(OpShape, Protocol):
+    @property
+    def nccl_kernels(self) -> frozenset[str]: ...
+
     def why_not_on(self, shape: Shape) -> str | None: ...
 
 
@@ -79,6 +83,16 @@ class Schedule:
     def series(self, group: Group) -> tuple[Series, ...]:
         return self.table.of(group)
 
+    def measures_nothing(self, actors: ActorSet) -> bool:
+        """Whether every series of the actor set is skipped (a swept NCCL variable on CPU
+        ranks): its rows need no actor started."""
+        return all(
+            s.skipped is not None
+            for wave in actors.waves
+            for group in wave.groups
+            for s in self.series(group)
+        )
+
 
 @dataclass(frozen=True)
 class Request:
@@ -87,7 +101,7 @@ class Request:
     tiers: Collection[str]
     pairs: bool
     force_network: bool
-    nccl_algos: Sequence[str]
+    nccl_env: Mapping[str, Sequence[str]]  # the swept NCCL variables and their values
     ops: Sequence[Planned]
     dtypes: Sequence[str]
     sizes: Sequence[int]  # the grid; with auto, to the largest size accepted
@@ -117,9 +131,8 @@ def collector_paused() -> Iterator[None]:
 
 
 def _schedule(placement: Placement, request: Request) -> Schedule:
-    found = groups(
-        placement, request.tiers, request.pairs, request.force_network, request.nccl_algos
-    )
+    grid = list(knobs.grid(request.nccl_env))
+    found = groups(placement, request.tiers, request.pairs, request.force_network, grid)
     by_variant: dict[str, list[Group]] = defaultdict(list)
     for group in found:
         by_variant[group.variant].append(group)
@@ -234,6 +247,10 @@ class _SeriesTable:
         self.request = request
         self.node_of = [m.node for m in placement.members]
         self.cache: dict[tuple[str, int, tuple[int, ...]], tuple[Series, ...]] = {}
+        self.envs = variants(request.nccl_env)
+        # what a grid variant may only repeat: NCCL's defaults, and the grid before it
+        grid = knobs.grid(request.nccl_env)
+        self.comparable = {"default": self.envs["default"], **grid}
 
     def of(self, group: Group) -> tuple[Series, ...]:
         variant, ranks = group.variant, group.ranks
@@ -253,12 +270,15 @@ class _SeriesTable:
         return found
 
     def _build(self, variant: str, n: int, nodes: tuple[int, ...]) -> Iterable[Series]:
-        r = self.request
-        shape = Shape(
-            n, nodes, self.placement.backend, r.sees_node_gpus, VARIANTS[variant].get("NCCL_ALGO")
-        )
+        r, backend = self.request, self.placement.backend
+        env = self.envs[variant]
+        shape = Shape(n, nodes, backend, r.sees_node_gpus, tuple(env.items()))
+        swept = variant != "default" and variant in self.comparable
         for op in r.ops:
-            why = op.why_not_on(shape)
+            repeats = (
+                knobs.same_as(op.nccl_kernels, variant, self.comparable, backend) if swept else None
+            )
+            why = repeats or op.why_not_on(shape)
             for dtype in r.dtypes:
                 counts = series_counts(op, DTYPES[dtype].itemsize, n, r.sizes)
                 if not counts:

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from sweeper import knobs
 from sweeper.errors import BadInput
 
 if TYPE_CHECKING:
@@ -235,6 +236,41 @@ def _key_values(value: object) -> object:
     return value
 
 
+def _nccl_variables(value: object) -> object:
+    """--nccl-env KEY=V1,V2 (repeatable) from the command line, a list of such strings or a
+    mapping of names to values (a list, or a comma string) from YAML: names -> values."""
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        out: dict[str, object] = {}
+        for item in value:
+            name, sep, values = str(item).partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"{item!r}: use KEY=V1,V2, e.g. NCCL_PROTO=LL,Simple")
+            if name.strip() in out:
+                raise ValueError(f"{name.strip()} given twice: list its values once")
+            out[name.strip()] = values
+        value = out
+    if isinstance(value, dict):
+        split = {str(name): _split(values) for name, values in value.items()}
+        # YAML reads NCCL_MAX_NCHANNELS: [1, 4] as numbers: values are the text NCCL reads
+        return {n: [str(v) for v in vs] if isinstance(vs, list) else vs for n, vs in split.items()}
+    return value
+
+
+_NCCL_ENV_SCHEMA = {
+    "anyOf": [
+        {"type": "object", "additionalProperties": _LIST_SCHEMA},
+        {"type": "array", "items": {"type": "string", "examples": ["NCCL_PROTO=LL,Simple"]}},
+    ]
+}
+NcclVariables = Annotated[
+    dict[str, tuple[str, ...]],
+    BeforeValidator(_nccl_variables),
+    WithJsonSchema(_NCCL_ENV_SCHEMA),
+]
+
+
 class SweepSpec(BaseModel):
     """Everything a sweep needs to know; `sweeper run` options and profile keys are its fields."""
 
@@ -349,6 +385,11 @@ class SweepSpec(BaseModel):
     nccl_algos: CommaList = Field(
         (), description="Also run every group with NCCL_ALGO set to each: ring, tree."
     )
+    nccl_env: NcclVariables = Field(
+        {},
+        description="NCCL variables to sweep, KEY=V1,V2 (repeatable): each combination of "
+        "the values runs every group again on an actor set of its own, beside NCCL's defaults.",
+    )
     concurrent: bool = Field(
         False,
         description="A node's pairs share its links on purpose: disjoint pairs in one wave "
@@ -416,6 +457,23 @@ class SweepSpec(BaseModel):
     @classmethod
     def _nccl_algos(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _one_of(value, NCCL_ALGOS, "NCCL algorithm")
+
+    @field_validator("nccl_env")
+    @classmethod
+    def _nccl_env(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for name, values in value.items():
+            knobs.check_name(name)
+            if not values:
+                raise ValueError(f"{name}: no value given")
+        return {name: tuple(dict.fromkeys(values)) for name, values in value.items()}
+
+    def nccl_variables(self) -> dict[str, tuple[str, ...]]:
+        """The swept NCCL variables: --nccl-env, and --nccl-algos as NCCL_ALGO values."""
+        swept = dict(self.nccl_env)
+        algos = tuple(algo.capitalize() for algo in self.nccl_algos)
+        if algos:
+            swept["NCCL_ALGO"] = tuple(dict.fromkeys((*swept.get("NCCL_ALGO", ()), *algos)))
+        return swept
 
     @field_validator("launch")
     @classmethod

@@ -83,6 +83,7 @@ SCHEMA = pa.schema(
         ("algbw_gb_per_s", pa.float64()),
         ("busbw_gb_per_s", pa.float64()),
         ("busbw_factor", pa.float64()),
+        ("busbw_pct_of_link", pa.float64()),  # busbw / the tier's link peak (NVML, sysfs) x 100
         ("status", pa.string()),
         ("error", pa.string()),
         ("n_wrong", pa.int64()),

@@ -19,21 +19,21 @@ import pandas as pd
 import ray
 
 import sweeper
-from sweeper import cluster, measurement, nccl, planner, report, store
+from sweeper import cluster, knobs, measurement, nccl, planner, report, store
 from sweeper.collectives import REGISTRY, configure_moe, load_plugins, resolve
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.estimate import CostModel, estimate
-from sweeper.executor import Executor, Measured, PointKey, Recorded
+from sweeper.executor import Executor, Measured, PointKey, Recorded, skipped
 from sweeper.plan import (
-    VARIANTS,
     Group,
     Placement,
     Timing,
     expected_placement,
     groups,
+    variants,
 )
 from sweeper.report import record
-from sweeper.schedule import Schedule, schedule
+from sweeper.schedule import ActorSet, Schedule, schedule
 from sweeper.spec import (
     DTYPES,
     SweepSpec,
@@ -123,7 +123,8 @@ def _layout(
 
 
 def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
-    return groups(placement, spec.tiers, spec.pairs == "all", spec.force_network, spec.nccl_algos)
+    grid = list(knobs.grid(spec.nccl_variables()))
+    return groups(placement, spec.tiers, spec.pairs == "all", spec.force_network, grid)
 
 
 def survey(spec: SweepSpec) -> Survey:
@@ -258,7 +259,26 @@ class _Sweep:
             self.spec.output, record.RunRecord.of(self.run_id, self.spec, tuple(self.nodes))
         )
         for actors in planned.actor_sets:
-            self.run_actor_set(actors.variant)
+            if planned.measures_nothing(actors) and self._shared is not None:
+                self.skip_actor_set(planned, actors)
+            else:
+                self.run_actor_set(actors.variant)
+
+    def skip_actor_set(self, planned: Schedule, actors: ActorSet) -> None:
+        """An actor set whose every series is skipped: its rows, and no actor started; their
+        nccl_env is what its actors would have been given."""
+        assert self._shared is not None
+        env = sorted((k, v) for k, v in self._env(actors.variant).items() if k.startswith("NCCL_"))
+        meta = {**self._shared, "nccl_env": env}
+        by_name = {c.name: c for c in self.collectives}
+        for wave in actors.waves:
+            for group in wave.groups:
+                group_id = planned.placement.group_id(group)
+                for series in planned.series(group):
+                    for done in skipped(
+                        group, group_id, series, by_name[series.op], wave.number, self.timing
+                    ):
+                        self._measured(meta, planned.placement, done)
 
     def run_actor_set(self, variant: str) -> None:
         """One variant's waves, on an actor set of its own environment, planned again from
@@ -338,7 +358,7 @@ class _Sweep:
             self.observer.point(row)
 
     def _env(self, variant: str) -> dict[str, str]:
-        extra = dict(VARIANTS[variant])
+        extra = dict(variants(self.spec.nccl_variables())[variant])
         if self.backend == "nccl" and self.spec.gpu_visibility == "node":
             extra["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
         return cluster.actor_env(extra)

@@ -14,6 +14,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 Record = dict[str, Any]
@@ -66,7 +67,7 @@ class Gpu:
     memory_free_bytes: int
     numa_node: int | None
     nvlink_gb_per_s: float  # all active links together, one direction
-    pcie_gb_per_s: float | None  # max generation x width, one direction
+    pcie_gb_per_s: float | None  # max generation x width (as trained, where known), one direction
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class Node:
     driver_version: str | None = None
     cpus: int = 0
     reason: str | None = None  # why there is no NVML
+    network_gb_per_s: float | None = None  # its NICs together, one direction; None: unknown
 
     def nvlinked(self, a: int, b: int) -> bool:
         return self.links[a][b].startswith("NV")
@@ -127,6 +129,7 @@ class Node:
             driver_version=record.get("driver_version"),
             cpus=int(record.get("cpus", 0)),
             reason=record.get("reason"),
+            network_gb_per_s=_network(record.get("nics") or []),
         )
 
 
@@ -146,12 +149,24 @@ def _nvlink_count(a: Mapping[str, Any], b: Mapping[str, Any], by_bus: Mapping[st
     return min(switched(a), switched(b))
 
 
+def _network(nics: Sequence[Mapping[str, Any]]) -> float | None:
+    """A node's network peak: its RDMA ports together (InfiniBand, RoCE), else its Ethernet
+    interfaces together (a RoCE port is both: counted once); None where none is known."""
+    for kind in ("rdma", "ethernet"):
+        speeds = [float(n["gb_per_s"]) for n in nics if n.get("kind") == kind and n.get("gb_per_s")]
+        if speeds:
+            return sum(speeds)
+    return None
+
+
 def _gpu(raw: Mapping[str, Any]) -> Gpu:
     nvlink = 0.0
     speed = raw.get("nvlink_speed_mbps")
     for link in raw.get("nvlinks", []):
         nvlink += speed / 1e3 if speed else _NVLINK_GB_PER_S.get(link.get("version") or 0, 0.0)
     gen, width = raw.get("pcie_max_gen"), raw.get("pcie_max_width")
+    if width and raw.get("pcie_width"):  # a x16 GPU in a x8 slot trains at x8
+        width = min(width, raw["pcie_width"])
     pcie = _PCIE_LANE_GB_PER_S[gen] * width if gen in _PCIE_LANE_GB_PER_S and width else None
     return Gpu(
         index=int(raw["index"]),
@@ -197,6 +212,7 @@ def node_record() -> Record:
         node_id=ray.get_runtime_context().get_node_id(),
         ip=ray.util.get_node_ip_address(),
         cpus=os.cpu_count() or 0,
+        nics=read_nics(),
     )
     return record
 
@@ -253,6 +269,8 @@ def _read_gpu(nvml: Any, index: int, handle: Any) -> Record:
         "numa_node": _maybe(nvml.nvmlDeviceGetNumaNodeId, handle),
         "pcie_max_gen": _maybe(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
         "pcie_max_width": _maybe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        # the width the link trained at (the generation drops when idle; the width does not)
+        "pcie_width": _maybe(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
         "nvlinks": links,
         "nvlink_speed_mbps": _maybe(_link_speed, nvml, handle) if links else None,
     }
@@ -278,6 +296,37 @@ def _read_pair(nvml: Any, a: int, b: int, handles: Sequence[Any]) -> Record:
         "p2p_nvlink": p2p(_P2P_NVLINK),
         "p2p_read": p2p(_P2P_READ),
     }
+
+
+def read_nics(sys_class: Path = Path("/sys/class")) -> list[Record]:
+    """This node's active network ports and their speeds, from sysfs (NVML knows no NICs):
+    InfiniBand/RoCE ports (`rate`, e.g. "400 Gb/sec (4X NDR)") and physical Ethernet
+    interfaces that are up (`speed`, Mb/s). What cannot be read is left out, never an error."""
+    nics: list[Record] = []
+    for port in sorted((sys_class / "infiniband").glob("*/ports/*")):
+        state, rate = _sysfs(port / "state"), _sysfs(port / "rate")
+        if state and "ACTIVE" in state and rate:
+            try:
+                gbit = float(rate.split()[0])
+            except ValueError:
+                continue
+            nics.append(
+                {"name": f"{port.parts[-3]}/{port.name}", "kind": "rdma", "gb_per_s": gbit / 8}
+            )
+    for interface in sorted((sys_class / "net").glob("*")):
+        if not (interface / "device").exists() or _sysfs(interface / "operstate") != "up":
+            continue  # virtual (lo, docker0, veth) or down
+        speed = _sysfs(interface / "speed")  # reading it fails on some drivers when down
+        if speed and speed.lstrip("-").isdigit() and int(speed) > 0:
+            nics.append({"name": interface.name, "kind": "ethernet", "gb_per_s": int(speed) / 8e3})
+    return nics
+
+
+def _sysfs(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def nvml_driver_version() -> str | None:

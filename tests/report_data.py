@@ -32,8 +32,8 @@ WEAK_PAIR = (2, 3)  # its bandwidth is half the others': the outlier to find
 # (op, algorithm, variant) -> (alpha_us, algorithm bandwidth GB/s, busbw factor at n = 4)
 MODELS: dict[tuple[str, str, str], tuple[float, float, float]] = {
     ("all_reduce", "native", "default"): (35.0, 240.0, 1.5),
-    ("all_reduce", "native", "nccl-ring"): (45.0, 245.0, 1.5),
-    ("all_reduce", "native", "nccl-tree"): (30.0, 150.0, 1.5),
+    ("all_reduce", "native", "algo=Ring"): (45.0, 245.0, 1.5),
+    ("all_reduce", "native", "algo=Tree"): (30.0, 150.0, 1.5),
     ("all_reduce", "reduce_scatter+all_gather", "default"): (79.0, 232.0, 1.5),
     ("all_reduce", "reduce+broadcast", "default"): (85.0, 180.0, 1.5),
     ("all_reduce", "symm_one_shot", "default"): (12.0, 60.0, 1.5),
@@ -43,6 +43,13 @@ MODELS: dict[tuple[str, str, str], tuple[float, float, float]] = {
     ("all_to_all", "hierarchical", "default"): (25.0, 300.0, 0.75),
 }
 COMPOSITES = ("reduce_scatter+all_gather", "reduce+broadcast")  # kind composite
+# --nccl-env NCCL_PROTO=LL,Simple (with write_run(knobs=True)): LL starts sooner, moves less
+KNOB_MODELS: dict[tuple[str, str, str], tuple[float, float, float]] = {
+    ("all_reduce", "native", "proto=LL"): (20.0, 60.0, 1.5),
+    ("all_reduce", "native", "proto=Simple"): (40.0, 250.0, 1.5),
+    ("all_gather", "native", "proto=LL"): (18.0, 120.0, 0.75),
+    ("all_gather", "native", "proto=Simple"): (33.0, 460.0, 0.75),
+}
 OOM_SIZE = 2**31
 EAGER_US = 8.0  # what issuing one call from Python adds to a graph replay's time
 GRAPH_ONLY = ("graph",)  # a GPU run's default
@@ -101,19 +108,28 @@ def _timed(alpha_us: float, algbw: float, factor: float, size: int, slow: float)
     }
 
 
+def variant_env(variant: str) -> list[tuple[str, str]]:
+    """The NCCL variables a swept variant's name stands for: algo=Ring is NCCL_ALGO=Ring."""
+    pairs = (item.split("=") for item in variant.split(",") if "=" in item)
+    return [(f"NCCL_{key.upper()}", value) for key, value in pairs]
+
+
 def gpu_rows(
     run_id: str,
     host: str = "gpu-node-1",
     slow: float = 1.0,
     error: str = "WARN",
     launches: tuple[str, ...] = GRAPH_ONLY,
+    knobs: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Every row of the synthetic run; `slow` multiplies every time (a regressed run),
     `error` is the text of the out-of-memory point (and of an NCCL variable), and each point
-    but the copies has a row per launch mode of `launches`, as a sweep writes them."""
+    but the copies has a row per launch mode of `launches`, as a sweep writes them; `knobs`
+    adds the variants of an NCCL_PROTO sweep."""
     meta = _meta(run_id, host, error)
     clock = STARTED
-    for (op, algorithm, variant), (alpha, algbw, factor) in MODELS.items():
+    models = {**MODELS, **(KNOB_MODELS if knobs else {})}
+    for (op, algorithm, variant), (alpha, algbw, factor) in models.items():
         suffix = "" if variant == "default" else f"/{variant}"
         for size in SIZES:
             clock += timedelta(milliseconds=10)
@@ -121,6 +137,7 @@ def gpu_rows(
                 yield {
                     **meta,
                     "kind": "composite" if algorithm in COMPOSITES else "collective",
+                    "nccl_env": meta["nccl_env"] + variant_env(variant),
                     "tier": "nvlink",
                     "variant": variant,
                     "group_id": GROUP + suffix,
@@ -218,10 +235,11 @@ def write_run(
     slow: float = 1.0,
     error: str = "WARN",
     launches: tuple[str, ...] = GRAPH_ONLY,
+    knobs: bool = False,
 ) -> None:
     """The synthetic run's rows into `results`, and its run record beside them."""
     writer = ResultWriter(results, run_id, STARTED.strftime("%Y-%m-%d"))
-    for row in gpu_rows(run_id, host, slow, error, launches):
+    for row in gpu_rows(run_id, host, slow, error, launches, knobs):
         writer.append(row)
     writer.flush()
     record.save(results, h200_record(run_id, host))

@@ -2,7 +2,7 @@
 
 A candidate is an (algorithm, variant) pair of rows with the same `op`, named
 `label(op, algorithm)`, plus ` [variant]` when the variant is not the default: e.g.
-`all_reduce`, `all_reduce (reduce_scatter+all_gather)`, `all_reduce [nccl-ring]`. The
+`all_reduce`, `all_reduce (reduce_scatter+all_gather)`, `all_reduce [algo=Ring]`. The
 default is what a user gets without asking: algorithm `native`, variant `default`.
 Candidates compete within one tier, group size, dtype and size. Where a tier has several
 groups of that size (the pairs of an island), a candidate's bandwidth is their median.

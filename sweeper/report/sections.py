@@ -23,6 +23,7 @@ from sweeper.analysis import (
     candidate,
     candidates,
     fits,
+    knobs,
     label,
     launch_costs,
     launch_modes,
@@ -507,7 +508,7 @@ def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
 
 def _way(op: str, name: str) -> str:
     """A candidate's name without its operation, which the table's caption gives:
-    native, native [nccl-ring], reduce_scatter+all_gather."""
+    native, native [algo=Ring], reduce_scatter+all_gather."""
     rest = name.removeprefix(op).strip()
     if not rest or rest.startswith("["):
         return f"native {rest}".strip()
@@ -570,6 +571,60 @@ def algorithms(df: pd.DataFrame) -> Section | None:
         "speedup is the best's bus bandwidth over the default's (torch.distributed's own "
         "call, NCCL's choice of algorithm).",
     )
+
+
+# Swept NCCL variables
+
+
+def nccl_variables(df: pd.DataFrame) -> list[Section]:
+    """A section per swept NCCL variable (--nccl-env): for each operation, busbw against size
+    with a line per value and NCCL's default, and at the judged sizes the best value and its
+    gain over the default."""
+    rows = preferred(collective_rows(df))
+    rows = rows[rows["status"] == "ok"]
+    sets = knobs.swept(rows)
+    found = []
+    for variable in dict.fromkeys(sets["variable"]):
+        curves = knobs.lines(rows, sets, str(variable))
+        blocks: list[Block] = [_launch_line(rows["launch"], rows["op"])]
+        for (operation, tier, world_size, dtype), curve in curves.groupby(
+            knobs.LINE_KEYS, sort=False
+        ):
+            if curve["line"].nunique() < 2:  # every value skipped here: nothing to compare
+                continue
+            where = f"{operation} on {tier} x{world_size}, {dtype}"
+            series = [
+                (str(line), part.sort_values("size_bytes"))
+                for line, part in curve.groupby("line", sort=False)
+            ]
+            blocks.append(Figure(figures.series_figure(series, f"{variable}: {where}")))
+            table = [
+                (
+                    _size(r["size_bytes"]),
+                    Cell(str(r["best"]), "code"),
+                    _num(r["busbw_gb_per_s"], SIG),
+                    _num(r["default_busbw_gb_per_s"], SIG),
+                    _num(r["gain"], ".2f", "good" if r["gain"] > 1 else "bad"),
+                )
+                for r in _records(knobs.best_values(curve))
+            ]
+            columns = ("size", "best value", "busbw GB/s", "default busbw GB/s", "gain")
+            blocks.append(_table(columns, table, f"{variable}: {where}"))
+        if len(blocks) > 1:
+            found.append(
+                Section(
+                    f"nccl-{str(variable).removeprefix('NCCL_').lower().replace('_', '-')}",
+                    f"NCCL variable {variable}",
+                    tuple(blocks),
+                    f"Bus bandwidth against size with {variable} at each value swept "
+                    "(--nccl-env), each on an actor set of its own, and NCCL's default "
+                    "(nothing set); other swept variables' values in brackets. The tables "
+                    "give, at sizes 16x apart, the best value and its gain: its busbw over "
+                    "the default's (below 1, NCCL's own choice was faster). Medians over the "
+                    "groups of a tier and size.",
+                )
+            )
+    return found
 
 
 # Composites
@@ -824,6 +879,7 @@ def build(df: pd.DataFrame, record: RunRecord | None, base: pd.DataFrame | None)
         launch_cost(df),
         p2p(df, record),
         algorithms(df),
+        *nccl_variables(df),
         composites(df),
         experiments(df),
         max_sizes(df),

@@ -86,8 +86,8 @@ def test_all_reduce_algorithms_include_symmetric_memory_and_nccl_algos(tmp_path:
     assert by_variant["default"] == {"native", "symm_one_shot", "symm_two_shot", *composites}
     # Ring has every kernel the composites launch; Tree has AllReduce alone; neither touches
     # torch symmetric memory, so those rows would only repeat the default's
-    assert by_variant["nccl-ring"] == {"native", *composites}
-    assert by_variant["nccl-tree"] == {"native"}
+    assert by_variant["algo=Ring"] == {"native", *composites}
+    assert by_variant["algo=Tree"] == {"native"}
 
 
 def test_all_to_all_algorithms_and_moe_are_exact_on_gpus(tmp_path: Path) -> None:

@@ -31,7 +31,15 @@ CPU_SECTIONS = (
     "fits",
     "baseline",
 )
-GPU_SECTIONS = ("topology", "operations", "p2p", "algorithms", "experiments", "baseline")
+GPU_SECTIONS = (
+    "topology",
+    "operations",
+    "p2p",
+    "algorithms",
+    "nccl-algo",
+    "experiments",
+    "baseline",
+)
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +155,21 @@ def test_gpu_sections_draw_matrices_and_algorithm_tables(chromium: Path, gpu_rep
     assert seen.sections["algorithms"]["tables"] == 2  # all_reduce, all_to_all
     assert "n0 GPU2 -> n0 GPU3" in seen.text  # the weak pair, in the outlier table
     assert "NV18" in seen.text
-    assert "native [nccl-ring]" in seen.text  # a candidate, named without its operation
+    assert "native [algo=Ring]" in seen.text  # a candidate, named without its operation
+
+
+def test_a_swept_nccl_variable_gets_a_section_of_figures_and_best_value_tables(
+    chromium: Path, tmp_path: Path
+) -> None:
+    report_data.write_run(tmp_path / "results", "r1", knobs=True)
+    page = build.write(tmp_path / "results", "r1", tmp_path / "r1.html")
+    seen = visit(chromium, page)
+    assert_drawn(seen, ("nccl-algo", "nccl-proto"))
+    proto = seen.sections["nccl-proto"]
+    assert proto["figures"] == proto["tables"] == 2  # all_reduce and all_gather
+    assert proto["traces"] >= 2 * 3  # default, LL, Simple in each
+    assert "NCCL_PROTO: all_reduce on nvlink x4, bfloat16" in seen.text
+    assert "default busbw GB/s" in seen.text
 
 
 def test_a_script_in_a_host_name_is_shown_as_text(chromium: Path, tmp_path: Path) -> None:

@@ -167,3 +167,26 @@ def test_a_stall_in_one_block_shows_in_the_blocks_not_in_the_time(tmp_path: Path
     assert middle >= STALL_S / 5 * 1e6  # the stall, spread over the block's 5 iterations
     assert max(first, last) < middle / 10
     assert row["time_us"] == sorted(row["time_us_blocks"])[1] < middle / 10
+
+
+def test_nccl_env_values_get_actor_sets_of_their_own_whose_rows_say_gloo_ignores_them(
+    tmp_path: Path,
+) -> None:
+    df = cli_sweep.sweep(
+        tmp_path,
+        *("--nccl-env", "NCCL_PROTO=LL,Simple", "--ops", "all_reduce", "--max-size", "1K"),
+        *("--iters", "2", "--warmup", "1", "--no-report"),
+    )
+    assert set(df["variant"]) == {"default", "proto=LL", "proto=Simple"}
+    default = df[df["variant"] == "default"]
+    assert (default["status"] == "ok").all()
+    assert not any("NCCL_PROTO" in dict(env) for env in default["nccl_env"])
+    assert default["busbw_pct_of_link"].isna().all()  # CPU ranks cross no NVML-known link
+    for variant, value in (("proto=LL", "LL"), ("proto=Simple", "Simple")):
+        rows = df[df["variant"] == variant]
+        assert len(rows) == len(default)  # every size, each saying why it did not run
+        assert (rows["status"] == "skipped").all()
+        assert rows["error"].str.endswith("NCCL variables are inert on CPU ranks (gloo)").all()
+        assert rows["group_id"].str.endswith(f"/{variant}").all()
+        # the actors' own environment: the variant's value reached them
+        assert all(dict(env)["NCCL_PROTO"] == value for env in rows["nccl_env"])

@@ -15,7 +15,7 @@ from tests import report_data
 
 def test_candidates_are_named_by_label_and_non_default_variant() -> None:
     assert candidate("all_reduce", "native", "default") == "all_reduce"
-    assert candidate("all_reduce", "native", "nccl-ring") == "all_reduce [nccl-ring]"
+    assert candidate("all_reduce", "native", "algo=Ring") == "all_reduce [algo=Ring]"
     assert candidate("all_to_all", "pairwise", "default") == "all_to_all (pairwise)"
 
 
@@ -28,7 +28,7 @@ def test_the_best_per_size_follows_the_models(tmp_path: Path) -> None:
     # symmetric memory's 12 us start wins small sizes; NCCL's ring wins the largest
     assert by_size.loc[8, "best"] == "all_reduce (symm_one_shot)"
     assert by_size.loc[8, "speedup"] == pytest.approx((35 + 8 / 240e3) / (12 + 8 / 60e3))
-    assert by_size.loc[2**29, "best"] == "all_reduce [nccl-ring]"
+    assert by_size.loc[2**29, "best"] == "all_reduce [algo=Ring]"
     top = by_size.loc[2**29]
     assert top["speedup"] == pytest.approx(
         top["best_busbw_gb_per_s"] / top["default_busbw_gb_per_s"]

@@ -99,25 +99,31 @@ def test_resolve_all_and_unknown() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "ring", "tree"),
+    ("name", "ring", "tree", "nvls_ll"),
     [
-        ("all_reduce", True, True),
-        ("reduce_scatter+all_gather", True, False),  # Tree implements AllReduce alone
-        ("reduce+broadcast", True, False),
-        ("all_gather", True, False),
-        ("all_to_all", False, False),  # point-to-point: no algorithm to pin
-        ("send_recv", False, False),
-        ("all_reduce:symm_one_shot", False, False),  # not NCCL at all
+        ("all_reduce", True, True, False),  # NVLS is Simple only
+        ("reduce_scatter+all_gather", True, False, False),  # Tree implements AllReduce alone
+        ("reduce+broadcast", True, False, False),  # Broadcast and Reduce: Ring alone
+        ("all_gather", True, False, False),
+        ("all_to_all", True, True, True),  # point-to-point: nothing pinned touches it
+        ("send_recv", True, True, True),
     ],
 )
-def test_a_pinned_nccl_algo_runs_only_the_kernels_it_implements(
-    name: str, ring: bool, tree: bool
+def test_a_pinned_nccl_algo_or_proto_runs_only_the_kernels_it_implements(
+    name: str, ring: bool, tree: bool, nvls_ll: bool
 ) -> None:
     collective = REGISTRY[name]
-    for algo, runs in (("Ring", ring), ("Tree", tree)):
-        reason = collective.why_not_on(Shape(4, (0, 0, 0, 0), "nccl", True, algo))
-        assert (reason is None) == runs, (algo, reason)
+    for env, runs in (
+        ((("NCCL_ALGO", "Ring"),), ring),
+        ((("NCCL_ALGO", "tree"),), tree),
+        ((("NCCL_ALGO", "NVLS"), ("NCCL_PROTO", "LL")), nvls_ll),
+    ):
+        reason = collective.why_not_on(Shape(4, (0, 0, 0, 0), "nccl", True, env))
+        assert (reason is None) == runs, (env, reason)
     assert collective.why_not_on(Shape(4, (0, 0, 0, 0), "nccl", True)) is None
+    # gloo reads no NCCL variable: nothing there to refuse
+    gloo = Shape(4, (0, 0, 0, 0), "gloo", False, (("NCCL_ALGO", "Tree"),))
+    assert collective.why_not_on(gloo) is None
 
 
 def test_the_nccl_engine_has_every_core_operation_and_the_pairs_but_no_variant() -> None:

@@ -225,7 +225,7 @@ def test_a_synthetic_run_timed_both_ways_costs_one_launch_per_call(tmp_path: Pat
     table = launch_costs(load(tmp_path))
     costs = table.set_index(["tier", "operation"])["small_cost_us"]
     assert costs[("nvlink", "all_reduce")] == pytest.approx(report_data.EAGER_US)
-    assert costs[("nvlink/nccl-ring", "all_reduce")] == pytest.approx(report_data.EAGER_US)
+    assert costs[("nvlink/algo=Ring", "all_reduce")] == pytest.approx(report_data.EAGER_US)
     composite = ("nvlink", "all_reduce (reduce_scatter+all_gather)")
     assert costs[composite] == pytest.approx(2 * report_data.EAGER_US)
     assert "copy (uni)" not in set(table["operation"])  # eager only

@@ -70,7 +70,7 @@ def test_a_profile_sets_the_measurement_and_report_options_too(tmp_path: Path) -
 def test_the_profile_keys_are_exactly_the_options_of_sweeper_run() -> None:
     run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     options = {"plugins" if p.name == "plugin" else p.name for p in run.params}
-    assert options - {"profile", "format"} == set(SweepSpec.model_fields)
+    assert options - {"profile", "format", "resume"} == set(SweepSpec.model_fields)
     assert set(Profile.model_fields) == set(SweepSpec.model_fields) | {"nightly"}
 
 
@@ -99,6 +99,8 @@ def test_flags_override_the_profile_and_unset_keys_keep_their_defaults(tmp_path:
         ("moe:\n  tokenz: 3\n", "unknown key 'moe.tokenz'", "did you mean 'moe.tokens'?"),
         ("copy-engine: true\n", "unknown key 'copy-engine'", "did you mean 'copy_engine'?"),
         ("nccl_algos: [ring, trees]\n", "nccl_algos: unknown NCCL algorithm 'trees'", None),
+        ("nccl_env: {PROTO: [LL]}\n", "nccl_env: 'PROTO' is not an NCCL variable", None),
+        ("nccl_env: [NCCL_PROTO]\n", "nccl_env: 'NCCL_PROTO': use KEY=V1,V2", None),
         ("- ops\n", "a profile is a mapping of option names to values", None),
         ("ops: [all_reduce\n", "", None),
     ],
@@ -169,3 +171,16 @@ def test_config_schema_is_json_schema_that_accepts_the_nightly_profile() -> None
     with pytest.raises(jsonschema.ValidationError, match="zscore"):
         validator.validate({"nightly": {"zscore": 3}})
     assert schema["properties"]["max_size"]["description"].startswith("Largest size S")
+
+
+def test_nccl_env_is_a_profile_mapping_or_command_line_pairs_and_nccl_algos_joins_it(
+    tmp_path: Path,
+) -> None:
+    text = "nccl_env:\n  NCCL_PROTO: [LL, Simple]\n  NCCL_MAX_NCHANNELS: 1,4\nnccl_algos: [tree]\n"
+    spec = build_spec(load_profile(write(tmp_path, text)))
+    assert spec.nccl_env == {"NCCL_PROTO": ("LL", "Simple"), "NCCL_MAX_NCHANNELS": ("1", "4")}
+    assert spec.nccl_variables()["NCCL_ALGO"] == ("Tree",)
+    numbers = build_spec(load_profile(write(tmp_path, "nccl_env: {NCCL_MIN_NCHANNELS: [2, 8]}\n")))
+    assert numbers.nccl_env == {"NCCL_MIN_NCHANNELS": ("2", "8")}
+    given = build_spec(nccl_env=["NCCL_PROTO=LL,LL", "NCCL_ALGO=Ring"], nccl_algos="ring")
+    assert given.nccl_variables() == {"NCCL_PROTO": ("LL",), "NCCL_ALGO": ("Ring",)}

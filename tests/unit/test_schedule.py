@@ -32,7 +32,7 @@ def request(**changes: object) -> Request:
         "tiers": ALL_TIERS,
         "pairs": True,
         "force_network": True,
-        "nccl_algos": (),
+        "nccl_env": {},
         "ops": resolve(("all", "p2p*")),
         "dtypes": ("bfloat16",),
         "sizes": (8, 1024, 2**20),
@@ -163,3 +163,50 @@ def test_sweeper_plan_prints_waves_of_a_recorded_topology_with_no_cluster(tmp_pa
     assert missing.exit_code == 2
     assert missing.stderr.count("\n") == 1
     assert "--topology" in missing.stderr
+
+
+def test_the_nccl_env_grid_runs_every_default_group_on_an_actor_set_per_combination() -> None:
+    where = placement(DGX, 1, 8)
+    swept = {"NCCL_PROTO": ("LL", "Simple"), "NCCL_MAX_NCHANNELS": ("1", "4")}
+    planned = schedule(where, request(tiers=("nvlink",), nccl_env=swept))
+    names = [actors.variant for actors in planned.actor_sets]
+    assert names == [
+        "default",
+        "proto=LL,max_nchannels=1",
+        "proto=LL,max_nchannels=4",
+        "proto=Simple,max_nchannels=1",
+        "proto=Simple,max_nchannels=4",
+    ]
+    ranks = {a.variant: {g.ranks for w in a.waves for g in w.groups} for a in planned.actor_sets}
+    assert all(found == ranks["default"] for found in ranks.values())
+    assert_nothing_shared(planned)
+
+
+def test_a_grid_variant_skips_what_it_cannot_run_or_would_only_repeat() -> None:
+    where = placement(DGX, 1, 8)
+    ops = resolve(("all_reduce", "all_gather", "all_to_all"))
+    swept = {"NCCL_ALGO": ("Tree", "NVLS"), "NCCL_PROTO": ("LL",)}
+    planned = schedule(where, request(tiers=("nvlink",), ops=ops, nccl_env=swept))
+    skipped = {
+        (actors.variant, s.op): s.skipped
+        for actors in planned.actor_sets
+        for s in planned.series(actors.waves[0].groups[0])
+    }
+    assert skipped[("algo=Tree,proto=LL", "all_reduce")] is None
+    assert "no algorithm of it implements AllGather" in str(
+        skipped[("algo=Tree,proto=LL", "all_gather")]
+    )
+    assert "not a protocol of AllReduce" in str(skipped[("algo=NVLS,proto=LL", "all_reduce")])
+    assert "changes nothing" in str(skipped[("algo=Tree,proto=LL", "all_to_all")])
+    assert "(as algo=Tree,proto=LL)" not in str(skipped[("algo=NVLS,proto=LL", "all_to_all")])
+    assert skipped[("default", "all_to_all")] is None
+
+
+def test_on_cpu_ranks_every_grid_series_says_nccl_variables_are_inert() -> None:
+    where = placement(CPU, 1, 2)
+    swept = {"NCCL_PROTO": ("LL", "Simple")}
+    planned = schedule(where, request(tiers=("cpu",), nccl_env=swept))
+    assert [a.variant for a in planned.actor_sets] == ["default", "proto=LL", "proto=Simple"]
+    for actors in planned.actor_sets[1:]:
+        for series in planned.series(actors.waves[0].groups[0]):
+            assert "inert on CPU ranks (gloo)" in str(series.skipped)

@@ -169,3 +169,86 @@ def test_a_set_of_one_rank_runs_its_world_group_alone(backend: str, tier: str, n
     assert one.group_id(world) == name
     everyone = groups(place(node("h200x4-nvswitch")), ("world", "nvlink", "pcie"))
     assert min(len(g.ranks) for g in everyone) == 2  # with more ranks, no one runs alone
+
+
+def test_a_pcie_link_counts_the_width_it_trained_at() -> None:
+    raw = json.loads((DATA / "l40sx4-two-numa.json").read_text())
+    raw["gpus"][0]["pcie_width"] = 8  # a x16 GPU in a x8 slot
+    narrowed = Node.from_record(raw)
+    assert narrowed.gpus[0].pcie_gb_per_s == pytest.approx(8 * 1.969)
+    assert narrowed.gpus[1].pcie_gb_per_s == pytest.approx(16 * 1.969)  # none recorded: max
+
+
+def _sysfs(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+    return root
+
+
+def test_nics_are_read_from_sysfs_active_and_physical_only(tmp_path: Path) -> None:
+    from sweeper.topology import read_nics
+
+    root = _sysfs(
+        tmp_path,
+        {
+            "infiniband/mlx5_0/ports/1/state": "4: ACTIVE",
+            "infiniband/mlx5_0/ports/1/rate": "400 Gb/sec (4X NDR)",
+            "infiniband/mlx5_1/ports/1/state": "1: DOWN",
+            "infiniband/mlx5_1/ports/1/rate": "400 Gb/sec (4X NDR)",
+            "net/eth0/operstate": "up",
+            "net/eth0/speed": "100000",
+            "net/eth0/device/vendor": "0x15b3",
+            "net/eth1/operstate": "down",  # down: its speed is not read
+            "net/eth1/device/vendor": "0x15b3",
+            "net/lo/operstate": "unknown",  # virtual: no device
+            "net/docker0/operstate": "up",
+            "net/docker0/speed": "10000",
+        },
+    )
+    assert read_nics(root) == [
+        {"name": "mlx5_0/1", "kind": "rdma", "gb_per_s": 50.0},
+        {"name": "eth0", "kind": "ethernet", "gb_per_s": 12.5},
+    ]
+    assert read_nics(tmp_path / "absent") == []
+
+
+def test_a_nodes_network_is_its_rdma_ports_together_else_its_ethernet() -> None:
+    assert node("dgx-h100-nvswitch").network_gb_per_s == pytest.approx(8 * 50.0)
+    ethernet = Node.from_record({"nics": [{"name": "eth0", "kind": "ethernet", "gb_per_s": 3.125}]})
+    assert ethernet.network_gb_per_s == pytest.approx(3.125)
+    assert node("h200x4-nvswitch").network_gb_per_s is None  # not recorded: unknown
+
+
+@pytest.mark.parametrize(
+    ("name", "tier", "ranks", "link_gb_per_s"),
+    [
+        ("h200x4-nvswitch", "nvlink", (0, 1, 2, 3), 18 * 26.5625),
+        ("h200x4-nvswitch", "pcie", (0, 1), 16 * 3.938),  # p2p-off: through the host
+        ("rtx3060x2-pcie", "pcie", (0, 1), 4 * 1.969),  # the slower of the two: x4
+        ("a100x4-nvlink-pairs", "nvlink", (0, 1), 12 * 25.0),
+        ("dgx-h100-nvswitch", "internode", (0, 8), 8 * 50.0),  # the NICs of a node together
+        ("h200x4-nvswitch", "internode", (0, 4), None),  # NIC speeds not recorded
+        ("h200x4-nvswitch", "local", (0,), None),
+    ],
+)
+def test_the_link_a_tier_crosses_has_its_peak_from_the_recorded_topology(
+    name: str, tier: str, ranks: tuple[int, ...], link_gb_per_s: float | None
+) -> None:
+    found = place(node(name), node(name)).link_gb_per_s(tier, ranks)
+    assert found == (pytest.approx(link_gb_per_s) if link_gb_per_s else None)
+
+
+def test_cpu_ranks_have_no_link_peak() -> None:
+    cpu = place(node("cpu-no-nvml"), backend="gloo")
+    assert cpu.link_gb_per_s("cpu", (0, 1)) is None
+
+
+def test_busbw_is_a_share_of_the_link_where_its_peak_is_known() -> None:
+    from sweeper.measurement import pct_of_link
+
+    h200 = place(node("h200x4-nvswitch"))
+    link = h200.link_gb_per_s("nvlink", (0, 1, 2, 3))
+    assert pct_of_link(18 * 26.5625 * 0.75, link) == pytest.approx(75.0)
+    assert pct_of_link(None, link) is None  # a failed point
+    assert pct_of_link(100.0, None) is None  # no known peak

@@ -1,0 +1,110 @@
+"""Swept NCCL variables (`--nccl-env`) against NCCL's defaults: which variables each variant
+sets, busbw against size per value, and at the judged sizes the best value with its gain
+over the default variant (the one that sets none of them).
+
+A variant's variables are read from the rows, not its name: those of its `nccl_env` that the
+default variant's rows do not hold with the same value. Only variants that measured the
+default's groups (its `group_id` with a `/variant` suffix) are compared, so the fixed
+variants of other tiers (p2p-off, network) are not taken for swept ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from sweeper.analysis.summary import label
+
+DEFAULT = "default"
+JUDGED_STEP = 16  # judged sizes: the smallest, every 16x from it, and the largest
+LINE_KEYS = ["operation", "tier", "world_size", "dtype"]
+TABLE_COLUMNS = ("size_bytes", "best", "busbw_gb_per_s", "default_busbw_gb_per_s", "gain")
+
+
+def _env(rows: pd.DataFrame) -> dict[str, str]:
+    env = rows["nccl_env"].iloc[0]
+    return dict(env) if env is not None else {}
+
+
+def swept(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per compared variant and variable it sets: variant, variable, value, and the
+    variant's other swept variables as `context` (empty for a one-variable sweep)."""
+    columns = ["variant", "variable", "value", "context"]
+    default = rows[rows["variant"] == DEFAULT]
+    if default.empty:
+        return _frame([], columns)
+    base = _env(default)
+    groups = set(default["group_id"])
+    found: list[tuple[object, ...]] = []
+    for variant, part in rows[rows["variant"] != DEFAULT].groupby("variant", sort=False):
+        suffix = f"/{variant}"
+        measured = {str(g).removesuffix(suffix) for g in part["group_id"]}
+        if not measured & groups:
+            continue
+        changed = {k: v for k, v in _env(part).items() if base.get(k) != v}
+        for variable, value in changed.items():
+            context = ",".join(f"{k}={v}" for k, v in changed.items() if k != variable)
+            found.append((variant, variable, value, context))
+    return _frame(found, columns)
+
+
+def lines(rows: pd.DataFrame, sets: pd.DataFrame, variable: str) -> pd.DataFrame:
+    """busbw against size, a line per value of `variable` (and `default`): the median over
+    the groups of a tier and size, per operation and dtype. `rows`: ok rows, one launch."""
+    mine = sets[sets["variable"] == variable]
+    names = {
+        str(r.variant): f"{r.value} ({r.context})" if r.context else str(r.value)
+        for r in mine.itertuples()
+    }
+    names[DEFAULT] = DEFAULT
+    shown = rows[rows["variant"].isin(list(names))]
+    shown = shown.assign(
+        line=shown["variant"].map(names),
+        operation=[
+            label(str(o), str(a)) for o, a in zip(shown["op"], shown["algorithm"], strict=True)
+        ],
+    )
+    keys = [*LINE_KEYS, "line", "size_bytes"]
+    medians = shown.groupby(keys, sort=False)[["busbw_gb_per_s", "time_us"]].median()
+    flat: pd.DataFrame = medians.reset_index()
+    return flat
+
+
+def judged_sizes(sizes: Sequence[int]) -> list[int]:
+    """The sizes a table judges: the smallest, each JUDGED_STEP times larger, the largest."""
+    ordered = sorted(set(sizes))
+    if not ordered:
+        return []
+    picked, next_at = [], ordered[0]
+    for size in ordered:
+        if size >= next_at:
+            picked.append(size)
+            next_at = size * JUDGED_STEP
+    if picked[-1] != ordered[-1]:
+        picked.append(ordered[-1])
+    return picked
+
+
+def best_values(curve: pd.DataFrame) -> pd.DataFrame:
+    """For one operation's lines (one tier, group size, dtype): at each judged size the best
+    value, its busbw, the default's, and the gain (best / default; below 1 the default
+    wins). Sizes the default did not measure are left out."""
+    wide = curve.pivot_table(index="size_bytes", columns="line", values="busbw_gb_per_s")
+    if DEFAULT not in wide.columns:
+        return _frame([], TABLE_COLUMNS)
+    values = wide.drop(columns=DEFAULT)
+    out: list[tuple[object, ...]] = []
+    for size in judged_sizes([int(s) for s in wide.index]):
+        measured = values.loc[size].dropna()
+        default = wide.loc[size, DEFAULT]
+        if measured.empty or pd.isna(default):
+            continue
+        best = str(measured.idxmax())
+        out.append((size, best, measured[best], default, measured[best] / default))
+    return _frame(out, TABLE_COLUMNS)
+
+
+def _frame(rows: Sequence[tuple[object, ...]], columns: Sequence[str]) -> pd.DataFrame:
+    frame: pd.DataFrame = pd.DataFrame(list(rows), columns=list(columns))
+    return frame
