@@ -107,16 +107,18 @@ def test_samples_give_percentiles_from_per_iteration_times(tmp_path: Path) -> No
 
 
 @pytest.mark.usefixtures("isolated_registry")
-def test_a_hung_point_times_out_and_the_sweep_goes_on(tmp_path: Path) -> None:
+def test_a_hung_point_times_out_and_the_sweep_and_its_series_go_on(tmp_path: Path) -> None:
     hang = ("--plugin", "tests.plugins.hang", "--ops", "hang,all_reduce", "--timeout", "8")
-    df = cli_sweep.sweep(tmp_path, *hang, "--min-size", "256", "--max-size", "1K", exit_code=4)
+    df = cli_sweep.sweep(tmp_path, *hang, "--min-size", "256", "--max-size", "2K", exit_code=4)
     assert cli_sweep.statuses(df) == {
         "hang@256": "ok",
         "hang@512": "ok",
         "hang@1024": "timeout",
+        "hang@2048": "ok",  # after the rebuild, the series' next size
         "native@256": "ok",
         "native@512": "ok",
         "native@1024": "ok",
+        "native@2048": "ok",
     }
     assert "took over 8 s" in df.loc[df["status"] == "timeout", "error"].iloc[0]
 

@@ -1,4 +1,5 @@
-"""A test plugin: an all_reduce that hangs at 1 KiB and up, the way a real hang looks.
+"""A test plugin: an all_reduce that hangs at 1 KiB (and only there, so the sizes after it
+show a series going on), the way a real hang looks.
 
 Rank 0 enters the collective; the other ranks never do, so rank 0 waits in gloo for a
 peer that will not come. Only killing the actors ends it.
@@ -11,12 +12,12 @@ import time
 
 from sweeper.collectives import REGISTRY, Buffers, Comm, per_call, register
 
-HANG_FROM_BYTES = 1024
+HANG_AT_BYTES = 1024
 _all_reduce = REGISTRY["all_reduce"]
 
 
 def _run(buf: Buffers, comm: Comm) -> None:
-    if buf.send.numel() * buf.send.element_size() >= HANG_FROM_BYTES and comm.rank != 0:
+    if buf.send.numel() * buf.send.element_size() == HANG_AT_BYTES and comm.rank != 0:
         time.sleep(3600)
     _all_reduce.bind(buf, comm)()
 
