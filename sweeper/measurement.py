@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sweeper import telemetry
 from sweeper.spec import format_size
 from sweeper.store import Kind
 from sweeper.timing import across_ranks, algbw_gb_per_s
@@ -80,6 +81,19 @@ class Measurement:
     src_gpu_uuid: str | None = None
     dst_gpu_uuid: str | None = None
     concurrent: bool | None = None
+    # GPU telemetry (sweeper.telemetry.Reading's fields): per rank, in group rank order
+    sm_clock_mhz: tuple[int | None, ...] | None = None
+    mem_clock_mhz: tuple[int | None, ...] | None = None
+    power_w: tuple[float | None, ...] | None = None
+    power_limit_w: tuple[float | None, ...] | None = None
+    temperature_c: tuple[int | None, ...] | None = None
+    throttle_reasons: tuple[tuple[str, ...] | None, ...] | None = None
+    ecc_corrected_delta: tuple[int | None, ...] | None = None
+    ecc_uncorrected_delta: tuple[int | None, ...] | None = None
+    nvlink_replay_delta: tuple[int | None, ...] | None = None
+    nvlink_crc_delta: tuple[int | None, ...] | None = None
+    nvlink_recovery_delta: tuple[int | None, ...] | None = None
+    xid_codes: tuple[tuple[int, ...] | None, ...] | None = None
 
     def as_row(self) -> Row:
         """The measurement as the store and the observers take it (lists for list columns)."""
@@ -142,6 +156,7 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
             for engine in point.timing.engines
             for launch in point.timing.launches
         ]
+    base = replace(base, **telemetry.columns([m.telemetry for m in outcome.measured]))
     modes = range(len(outcome.measured[0].timed))
     return [_timed(base, [m.timed[mode] for m in outcome.measured]) for mode in modes]
 

@@ -101,6 +101,21 @@ SCHEMA = pa.schema(
         ("wave", pa.int32()),
         ("started_at", pa.timestamp("us", tz="UTC")),
         ("ended_at", pa.timestamp("us", tz="UTC")),
+        # GPU telemetry (sweeper.telemetry), one value per rank in group rank order, read
+        # outside the timed blocks: the GPU's state after the point's last block, and what
+        # its error counters gained over the point. Null where NVML cannot read it.
+        ("sm_clock_mhz", pa.list_(pa.int32())),
+        ("mem_clock_mhz", pa.list_(pa.int32())),
+        ("power_w", pa.list_(pa.float64())),
+        ("power_limit_w", pa.list_(pa.float64())),
+        ("temperature_c", pa.list_(pa.int32())),
+        ("throttle_reasons", pa.list_(pa.list_(pa.string()))),
+        ("ecc_corrected_delta", pa.list_(pa.int64())),
+        ("ecc_uncorrected_delta", pa.list_(pa.int64())),
+        ("nvlink_replay_delta", pa.list_(pa.int64())),
+        ("nvlink_crc_delta", pa.list_(pa.int64())),
+        ("nvlink_recovery_delta", pa.list_(pa.int64())),
+        ("xid_codes", pa.list_(pa.list_(pa.int32()))),
     ]
 )
 # The columns every row of one run shares: what a run is, where and with which software.

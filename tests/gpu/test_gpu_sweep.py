@@ -41,3 +41,15 @@ def test_a_hung_nccl_point_is_killed_and_rebuilt(tmp_path: Path) -> None:
         "native@512": "ok",
         "native@1024": "ok",
     }
+
+
+def test_every_gpu_row_carries_each_ranks_telemetry(tmp_path: Path) -> None:
+    df = sweep(tmp_path, "--ops", "all_reduce", "--max-size", "1M")
+    ran = df[df["status"] == "ok"]
+    assert len(ran) > 0
+    for column in ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c"):
+        assert ran[column].map(len).eq(ran["world_size"]).all(), column
+        assert ran[column].map(lambda ranks: all(v > 0 for v in ranks)).all(), column
+    assert ran["throttle_reasons"].map(lambda ranks: all(r is not None for r in ranks)).all()
+    # counters change only with errors: a healthy GPU adds none over a point
+    assert ran["ecc_uncorrected_delta"].map(lambda ranks: all(v in (0, None) for v in ranks)).all()
