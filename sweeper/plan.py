@@ -159,6 +159,18 @@ def classify(placement: Placement, ranks: Sequence[int]) -> str:
     return "pcie"
 
 
+ONE_GPU = (
+    "one GPU: collectives between GPUs need two; measuring what one GPU can (world 1, tier local)"
+)
+
+
+def alone(placement: Placement) -> str | None:
+    """The line a run on a machine of one GPU prints (its groups are of that GPU alone)."""
+    if placement.backend == "nccl" and sum(len(node.gpus) for node in placement.nodes) == 1:
+        return ONE_GPU
+    return None
+
+
 def groups(
     placement: Placement,
     tiers: Collection[str],

@@ -29,11 +29,12 @@ from sweeper.plan import (
     Group,
     Placement,
     Timing,
+    alone,
     expected_placement,
     groups,
 )
 from sweeper.report import record
-from sweeper.schedule import Schedule, schedule
+from sweeper.schedule import Schedule, nothing_to_measure, schedule
 from sweeper.spec import (
     DTYPES,
     SweepSpec,
@@ -60,6 +61,7 @@ class Started:
     sizes: tuple[int, int | None]  # smallest and largest S asked for; None: auto
     n_points: int
     output: Path
+    note: str | None = None  # a line about what this cluster cannot measure (one GPU)
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,11 @@ class _Sweep:
 
     def run(self) -> None:
         slots = [slot.ranks for slot in self.slots]
-        planned = self.plan_for(expected_placement(self.backend, self.nodes, slots))
+        placement = expected_placement(self.backend, self.nodes, slots)
+        planned = self.plan_for(placement)
+        empty = nothing_to_measure(planned, self.spec.tiers)
+        if empty is not None:  # before anything is written: no run record, no report
+            raise InfrastructureError(empty)
         ceiling = planner.ceiling_bytes(self.spec, self.backend, self.nodes)
         self.observer.started(
             Started(
@@ -248,6 +254,7 @@ class _Sweep:
                 (self.spec.min_size, None if self.auto else max(self.sizes)),
                 estimate(planned, CostModel(), ceiling).points,
                 self.spec.output,
+                alone(placement),
             )
         )
         self.writer = ResultWriter(

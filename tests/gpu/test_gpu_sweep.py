@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
+import sweeper
+from sweeper.cli import app
 from sweeper.collectives import REGISTRY
+from sweeper.plan import ONE_GPU
 from tests.cli_sweep import statuses, sweep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
@@ -53,3 +57,17 @@ def test_every_gpu_row_carries_each_ranks_telemetry(tmp_path: Path) -> None:
     assert ran["throttle_reasons"].map(lambda ranks: all(r is not None for r in ranks)).all()
     # counters change only with errors: a healthy GPU adds none over a point
     assert ran["ecc_uncorrected_delta"].map(lambda ranks: all(v in (0, None) for v in ranks)).all()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() != 1, reason="a machine of one GPU")
+def test_one_gpu_runs_what_it_can_says_pairs_need_two_and_writes_the_report(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", "--output", str(out), "--max-size", "1M"])
+    assert result.exit_code == 0, result.output
+    assert ONE_GPU in result.stdout.splitlines()
+    df = sweeper.load(out)
+    assert set(df["tier"]) == {"local"}
+    assert (df["status"] == "ok").any()
+    assert list((tmp_path / "reports").glob("*.html"))
