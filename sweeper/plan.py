@@ -38,6 +38,9 @@ class OpShape(Protocol):
     @property
     def fixed_count(self) -> Callable[[int], int] | None: ...
 
+    @property
+    def ends_bytes(self) -> int | None: ...
+
     def count(self, size_bytes: int, itemsize: int, n: int) -> int: ...
 
 
@@ -294,4 +297,7 @@ def series_counts(op: OpShape, itemsize: int, world_size: int, sizes: Iterable[i
         return []
     if op.fixed_count is not None:
         return [op.fixed_count(world_size)]
+    if op.ends_bytes is not None:
+        grid = sorted(sizes)
+        sizes = (grid[0], min(grid[-1], op.ends_bytes)) if grid else ()
     return sorted({op.count(size, itemsize, world_size) for size in sizes})

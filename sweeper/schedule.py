@@ -294,5 +294,5 @@ class _SeriesTable:
                         op.name, dtype, tuple(counts[:1] if r.auto else counts), False, why
                     )
                 else:
-                    probe = r.auto and op.fixed_count is None
+                    probe = r.auto and op.fixed_count is None and op.ends_bytes is None
                     yield Series(op.name, dtype, tuple(counts), probe)

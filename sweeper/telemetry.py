@@ -52,6 +52,8 @@ class Sample:
     nvlink_replays: int | None  # summed over the GPU's active links
     nvlink_crc_errors: int | None
     nvlink_recoveries: int | None
+    pcie_gen: int | None  # the link as trained now (idle GPUs train down to save power)
+    pcie_width: int | None
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class Reading:
     nvlink_crc_delta: int | None
     nvlink_recovery_delta: int | None
     xid_codes: tuple[int, ...] | None
+    pcie_gen: int | None
+    pcie_width: int | None
 
 
 COLUMNS = tuple(f.name for f in fields(Reading))
@@ -128,6 +132,8 @@ def sample(nvml: Any, handle: Any) -> Sample:
         nvlink_replays=_nvlink_total(nvml, handle, links, [_NVLINK_REPLAY]),
         nvlink_crc_errors=_nvlink_total(nvml, handle, links, [_NVLINK_CRC_FLIT, _NVLINK_CRC_DATA]),
         nvlink_recoveries=_nvlink_total(nvml, handle, links, [_NVLINK_RECOVERY]),
+        pcie_gen=_read(nvml, nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+        pcie_width=_read(nvml, nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
     )
 
 
@@ -150,6 +156,8 @@ def over(before: Sample, after: Sample, xid_codes: tuple[int, ...] | None) -> Re
         nvlink_crc_delta=_delta(before.nvlink_crc_errors, after.nvlink_crc_errors),
         nvlink_recovery_delta=_delta(before.nvlink_recoveries, after.nvlink_recoveries),
         xid_codes=xid_codes,
+        pcie_gen=after.pcie_gen,
+        pcie_width=after.pcie_width,
     )
 
 

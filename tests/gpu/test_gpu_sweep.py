@@ -71,3 +71,17 @@ def test_one_gpu_runs_what_it_can_says_pairs_need_two_and_writes_the_report(
     assert set(df["tier"]) == {"local"}
     assert (df["status"] == "ok").any()
     assert list((tmp_path / "reports").glob("*.html"))
+
+
+def test_host_copies_are_exact_and_a_share_of_the_pcie_peak(tmp_path: Path) -> None:
+    df = sweep(tmp_path, "--ops", "h2d*,d2h*", "--dtypes", "uint8", "--max-size", "256M")
+    assert (df["kind"] == "copy").all()
+    ran = df[df["status"] == "ok"]
+    assert set(ran["op"]) == {"h2d", "d2h", "h2d+d2h"}
+    assert set(ran["algorithm"]) == {"pinned", "pageable"}
+    assert set(ran["size_bytes"]) == {8, 256 * 2**20}  # --min-size's default, 256 MiB
+    assert (ran.loc[ran["op"] != "d2h", "n_wrong"] == 0).all()
+    assert ran.loc[ran["op"] == "d2h", "n_wrong"].isna().all()  # its output is on the host
+    large = ran[(ran["size_bytes"] == 256 * 2**20) & (ran["algorithm"] == "pinned")]
+    # a link that trained down shows as a low share; a healthy one is well above half
+    assert large["pcie_pct_of_peak"].between(50, 110).all(), large["pcie_pct_of_peak"]

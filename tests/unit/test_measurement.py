@@ -50,6 +50,12 @@ KIND_OF = {
     "p2p:bi": "p2p",
     "moe:dispatch": "experiment",
     "moe:combine": "experiment",
+    "h2d": "copy",
+    "d2h": "copy",
+    "h2d+d2h": "copy",
+    "h2d:pageable": "copy",
+    "d2h:pageable": "copy",
+    "h2d+d2h:pageable": "copy",
 }
 
 
@@ -62,8 +68,6 @@ def test_a_kind_that_contradicts_the_descriptor_is_refused() -> None:
         replace(REGISTRY["p2p"], kind="collective")  # a pair's rows need its direction
     with pytest.raises(ValueError, match="kind 'p2p'"):
         replace(REGISTRY["all_reduce"], kind="p2p")
-    with pytest.raises(ValueError, match="kind 'copy'"):
-        replace(REGISTRY["all_reduce"], kind="copy")  # copies come from the copy engine
 
 
 def test_every_field_is_a_column_of_the_schema() -> None:
@@ -203,3 +207,34 @@ def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Pa
     assert [list(r) for r in gpu["xid_codes"][:1]] == [[63]]
     assert gpu["xid_codes"][1] is None
     assert all(rows.loc["cpu", column] is None for column in telemetry.COLUMNS)
+
+
+ONE_H200 = Path(__file__).parents[1] / "data" / "topologies" / "h200x1.json"
+
+
+@pytest.mark.parametrize(
+    ("topology", "peak_gb_per_s"),
+    [(ONE_H200, 16 * 3.938), (DGX.with_name("l40sx4-two-numa.json"), 16 * 1.969)],
+)
+@pytest.mark.parametrize("name", ["h2d", "h2d+d2h:pageable"])
+def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
+    topology: Path, peak_gb_per_s: float, name: str
+) -> None:
+    placement = expected_placement("nccl", recorded_nodes(topology, 1), [1])
+    group = Group("local", "default", (0,))
+    point = Point(placement.group_id(group), name, "float32", 2**28, 2**26, TIMING)
+    seconds = 2**28 / 55.5e9 * 10  # a block of 10 copies at 55.5 GB/s
+    done = Measured(
+        group, point, REGISTRY[name], _ran(_timed(seconds)), 0, WHEN, WHEN, None, None, False
+    )
+    (made,) = of_point(RUN, placement, done)
+    assert (made.kind, made.op) == ("copy", name.split(":", maxsplit=1)[0])
+    assert made.algorithm == ("pinned" if name == "h2d" else "pageable")
+    assert made.pcie_pct_of_peak == pytest.approx(100 * 55.5 / peak_gb_per_s)
+
+
+def test_a_collective_has_no_pcie_share() -> None:
+    (made,) = of_point(
+        RUN, _placement(), _done("all_reduce", (0, 1), _ran(_timed(1e-3), _timed(1e-3)))
+    )
+    assert made.pcie_pct_of_peak is None

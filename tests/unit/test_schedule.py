@@ -209,3 +209,18 @@ def test_every_series_skipped_is_nothing_to_measure_with_the_first_reason() -> N
         "nothing to measure: every operation is skipped (all_to_all:hierarchical: "
     )
     assert why.endswith("on 8 GPUs")
+
+
+def test_host_copies_run_at_the_smallest_size_and_256_mib_unprobed_and_skip_cpu_ranks() -> None:
+    ops = resolve(("h2d*", "d2h"))
+    sizes = (8, 2**20, 2**30)
+    gpu = schedule(placement(ONE_H200, 1, 1), request(tiers=("world",), ops=ops, sizes=sizes))
+    (group,) = gpu.waves[0].groups
+    by_op = {s.op: s for s in gpu.series(group)}
+    assert set(by_op) == {"h2d", "h2d:pageable", "h2d+d2h", "h2d+d2h:pageable", "d2h"}
+    assert {s.counts for s in by_op.values()} == {(4, 2**27)}  # bfloat16: 8 B and 256 MiB
+    auto = schedule(placement(ONE_H200, 1, 1), request(tiers=("world",), ops=ops, auto=True))
+    assert not any(s.probe for s in auto.series(auto.waves[0].groups[0]))
+    cpu = schedule(placement(CPU, 1, 2), request(tiers=("cpu",), ops=ops))
+    reasons = {s.skipped for s in cpu.series(cpu.waves[0].groups[0])}
+    assert reasons == {"host<->device copies need a GPU: CPU ranks have no device memory"}

@@ -31,6 +31,7 @@ def test_a_power_capped_gpu_says_its_clocks_power_and_why() -> None:
     assert (reading.power_w, reading.power_limit_w) == (698.0, 700.0)
     assert reading.temperature_c == 67
     assert reading.throttle_reasons == ("sw_power_cap", "sync_boost")
+    assert (reading.pcie_gen, reading.pcie_width) == (5, 16)
 
 
 def test_error_counters_are_what_the_point_added() -> None:
@@ -46,6 +47,7 @@ def test_what_a_gpu_cannot_report_is_null_not_an_error() -> None:
     reading = _point("rtx3060-geforce.json")
     assert (reading.sm_clock_mhz, reading.power_w, reading.temperature_c) == (1852, 168.45, 58)
     assert reading.throttle_reasons == ()
+    assert (reading.pcie_gen, reading.pcie_width) == (4, 8)  # as trained under load: x8
     assert reading.power_limit_w is None
     assert reading.ecc_corrected_delta is None
     assert reading.nvlink_replay_delta is None  # no NVLink
