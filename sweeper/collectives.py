@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from sweeper.algorithms import all_reduce, all_to_all, moe
+from sweeper.algorithms import all_reduce, all_to_all, host, moe
 from sweeper.descriptor import (
     SUM,
     Buffers,
@@ -346,6 +346,27 @@ def _symmetric(algorithm: str, chunks: bool, layout: LayoutFn, bind: BindFn) -> 
     )
 
 
+HOST_COPY_BYTES = 256 * 2**20  # the large size of host<->device copies: PCIe at its peak
+
+
+def _host_copy(op: str, pinned: bool, layout: LayoutFn, bind: Callable[..., Step]) -> Collective:
+    """A host<->device copy on every rank of a group, from pinned or pageable host memory,
+    at the sweep's smallest size and a large one."""
+    memory = "pinned" if pinned else "pageable"
+    return _variant(
+        op if pinned else f"{op}:{memory}",
+        op,
+        memory,
+        _one,
+        False,
+        layout,
+        partial(bind, pinned),
+        why_not=host.why_not,
+        ends_bytes=HOST_COPY_BYTES,
+        kind="copy",
+    )
+
+
 def _one_way(name: str, source: int) -> Collective:
     """Point to point from the pair's rank `source` to the other."""
     return _variant(
@@ -543,6 +564,16 @@ REGISTRY: dict[str, Collective] = _registry(
     ),
     _moe(MoeSpec(), combine=False),
     _moe(MoeSpec(), combine=True),
+    # Host<->device copies of each GPU: its PCIe link (or C2C), one way and both at once.
+    *(
+        entry
+        for pinned in (True, False)
+        for entry in (
+            _host_copy("h2d", pinned, host.layout, host.to_device),
+            _host_copy("d2h", pinned, host.from_device_layout, host.from_device),
+            _host_copy("h2d+d2h", pinned, host.layout, host.both_ways),
+        )
+    ),
 )
 
 

@@ -108,6 +108,8 @@ class HumanConsole:
 
     def started(self, run: Started) -> None:
         self.console.print(_intro(run), soft_wrap=True)
+        if run.note is not None:
+            self.console.print(run.note, soft_wrap=True)
         if self.live:
             self.progress = Progress(
                 TextColumn("{task.description}"),

@@ -109,11 +109,14 @@ class Collective:
     params: tuple[tuple[str, str], ...] = ()  # the experiment's knobs, written to `params`
     nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
     nccl: Callable[[Buffers, NcclComm], Step] | None = None  # bind on the nccl engine, if any
-    kind: Kind = "collective"  # the rows' `kind`: collective, composite, p2p or experiment
+    kind: Kind = "collective"  # the rows' `kind`: collective, composite, p2p, copy, experiment
+    # set: only the sweep's smallest size and this one (its largest, if smaller), never
+    # probed: an operation whose figure is its peak (host<->device copies)
+    ends_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        # the report reads a pair's rows by source and destination, and copies are not ops
-        if (self.kind == "p2p") != (self.direction is not None) or self.kind == "copy":
+        # the report reads a pair's rows by source and destination
+        if (self.kind == "p2p") != (self.direction is not None):
             raise ValueError(f"{self.name}: kind {self.kind!r} with direction {self.direction}")
 
     def why_not_on(self, shape: Shape) -> str | None:

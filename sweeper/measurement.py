@@ -1,10 +1,11 @@
 """A measurement, typed: what one row of the results says, built here and nowhere else.
 
-Its `kind` comes from the descriptor (collective, composite, p2p, experiment) or is `copy`
-for the copy-engine matrix, so readers select rows by it rather than by how operations
-happen to be named. A point gives one measurement per engine and launch mode it was timed
-with (nccl-tests' numbers: max over ranks, algbw = S / t, busbw = algbw x factor); a copy
-gives one per destination. `as_row` is the measurement in the store's canonical schema.
+Its `kind` comes from the descriptor (collective, composite, p2p, copy: host<->device,
+experiment) or is `copy` for the copy-engine matrix, so readers select rows by it rather
+than by how operations happen to be named. A point gives one measurement per engine and
+launch mode it was timed with (nccl-tests' numbers: max over ranks, algbw = S / t, busbw =
+algbw x factor); a copy gives one per destination. `as_row` is the measurement in the
+store's canonical schema.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sweeper import telemetry
 from sweeper.spec import format_size
 from sweeper.store import Kind
 from sweeper.timing import across_ranks, algbw_gb_per_s
@@ -81,6 +83,24 @@ class Measurement:
     src_gpu_uuid: str | None = None
     dst_gpu_uuid: str | None = None
     concurrent: bool | None = None
+    # GPU telemetry (sweeper.telemetry.Reading's fields): per rank, in group rank order
+    sm_clock_mhz: tuple[int | None, ...] | None = None
+    mem_clock_mhz: tuple[int | None, ...] | None = None
+    power_w: tuple[float | None, ...] | None = None
+    power_limit_w: tuple[float | None, ...] | None = None
+    temperature_c: tuple[int | None, ...] | None = None
+    throttle_reasons: tuple[tuple[str, ...] | None, ...] | None = None
+    ecc_corrected_delta: tuple[int | None, ...] | None = None
+    ecc_uncorrected_delta: tuple[int | None, ...] | None = None
+    nvlink_replay_delta: tuple[int | None, ...] | None = None
+    nvlink_crc_delta: tuple[int | None, ...] | None = None
+    nvlink_recovery_delta: tuple[int | None, ...] | None = None
+    xid_codes: tuple[tuple[int, ...] | None, ...] | None = None
+    pcie_gen: tuple[int | None, ...] | None = None
+    pcie_width: tuple[int | None, ...] | None = None
+    # a host<->device copy: algbw against the slowest of its GPUs' PCIe links (NVML's
+    # largest generation x width, one direction)
+    pcie_pct_of_peak: float | None = None
 
     def as_row(self) -> Row:
         """The measurement as the store and the observers take it (lists for list columns)."""
@@ -143,9 +163,11 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
             for engine in point.timing.engines
             for launch in point.timing.launches
         ]
+    base = replace(base, **telemetry.columns([m.telemetry for m in outcome.measured]))
+    peak = _pcie_peak_gb_per_s(placement, group.ranks) if collective.kind == "copy" else None
     link = placement.link_gb_per_s(group.tier, group.ranks)
     modes = range(len(outcome.measured[0].timed))
-    timed = [_timed(base, [m.timed[mode] for m in outcome.measured]) for mode in modes]
+    timed = [_timed(base, [m.timed[mode] for m in outcome.measured], peak) for mode in modes]
     return [replace(m, busbw_pct_of_link=pct_of_link(m.busbw_gb_per_s, link)) for m in timed]
 
 
@@ -157,7 +179,19 @@ def pct_of_link(busbw_gb_per_s: float | None, link_gb_per_s: float | None) -> fl
     return 100 * busbw_gb_per_s / link_gb_per_s
 
 
-def _timed(base: Measurement, ranks: list[Timed]) -> Measurement:
+def _pcie_peak_gb_per_s(placement: Placement, ranks: tuple[int, ...]) -> float | None:
+    """The slowest PCIe link of the group's GPUs (NVML's largest generation x width), or None
+    where a GPU's link is unknown."""
+    peaks = []
+    for rank in ranks:
+        member = placement.members[rank]
+        gpus = placement.nodes[member.node].gpus
+        peaks.append(next((g.pcie_gb_per_s for g in gpus if g.index == member.local), None))
+    known = [p for p in peaks if p]
+    return min(known) if known and len(known) == len(peaks) else None
+
+
+def _timed(base: Measurement, ranks: list[Timed], pcie_peak_gb_per_s: float | None) -> Measurement:
     """One engine and launch mode of a point that ran, from every rank's blocks."""
     mine = replace(base, engine=ranks[0].engine, launch=ranks[0].launch)
     skipped = next((t.skipped for t in ranks if t.skipped), None)
@@ -185,6 +219,7 @@ def _timed(base: Measurement, ranks: list[Timed]) -> Measurement:
         samples_us=None if micros is None else tuple(micros.astype(np.float32).tolist()),
         status="error" if n_wrong else mine.status,
         error=wrong or mine.error,
+        pcie_pct_of_peak=None if pcie_peak_gb_per_s is None else 100 * algbw / pcie_peak_gb_per_s,
     )
 
 

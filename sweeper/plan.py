@@ -45,6 +45,9 @@ class OpShape(Protocol):
     @property
     def fixed_count(self) -> Callable[[int], int] | None: ...
 
+    @property
+    def ends_bytes(self) -> int | None: ...
+
     def count(self, size_bytes: int, itemsize: int, n: int) -> int: ...
 
 
@@ -184,6 +187,18 @@ def classify(placement: Placement, ranks: Sequence[int]) -> str:
     return "pcie"
 
 
+ONE_GPU = (
+    "one GPU: collectives between GPUs need two; measuring what one GPU can (world 1, tier local)"
+)
+
+
+def alone(placement: Placement) -> str | None:
+    """The line a run on a machine of one GPU prints (its groups are of that GPU alone)."""
+    if placement.backend == "nccl" and sum(len(node.gpus) for node in placement.nodes) == 1:
+        return ONE_GPU
+    return None
+
+
 def groups(
     placement: Placement,
     tiers: Collection[str],
@@ -307,4 +322,7 @@ def series_counts(op: OpShape, itemsize: int, world_size: int, sizes: Iterable[i
         return []
     if op.fixed_count is not None:
         return [op.fixed_count(world_size)]
+    if op.ends_bytes is not None:
+        grid = sorted(sizes)
+        sizes = (grid[0], min(grid[-1], op.ends_bytes)) if grid else ()
     return sorted({op.count(size, itemsize, world_size) for size in sizes})

@@ -18,8 +18,8 @@ from typing import Any
 
 from sweeper.errors import BadInput
 from sweeper.estimate import CostModel, Estimate, estimate, fitted
-from sweeper.plan import Placement, expected_placement
-from sweeper.schedule import Planned, Request, Schedule, schedule
+from sweeper.plan import Placement, alone, expected_placement
+from sweeper.schedule import Planned, Request, Schedule, nothing_to_measure, schedule
 from sweeper.spec import SIZE_LIMIT_BYTES, MemLimit, SweepSpec, format_size
 from sweeper.topology import Node
 
@@ -192,6 +192,9 @@ def print_plan(found: Plan, shown_groups: int = 4) -> None:
         f"tiers {','.join(found.spec.tiers)}: {planned.n_groups} groups in "
         f"{len(planned.waves)} waves, {est.points} points (planned in {found.planning_s:.2f} s)"
     )
+    note = nothing_to_measure(planned, found.spec.tiers) or alone(placement)
+    if note is not None:
+        print(note)
     for actors in planned.actor_sets:
         n = sum(len(w.groups) for w in actors.waves)
         print(f"  actor set {actors.variant}: {len(actors.waves)} waves, {n} groups")

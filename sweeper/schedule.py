@@ -94,6 +94,32 @@ class Schedule:
         )
 
 
+def nothing_to_measure(planned: Schedule, tiers: Collection[str]) -> str | None:
+    """Why a schedule measures nothing at all (no group, or no series that runs), or None.
+    Stops at the first series that runs: a fleet's plan shares a handful of series tuples."""
+    placement = planned.placement
+    gpus = placement.backend == "nccl"
+    n = len(placement.members)
+    where = f"{n} {'GPU' if gpus else 'rank'}{'' if n == 1 else 's'}"
+    if planned.n_groups == 0:
+        what = f"--tiers {','.join(tiers)} gives no group"
+    else:
+        skipped: Series | None = None
+        for wave in planned.waves:
+            for group in wave.groups:
+                for series in planned.series(group):
+                    if series.skipped is None:
+                        return None
+                    skipped = skipped or series
+        what = (
+            f"every operation is skipped ({skipped.op}: {skipped.skipped})"
+            if skipped
+            else "no operation asked for runs"
+        )
+    two = "; collectives between GPUs need two" if gpus and n == 1 else ""
+    return f"nothing to measure: {what} on {where}{two}"
+
+
 @dataclass(frozen=True)
 class Request:
     """What the spec asks a schedule for (SweepSpec's planning fields, resolved)."""
@@ -288,5 +314,5 @@ class _SeriesTable:
                         op.name, dtype, tuple(counts[:1] if r.auto else counts), False, why
                     )
                 else:
-                    probe = r.auto and op.fixed_count is None
+                    probe = r.auto and op.fixed_count is None and op.ends_bytes is None
                     yield Series(op.name, dtype, tuple(counts), probe)

@@ -36,7 +36,8 @@ from sweeper.errors import CorruptResults, ResultsUnwritable
 STATUSES = ("ok", "oom", "timeout", "error", "skipped")
 # What a row measured, from its descriptor (`Collective.kind`) or the copy-engine matrix:
 # collective (an operation on a group, any algorithm), composite (one performed with
-# others), p2p (a pair, one way or both), copy (a peer copy inside a node), experiment (an
+# others), p2p (a pair, one way or both), copy (a peer copy inside a node, or between host
+# and device), experiment (an
 # operation with parameters of its own, MoE). The report and analyses select rows by it.
 Kind = Literal["collective", "composite", "p2p", "copy", "experiment"]
 KINDS: tuple[Kind, ...] = ("collective", "composite", "p2p", "copy", "experiment")
@@ -102,6 +103,26 @@ SCHEMA = pa.schema(
         ("wave", pa.int32()),
         ("started_at", pa.timestamp("us", tz="UTC")),
         ("ended_at", pa.timestamp("us", tz="UTC")),
+        # GPU telemetry (sweeper.telemetry), one value per rank in group rank order, read
+        # outside the timed blocks: the GPU's state after the point's last block, and what
+        # its error counters gained over the point. Null where NVML cannot read it.
+        ("sm_clock_mhz", pa.list_(pa.int32())),
+        ("mem_clock_mhz", pa.list_(pa.int32())),
+        ("power_w", pa.list_(pa.float64())),
+        ("power_limit_w", pa.list_(pa.float64())),
+        ("temperature_c", pa.list_(pa.int32())),
+        ("throttle_reasons", pa.list_(pa.list_(pa.string()))),
+        ("ecc_corrected_delta", pa.list_(pa.int64())),
+        ("ecc_uncorrected_delta", pa.list_(pa.int64())),
+        ("nvlink_replay_delta", pa.list_(pa.int64())),
+        ("nvlink_crc_delta", pa.list_(pa.int64())),
+        ("nvlink_recovery_delta", pa.list_(pa.int64())),
+        ("xid_codes", pa.list_(pa.list_(pa.int32()))),
+        ("pcie_gen", pa.list_(pa.int32())),  # the PCIe link as trained after the point
+        ("pcie_width", pa.list_(pa.int32())),
+        # host<->device copies: algbw as a share of the slowest GPU's PCIe peak (NVML's
+        # largest generation x width, one direction)
+        ("pcie_pct_of_peak", pa.float64()),
     ]
 )
 # The columns every row of one run shares: what a run is, where and with which software.

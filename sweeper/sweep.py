@@ -28,12 +28,13 @@ from sweeper.plan import (
     Group,
     Placement,
     Timing,
+    alone,
     expected_placement,
     groups,
     variants,
 )
 from sweeper.report import record
-from sweeper.schedule import ActorSet, Schedule, schedule
+from sweeper.schedule import ActorSet, Schedule, nothing_to_measure, schedule
 from sweeper.spec import (
     DTYPES,
     SweepSpec,
@@ -60,6 +61,7 @@ class Started:
     sizes: tuple[int, int | None]  # smallest and largest S asked for; None: auto
     n_points: int
     output: Path
+    note: str | None = None  # a line about what this cluster cannot measure (one GPU)
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,11 @@ class _Sweep:
 
     def run(self) -> None:
         slots = [slot.ranks for slot in self.slots]
-        planned = self.plan_for(expected_placement(self.backend, self.nodes, slots))
+        placement = expected_placement(self.backend, self.nodes, slots)
+        planned = self.plan_for(placement)
+        empty = nothing_to_measure(planned, self.spec.tiers)
+        if empty is not None:  # before anything is written: no run record, no report
+            raise InfrastructureError(empty)
         ceiling = planner.ceiling_bytes(self.spec, self.backend, self.nodes)
         self.observer.started(
             Started(
@@ -249,6 +255,7 @@ class _Sweep:
                 (self.spec.min_size, None if self.auto else max(self.sizes)),
                 estimate(planned, CostModel(), ceiling).points,
                 self.spec.output,
+                alone(placement),
             )
         )
         self.writer = ResultWriter(

@@ -269,7 +269,9 @@ def _read_gpu(nvml: Any, index: int, handle: Any) -> Record:
         "numa_node": _maybe(nvml.nvmlDeviceGetNumaNodeId, handle),
         "pcie_max_gen": _maybe(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
         "pcie_max_width": _maybe(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
-        # the width the link trained at (the generation drops when idle; the width does not)
+        # as trained at the survey: the width holds, an idle GPU may train its generation down
+        # (rows carry both per point)
+        "pcie_gen": _maybe(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
         "pcie_width": _maybe(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
         "nvlinks": links,
         "nvlink_speed_mbps": _maybe(_link_speed, nvml, handle) if links else None,

@@ -30,6 +30,7 @@ from sweeper.collectives import REGISTRY, configure_moe, load_plugins
 from sweeper.descriptor import Buffers, Collective, Comm, Layout, Step
 from sweeper.plan import Point, Timing
 from sweeper.spec import MemLimit, MoeSpec
+from sweeper.telemetry import Reading, Watch
 from sweeper.timing import (
     GRAPH_ITERS,
     Block,
@@ -71,6 +72,7 @@ class Timed:
 @dataclass(frozen=True)
 class Measured:
     timed: tuple[Timed, ...]  # per engine, per launch mode, in the order the point asks
+    telemetry: Reading | None = None  # the GPU around the point (None: a CPU rank, no NVML)
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ class Rank:
         # Points run on a stream of their own, as nccl-tests' ranks do: the stream the nccl
         # engine's bound calls name, graphs are captured and replayed on, and events time.
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        self.watch = Watch.open(self._gpu_uuid()) if self.device.type == "cuda" else None
         self.nccl_engine = nccl_engine
         self.store: TCPStore | None = None
         self.comms: dict[str, Comm] = {}
@@ -203,6 +206,9 @@ class Rank:
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
 
+    def _gpu_uuid(self) -> str:
+        return f"GPU-{torch.cuda.get_device_properties(self.device).uuid}"
+
     def info(self) -> RankInfo:
         import ray
 
@@ -210,7 +216,7 @@ class Rank:
         uuid = bus = None
         if self.device.type == "cuda":
             props = torch.cuda.get_device_properties(self.device)
-            uuid = f"GPU-{props.uuid}"
+            uuid = self._gpu_uuid()
             domain, bus_id, device = (
                 getattr(props, f"pci_{k}_id", 0) for k in ("domain", "bus", "device")
             )
@@ -366,16 +372,20 @@ class Rank:
         """Time the point with each engine and in each launch mode it asks for, on the same
         buffers, each engine's result checked on one more iteration, issued eagerly outside
         the timed blocks. On a GPU everything runs on the rank's own stream, after the fill
-        (on the default stream) is done."""
+        (on the default stream) is done, and NVML is read before and after it all."""
         assert self.ready is not None, "execute() before a successful prepare()"
         r = self.ready
         if r.collective.setup is not None:
             r.collective.setup(r.buffers, r.comm)
         if self.stream is None:
             return Measured(self._engines())
+        before = self.watch.start() if self.watch is not None else None
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(self.stream):
-            return Measured(self._engines())
+            timed = self._engines()
+        if self.watch is None or before is None:
+            return Measured(timed)
+        return Measured(timed, self.watch.since(before))
 
     def _engines(self) -> tuple[Timed, ...]:
         assert self.ready is not None

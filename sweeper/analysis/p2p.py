@@ -103,11 +103,18 @@ class PairMatrix:
     outliers: pd.DataFrame  # bool, same shape
 
 
+def pair_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of pairs: a source and a destination (host<->device copies, kind `copy`
+    too, have neither: each is one GPU's own)."""
+    rows: pd.DataFrame = df[df["kind"].isin(PAIR_KINDS) & df["src_rank"].notna()]
+    return rows
+
+
 def pair_matrices(df: pd.DataFrame) -> list[PairMatrix]:
     """Every matrix the rows of pairs hold: per op (p2p, copy), algorithm (uni, bi, fanout),
     whether measured alone or concurrently, bandwidth and latency. Square over every rank seen."""
     out = []
-    matrix_rows = df[df["kind"].isin(PAIR_KINDS)]
+    matrix_rows = pair_rows(df)
     for (op, algorithm), rows in matrix_rows.groupby(["op", "algorithm"], sort=True):
         for metric in METRICS:
             table = pair_table(rows, str(op), str(algorithm), metric)

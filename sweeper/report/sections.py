@@ -36,7 +36,7 @@ from sweeper.analysis import (
     tier_name,
 )
 from sweeper.analysis.launches import SMALL_BYTES
-from sweeper.analysis.p2p import METRICS, PAIR_KINDS, PairMatrix
+from sweeper.analysis.p2p import METRICS, PairMatrix, pair_rows
 from sweeper.analysis.summary import EAGER, GRAPH
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Code, Facts, Figure, Section, Table, Text
@@ -460,7 +460,7 @@ def _matrix_title(matrix: PairMatrix) -> str:
 
 
 def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
-    rows = df[df["kind"].isin(PAIR_KINDS)]
+    rows = pair_rows(df)
     if rows.empty:
         return None
     names = _rank_labels(rows, record)

@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
+import sweeper
+from sweeper.cli import app
 from sweeper.collectives import REGISTRY
+from sweeper.plan import ONE_GPU
 from tests.cli_sweep import statuses, sweep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
@@ -41,3 +45,43 @@ def test_a_hung_nccl_point_is_killed_and_rebuilt(tmp_path: Path) -> None:
         "native@512": "ok",
         "native@1024": "ok",
     }
+
+
+def test_every_gpu_row_carries_each_ranks_telemetry(tmp_path: Path) -> None:
+    df = sweep(tmp_path, "--ops", "all_reduce", "--max-size", "1M")
+    ran = df[df["status"] == "ok"]
+    assert len(ran) > 0
+    for column in ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c"):
+        assert ran[column].map(len).eq(ran["world_size"]).all(), column
+        assert ran[column].map(lambda ranks: all(v > 0 for v in ranks)).all(), column
+    assert ran["throttle_reasons"].map(lambda ranks: all(r is not None for r in ranks)).all()
+    # counters change only with errors: a healthy GPU adds none over a point
+    assert ran["ecc_uncorrected_delta"].map(lambda ranks: all(v in (0, None) for v in ranks)).all()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() != 1, reason="a machine of one GPU")
+def test_one_gpu_runs_what_it_can_says_pairs_need_two_and_writes_the_report(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", "--output", str(out), "--max-size", "1M"])
+    assert result.exit_code == 0, result.output
+    assert ONE_GPU in result.stdout.splitlines()
+    df = sweeper.load(out)
+    assert set(df["tier"]) == {"local"}
+    assert (df["status"] == "ok").any()
+    assert list((tmp_path / "reports").glob("*.html"))
+
+
+def test_host_copies_are_exact_and_a_share_of_the_pcie_peak(tmp_path: Path) -> None:
+    df = sweep(tmp_path, "--ops", "h2d*,d2h*", "--dtypes", "uint8", "--max-size", "256M")
+    assert (df["kind"] == "copy").all()
+    ran = df[df["status"] == "ok"]
+    assert set(ran["op"]) == {"h2d", "d2h", "h2d+d2h"}
+    assert set(ran["algorithm"]) == {"pinned", "pageable"}
+    assert set(ran["size_bytes"]) == {8, 256 * 2**20}  # --min-size's default, 256 MiB
+    assert (ran.loc[ran["op"] != "d2h", "n_wrong"] == 0).all()
+    assert ran.loc[ran["op"] == "d2h", "n_wrong"].isna().all()  # its output is on the host
+    large = ran[(ran["size_bytes"] == 256 * 2**20) & (ran["algorithm"] == "pinned")]
+    # a link that trained down shows as a low share; a healthy one is well above half
+    assert large["pcie_pct_of_peak"].between(50, 110).all(), large["pcie_pct_of_peak"]

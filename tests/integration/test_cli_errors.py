@@ -265,3 +265,14 @@ def test_a_bad_profile_is_one_line_exit_2_and_writes_nothing(
     assert result.exit_code == 2
     assert result.stderr.strip() == f"sweeper: error: {message.format(path=path)}"
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_nothing_to_measure_is_one_line_exit_3_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", "--tiers", "nvlink", "--output", str(out)])
+    assert result.exit_code == 3
+    assert result.stderr.strip() == (
+        "sweeper: error: nothing to measure: --tiers nvlink gives no group on 2 ranks"
+    )
+    assert not out.exists()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from sweeper import cluster, worker
+from sweeper import cluster, telemetry, worker
 from sweeper.collectives import REGISTRY
 from sweeper.executor import Measured
 from sweeper.measurement import Measurement, of_copy, of_point
@@ -16,8 +18,10 @@ from sweeper.plan import Group, Placement, Point, Timing, expected_placement
 from sweeper.planner import recorded_nodes
 from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
 from sweeper.timing import Block
+from tests.nvml_replay import Replay
 
 DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
+TELEMETRY = Path(__file__).parents[1] / "data" / "telemetry"
 WHEN = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
 TIMING = Timing()  # eager, torch: one measurement per point
 RUN = {column: "x" for column in RUN_COLUMNS} | {"run_started_at": WHEN, "nccl_env": None}
@@ -46,6 +50,12 @@ KIND_OF = {
     "p2p:bi": "p2p",
     "moe:dispatch": "experiment",
     "moe:combine": "experiment",
+    "h2d": "copy",
+    "d2h": "copy",
+    "h2d+d2h": "copy",
+    "h2d:pageable": "copy",
+    "d2h:pageable": "copy",
+    "h2d+d2h:pageable": "copy",
 }
 
 
@@ -58,8 +68,6 @@ def test_a_kind_that_contradicts_the_descriptor_is_refused() -> None:
         replace(REGISTRY["p2p"], kind="collective")  # a pair's rows need its direction
     with pytest.raises(ValueError, match="kind 'p2p'"):
         replace(REGISTRY["all_reduce"], kind="p2p")
-    with pytest.raises(ValueError, match="kind 'copy'"):
-        replace(REGISTRY["all_reduce"], kind="copy")  # copies come from the copy engine
 
 
 def test_every_field_is_a_column_of_the_schema() -> None:
@@ -169,3 +177,64 @@ def test_measurements_go_through_the_store_as_rows_and_keep_their_kind(tmp_path:
     assert set(rows["kind"]) <= set(KINDS)
     assert dict(rows["params"].iloc[0]) == dict(REGISTRY["moe:dispatch"].params)
     assert rows["time_us_blocks"].iloc[1].tolist() == pytest.approx([100.0] * 3)
+
+
+def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Path) -> None:
+    record = json.loads((TELEMETRY / "h200-power-capped.json").read_text())
+    before, after = (telemetry.sample(Replay(calls), "handle") for calls in record["samples"])
+    capped = telemetry.over(before, after, (63,))
+    outcome = cluster.Outcome(
+        "ok",
+        (worker.Measured((_timed(1e-3),), capped), worker.Measured((_timed(1e-3),), None)),
+    )
+    (made,) = of_point(RUN, _placement(), _done("all_reduce", (0, 1), outcome))
+    (cpu,) = of_point(
+        RUN, _placement(), _done("all_reduce", (0, 1), _ran(_timed(1e-3), _timed(1e-3)))
+    )
+    writer = ResultWriter(tmp_path, "x", "2026-11-24")
+    writer.extend([made.as_row(), {**cpu.as_row(), "group_id": "cpu"}])
+    writer.flush()
+    rows = load(tmp_path).set_index("group_id")
+    gpu = rows.drop(index="cpu").iloc[0]
+
+    def ranks(column: str) -> list[object]:  # pandas reads a null in a list as NaN
+        return [None if pd.isna(v) else v for v in gpu[column]]
+
+    assert ranks("sm_clock_mhz") == [1410, None]  # the second rank has no NVML
+    assert ranks("power_w") == [698.0, None]
+    assert ranks("nvlink_replay_delta") == [8, None]
+    assert [list(r) for r in gpu["throttle_reasons"][:1]] == [["sw_power_cap", "sync_boost"]]
+    assert [list(r) for r in gpu["xid_codes"][:1]] == [[63]]
+    assert gpu["xid_codes"][1] is None
+    assert all(rows.loc["cpu", column] is None for column in telemetry.COLUMNS)
+
+
+ONE_H200 = Path(__file__).parents[1] / "data" / "topologies" / "h200x1.json"
+
+
+@pytest.mark.parametrize(
+    ("topology", "peak_gb_per_s"),
+    [(ONE_H200, 16 * 3.938), (DGX.with_name("l40sx4-two-numa.json"), 16 * 1.969)],
+)
+@pytest.mark.parametrize("name", ["h2d", "h2d+d2h:pageable"])
+def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
+    topology: Path, peak_gb_per_s: float, name: str
+) -> None:
+    placement = expected_placement("nccl", recorded_nodes(topology, 1), [1])
+    group = Group("local", "default", (0,))
+    point = Point(placement.group_id(group), name, "float32", 2**28, 2**26, TIMING)
+    seconds = 2**28 / 55.5e9 * 10  # a block of 10 copies at 55.5 GB/s
+    done = Measured(
+        group, point, REGISTRY[name], _ran(_timed(seconds)), 0, WHEN, WHEN, None, None, False
+    )
+    (made,) = of_point(RUN, placement, done)
+    assert (made.kind, made.op) == ("copy", name.split(":", maxsplit=1)[0])
+    assert made.algorithm == ("pinned" if name == "h2d" else "pageable")
+    assert made.pcie_pct_of_peak == pytest.approx(100 * 55.5 / peak_gb_per_s)
+
+
+def test_a_collective_has_no_pcie_share() -> None:
+    (made,) = of_point(
+        RUN, _placement(), _done("all_reduce", (0, 1), _ran(_timed(1e-3), _timed(1e-3)))
+    )
+    assert made.pcie_pct_of_peak is None

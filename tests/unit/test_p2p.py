@@ -68,3 +68,14 @@ def test_a_failed_pair_has_no_value(tmp_path: Path) -> None:
     assert np.isnan(pair["value"])
     assert pair["status"] == "timeout"
     assert not pair["outlier"]
+
+
+def test_host_copies_of_kind_copy_are_no_pairs(tmp_path: Path) -> None:
+    report_data.write_run(tmp_path, "r1")
+    df = load(tmp_path)
+    host = df[df["kind"] == "copy"].head(1).assign(op="h2d", algorithm="pinned")
+    host[["src_rank", "dst_rank", "src_gpu_uuid", "dst_gpu_uuid"]] = pd.NA
+    with_host = pd.concat([df, host], ignore_index=True)
+    assert {(m.op, m.algorithm) for m in pair_matrices(with_host)} == {
+        (m.op, m.algorithm) for m in pair_matrices(df)
+    }

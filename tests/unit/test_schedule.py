@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from sweeper import planner
 from sweeper.collectives import REGISTRY, resolve
 from sweeper.estimate import CostModel, estimate
-from sweeper.plan import Placement, expected_placement, groups
+from sweeper.plan import ONE_GPU, Placement, alone, expected_placement, groups
 from sweeper.planner import recorded_nodes
-from sweeper.schedule import Request, Schedule, schedule
+from sweeper.schedule import Request, Schedule, nothing_to_measure, schedule
+from sweeper.spec import SweepSpec
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 DGX = TOPOLOGIES / "dgx-h100-nvswitch.json"
@@ -210,3 +212,62 @@ def test_on_cpu_ranks_every_grid_series_says_nccl_variables_are_inert() -> None:
     for actors in planned.actor_sets[1:]:
         for series in planned.series(actors.waves[0].groups[0]):
             assert "inert on CPU ranks (gloo)" in str(series.skipped)
+
+
+ONE_H200 = TOPOLOGIES / "h200x1.json"
+
+
+def _recorded(topology: Path, **options: object) -> planner.Plan:
+    spec = SweepSpec(max_size="1M", **options)  # type: ignore[arg-type]
+    return planner.plan_recorded(spec, topology, resolve(spec.ops))
+
+
+def test_one_gpu_runs_every_collective_at_world_1_and_says_pairs_need_two() -> None:
+    found = _recorded(ONE_H200)
+    (group,) = found.schedule.waves[0].groups
+    assert (group.tier, group.ranks) == ("local", (0,))
+    running = {s.op for s in found.schedule.series(group) if s.skipped is None}
+    assert {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"} <= running
+    assert not any(op.startswith("p2p") for op in running)  # pairs only
+    assert nothing_to_measure(found.schedule, found.spec.tiers) is None
+    assert alone(found.placement) == ONE_GPU
+    assert alone(_recorded(TOPOLOGIES / "h200x4-nvswitch.json").placement) is None
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"tiers": ("nvlink", "pcie")}, "--tiers nvlink,pcie gives no group on 1 GPU"),
+        ({"ops": ("p2p",)}, "no operation asked for runs on 1 GPU"),
+    ],
+)
+def test_one_gpu_with_nothing_it_can_measure_says_why(options: dict[str, object], why: str) -> None:
+    found = _recorded(ONE_H200, **options)
+    assert nothing_to_measure(found.schedule, found.spec.tiers) == (
+        f"nothing to measure: {why}; collectives between GPUs need two"
+    )
+
+
+def test_every_series_skipped_is_nothing_to_measure_with_the_first_reason() -> None:
+    found = _recorded(DGX, ops=("all_to_all:hierarchical",), tiers=("nvlink",), pairs="none")
+    why = nothing_to_measure(found.schedule, found.spec.tiers)
+    assert why is not None
+    assert why.startswith(
+        "nothing to measure: every operation is skipped (all_to_all:hierarchical: "
+    )
+    assert why.endswith("on 8 GPUs")
+
+
+def test_host_copies_run_at_the_smallest_size_and_256_mib_unprobed_and_skip_cpu_ranks() -> None:
+    ops = resolve(("h2d*", "d2h"))
+    sizes = (8, 2**20, 2**30)
+    gpu = schedule(placement(ONE_H200, 1, 1), request(tiers=("world",), ops=ops, sizes=sizes))
+    (group,) = gpu.waves[0].groups
+    by_op = {s.op: s for s in gpu.series(group)}
+    assert set(by_op) == {"h2d", "h2d:pageable", "h2d+d2h", "h2d+d2h:pageable", "d2h"}
+    assert {s.counts for s in by_op.values()} == {(4, 2**27)}  # bfloat16: 8 B and 256 MiB
+    auto = schedule(placement(ONE_H200, 1, 1), request(tiers=("world",), ops=ops, auto=True))
+    assert not any(s.probe for s in auto.series(auto.waves[0].groups[0]))
+    cpu = schedule(placement(CPU, 1, 2), request(tiers=("cpu",), ops=ops))
+    reasons = {s.skipped for s in cpu.series(cpu.waves[0].groups[0])}
+    assert reasons == {"host<->device copies need a GPU: CPU ranks have no device memory"}

@@ -1,0 +1,78 @@
+"""Host<->device copies: each rank between its GPU and host memory of its own, pinned (page
+locked: the copy engines read it directly) or pageable (the driver stages it through a
+pinned bounce buffer, as a program that never pins pays). On a group of several GPUs every
+rank copies at once, so GPUs behind one PCIe switch or host bridge show what they share.
+
+S is the bytes one way; `h2d+d2h` moves S each way at once on two streams, so its algbw is
+what each direction got. The host buffers are made when the point is bound, outside the
+timed loop. Only `h2d` and `h2d+d2h` are checked (their output is on the device).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sweeper.descriptor import Buffers, Comm, Layout, Span, Step
+from sweeper.plan import Shape
+
+
+def layout(count: int, n: int, rank: int) -> Layout:
+    """To the device: the send buffer's pattern lands in the receive buffer."""
+    mine = (Span(0, count, rank, 0),)
+    return Layout(count, count, mine, mine)
+
+
+def from_device_layout(count: int, n: int, rank: int) -> Layout:
+    """From the device: the send buffer goes to the host; nothing on the device to check. The
+    receive buffer is held, unused, so the row is not taken for an in-place operation."""
+    return Layout(count, count, (Span(0, count, rank, 0),), ())
+
+
+def why_not(shape: Shape) -> str | None:
+    if shape.backend != "nccl":
+        return "host<->device copies need a GPU: CPU ranks have no device memory"
+    return None
+
+
+def _host(like: torch.Tensor, pinned: bool) -> torch.Tensor:
+    return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=pinned)
+
+
+def to_device(pinned: bool, buf: Buffers, comm: Comm) -> Step:
+    host = _host(buf.send, pinned)
+    host.copy_(buf.send)  # the filled pattern: what lands on the device is checked
+    out = buf.out
+
+    def step() -> None:
+        out.copy_(host, non_blocking=pinned)
+
+    return step
+
+
+def from_device(pinned: bool, buf: Buffers, comm: Comm) -> Step:
+    host = _host(buf.send, pinned)
+    send = buf.send
+
+    def step() -> None:
+        host.copy_(send, non_blocking=pinned)
+
+    return step
+
+
+def both_ways(pinned: bool, buf: Buffers, comm: Comm) -> Step:
+    """Up on the rank's stream, down on a side stream forked from it and joined back, so the
+    two directions overlap and a CUDA graph captures both."""
+    up, down = _host(buf.send, pinned), _host(buf.send, pinned)
+    up.copy_(buf.send)
+    send, out = buf.send, buf.out
+    side = torch.cuda.Stream(send.device)
+
+    def step() -> None:
+        main = torch.cuda.current_stream(send.device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            down.copy_(send, non_blocking=pinned)
+        out.copy_(up, non_blocking=pinned)
+        main.wait_stream(side)
+
+    return step

@@ -1,0 +1,224 @@
+"""What a GPU said about itself around a point: clocks, power, temperature, throttling, and
+the errors it counted while the point ran (ECC, NVLink replays / CRC / recoveries, XIDs).
+
+A rank opens a `Watch` on its GPU once (NVML, through nvidia-ml-py) and reads it before the
+point's first timed block and after its last, never inside one. `sample` takes the pynvml
+module (or anything that answers its calls) and a handle, so tests replay recorded answers.
+A field NVML cannot read on this GPU (NotSupported, NoPermission, a driver without the call)
+is None, never an error. No torch, no Ray here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+# Values of nvml.h's enums, named here so that a replay of recorded answers needs no pynvml.
+_CLOCK_SM, _CLOCK_MEM = 1, 2  # nvmlClockType_t
+_TEMPERATURE_GPU = 0  # nvmlTemperatureSensors_t
+_ECC_CORRECTED, _ECC_UNCORRECTED, _ECC_VOLATILE = 0, 1, 0  # error type, counter type
+_NVLINK_MAX_LINKS = 18
+_FEATURE_ENABLED = 1
+# nvmlNvLinkErrorCounter_t: replays, recoveries, CRC errors of flits and of data
+_NVLINK_REPLAY, _NVLINK_RECOVERY, _NVLINK_CRC_FLIT, _NVLINK_CRC_DATA = 0, 1, 2, 3
+_EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
+# nvmlClocksThrottleReason* (nvmlClocksEventReason* since driver 535): bit -> name
+THROTTLE_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading of a GPU: its state, and its error counters as totals so far."""
+
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    temperature_c: int | None
+    throttle_reasons: tuple[str, ...] | None
+    ecc_corrected: int | None  # volatile counts: since the driver loaded
+    ecc_uncorrected: int | None
+    nvlink_replays: int | None  # summed over the GPU's active links
+    nvlink_crc_errors: int | None
+    nvlink_recoveries: int | None
+    pcie_gen: int | None  # the link as trained now (idle GPUs train down to save power)
+    pcie_width: int | None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One rank over one point: the GPU's state after its last timed block, and what its
+    counters gained from before the first to after the last (None: not readable)."""
+
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    temperature_c: int | None
+    throttle_reasons: tuple[str, ...] | None
+    ecc_corrected_delta: int | None
+    ecc_uncorrected_delta: int | None
+    nvlink_replay_delta: int | None
+    nvlink_crc_delta: int | None
+    nvlink_recovery_delta: int | None
+    xid_codes: tuple[int, ...] | None
+    pcie_gen: int | None
+    pcie_width: int | None
+
+
+COLUMNS = tuple(f.name for f in fields(Reading))
+
+
+def _read(nvml: Any, call: Callable[..., Any], *args: Any) -> Any:
+    """A call's answer, or None where this GPU or driver cannot give it."""
+    try:
+        return call(*args)
+    except (nvml.NVMLError, AttributeError):  # AttributeError: an older pynvml lacks the call
+        return None
+
+
+def _reasons(mask: int | None) -> tuple[str, ...] | None:
+    if mask is None:
+        return None
+    return tuple(name for bit, name in THROTTLE_REASONS.items() if mask & bit)
+
+
+def _nvlink_total(
+    nvml: Any, handle: Any, links: Sequence[int], counters: Sequence[int]
+) -> int | None:
+    """A counter summed over the active links; None where no link has it (or none is active)."""
+    values = [
+        _read(nvml, nvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, counter)
+        for link in links
+        for counter in counters
+    ]
+    read = [int(v) for v in values if v is not None]
+    return sum(read) if read else None
+
+
+def _milliwatts(value: Any) -> float | None:
+    return None if value is None else int(value) / 1e3
+
+
+def sample(nvml: Any, handle: Any) -> Sample:
+    """The GPU of `handle` now, through `nvml` (the pynvml module, or a replay of it)."""
+    links = [
+        link
+        for link in range(_NVLINK_MAX_LINKS)
+        if _read(nvml, nvml.nvmlDeviceGetNvLinkState, handle, link) == _FEATURE_ENABLED
+    ]
+    ecc = nvml.nvmlDeviceGetTotalEccErrors
+    throttle = _read(nvml, nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
+    return Sample(
+        sm_clock_mhz=_read(nvml, nvml.nvmlDeviceGetClockInfo, handle, _CLOCK_SM),
+        mem_clock_mhz=_read(nvml, nvml.nvmlDeviceGetClockInfo, handle, _CLOCK_MEM),
+        power_w=_milliwatts(_read(nvml, nvml.nvmlDeviceGetPowerUsage, handle)),
+        power_limit_w=_milliwatts(_read(nvml, nvml.nvmlDeviceGetEnforcedPowerLimit, handle)),
+        temperature_c=_read(nvml, nvml.nvmlDeviceGetTemperature, handle, _TEMPERATURE_GPU),
+        throttle_reasons=_reasons(throttle),
+        ecc_corrected=_read(nvml, ecc, handle, _ECC_CORRECTED, _ECC_VOLATILE),
+        ecc_uncorrected=_read(nvml, ecc, handle, _ECC_UNCORRECTED, _ECC_VOLATILE),
+        nvlink_replays=_nvlink_total(nvml, handle, links, [_NVLINK_REPLAY]),
+        nvlink_crc_errors=_nvlink_total(nvml, handle, links, [_NVLINK_CRC_FLIT, _NVLINK_CRC_DATA]),
+        nvlink_recoveries=_nvlink_total(nvml, handle, links, [_NVLINK_RECOVERY]),
+        pcie_gen=_read(nvml, nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+        pcie_width=_read(nvml, nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+    )
+
+
+def _delta(before: int | None, after: int | None) -> int | None:
+    return None if before is None or after is None else after - before
+
+
+def over(before: Sample, after: Sample, xid_codes: tuple[int, ...] | None) -> Reading:
+    """A point's reading from the samples around it and the XIDs raised in between."""
+    return Reading(
+        sm_clock_mhz=after.sm_clock_mhz,
+        mem_clock_mhz=after.mem_clock_mhz,
+        power_w=after.power_w,
+        power_limit_w=after.power_limit_w,
+        temperature_c=after.temperature_c,
+        throttle_reasons=after.throttle_reasons,
+        ecc_corrected_delta=_delta(before.ecc_corrected, after.ecc_corrected),
+        ecc_uncorrected_delta=_delta(before.ecc_uncorrected, after.ecc_uncorrected),
+        nvlink_replay_delta=_delta(before.nvlink_replays, after.nvlink_replays),
+        nvlink_crc_delta=_delta(before.nvlink_crc_errors, after.nvlink_crc_errors),
+        nvlink_recovery_delta=_delta(before.nvlink_recoveries, after.nvlink_recoveries),
+        xid_codes=xid_codes,
+        pcie_gen=after.pcie_gen,
+        pcie_width=after.pcie_width,
+    )
+
+
+def columns(readings: Sequence[Reading | None]) -> dict[str, Any]:
+    """The rows' telemetry columns: per column, each rank's value in group rank order; a
+    column is None where no rank has a reading (CPU ranks, a point that failed)."""
+    if all(r is None for r in readings):
+        return dict.fromkeys(COLUMNS)
+    return {
+        name: tuple(None if r is None else getattr(r, name) for r in readings) for name in COLUMNS
+    }
+
+
+class Watch:
+    """One GPU's NVML, open for a rank's life: samples, and an event set for its XIDs
+    (None where the driver does not deliver them, as in many VMs and containers)."""
+
+    def __init__(self, nvml: Any, handle: Any) -> None:
+        self.nvml = nvml
+        self.handle = handle
+        self.events: Any = _read(nvml, nvml.nvmlEventSetCreate)
+        if self.events is not None:
+            try:
+                nvml.nvmlDeviceRegisterEvents(handle, _EVENT_XID, self.events)
+            except nvml.NVMLError:
+                nvml.nvmlEventSetFree(self.events)
+                self.events = None
+
+    @classmethod
+    def open(cls, gpu_uuid: str) -> Watch | None:
+        """A watch on the GPU of that UUID, or None where NVML is not there."""
+        try:
+            import pynvml
+        except ImportError:
+            return None
+        try:
+            pynvml.nvmlInit()  # held for the rank's life: its process's exit releases it
+        except pynvml.NVMLError:
+            return None
+        handle = _read(pynvml, pynvml.nvmlDeviceGetHandleByUUID, gpu_uuid)
+        if handle is None:
+            pynvml.nvmlShutdown()
+            return None
+        return cls(pynvml, handle)
+
+    def start(self) -> Sample:
+        """Before a point: XIDs raised since the last one are not this point's; a sample."""
+        self.xids()
+        return sample(self.nvml, self.handle)
+
+    def xids(self) -> tuple[int, ...] | None:
+        """The XID codes raised since the last call (waiting for none), or None: unreadable."""
+        if self.events is None:
+            return None
+        codes: list[int] = []
+        while True:
+            try:
+                event = self.nvml.nvmlEventSetWait(self.events, 0)
+            except self.nvml.NVMLError:  # Timeout: no more events
+                return tuple(codes)
+            codes.append(int(event.eventData))
+
+    def since(self, before: Sample) -> Reading:
+        return over(before, sample(self.nvml, self.handle), self.xids())

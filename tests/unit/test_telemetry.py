@@ -1,0 +1,79 @@
+"""GPU telemetry from recorded NVML answers: what a row says about its GPUs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sweeper import telemetry
+from tests.nvml_replay import Replay
+
+DATA = Path(__file__).parents[1] / "data" / "telemetry"
+
+
+def _point(name: str) -> telemetry.Reading:
+    """A rank's reading over one point: the GPU before, the GPU after, XIDs in between."""
+    record: dict[str, Any] = json.loads((DATA / name).read_text())
+    before, after = record["samples"]
+    replay = Replay(before, None if record["xid_events"] is None else [])
+    watch = telemetry.Watch(replay, "handle")
+    started = watch.start()
+    replay.advance(after, record["xid_events"])
+    return watch.since(started)
+
+
+def test_a_power_capped_gpu_says_its_clocks_power_and_why() -> None:
+    reading = _point("h200-power-capped.json")
+    assert (reading.sm_clock_mhz, reading.mem_clock_mhz) == (1410, 3201)
+    assert (reading.power_w, reading.power_limit_w) == (698.0, 700.0)
+    assert reading.temperature_c == 67
+    assert reading.throttle_reasons == ("sw_power_cap", "sync_boost")
+    assert (reading.pcie_gen, reading.pcie_width) == (5, 16)
+
+
+def test_error_counters_are_what_the_point_added() -> None:
+    reading = _point("h200-power-capped.json")
+    assert (reading.ecc_corrected_delta, reading.ecc_uncorrected_delta) == (3, 0)
+    assert reading.nvlink_replay_delta == 8  # link 3: 12 -> 20
+    assert reading.nvlink_crc_delta == 2
+    assert reading.nvlink_recovery_delta == 0
+    assert reading.xid_codes == (63,)
+
+
+def test_what_a_gpu_cannot_report_is_null_not_an_error() -> None:
+    reading = _point("rtx3060-geforce.json")
+    assert (reading.sm_clock_mhz, reading.power_w, reading.temperature_c) == (1852, 168.45, 58)
+    assert reading.throttle_reasons == ()
+    assert (reading.pcie_gen, reading.pcie_width) == (4, 8)  # as trained under load: x8
+    assert reading.power_limit_w is None
+    assert reading.ecc_corrected_delta is None
+    assert reading.nvlink_replay_delta is None  # no NVLink
+    assert reading.xid_codes is None  # the driver delivers no events
+
+
+def test_xids_raised_before_a_point_are_not_its_own() -> None:
+    record = json.loads((DATA / "h200-power-capped.json").read_text())
+    replay = Replay(record["samples"][0], [31])  # raised while the previous point ran
+    watch = telemetry.Watch(replay, "handle")
+    started = watch.start()
+    assert watch.since(started).xid_codes == ()
+
+
+def test_columns_list_each_rank_in_group_order_and_are_null_without_a_gpu() -> None:
+    power_capped, geforce = _point("h200-power-capped.json"), _point("rtx3060-geforce.json")
+    columns = telemetry.columns([power_capped, geforce])
+    assert columns["sm_clock_mhz"] == (1410, 1852)
+    assert columns["power_limit_w"] == (700.0, None)
+    assert columns["throttle_reasons"] == (("sw_power_cap", "sync_boost"), ())
+    assert telemetry.columns([None, None]) == dict.fromkeys(telemetry.COLUMNS)
+
+
+@pytest.mark.parametrize(
+    ("mask", "names"), [(0, ()), (0x48, ("hw_slowdown", "hw_thermal_slowdown"))]
+)
+def test_throttle_reasons_are_named_from_nvmls_bits(mask: int, names: tuple[str, ...]) -> None:
+    calls = {"nvmlDeviceGetCurrentClocksThrottleReasons()": mask}
+    assert telemetry.sample(Replay(calls), "handle").throttle_reasons == names
