@@ -95,27 +95,20 @@ class Schedule:
 
 
 def nothing_to_measure(planned: Schedule, tiers: Collection[str]) -> str | None:
-    """Why a schedule measures nothing at all (no group, or no series that runs), or None.
-    Stops at the first series that runs: a fleet's plan shares a handful of series tuples."""
+    """Why a schedule measures nothing at all (no group, or no series on any), or None. A
+    series skipped with its reason is something: its rows say why, as every skipped row
+    does. Stops at the first group with a series: a fleet's plan shares a handful of series
+    tuples."""
     placement = planned.placement
     gpus = placement.backend == "nccl"
     n = len(placement.members)
     where = f"{n} {'GPU' if gpus else 'rank'}{'' if n == 1 else 's'}"
     if planned.n_groups == 0:
         what = f"--tiers {','.join(tiers)} gives no group"
+    elif any(planned.series(group) for wave in planned.waves for group in wave.groups):
+        return None
     else:
-        skipped: Series | None = None
-        for wave in planned.waves:
-            for group in wave.groups:
-                for series in planned.series(group):
-                    if series.skipped is None:
-                        return None
-                    skipped = skipped or series
-        what = (
-            f"every operation is skipped ({skipped.op}: {skipped.skipped})"
-            if skipped
-            else "no operation asked for runs"
-        )
+        what = "no operation asked for runs"
     two = "; collectives between GPUs need two" if gpus and n == 1 else ""
     return f"nothing to measure: {what} on {where}{two}"
 
