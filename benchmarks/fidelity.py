@@ -51,7 +51,7 @@ import torch.multiprocessing as mp
 from bare import FACTORS, bare_step, free_port, init_bare, time_blocks
 
 from sweeper.cluster import MULTICAST_OFF
-from sweeper.collectives import REGISTRY, resolve
+from sweeper.collectives import names, resolve
 from sweeper.console import HumanConsole
 from sweeper.spec import format_size, parse_size
 from sweeper.sweep import Finished, Observer, Started
@@ -271,7 +271,7 @@ class ActorPinner:
     """Pins sweeper's rank actors, every thread of them, to the bare loop's cores as soon as
     they appear (Ray names an actor's process ray::Rank...), before their first point."""
 
-    def __init__(self, cores: set[int], every_s: float = 0.02):
+    def __init__(self, cores: set[int], every_s: float = 0.1):
         self.cores = cores
         self.every_s = every_s
         self.pinned: set[int] = set()
@@ -306,7 +306,7 @@ class Interleaved:
     def __init__(self, bare: BareRanks, progress: Observer):
         self.bare = bare
         self.progress = progress
-        self.label = {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
+        self.label = names()
         self.timed: list[tuple[Key, Row, float]] = []  # each ok point and the bare loop's time
 
     def started(self, run: Started) -> None:
@@ -351,7 +351,7 @@ def measure(
 ) -> tuple[list[Compared], list[str]]:
     """Runs of sweeper with the bare loop timing each point right after it: the points both
     timed, and why sweeper points failed."""
-    label = {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
+    label = names()
     rows: dict[Key, Row] = {}  # each point's row from the first run that timed it
     sweeper_us: dict[Key, list[float]] = defaultdict(list)
     bare_us: dict[Key, list[float]] = defaultdict(list)

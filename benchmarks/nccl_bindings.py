@@ -26,6 +26,8 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
+from sweeper.cluster import MULTICAST_OFF
+
 Call = Callable[[], None]
 FLOAT32, SUM = 7, 0  # ncclFloat32, ncclSum
 
@@ -75,6 +77,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--elements", type=int, default=2, help="float32 elements (2 = 8 B)")
     args = parser.parse_args()
+    os.environ.update(MULTICAST_OFF)  # as every sweeper process has it, before NCCL loads
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29511")
     torch.cuda.set_device(0)

@@ -516,7 +516,7 @@ def main() -> int:
     (args.out / "nccl-tests").mkdir(parents=True, exist_ok=True)
     import torch
 
-    from sweeper.collectives import REGISTRY
+    from sweeper import collectives
 
     world = args.world or torch.cuda.device_count()
     nccl, cuda = nccl_package(), cuda_home(os.environ)
@@ -531,7 +531,7 @@ def main() -> int:
     rows = run_sweeper(sweeper_options(args, names, world, args.out / "results"))
     sweeper_s = time.monotonic() - clock
 
-    label = {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
+    label = collectives.names()
     named = [(label[(row["op"], row["algorithm"])], row) for row in rows]
     failed += [
         f"sweeper {name} {format_size(row['size_bytes'])} {row['launch']}: "
@@ -540,7 +540,9 @@ def main() -> int:
         if row["status"] not in ("ok", "skipped")
     ]
     itemsize = DTYPES[args.dtype].itemsize
-    lines = match(named, runs, lambda name, size: REGISTRY[name].count(size, itemsize, world))
+    lines = match(
+        named, runs, lambda name, size: collectives.REGISTRY[name].count(size, itemsize, world)
+    )
 
     versions = {
         "nccl-tests": sorted({nccl_version(run.nccl_version) for run in runs.values()}),

@@ -94,7 +94,7 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="true-bound-"))
     out.mkdir(parents=True, exist_ok=True)
-    from sweeper.collectives import REGISTRY
+    from sweeper.collectives import names
     from sweeper.console import HumanConsole
     from sweeper.spec import MemLimit, build_spec
     from sweeper.sweep import run
@@ -110,10 +110,10 @@ def main() -> int:
         output=out / "results",
     )
     finished = run(spec, HumanConsole(sys.stderr))
-    names = {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
+    name_of = names()
     auto: dict[str, dict[str, object]] = {}
     for row in finished.rows:
-        name = names[(row["op"], row["algorithm"])]
+        name = name_of[(row["op"], row["algorithm"])]
         auto[name] = {
             "bound": row["max_size_bytes"],
             "probe_s": row["probe_s"],

@@ -50,6 +50,7 @@ __all__ = [
     "Step",
     "configure_moe",
     "load_plugins",
+    "names",
     "per_call",
     "register",
     "resolve",
@@ -604,6 +605,11 @@ def load_plugins(modules: Iterable[str]) -> None:
             raise BadInput(
                 f"--plugin {module}: cannot import it ({type(exc).__name__}: {why})"
             ) from None
+
+
+def names() -> dict[tuple[str, str], str]:
+    """Each registered operation's name by what its rows say of it: (op, algorithm)."""
+    return {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
 
 
 def resolve(

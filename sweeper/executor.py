@@ -113,6 +113,12 @@ class Executor:
         self.max_size_bytes = max_size_bytes
         self.emit = emit
         self.recorded = recorded or {}
+        # each resumed series' bound (bytes), once: its rows after the budget query carry it
+        self.bounds: dict[tuple[str, str, str], int] = {}
+        for (group_id, op, dtype, _), done in self.recorded.items():
+            if done.max_size_bytes is not None:
+                key = (group_id, op, dtype)
+                self.bounds[key] = max(self.bounds.get(key, 0), done.max_size_bytes)
         self.device_type = "cuda" if placement.backend == "nccl" else "cpu"
         self.wave = -1
 
@@ -214,15 +220,9 @@ class Executor:
                 run.runner = None
             return True
         if isinstance(action, Budgets):
-            itemsize = DTYPES[series.dtype].itemsize
-            bounds = [
-                done.max_size_bytes // itemsize
-                for (group_id, op, dtype, _), done in self.recorded.items()
-                if (group_id, op, dtype) == (run.group_id, series.op, series.dtype)
-                and done.max_size_bytes is not None
-            ]
-            if bounds:
-                runner.bound(max(bounds))
+            bound = self.bounds.get((run.group_id, series.op, series.dtype))
+            if bound is not None:
+                runner.bound(bound // DTYPES[series.dtype].itemsize)
                 return True
         return False
 

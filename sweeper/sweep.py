@@ -20,7 +20,7 @@ import ray
 
 import sweeper
 from sweeper import cluster, knobs, measurement, nccl, planner, report, store
-from sweeper.collectives import REGISTRY, configure_moe, load_plugins, resolve
+from sweeper.collectives import configure_moe, load_plugins, names, resolve
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.estimate import CostModel, estimate
 from sweeper.executor import Executor, Measured, PointKey, Recorded, skipped
@@ -173,7 +173,7 @@ def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
     store.recover(output, run_id)  # the rows a killed driver left in its journal
     frame = store.load(output, run_id) if store.files(output) else None
     rows: list[dict[str, Any]] = [] if frame is None else frame.to_dict("records")  # type: ignore[assignment]
-    name_of = {(c.op, c.algorithm): c.name for c in REGISTRY.values()}
+    name_of = names()
     recorded: dict[PointKey, Recorded] = {}
     for row in rows:
         count = int(row["count_elems"])

@@ -379,13 +379,12 @@ class Rank:
             r.collective.setup(r.buffers, r.comm)
         if self.stream is None:
             return Measured(self._engines())
-        before = self.watch.start() if self.watch is not None else None
+        watch = self.watch
+        before = watch.start() if watch is not None else None
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(self.stream):
             timed = self._engines()
-        if self.watch is None or before is None:
-            return Measured(timed)
-        return Measured(timed, self.watch.since(before))
+        return Measured(timed, watch.since(before) if watch is not None and before else None)
 
     def _engines(self) -> tuple[Timed, ...]:
         assert self.ready is not None
