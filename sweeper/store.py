@@ -300,6 +300,7 @@ class ResultWriter:
         try:
             _write_batch(self.directory, self.run_id, batch.index, table)
         except OSError as exc:
+            self._release(remove=False)  # its rows stay in it, for `recover`, unlocked
             raise ResultsUnwritable.of(self.root, exc) from None
         self._release(remove=True)
         self._batch = _Batch(batch.index + 1, (), batch.written + len(batch.rows))

@@ -10,6 +10,7 @@ gets a report, without the link matrix and link peaks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -75,7 +76,8 @@ def save(results: Path, record: RunRecord) -> Path:
         inflight.write_text(json.dumps(record.to_json(), indent=1) + "\n")
         os.replace(inflight, target)
     except OSError as exc:
-        inflight.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only disk keeps it: readers skip `.` names
+            inflight.unlink(missing_ok=True)
         raise ResultsUnwritable.of(results, exc) from None
     return target
 

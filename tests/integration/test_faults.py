@@ -252,6 +252,36 @@ def test_a_disk_that_fills_mid_run_stops_the_sweep_with_exit_3_and_keeps_the_row
         assert _on_disk(out)
 
 
+@pytest.mark.usefixtures("ray_session")
+def test_results_that_turn_read_only_mid_run_stop_the_sweep_with_exit_3_and_keep_the_rows(
+    tmp_path: Path,
+) -> None:
+    """Remounting a file system read-only is refused while the journal is open (EBUSY); a
+    read-only bind mount over the results directory refuses what the run creates next, its
+    next Parquet batch, as a file system the kernel turned read-only does."""
+    with _tmpfs(tmp_path / "disk", "64m") as disk:
+        out = disk / "results"
+
+        def read_only_after_the_first_row() -> None:
+            _journaled(out)
+            subprocess.run(["mount", "--bind", str(out), str(out)], check=True)
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(out)], check=True)
+
+        turner = threading.Thread(target=read_only_after_the_first_row)
+        turner.start()
+        try:
+            result = CliRunner().invoke(app, ["run", *SWEEP, "--output", str(out)])
+        finally:
+            turner.join()
+            subprocess.run(["umount", "-l", str(out)], check=False)
+        assert result.exit_code == 3, result.output
+        line = result.stderr.strip()
+        assert line == f"sweeper: error: cannot write results to {out}: Read-only file system"
+        (run_id,) = _history(out)  # its journal recovered, now that it is writable again
+        assert _history(out) == {run_id: "incomplete"}
+        assert _on_disk(out)
+
+
 @pytest.mark.parametrize(
     ("case", "message"),
     [
