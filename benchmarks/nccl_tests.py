@@ -12,12 +12,14 @@ iteration counts, eager and from CUDA graphs, in one table.
    sweeper's S: the same -b/-e/-f grid, bytes counted the same way (chunks aligned down to
    16 bytes; nccl-tests lets a chunk below that become 0 bytes, sweeper keeps one element).
 3. Runs sweeper in process on the same operations, sizes, dtype and world, with the same
-   --iters and --warmup and --launch graph,eager.
+   --iters and --warmup and --launch graph,eager; then, with --default-run, as a user runs
+   it for the same points (adaptive iterations, default launch mode and engine, its
+   report), for its wall time.
 4. Prints per operation, size and launch mode nccl-tests' time (its in-place figure where
    sweeper's row is in place, else its out-of-place one), sweeper's time, their ratio up to
    64 KiB and the busbw ratio (algbw where the bus factor is 0: one rank) from 256 MiB, then
-   the wall times of both. Writes nccl_tests.md and nccl_tests.json (every figure) under
-   --out, beside each nccl-tests run's JSON and output and sweeper's rows.
+   the wall times of both (and of the default run). Writes nccl_tests.md and nccl_tests.json
+   (every figure) under --out, beside each nccl-tests run's JSON and output and sweeper's rows.
 
 Exits 1 if an nccl-tests run or a sweeper point failed; the ratios are figures, not a gate.
 
@@ -181,6 +183,8 @@ class Line:
         """sweeper's time over nccl-tests', up to TIME_UP_TO_BYTES."""
         if self.sweeper is None or self.nccl_tests is None or self.size_bytes > TIME_UP_TO_BYTES:
             return None
+        if self.nccl_tests_size_bytes == 0:  # nccl-tests rounded every chunk to nothing
+            return None
         return self.sweeper.time_us / self.nccl_tests.time_us
 
     @property
@@ -315,7 +319,8 @@ def command(
     return [
         str(binary),
         *("-b", str(args.min_size), "-e", str(args.max_size), "-f", str(args.step_factor)),
-        *("-g", str(world), "-d", NCCL_TESTS_DTYPES[args.dtype]),
+        *(("-t", str(world), "-g", "1") if args.threads else ("-g", str(world))),
+        *("-d", NCCL_TESTS_DTYPES[args.dtype]),
         *("-n", str(iters), "-w", str(args.warmup), "-a", "3"),
         *("-G", str(launches), "-J", str(json_path)),
     ]
@@ -474,6 +479,22 @@ def sweeper_options(
     }
 
 
+def default_options(
+    args: argparse.Namespace, names: Sequence[str], world: int, output: Path
+) -> dict[str, Any]:
+    """`sweeper run`'s options for the same points as a user gives them: what to measure,
+    nothing about how."""
+    return {
+        "ops": ",".join(names),
+        "dtypes": args.dtype,
+        "min_size": args.min_size,
+        "max_size": args.max_size,
+        "step_factor": args.step_factor,
+        "world": world,
+        "output": output,
+    }
+
+
 def run_sweeper(options: Mapping[str, Any]) -> list[Row]:
     from sweeper.console import HumanConsole
     from sweeper.spec import build_spec
@@ -495,10 +516,20 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--dtype", default="bfloat16", type=canonical_dtype)
     parser.add_argument("--engine", default="torch,nccl", help="sweeper's engines: torch, nccl")
     parser.add_argument("--world", default=None, type=int, help="ranks (-g); default all GPUs")
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="nccl-tests with a thread per GPU (-t world -g 1), not one thread for all (-g)",
+    )
     parser.add_argument("--iters", default=500, type=int, help="timed iterations, both sides")
     parser.add_argument("--warmup", default=5, type=int, help="warm-up iterations (-w)")
     parser.add_argument("--timeout", default=300.0, type=float, help="seconds per nccl-tests run")
     parser.add_argument("--out", default=None, type=Path, help="directory for tables and figures")
+    parser.add_argument(
+        "--default-run",
+        action="store_true",
+        help="then time a default `sweeper run` of the same points",
+    )
     args = parser.parse_args()
     args.names = args.ops.split(",")
     if unknown := [name for name in args.names if name not in BINARIES]:
@@ -530,6 +561,16 @@ def main() -> int:
     clock = time.monotonic()
     rows = run_sweeper(sweeper_options(args, names, world, args.out / "results"))
     sweeper_s = time.monotonic() - clock
+    default_s = None
+    if args.default_run:
+        clock = time.monotonic()
+        default = run_sweeper(default_options(args, names, world, args.out / "default"))
+        default_s = time.monotonic() - clock
+        failed += [
+            f"default run {row['op']} {format_size(row['size_bytes'])}: {row['status']}"
+            for row in default
+            if row["status"] not in ("ok", "skipped")
+        ]
 
     label = collectives.names()
     named = [(label[(row["op"], row["algorithm"])], row) for row in rows]
@@ -561,6 +602,7 @@ def main() -> int:
     walls = (
         f"wall: nccl-tests {nccl_tests_s:.1f} s ({2 * len(names)} runs; build {build_s:.1f} s), "
         f"sweeper {sweeper_s:.1f} s"
+        + ("" if default_s is None else f"; a default `sweeper run` of them {default_s:.1f} s")
     )
     problems = [f"FAILED {problem}" for problem in failed]
     print("\n".join([heading, *text_table(lines), legend, walls, *problems]))
@@ -573,7 +615,12 @@ def main() -> int:
         "warmup": args.warmup,
         "graph": dict(zip(("iters", "launches"), replays("graph", args.iters), strict=True)),
         "nccl_version": versions,
-        "wall_s": {"build": build_s, "nccl_tests": nccl_tests_s, "sweeper": sweeper_s},
+        "wall_s": {
+            "build": build_s,
+            "nccl_tests": nccl_tests_s,
+            "sweeper": sweeper_s,
+            "default_run": default_s,
+        },
         "lines": [line.figures() for line in lines],
         "failed": failed,
     }

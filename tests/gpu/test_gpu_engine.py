@@ -23,7 +23,7 @@ def test_the_nccl_engine_runs_every_op_exactly_in_both_launch_modes(tmp_path: Pa
     df = sweep(
         tmp_path,
         *("--world", "1", "--engine", "torch,nccl", "--launch", "graph,eager"),
-        *("--dtypes", "bfloat16", "--max-size", "64M", "--step-factor", "8"),
+        *("--dtypes", "bfloat16", "--max-size", "128M", "--step-factor", "8"),
     )
     direct = df[df["engine"] == "nccl"]
     assert set(direct["op"] + direct["algorithm"]) == {
@@ -36,7 +36,8 @@ def test_the_nccl_engine_runs_every_op_exactly_in_both_launch_modes(tmp_path: Pa
     assert (ran["status"] == "ok").all(), ran.loc[ran["status"] != "ok", ["op", "error"]]
     assert (ran["n_wrong"] == 0).all()
     # A graph that captured nothing would replay in no time: below the time to read and write
-    # S once, an out-of-place graph row would be empty.
+    # S once, an out-of-place graph row would be empty. The largest S (128 MiB) is past any
+    # GPU's L2 cache (50 MiB on H100 and H200), where copies of 16 MiB replay faster than HBM.
     largest = ran[(ran["size_bytes"] == ran["size_bytes"].max()) & ~ran["in_place"].astype(bool)]
     floor_us = 2 * largest["size_bytes"] / HBM_BYTES_PER_S * 1e6
     assert (largest["time_us"] >= floor_us).all(), largest[["op", "launch", "time_us"]]

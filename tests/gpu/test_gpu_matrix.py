@@ -19,10 +19,11 @@ def test_tiers_give_the_island_its_pairs_and_the_forced_host_path(tmp_path: Path
     df = sweep(tmp_path, "--tiers", "nvlink,pcie", "--ops", "all_reduce", "--max-size", "1M")
     assert (df["status"] == "ok").all()
     groups = df.drop_duplicates("group_id")
-    pairs = n * (n - 1) // 2
+    # each pair, and the whole island where it is more than a pair
+    per_tier = n * (n - 1) // 2 + (n > 2)
     assert (groups["tier"] + "/" + groups["variant"]).value_counts().to_dict() == {
-        "nvlink/default": 1 + pairs,
-        "pcie/p2p-off": 1 + pairs,
+        "nvlink/default": per_tier,
+        "pcie/p2p-off": per_tier,
     }
     assert set(
         df.loc[df["variant"] == "p2p-off", "nccl_env"]

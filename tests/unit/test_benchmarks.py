@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -243,15 +244,43 @@ def test_time_ratios_up_to_64k_and_bandwidth_ratios_from_256m() -> None:
 
 def test_nccl_tests_command_asks_for_sweepers_points() -> None:
     args = argparse.Namespace(
-        min_size=8, max_size=2**30, step_factor=4, dtype="bfloat16", iters=500, warmup=5
+        min_size=8,
+        max_size=2**30,
+        step_factor=4,
+        dtype="bfloat16",
+        iters=500,
+        warmup=5,
+        threads=False,
     )
-    eager = nccl_tests.command(Path("/b/sendrecv_perf"), args, 1, "eager", Path("/o/x.json"))
+    eager = nccl_tests.command(Path("/b/sendrecv_perf"), args, 2, "eager", Path("/o/x.json"))
     assert " ".join(eager) == (
-        "/b/sendrecv_perf -b 8 -e 1073741824 -f 4 -g 1 -d bfloat16 -n 500 -w 5 -a 3 -G 0 "
+        "/b/sendrecv_perf -b 8 -e 1073741824 -f 4 -g 2 -d bfloat16 -n 500 -w 5 -a 3 -G 0 "
         "-J /o/x.json"
     )
-    graph = nccl_tests.command(Path("/b/sendrecv_perf"), args, 1, "graph", Path("/o/x.json"))
+    graph = nccl_tests.command(Path("/b/sendrecv_perf"), args, 2, "graph", Path("/o/x.json"))
     assert " ".join(graph[11:]) == "-n 100 -w 5 -a 3 -G 5 -J /o/x.json"
+    # a thread per GPU, as one process per GPU would have it
+    args.threads = True
+    threads = nccl_tests.command(Path("/b/sendrecv_perf"), args, 2, "eager", Path("/o/x.json"))
+    assert " ".join(threads[7:11]) == "-t 2 -g 1"
+
+
+def test_a_size_nccl_tests_rounded_to_nothing_has_no_time_ratio() -> None:
+    # at 8 B on two ranks, all_gather's chunk is 4 B: nccl-tests aligns it down to 0 bytes
+    figure = nccl_tests.Figure(0.5, 0.0, 0.0)
+    line = nccl_tests.Line(
+        name="all_gather",
+        engine="nccl",
+        launch="eager",
+        size_bytes=8,
+        in_place=False,
+        status="ok",
+        sweeper=nccl_tests.Figure(11.0, 0.0, 0.0),
+        nccl_tests=figure,
+        nccl_tests_size_bytes=0,
+    )
+    assert line.time_ratio is None
+    assert replace(line, nccl_tests_size_bytes=16).time_ratio == 22.0
 
 
 def test_nccl_tests_graphs_replay_as_sweepers_do() -> None:
