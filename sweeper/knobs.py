@@ -43,13 +43,25 @@ RESERVED = frozenset({"NCCL_NVLS_ENABLE"})
 _NAME = re.compile(r"NCCL_[A-Z0-9_]+", re.ASCII)
 
 
-def check_name(name: str) -> str:
-    """An NCCL variable's name as given; ValueError for anything else."""
-    if not _NAME.fullmatch(name):
-        raise ValueError(f"{name!r} is not an NCCL variable (names are NCCL_ and capitals)")
-    if name in RESERVED:
-        raise ValueError(f"{name} stays as sweeper sets it (multicast off on every actor set)")
-    return name
+def names(key: str) -> tuple[str, ...]:
+    """The variables a grid key sets: one, or several tied with `+` that take each value
+    together (NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS=4 pins exactly 4 channels, which neither
+    variable does alone)."""
+    return tuple(key.split("+"))
+
+
+def check_name(key: str) -> str:
+    """A grid key as given: an NCCL variable's name, or several tied with `+`; ValueError for
+    anything else."""
+    tied = names(key)
+    for name in tied:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not an NCCL variable (names are NCCL_ and capitals)")
+        if name in RESERVED:
+            raise ValueError(f"{name} stays as sweeper sets it (multicast off on every actor set)")
+    if len(set(tied)) != len(tied):
+        raise ValueError(f"{key}: a variable tied to itself")
+    return key
 
 
 def label(env: Env) -> str:
@@ -59,11 +71,15 @@ def label(env: Env) -> str:
 
 
 def grid(variables: Mapping[str, Sequence[str]]) -> dict[str, dict[str, str]]:
-    """Every combination of the variables' values (a cartesian product), by variant name, in
-    the order given (the first variable's values vary slowest)."""
+    """Every combination of the keys' values (a cartesian product), by variant name, in the
+    order given (the first key's values vary slowest); a key of tied variables sets each of
+    them to the value."""
     keys = list(variables)
     combos = product(*(variables[key] for key in keys)) if keys else iter(())
-    envs = (dict(zip(keys, values, strict=True)) for values in combos)
+    envs = (
+        {name: value for key, value in zip(keys, values, strict=True) for name in names(key)}
+        for values in combos
+    )
     return {label(env): env for env in envs}
 
 

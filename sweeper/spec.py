@@ -388,7 +388,9 @@ class SweepSpec(BaseModel):
     nccl_env: NcclVariables = Field(
         {},
         description="NCCL variables to sweep, KEY=V1,V2 (repeatable): each combination of "
-        "the values runs every group again on an actor set of its own, beside NCCL's defaults.",
+        "the values runs every group again on an actor set of its own, beside NCCL's defaults; "
+        "KEY1+KEY2=V1,V2 sets both to each value (NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS=4: "
+        "exactly 4 channels).",
     )
     concurrent: bool = Field(
         False,
@@ -461,10 +463,14 @@ class SweepSpec(BaseModel):
     @field_validator("nccl_env")
     @classmethod
     def _nccl_env(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        seen: set[str] = set()
         for name, values in value.items():
             knobs.check_name(name)
             if not values:
                 raise ValueError(f"{name}: no value given")
+            if twice := seen & set(knobs.names(name)):
+                raise ValueError(f"{', '.join(sorted(twice))} given twice: tie or list it once")
+            seen.update(knobs.names(name))
         return {name: tuple(dict.fromkeys(values)) for name, values in value.items()}
 
     def nccl_variables(self) -> dict[str, tuple[str, ...]]:

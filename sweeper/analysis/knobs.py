@@ -10,7 +10,7 @@ variants of other tiers (p2p-off, network) are not taken for swept ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
@@ -36,17 +36,39 @@ def swept(rows: pd.DataFrame) -> pd.DataFrame:
         return _frame([], columns)
     base = _env(default)
     groups = set(default["group_id"])
-    found: list[tuple[object, ...]] = []
+    changes: dict[str, dict[str, str]] = {}
     for variant, part in rows[rows["variant"] != DEFAULT].groupby("variant", sort=False):
         suffix = f"/{variant}"
         measured = {str(g).removesuffix(suffix) for g in part["group_id"]}
-        if not measured & groups:
-            continue
-        changed = {k: v for k, v in _env(part).items() if base.get(k) != v}
-        for variable, value in changed.items():
-            context = ",".join(f"{k}={v}" for k, v in changed.items() if k != variable)
+        if measured & groups:
+            changes[str(variant)] = {k: v for k, v in _env(part).items() if base.get(k) != v}
+    found: list[tuple[object, ...]] = []
+    for variant, changed in changes.items():
+        merged = _tie(changed, changes.values())
+        for variable, value in merged.items():
+            context = ",".join(f"{k}={v}" for k, v in merged.items() if k != variable)
             found.append((variant, variable, value, context))
     return _frame(found, columns)
+
+
+def _tie(changed: dict[str, str], every: Iterable[dict[str, str]]) -> dict[str, str]:
+    """`changed` with the variables that every variant sets together, to one value, as one
+    (`NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS`: how `--nccl-env` ties them)."""
+    envs = list(every)
+
+    def tied(a: str, b: str) -> bool:
+        return all(
+            (a in env) == (b in env) and env.get(a) == env.get(b) for env in envs if a in env
+        )
+
+    out: dict[str, str] = {}
+    left = list(changed)
+    while left:
+        first = left.pop(0)
+        group = [first, *(other for other in left if tied(first, other))]
+        left = [other for other in left if other not in group]
+        out["+".join(group)] = changed[first]
+    return out
 
 
 def lines(rows: pd.DataFrame, sets: pd.DataFrame, variable: str) -> pd.DataFrame:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from sweeper.analysis import knobs, preferred
@@ -49,3 +50,37 @@ def test_the_best_value_per_size_and_its_gain_follow_the_models(tmp_path: Path) 
     assert table.loc[largest, "best"] == "Simple"
     expected = (35 + largest / 240e3) / (40 + largest / 250e3)
     assert table.loc[largest, "gain"] == pytest.approx(expected)
+
+
+def _variant_rows(envs: dict[str, dict[str, str]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "variant": list(envs),
+            "group_id": [g if g == "default" else f"default/{g}" for g in envs],
+            "nccl_env": [sorted(env.items()) for env in envs.values()],
+        }
+    )
+
+
+def test_variables_set_together_to_one_value_are_one_knob() -> None:
+    both = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+    tied = _variant_rows({"default": {}} | {f"n={n}": dict.fromkeys(both, n) for n in ("1", "32")})
+    found = knobs.swept(tied)
+    assert list(zip(found["variable"], found["value"], found["context"], strict=True)) == [
+        ("NCCL_MAX_NCHANNELS+NCCL_MIN_NCHANNELS", "1", ""),  # in the rows' (sorted) order
+        ("NCCL_MAX_NCHANNELS+NCCL_MIN_NCHANNELS", "32", ""),
+    ]
+    # a cartesian grid sets them apart somewhere: two knobs, each with the other as context
+    grid = _variant_rows(
+        {
+            "default": {},
+            "a": {"NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4"},
+            "b": {"NCCL_MIN_NCHANNELS": "1", "NCCL_MAX_NCHANNELS": "4"},
+        }
+    )
+    found = knobs.swept(grid)
+    assert set(found["variable"]) == set(both)
+    assert set(found.loc[found["variant"] == "b", "context"]) == {
+        "NCCL_MAX_NCHANNELS=4",
+        "NCCL_MIN_NCHANNELS=1",
+    }

@@ -76,3 +76,34 @@ def test_the_variables_sweeper_sets_itself_cannot_be_swept() -> None:
     assert fixed == knobs.RESERVED
     with pytest.raises(ValueError, match="stays as sweeper sets it"):
         knobs.check_name("NCCL_NVLS_ENABLE")
+
+
+def test_tied_variables_take_each_value_together() -> None:
+    found = knobs.grid(
+        {"NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS": ("1", "32"), "NCCL_PROTO": ("LL",)}
+    )
+    assert found == {
+        "min_nchannels=1,max_nchannels=1,proto=LL": {
+            "NCCL_MIN_NCHANNELS": "1",
+            "NCCL_MAX_NCHANNELS": "1",
+            "NCCL_PROTO": "LL",
+        },
+        "min_nchannels=32,max_nchannels=32,proto=LL": {
+            "NCCL_MIN_NCHANNELS": "32",
+            "NCCL_MAX_NCHANNELS": "32",
+            "NCCL_PROTO": "LL",
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("NCCL_MIN_NCHANNELS+nccl_x", "'nccl_x' is not an NCCL variable"),
+        ("NCCL_PROTO+NCCL_PROTO", "a variable tied to itself"),
+        ("NCCL_A+", "'' is not an NCCL variable"),
+    ],
+)
+def test_a_tie_is_of_distinct_nccl_variables(key: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        knobs.check_name(key)

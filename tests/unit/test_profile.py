@@ -101,6 +101,11 @@ def test_flags_override_the_profile_and_unset_keys_keep_their_defaults(tmp_path:
         ("nccl_algos: [ring, trees]\n", "nccl_algos: unknown NCCL algorithm 'trees'", None),
         ("nccl_env: {PROTO: [LL]}\n", "nccl_env: 'PROTO' is not an NCCL variable", None),
         ("nccl_env: [NCCL_PROTO]\n", "nccl_env: 'NCCL_PROTO': use KEY=V1,V2", None),
+        (
+            "nccl_env: [NCCL_MAX_NCHANNELS=4, NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS=8]\n",
+            "nccl_env: NCCL_MAX_NCHANNELS given twice: tie or list it once",
+            None,
+        ),
         ("- ops\n", "a profile is a mapping of option names to values", None),
         ("ops: [all_reduce\n", "", None),
     ],
