@@ -50,8 +50,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from bare import FACTORS, bare_step, free_port, init_bare, time_blocks
 
+from sweeper import collectives
 from sweeper.cluster import MULTICAST_OFF
-from sweeper.collectives import names, resolve
+from sweeper.collectives import resolve
 from sweeper.console import HumanConsole
 from sweeper.spec import format_size, parse_size
 from sweeper.sweep import Finished, Observer, Started
@@ -306,7 +307,7 @@ class Interleaved:
     def __init__(self, bare: BareRanks, progress: Observer):
         self.bare = bare
         self.progress = progress
-        self.label = names()
+        self.label = collectives.names()
         self.timed: list[tuple[Key, Row, float]] = []  # each ok point and the bare loop's time
 
     def started(self, run: Started) -> None:
@@ -351,7 +352,7 @@ def measure(
 ) -> tuple[list[Compared], list[str]]:
     """Runs of sweeper with the bare loop timing each point right after it: the points both
     timed, and why sweeper points failed."""
-    label = names()
+    label = collectives.names()
     rows: dict[Key, Row] = {}  # each point's row from the first run that timed it
     sweeper_us: dict[Key, list[float]] = defaultdict(list)
     bare_us: dict[Key, list[float]] = defaultdict(list)
