@@ -153,6 +153,11 @@ class Outcome:
     launched: bool = True  # False: refused at allocation, before any rank ran a collective
 
 
+class StartFailed(Exception):
+    """An actor set's ranks could not form their world: NCCL refused the environment of its
+    variant (an NCCL_ALGO value it cannot parse, say), or a rank died as it joined."""
+
+
 @dataclass(frozen=True)
 class NodeSlot:
     """A node chosen for the sweep and how many ranks it gets."""
@@ -303,7 +308,10 @@ class RankSet:
         self.actors = [actors[i] for i in order]
         self._bundles = [bundles[i] for i in order]
         self.infos = [replace(infos[i], rank=rank) for rank, i in enumerate(order)]
-        self._join()
+        try:
+            self._join()
+        except ray.exceptions.RayError as exc:
+            raise StartFailed(_message(exc)) from exc
         return self.infos
 
     def _join(self) -> None:
@@ -425,6 +433,11 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 def _message(exc: BaseException) -> str:
+    """One line: the error's type and first line, and NCCL's reason where it gave one (the
+    line after its "Last error:", below a first line that only names the error's class)."""
     cause = getattr(exc, "cause", None) or exc
-    lines = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {lines[0] if lines else ''}"
+    lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if "Last error:" in lines[:-1]:
+        text += f" (NCCL: {lines[lines.index('Last error:') + 1]})"
+    return f"{type(cause).__name__}: {text}"

@@ -80,12 +80,23 @@ class _Run:
 
 
 def skipped(
-    group: Group, group_id: str, series: Series, collective: Collective, wave: int, timing: Timing
+    group: Group,
+    group_id: str,
+    series: Series,
+    collective: Collective,
+    wave: int,
+    timing: Timing,
+    failure: str | None = None,
 ) -> Iterator[Measured]:
-    """A skipped series' points, each saying why: no rank is asked anything."""
+    """A series' points that no rank is asked to run, each saying why: skipped (the series'
+    reason, if it has one), else an error where its actor set did not start (`failure`)."""
     now = datetime.now(timezone.utc)
     itemsize = DTYPES[series.dtype].itemsize
-    outcome = cluster.Outcome("skipped", error=series.skipped, launched=False)
+    outcome = (
+        cluster.Outcome("skipped", error=series.skipped, launched=False)
+        if failure is None or series.skipped is not None
+        else cluster.Outcome("error", error=failure, launched=False)
+    )
     for count in series.counts:
         point = Point(group_id, series.op, series.dtype, count * itemsize, count, timing)
         yield Measured(group, point, collective, outcome, wave, now, now, None, None, False)

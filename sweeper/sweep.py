@@ -268,12 +268,21 @@ class _Sweep:
         for actors in planned.actor_sets:
             if planned.measures_nothing(actors) and self._shared is not None:
                 self.skip_actor_set(planned, actors)
-            else:
+                continue
+            try:
                 self.run_actor_set(actors.variant)
+            except cluster.StartFailed as exc:
+                if self._shared is None:  # the first actor set: nothing of the run started
+                    raise InfrastructureError(f"the ranks did not start: {exc}") from exc
+                failure = f"the actor set of variant {actors.variant} did not start: {exc}"
+                self.skip_actor_set(planned, actors, failure)
 
-    def skip_actor_set(self, planned: Schedule, actors: ActorSet) -> None:
-        """An actor set whose every series is skipped: its rows, and no actor started; their
-        nccl_env is what its actors would have been given."""
+    def skip_actor_set(
+        self, planned: Schedule, actors: ActorSet, failure: str | None = None
+    ) -> None:
+        """An actor set that measures nothing: every series skipped, and no actor started; or
+        its actors did not start (`failure`), every point an error row saying so. Their
+        nccl_env is what its actors would have been (or were) given."""
         assert self._shared is not None
         env = sorted((k, v) for k, v in self._env(actors.variant).items() if k.startswith("NCCL_"))
         meta = {**self._shared, "nccl_env": env}
@@ -283,7 +292,13 @@ class _Sweep:
                 group_id = planned.placement.group_id(group)
                 for series in planned.series(group):
                     for done in skipped(
-                        group, group_id, series, by_name[series.op], wave.number, self.timing
+                        group,
+                        group_id,
+                        series,
+                        by_name[series.op],
+                        wave.number,
+                        self.timing,
+                        failure,
                     ):
                         self._measured(meta, planned.placement, done)
 

@@ -47,6 +47,26 @@ def test_a_hung_nccl_point_is_killed_and_rebuilt(tmp_path: Path) -> None:
     }
 
 
+def test_a_value_nccl_refuses_gives_its_variant_error_rows_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    # sweeper cannot judge NCCL's per-function syntax; NCCL refuses the unknown name as the
+    # variant's ranks join, and only that variant's points fail
+    bad = "allreduce:bogus"
+    df = sweep(
+        tmp_path,
+        *("--ops", "all_reduce", "--max-size", "1K", "--nccl-env", f"NCCL_ALGO=Ring,{bad}"),
+        exit_code=4,
+    )
+    refused = df[df["variant"] == f"algo={bad}"]
+    assert len(refused) > 0
+    assert (refused["status"] == "error").all()
+    assert (
+        refused["error"].str.contains('NCCL: Unrecognized element token "bogus"', regex=False).all()
+    )
+    assert (df.loc[df["variant"] != f"algo={bad}", "status"] == "ok").all()
+
+
 def test_every_gpu_row_carries_each_ranks_telemetry(tmp_path: Path) -> None:
     df = sweep(tmp_path, "--ops", "all_reduce", "--max-size", "1M")
     ran = df[df["status"] == "ok"]
