@@ -146,9 +146,11 @@ RowKey = tuple[Any, ...]
 
 def _row_key(row: Mapping[str, Any]) -> RowKey:
     """What makes a row one measurement of its run (each engine and launch mode of a point,
-    each direction of a copy)."""
+    each direction of a copy, each GPU of copies made at once)."""
     fields = ("group_id", "op", "algorithm", "dtype", "size_bytes", "engine", "launch")
-    return tuple(row.get(f) for f in (*fields, "src_rank", "dst_rank"))
+    uuids = row.get("gpu_uuids")
+    gpus = () if uuids is None else tuple(uuids)
+    return (*(row.get(f) for f in (*fields, "src_rank", "dst_rank")), gpus)
 
 
 @dataclass(frozen=True)
