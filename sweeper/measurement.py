@@ -85,6 +85,8 @@ class Measurement:
     src_gpu_uuid: str | None = None
     dst_gpu_uuid: str | None = None
     concurrent: bool | None = None
+    # the one rank a row stands for, where a point gives a row per rank (per_gpu at once)
+    rank: int | None = None
     # GPU telemetry (sweeper.telemetry.Reading's fields): per rank, in group rank order
     sm_clock_mhz: tuple[int | None, ...] | None = None
     mem_clock_mhz: tuple[int | None, ...] | None = None
@@ -181,6 +183,7 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
                 base,
                 hosts=placement.hosts((rank,)),
                 gpu_uuids=placement.gpu_uuids((rank,)),
+                rank=rank,
             ),
             (rank,),
             [mine],

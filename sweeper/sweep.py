@@ -148,9 +148,9 @@ def _row_key(row: Mapping[str, Any]) -> RowKey:
     """What makes a row one measurement of its run (each engine and launch mode of a point,
     each direction of a copy, each GPU of copies made at once)."""
     fields = ("group_id", "op", "algorithm", "dtype", "size_bytes", "engine", "launch")
-    uuids = row.get("gpu_uuids")
-    gpus = () if uuids is None else tuple(uuids)
-    return (*(row.get(f) for f in (*fields, "src_rank", "dst_rank")), gpus)
+    rank = row.get("rank")  # a row per GPU of copies made at once; read back, a null is NA
+    mine = None if rank is None or pd.isna(rank) else int(rank)
+    return (*(row.get(f) for f in (*fields, "src_rank", "dst_rank")), mine)
 
 
 @dataclass(frozen=True)

@@ -266,6 +266,7 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
         [100 * gb / peak for gb in (50, 25, 50, 25)]
     )
     assert [m.sm_clock_mhz for m in made] == [None, (1410,), None, None]  # NVML on one
+    assert [m.rank for m in made] == [0, 1, 2, 3]
     assert len({_row_key(m.as_row()) for m in made}) == 4  # each its own row, resuming too
 
 
