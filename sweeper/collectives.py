@@ -2,13 +2,15 @@
 
 A descriptor (`descriptor.Collective`) is one entry here, as nccl-tests has one file per
 operation; adding an operation is one new entry (or a plugin's `register`), and nothing
-else branches on names. The core entries are the nccl-tests set and two composites; the
-variants (all-to-all and all-reduce algorithms), point-to-point and the MoE experiment are
-asked for by name or pattern (`--ops 'all_to_all*'`).
+else branches on names. The core entries are the nccl-tests set, two composites and the
+copies each GPU makes on its own (host<->device, device-local); the variants (all-to-all and
+all-reduce algorithms), point-to-point and the MoE experiment are asked for by name or
+pattern (`--ops 'all_to_all*'`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
@@ -32,7 +34,7 @@ from sweeper.descriptor import (
     per_call,
 )
 from sweeper.errors import BadInput
-from sweeper.plan import Shape
+from sweeper.plan import PerGpu, Shape
 
 if TYPE_CHECKING:
     from sweeper.nccl import NcclComm
@@ -347,14 +349,15 @@ def _symmetric(algorithm: str, chunks: bool, layout: LayoutFn, bind: BindFn) -> 
     )
 
 
-HOST_COPY_BYTES = 256 * 2**20  # the large size of host<->device copies: PCIe at its peak
+# the large size of copies (in `all`, or under --max-size auto): PCIe and HBM at their peak
+HOST_COPY_BYTES = 256 * 2**20
 
 
 def _host_copy(op: str, pinned: bool, layout: LayoutFn, bind: Callable[..., Step]) -> Collective:
-    """A host<->device copy on every rank of a group, from pinned or pageable host memory,
-    at the sweep's smallest size and a large one."""
+    """A host<->device copy of each GPU, from pinned or pageable host memory: in `all` at the
+    sweep's smallest size and a large one, asked for by name over the sweep's sizes."""
     memory = "pinned" if pinned else "pageable"
-    return _variant(
+    return Collective(
         op if pinned else f"{op}:{memory}",
         op,
         memory,
@@ -364,8 +367,30 @@ def _host_copy(op: str, pinned: bool, layout: LayoutFn, bind: Callable[..., Step
         partial(bind, pinned),
         why_not=host.why_not,
         ends_bytes=HOST_COPY_BYTES,
+        per_gpu=PerGpu(),
         kind="copy",
     )
+
+
+def _twice(n: int) -> float:
+    return 2.0
+
+
+# Device to device within one GPU, the memory roof: S read and S written, so its busbw
+# (factor 2) is the traffic its memory carried. Each GPU alone: nothing of it is shared.
+_DEVICE_COPY = Collective(
+    "d2d",
+    "d2d",
+    "device",
+    _twice,
+    False,
+    host.layout,
+    host.within,
+    why_not=host.why_not_on_device,
+    ends_bytes=HOST_COPY_BYTES,
+    per_gpu=PerGpu(together=False, host_link=False),
+    kind="copy",
+)
 
 
 def _one_way(name: str, source: int) -> Collective:
@@ -565,7 +590,9 @@ REGISTRY: dict[str, Collective] = _registry(
     ),
     _moe(MoeSpec(), combine=False),
     _moe(MoeSpec(), combine=True),
-    # Host<->device copies of each GPU: its PCIe link (or C2C), one way and both at once.
+    # Host<->device copies of each GPU: its PCIe link (or C2C), one way and both at once;
+    # and within its memory, the roof.
+    _DEVICE_COPY,
     *(
         entry
         for pinned in (True, False)
@@ -616,14 +643,24 @@ def resolve(
     names: Iterable[str], registry: Mapping[str, Collective] = REGISTRY
 ) -> list[Collective]:
     """Descriptors for --ops: names, shell patterns ('all_to_all*', 'p2p*', '*') and 'all'
-    (the core operations), in the order asked; BadInput for a name that matches nothing."""
+    (the core operations), in the order asked; BadInput for a name that matches nothing.
+
+    An operation with a set of sizes of its own (`ends_bytes`: copies) asked for by name or
+    pattern, not only by 'all', takes every size of the sweep (`all_sizes`)."""
     chosen: dict[str, Collective] = {}
+    by_name: set[str] = set()
     for name in dict.fromkeys(names):
         if name == "all":
             matches = [c for c in registry.values() if c.core]
         else:
             matches = [c for key, c in registry.items() if fnmatchcase(key, name)]
+            by_name.update(c.name for c in matches)
         if not matches:
             raise BadInput(f"--ops: unknown operation {name!r}; known: {', '.join(registry)}")
         chosen.update((c.name, c) for c in matches)
-    return list(chosen.values())
+    return [
+        dataclasses.replace(c, all_sizes=True)
+        if c.name in by_name and c.ends_bytes is not None
+        else c
+        for c in chosen.values()
+    ]

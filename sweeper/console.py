@@ -46,6 +46,8 @@ def _line(row: Row) -> str:
     name = f"{row['group_id']} {label(row['op'], row['algorithm'])}"
     if row.get("src_rank") is not None and row["algorithm"] != "bi":
         name += f" {row['src_rank']}->{row['dst_rank']}"  # which way, by rank
+    elif row.get("concurrent") and len(row.get("gpu_uuids") or ()) == 1:
+        name += f" {row['gpu_uuids'][0][:12]}"  # one GPU's row of copies made at once
     if row["status"] != "ok":
         return (
             f"{name:>40} {row['dtype']:>9} {row['size_bytes']:>12}  {row['status']}: {row['error']}"

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from sweeper import knobs
-from sweeper.plan import Shape
+from sweeper.plan import PerGpu, Shape
 from sweeper.store import Kind
 
 if TYPE_CHECKING:
@@ -111,8 +111,12 @@ class Collective:
     nccl: Callable[[Buffers, NcclComm], Step] | None = None  # bind on the nccl engine, if any
     kind: Kind = "collective"  # the rows' `kind`: collective, composite, p2p, copy, experiment
     # set: only the sweep's smallest size and this one (its largest, if smaller), never
-    # probed: an operation whose figure is its peak (host<->device copies)
+    # probed: an operation whose figure is its peak (copies)
     ends_bytes: int | None = None
+    # asked for by name (not by `all`): with ends_bytes, every size of the grid (`resolve`)
+    all_sizes: bool = False
+    # each GPU performs it on its own: it runs on groups of tier `gpu`, alone and at once
+    per_gpu: PerGpu | None = None
 
     def __post_init__(self) -> None:
         # the report reads a pair's rows by source and destination

@@ -39,6 +39,8 @@ DEFAULT_TIERS: dict[str, TierCost] = {
     "internode": TierCost(50.0, 40.0),
     "cpu": TierCost(150.0, 1.0),
     "local": TierCost(10.0, 1000.0),
+    # copies of each GPU on its own: mostly over PCIe (Gen4 x16 pinned, ~25 GB/s), assumed
+    "gpu": TierCost(10.0, 25.0),
 }
 
 

@@ -10,7 +10,7 @@ store's canonical schema.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sweeper import telemetry
+from sweeper.plan import GPU_TIER
 from sweeper.spec import format_size
 from sweeper.store import Kind
 from sweeper.timing import across_ranks, algbw_gb_per_s
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from sweeper.executor import Measured
     from sweeper.plan import Placement
     from sweeper.worker import Copied, Timed
+    from sweeper.worker import Measured as RankMeasured
 
 Row = dict[str, Any]
 
@@ -83,6 +85,8 @@ class Measurement:
     src_gpu_uuid: str | None = None
     dst_gpu_uuid: str | None = None
     concurrent: bool | None = None
+    # the one rank a row stands for, where a point gives a row per rank (per_gpu at once)
+    rank: int | None = None
     # GPU telemetry (sweeper.telemetry.Reading's fields): per rank, in group rank order
     sm_clock_mhz: tuple[int | None, ...] | None = None
     mem_clock_mhz: tuple[int | None, ...] | None = None
@@ -98,8 +102,8 @@ class Measurement:
     xid_codes: tuple[tuple[int, ...] | None, ...] | None = None
     pcie_gen: tuple[int | None, ...] | None = None
     pcie_width: tuple[int | None, ...] | None = None
-    # a host<->device copy: algbw against the slowest of its GPUs' PCIe links (NVML's
-    # largest generation x width, one direction)
+    # a host<->device copy: algbw against its GPU's PCIe link (NVML's largest generation x
+    # width, one direction; the slowest of a group's where one row stands for several)
     pcie_pct_of_peak: float | None = None
 
     def as_row(self) -> Row:
@@ -114,7 +118,9 @@ class Measurement:
 
 def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> list[Measurement]:
     """The point's measurements: one per engine and launch mode it was timed with (a failed
-    point: one per engine and launch mode it asked for, each saying why)."""
+    point: one per engine and launch mode it asked for, each saying why). An operation each
+    GPU performs on its own (`per_gpu`) run by several GPUs at once gives them per GPU, each
+    from that GPU's own blocks and telemetry; its rows say `concurrent`."""
     group, point, collective, outcome = done.group, done.point, done.collective, done.outcome
     n = group.world_size
     pair: dict[str, Any] = {}
@@ -127,6 +133,8 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
             "dst_gpu_uuid": placement.members[dst].gpu_uuid,
             "concurrent": done.shares_node,
         }
+    elif collective.per_gpu is not None and group.tier == GPU_TIER:
+        pair = {"concurrent": n > 1}
     base = Measurement(
         run=run,
         kind=collective.kind,
@@ -163,11 +171,40 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
             for engine in point.timing.engines
             for launch in point.timing.launches
         ]
-    base = replace(base, **telemetry.columns([m.telemetry for m in outcome.measured]))
-    peak = _pcie_peak_gb_per_s(placement, group.ranks) if collective.kind == "copy" else None
-    link = placement.link_gb_per_s(group.tier, group.ranks)
-    modes = range(len(outcome.measured[0].timed))
-    timed = [_timed(base, [m.timed[mode] for m in outcome.measured], peak) for mode in modes]
+    host_link = collective.per_gpu is not None and collective.per_gpu.host_link
+    if collective.per_gpu is None or n == 1:
+        return _modes(placement, base, group.ranks, outcome.measured, host_link)
+    return [  # every GPU at once: each its own row
+        measured
+        for rank, mine in zip(group.ranks, outcome.measured, strict=True)
+        for measured in _modes(
+            placement,
+            replace(
+                base,
+                hosts=placement.hosts((rank,)),
+                gpu_uuids=placement.gpu_uuids((rank,)),
+                rank=rank,
+            ),
+            (rank,),
+            [mine],
+            host_link,
+        )
+    ]
+
+
+def _modes(
+    placement: Placement,
+    base: Measurement,
+    ranks: tuple[int, ...],
+    measured: Sequence[RankMeasured],
+    host_link: bool,
+) -> list[Measurement]:
+    """One measurement per engine and launch mode, from these ranks' blocks and telemetry."""
+    base = replace(base, **telemetry.columns([m.telemetry for m in measured]))
+    peak = _pcie_peak_gb_per_s(placement, ranks) if host_link else None
+    link = placement.link_gb_per_s(base.tier, ranks)
+    modes = range(len(measured[0].timed))
+    timed = [_timed(base, [m.timed[mode] for m in measured], peak) for mode in modes]
     return [replace(m, busbw_pct_of_link=pct_of_link(m.busbw_gb_per_s, link)) for m in timed]
 
 

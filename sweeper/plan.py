@@ -19,6 +19,10 @@ from sweeper import knobs
 from sweeper.topology import Node
 
 TIERS = ("nvlink", "pcie", "internode", "cpu")
+# The groups of operations each GPU performs on its own (host<->device and device-local
+# copies, `PerGpu`): each GPU alone, and all GPUs of a node at once. Not a --tiers value:
+# the operations asked for bring them.
+GPU_TIER = "gpu"
 _GPU_LINKS = {"nvlink": "nvlink_gb_per_s", "pcie": "pcie_gb_per_s"}  # tier: its Gpu field
 # NCCL reads these once per process: a variant that sets them runs on its own actor set.
 # The swept ones (--nccl-env, --nccl-algos) come beside them: `variants`.
@@ -35,9 +39,26 @@ def variants(swept: Mapping[str, Sequence[str]]) -> dict[str, dict[str, str]]:
     return {**VARIANTS, **knobs.grid(swept)}
 
 
+@dataclass(frozen=True)
+class PerGpu:
+    """An operation each GPU performs on its own, with no peer (a copy between its memory and
+    the host's, or within its memory). It runs on groups of its own (tier `gpu`): each GPU of
+    a node alone, by turns, and with `together` all of a node's GPUs at once, a row per GPU,
+    so what they share (a PCIe switch, a host bridge) shows as each one's share dropping."""
+
+    together: bool = True
+    host_link: bool = True  # its bytes cross the GPU's link to the host: % of the PCIe peak
+
+
 class OpShape(Protocol):
     @property
     def name(self) -> str: ...
+
+    @property
+    def per_gpu(self) -> PerGpu | None: ...
+
+    @property
+    def all_sizes(self) -> bool: ...
 
     @property
     def ranks(self) -> int | None: ...
@@ -266,6 +287,21 @@ def groups(
     return out
 
 
+def gpu_groups(placement: Placement, together: bool) -> list[Group]:
+    """The groups of per-GPU operations (`PerGpu`), tier `gpu`: every GPU alone and, with
+    `together`, every node's GPUs at once (where it has two or more). None on CPU ranks:
+    there the operations are skipped on the sweep's groups, with the reason."""
+    if placement.backend != "nccl":
+        return []
+    out: list[Group] = []
+    for placed in placement.by_node:
+        ranks = tuple(sorted(m.rank for m in placed))
+        out += [Group(GPU_TIER, "default", (r,)) for r in ranks]
+        if together and len(ranks) > 1:
+            out.append(Group(GPU_TIER, "default", ranks))
+    return out
+
+
 def rounds(pairs: Sequence[Group]) -> list[list[Group]]:
     """Disjoint pairs to run together, by the circle method: with m ranks (one idle when m is
     odd), m - 1 rounds in which every rank is in at most one pair, and every pair of the
@@ -315,14 +351,25 @@ class Point:
     timing: Timing
 
 
-def series_counts(op: OpShape, itemsize: int, world_size: int, sizes: Iterable[int]) -> list[int]:
+def series_counts(
+    op: OpShape, itemsize: int, world_size: int, sizes: Iterable[int], auto: bool = False
+) -> list[int]:
     """Element counts of S for the requested sizes, as the operation rounds them, ascending:
-    none for a group of the wrong size, one for an operation that sets its own size."""
+    none for a group of the wrong size, one for an operation that sets its own size.
+
+    An operation with `ends_bytes` (never probed) takes the grid's smallest size and that
+    one (the grid's largest, if smaller); asked for by name (`all_sizes`), every size of the
+    grid, which under --max-size auto ends at `ends_bytes` too."""
     if op.ranks is not None and op.ranks != world_size:
         return []
     if op.fixed_count is not None:
         return [op.fixed_count(world_size)]
     if op.ends_bytes is not None:
         grid = sorted(sizes)
-        sizes = (grid[0], min(grid[-1], op.ends_bytes)) if grid else ()
+        if not grid:
+            return []
+        if not op.all_sizes:
+            sizes = (grid[0], min(grid[-1], op.ends_bytes))
+        elif auto:
+            sizes = [size for size in grid if size <= op.ends_bytes] or grid[:1]
     return sorted({op.count(size, itemsize, world_size) for size in sizes})

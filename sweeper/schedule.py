@@ -12,8 +12,14 @@ same GPUs, and its traffic crosses the same PCIe switches).
 With `concurrent_pairs` (`--concurrent`) a node's pairs share its fabric on purpose: they
 are packed by GPU alone (circle method per node), to show what pairs cost each other.
 
-Series are shared by every group of one shape (size, nodes pattern, variant): a plan of a
-million node pairs holds a handful of series tuples, not millions.
+Operations each GPU performs on its own (host<->device and device-local copies, `PerGpu`)
+run on groups of their own, tier `gpu` (`plan.gpu_groups`): each GPU alone, a wave each per
+node, and all of a node's GPUs at once; the sweep's groups run the others. On CPU ranks
+there are no such groups: those operations' rows on the sweep's groups say why they cannot
+run there.
+
+Series are shared by every group of one shape (size, nodes pattern, variant, whether of tier
+`gpu`): a plan of a million node pairs holds a handful of series tuples, not millions.
 """
 
 from __future__ import annotations
@@ -26,7 +32,18 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from sweeper import knobs
-from sweeper.plan import Group, OpShape, Placement, Shape, groups, rounds, series_counts, variants
+from sweeper.plan import (
+    GPU_TIER,
+    Group,
+    OpShape,
+    Placement,
+    Shape,
+    gpu_groups,
+    groups,
+    rounds,
+    series_counts,
+    variants,
+)
 from sweeper.spec import DTYPES
 
 
@@ -151,7 +168,12 @@ def collector_paused() -> Iterator[None]:
 
 def _schedule(placement: Placement, request: Request) -> Schedule:
     grid = list(knobs.grid(request.nccl_env))
-    found = groups(placement, request.tiers, request.pairs, request.force_network, grid)
+    per_gpu = [op.per_gpu for op in request.ops if op.per_gpu is not None]
+    found: list[Group] = []
+    if placement.backend != "nccl" or len(per_gpu) < len(request.ops):
+        found = groups(placement, request.tiers, request.pairs, request.force_network, grid)
+    if per_gpu:
+        found += gpu_groups(placement, together=any(p.together for p in per_gpu))
     by_variant: dict[str, list[Group]] = defaultdict(list)
     for group in found:
         by_variant[group.variant].append(group)
@@ -265,7 +287,7 @@ class _SeriesTable:
         self.placement = placement
         self.request = request
         self.node_of = [m.node for m in placement.members]
-        self.cache: dict[tuple[str, int, tuple[int, ...]], tuple[Series, ...]] = {}
+        self.cache: dict[tuple[str, int, tuple[int, ...], bool], tuple[Series, ...]] = {}
         self.envs = variants(request.nccl_env)
         # what a grid variant may only repeat: NCCL's defaults, and the grid before it
         grid = knobs.grid(request.nccl_env)
@@ -282,24 +304,36 @@ class _SeriesTable:
         else:  # each rank's node, renumbered in order of first appearance
             seen: dict[int, int] = {}
             pattern = tuple(seen.setdefault(node_of[r], len(seen)) for r in ranks)
-        key = (variant, n, pattern)
+        key = (variant, n, pattern, group.tier == GPU_TIER)
         found = self.cache.get(key)
         if found is None:
-            found = self.cache[key] = tuple(self._build(variant, n, pattern))
+            found = self.cache[key] = tuple(self._build(variant, n, pattern, key[3]))
         return found
 
-    def _build(self, variant: str, n: int, nodes: tuple[int, ...]) -> Iterable[Series]:
+    def _ops(self, n: int, per_gpu: bool) -> list[Planned]:
+        """A group's operations: on a `gpu` group those each GPU performs on its own (all of
+        a node's GPUs at once only where they run `together`); on the sweep's groups the
+        others, and on CPU ranks (no `gpu` groups) every one."""
+        ops = self.request.ops
+        if per_gpu:
+            return [op for op in ops if op.per_gpu and (n == 1 or op.per_gpu.together)]
+        gpus = self.placement.backend == "nccl"
+        return [op for op in ops if op.per_gpu is None or not gpus]
+
+    def _build(
+        self, variant: str, n: int, nodes: tuple[int, ...], per_gpu: bool
+    ) -> Iterable[Series]:
         r, backend = self.request, self.placement.backend
         env = self.envs[variant]
         shape = Shape(n, nodes, backend, r.sees_node_gpus, tuple(env.items()))
         swept = variant != "default" and variant in self.comparable
-        for op in r.ops:
+        for op in self._ops(n, per_gpu):
             repeats = (
                 knobs.same_as(op.nccl_kernels, variant, self.comparable, backend) if swept else None
             )
             why = repeats or op.why_not_on(shape)
             for dtype in r.dtypes:
-                counts = series_counts(op, DTYPES[dtype].itemsize, n, r.sizes)
+                counts = series_counts(op, DTYPES[dtype].itemsize, n, r.sizes, r.auto)
                 if not counts:
                     continue
                 if why is not None:  # with auto there is no grid end to list: one row says it

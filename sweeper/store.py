@@ -98,6 +98,8 @@ SCHEMA = pa.schema(
         ("src_gpu_uuid", pa.string()),
         ("dst_gpu_uuid", pa.string()),
         ("concurrent", pa.bool_()),  # measured while another group of its wave shared a node
+        # a row of one rank where a point gives one per rank (copies of a node's GPUs at once)
+        ("rank", pa.int32()),
         ("params", pa.map_(pa.string(), pa.string())),  # an experiment's knobs (MoE routing)
         # when: the schedule's wave, and the point's execution (its groups overlap in a wave)
         ("wave", pa.int32()),

@@ -146,9 +146,11 @@ RowKey = tuple[Any, ...]
 
 def _row_key(row: Mapping[str, Any]) -> RowKey:
     """What makes a row one measurement of its run (each engine and launch mode of a point,
-    each direction of a copy)."""
+    each direction of a copy, each GPU of copies made at once)."""
     fields = ("group_id", "op", "algorithm", "dtype", "size_bytes", "engine", "launch")
-    return tuple(row.get(f) for f in (*fields, "src_rank", "dst_rank"))
+    rank = row.get("rank")  # a row per GPU of copies made at once; read back, a null is NA
+    mine = None if rank is None or pd.isna(rank) else int(rank)
+    return (*(row.get(f) for f in (*fields, "src_rank", "dst_rank")), mine)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
-"""Host<->device copies: each rank between its GPU and host memory of its own, pinned (page
-locked: the copy engines read it directly) or pageable (the driver stages it through a
-pinned bounce buffer, as a program that never pins pays). On a group of several GPUs every
-rank copies at once, so GPUs behind one PCIe switch or host bridge show what they share.
+"""Copies each GPU makes on its own: between its memory and host memory of its own, pinned
+(page locked: the copy engines read it directly) or pageable (the driver stages it through
+a pinned bounce buffer, as a program that never pins pays), and within its own memory (the
+memory roof). They run on groups of tier `gpu`: each GPU alone, and all of a node's GPUs at
+once (every rank copies at the same time), so GPUs behind one PCIe switch or host bridge
+show what they share.
 
 S is the bytes one way; `h2d+d2h` moves S each way at once on two streams, so its algbw is
 what each direction got. The host buffers are made when the point is bound, outside the
-timed loop. Only `h2d` and `h2d+d2h` are checked (their output is on the device).
+timed loop. `d2h` is not checked (its output is on the host); the others are.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ def from_device_layout(count: int, n: int, rank: int) -> Layout:
 def why_not(shape: Shape) -> str | None:
     if shape.backend != "nccl":
         return "host<->device copies need a GPU: CPU ranks have no device memory"
+    return None
+
+
+def why_not_on_device(shape: Shape) -> str | None:
+    if shape.backend != "nccl":
+        return "device-local copies need a GPU: CPU ranks have no device memory"
     return None
 
 
@@ -74,5 +82,16 @@ def both_ways(pinned: bool, buf: Buffers, comm: Comm) -> Step:
             down.copy_(send, non_blocking=pinned)
         out.copy_(up, non_blocking=pinned)
         main.wait_stream(side)
+
+    return step
+
+
+def within(buf: Buffers, comm: Comm) -> Step:
+    """Device to device on one GPU: S read from the send buffer and written to the receive
+    buffer, by the copy kernel (what the GPU's memory gives, twice S in traffic)."""
+    send, out = buf.send, buf.out
+
+    def step() -> None:
+        out.copy_(send)
 
     return step

@@ -48,6 +48,7 @@ POINT_KEYS = (
     "src_rank",
     "dst_rank",
     "concurrent",
+    "rank",
     "params",
 )
 CHANGE_COLUMNS = (

@@ -20,8 +20,12 @@ pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
 def test_nccl_sweep_over_every_gpu_is_exact(tmp_path: Path) -> None:
     df = sweep(tmp_path, "--max-size", "64M", "--dtypes", "bfloat16,float32", "--samples")
     assert (df["backend"] == "nccl").all()
-    assert (df["world_size"] == torch.cuda.device_count()).all()
     assert len(set(df["op"] + df["algorithm"])) == sum(c.core for c in REGISTRY.values())
+    copies = df[df["tier"] == "gpu"]  # each GPU's own copies, on groups of their own
+    assert (copies["kind"] == "copy").all()
+    assert (copies["status"] == "ok").all()
+    df = df[df["tier"] != "gpu"]
+    assert (df["world_size"] == torch.cuda.device_count()).all()
     # One GPU alone: NCCL moves nothing in place, so those CUDA graphs are empty (skipped).
     empty = df["status"] == "skipped"
     assert df.loc[empty, "in_place"].astype(bool).all()
@@ -88,20 +92,81 @@ def test_one_gpu_runs_what_it_can_says_pairs_need_two_and_writes_the_report(
     assert result.exit_code == 0, result.output
     assert ONE_GPU in result.stdout.splitlines()
     df = sweeper.load(out)
-    assert set(df["tier"]) == {"local"}
+    assert set(df["tier"]) == {"local", "gpu"}  # the collectives at world 1; its copies
     assert (df["status"] == "ok").any()
     assert list((tmp_path / "reports").glob("*.html"))
 
 
-def test_host_copies_are_exact_and_a_share_of_the_pcie_peak(tmp_path: Path) -> None:
-    df = sweep(tmp_path, "--ops", "h2d*,d2h*", "--dtypes", "uint8", "--max-size", "256M")
+ONE_WAY = ("h2d", "d2h")
+
+
+@pytest.mark.skipif(torch.cuda.device_count() != 1, reason="a machine of one GPU")
+def test_sweeper_run_with_no_options_gives_copies_near_the_pcie_peak_and_a_report(
+    tmp_path: Path,
+) -> None:
+    """Issue 17's done line: `sweeper run` with no options on one GPU: copy rows (pinned at
+    >= 0.85 of the PCIe peak), telemetry filled, a report."""
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert ONE_GPU in result.stdout.splitlines()
+    assert list((tmp_path / "reports").glob("*.html"))
+    df = sweeper.load(out)
+    copies = df[df["kind"] == "copy"]
+    assert set(copies["op"]) == {"h2d", "d2h", "h2d+d2h", "d2d"}
+    assert (copies["status"] == "ok").all(), copies[["op", "algorithm", "status", "error"]]
+    assert not copies["concurrent"].astype(bool).any()  # one GPU: alone only
+    assert copies["sm_clock_mhz"].map(lambda ranks: all(v > 0 for v in ranks)).all()
+    assert copies["pcie_gen"].map(lambda ranks: all(v > 0 for v in ranks)).all()
+    large = copies[copies["size_bytes"] == 256 * 2**20].set_index(["op", "algorithm"])
+    shares = {op: large.loc[(op, "pinned"), "pcie_pct_of_peak"] for op in ONE_WAY}
+    assert all(share >= 85 for share in shares.values()), shares
+    # the memory roof is above the link to the host
+    assert (
+        large.loc[("d2d", "device"), "busbw_gb_per_s"]
+        > large.loc[("h2d", "pinned"), "algbw_gb_per_s"]
+    )
+
+
+def test_host_copies_asked_by_name_take_every_size_are_exact_and_a_share_of_the_pcie_peak(
+    tmp_path: Path,
+) -> None:
+    grid = ("--min-size", "1M", "--max-size", "256M")
+    df = sweep(tmp_path, "--ops", "h2d*,d2h*", "--dtypes", "uint8", *grid)
     assert (df["kind"] == "copy").all()
+    assert set(df["tier"]) == {"gpu"}
     ran = df[df["status"] == "ok"]
     assert set(ran["op"]) == {"h2d", "d2h", "h2d+d2h"}
     assert set(ran["algorithm"]) == {"pinned", "pageable"}
-    assert set(ran["size_bytes"]) == {8, 256 * 2**20}  # --min-size's default, 256 MiB
+    assert set(ran["size_bytes"]) == {2**k for k in range(20, 29)}  # every size, by name
     assert (ran.loc[ran["op"] != "d2h", "n_wrong"] == 0).all()
     assert ran.loc[ran["op"] == "d2h", "n_wrong"].isna().all()  # its output is on the host
-    large = ran[(ran["size_bytes"] == 256 * 2**20) & (ran["algorithm"] == "pinned")]
+    alone = ran[~ran["concurrent"].astype(bool)]
+    large = alone[(alone["size_bytes"] == 256 * 2**20) & (alone["algorithm"] == "pinned")]
     # a link that trained down shows as a low share; a healthy one is well above half
     assert large["pcie_pct_of_peak"].between(50, 110).all(), large["pcie_pct_of_peak"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="GPUs at once: two or more")
+def test_host_copies_of_every_gpu_at_once_give_a_row_per_gpu_beside_each_alone(
+    tmp_path: Path,
+) -> None:
+    n = torch.cuda.device_count()
+    df = sweep(tmp_path, "--ops", "h2d,d2d", "--min-size", "64M", "--max-size", "64M")
+    assert (df["status"] == "ok").all()
+    assert (df.loc[df["op"] == "h2d", "n_wrong"] == 0).all()
+    h2d = df[df["op"] == "h2d"]
+    together = h2d[h2d["concurrent"].astype(bool)]
+    alone = h2d[~h2d["concurrent"].astype(bool)]
+    assert (together["world_size"] == n).all()
+    assert (alone["world_size"] == 1).all()
+    for rows in (together, alone):  # each GPU once, its own row
+        assert sorted(rows["gpu_uuids"].map(lambda uuids: uuids[0])) == sorted(
+            alone["gpu_uuids"].map(lambda uuids: uuids[0])
+        )
+        assert rows["gpu_uuids"].map(len).eq(1).all()
+        assert rows["pcie_pct_of_peak"].notna().all()
+    d2d = df[df["op"] == "d2d"]  # the memory roof: each GPU alone only
+    assert len(d2d) == n
+    assert not d2d["concurrent"].astype(bool).any()
+    assert (d2d["busbw_gb_per_s"] == 2 * d2d["algbw_gb_per_s"]).all()

@@ -101,3 +101,24 @@ def test_symmetric_memory_is_skipped_off_cuda_with_the_reason(tmp_path: Path) ->
     df = sweep(tmp_path, ops="all_reduce:symm*", max_size="1K")
     assert set(df["status"]) == {"skipped"}
     assert set(df["error"]) == {"torch symmetric memory needs CUDA GPUs"}
+
+
+def test_copies_asked_by_name_are_skipped_at_every_size_on_cpu_ranks_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    df = sweep(tmp_path, ops="h2d*,d2d", min_size="1K", max_size="16K")
+    assert set(df["status"]) == {"skipped"}
+    assert (df["kind"] == "copy").all()
+    assert set(df["tier"]) == {"cpu"}  # no groups of their own: CPU ranks have no GPU
+    assert set(df["op"] + ":" + df["algorithm"]) == {
+        "h2d:pinned",
+        "h2d:pageable",
+        "h2d+d2h:pinned",
+        "h2d+d2h:pageable",
+        "d2d:device",
+    }
+    assert set(df["size_bytes"]) == {1024, 2048, 4096, 8192, 16384}  # by name: every size
+    assert set(df["error"]) == {
+        "host<->device copies need a GPU: CPU ranks have no device memory",
+        "device-local copies need a GPU: CPU ranks have no device memory",
+    }

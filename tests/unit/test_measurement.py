@@ -14,9 +14,10 @@ from sweeper import cluster, telemetry, worker
 from sweeper.collectives import REGISTRY
 from sweeper.executor import Measured
 from sweeper.measurement import Measurement, of_copy, of_point
-from sweeper.plan import Group, Placement, Point, Timing, expected_placement
+from sweeper.plan import GPU_TIER, Group, Placement, Point, Timing, expected_placement
 from sweeper.planner import recorded_nodes
 from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
+from sweeper.sweep import _row_key
 from sweeper.timing import Block
 from tests.nvml_replay import Replay
 
@@ -56,6 +57,7 @@ KIND_OF = {
     "h2d:pageable": "copy",
     "d2h:pageable": "copy",
     "h2d+d2h:pageable": "copy",
+    "d2d": "copy",
 }
 
 
@@ -221,7 +223,7 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
     topology: Path, peak_gb_per_s: float, name: str
 ) -> None:
     placement = expected_placement("nccl", recorded_nodes(topology, 1), [1])
-    group = Group("local", "default", (0,))
+    group = Group(GPU_TIER, "default", (0,))
     point = Point(placement.group_id(group), name, "float32", 2**28, 2**26, TIMING)
     seconds = 2**28 / 55.5e9 * 10  # a block of 10 copies at 55.5 GB/s
     done = Measured(
@@ -231,6 +233,54 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
     assert (made.kind, made.op) == ("copy", name.split(":", maxsplit=1)[0])
     assert made.algorithm == ("pinned" if name == "h2d" else "pageable")
     assert made.pcie_pct_of_peak == pytest.approx(100 * 55.5 / peak_gb_per_s)
+    assert made.concurrent is False  # its GPU alone
+
+
+def _copied(name: str, ranks: tuple[int, ...], outcome: cluster.Outcome) -> list[Measurement]:
+    group = Group(GPU_TIER, "default", ranks)
+    point = Point(_placement().group_id(group), name, "uint8", 2**28, 2**28, TIMING)
+    done = Measured(group, point, REGISTRY[name], outcome, 0, WHEN, WHEN, None, None, False)
+    return of_point(RUN, _placement(), done)
+
+
+def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry() -> None:
+    record = json.loads((TELEMETRY / "h200-power-capped.json").read_text())
+    before, after = (telemetry.sample(Replay(calls), "handle") for calls in record["samples"])
+    seconds = [2**28 / gb_per_s * 10 for gb_per_s in (50e9, 25e9, 50e9, 25e9)]
+    outcome = cluster.Outcome(
+        "ok",
+        tuple(
+            worker.Measured((_timed(t),), telemetry.over(before, after, ()) if i == 1 else None)
+            for i, t in enumerate(seconds)
+        ),
+    )
+    made = _copied("h2d", (0, 1, 2, 3), outcome)
+    gpus = _placement().nodes[0].gpus
+    assert [m.gpu_uuids for m in made] == [(gpus[i].uuid,) for i in range(4)]
+    assert {(m.group_id, m.world_size, m.concurrent) for m in made} == {("gpu:n0g0,1,2,3", 4, True)}
+    # each GPU's own share: two behind a shared switch at half of the others'
+    assert [m.algbw_gb_per_s for m in made] == pytest.approx([50.0, 25.0, 50.0, 25.0])
+    peak = gpus[0].pcie_gb_per_s
+    assert peak
+    assert [m.pcie_pct_of_peak for m in made] == pytest.approx(
+        [100 * gb / peak for gb in (50, 25, 50, 25)]
+    )
+    assert [m.sm_clock_mhz for m in made] == [None, (1410,), None, None]  # NVML on one
+    assert [m.rank for m in made] == [0, 1, 2, 3]
+    assert len({_row_key(m.as_row()) for m in made}) == 4  # each its own row, resuming too
+
+
+def test_a_failed_copy_at_once_is_one_row_for_the_group() -> None:
+    (made,) = _copied("d2h", (0, 1), cluster.Outcome("oom", error="rank 1: out of memory"))
+    assert (made.status, made.concurrent, len(made.gpu_uuids)) == ("oom", True, 2)
+
+
+def test_the_device_local_copy_counts_its_read_and_write_and_has_no_pcie_share() -> None:
+    (made,) = _copied("d2d", (5,), _ran(_timed(2**28 / 1e12 * 10)))
+    assert (made.kind, made.op, made.algorithm, made.concurrent) == ("copy", "d2d", "device", False)
+    assert made.algbw_gb_per_s == pytest.approx(1000.0)
+    assert made.busbw_gb_per_s == pytest.approx(2000.0)  # the bytes its memory moved
+    assert made.pcie_pct_of_peak is None
 
 
 def test_a_collective_has_no_pcie_share() -> None:

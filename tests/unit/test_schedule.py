@@ -12,7 +12,15 @@ import pytest
 from sweeper import planner
 from sweeper.collectives import REGISTRY, resolve
 from sweeper.estimate import CostModel, estimate
-from sweeper.plan import ONE_GPU, Placement, alone, expected_placement, groups
+from sweeper.plan import (
+    GPU_TIER,
+    ONE_GPU,
+    Placement,
+    alone,
+    expected_placement,
+    gpu_groups,
+    groups,
+)
 from sweeper.planner import recorded_nodes
 from sweeper.schedule import Request, Schedule, nothing_to_measure, schedule
 from sweeper.spec import SweepSpec
@@ -68,8 +76,9 @@ def test_waves_share_no_gpu_fabric_or_network_and_hold_every_group_once(nodes: i
     where = placement(DGX, nodes, 8)
     planned = schedule(where, request())
     assert_nothing_shared(planned)
-    scheduled = Counter((g.variant, g.ranks) for w in planned.waves for g in w.groups)
-    asked = Counter((g.variant, g.ranks) for g in groups(where, ALL_TIERS, True, True))
+    scheduled = Counter((g.tier, g.variant, g.ranks) for w in planned.waves for g in w.groups)
+    asked = Counter((g.tier, g.variant, g.ranks) for g in groups(where, ALL_TIERS, True, True))
+    asked.update((g.tier, g.variant, g.ranks) for g in gpu_groups(where, together=True))
     assert scheduled == asked
     assert set(scheduled.values()) == {1}
     assert [w.number for w in planned.waves] == list(range(len(planned.waves)))
@@ -78,10 +87,11 @@ def test_waves_share_no_gpu_fabric_or_network_and_hold_every_group_once(nodes: i
 @pytest.mark.parametrize(
     ("nodes", "expected"),
     [
-        (1, {"default": 29, "p2p-off": 29}),  # the island and its 28 pairs, each a wave
-        (2, {"default": 31, "p2p-off": 29, "network": 2}),  # + the node pair, all 16 GPUs
-        (3, {"default": 29 + 1 + 3 + 1, "p2p-off": 29, "network": 1 + 3 + 1}),  # odd: N waves
-        (16, {"default": 29 + 1 + 15 + 1, "p2p-off": 29, "network": 1 + 15 + 1}),
+        # the island and its 28 pairs, each a wave; copies: each GPU alone, then all 8
+        (1, {"default": 29 + 9, "p2p-off": 29}),
+        (2, {"default": 31 + 9, "p2p-off": 29, "network": 2}),  # + the node pair, all 16 GPUs
+        (3, {"default": 29 + 9 + 1 + 3 + 1, "p2p-off": 29, "network": 1 + 3 + 1}),  # odd: N
+        (16, {"default": 29 + 9 + 1 + 15 + 1, "p2p-off": 29, "network": 1 + 15 + 1}),
     ],
 )
 def test_every_nodes_intra_node_groups_take_as_many_waves_as_one_nodes(
@@ -143,7 +153,9 @@ def test_waves_estimate_below_one_group_at_a_time_and_equal_for_one_group() -> N
     one = schedule(placement(CPU, 1, 2), request(tiers=("cpu",)))
     alone = estimate(one, CostModel(open_per_rank_s=0.0, wave_open_s=0.0))
     assert alone.waves_s == pytest.approx(alone.serial_s)
-    assert alone.points == len(resolve(("all", "p2p*"))) * 3  # one group, three sizes each
+    # one group, three sizes each; the copies (skipped) the smallest and largest
+    copies = [c for c in resolve(("all", "p2p*")) if c.per_gpu is not None]
+    assert alone.points == (len(resolve(("all", "p2p*"))) - len(copies)) * 3 + len(copies) * 2
 
 
 def test_sweeper_plan_prints_waves_of_a_recorded_topology_with_no_cluster(tmp_path: Path) -> None:
@@ -179,8 +191,15 @@ def test_the_nccl_env_grid_runs_every_default_group_on_an_actor_set_per_combinat
         "proto=Simple,max_nchannels=1",
         "proto=Simple,max_nchannels=4",
     ]
-    ranks = {a.variant: {g.ranks for w in a.waves for g in w.groups} for a in planned.actor_sets}
+    ranks = {
+        a.variant: {g.ranks for w in a.waves for g in w.groups if g.tier != GPU_TIER}
+        for a in planned.actor_sets
+    }
     assert all(found == ranks["default"] for found in ranks.values())
+    # copies call no NCCL: their groups are the default set's only
+    tiers = {a.variant: {g.tier for w in a.waves for g in w.groups} for a in planned.actor_sets}
+    assert GPU_TIER in tiers["default"]
+    assert not any(GPU_TIER in found for variant, found in tiers.items() if variant != "default")
     assert_nothing_shared(planned)
 
 
@@ -237,7 +256,10 @@ def test_one_gpu_runs_every_collective_at_world_1_and_says_pairs_need_two() -> N
 @pytest.mark.parametrize(
     ("options", "why"),
     [
-        ({"tiers": ("nvlink", "pcie")}, "--tiers nvlink,pcie gives no group on 1 GPU"),
+        (
+            {"tiers": ("nvlink", "pcie"), "ops": ("all_reduce",)},
+            "--tiers nvlink,pcie gives no group on 1 GPU",
+        ),
         ({"ops": ("p2p",)}, "no operation asked for runs on 1 GPU"),
     ],
 )
@@ -256,16 +278,64 @@ def test_series_skipped_with_a_reason_are_something_to_measure() -> None:
     assert nothing_to_measure(found.schedule, found.spec.tiers) is None
 
 
-def test_host_copies_run_at_the_smallest_size_and_256_mib_unprobed_and_skip_cpu_ranks() -> None:
-    ops = resolve(("h2d*", "d2h"))
+H200X4 = TOPOLOGIES / "h200x4-nvswitch.json"
+COPIES = {"d2d", "h2d", "d2h", "h2d+d2h", "h2d:pageable", "d2h:pageable", "h2d+d2h:pageable"}
+
+
+def test_copies_in_all_run_on_gpu_groups_each_gpu_alone_then_the_node_at_once() -> None:
     sizes = (8, 2**20, 2**30)
-    gpu = schedule(placement(ONE_H200, 1, 1), request(tiers=("world",), ops=ops, sizes=sizes))
-    (group,) = gpu.waves[0].groups
-    by_op = {s.op: s for s in gpu.series(group)}
-    assert set(by_op) == {"h2d", "h2d:pageable", "h2d+d2h", "h2d+d2h:pageable", "d2h"}
-    assert {s.counts for s in by_op.values()} == {(4, 2**27)}  # bfloat16: 8 B and 256 MiB
-    auto = schedule(placement(ONE_H200, 1, 1), request(tiers=("world",), ops=ops, auto=True))
-    assert not any(s.probe for s in auto.series(auto.waves[0].groups[0]))
-    cpu = schedule(placement(CPU, 1, 2), request(tiers=("cpu",), ops=ops))
-    reasons = {s.skipped for s in cpu.series(cpu.waves[0].groups[0])}
-    assert reasons == {"host<->device copies need a GPU: CPU ranks have no device memory"}
+    planned = schedule(
+        placement(H200X4, 2, 4), request(tiers=("world",), ops=resolve(("all",)), sizes=sizes)
+    )
+    assert_nothing_shared(planned)
+    copying = [[g for g in w.groups if g.tier == GPU_TIER] for w in planned.waves]
+    # node 0's GPU k and node 1's GPU k copy at once (wave k), then each node's four together
+    assert [[g.ranks for g in w] for w in copying if w] == [
+        [(0,), (4,)],
+        [(1,), (5,)],
+        [(2,), (6,)],
+        [(3,), (7,)],
+        [(0, 1, 2, 3), (4, 5, 6, 7)],
+    ]
+    for wave in planned.waves:
+        for group in wave.groups:
+            ops = {s.op: s for s in planned.series(group)}
+            if group.tier != GPU_TIER:
+                assert not set(ops) & COPIES
+                continue
+            # the memory roof alone: GPUs at once share nothing of it
+            assert set(ops) == (COPIES if group.world_size == 1 else COPIES - {"d2d"})
+            assert {s.counts for s in ops.values()} == {(4, 2**27)}  # bfloat16: 8 B, 256 MiB
+            assert not any(s.probe or s.skipped for s in ops.values())
+
+
+def test_copies_asked_by_name_take_every_size_to_256_mib_under_auto_never_probed() -> None:
+    ops = resolve(("h2d", "all"))
+    by_name = {c.name: c.all_sizes for c in ops if c.per_gpu is not None}
+    assert by_name == {name: name == "h2d" for name in COPIES}
+    one = placement(ONE_H200, 1, 1)
+    grid = schedule(one, request(tiers=("world",), ops=ops, sizes=(8, 2**20, 2**30)))
+    auto = schedule(
+        one, request(tiers=("world",), ops=ops, sizes=(8, 2**20, 2**28, 2**30), auto=True)
+    )
+    for planned, counts in ((grid, (4, 2**19, 2**29)), (auto, (4, 2**19, 2**27))):
+        copying = [g for w in planned.waves for g in w.groups if g.tier == GPU_TIER]
+        assert [g.ranks for g in copying] == [(0,)]  # one GPU: alone only
+        series = {s.op: s for s in planned.series(copying[0])}
+        assert series["h2d"].counts == counts
+        assert series["h2d:pageable"].counts == (4, 2**27)  # by `all`: smallest, 256 MiB
+        assert not any(s.probe for s in series.values())
+    only = schedule(one, request(tiers=("world",), ops=resolve(("h2d*",))))
+    assert {g.tier for w in only.waves for g in w.groups} == {GPU_TIER}  # no idle world group
+
+
+def test_copies_on_cpu_ranks_are_skipped_on_the_sweeps_groups_with_the_reason() -> None:
+    cpu = schedule(placement(CPU, 1, 2), request(tiers=("cpu",), ops=resolve(("h2d*", "d2*"))))
+    (group,) = [g for w in cpu.waves for g in w.groups]
+    assert group.tier == "cpu"
+    reasons = {s.op: s.skipped for s in cpu.series(group)}
+    assert set(reasons) == COPIES
+    assert reasons["d2d"] == "device-local copies need a GPU: CPU ranks have no device memory"
+    assert {reasons[op] for op in COPIES - {"d2d"}} == {
+        "host<->device copies need a GPU: CPU ranks have no device memory"
+    }
