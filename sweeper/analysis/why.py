@@ -332,7 +332,25 @@ def _counted(this: State, peers: Sequence[State]) -> list[Evidence]:
 def gpu_evidence(rows: pd.DataFrame) -> dict[str, list[Evidence]]:
     """Each GPU's evidence against the other GPUs of the rows, by UUID (empty lists left
     out): the slow GPUs, and why."""
-    every = states(rows)
+    return evidence_of(states(rows))
+
+
+@dataclass(frozen=True)
+class Health:
+    """Every GPU's State over a run and the evidence of those that differ, by UUID: read once
+    (a row per rank and point), shown by several sections."""
+
+    states: Mapping[str, State]
+    evidence: Mapping[str, Sequence[Evidence]]
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame) -> Health:
+        every = states(rows)
+        return cls(every, evidence_of(every))
+
+
+def evidence_of(every: Mapping[str, State]) -> dict[str, list[Evidence]]:
+    """Each GPU's evidence against the others of `every` (empty lists left out)."""
     out = {}
     for uuid, mine in every.items():
         found = differences(mine, [s for other, s in every.items() if other != uuid])

@@ -320,14 +320,16 @@ def _why_cell(evidence: Sequence[why.Evidence] | None) -> Cell:
 # GPUs against their peers
 
 
-def gpus(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
+def gpus(
+    df: pd.DataFrame, record: RunRecord | None, health: why.Health | None = None
+) -> Section | None:
     """Each GPU's state over the run (NVML, read around every point) and, for a GPU that
     differs from the others, the evidence."""
-    states = why.states(df)
+    health = health or why.Health.of(df)
+    states, evidence = health.states, health.evidence
     if not states:
         return None
     names = _gpu_names(df, record)
-    evidence = why.gpu_evidence(df)
     order = sorted(states, key=lambda uuid: (names[uuid], uuid))
     lines = [
         (
@@ -358,13 +360,15 @@ def gpus(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
 # Host <-> device
 
 
-def host(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
+def host(
+    df: pd.DataFrame, record: RunRecord | None, health: why.Health | None = None
+) -> Section | None:
     table = host_table(df)
     if table.empty:
         return None
     names = _gpu_names(df, record)
-    states = why.states(df)
-    evidence = why.gpu_evidence(df)
+    health = health or why.Health.of(df)
+    states, evidence = health.states, health.evidence
     table = table.assign(
         name=table["gpu_uuid"].map(names),
         # a GPU whose pinned copies fall short of the other GPUs' in the same direction
@@ -611,7 +615,9 @@ def _matrix_title(matrix: PairMatrix) -> str:
     return f"{matrix.op} {matrix.algorithm}, {how}: {what} at {size}"
 
 
-def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
+def p2p(
+    df: pd.DataFrame, record: RunRecord | None, health: why.Health | None = None
+) -> Section | None:
     rows = pair_rows(df)
     if rows.empty:
         return None
@@ -624,7 +630,7 @@ def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
         blocks.append(Figure(figures.heatmap(matrix, labels, _matrix_title(matrix)), half=True))
     outliers = []
     gpu_names, nodes = _gpu_names(df, record), _nodes(record)
-    evidence = why.gpu_evidence(df)
+    evidence = (health or why.Health.of(df)).evidence
     uuid_of = {
         int(rank): str(uuid)
         for column in ("src", "dst")
@@ -1047,16 +1053,17 @@ def baseline(base: pd.DataFrame, new: pd.DataFrame) -> Section:
 
 def build(df: pd.DataFrame, record: RunRecord | None, base: pd.DataFrame | None) -> list[Section]:
     """Every section that has data, in reading order."""
+    health = why.Health.of(df)  # every GPU's readings, read once for the sections that show them
     found = [
         run_header(df, record),
         status(df),
         topology(record),
-        gpus(df, record),
+        gpus(df, record, health),
         operations(df, record),
         peaks(df, record),
         launch_cost(df),
-        p2p(df, record),
-        host(df, record),
+        p2p(df, record, health),
+        host(df, record, health),
         algorithms(df),
         *nccl_variables(df),
         composites(df),

@@ -12,6 +12,8 @@ import pytest
 
 from sweeper.report import build, runs, sections
 from sweeper.report.blocks import Figure, Text
+from sweeper.report.record import RunRecord
+from sweeper.topology import Node
 from tests import report_data
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
@@ -257,3 +259,16 @@ def test_the_weak_pair_and_the_point_off_its_neighbours_say_why(health: str) -> 
         "all_reduce bfloat16 graph 2M 131 51 n0 GPU3: NVLink: 41 replays, 3 CRC errors, "
         "1 recovery" in operations
     )
+
+
+def test_a_fanout_is_a_sentence_naming_each_destinations_route(tmp_path: Path) -> None:
+    topology = report_data.TOPOLOGY.with_name("a100x4-nvlink-pairs.json")
+    node = Node.from_record({**json.loads(topology.read_text()), "host": "a100"})
+    report_data.write_fanout(tmp_path, "fan", node, {1: 4.3e3, 2: 53.3e3, 3: 8.5e3})
+    run = RunRecord("fan", "sweeper run --copy-matrix", {}, (node,), ended="complete")
+    p2p = _words(build.render(runs.rows(tmp_path, "fan"), run), "p2p")
+    assert (
+        "n0 GPU0 copied 256M to n0 GPU1, n0 GPU2 and n0 GPU3 at once: to n0 GPU1 in 4.3 ms over "
+        "NVLink (12 links); to n0 GPU2 in 53.3 ms over PCIe and the link between CPU sockets, "
+        "no NVLink; to n0 GPU3 in 8.5 ms over PCIe and the link between CPU sockets, no NVLink."
+    ) in p2p
