@@ -185,9 +185,9 @@ class State:
 
     @property
     def at_cap(self) -> bool:
-        return bool(self.power_w and self.power_limit_w) and (
-            self.power_w >= CAP_SHARE * self.power_limit_w  # type: ignore[operator]
-        )
+        if self.power_w is None or not self.power_limit_w:
+            return False
+        return self.power_w >= CAP_SHARE * self.power_limit_w
 
     def link(self) -> str:
         """'Gen5 x8 of Gen5 x16', or what of it is known; '-' where nothing is."""
@@ -417,8 +417,8 @@ def pair_line(
         if evidence.get(uuid):
             parts.append(line(names.get(uuid, uuid), evidence[uuid]))
     if len(parts) == 1:
-        parts.append("both GPUs read like their peers")
-    return "; ".join(parts)
+        parts.append("Both GPUs read like their peers")
+    return ". ".join(parts)  # '; ' separates one GPU's items
 
 
 # Points far off their neighbours
@@ -479,7 +479,7 @@ def _against_neighbours(
         found = differences(state(mine), peers)
         if found:
             parts.append(line(names.get(str(uuid), str(uuid)), found))
-    return "; ".join(parts) or "its GPUs read as at the neighbouring sizes"
+    return ". ".join(parts) or "its GPUs read as at the neighbouring sizes"
 
 
 # Fan-out

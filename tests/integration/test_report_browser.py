@@ -159,7 +159,7 @@ def test_gpu_sections_draw_matrices_and_algorithm_tables(chromium: Path, gpu_rep
     assert "n0 GPU2 -> n0 GPU3" in seen.text  # the weak pair, in the outlier table
     assert "NV18" in seen.text
     assert "native [algo=Ring]" in seen.text  # a candidate, named without its operation
-    assert "route: NVLink (18 links); n0 GPU2: SM clock 1.41 GHz against 1.98 GHz" in seen.text
+    assert "route: NVLink (18 links). n0 GPU2: SM clock 1.41 GHz against 1.98 GHz" in seen.text
     assert "PCIe link x8 of x16" in seen.text
 
 

@@ -253,7 +253,7 @@ def test_the_host_table_gives_each_gpus_pcie_share_and_why_one_falls_short(healt
 
 def test_the_weak_pair_and_the_point_off_its_neighbours_say_why(health: str) -> None:
     p2p = _words(health, "p2p")
-    assert "n0 GPU2 -> n0 GPU3 nvlink no 149 294 route: NVLink (18 links); n0 GPU2: SM" in p2p
+    assert "n0 GPU2 -> n0 GPU3 nvlink no 149 294 route: NVLink (18 links). n0 GPU2: SM" in p2p
     operations = _words(health, "operations")
     assert (
         "all_reduce bfloat16 graph 2M 131 51 n0 GPU3: NVLink: 41 replays, 3 CRC errors, "

@@ -92,10 +92,10 @@ def test_a_weak_pair_names_its_route_and_its_gpus_evidence(rows: pd.DataFrame) -
     names = {gpu.uuid: f"n0 GPU{gpu.index}" for gpu in nodes[0].gpus}
     evidence = why.gpu_evidence(rows)
     line = why.pair_line(nodes, _uuid(2), _uuid(3), ["NV18"] * 12, evidence, names)
-    assert line.startswith("route: NVLink (18 links); n0 GPU2: SM clock 1.41 GHz against 1.98")
-    assert "; n0 GPU3: NVLink: 41 replays" in line
+    assert line.startswith("route: NVLink (18 links). n0 GPU2: SM clock 1.41 GHz against 1.98")
+    assert ". n0 GPU3: NVLink: 41 replays" in line
     unknown = why.pair_line(nodes, _uuid(0), "GPU-elsewhere", ["NV18"], evidence, names)
-    assert unknown == "route: not in the topology; both GPUs read like their peers"
+    assert unknown == "route: not in the topology. Both GPUs read like their peers"
 
 
 def test_a_pair_off_its_tiers_usual_route_says_so() -> None:
