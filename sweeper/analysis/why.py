@@ -111,50 +111,59 @@ def _missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
-def _at(cell: Any, position: int) -> Any:
-    """A rank's value in a per-rank list column (a list, tuple or array from Parquet)."""
-    if _missing(cell) or position >= len(cell):
-        return None
-    value = cell[position]
-    return None if _missing(value) else value
-
-
 def readings(rows: pd.DataFrame) -> pd.DataFrame:
     """One record per (row, GPU) that has a reading: the row's index (`row`), the GPU's
     UUID and each telemetry column's value for it. Rows without telemetry (CPU ranks, failed
-    points, copy-engine rows) and ranks whose GPU is unknown give none."""
-    records: list[dict[str, Any]] = []
+    points, copy-engine rows) and ranks whose GPU is unknown give none. Built a column at a
+    time: a run of 100k rows on 8 GPUs is 800k readings."""
     present = [c for c in TELEMETRY if c in rows]
     if not present or "gpu_uuids" not in rows:
         empty: pd.DataFrame = pd.DataFrame(columns=READING_COLUMNS)
         return empty
-    table = rows[["gpu_uuids", *present]].itertuples(index=False)
-    for index, row in zip(rows.index, table, strict=True):
-        cells = dict(zip(["gpu_uuids", *present], row, strict=True))
-        uuids = cells["gpu_uuids"]
-        if _missing(uuids) or all(_missing(cells[c]) for c in present):
-            continue
-        for position, uuid in enumerate(uuids):
-            values = {c: _at(cells[c], position) for c in present}
-            if all(v is None for v in values.values()):
-                continue
-            records.append({"row": index, "gpu_uuid": str(uuid), **values})
-    table_: pd.DataFrame = pd.DataFrame.from_records(records, columns=READING_COLUMNS)
-    return table_
+    frame = rows[["gpu_uuids", *present]]
+    frame = frame[frame["gpu_uuids"].notna() & frame[present].notna().any(axis=1)]
+    widths = [len(uuids) for uuids in frame["gpu_uuids"]]
+    columns: dict[str, Any] = {
+        "row": np.repeat(frame.index.to_numpy(), widths),
+        "gpu_uuid": [str(uuid) for uuids in frame["gpu_uuids"] for uuid in uuids],
+    }
+    for column in present:
+        columns[column] = [
+            value
+            for cell, width in zip(frame[column], widths, strict=True)
+            for value in _spread(cell, width)
+        ]
+    found = pd.DataFrame(columns).reindex(columns=READING_COLUMNS)
+    kept: pd.DataFrame = found.dropna(subset=present, how="all").reset_index(drop=True)
+    return kept
+
+
+def _spread(cell: Any, width: int) -> list[Any]:
+    """A per-rank list cell as `width` values (None where the row has none, or is short;
+    a rank Parquet read back as NaN stays NaN: the readers take both as missing)."""
+    if _missing(cell):
+        return [None] * width
+    values = list(cell)
+    return values if len(values) == width else (values + [None] * width)[:width]
+
+
+def _numbers(values: pd.Series) -> pd.Series:
+    """A column of readings as floats, NaN where a rank could not read it."""
+    return pd.to_numeric(values, errors="coerce").astype("float64")
 
 
 def _median(values: pd.Series) -> float | None:
-    known = [float(v) for v in values if not _missing(v)]
-    return median(known) if known else None
+    found = _numbers(values).median()
+    return None if pd.isna(found) else float(found)
 
 
 def _total(values: pd.Series) -> int:
-    return int(sum(int(v) for v in values if not _missing(v)))
+    return int(_numbers(values).sum())
 
 
 def _best(values: pd.Series) -> int | None:
-    known = [int(v) for v in values if not _missing(v)]
-    return max(known) if known else None
+    found = _numbers(values).max()
+    return None if pd.isna(found) else int(found)
 
 
 @dataclass(frozen=True)
@@ -221,7 +230,7 @@ def state(gpu_readings: pd.DataFrame) -> State:
         xids=tuple(xids),
         **{field: _total(gpu_readings[column]) for field, column in _COUNTER_COLUMNS.items()},
         counted_points={
-            field: int(sum(1 for v in gpu_readings[column] if not _missing(v) and v > 0))
+            field: int((_numbers(gpu_readings[column]) > 0).sum())
             for field, column in _COUNTER_COLUMNS.items()
         },
         pcie_gen=_best(gpu_readings["pcie_gen"]),
