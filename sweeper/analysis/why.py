@@ -271,8 +271,9 @@ class Evidence:
 
 def differences(this: State, peers: Sequence[State]) -> list[Evidence]:
     """The evidence that sets `this` apart from `peers` (other GPUs, or the same GPU at
-    other points), worst-acting first; empty where nothing does. Error counters are
-    evidence whatever the peers show: a healthy link counts none."""
+    other points): clock, throttle reasons, power, temperature, error counts, PCIe link, in
+    that order; empty where nothing does. With no peers (one GPU), only what is wrong on its
+    own: a reason, a cap, a count, a link below its max."""
     found: list[Evidence] = []
     clock = _peer_median(peers, "sm_clock_mhz")
     if this.sm_clock_mhz is not None and clock and this.sm_clock_mhz < CLOCK_SHARE * clock:
