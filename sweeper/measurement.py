@@ -105,6 +105,8 @@ class Measurement:
     # a host<->device copy: algbw against its GPU's PCIe link (NVML's largest generation x
     # width, one direction; the slowest of a group's where one row stands for several)
     pcie_pct_of_peak: float | None = None
+    pcie_max_gen: tuple[int | None, ...] | None = None
+    pcie_max_width: tuple[int | None, ...] | None = None
 
     def as_row(self) -> Row:
         """The measurement as the store and the observers take it (lists for list columns)."""

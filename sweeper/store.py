@@ -125,6 +125,10 @@ SCHEMA = pa.schema(
         # host<->device copies: algbw as a share of the slowest GPU's PCIe peak (NVML's
         # largest generation x width, one direction)
         ("pcie_pct_of_peak", pa.float64()),
+        # the most the GPU and its slot allow (NVML's max generation and width), per rank:
+        # against pcie_gen/pcie_width it shows a link trained at x8 of x16
+        ("pcie_max_gen", pa.list_(pa.int32())),
+        ("pcie_max_width", pa.list_(pa.int32())),
     ]
 )
 # The columns every row of one run shares: what a run is, where and with which software.

@@ -54,6 +54,8 @@ class Sample:
     nvlink_recoveries: int | None
     pcie_gen: int | None  # the link as trained now (idle GPUs train down to save power)
     pcie_width: int | None
+    pcie_max_gen: int | None  # the most the GPU and its slot allow: a link below it shows
+    pcie_max_width: int | None
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class Reading:
     xid_codes: tuple[int, ...] | None
     pcie_gen: int | None
     pcie_width: int | None
+    pcie_max_gen: int | None
+    pcie_max_width: int | None
 
 
 COLUMNS = tuple(f.name for f in fields(Reading))
@@ -134,6 +138,8 @@ def sample(nvml: Any, handle: Any) -> Sample:
         nvlink_recoveries=_nvlink_total(nvml, handle, links, [_NVLINK_RECOVERY]),
         pcie_gen=_read(nvml, nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
         pcie_width=_read(nvml, nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+        pcie_max_gen=_read(nvml, nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+        pcie_max_width=_read(nvml, nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
     )
 
 
@@ -158,6 +164,8 @@ def over(before: Sample, after: Sample, xid_codes: tuple[int, ...] | None) -> Re
         xid_codes=xid_codes,
         pcie_gen=after.pcie_gen,
         pcie_width=after.pcie_width,
+        pcie_max_gen=after.pcie_max_gen,
+        pcie_max_width=after.pcie_max_width,
     )
 
 

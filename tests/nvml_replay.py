@@ -3,9 +3,13 @@ telemetry code reads through, replayed on a machine without NVIDIA's library."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from sweeper.telemetry import Reading, Watch
 
 
 class NVMLError(Exception):
@@ -59,3 +63,18 @@ class Replay:
 
     def nvmlShutdown(self) -> None:
         pass
+
+
+DATA = Path(__file__).parent / "data" / "telemetry"
+
+
+def recorded(name: str) -> Reading:
+    """A rank's reading over one point, by the real telemetry code from a recorded file of
+    tests/data/telemetry: the GPU before, the GPU after, the XIDs raised in between."""
+    record: dict[str, Any] = json.loads((DATA / name).read_text())
+    before, after = record["samples"]
+    replay = Replay(before, None if record["xid_events"] is None else [])
+    watch = Watch(replay, "handle")
+    started = watch.start()
+    replay.advance(after, record["xid_events"])
+    return watch.since(started)

@@ -3,15 +3,19 @@
 A 4x H200 node (the recorded NVML topology in tests/data/topologies) measured with NCCL:
 collectives on the NVLink island, all-reduce and all-to-all algorithm variants, NCCL_ALGO
 actor sets, the peer-to-peer and copy-engine matrices (one weak pair), MoE dispatch and
-combine, and a point that ran out of memory. Times follow an alpha-beta model, so tests
-know what the analysis must find: the model's time is the CUDA-graph time, and an eager
-call takes EAGER_US more for each call it issues (copies are always eager). These are test
-data, not mocks: they go through `store.ResultWriter` and come back through `store.load`,
-as a sweep's rows do.
+combine, and a point that ran out of memory. With `health`, every GPU row also carries what
+NVML read of its GPUs (recorded answers replayed through the real telemetry code: GPU1's
+link trained at x8, GPU2 power-capped, GPU3 replaying NVLink at one all_reduce point that
+took SPIKE_SLOW times as long), and each GPU has its host<->device copies. Times follow
+an alpha-beta model, so tests know what the analysis must find: the model's time is the
+CUDA-graph time, and an eager call takes EAGER_US more for each call it issues (copies are
+always eager). These are test data, not mocks: they go through `store.ResultWriter` and
+come back through `store.load`, as a sweep's rows do.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -19,10 +23,12 @@ from itertools import permutations, product
 from pathlib import Path
 from typing import Any
 
+from sweeper import telemetry
 from sweeper.report import record
 from sweeper.report.record import RunRecord
 from sweeper.store import ResultWriter
 from sweeper.topology import Node
+from tests.nvml_replay import recorded
 
 TOPOLOGY = Path(__file__).parent / "data" / "topologies" / "h200x4-nvswitch.json"
 STARTED = datetime(2026, 11, 22, 3, 0, tzinfo=timezone.utc)
@@ -192,6 +198,8 @@ def _pairs(
                     "variant": "default",
                     "group_id": f"nvlink:n0g{src},{dst}",
                     "world_size": 2,
+                    "hosts": meta["hosts"][:2],
+                    "gpu_uuids": [uuids[src], uuids[dst]],
                     "op": op,
                     "algorithm": algorithm,
                     "launch": launch,
@@ -228,6 +236,116 @@ def _moe(
                 }
 
 
+# health: the recorded NVML answers each GPU gives at every point (tests/data/telemetry)
+HEALTH = {
+    0: "h200-healthy.json",
+    1: "h200-pcie-x8.json",  # its host<->device copies get half the pinned bandwidth
+    2: "h200-power-capped.json",
+    3: "h200-healthy.json",
+}
+SPIKE = ("all_reduce", "native", "default", SIZES[9])  # the point off its neighbours
+SPIKE_SLOW = 3.0
+SPIKE_GPU = (3, "h200-nvlink-replays.json")  # what that GPU read at that point
+# host<->device copies alone on each GPU, GB/s: (pinned, pageable) per direction at x16
+HOST_GB_PER_S = {"h2d": (55.2, 21.0), "d2h": (53.9, 18.5), "h2d+d2h": (50.1, 14.0)}
+
+
+def _with_telemetry(row: dict[str, Any], at: dict[int, str]) -> dict[str, Any]:
+    """The row with each of its GPUs' reading from the recorded file `at` names for it."""
+    if row["status"] != "ok":
+        return row
+    index = {gpu.uuid: gpu.index for gpu in h200_node(row["hosts"][0]).gpus}
+    readings = [recorded(at[index[uuid]]) for uuid in row["gpu_uuids"]]
+    columns = telemetry.columns(readings)
+    return {**row, **{k: list(v) if isinstance(v, tuple) else v for k, v in columns.items()}}
+
+
+def _healthy(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for row in rows:
+        point = (row["op"], row["algorithm"], row["variant"], row["size_bytes"])
+        if point == SPIKE and row["kind"] == "collective":
+            slowed = {
+                **row,
+                "time_us": row["time_us"] * SPIKE_SLOW,
+                "algbw_gb_per_s": row["algbw_gb_per_s"] / SPIKE_SLOW,
+                "busbw_gb_per_s": row["busbw_gb_per_s"] / SPIKE_SLOW,
+            }
+            yield _with_telemetry(slowed, {**HEALTH, SPIKE_GPU[0]: SPIKE_GPU[1]})
+        else:
+            yield _with_telemetry(row, HEALTH)
+
+
+def host_rows(run_id: str, host: str = "gpu-node-1") -> Iterator[dict[str, Any]]:
+    """Each GPU's host<->device copies alone (a group of one), at the smallest size and
+    256 MiB, each a share of its GPU's PCIe peak as the topology gives it; GPU1's link,
+    trained at x8, carries half the pinned bandwidth."""
+    meta = _meta(run_id, host, "WARN")
+    for gpu in h200_node(host).gpus:
+        for (op, (pinned, pageable)), size in product(HOST_GB_PER_S.items(), (8, 2**28)):
+            for memory, gb_per_s in (("pinned", pinned), ("pageable", pageable)):
+                x8 = HEALTH[gpu.index] == "h200-pcie-x8.json" and memory == "pinned"
+                timed = _timed(8.0, gb_per_s / 2 if x8 else gb_per_s, 1.0, size, 1.0)
+                assert gpu.pcie_gb_per_s is not None
+                yield {
+                    **meta,
+                    "kind": "copy",
+                    "tier": "local",
+                    "variant": "default",
+                    "group_id": f"local:n0g{gpu.index}",
+                    "world_size": 1,
+                    "hosts": [host],
+                    "gpu_uuids": [gpu.uuid],
+                    "op": op,
+                    "algorithm": memory,
+                    "launch": "graph",
+                    "measured_at": STARTED + timedelta(seconds=4),
+                    "n_wrong": None if op == "d2h" else 0,
+                    "pcie_pct_of_peak": 100 * timed["algbw_gb_per_s"] / gpu.pcie_gb_per_s,
+                    **timed,
+                }
+
+
+def write_fanout(
+    results: Path, run_id: str, node: Node, times_us: dict[int, float], size: int = 2**28
+) -> None:
+    """The copy-engine fan-out from GPU0 of `node` to the GPUs `times_us` names, at once on
+    a stream each, as `measurement.of_copy` writes it: a row per destination, its own time."""
+    meta = _meta(run_id, node.host, "WARN")
+    src = node.gpus[0]
+    dsts = [node.gpus[index] for index in sorted(times_us)]
+    writer = ResultWriter(results, run_id, STARTED.strftime("%Y-%m-%d"))
+    for dst in dsts:
+        time_us = times_us[dst.index]
+        writer.append(
+            {
+                **meta,
+                "kind": "copy",
+                "tier": "nvlink" if node.nvlinked(0, dst.index) else "pcie",
+                "variant": "default",
+                "group_id": "copy:n0",
+                "world_size": 1 + len(dsts),
+                "hosts": [node.host] * (1 + len(dsts)),
+                "gpu_uuids": [src.uuid, *(d.uuid for d in dsts)],
+                "op": "copy",
+                "algorithm": "fanout",
+                "dtype": "uint8",
+                "launch": "eager",
+                "size_bytes": size,
+                "time_us": time_us,
+                "algbw_gb_per_s": size / time_us / 1e3,
+                "busbw_gb_per_s": size / time_us / 1e3,
+                "src_rank": 0,
+                "dst_rank": dst.index,
+                "src_gpu_uuid": src.uuid,
+                "dst_gpu_uuid": dst.uuid,
+                "concurrent": True,
+                "n_wrong": None,
+                "measured_at": STARTED,
+            }
+        )
+    writer.flush()
+
+
 def write_run(
     results: Path,
     run_id: str,
@@ -236,10 +354,15 @@ def write_run(
     error: str = "WARN",
     launches: tuple[str, ...] = GRAPH_ONLY,
     knobs: bool = False,
+    health: bool = False,
 ) -> None:
-    """The synthetic run's rows into `results`, and its run record beside them."""
+    """The synthetic run's rows into `results`, and its run record beside them; `health`
+    adds each GPU's NVML readings to its rows, and its host<->device copies."""
     writer = ResultWriter(results, run_id, STARTED.strftime("%Y-%m-%d"))
-    for row in gpu_rows(run_id, host, slow, error, launches, knobs):
+    rows = gpu_rows(run_id, host, slow, error, launches, knobs)
+    if health:
+        rows = _healthy(itertools.chain(rows, host_rows(run_id, host)))
+    for row in rows:
         writer.append(row)
     writer.flush()
     record.save(results, h200_record(run_id, host))

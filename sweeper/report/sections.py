@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,20 +28,23 @@ from sweeper.analysis import (
     launch_costs,
     launch_modes,
     launch_of,
+    mad_outliers,
     pair_matrices,
     pair_table,
     point_changes,
     preferred,
     summarize,
     tier_name,
+    why,
 )
+from sweeper.analysis.host_copies import host_table
 from sweeper.analysis.launches import SMALL_BYTES
 from sweeper.analysis.p2p import METRICS, PairMatrix, pair_rows
 from sweeper.analysis.summary import EAGER, GRAPH
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Code, Facts, Figure, Section, Table, Text
 from sweeper.report.record import RunRecord
-from sweeper.topology import Gpu
+from sweeper.topology import Gpu, Node
 
 # The link a tier's traffic crosses, and the Gpu field holding its one-direction peak.
 _LINKS = {"nvlink": ("NVLink", "nvlink_gb_per_s"), "pcie": ("PCIe", "pcie_gb_per_s")}
@@ -291,6 +294,138 @@ def _link_css(link: str) -> str:
     return f"link link-{kind}"
 
 
+def _nodes(record: RunRecord | None) -> tuple[Node, ...]:
+    return record.nodes if record else ()
+
+
+def _gpu_names(df: pd.DataFrame, record: RunRecord | None) -> dict[str, str]:
+    """'n0 GPU3' for each GPU the record knows, else the start of its UUID."""
+    names = {
+        gpu.uuid: f"n{position} GPU{gpu.index}"
+        for position, node in enumerate(_nodes(record))
+        for gpu in node.gpus
+    }
+    for uuids in df["gpu_uuids"]:
+        for uuid in uuids if uuids is not None else ():
+            names.setdefault(str(uuid), str(uuid)[:12])
+    return names
+
+
+def _why_cell(evidence: Sequence[why.Evidence] | None) -> Cell:
+    if not evidence:
+        return Cell("like its peers", "muted")
+    return Cell("; ".join(map(str, evidence)), "bad wrap why")
+
+
+# GPUs against their peers
+
+
+def gpus(
+    df: pd.DataFrame, record: RunRecord | None, health: why.Health | None = None
+) -> Section | None:
+    """Each GPU's state over the run (NVML, read around every point) and, for a GPU that
+    differs from the others, the evidence."""
+    health = health or why.Health.of(df)
+    states, evidence = health.states, health.evidence
+    if not states:
+        return None
+    names = _gpu_names(df, record)
+    order = sorted(states, key=lambda uuid: (names[uuid], uuid))
+    lines = [
+        (
+            Cell(names[uuid], title=uuid),
+            _num(states[uuid].points, "d"),
+            _num(states[uuid].sm_clock_mhz, ".0f"),
+            _num(states[uuid].power_w, ".0f"),
+            _num(states[uuid].power_limit_w, ".0f"),
+            _num(states[uuid].temperature_c, ".0f"),
+            Cell(states[uuid].link()),
+            _why_cell(evidence.get(uuid)),
+        )
+        for uuid in order
+    ]
+    columns = ("GPU", "points", "SM clock MHz", "power W", "cap W", "°C", "PCIe link", "why")
+    return Section(
+        "gpus",
+        "GPUs against their peers",
+        (_table(columns, lines, "medians over the points that read each GPU"),),
+        "What NVML read of each GPU around the points (medians; the PCIe link at the best it "
+        "trained to, against the most the GPU and its slot allow) and, where a GPU differs from "
+        f"the others, why: an SM clock under {why.CLOCK_SHARE:.0%} of theirs, a throttle reason, "
+        f"power at its cap, {why.HOTTER_C:.0f} °C hotter, error counts (NVLink replays, CRC "
+        "errors, recoveries, ECC, XIDs), a link trained below its max.",
+    )
+
+
+# Host <-> device
+
+
+def host(
+    df: pd.DataFrame, record: RunRecord | None, health: why.Health | None = None
+) -> Section | None:
+    table = host_table(df)
+    if table.empty:
+        return None
+    names = _gpu_names(df, record)
+    health = health or why.Health.of(df)
+    states, evidence = health.states, health.evidence
+    table = table.assign(
+        name=table["gpu_uuid"].map(names),
+        # a GPU whose pinned copies fall short of the other GPUs' in the same direction
+        outlier=mad_outliers(table["pinned_gb_per_s"], table["copy"], "low"),
+    ).sort_values(["name"], kind="stable")
+
+    def why_cell(uuid: str, outlier: bool) -> Cell:
+        """The link's evidence where it has some; else, for a copy that falls short, the
+        GPU's whole line (or that nothing NVML reads explains it)."""
+        found = evidence.get(uuid, [])
+        link = [e for e in found if e.topic == "pcie"]
+        if link or not outlier:
+            return _why_cell(link)
+        if found:
+            return _why_cell(found)
+        return Cell("slower than the other GPUs; nothing NVML reads differs", "bad wrap why")
+
+    lines = [
+        (
+            Cell(str(r["name"]), title=str(r["gpu_uuid"])),
+            Cell(str(r["copy"])),
+            _size(r["size_bytes"]),
+            _num(r["alongside"], "d"),
+            _num(r["pinned_gb_per_s"], SIG, "bad" if r["outlier"] else ""),
+            _num(r["pinned_pct_of_peak"], ".0f", "bad" if r["outlier"] else ""),
+            _num(r["pageable_gb_per_s"], SIG),
+            _num(r["pageable_pct_of_peak"], ".0f"),
+            Cell(states[r["gpu_uuid"]].link() if r["gpu_uuid"] in states else "-"),
+            why_cell(str(r["gpu_uuid"]), bool(r["outlier"])),
+        )
+        for r in _records(table)
+    ]
+    columns = (
+        "GPU",
+        "copy",
+        "size",
+        "alongside",
+        "pinned GB/s",
+        "% of PCIe peak",
+        "pageable GB/s",
+        "% of PCIe peak",
+        "PCIe link",
+        "why",
+    )
+    return _table_section(
+        "host",
+        "Host <-> device",
+        columns,
+        lines,
+        "Each GPU's copies to and from host memory at the largest size, pinned (the copy "
+        "engines read it directly) and pageable (staged through a bounce buffer): algorithm "
+        "bandwidth and its share of the GPU's PCIe peak (NVML's max generation x width, one "
+        "direction); alongside: other GPUs of its group copying at the same time. The link is "
+        "as trained during the points, against the most the GPU and its slot allow.",
+    )
+
+
 # Per operation
 
 
@@ -302,23 +437,44 @@ def _series(rows: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
         yield name, part.sort_values("size_bytes")
 
 
-def operations(df: pd.DataFrame) -> Section | None:
+def operations(df: pd.DataFrame, record: RunRecord | None = None) -> Section | None:
     rows = preferred(collective_rows(df))
     rows = rows[rows["status"] == "ok"]
     if rows.empty:
         return None
     rows = rows.assign(operation=_labels(rows))
-    blocks: tuple[Block, ...] = (
+    blocks: list[Block] = [
         _launch_line(rows["launch"], rows["operation"]),
         *(
             Figure(figures.series_figure(list(_series(part)), str(operation)))
             for operation, part in rows.groupby("operation", sort=False)
         ),
-    )
+    ]
+    off = why.off_neighbours(rows, _gpu_names(df, record))
+    if not off.empty:
+        lines = [
+            (
+                Cell(str(r["group_id"])),
+                Cell(str(r["operation"])),
+                Cell(str(r["dtype"])),
+                Cell(str(r["launch"])),
+                _size(r["size_bytes"]),
+                _num(r["time_us"], SIG, "bad"),
+                _num(r["expected_us"], SIG),
+                Cell(str(r["why"]), "wrap why"),
+            )
+            for r in _records(off)
+        ]
+        columns = ("group", "operation", "dtype", "launch", "size", "time us", "neighbours' us")
+        caption = (
+            f"points more than {why.OFF_FACTOR:g}x off the line through their neighbours "
+            "(log axes); why: their GPUs' readings against those at the neighbouring sizes"
+        )
+        blocks.append(_table((*columns, "why"), lines, caption))
     return Section(
         "operations",
         "Bandwidth and latency by operation",
-        blocks,
+        tuple(blocks),
         "Bus bandwidth (nccl-tests' busbw) and time per operation against size S, one line "
         "per group; log axes. Failed points are left out (see Status).",
     )
@@ -459,7 +615,9 @@ def _matrix_title(matrix: PairMatrix) -> str:
     return f"{matrix.op} {matrix.algorithm}, {how}: {what} at {size}"
 
 
-def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
+def p2p(
+    df: pd.DataFrame, record: RunRecord | None, health: why.Health | None = None
+) -> Section | None:
     rows = pair_rows(df)
     if rows.empty:
         return None
@@ -471,12 +629,33 @@ def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
         labels = [names.get(int(rank), f"rank {rank}") for rank in matrix.values.index]
         blocks.append(Figure(figures.heatmap(matrix, labels, _matrix_title(matrix)), half=True))
     outliers = []
+    gpu_names, nodes = _gpu_names(df, record), _nodes(record)
+    evidence = (health or why.Health.of(df)).evidence
+    uuid_of = {
+        int(rank): str(uuid)
+        for column in ("src", "dst")
+        for rank, uuid in zip(rows[f"{column}_rank"], rows[f"{column}_gpu_uuid"], strict=True)
+        if not _missing(rank) and not _missing(uuid)
+    }
     for (op, algorithm), part in rows.groupby(["op", "algorithm"], sort=True):
         for metric in METRICS:
             table = pair_table(part, str(op), str(algorithm), metric)
             median = table.groupby(["tier", "concurrent"])["value"].transform("median")
+            routes = [
+                why.route_label(nodes, uuid_of.get(int(a), ""), uuid_of.get(int(b), ""))
+                for a, b in zip(table["src_rank"], table["dst_rank"], strict=True)
+            ]
             for index in table.index[table["outlier"]]:
                 pair = table.loc[index]
+                same_tier = table["tier"] == pair["tier"]
+                line = why.pair_line(
+                    nodes,
+                    uuid_of.get(int(pair["src_rank"]), ""),
+                    uuid_of.get(int(pair["dst_rank"]), ""),
+                    [r for r, same in zip(routes, same_tier, strict=True) if same],
+                    evidence,
+                    gpu_names,
+                )
                 outliers.append(
                     (
                         Cell(f"{op} {algorithm}"),
@@ -486,13 +665,17 @@ def p2p(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
                         Cell("yes" if pair["concurrent"] else "no"),
                         _num(pair["value"], SIG, "bad"),
                         _num(median[index], SIG),
+                        Cell(line, "wrap why"),
                     )
                 )
-    columns = ("transfer", "metric", "pair", "tier", "concurrent", "value", "tier median")
+    columns = ("transfer", "metric", "pair", "tier", "concurrent", "value", "tier median", "why")
     if outliers:
         blocks.append(_table(columns, outliers, "outliers: more than 3 MADs worse than their tier"))
     else:
         blocks.append(Text("No pair is more than 3 MADs worse than the median of its tier."))
+    for fan in why.fanouts(rows, nodes):
+        size = figures.size_label(fan.size_bytes)
+        blocks.append(Text(why.fanout_sentence(fan, gpu_names, size), "why"))
     return Section(
         "p2p",
         "Peer to peer",
@@ -870,14 +1053,17 @@ def baseline(base: pd.DataFrame, new: pd.DataFrame) -> Section:
 
 def build(df: pd.DataFrame, record: RunRecord | None, base: pd.DataFrame | None) -> list[Section]:
     """Every section that has data, in reading order."""
+    health = why.Health.of(df)  # every GPU's readings, read once for the sections that show them
     found = [
         run_header(df, record),
         status(df),
         topology(record),
-        operations(df),
+        gpus(df, record, health),
+        operations(df, record),
         peaks(df, record),
         launch_cost(df),
-        p2p(df, record),
+        p2p(df, record, health),
+        host(df, record, health),
         algorithms(df),
         *nccl_variables(df),
         composites(df),

@@ -33,10 +33,12 @@ CPU_SECTIONS = (
 )
 GPU_SECTIONS = (
     "topology",
+    "gpus",
     "operations",
     "p2p",
     "algorithms",
     "nccl-algo",
+    "host",
     "experiments",
     "baseline",
 )
@@ -130,10 +132,11 @@ def cpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The synthetic 4x H200 run (p2p matrices, algorithms, MoE) against a faster one."""
+    """The synthetic 4x H200 run (p2p matrices, algorithms, MoE, each GPU's NVML readings
+    and host copies) against a faster one."""
     root = tmp_path_factory.mktemp("gpu")
     report_data.write_run(root / "results", "base", slow=0.8)
-    report_data.write_run(root / "results", "new")
+    report_data.write_run(root / "results", "new", health=True)
     return build.write(root / "results", "new", root / "report.html", baseline="base")
 
 
@@ -156,6 +159,8 @@ def test_gpu_sections_draw_matrices_and_algorithm_tables(chromium: Path, gpu_rep
     assert "n0 GPU2 -> n0 GPU3" in seen.text  # the weak pair, in the outlier table
     assert "NV18" in seen.text
     assert "native [algo=Ring]" in seen.text  # a candidate, named without its operation
+    assert "route: NVLink (18 links). n0 GPU2: SM clock 1.41 GHz against 1.98 GHz" in seen.text
+    assert "PCIe link x8 of x16" in seen.text
 
 
 def test_a_swept_nccl_variable_gets_a_section_of_figures_and_best_value_tables(
@@ -184,7 +189,7 @@ def test_a_script_in_a_host_name_is_shown_as_text(chromium: Path, tmp_path: Path
 
 
 def test_pages_sharing_one_plotly_file_load_only_it(chromium: Path, tmp_path: Path) -> None:
-    report_data.write_run(tmp_path / "results", "r1")
+    report_data.write_run(tmp_path / "results", "r1", health=True)
     page = build.write(
         tmp_path / "results", "r1", tmp_path / "site" / "r1.html", js_dir=tmp_path / "js"
     )

@@ -205,6 +205,8 @@ def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Pa
     assert ranks("sm_clock_mhz") == [1410, None]  # the second rank has no NVML
     assert ranks("power_w") == [698.0, None]
     assert ranks("nvlink_replay_delta") == [8, None]
+    assert ranks("pcie_width") + ranks("pcie_max_width") == [16, None, 16, None]  # x16 of x16
+    assert ranks("pcie_max_gen") == [5, None]
     assert [list(r) for r in gpu["throttle_reasons"][:1]] == [["sw_power_cap", "sync_boost"]]
     assert [list(r) for r in gpu["xid_codes"][:1]] == [[63]]
     assert gpu["xid_codes"][1] is None

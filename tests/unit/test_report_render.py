@@ -3,6 +3,7 @@ section with data present, and only those."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 
 from sweeper.report import build, runs, sections
 from sweeper.report.blocks import Figure, Text
+from sweeper.report.record import RunRecord
+from sweeper.topology import Node
 from tests import report_data
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
@@ -204,3 +207,68 @@ def test_a_composite_is_against_the_native_call_in_its_own_launch_mode(results: 
         (35 + 8) / (79 + 16), rel=1e-4
     )
     assert at_8_bytes["(reduce+broadcast)"] == pytest.approx(35 / 85, rel=1e-4)
+
+
+def _words(page: str, name: str) -> str:
+    """A section's text, tags and figures taken out, entities read back."""
+    start = page.index(f'<section id="{name}">')
+    body = page[start : page.index("</section>", start)]
+    body = re.sub(r"<script.*?</script>", "", body, flags=re.DOTALL)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", body)).split())
+
+
+@pytest.fixture(scope="module")
+def health(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The page of the 4x H200 run with each GPU's recorded NVML readings and host copies."""
+    root = tmp_path_factory.mktemp("health")
+    report_data.write_run(root, "h", health=True)
+    return build.write(root, "h", root / "h.html").read_text()
+
+
+def test_a_run_with_gpu_readings_has_the_gpus_and_host_sections(health: str) -> None:
+    found = _sections(health)
+    assert found[found.index("topology") + 1] == "gpus"
+    assert found[found.index("p2p") + 1] == "host"
+
+
+def test_each_outlier_gpu_has_its_why_line_and_its_peers_none(health: str) -> None:
+    gpus = _words(health, "gpus")
+    assert "n0 GPU1 192 1980 524 700 46 Gen5 x8 of Gen5 x16 PCIe link x8 of x16 n0 GPU2" in gpus
+    assert (
+        "SM clock 1.41 GHz against 1.98 GHz; throttle: power cap, sync boost (held to a slower "
+        "GPU of its group); power 698 W at its 700 W cap; 67 °C against 46" in gpus
+    )
+    assert "NVLink: 41 replays, 3 CRC errors, 1 recovery in 1 of 192 points" in gpus  # GPU3
+    assert "n0 GPU0 192 1980 524 700 46 Gen5 x16 of Gen5 x16 like its peers" in gpus
+
+
+def test_the_host_table_gives_each_gpus_pcie_share_and_why_one_falls_short(health: str) -> None:
+    host = _words(health, "host")
+    # GPU, copy, size, alongside, pinned GB/s, % of peak, pageable GB/s, % of peak, link, why
+    assert "n0 GPU0 h2d 256M 0 55.1 87 21 33 Gen5 x16 of Gen5 x16 like its peers" in host
+    assert "n0 GPU1 h2d 256M 0 27.6 44 21 33 Gen5 x8 of Gen5 x16 PCIe link x8 of x16" in host
+    # GPU2's clocks do not slow its copies: its host rows read like its peers'
+    assert "n0 GPU2 h2d 256M 0 55.1 87 21 33 Gen5 x16 of Gen5 x16 like its peers" in host
+
+
+def test_the_weak_pair_and_the_point_off_its_neighbours_say_why(health: str) -> None:
+    p2p = _words(health, "p2p")
+    assert "n0 GPU2 -> n0 GPU3 nvlink no 149 294 route: NVLink (18 links). n0 GPU2: SM" in p2p
+    operations = _words(health, "operations")
+    assert (
+        "all_reduce bfloat16 graph 2M 131 51 n0 GPU3: NVLink: 41 replays, 3 CRC errors, "
+        "1 recovery" in operations
+    )
+
+
+def test_a_fanout_is_a_sentence_naming_each_destinations_route(tmp_path: Path) -> None:
+    topology = report_data.TOPOLOGY.with_name("a100x4-nvlink-pairs.json")
+    node = Node.from_record({**json.loads(topology.read_text()), "host": "a100"})
+    report_data.write_fanout(tmp_path, "fan", node, {1: 4.3e3, 2: 53.3e3, 3: 8.5e3})
+    run = RunRecord("fan", "sweeper run --copy-matrix", {}, (node,), ended="complete")
+    p2p = _words(build.render(runs.rows(tmp_path, "fan"), run), "p2p")
+    assert (
+        "n0 GPU0 copied 256M to n0 GPU1, n0 GPU2 and n0 GPU3 at once: to n0 GPU1 in 4.3 ms over "
+        "NVLink (12 links); to n0 GPU2 in 53.3 ms over PCIe and the link between CPU sockets, "
+        "no NVLink; to n0 GPU3 in 8.5 ms over PCIe and the link between CPU sockets, no NVLink."
+    ) in p2p

@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sweeper import telemetry
-from tests.nvml_replay import Replay
+from tests.nvml_replay import Replay, recorded
 
 DATA = Path(__file__).parents[1] / "data" / "telemetry"
 
 
-def _point(name: str) -> telemetry.Reading:
-    """A rank's reading over one point: the GPU before, the GPU after, XIDs in between."""
-    record: dict[str, Any] = json.loads((DATA / name).read_text())
-    before, after = record["samples"]
-    replay = Replay(before, None if record["xid_events"] is None else [])
-    watch = telemetry.Watch(replay, "handle")
-    started = watch.start()
-    replay.advance(after, record["xid_events"])
-    return watch.since(started)
+_point = recorded  # a rank's reading over one point: the GPU before, after, XIDs between
 
 
 def test_a_power_capped_gpu_says_its_clocks_power_and_why() -> None:
@@ -32,6 +23,7 @@ def test_a_power_capped_gpu_says_its_clocks_power_and_why() -> None:
     assert reading.temperature_c == 67
     assert reading.throttle_reasons == ("sw_power_cap", "sync_boost")
     assert (reading.pcie_gen, reading.pcie_width) == (5, 16)
+    assert (reading.pcie_max_gen, reading.pcie_max_width) == (5, 16)
 
 
 def test_error_counters_are_what_the_point_added() -> None:
@@ -48,6 +40,7 @@ def test_what_a_gpu_cannot_report_is_null_not_an_error() -> None:
     assert (reading.sm_clock_mhz, reading.power_w, reading.temperature_c) == (1852, 168.45, 58)
     assert reading.throttle_reasons == ()
     assert (reading.pcie_gen, reading.pcie_width) == (4, 8)  # as trained under load: x8
+    assert (reading.pcie_max_gen, reading.pcie_max_width) == (4, 16)  # of x16
     assert reading.power_limit_w is None
     assert reading.ecc_corrected_delta is None
     assert reading.nvlink_replay_delta is None  # no NVLink
