@@ -400,7 +400,8 @@ def main() -> int:
     parser.add_argument("--min-ratio", default=defaults.min_bw_ratio, type=float)
     parser.add_argument("--out", default=None, help="directory for rows, table and figures")
     args = parser.parse_args()
-    names = [c.name for c in resolve(args.ops.split(","))]
+    # collectives only: a copy has no torch.distributed loop to compare with
+    names = [c.name for c in resolve(args.ops.split(",")) if c.kind != "copy"]
     if unknown := [name for name in names if name not in FACTORS]:
         parser.error(f"--ops: the bare loop has no {', '.join(unknown)}")
     out = Path(args.out or tempfile.mkdtemp(prefix="fidelity-"))
