@@ -88,20 +88,32 @@ def _size_axis(sizes: Sequence[float], title: str = "size S (bytes)") -> dict[st
     }
 
 
-_PANELS = (("busbw_gb_per_s", "bus bandwidth (GB/s)", "GB/s"), ("time_us", "time (us)", "us"))
+_BUS = ("busbw_gb_per_s", "bus bandwidth (GB/s)", "GB/s")
+# one rank: nccl-tests' bus factor is 0, so every busbw is 0 and only algbw says anything
+_ALG = ("algbw_gb_per_s", "algorithm bandwidth (GB/s; one rank, no bus)", "GB/s")
+_TIME = ("time_us", "time (us)", "us")
+
+
+def _panels(series: Sequence[tuple[str, pd.DataFrame]]) -> tuple[tuple[str, str, str], ...]:
+    """busbw and time; algbw in busbw's place where no line has a bus bandwidth."""
+    bus = any((frame["busbw_gb_per_s"] > 0).any() for _, frame in series)
+    has_alg = all("algbw_gb_per_s" in frame for _, frame in series)
+    return (_BUS if bus or not has_alg else _ALG, _TIME)
 
 
 def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.Figure:
-    """Bus bandwidth (left) and time (right) against size, log axes, one line per series
-    (frames with size_bytes, time_us and busbw_gb_per_s); one legend entry per series."""
+    """Bus bandwidth (left; algbw on one rank) and time (right) against size, log axes, one
+    line per series (frames with size_bytes, time_us and busbw_gb_per_s, and algbw_gb_per_s
+    for one rank); one legend entry per series."""
+    panels = _panels(series)
     figure = make_subplots(
-        rows=1, cols=2, subplot_titles=[p[1] for p in _PANELS], horizontal_spacing=0.08
+        rows=1, cols=2, subplot_titles=[p[1] for p in panels], horizontal_spacing=0.08
     )
     sizes = [s for _, frame in series for s in frame["size_bytes"]]
     for index, (name, frame) in enumerate(series):
         color = _COLORS[index % len(_COLORS)]
         hover = [size_label(s) for s in frame["size_bytes"]]
-        for col, (column, _, unit) in enumerate(_PANELS, start=1):
+        for col, (column, _, unit) in enumerate(panels, start=1):
             figure.add_trace(
                 go.Scatter(
                     x=frame["size_bytes"].to_numpy(dtype=np.float64),
@@ -124,7 +136,7 @@ def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.
     figure.update_layout(_layout(title={"text": text(title), "x": 0}, showlegend=len(series) > 1))
     if sizes:
         figure.update_xaxes(_size_axis(sizes))
-    for col, (column, _, _) in enumerate(_PANELS, start=1):
+    for col, (column, _, _) in enumerate(panels, start=1):
         values = [v for _, frame in series for v in frame[column]]
         figure.update_yaxes(_log_axis(values), row=1, col=col)
     return figure
