@@ -459,10 +459,11 @@ def run_all(
     return runs, seconds, failed
 
 
-def sweeper_options(
+def default_options(
     args: argparse.Namespace, names: Sequence[str], world: int, output: Path
 ) -> dict[str, Any]:
-    """`sweeper run`'s options for the points nccl-tests measured."""
+    """`sweeper run`'s options for the points nccl-tests measured, as a user gives them: what
+    to measure, nothing about how."""
     return {
         "ops": ",".join(names),
         "dtypes": args.dtype,
@@ -470,28 +471,22 @@ def sweeper_options(
         "max_size": args.max_size,
         "step_factor": args.step_factor,
         "world": world,
+        "output": output,
+    }
+
+
+def sweeper_options(
+    args: argparse.Namespace, names: Sequence[str], world: int, output: Path
+) -> dict[str, Any]:
+    """The same points measured as nccl-tests measures them: its iterations, both launch
+    modes, the engines asked for."""
+    return {
+        **default_options(args, names, world, output),
         "iters": args.iters,
         "warmup": args.warmup,
         "launch": "graph,eager",
         "engine": args.engine,
-        "output": output,
         "report": False,
-    }
-
-
-def default_options(
-    args: argparse.Namespace, names: Sequence[str], world: int, output: Path
-) -> dict[str, Any]:
-    """`sweeper run`'s options for the same points as a user gives them: what to measure,
-    nothing about how."""
-    return {
-        "ops": ",".join(names),
-        "dtypes": args.dtype,
-        "min_size": args.min_size,
-        "max_size": args.max_size,
-        "step_factor": args.step_factor,
-        "world": world,
-        "output": output,
     }
 
 

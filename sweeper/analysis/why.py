@@ -297,22 +297,15 @@ def differences(this: State, peers: Sequence[State]) -> list[Evidence]:
     xids = [x for x in this.xids if not peers or median(x in p.xids for p in peers) < REASON_SHARE]
     if xids:
         found.append(Evidence("errors", "XID " + ", ".join(str(x) for x in xids)))
-    usual_width = _peer_median(peers, "pcie_width")
-    if (
-        this.pcie_width
-        and this.pcie_max_width
-        and this.pcie_width < this.pcie_max_width
-        and (usual_width is None or this.pcie_width < usual_width)
+    # a link trained below its max, and below its peers' (a slot wired narrower is no news)
+    for field, spelled in (
+        ("pcie_width", "PCIe link x{} of x{}"),
+        ("pcie_gen", "PCIe Gen{} of Gen{}"),
     ):
-        found.append(Evidence("pcie", f"PCIe link x{this.pcie_width} of x{this.pcie_max_width}"))
-    usual_gen = _peer_median(peers, "pcie_gen")
-    if (
-        this.pcie_gen
-        and this.pcie_max_gen
-        and this.pcie_gen < this.pcie_max_gen
-        and (usual_gen is None or this.pcie_gen < usual_gen)
-    ):
-        found.append(Evidence("pcie", f"PCIe Gen{this.pcie_gen} of Gen{this.pcie_max_gen}"))
+        trained, best = getattr(this, field), getattr(this, field.replace("pcie_", "pcie_max_"))
+        usual = _peer_median(peers, field)
+        if trained and best and trained < best and (usual is None or trained < usual):
+            found.append(Evidence("pcie", spelled.format(trained, best)))
     return found
 
 
