@@ -28,10 +28,10 @@ import torch.distributed as dist
 
 from sweeper import knobs
 from sweeper.plan import PerGpu, Shape
-from sweeper.store import Kind
 
 if TYPE_CHECKING:
     from sweeper.nccl import NcclComm
+    from sweeper.store import Kind  # a Literal: the rank actors need no pandas or pyarrow
 
 SUM = -1  # Span.source: the sum over every rank of the group
 

@@ -359,10 +359,13 @@ def write_run(
     """The synthetic run's rows into `results`, and its run record beside them; `health`
     adds each GPU's NVML readings to its rows, and its host<->device copies."""
     writer = ResultWriter(results, run_id, STARTED.strftime("%Y-%m-%d"))
-    rows = gpu_rows(run_id, host, slow, error, launches, knobs)
+    made = gpu_rows(run_id, host, slow, error, launches, knobs)
     if health:
-        rows = _healthy(itertools.chain(rows, host_rows(run_id, host)))
-    for row in rows:
-        writer.append(row)
+        made = _healthy(itertools.chain(made, host_rows(run_id, host)))
+    rows = list(made)
+    # a batch's rows in one journal write (the same batches as row by row): the store's
+    # per-point fsync is for live runs
+    for start in range(0, len(rows), writer.batch_rows):
+        writer.extend(rows[start : start + writer.batch_rows])
     writer.flush()
     record.save(results, h200_record(run_id, host))

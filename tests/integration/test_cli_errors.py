@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -182,68 +183,88 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_an_unreachable_address_exits_3_in_seconds(tmp_path: Path) -> None:
-    out = tmp_path / "results"
-    address = f"127.0.0.1:{_closed_port()}"
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "run", "--address", address, "--output", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 3, proc.stderr
+@dataclass(frozen=True)
+class Driver:
+    """`python -m sweeper run ARGS` in a process of its own, in a directory of its own."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stderr: str
+    output: Path  # where its rows would go: its directory's `results`
+
+
+@pytest.fixture(scope="module")
+def drivers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Driver]:
+    """The drivers of the tests below, started at once: each is mostly its imports, which
+    overlap. The tests only look."""
+    unreachable = f"127.0.0.1:{_closed_port()}"
+    cases: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+        "unreachable": (("--address", unreachable), {}),
+        "foo:bar": (("--address", "foo:bar"), {}),
+        "RAY_ADDRESS=localhost:99999": ((), {"RAY_ADDRESS": "localhost:99999"}),
+        "debug": (("--max-size", "12Q"), {"SWEEPER_DEBUG": "1"}),
+    }
+    root = tmp_path_factory.mktemp("drivers")
+    procs = {}
+    for name, (args, env) in cases.items():
+        (root / name).mkdir()
+        output = () if name == "debug" else ("--output", str(root / name / "results"))
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "sweeper", "run", *args, *output],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=root / name,  # debug's rows would go to the default --output, `results`
+            env={**os.environ, **env},
+        )
+    ended = {}
+    for name, proc in procs.items():
+        try:
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()  # no-op once it has exited; a hung driver fails, not hangs
+        ended[name] = Driver(cases[name][0], proc.returncode, err, root / name / "results")
+    return ended
+
+
+def test_an_unreachable_address_exits_3_in_seconds(drivers: dict[str, Driver]) -> None:
+    driver = drivers["unreachable"]
+    address = driver.args[1]
+    assert driver.returncode == 3, driver.stderr
     assert (
-        proc.stderr.strip()
+        driver.stderr.strip()
         .splitlines()[-1]
         .startswith(f"sweeper: error: cannot reach Ray at {address}")
     )
-    assert "Traceback" not in proc.stderr
-    assert not out.exists()
+    assert "Traceback" not in driver.stderr
+    assert not driver.output.exists()
 
 
 @pytest.mark.parametrize(
-    ("args", "env", "message"),
+    ("driver", "message"),
     [
         (
-            ["--address", "foo:bar"],
-            {},
+            "foo:bar",
             "cannot reach Ray at foo:bar: Port could not be cast to integer value as 'bar' (",
         ),
-        ([], {"RAY_ADDRESS": "localhost:99999"}, "cannot reach Ray at localhost:99999: Port out"),
+        ("RAY_ADDRESS=localhost:99999", "cannot reach Ray at localhost:99999: Port out"),
     ],
 )
 def test_an_address_whose_port_is_no_port_exits_3_in_one_line(
-    tmp_path: Path, args: list[str], env: dict[str, str], message: str
+    drivers: dict[str, Driver], driver: str, message: str
 ) -> None:
-    out = tmp_path / "results"
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "run", *args, "--output", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **env},
-    )
-    assert proc.returncode == 3, proc.stderr
-    assert proc.stderr.startswith(f"sweeper: error: {message}")
-    assert len(proc.stderr.strip().splitlines()) == 1
-    assert not out.exists()
+    ran = drivers[driver]
+    assert ran.returncode == 3, ran.stderr
+    assert ran.stderr.startswith(f"sweeper: error: {message}")
+    assert len(ran.stderr.strip().splitlines()) == 1
+    assert not ran.output.exists()
 
 
-def test_debug_shows_the_traceback(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "run", "--max-size", "12Q"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "SWEEPER_DEBUG": "1"},
-    )
-    assert proc.returncode != 0
-    assert "Traceback" in proc.stderr
-    assert "BadInput" in proc.stderr
+def test_debug_shows_the_traceback(drivers: dict[str, Driver]) -> None:
+    driver = drivers["debug"]
+    assert driver.returncode != 0
+    assert "Traceback" in driver.stderr
+    assert "BadInput" in driver.stderr
 
 
 @pytest.mark.parametrize("command", ["run", "nightly"])

@@ -4,9 +4,11 @@ two sweeps writing one results directory at once."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,12 @@ from sweeper import store
 from sweeper.cli import app
 from sweeper.report import record
 from sweeper.store import ResultWriter
+from tests.conftest import start_ray_session
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 SERIES = "cpu:n0r0,1 all_reduce float32"
+KEY = ["group_id", "op", "algorithm", "dtype", "size_bytes", "engine", "launch"]
 
 
 def profile(tmp_path: Path) -> Path:
@@ -58,16 +62,43 @@ def judged(output: str) -> dict[str, Any]:
     return event
 
 
-def test_nightly_twice_compares_the_second_run_with_the_first_and_exits_0(tmp_path: Path) -> None:
-    code, output = nightly(tmp_path)
+@dataclass(frozen=True)
+class FirstNight:
+    """A nightly run into an empty results directory, once for the module: where it wrote, and
+    what it printed."""
+
+    root: Path  # root/results and root/reports
+    run_id: str
+    output: str
+
+    def copy_to(self, tmp_path: Path) -> None:
+        """Its results and reports into tmp_path, where profile(tmp_path) reads and writes."""
+        for name in ("results", "reports"):
+            shutil.copytree(self.root / name, tmp_path / name)
+
+
+@pytest.fixture(scope="module")
+def first_night(tmp_path_factory: pytest.TempPathFactory) -> FirstNight:
+    start_ray_session()  # the night runs here, while the session's Ray is sure to be up
+    root = tmp_path_factory.mktemp("first-night")
+    code, output = nightly(root)
     assert code == 0, output
+    (run_id,) = store.runs(root / "results")["run_id"]
+    return FirstNight(root, run_id, output)
+
+
+def test_nightly_twice_compares_the_second_run_with_the_first_and_exits_0(
+    first_night: FirstNight, tmp_path: Path
+) -> None:
+    first, output = first_night.run_id, first_night.output
     assert "starts its history" in output
-    (first,) = store.runs(tmp_path / "results")["run_id"]
-    reports = tmp_path / "reports"  # beside the results, as `sweeper run` writes reports
+    reports = first_night.root / "reports"  # beside the results, as `sweeper run` writes them
     assert f"report: {reports / f'{first}.html'}" in output
     assert f"summary: {reports / f'{first}.summary.json'}" in output
     assert '<section id="baseline">' not in (reports / f"{first}.html").read_text()
 
+    first_night.copy_to(tmp_path)
+    reports = tmp_path / "reports"
     code, output = nightly(tmp_path, "--format", "json")
     assert code == 0, output
     second = judged(output)
@@ -117,10 +148,11 @@ def _plant(results: Path, run_id: str, nights: int, faster: float) -> None:
         writer.flush()
 
 
-def test_nightly_with_a_planted_slowdown_exits_1_and_names_the_series(tmp_path: Path) -> None:
-    code, output = nightly(tmp_path, "--format", "json")
-    assert code == 0, output
-    yesterday = judged(output)["run_id"]
+def test_nightly_with_a_planted_slowdown_exits_1_and_names_the_series(
+    first_night: FirstNight, tmp_path: Path
+) -> None:
+    first_night.copy_to(tmp_path)
+    yesterday = first_night.run_id
     # Six earlier nights ten times as fast: yesterday's run and tonight's are a slowdown
     # that persists two nights.
     _plant(tmp_path / "results", yesterday, nights=6, faster=10.0)
@@ -146,7 +178,8 @@ def _sweep(address: str, results: Path, log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [
                 *(sys.executable, "-m", "sweeper", "run", "--address", address),
-                *("--dtypes", "float32,int32", "--max-size", "64K"),
+                # one rank (one actor) each: the writers, not the ranks, are what is shared
+                *("--world", "1", "--dtypes", "float32,int32", "--max-size", "64K"),
                 *("--iters", "5", "--warmup", "1", "--blocks", "1"),
                 *("--output", str(results), "--format", "json"),
             ],
@@ -177,8 +210,14 @@ def test_two_sweeps_writing_one_results_directory_at_once_both_complete(tmp_path
         assert event["points"] > 256  # more than one write batch each
         assert runs.loc[event["run_id"], "points"] == event["points"]
         assert runs.loc[event["run_id"], "failed"] == 0
-    for event in finished:  # at least two batches each (the 30 s flush may add more)
-        assert len(list(results.rglob(f"{event['run_id']}-*.parquet"))) >= 2
+    # every row of both, each once: what the runs' batches hold, however many files the
+    # 30 s flush split them into
+    rows = store.load(results, columns=["run_id", *KEY, "status"])
+    for event in finished:
+        mine = rows[rows["run_id"] == event["run_id"]]
+        assert len(mine) == event["points"]
+        assert not mine.duplicated(KEY).any()
+        assert (mine["status"] == "ok").all()
     assert not list(results.rglob("_inflight-*"))
     for event in finished:  # each run's record beside the rows, and its report, whole
         assert record.load(results, event["run_id"]) is not None

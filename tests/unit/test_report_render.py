@@ -19,12 +19,20 @@ from tests import report_data
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
 
-@pytest.fixture
-def results(tmp_path: Path) -> Path:
-    root = tmp_path / "results"
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic run and a slower baseline, for the module: tests read it and write their
+    pages elsewhere."""
+    root = tmp_path_factory.mktemp("render") / "results"
     report_data.write_run(root, "base", slow=0.8)
     report_data.write_run(root, "new")
     return root
+
+
+@pytest.fixture(scope="module")
+def page(results: Path) -> str:
+    """The run's page against its baseline, rendered once for the tests that only read it."""
+    return build.write(results, "new", results.parent / "new.html", baseline="base").read_text()
 
 
 def _sections(page: str) -> list[str]:
@@ -39,8 +47,7 @@ def _without_plotly(page: str) -> str:
     return page.replace(bundle, "")
 
 
-def test_every_section_with_data_is_there_in_reading_order(results: Path) -> None:
-    page = build.write(results, "new", results.parent / "new.html", baseline="base").read_text()
+def test_every_section_with_data_is_there_in_reading_order(page: str) -> None:
     assert _sections(page) == [
         "run",
         "status",
@@ -65,8 +72,7 @@ def test_sections_without_data_are_left_out(results: Path) -> None:
     assert _sections(page) == ["run", "status", "operations", "peaks", "max-size", "fits"]
 
 
-def test_plotly_is_inlined_once_and_nothing_points_outside(results: Path) -> None:
-    page = build.write(results, "new", results.parent / "new.html", baseline="base").read_text()
+def test_plotly_is_inlined_once_and_nothing_points_outside(page: str) -> None:
     ours = _without_plotly(page)
     assert "http://" not in ours
     assert "https://" not in ours
@@ -98,8 +104,8 @@ def test_text_from_the_cluster_is_escaped(tmp_path: Path) -> None:
         json.loads(figure)
 
 
-def test_peaks_are_a_share_of_the_nvlink_peak(results: Path) -> None:
-    page = build.write(results, "new", results.parent / "new.html").read_text()
+def test_peaks_are_a_share_of_the_nvlink_peak(results: Path, tmp_path: Path) -> None:
+    page = build.write(results, "new", tmp_path / "new.html").read_text()
     peaks = page[page.index('<section id="peaks">') : page.index('<section id="p2p">')]
     row = re.search(r"<td>all_reduce</td>(.*?)</tr>", peaks, re.DOTALL)
     assert row is not None
@@ -130,11 +136,20 @@ def _column(section: str, name: str) -> list[str]:
     return [_cells(row)[at] for row in rows]
 
 
-@pytest.fixture
-def both(results: Path) -> str:
+@pytest.fixture(scope="module")
+def both_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run timed both ways (--launch graph,eager) beside a graph-only baseline."""
+    root = tmp_path_factory.mktemp("both") / "results"
+    report_data.write_run(root, "base", slow=0.8)
+    report_data.write_run(root, "both", launches=report_data.BOTH)
+    return root
+
+
+@pytest.fixture(scope="module")
+def both(both_results: Path) -> str:
     """The page of a run timed both ways (--launch graph,eager), against a graph-only run."""
-    report_data.write_run(results, "both", launches=report_data.BOTH)
-    return build.write(results, "both", results.parent / "both.html", baseline="base").read_text()
+    page = build.write(both_results, "both", both_results.parent / "both.html", baseline="base")
+    return page.read_text()
 
 
 def test_a_run_timed_both_ways_has_the_launch_cost_after_the_peaks(both: str) -> None:
@@ -187,11 +202,12 @@ def test_rows_from_before_launch_modes_read_as_eager(results: Path) -> None:
     assert set(_column(_section(page, "fits"), "launch")) == {"eager"}
 
 
-def test_a_composite_is_against_the_native_call_in_its_own_launch_mode(results: Path) -> None:
+def test_a_composite_is_against_the_native_call_in_its_own_launch_mode(
+    both_results: Path,
+) -> None:
     """The graph capture of one composite failed (eager rows only): it is against the native
     call's eager time, and says it is eager; the other against the native graph replay."""
-    report_data.write_run(results, "both", launches=report_data.BOTH)
-    rows = runs.rows(results, "both")
+    rows = runs.rows(both_results, "both")
     failed = (rows["algorithm"] == "reduce_scatter+all_gather") & (rows["launch"] == "graph")
     section = sections.composites(rows[~failed])
     assert section is not None
