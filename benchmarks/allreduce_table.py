@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis.summary import label
+from sweeper.collectives import REGISTRY, names
 from sweeper.spec import format_size
 
 HIDDEN = 8192  # vLLM's benchmark: (rows, hidden) bf16 tensors
@@ -47,14 +48,11 @@ VLLM_NCCL_MS = {512 * 2**10: 0.011, 16 * 2**20: 0.087, 64 * 2**20: 0.262}
 
 
 def candidate(row: Mapping[str, Any]) -> str:
-    """A way of all-reducing: the operation's name, and its engine where NCCL is called."""
-    name = label(str(row["op"]), str(row["algorithm"]))
-    kernels_of_nccl = row["algorithm"] in (
-        "native",
-        "reduce_scatter+all_gather",
-        "reduce+broadcast",
-    )
-    return f"{name} [{row['engine']}]" if kernels_of_nccl else name
+    """A way of all-reducing: the operation's name, and its engine where it has a direct NCCL
+    form (the descriptor's `nccl`), so that both engines' rows stand apart."""
+    op, algorithm = str(row["op"]), str(row["algorithm"])
+    direct = REGISTRY[names()[(op, algorithm)]].nccl is not None
+    return f"{label(op, algorithm)} [{row['engine']}]" if direct else label(op, algorithm)
 
 
 def table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -132,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"all-reduce at vLLM's TP sizes: {world} ranks, bfloat16 (rows x {HIDDEN}), "
         f"launch {args.launch}, time ms per call; baseline {BASELINE} (NCCL called directly)"
     )
-    text = [heading, "", *lines(table(rows))]
+    wide = table(rows)
+    text = [heading, "", *lines(wide)]
     text += [f"skipped {candidate(r)}: {r['error']}" for r in skipped.to_dict("records")]
     text += [
         f"FAILED {candidate(r)} {format_size(int(r['size_bytes']))}: {r['error']}"
@@ -141,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(text))
     (out / "allreduce_table.md").write_text("\n".join(text) + "\n")
     (out / "allreduce_table.json").write_text(
-        table(rows).reset_index().to_json(orient="records", indent=1) + "\n"
+        wide.reset_index().to_json(orient="records", indent=1) + "\n"
     )
     print(json.dumps({"out": str(out)}), file=sys.stderr)
     return 1 if len(failed) else 0

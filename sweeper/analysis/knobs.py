@@ -10,7 +10,7 @@ variants of other tiers (p2p-off, network) are not taken for swept ones.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -42,33 +42,31 @@ def swept(rows: pd.DataFrame) -> pd.DataFrame:
         measured = {str(g).removesuffix(suffix) for g in part["group_id"]}
         if measured & groups:
             changes[str(variant)] = {k: v for k, v in _env(part).items() if base.get(k) != v}
+    knob_of = _knobs(list(changes.values()))
     found: list[tuple[object, ...]] = []
     for variant, changed in changes.items():
-        merged = _tie(changed, changes.values())
+        merged = {knob_of[k]: v for k, v in changed.items()}  # tied variables: one knob
         for variable, value in merged.items():
             context = ",".join(f"{k}={v}" for k, v in merged.items() if k != variable)
             found.append((variant, variable, value, context))
     return _frame(found, columns)
 
 
-def _tie(changed: dict[str, str], every: Iterable[dict[str, str]]) -> dict[str, str]:
-    """`changed` with the variables that every variant sets together, to one value, as one
-    (`NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS`: how `--nccl-env` ties them)."""
-    envs = list(every)
+def _knobs(envs: Sequence[dict[str, str]]) -> dict[str, str]:
+    """Each changed variable's knob: itself, or with the variables every variant sets
+    together with it, to one value, joined by `+` (`NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS`:
+    how `--nccl-env` ties them)."""
 
-    def tied(a: str, b: str) -> bool:
-        return all(
-            (a in env) == (b in env) and env.get(a) == env.get(b) for env in envs if a in env
-        )
+    def tied(a: str, b: str) -> bool:  # set together, to one value, wherever either is
+        return all(env.get(a) == env.get(b) for env in envs if a in env or b in env)
 
-    out: dict[str, str] = {}
-    left = list(changed)
-    while left:
-        first = left.pop(0)
-        group = [first, *(other for other in left if tied(first, other))]
-        left = [other for other in left if other not in group]
-        out["+".join(group)] = changed[first]
-    return out
+    variables = list(dict.fromkeys(k for env in envs for k in env))
+    knob_of: dict[str, str] = {}
+    for variable in variables:
+        if variable not in knob_of:
+            group = [v for v in variables if v not in knob_of and tied(variable, v)]
+            knob_of.update(dict.fromkeys(group, "+".join(group)))
+    return knob_of
 
 
 def lines(rows: pd.DataFrame, sets: pd.DataFrame, variable: str) -> pd.DataFrame:
