@@ -254,16 +254,21 @@ class Rank:
         self.rank = rank
         if self.store is None:
             self.store = TCPStore(host, port, self.world_size, False)
+        # The world is not bound to the device (no device_id): torch would then make every
+        # subgroup by splitting the world's communicator (ncclCommSplit, a collective over
+        # every rank of the world), which a group opened on its members only never completes.
         dist.init_process_group(
             self.backend,
             store=self.store,
             rank=self.rank,
             world_size=self.world_size,
             timeout=datetime.timedelta(seconds=timeout_s),
-            device_id=self.device if self.device.type == "cuda" else None,
         )
         world = dist.group.WORLD
         assert world is not None
+        if self.device.type == "cuda":  # make NCCL's communicator now: a refused setting fails here
+            dist.all_reduce(torch.zeros(1, device=self.device), group=world)
+            torch.cuda.synchronize(self.device)
         self.comms["world"] = Comm(world, self.rank, self.world_size)
 
     def open_group(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
@@ -273,7 +278,12 @@ class Rank:
         if len(ranks) == self.world_size:
             group = self.comms["world"].group
         else:
-            group = dist.new_group(list(ranks), use_local_synchronization=True)
+            group = dist.new_group(
+                list(ranks),
+                use_local_synchronization=True,
+                # made now, among the members (the open is timed apart from the first point)
+                device_id=self.device if self.device.type == "cuda" else None,
+            )
         self.comms[group_id] = Comm(group, ranks.index(self.rank), len(ranks), nodes)
         if self.nccl_engine:
             self.nccl_comms[group_id] = self._nccl_comm(group_id, ranks)

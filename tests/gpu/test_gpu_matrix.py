@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from sweeper import nccl
 from tests.cli_sweep import sweep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
@@ -32,10 +33,21 @@ def test_tiers_give_the_island_its_pairs_and_the_forced_host_path(tmp_path: Path
     ) == {"1"}
 
 
-def test_p2p_matrix_covers_every_ordered_gpu_pair(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "engine",
+    [
+        "torch",
+        pytest.param(
+            "nccl", marks=pytest.mark.skipif(not nccl.available(), reason="needs sweeper[nccl]")
+        ),
+    ],
+)
+def test_p2p_matrix_covers_every_ordered_gpu_pair(tmp_path: Path, engine: str) -> None:
     n = torch.cuda.device_count()
     df = sweep(
         tmp_path,
+        "--engine",
+        engine,
         "--tiers",
         "nvlink",
         "--ops",
@@ -47,6 +59,7 @@ def test_p2p_matrix_covers_every_ordered_gpu_pair(tmp_path: Path) -> None:
         "--concurrent",
     )
     p2p = df[df["op"] == "p2p"]
+    assert (p2p["engine"] == engine).all()
     assert (p2p["status"] == "ok").all()
     assert (p2p["n_wrong"] == 0).all()
     uni = p2p[(p2p["algorithm"] == "uni") & (p2p["size_bytes"] == 64 * 2**20)]
