@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    import os
+
     import pandas as pd
 
 __all__ = ["__version__", "load"]
 
 
-def load(path: str = "results") -> pd.DataFrame:
+def load(path: str | os.PathLike[str] = "results") -> pd.DataFrame:
     """Read a results directory into a DataFrame with the canonical column types."""
     from sweeper.store import load as _load
 
