@@ -151,6 +151,8 @@ def test_host_copies_asked_by_name_take_every_size_are_exact_and_a_share_of_the_
 def test_host_copies_of_every_gpu_at_once_give_a_row_per_gpu_beside_each_alone(
     tmp_path: Path,
 ) -> None:
+    # Each GPU alone is a group smaller than the world, opened on its member only: a world
+    # bound to a device would split it over every rank and hang (it did, on two H200).
     n = torch.cuda.device_count()
     df = sweep(tmp_path, "--ops", "h2d,d2d", "--min-size", "64M", "--max-size", "64M")
     assert (df["status"] == "ok").all()
