@@ -323,6 +323,7 @@ def command(
         *("-d", NCCL_TESTS_DTYPES[args.dtype]),
         *("-n", str(iters), "-w", str(args.warmup), "-a", "3"),
         *("-G", str(launches), "-J", str(json_path)),
+        *(("-R", "1") if args.register_buffers else ()),
     ]
 
 
@@ -486,6 +487,7 @@ def sweeper_options(
         "warmup": args.warmup,
         "launch": "graph,eager",
         "engine": args.engine,
+        "register_buffers": args.register_buffers,
         "report": False,
     }
 
@@ -515,6 +517,11 @@ def arguments() -> argparse.Namespace:
         "--threads",
         action="store_true",
         help="nccl-tests with a thread per GPU (-t world -g 1), not one thread for all (-g)",
+    )
+    parser.add_argument(
+        "--register-buffers",
+        action="store_true",
+        help="buffers registered with NCCL on both sides (nccl-tests -R 1, sweeper's option)",
     )
     parser.add_argument("--iters", default=500, type=int, help="timed iterations, both sides")
     parser.add_argument("--warmup", default=5, type=int, help="warm-up iterations (-w)")

@@ -171,6 +171,9 @@ def run(
     warmup: Annotated[int | None, _opt("warmup")] = None,
     launch: Annotated[str | None, _opt("launch")] = None,
     engine: Annotated[str | None, _opt("engine")] = None,
+    register_buffers: Annotated[
+        bool | None, _opt("register_buffers", "--register-buffers/--no-register-buffers")
+    ] = None,
     blocks: Annotated[int | None, _opt("blocks")] = None,
     check: Annotated[bool | None, _opt("check", "--check/--no-check")] = None,
     samples: Annotated[bool | None, _opt("samples", "--samples/--no-samples")] = None,

@@ -61,6 +61,7 @@ class Measurement:
     params: tuple[tuple[str, str], ...] | None = None  # an experiment's knobs
     # what the clock said (a point that ran)
     launch_note: str | None = None
+    registered: bool | None = None  # its buffers registered with NCCL (--register-buffers)
     warmup_iters: int | None = None
     iters: int | None = None
     time_us: float | None = None
@@ -245,6 +246,7 @@ def _timed(base: Measurement, ranks: list[Timed], pcie_peak_gb_per_s: float | No
     return replace(
         mine,
         launch_note=next((t.note for t in ranks if t.note), None),
+        registered=all(t.registered for t in ranks),
         warmup_iters=max(t.warmup_iters for t in ranks),
         iters=ranks[0].blocks[0].iters,
         time_us=across.seconds * 1e6,

@@ -81,6 +81,17 @@ class NcclComm:
     def destroy(self) -> None:
         self.nccl.comm_destroy(self.handle)
 
+    def register(self, tensor: torch.Tensor) -> int:
+        """ncclCommRegister: NCCL may move data straight into this buffer; a handle to drop."""
+        return int(
+            self.nccl.comm_register(
+                self.handle, tensor.data_ptr(), tensor.numel() * tensor.element_size()
+            )
+        )
+
+    def deregister(self, handle: int) -> None:
+        self.nccl.comm_deregister(self.handle, handle)
+
     def grouped(
         self, sends: Sequence[tuple[torch.Tensor, int]], recvs: Sequence[tuple[torch.Tensor, int]]
     ) -> Step:

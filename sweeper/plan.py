@@ -337,6 +337,7 @@ class Timing:
     launches: tuple[str, ...] = ("eager",)  # graph, eager: each gives the point a row
     blocks: int = 3  # timed blocks per launch; the row's time is the median block's
     engines: tuple[str, ...] = ("torch",)  # torch, nccl: each gives the point rows
+    register: bool = False  # buffers from NCCL's allocator, registered with the group's comms
 
 
 @dataclass(frozen=True)

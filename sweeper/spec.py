@@ -184,6 +184,7 @@ LAUNCHES = ("graph", "eager")  # how timed iterations are issued (see timing.py)
 GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
 ENGINES = ("torch", "nccl")  # through torch.distributed, or NCCL called directly
 NCCL_NEEDS_CUDA = "--engine nccl: direct NCCL calls need GPU ranks; CPU ranks use torch (gloo)"
+REGISTER_NEEDS_CUDA = "--register-buffers: NCCL registers GPU buffers; CPU ranks have none (gloo)"
 
 
 def _one_of(value: tuple[str, ...], known: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -358,6 +359,12 @@ class SweepSpec(BaseModel):
         description="torch (torch.distributed, what a PyTorch program pays), nccl (NCCL "
         "called directly, as nccl-tests does; needs sweeper[nccl]), or both.",
     )
+    register_buffers: bool = Field(
+        False,
+        description="Give the points' buffers from NCCL's allocator (ncclMemAlloc) and "
+        "register them with the group's communicators, as nccl-tests -R 1 and torch's "
+        "register_mem_pool do: NCCL then reads and writes peers' buffers directly.",
+    )
     blocks: int = Field(
         3,
         ge=1,
@@ -497,6 +504,8 @@ class SweepSpec(BaseModel):
             raise ValueError(GRAPH_NEEDS_CUDA)
         if self.backend == "gloo" and "nccl" in self.engine:
             raise ValueError(NCCL_NEEDS_CUDA)
+        if self.backend == "gloo" and self.register_buffers:
+            raise ValueError(REGISTER_NEEDS_CUDA)
         return self
 
     @field_validator("ops")
@@ -527,6 +536,13 @@ def launches(asked: tuple[str, ...], backend: str) -> tuple[str, ...]:
     if backend != "nccl" and "graph" in asked:
         raise BadInput(GRAPH_NEEDS_CUDA)
     return asked or (("graph",) if backend == "nccl" else ("eager",))
+
+
+def registers(asked: bool, backend: str) -> bool:
+    """Whether the sweep registers its buffers with NCCL (BadInput on gloo)."""
+    if backend != "nccl" and asked:
+        raise BadInput(REGISTER_NEEDS_CUDA)
+    return asked
 
 
 def engines(asked: tuple[str, ...], backend: str) -> tuple[str, ...]:

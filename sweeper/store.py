@@ -74,6 +74,7 @@ SCHEMA = pa.schema(
         ("engine", pa.string()),  # torch (torch.distributed) or nccl (NCCL called directly)
         ("launch", pa.string()),  # graph (replays of a captured CUDA graph) or eager
         ("launch_note", pa.string()),  # why a point ran eagerly where a graph was asked for
+        ("registered", pa.bool_()),  # buffers from ncclMemAlloc, registered (--register-buffers)
         ("warmup_iters", pa.int32()),
         ("iters", pa.int32()),
         ("time_us", pa.float64()),

@@ -40,6 +40,7 @@ from sweeper.spec import (
     SweepSpec,
     engines,
     launches,
+    registers,
 )
 from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
@@ -226,6 +227,7 @@ class _Sweep:
             launches(spec.launch, self.backend),
             spec.blocks,
             engines(spec.engine, self.backend),
+            registers(spec.register_buffers, self.backend),
         )
         _check_dtypes(spec.dtypes, self.backend)
         self.auto = spec.max_size == "auto"

@@ -17,9 +17,10 @@ import math
 import os
 import socket
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from itertools import combinations, permutations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.distributed as dist
@@ -47,6 +48,8 @@ from sweeper.timing import (
 from sweeper.topology import RankInfo, Versions, nvml_driver_version
 
 if TYPE_CHECKING:
+    from torch._C._distributed_c10d import ProcessGroupNCCL
+
     from sweeper.nccl import NcclComm
 
 
@@ -67,6 +70,7 @@ class Timed:
     n_wrong: int | None = None  # None: not checked here (no output on this rank, --no-check)
     note: str | None = None  # why it ran eagerly where a graph was asked for
     skipped: str | None = None  # why there is nothing to time (then there are no blocks)
+    registered: bool = False  # its buffers registered with this engine's communicator
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,39 @@ class _Ready:
     layout: Layout
     buffers: Buffers
     levels: int
+    registration: _Registration | None = None
+
+
+class _Registration:
+    """A point's buffers from NCCL's allocator (ncclMemAlloc, through a torch MemPool), each
+    registered with the group's communicators (ncclCommRegister): torch's through
+    `register_mem_pool`, the nccl engine's directly. NCCL then moves data into a peer's
+    buffer itself instead of through its staging buffers, eagerly and inside CUDA graphs, as
+    nccl-tests -R 1 does (and a single-process nccl-tests gets from graph capture alone)."""
+
+    def __init__(self, group: dist.ProcessGroup, device: torch.device) -> None:
+        self.backend = cast("ProcessGroupNCCL", group._get_backend(device))
+        self.pool = torch.cuda.MemPool(self.backend.mem_allocator)
+        self.direct: NcclComm | None = None
+        self.handles: list[int] = []
+        self.registered = False
+
+    def register(self, buffers: Buffers, direct: NcclComm | None) -> None:
+        self.backend.register_mem_pool(self.pool)
+        self.registered = True
+        if direct is not None:
+            self.direct = direct
+            tensors = [t for t in (buffers.send, buffers.recv, buffers.work) if t is not None]
+            self.handles = [direct.register(t) for t in tensors]
+
+    def close(self) -> None:
+        """Deregister everywhere; the pool's memory goes back once its tensors are gone."""
+        if not self.registered:
+            return
+        if self.direct is not None:
+            for handle in self.handles:
+                self.direct.deregister(handle)
+        self.backend.deregister_mem_pool(self.pool)
 
 
 PCI_PARTS = ("domain", "bus", "device")
@@ -151,6 +188,12 @@ EMPTY_GRAPH = (
     "nothing to time: the CUDA graph holds no GPU work (NCCL moves nothing for an in-place "
     "operation on one rank; the eager row shows what the call costs)"
 )
+
+
+def _registers(collective: Collective) -> bool:
+    """Whether --register-buffers applies: not to copies (no communicator moves them), nor to
+    symmetric-memory algorithms (their buffers are symmetric memory, registered as such)."""
+    return collective.kind != "copy" and not collective.symmetric
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -347,9 +390,18 @@ class Rank:
             if need > (budget := self.budget()):
                 return Prepared("oom", f"rank {self.rank}: needs {need} B, budget {budget} B")
         levels = data.levels(dtype, comm.size, collective.reduces)
+        registers = point.timing.register and _registers(collective)
+        registration = _Registration(comm.group, self.device) if registers else None
         try:  # the fill's scratch is memory too: running out there is the same answer
-            buffers = self._allocate(collective, layout, dtype)
-            self.ready = _Ready(point, collective, comm, layout, buffers, levels)
+            with (
+                torch.cuda.use_mem_pool(registration.pool, self.device)
+                if registration
+                else nullcontext()
+            ):
+                buffers = self._allocate(collective, layout, dtype)
+            self.ready = _Ready(point, collective, comm, layout, buffers, levels, registration)
+            if registration is not None:
+                registration.register(buffers, self.nccl_comms.get(point.group_id))
             self._fill()
         except Exception as exc:
             if not _is_oom(exc):
@@ -414,7 +466,8 @@ class Rank:
             step()  # first call: connections, lazy buffers, kernel loads (capture needs them)
             mine = self._launches(engine, step, timing)
             n_wrong = self._check(step) if timing.check else None
-            timed += [replace(t, n_wrong=n_wrong) for t in mine]
+            registered = r.registration is not None
+            timed += [replace(t, n_wrong=n_wrong, registered=registered) for t in mine]
         return tuple(timed)
 
     def _launches(self, engine: str, step: Step, timing: Timing) -> list[Timed]:
@@ -557,6 +610,10 @@ class Rank:
 
     def release(self) -> None:
         """Drop this point's buffers (and, on GPU, give the memory back to the allocator)."""
+        registration = self.ready.registration if self.ready is not None else None
+        if registration is not None:
+            registration.close()
         self.ready = None
+        del registration  # the last reference to its pool: emptied below with the rest
         if self.device.type == "cuda":
             torch.cuda.empty_cache()

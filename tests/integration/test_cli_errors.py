@@ -31,6 +31,10 @@ from tests import report_data
         (["--engine", "mpi"], "--engine: unknown engine 'mpi'; known: torch, nccl"),
         (["--backend", "gloo", "--engine", "nccl"], "--engine nccl: direct NCCL calls need GPU"),
         (
+            ["--backend", "gloo", "--register-buffers"],
+            "--register-buffers: NCCL registers GPU buffers",
+        ),
+        (
             ["--engine", "torch,nccl"],
             "--engine nccl needs NCCL's Python bindings (nccl4py): pip install 'sweeper[nccl]'",
         ),
@@ -166,14 +170,26 @@ def test_a_dtype_the_backend_cannot_do_is_bad_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_graph_launches_on_a_cluster_without_gpus_are_bad_input(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--launch", "graph"],
+            "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly",
+        ),
+        (
+            ["--register-buffers"],
+            "--register-buffers: NCCL registers GPU buffers; CPU ranks have none (gloo)",
+        ),
+    ],
+)
+def test_what_needs_gpus_on_a_cluster_without_them_is_bad_input(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--launch", "graph", "--output", str(out)])
+    result = CliRunner().invoke(app, ["run", *args, "--output", str(out)])
     assert result.exit_code == 2
-    assert result.stderr.strip() == (
-        "sweeper: error: --launch graph: CUDA graphs need GPU ranks (NCCL); "
-        "CPU ranks launch eagerly"
-    )
+    assert result.stderr.strip() == f"sweeper: error: {message}"
     assert not out.exists()
 
 

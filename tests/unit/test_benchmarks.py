@@ -251,6 +251,7 @@ def test_nccl_tests_command_asks_for_sweepers_points() -> None:
         iters=500,
         warmup=5,
         threads=False,
+        register_buffers=False,
     )
     eager = nccl_tests.command(Path("/b/sendrecv_perf"), args, 2, "eager", Path("/o/x.json"))
     assert " ".join(eager) == (
@@ -263,6 +264,10 @@ def test_nccl_tests_command_asks_for_sweepers_points() -> None:
     args.threads = True
     threads = nccl_tests.command(Path("/b/sendrecv_perf"), args, 2, "eager", Path("/o/x.json"))
     assert " ".join(threads[7:11]) == "-t 2 -g 1"
+    # registered buffers on both sides: nccl-tests -R 1 beside sweeper's --register-buffers
+    args.register_buffers = True
+    registered = nccl_tests.command(Path("/b/sendrecv_perf"), args, 2, "eager", Path("/o/x.json"))
+    assert registered[-2:] == ["-R", "1"]
 
 
 def test_a_size_nccl_tests_rounded_to_nothing_has_no_time_ratio() -> None:
