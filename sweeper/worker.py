@@ -345,6 +345,8 @@ class Rank:
         return nccl.NcclComm(uid, ranks.index(self.rank), len(ranks), self.stream)
 
     def close_group(self, group_id: str) -> None:
+        if self.ready is not None and self.ready.point.group_id == group_id:
+            self.release()  # its buffers may be registered with the communicators going now
         comm = self.comms.pop(group_id, None)
         if comm is not None and comm.group is not dist.group.WORLD:
             dist.destroy_process_group(comm.group)
