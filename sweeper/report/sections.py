@@ -169,6 +169,7 @@ def run_header(df: pd.DataFrame, record: RunRecord | None) -> Section:
         ("GPUs", f"{len(gpus)} x {first['gpu_model']}" if gpus else "none (CPU ranks)"),
         ("points", str(len(df))),
         ("launch modes", launch_modes(launch_of(df))),
+        ("buffers", _buffers(df)),
         ("command", record.command if record else "not recorded"),
     ]
     versions = [
@@ -188,6 +189,16 @@ def run_header(df: pd.DataFrame, record: RunRecord | None) -> Section:
     if record is not None:
         blocks.append(Code("every option of the run", json.dumps(record.options, indent=1)))
     return Section("run", "Run", tuple(blocks))
+
+
+def _buffers(df: pd.DataFrame) -> str:
+    """Where the points' buffers came from: NCCL's allocator and registered
+    (--register-buffers, as nccl-tests' are), or torch's, as a PyTorch program's."""
+    if df["gpu_model"].isna().all():
+        return "host memory (CPU ranks)"
+    if "registered" in df and df["registered"].eq(True).any():
+        return "NCCL's allocator, registered with each group's communicators"
+    return "torch's caching allocator"
 
 
 def _nccl_env(df: pd.DataFrame) -> Table:

@@ -8,10 +8,12 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from sweeper import store
 from sweeper.report import build, runs, sections
-from sweeper.report.blocks import Figure, Text
+from sweeper.report.blocks import Facts, Figure, Text
 from sweeper.report.record import RunRecord
 from sweeper.topology import Node
 from tests import report_data
@@ -288,3 +290,18 @@ def test_a_fanout_is_a_sentence_naming_each_destinations_route(tmp_path: Path) -
         "NVLink (12 links); to n0 GPU2 in 53.3 ms over PCIe and the link between CPU sockets, "
         "no NVLink; to n0 GPU3 in 8.5 ms over PCIe and the link between CPU sockets, no NVLink."
     ) in p2p
+
+
+def test_the_run_header_says_where_the_buffers_came_from(results: Path) -> None:
+    df = store.load(results, "new")
+
+    def buffers(frame: pd.DataFrame) -> str:
+        facts = sections.run_header(frame, None).blocks[0]
+        assert isinstance(facts, Facts)
+        return dict(facts.items)["buffers"]
+
+    assert buffers(df) == "torch's caching allocator"
+    assert buffers(df.assign(registered=True)) == (
+        "NCCL's allocator, registered with each group's communicators"
+    )
+    assert buffers(df.assign(gpu_model=None)) == "host memory (CPU ranks)"
