@@ -156,7 +156,8 @@ class _Registration:
     registered with the group's communicators (ncclCommRegister): torch's through
     `register_mem_pool`, the nccl engine's directly. NCCL then moves data into a peer's
     buffer itself instead of through its staging buffers, eagerly and inside CUDA graphs, as
-    nccl-tests -R 1 does (and a single-process nccl-tests gets from graph capture alone)."""
+    with nccl-tests -R 1 (nccl-tests' buffers are always ncclMemAlloc's, which NCCL also
+    registers as a graph captures them; torch's cudaMalloc'd ones it does not)."""
 
     def __init__(self, group: dist.ProcessGroup, device: torch.device) -> None:
         self.backend = cast("ProcessGroupNCCL", group._get_backend(device))
