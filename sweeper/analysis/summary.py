@@ -3,6 +3,7 @@ how rows are named to people (operations, tiers, launch modes)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,11 @@ GRAPH = "graph"  # the timed iterations replayed from a captured CUDA graph
 EAGER = "eager"  # issued from Python each iteration
 LAUNCHES = (GRAPH, EAGER)
 TORCH = "torch"  # the torch.distributed engine; "nccl": NCCL called directly
+
+
+def missing(value: object) -> bool:
+    """A cell with no value: None, pandas' NA, or NaN (a null read back from Parquet)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def label(op: str, algorithm: str) -> str:

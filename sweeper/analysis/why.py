@@ -6,13 +6,13 @@ Every row of a GPU run carries what NVML read of each of its GPUs around the poi
 NVLink and XID counters gained, and the PCIe link as trained against its max. Here those
 readings are gathered per GPU (`State`) and compared:
 
-- a GPU against the other GPUs of the run (`gpu_evidence`): the slow GPU's own line;
+- a GPU against the other GPUs of the run (`Health`): the slow GPU's own line;
 - a pair of the peer-to-peer matrix against its tier (`pair_line`): the route its traffic
   takes (from the topology: NVLink, or PCIe through a switch or the host bridge) and the
   evidence of its two GPUs;
 - a point far off its neighbours in a series (`off_neighbours`): its GPUs' readings against
   the same GPUs' at the neighbouring sizes;
-- a fan-out of copies from one GPU to all the others at once (`fanout_lines`): each
+- a fan-out of copies from one GPU to all the others at once (`fanout_sentence`): each
   destination's time and route, since concurrent copies that take different routes finish
   far apart (an NVLink copy in a few ms, one through the host bridge ten times later).
 
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis.launches import preferred
-from sweeper.analysis.summary import label
+from sweeper.analysis.summary import label, missing
 from sweeper.topology import Node
 
 # A clock this far below its peers' median is evidence: healthy GPUs of one model under the
@@ -107,10 +107,6 @@ _COUNTERS = {
 }
 
 
-def _missing(value: object) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
 def readings(rows: pd.DataFrame) -> pd.DataFrame:
     """One record per (row, GPU) that has a reading: the row's index (`row`), the GPU's
     UUID and each telemetry column's value for it. Rows without telemetry (CPU ranks, failed
@@ -141,7 +137,7 @@ def readings(rows: pd.DataFrame) -> pd.DataFrame:
 def _spread(cell: Any, width: int) -> list[Any]:
     """A per-rank list cell as `width` values (None where the row has none, or is short;
     a rank Parquet read back as NaN stays NaN: the readers take both as missing)."""
-    if _missing(cell):
+    if missing(cell):
         return [None] * width
     values = list(cell)
     return values if len(values) == width else (values + [None] * width)[:width]
@@ -214,11 +210,11 @@ def _link(gen: int | None, width: int | None) -> str:
 def state(gpu_readings: pd.DataFrame) -> State:
     """One GPU's State over the readings given (records of `readings`)."""
     reasons: dict[str, float] = {}
-    lists = [r for r in gpu_readings["throttle_reasons"] if not _missing(r)]
+    lists = [r for r in gpu_readings["throttle_reasons"] if not missing(r)]
     for names in lists:
         for name in names:
             reasons[str(name)] = reasons.get(str(name), 0.0) + 1 / len(lists)
-    codes = [c for c in gpu_readings["xid_codes"] if not _missing(c)]
+    codes = [c for c in gpu_readings["xid_codes"] if not missing(c)]
     xids = sorted({int(x) for raised in codes for x in raised})
     return State(
         points=len(gpu_readings),
@@ -330,12 +326,6 @@ def _counted(this: State, peers: Sequence[State]) -> list[Evidence]:
             within = f" in {points} of {this.points} points" if this.points > 1 else ""
             out.append(Evidence("errors", f"{what}: {', '.join(counts)}{within}"))
     return out
-
-
-def gpu_evidence(rows: pd.DataFrame) -> dict[str, list[Evidence]]:
-    """Each GPU's evidence against the other GPUs of the rows, by UUID (empty lists left
-    out): the slow GPUs, and why."""
-    return evidence_of(states(rows))
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from sweeper.analysis import (
 from sweeper.analysis.host_copies import host_table
 from sweeper.analysis.launches import SMALL_BYTES
 from sweeper.analysis.p2p import METRICS, PairMatrix, pair_rows
-from sweeper.analysis.summary import EAGER, GRAPH
+from sweeper.analysis.summary import EAGER, GRAPH, missing
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Code, Facts, Figure, Section, Table, Text
 from sweeper.report.record import RunRecord
@@ -59,12 +59,8 @@ _ERROR_CHARS = 160
 SIG = "sig"  # our own format: 3 significant digits, and whole numbers from 100 up
 
 
-def _missing(value: object) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
 def _fmt(value: object, spec: str) -> str:
-    if _missing(value):
+    if missing(value):
         return "-"
     if spec != SIG:
         return format(value, spec)
@@ -77,7 +73,7 @@ def _num(value: object, spec: str, css: str = "") -> Cell:
 
 
 def _size(value: object) -> Cell:
-    return Cell("-" if _missing(value) else figures.size_label(float(value)), "num")  # type: ignore[arg-type]
+    return Cell("-" if missing(value) else figures.size_label(float(value)), "num")  # type: ignore[arg-type]
 
 
 def _size_range(sizes: pd.Series) -> str:
@@ -86,7 +82,7 @@ def _size_range(sizes: pd.Series) -> str:
 
 
 def _short(message: object) -> Cell:
-    full = "" if _missing(message) else str(message)
+    full = "" if missing(message) else str(message)
     if len(full) <= _ERROR_CHARS:
         return Cell(full, "wrap")
     return Cell(full[: _ERROR_CHARS - 1] + "…", "wrap", title=full)
@@ -614,7 +610,7 @@ def _rank_labels(df: pd.DataFrame, record: RunRecord | None) -> dict[int, str]:
     out: dict[int, str] = {}
     for rank_column, uuid_column in (("src_rank", "src_gpu_uuid"), ("dst_rank", "dst_gpu_uuid")):
         for rank, uuid in zip(df[rank_column], df[uuid_column], strict=True):
-            if not _missing(rank):
+            if not missing(rank):
                 out.setdefault(int(rank), where.get(str(uuid), f"rank {int(rank)}"))
     return out
 
@@ -646,7 +642,7 @@ def p2p(
         int(rank): str(uuid)
         for column in ("src", "dst")
         for rank, uuid in zip(rows[f"{column}_rank"], rows[f"{column}_gpu_uuid"], strict=True)
-        if not _missing(rank) and not _missing(uuid)
+        if not missing(rank) and not missing(uuid)
     }
     for (op, algorithm), part in rows.groupby(["op", "algorithm"], sort=True):
         for metric in METRICS:
