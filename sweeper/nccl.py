@@ -81,13 +81,9 @@ class NcclComm:
     def destroy(self) -> None:
         self.nccl.comm_destroy(self.handle)
 
-    def register(self, tensor: torch.Tensor) -> int:
-        """ncclCommRegister: NCCL may move data straight into this buffer; a handle to drop."""
-        return int(
-            self.nccl.comm_register(
-                self.handle, tensor.data_ptr(), tensor.numel() * tensor.element_size()
-            )
-        )
+    def register(self, address: int, nbytes: int) -> int:
+        """ncclCommRegister: NCCL may move data straight into this memory; a handle to drop."""
+        return int(self.nccl.comm_register(self.handle, address, nbytes))
 
     def deregister(self, handle: int) -> None:
         self.nccl.comm_deregister(self.handle, handle)

@@ -162,17 +162,24 @@ class _Registration:
     def __init__(self, group: dist.ProcessGroup, device: torch.device) -> None:
         self.backend = cast("ProcessGroupNCCL", group._get_backend(device))
         self.pool = torch.cuda.MemPool(self.backend.mem_allocator)
+        self.device = device
         self.direct: NcclComm | None = None
         self.handles: list[int] = []
         self.registered = False
 
-    def register(self, buffers: Buffers, direct: NcclComm | None) -> None:
+    def register(self, direct: NcclComm | None) -> None:
         self.backend.register_mem_pool(self.pool)
         self.registered = True
         if direct is not None:
+            # Segment by segment, as torch registers the pool: the caching allocator carves
+            # small buffers out of one segment, and NCCL hangs a send/recv whose two buffers
+            # were registered separately inside one allocation (2x H200, 1 MiB).
             self.direct = direct
-            tensors = [t for t in (buffers.send, buffers.recv, buffers.work) if t is not None]
-            self.handles = [direct.register(t) for t in tensors]
+            self.handles = [
+                direct.register(s["address"], s["total_size"])
+                for s in self.pool.snapshot()
+                if s["device"] == self.device.index
+            ]
 
     def close(self) -> None:
         """Deregister everywhere; the pool's memory goes back once its tensors are gone."""
@@ -404,7 +411,7 @@ class Rank:
                 buffers = self._allocate(collective, layout, dtype)
             self.ready = _Ready(point, collective, comm, layout, buffers, levels, registration)
             if registration is not None:
-                registration.register(buffers, self.nccl_comms.get(point.group_id))
+                registration.register(self.nccl_comms.get(point.group_id))
             self._fill()
         except Exception as exc:
             if not _is_oom(exc):
