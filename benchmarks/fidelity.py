@@ -13,8 +13,11 @@ core a process lands on. Graph rows replay graphs of graph_unit(iters)
 iterations, what sweeper captures when given --iters. Adaptive sweeper sizes its graphs from a
 first timing (a quarter of a block, at most 100 iterations), which a row does not record:
 where a step takes under 50 us both sides replay graphs of 100, and above that the bare loop's
-graphs may be longer, which saves a launch gap per replay on steps of 50 us or more. With
---repeats, each side keeps its lowest time per point.
+graphs may be longer, which saves a launch gap per replay on steps of 50 us or more. Each
+side's time for a point is its fastest block (each block's slowest rank) over every repeat:
+a launch-bound eager call moves between two host speeds on both sides (25 or 38-40 us for
+one reduce_scatter on one H100), and the harness's cost is what separates the two sides'
+fast blocks, not which side's median block happened to fall in the slow spell.
 
 Prints per operation, size and launch mode sweeper's time, the bare loop's and their ratio,
 and from --floor up the bandwidth ratio: busbw, or algbw where the bus factor is 0 (one
@@ -34,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import threading
@@ -86,7 +88,7 @@ class Compared:
     moves_data: bool  # False: in place on one rank, where NCCL has nothing to move
     sweeper_factor: float  # busbw factors: the row's, and the bare loop's own table's
     bare_factor: float
-    sweeper_times_us: tuple[float, ...]
+    sweeper_times_us: tuple[float, ...]  # every block of every repeat
     bare_times_us: tuple[float, ...]
 
     @property
@@ -172,7 +174,7 @@ def compare(
     sweeper_us: Mapping[Key, Sequence[float]],
     bare_us: Mapping[Key, Sequence[float]],
 ) -> list[Compared]:
-    """Points timed on both sides, from each point's first row and every repeat's times."""
+    """Points timed on both sides, from each point's first row and every repeat's blocks."""
     return [
         Compared(
             name=key[0],
@@ -213,8 +215,8 @@ def bare_worker(rank: int, n: int, port: int, cores: set[int], requests: Any, re
         mine = time_blocks(step, p.launch, p.iters, p.warmup, p.blocks, device)
         slowest = torch.tensor(mine, dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        if rank == 0:  # sweeper's point time: the median block, each block's slowest rank
-            results.put(statistics.median_low(slowest.tolist()))
+        if rank == 0:  # as sweeper's time_us_blocks: each block's slowest rank
+            results.put(slowest.tolist())
         del step
         torch.cuda.empty_cache()
     dist.destroy_process_group()
@@ -242,12 +244,12 @@ class BareRanks:
             rank.start()
         self.timeout_s = timeout_s
 
-    def seconds(self, point: BarePoint) -> float:
-        """Seconds per iteration of the point on the bare loop (its median block)."""
+    def seconds(self, point: BarePoint) -> list[float]:
+        """Seconds per iteration of the point on the bare loop, block by block."""
         for queue in self.requests:
             queue.put(point)
         try:
-            return float(self.results.get(timeout=self.timeout_s))
+            return [float(s) for s in self.results.get(timeout=self.timeout_s)]
         except Exception as exc:
             dead = [r for r, p in enumerate(self.ranks) if not p.is_alive()]
             raise RuntimeError(f"bare loop: no time for {point} (dead ranks {dead})") from exc
@@ -308,7 +310,7 @@ class Interleaved:
         self.bare = bare
         self.progress = progress
         self.label = collectives.names()
-        self.timed: list[tuple[Key, Row, float]] = []  # each ok point and the bare loop's time
+        self.timed: list[tuple[Key, Row, list[float]]] = []  # ok points, the bare loop's blocks
 
     def started(self, run: Started) -> None:
         self.progress.started(run)
@@ -371,8 +373,8 @@ def measure(
                     failed.append(f"{where}: sweeper {row['status']}: {row['error']}")
             for key, row, seconds in observer.timed:
                 rows.setdefault(key, row)
-                sweeper_us[key].append(float(row["time_us"]))
-                bare_us[key].append(seconds * 1e6)
+                sweeper_us[key] += [float(us) for us in row["time_us_blocks"]]
+                bare_us[key] += [s * 1e6 for s in seconds]
     finally:
         pinner.close()
         bare.close()
