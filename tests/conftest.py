@@ -1,24 +1,38 @@
-"""Fixtures shared by every test: one real embedded Ray for the whole session."""
+"""Fixtures shared by every test: one real embedded Ray for the whole session, the sweeps
+that several tests read back, and the head of the fake multi-node clusters."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from ray.cluster_utils import Cluster
+
+    from tests.cli_runs import Runs
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Tests only: the product keeps Ray's token authentication on.
     os.environ["RAY_AUTH_MODE"] = "disabled"
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    config.addinivalue_line(
+        "markers",
+        "own_cluster: the module runs on a Ray cluster of its own (ray.cluster_utils), "
+        "so it runs after every test of the session's Ray",
+    )
 
 
 @pytest.fixture
 def ray_session() -> None:
     """A real local Ray with room for 4 CPU ranks on a 2-core machine, started once and shared
     by the tests that use it (sweeps join a Ray that is already up). A test module that needs
-    another cluster shuts it down, and the next test that needs this one starts it again."""
+    another cluster (marked own_cluster, so it runs after the others) shuts it down, and a
+    test that needs this one after it starts it again."""
     start_ray_session()
 
 
@@ -37,6 +51,48 @@ def start_ray_session() -> None:
         )
 
 
+@pytest.fixture(scope="session")
+def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """tests/cli_runs.py's sweeps, on the session's Ray, once for all the tests that read them."""
+    from tests import cli_runs
+
+    start_ray_session()
+    return cli_runs.run_all(tmp_path_factory.mktemp("cli-runs"))
+
+
+@pytest.fixture(scope="session")
+def cluster_head() -> Iterator[Cluster]:
+    """The head of a fake multi-node Ray cluster on this machine (ray.cluster_utils), with no
+    CPU of its own. Each module marked own_cluster adds its nodes with `cluster_nodes` and
+    removes them after, so the head (its GCS) starts once for all of them."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()  # the session's Ray: the next test that needs it starts it again
+    head = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    yield head
+    head.shutdown()
+
+
+@contextmanager
+def cluster_nodes(head: Cluster, *nodes: Mapping[str, Any]) -> Iterator[Cluster]:
+    """`head`'s cluster with a node for each of `nodes` (Cluster.add_node's arguments), the
+    driver connected to it; afterwards the driver is not connected to any Ray and the nodes
+    are gone, leaving the head as it was for the next module."""
+    import ray
+
+    ray.shutdown()  # the session's Ray, or nothing
+    added = [head.add_node(**args) for args in nodes]
+    try:
+        head.wait_for_nodes()
+        ray.init(address=head.address, log_to_driver=False, configure_logging=False)
+        yield head
+    finally:
+        ray.shutdown()
+        for node in added:
+            head.remove_node(node)
+
+
 def _gpu_count() -> int:
     import torch
 
@@ -44,6 +100,11 @@ def _gpu_count() -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A module with a cluster of its own shuts the session's Ray down; after it, the next
+    # test of the session's Ray starts it again (seconds on two cores, each time). Last,
+    # those modules leave one start of it for the whole session. The sort is stable: the
+    # order within each part is the collected one.
+    items.sort(key=lambda item: item.get_closest_marker("own_cluster") is not None)
     if _gpu_count():
         return
     skip = pytest.mark.skip(reason="needs NVIDIA GPUs; none here")
@@ -52,18 +113,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture
-def isolated_registry() -> Iterator[None]:
-    """Operations a test's plugin registers are gone after it (and registered again next time)."""
+@contextmanager
+def registry_kept() -> Iterator[None]:
+    """Operations a plugin registers inside are gone after it (and registered again next time
+    a plugin is imported), for a fixture of wider scope than isolated_registry's."""
     import sys
 
     from sweeper.collectives import REGISTRY
 
     before = dict(REGISTRY)
     modules = set(sys.modules)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(before)
-    for name in set(sys.modules) - modules:
-        if name.startswith("tests.plugins"):
-            del sys.modules[name]
+    try:
+        yield
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(before)
+        for name in set(sys.modules) - modules:
+            if name.startswith("tests.plugins"):
+                del sys.modules[name]
+
+
+@pytest.fixture
+def isolated_registry() -> Iterator[None]:
+    """Operations a test's plugin registers are gone after it (and registered again next time)."""
+    with registry_kept():
+        yield

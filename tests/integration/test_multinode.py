@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import ray
 from ray.cluster_utils import Cluster
 from typer.testing import CliRunner
 
@@ -18,20 +17,16 @@ from sweeper import cluster
 from sweeper.cli import app
 from sweeper.spec import build_spec
 from sweeper.sweep import survey
+from tests.conftest import cluster_nodes
+
+pytestmark = pytest.mark.own_cluster
 
 
 @pytest.fixture(scope="module")
-def four_gpu_nodes() -> Iterator[Cluster]:
-    """A head with CPUs only and four nodes of 2 CPUs and 2 (fake) GPUs each."""
-    ray.shutdown()  # leave the shared single-node Ray; the next test that needs it restarts it
-    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    for _ in range(4):
-        nodes.add_node(num_cpus=2, num_gpus=2)
-    nodes.wait_for_nodes()
-    ray.init(address=nodes.address, log_to_driver=False, configure_logging=False)
-    yield nodes
-    ray.shutdown()
-    nodes.shutdown()
+def four_gpu_nodes(cluster_head: Cluster) -> Iterator[Cluster]:
+    """Four nodes of 2 CPUs and 2 (fake) GPUs each, beside a head with no CPU."""
+    with cluster_nodes(cluster_head, *[{"num_cpus": 2, "num_gpus": 2}] * 4) as nodes:
+        yield nodes
 
 
 def test_nodes_get_one_pinned_actor_per_gpu(four_gpu_nodes: Cluster) -> None:
@@ -84,20 +79,31 @@ def _sweep(tmp_path: Path, nodes: int, *args: str, exit_code: int = 0) -> pd.Dat
     return sweeper.load(out)
 
 
-def _two_nodes_of_two(tmp_path: Path, *args: str) -> pd.DataFrame:
-    """A gloo sweep on two of the nodes, two ranks each, to 1K: every point ok and exact."""
-    df = _sweep(tmp_path, 2, "--max-size", "1K", *args)
+@pytest.fixture(scope="module")
+def two_nodes_of_two(
+    four_gpu_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> pd.DataFrame:
+    """One gloo sweep on two of the nodes, two ranks each, to 1K, for the two tests below
+    (they only look): all_reduce, and all_to_all native, hierarchical and mesh2d, on each
+    node's pair, on one rank of each node, and on all four ranks. Its actors take longer
+    to start than its points to run, so the tests share them."""
+    return _sweep(
+        tmp_path_factory.mktemp("two-nodes"),
+        2,
+        *("--max-size", "1K", "--tiers", "cpu,internode", "--pairs", "none"),
+        *("--ops", "all_reduce,all_to_all,all_to_all:hierarchical,all_to_all:mesh2d"),
+    )
+
+
+def _ok_and_exact(df: pd.DataFrame) -> None:
     assert (df["status"] == "ok").all()
     assert (df["n_wrong"] == 0).all()
-    return df
 
 
-def test_a_two_node_gloo_sweep_writes_internode_rows(
-    four_gpu_nodes: Cluster, tmp_path: Path
-) -> None:
-    df = _two_nodes_of_two(
-        tmp_path, "--tiers", "cpu,internode", "--pairs", "none", "--ops", "all_reduce,all_to_all"
-    )
+def test_a_two_node_gloo_sweep_writes_internode_rows(two_nodes_of_two: pd.DataFrame) -> None:
+    df = two_nodes_of_two[two_nodes_of_two["algorithm"] == "native"]
+    assert set(df["op"]) == {"all_reduce", "all_to_all"}
+    _ok_and_exact(df)
     groups = df.drop_duplicates("group_id").set_index("group_id")
     assert set(groups.index) == {
         "cpu:n0r0,1",
@@ -111,11 +117,17 @@ def test_a_two_node_gloo_sweep_writes_internode_rows(
 
 
 def test_hierarchical_all_to_all_is_exact_across_two_nodes(
-    four_gpu_nodes: Cluster, tmp_path: Path
+    two_nodes_of_two: pd.DataFrame,
 ) -> None:
-    df = _two_nodes_of_two(tmp_path, "--ops", "all_to_all:hierarchical,all_to_all:mesh2d")
-    assert set(df["algorithm"]) == {"hierarchical", "mesh2d"}
-    assert (df["n_nodes"] == 2).all()
+    df = two_nodes_of_two[two_nodes_of_two["algorithm"].isin(["hierarchical", "mesh2d"])]
+    every_rank = df["group_id"] == "internode:n0r0,1+n1r0,1"  # the ranks of --tiers world
+    assert set(df.loc[every_rank, "algorithm"]) == {"hierarchical", "mesh2d"}
+    assert (df.loc[every_rank, "n_nodes"] == 2).all()
+    _ok_and_exact(df[every_rank])
+    # the smaller groups run them exactly too, or say why not (one node; two ranks)
+    others = df[~every_rank]
+    assert set(others["status"]) == {"ok", "skipped"}
+    assert (others.loc[others["status"] == "ok", "n_wrong"] == 0).all()
 
 
 def _span(rows: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp]:

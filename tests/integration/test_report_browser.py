@@ -14,6 +14,7 @@ from sweeper.cli import app
 from sweeper.errors import BadInput
 from sweeper.report import browser, build
 from tests import report_data
+from tests.cli_runs import Runs
 
 pytest.importorskip("playwright.sync_api", reason="needs Playwright for Python (the dev extra)")
 
@@ -104,30 +105,11 @@ def assert_drawn(seen: Visit, expected: tuple[str, ...]) -> None:
 
 
 @pytest.fixture(scope="module")
-def cpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two real small sweeps (gloo ranks on a local Ray), the second's report against the
-    first."""
-    root = tmp_path_factory.mktemp("cpu")
-    ids = []
-    for _ in range(2):
-        result = CliRunner().invoke(
-            app,
-            [
-                "run",
-                "--ops",
-                "all_reduce,reduce_scatter+all_gather,reduce+broadcast,all_to_all,broadcast",
-                "--max-size",
-                "64K",
-                *("--iters", "5", "--warmup", "1"),
-                "--samples",
-                "--output",
-                str(root / "results"),
-                "--no-report",
-            ],
-        )
-        assert result.exit_code == 0, result.output
-        ids.append(result.stdout.rsplit("run_id ", 1)[1].split(")")[0])
-    return build.write(root / "results", ids[1], root / "report.html", baseline=ids[0])
+def cpu_report(cli_runs: Runs, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two real small sweeps (gloo ranks on a local Ray, tests/cli_runs.py's), the second's
+    report against the first."""
+    page = tmp_path_factory.mktemp("cpu") / "report.html"
+    return build.write(cli_runs.results, cli_runs.second, page, baseline=cli_runs.first)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import ray
 from ray.cluster_utils import Cluster
 from typer.testing import CliRunner
 
@@ -18,22 +17,20 @@ import sweeper
 from sweeper.cli import app
 from sweeper.collectives import REGISTRY
 from sweeper.sizing import largest_count
+from tests.conftest import cluster_nodes
+
+pytestmark = pytest.mark.own_cluster
 
 MIB = 2**20
 TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
-def unequal_nodes() -> Iterator[Cluster]:
-    ray.shutdown()
-    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    nodes.add_node(num_cpus=1, memory=2 * 2**30)
-    nodes.add_node(num_cpus=1, memory=40 * MIB)
-    nodes.wait_for_nodes()
-    ray.init(address=nodes.address, log_to_driver=False, configure_logging=False)
-    yield nodes
-    ray.shutdown()
-    nodes.shutdown()
+def unequal_nodes(cluster_head: Cluster) -> Iterator[Cluster]:
+    """Beside a head with no CPU, a node of 2 GiB and one of 40 MiB, a CPU each."""
+    rich, poor = {"num_cpus": 1, "memory": 2 * 2**30}, {"num_cpus": 1, "memory": 40 * MIB}
+    with cluster_nodes(cluster_head, rich, poor) as nodes:
+        yield nodes
 
 
 def _sweep(out: Path, *args: str) -> pd.DataFrame:

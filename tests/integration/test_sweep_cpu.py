@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 import sweeper
-from sweeper.cli import app
 from sweeper.collectives import REGISTRY
 from sweeper.spec import build_spec
 from sweeper.sweep import Finished, Row, Started, run
 from tests import cli_sweep
-from tests.conftest import start_ray_session
+from tests.cli_runs import Runs
+from tests.conftest import registry_kept, start_ray_session
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -83,51 +82,60 @@ def test_every_operation_is_exact_at_every_size(tmp_path: Path, world: int, dtyp
     assert {8 * 4**k for k in range(1, 7)} <= set(df["size_bytes"])  # 8 B: some round up
 
 
-@pytest.fixture(scope="module")
-def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Finished]:
-    """Two operations to 4K, three iterations a block, each iteration's time kept: one sweep
-    for the tests that read its rows back (they only look)."""
-    start_ray_session()  # the sweep runs here, while the session's Ray is sure to be up
-    root = tmp_path_factory.mktemp("small")
-    finished, _ = sweep(
-        root, ops="all_reduce,all_to_all", max_size="4K", iters=3, warmup=1, samples=True
-    )
-    return root / "results", finished
-
-
-def test_results_read_back_with_pandas_and_load(small_run: tuple[Path, Finished]) -> None:
-    results, finished = small_run
+def test_results_read_back_with_pandas_and_load(cli_runs: Runs) -> None:
+    """tests/cli_runs.py's bare run: two operations to 4K, three iterations a block, each
+    iteration's time kept."""
+    results = cli_runs.bare_results
+    finished = json.loads(cli_runs.bare_stdout.splitlines()[-1])
     assert not list(results.rglob("_inflight-*"))
     plain = pd.read_parquet(results)
     loaded = sweeper.load(results)
-    assert len(plain) == len(loaded) == len(finished.rows) == 2 * 10
+    assert len(plain) == len(loaded) == finished["points"] == 2 * 10
     assert (loaded["iters"] == 3).all()
     assert (loaded["warmup_iters"] == 1).all()
-    assert (loaded["run_id"] == finished.run_id).all()
+    assert (loaded["run_id"] == cli_runs.bare).all()
     assert str(loaded["n_wrong"].dtype) == "Int64"
     row = loaded.set_index(["op", "size_bytes"]).loc[("all_reduce", 4096)]
     assert row["algbw_gb_per_s"] == pytest.approx(4096 / row["time_us"] / 1e3)
     assert row["busbw_gb_per_s"] == pytest.approx(row["algbw_gb_per_s"] * 1.0)  # n = 2
 
 
-def test_samples_give_percentiles_from_per_iteration_times(
-    small_run: tuple[Path, Finished],
-) -> None:
-    _, finished = small_run
-    for row in finished.rows:
+def test_samples_give_percentiles_from_per_iteration_times(cli_runs: Runs) -> None:
+    rows = sweeper.load(cli_runs.bare_results).to_dict("records")
+    assert len(rows) == 2 * 10
+    for row in rows:
         assert len(row["samples_us"]) == 3 * 3  # every iteration of the three blocks
+        # kept as float32: a sample read back may differ from the time it was in the run
+        # in its last bits
         assert (
-            min(row["samples_us"])
+            min(row["samples_us"]) - 1e-3
             <= row["time_us_p50"]
             <= row["time_us_p99"]
             <= max(row["samples_us"]) + 1e-3
         )
 
 
-@pytest.mark.usefixtures("isolated_registry")
-def test_a_hung_point_times_out_and_the_sweep_and_its_series_go_on(tmp_path: Path) -> None:
-    hang = ("--plugin", "tests.plugins.hang", "--ops", "hang,all_reduce", "--timeout", "8")
-    df = cli_sweep.sweep(tmp_path, *hang, "--min-size", "256", "--max-size", "2K", exit_code=4)
+TIMEOUT_S = 8  # a point here takes milliseconds, even on a loaded box; the hung one waits this long
+
+
+@pytest.fixture(scope="module")
+def plugged(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """One sweep through the CLI of two test plugins and all_reduce, for the two tests below
+    (they only look): `hang` hangs at 1K, `stall` stalls once in each point's middle block.
+    Five iterations a block, two warm-up and three blocks: the calls `stall` counts."""
+    start_ray_session()  # the sweep runs here, while the session's Ray is sure to be up
+    with registry_kept():
+        return cli_sweep.sweep(
+            tmp_path_factory.mktemp("plugged"),
+            *("--plugin", "tests.plugins.hang", "--plugin", "tests.plugins.stall"),
+            *("--ops", "hang,all_reduce,stall", "--min-size", "256", "--max-size", "2K"),
+            *("--iters", "5", "--warmup", "2", "--blocks", "3", "--timeout", str(TIMEOUT_S)),
+            exit_code=4,
+        )
+
+
+def test_a_hung_point_times_out_and_the_sweep_and_its_series_go_on(plugged: pd.DataFrame) -> None:
+    df = plugged[plugged["algorithm"] != "stall"]
     assert cli_sweep.statuses(df) == {
         "hang@256": "ok",
         "hang@512": "ok",
@@ -138,50 +146,27 @@ def test_a_hung_point_times_out_and_the_sweep_and_its_series_go_on(tmp_path: Pat
         "native@1024": "ok",
         "native@2048": "ok",
     }
-    assert "took over 8 s" in df.loc[df["status"] == "timeout", "error"].iloc[0]
+    assert f"took over {TIMEOUT_S} s" in df.loc[df["status"] == "timeout", "error"].iloc[0]
 
 
-def test_json_format_prints_one_event_per_line(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        app,
-        [
-            "run",
-            "--ops",
-            "gather",
-            "--max-size",
-            "64",
-            "--format",
-            "json",
-            "--output",
-            str(tmp_path / "r"),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [e["event"] for e in events] == ["started"] + ["point"] * 4 + ["finished"]
+def test_json_format_prints_one_event_per_line(cli_runs: Runs) -> None:
+    events = [json.loads(line) for line in cli_runs.bare_stdout.splitlines()]
+    assert [e["event"] for e in events] == ["started"] + ["point"] * 2 * 10 + ["finished"]
     assert events[-1]["failed"] == 0
-    assert events[-1]["summary"][0]["label"] == "gather"
+    assert events[-1]["summary"][0]["label"] == "all_reduce"
     assert {e["status"] for e in events[1:-1]} == {"ok"}
 
 
-def test_plain_output_names_what_ran(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        app, ["run", "--ops", "all_reduce", "--max-size", "64", "--output", str(tmp_path / "r")]
-    )
-    assert result.exit_code == 0, result.output
-    assert "gloo on cpu x2" in result.stdout
-    assert "peak busbw" in result.stdout
+def test_plain_output_names_what_ran(cli_runs: Runs) -> None:
+    assert "gloo on cpu x2" in cli_runs.second_stdout
+    assert "peak busbw" in cli_runs.second_stdout
 
 
-@pytest.mark.usefixtures("isolated_registry")
-def test_a_stall_in_one_block_shows_in_the_blocks_not_in_the_time(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("isolated_registry")  # importing the plugin registers its operation
+def test_a_stall_in_one_block_shows_in_the_blocks_not_in_the_time(plugged: pd.DataFrame) -> None:
     from tests.plugins.stall import STALL_S
 
-    stalled = cli_sweep.sweep(
-        tmp_path,
-        *("--plugin", "tests.plugins.stall", "--ops", "stall", "--min-size", "1K"),
-        *("--max-size", "1K", "--iters", "5", "--warmup", "2", "--blocks", "3"),
-    )
+    stalled = plugged[(plugged["algorithm"] == "stall") & (plugged["size_bytes"] == 1024)]
     (row,) = stalled.to_dict("records")
     first, middle, last = row["time_us_blocks"]
     assert middle >= STALL_S / 5 * 1e6  # the stall, spread over the block's 5 iterations
