@@ -172,8 +172,8 @@ class _Registration:
         self.registered = True
         if direct is not None:
             # Segment by segment, as torch registers the pool: the caching allocator carves
-            # small buffers out of one segment, and NCCL hangs a send/recv whose two buffers
-            # were registered separately inside one allocation (2x H200, 1 MiB).
+            # small buffers out of one segment, and a send/recv whose two buffers were
+            # registered one by one inside it hung (2x H200, NCCL 2.28.9, 1 MiB).
             self.direct = direct
             self.handles = [
                 direct.register(s["address"], s["total_size"])
