@@ -17,19 +17,20 @@ from sweeper import cluster
 from sweeper.cli import app
 from sweeper.spec import build_spec
 from sweeper.sweep import survey
-from tests.conftest import cluster_nodes
+from tests.conftest import cluster_nodes, registry_kept
 
 pytestmark = pytest.mark.own_cluster
 
 
 @pytest.fixture(scope="module")
-def four_gpu_nodes(cluster_head: Cluster) -> Iterator[Cluster]:
-    """Four nodes of 2 CPUs and 2 (fake) GPUs each, beside a head with no CPU."""
-    with cluster_nodes(cluster_head, *[{"num_cpus": 2, "num_gpus": 2}] * 4) as nodes:
+def gpu_nodes(cluster_head: Cluster) -> Iterator[Cluster]:
+    """Three nodes of 2 CPUs and 2 (fake) GPUs each (as many as a test here uses), beside a
+    head with no CPU."""
+    with cluster_nodes(cluster_head, *[{"num_cpus": 2, "num_gpus": 2}] * 3) as nodes:
         yield nodes
 
 
-def test_nodes_get_one_pinned_actor_per_gpu(four_gpu_nodes: Cluster) -> None:
+def test_nodes_get_one_pinned_actor_per_gpu(gpu_nodes: Cluster) -> None:
     slots = cluster.choose_nodes("nccl", 2, None)
     assert [slot.ranks for slot in slots] == [2, 2]
     assert len({slot.node_id for slot in slots}) == 2
@@ -47,10 +48,10 @@ def test_nodes_get_one_pinned_actor_per_gpu(four_gpu_nodes: Cluster) -> None:
 
 
 def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
-    four_gpu_nodes: Cluster, tmp_path: Path
+    gpu_nodes: Cluster, tmp_path: Path
 ) -> None:
     for args, message in (
-        (["--nodes", "5"], "asked for 5 node(s) with 1+ GPU each; the cluster has 4"),
+        (["--nodes", "4"], "asked for 4 node(s) with 1+ GPU each; the cluster has 3"),
         (["--gpus-per-node", "3"], "asked for 1 node(s) with 3+ GPU each; the cluster has 0"),
     ):
         result = CliRunner().invoke(app, ["run", *args, "--output", str(tmp_path / "r")])
@@ -59,7 +60,7 @@ def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
     assert not (tmp_path / "r").exists()
 
 
-def test_discovery_reports_cpu_nodes_as_such(four_gpu_nodes: Cluster) -> None:
+def test_discovery_reports_cpu_nodes_as_such(gpu_nodes: Cluster) -> None:
     found = survey(build_spec(backend="gloo", nodes=3, gpus_per_node=2, tiers="all"))
     assert [node.nvml for node in found.nodes] == [False, False, False]
     assert len({node.node_id for node in found.nodes}) == 3
@@ -80,9 +81,7 @@ def _sweep(tmp_path: Path, nodes: int, *args: str, exit_code: int = 0) -> pd.Dat
 
 
 @pytest.fixture(scope="module")
-def two_nodes_of_two(
-    four_gpu_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory
-) -> pd.DataFrame:
+def two_nodes_of_two(gpu_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     """One gloo sweep on two of the nodes, two ranks each, to 1K, for the two tests below
     (they only look): all_reduce, and all_to_all native, hierarchical and mesh2d, on each
     node's pair, on one rank of each node, and on all four ranks. Its actors take longer
@@ -134,16 +133,26 @@ def _span(rows: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp]:
     return rows["started_at"].min(), rows["ended_at"].max()
 
 
-@pytest.mark.usefixtures("isolated_registry")
-def test_a_waves_groups_run_at_once_and_probe_interleaved(
-    four_gpu_nodes: Cluster, tmp_path: Path
-) -> None:
-    df = _sweep(
-        tmp_path,
-        3,
-        *("--plugin", "tests.plugins.slow", "--ops", "slow", "--tiers", "cpu", "--blocks", "1"),
-        *("--min-size", "1K", "--max-size", "auto", "--mem-limit", "16K"),
-    )
+@pytest.fixture(scope="module")
+def one_wave(gpu_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """One gloo sweep of two test plugins on three of the nodes, for the two tests below
+    (they only look): each node's pair a group, the three in one wave. Each group runs
+    `slow` first, which sleeps before every call, so the groups are seen running at once,
+    and `die` after it, whose world rank 3 (node 1's second) exits at 2K. Sizes from 1K to
+    the largest that fits --mem-limit 32K: 1K, 2K and that bound."""
+    with registry_kept():
+        return _sweep(
+            tmp_path_factory.mktemp("one-wave"),
+            3,
+            *("--plugin", "tests.plugins.slow", "--plugin", "tests.plugins.die"),
+            *("--ops", "slow,die", "--tiers", "cpu", "--blocks", "1", "--timeout", "20"),
+            *("--min-size", "1K", "--max-size", "auto", "--mem-limit", "32K"),
+            exit_code=4,  # die's point
+        )
+
+
+def test_a_waves_groups_run_at_once_and_probe_interleaved(one_wave: pd.DataFrame) -> None:
+    df = one_wave[one_wave["algorithm"] == "slow"]
     assert (df["status"] == "ok").all()
     assert set(df["wave"]) == {0}  # each node's pair: one wave
     per_group = dict(list(df.groupby("group_id")))
@@ -158,27 +167,20 @@ def test_a_waves_groups_run_at_once_and_probe_interleaved(
     assert df.groupby("group_id")["max_size_bytes"].min().notna().all()
 
 
-@pytest.mark.usefixtures("isolated_registry")
+@pytest.mark.usefixtures("isolated_registry")  # importing the plugin registers its operation
 def test_a_dead_actor_fails_its_point_and_the_waves_other_groups_complete(
-    four_gpu_nodes: Cluster, tmp_path: Path
+    one_wave: pd.DataFrame,
 ) -> None:
     from tests.plugins.die import DIE_AT_BYTES
 
-    # two nodes, so two groups in the wave: the dying one and one other (more add nothing)
-    df = _sweep(
-        tmp_path,
-        2,
-        *("--plugin", "tests.plugins.die", "--ops", "die", "--tiers", "cpu"),
-        *("--min-size", "1K", "--max-size", "4K", "--timeout", "20"),
-        exit_code=4,
-    )
+    df = one_wave[one_wave["algorithm"] == "die"]
     status = {(g, s): st for g, s, st in df[["group_id", "size_bytes", "status"]].itertuples(False)}
     dying = "cpu:n1r0,1"  # world ranks 2 and 3
-    assert set(df["wave"]) == {0}  # the two groups ran in one wave
+    assert set(df["wave"]) == {0}  # the three groups ran in one wave
     assert status.pop((dying, DIE_AT_BYTES)) == "error"
-    # its series resumed after the rebuild, and the other group measured every size
+    # its series resumed after the rebuild, and the other groups measured every size
     assert set(status.values()) == {"ok"}
-    assert len(status) == 2 * 3 - 1
+    assert len(status) == 3 * df["size_bytes"].nunique() - 1
     failed = df[df["status"] == "error"]
     others = df[df["group_id"] != dying]
     assert (others["ended_at"] <= failed["ended_at"].max() + pd.Timedelta(seconds=20)).all()
