@@ -325,8 +325,9 @@ class RankSet:
         self._open.clear()
 
     def replace_ranks(self, ranks: Sequence[int]) -> None:
-        """New actors for `ranks` (a failed group's: killed, or dead) on the same bundles; then
-        every actor joins a new world. Groups open before are gone: open them again."""
+        """New actors for `ranks` (a failed group's: killed, or dead; or none) on the same
+        bundles; then every actor joins a new world, with a store of its own. Groups open
+        before are gone: open them again."""
         for rank in ranks:
             ray.kill(self.actors[rank], no_restart=True)
             self.actors[rank] = self._new_actor(*self._bundles[rank])

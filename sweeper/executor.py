@@ -10,6 +10,11 @@ Failure stays where it happened: a timeout or a dead actor gives that point its 
 group's actors are killed; the wave's other groups go on. When they are done, the failed
 groups' actors are replaced (the others keep their processes and join the new world), the
 failed groups open again, and their series go on with their next sizes.
+
+A group whose ranks an earlier group of the world had (a node's NVLink island, then its
+GPUs' copies at once) opens in a new world: torch names a locally synchronised group by its
+ranks and finds its rendezvous under that name in the world's store, where the first one's
+keys still are.
 """
 
 from __future__ import annotations
@@ -132,6 +137,12 @@ class Executor:
                 self.bounds[key] = max(self.bounds.get(key, 0), done.max_size_bytes)
         self.device_type = "cuda" if placement.backend == "nccl" else "cpu"
         self.wave = -1
+        self.opened: set[tuple[int, ...]] = set()  # rank sets with a group in this world
+
+    def run(self, waves: Sequence[Wave]) -> None:
+        """An actor set's waves, in order."""
+        for wave in waves:
+            self.run_wave(wave)
 
     def run_wave(self, wave: Wave) -> None:
         self.wave = wave.number
@@ -143,6 +154,11 @@ class Executor:
             shared = any(per_node[n] > 1 for n in set(nodes))
             group_id = self.placement.group_id(group)
             runs.append(_Run(group, group_id, nodes, list(self.series_of(group)), shared))
+        subsets = {g.ranks for g in wave.groups if len(g.ranks) < self.ranks.world_size}
+        if subsets & self.opened:
+            self.ranks.replace_ranks(())
+            self.opened.clear()
+        self.opened |= subsets
         self.ranks.open_groups([(r.group_id, r.group.ranks, r.nodes) for r in runs])
         while True:
             for run in runs:
@@ -323,6 +339,9 @@ class Executor:
 
     def _rebuild(self, broken: Sequence[_Run]) -> None:
         self.ranks.replace_ranks(sorted(r for run in broken for r in run.group.ranks))
+        self.opened = {
+            run.group.ranks for run in broken if len(run.group.ranks) < self.ranks.world_size
+        }
         self.ranks.open_groups([(run.group_id, run.group.ranks, run.nodes) for run in broken])
         for run in broken:
             run.phase = "idle"

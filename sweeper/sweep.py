@@ -338,8 +338,7 @@ class _Sweep:
                 lambda done: self._measured(meta, placement, done),
                 self.resume.recorded if self.resume else None,
             )
-            for wave in mine.waves:
-                executor.run_wave(wave)
+            executor.run(mine.waves)
             if self.spec.copy_engine and variant == "default":
                 self.run_copies(ranks, placement, meta)
         finally:

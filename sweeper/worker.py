@@ -241,6 +241,7 @@ class Rank:
         self.nccl_engine = nccl_engine
         self.store: TCPStore | None = None
         self.comms: dict[str, Comm] = {}
+        self.opened: set[tuple[int, ...]] = set()  # rank sets with a group in this world
         self.nccl_comms: dict[str, NcclComm] = {}
         self.ready: _Ready | None = None
 
@@ -328,7 +329,12 @@ class Rank:
         rank is the world group itself."""
         if len(ranks) == self.world_size:
             group = self.comms["world"].group
+        elif ranks in self.opened:
+            # torch names the group by its ranks (and the groups alive, the world alone here):
+            # a second one would take the first's rendezvous keys from the world's store
+            raise RuntimeError(f"ranks {ranks} open a second group in one world")
         else:
+            self.opened.add(ranks)
             group = dist.new_group(
                 list(ranks),
                 use_local_synchronization=True,
@@ -370,6 +376,7 @@ class Rank:
             direct.destroy()
         self.nccl_comms.clear()
         self.comms.clear()
+        self.opened.clear()
         dist.destroy_process_group()
         self.store = None
 
