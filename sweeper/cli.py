@@ -106,6 +106,19 @@ Output = Annotated[Path | None, _opt("output")]
 ClusterName = Annotated[str | None, _opt("cluster_name")]
 NcclEnv = Annotated[list[str] | None, _opt("nccl_env")]
 ReportsDir = Annotated[Path | None, _opt("reports_dir")]
+Ops = Annotated[str | None, _opt("ops")]
+Dtypes = Annotated[str | None, _opt("dtypes")]
+MinSize = Annotated[str | None, _opt("min_size")]
+MaxSize = Annotated[str | None, _opt("max_size")]
+MemLimit = Annotated[str | None, _opt("mem_limit")]
+StepFactor = Annotated[float | None, _opt("step_factor")]
+Iters = Annotated[int | None, _opt("iters")]
+Warmup = Annotated[int | None, _opt("warmup")]
+Blocks = Annotated[int | None, _opt("blocks")]
+Concurrent = Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")]
+NcclAlgos = Annotated[str | None, _opt("nccl_algos")]
+Moe = Annotated[str | None, _opt("moe")]
+Plugins = Annotated[list[str] | None, _opt("plugins")]
 OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
 ProfileFile = Annotated[
     Path | None,
@@ -161,35 +174,35 @@ def run(
     pairs: Pairs = None,
     force_network: ForceNetwork = None,
     gpu_visibility: GpuVisibility = None,
-    ops: Annotated[str | None, _opt("ops")] = None,
-    dtypes: Annotated[str | None, _opt("dtypes")] = None,
-    min_size: Annotated[str | None, _opt("min_size")] = None,
-    max_size: Annotated[str | None, _opt("max_size")] = None,
-    mem_limit: Annotated[str | None, _opt("mem_limit")] = None,
-    step_factor: Annotated[float | None, _opt("step_factor")] = None,
-    iters: Annotated[int | None, _opt("iters")] = None,
-    warmup: Annotated[int | None, _opt("warmup")] = None,
+    ops: Ops = None,
+    dtypes: Dtypes = None,
+    min_size: MinSize = None,
+    max_size: MaxSize = None,
+    mem_limit: MemLimit = None,
+    step_factor: StepFactor = None,
+    iters: Iters = None,
+    warmup: Warmup = None,
     launch: Annotated[str | None, _opt("launch")] = None,
     engine: Annotated[str | None, _opt("engine")] = None,
     register_buffers: Annotated[
         bool | None, _opt("register_buffers", "--register-buffers/--no-register-buffers")
     ] = None,
-    blocks: Annotated[int | None, _opt("blocks")] = None,
+    blocks: Blocks = None,
     check: Annotated[bool | None, _opt("check", "--check/--no-check")] = None,
     samples: Annotated[bool | None, _opt("samples", "--samples/--no-samples")] = None,
     timeout: Annotated[float | None, _opt("timeout")] = None,
     seed: Annotated[int | None, _opt("seed")] = None,
     output: Output = None,
-    concurrent: Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")] = None,
+    concurrent: Concurrent = None,
     copy_engine: Annotated[
         bool | None, _opt("copy_engine", "--copy-engine/--no-copy-engine")
     ] = None,
-    nccl_algos: Annotated[str | None, _opt("nccl_algos")] = None,
+    nccl_algos: NcclAlgos = None,
     nccl_env: NcclEnv = None,
-    moe: Annotated[str | None, _opt("moe")] = None,
+    moe: Moe = None,
     report: Annotated[bool | None, _opt("report", "--report/--no-report")] = None,
     reports_dir: ReportsDir = None,
-    plugin: Annotated[list[str] | None, _opt("plugins")] = None,
+    plugin: Plugins = None,
     cluster_name: ClusterName = None,
     resume: Annotated[
         str | None,
@@ -424,20 +437,20 @@ def plan_command(
     pairs: Pairs = None,
     force_network: ForceNetwork = None,
     gpu_visibility: GpuVisibility = None,
-    ops: Annotated[str | None, _opt("ops")] = None,
-    dtypes: Annotated[str | None, _opt("dtypes")] = None,
-    min_size: Annotated[str | None, _opt("min_size")] = None,
-    max_size: Annotated[str | None, _opt("max_size")] = None,
-    mem_limit: Annotated[str | None, _opt("mem_limit")] = None,
-    step_factor: Annotated[float | None, _opt("step_factor")] = None,
-    iters: Annotated[int | None, _opt("iters")] = None,
-    warmup: Annotated[int | None, _opt("warmup")] = None,
-    blocks: Annotated[int | None, _opt("blocks")] = None,
-    concurrent: Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")] = None,
-    nccl_algos: Annotated[str | None, _opt("nccl_algos")] = None,
+    ops: Ops = None,
+    dtypes: Dtypes = None,
+    min_size: MinSize = None,
+    max_size: MaxSize = None,
+    mem_limit: MemLimit = None,
+    step_factor: StepFactor = None,
+    iters: Iters = None,
+    warmup: Warmup = None,
+    blocks: Blocks = None,
+    concurrent: Concurrent = None,
+    nccl_algos: NcclAlgos = None,
     nccl_env: NcclEnv = None,
-    moe: Annotated[str | None, _opt("moe")] = None,
-    plugin: Annotated[list[str] | None, _opt("plugins")] = None,
+    moe: Moe = None,
+    plugin: Plugins = None,
     format: OutputFormat = Format.human,
 ) -> None:
     """The schedule a sweep would run: actor sets, waves of groups that share no link, points,
