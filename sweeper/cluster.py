@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -326,16 +327,25 @@ class RankSet:
 
     def replace_ranks(self, ranks: Sequence[int]) -> None:
         """New actors for `ranks` (a failed group's: killed, or dead; or none) on the same
-        bundles; then every actor joins a new world, with a store of its own. Groups open
-        before are gone: open them again."""
+        bundles; then every actor joins a new world, with a store of its own. An actor that
+        cannot leave its world (it died while idle, or does not answer) is replaced too.
+        Groups open before are gone: open them again."""
         for rank in ranks:
-            ray.kill(self.actors[rank], no_restart=True)
-            self.actors[rank] = self._new_actor(*self._bundles[rank])
+            self._renew(rank)
         fresh = set(ranks)
-        living = [a for r, a in enumerate(self.actors) if r not in fresh]
-        ray.get([a.leave.remote() for a in living], timeout=_START_TIMEOUT_S)
+        leaving = {a.leave.remote(): r for r, a in enumerate(self.actors) if r not in fresh}
+        left = wait_all(list(leaving), _START_TIMEOUT_S)
+        for ref, rank in leaving.items():
+            if ref not in left or isinstance(left[ref], BaseException):
+                self._renew(rank)
+                fresh.add(rank)
         ray.get([self.actors[r].info.remote() for r in fresh], timeout=_START_TIMEOUT_S)
         self._join()
+
+    def _renew(self, rank: int) -> None:
+        """A new actor for `rank` on its bundle, the old one ended."""
+        ray.kill(self.actors[rank], no_restart=True)
+        self.actors[rank] = self._new_actor(*self._bundles[rank])
 
     def versions(self) -> Versions:
         result: Versions = ray.get(self.actors[0].versions.remote(), timeout=_START_TIMEOUT_S)
@@ -344,14 +354,33 @@ class RankSet:
     def members(self, group_id: str) -> tuple[int, ...]:
         return self._open[group_id][0]
 
-    def open_groups(self, groups: Sequence[tuple[str, tuple[int, ...], tuple[int, ...]]]) -> None:
+    def open_groups(
+        self, groups: Sequence[tuple[str, tuple[int, ...], tuple[int, ...]]]
+    ) -> dict[str, str]:
         """Groups of disjoint ranks, opened together on their members only: (group_id, ranks,
-        each member's node). A member that cannot open is an InfrastructureError."""
-        refs = []
+        each member's node). Returns the groups that did not open, with why: a member's error
+        (a dead actor, a refused communicator), or no answer in time. A group is given up at
+        its first failed member: the others wait in vain for it and are killed with it."""
+        group_of: dict[Any, str] = {}
         for group_id, ranks, nodes in groups:
             self._open[group_id] = (ranks, nodes)
-            refs += [self.actors[r].open_group.remote(group_id, ranks, nodes) for r in ranks]
-        ray.get(refs, timeout=_START_TIMEOUT_S)
+            for r in ranks:
+                group_of[self.actors[r].open_group.remote(group_id, ranks, nodes)] = group_id
+        failed: dict[str, str] = {}
+        pending = list(group_of)
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while pending:
+            ready = wait(pending, deadline - time.monotonic())
+            if not ready:
+                break
+            for ref in ready:
+                value = result(ref)
+                if isinstance(value, BaseException):
+                    failed.setdefault(group_of[ref], _message(value))
+            pending = [ref for ref in pending if ref not in ready and group_of[ref] not in failed]
+        for ref in pending:
+            failed.setdefault(group_of[ref], f"no answer within {_START_TIMEOUT_S:g} s")
+        return failed
 
     def close_group(self, group_id: str) -> None:
         """Close a group on its members without waiting: each actor runs calls in order, so
@@ -397,6 +426,15 @@ def wait(refs: Sequence[Any], timeout_s: float) -> list[Any]:
     if ready:  # and whatever else is in already
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
     return list(ready)
+
+
+def wait_all(refs: Sequence[Any], timeout_s: float) -> dict[Any, Any]:
+    """The results (or the exceptions raised) of those of `refs` that are in within
+    `timeout_s`."""
+    if not refs:
+        return {}
+    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    return {ref: result(ref) for ref in ready}
 
 
 def result(ref: Any) -> Any:

@@ -9,7 +9,9 @@ execute), and its row is handed on the moment it is measured.
 Failure stays where it happened: a timeout or a dead actor gives that point its row, and the
 group's actors are killed; the wave's other groups go on. When they are done, the failed
 groups' actors are replaced (the others keep their processes and join the new world), the
-failed groups open again, and their series go on with their next sizes.
+failed groups open again, and their series go on with their next sizes. A group that does
+not open (a member's actor died while idle, a communicator refused) gets an error row for
+each point it had left, saying why, and its actors are replaced the same way.
 
 A group whose ranks an earlier group of the world had (a node's NVLink island, then its
 GPUs' copies at once) opens in a new world: torch names a locally synchronised group by its
@@ -82,6 +84,7 @@ class _Run:
     issued: float = 0.0  # monotonic, when the phase's calls went out
     started_at: datetime | None = None
     probe_s: float = 0.0
+    unopened: str | None = None  # why its group did not open: every point left fails so
 
 
 def skipped(
@@ -159,7 +162,7 @@ class Executor:
             self.ranks.replace_ranks(())
             self.opened.clear()
         self.opened |= subsets
-        self.ranks.open_groups([(r.group_id, r.group.ranks, r.nodes) for r in runs])
+        self._open(runs)
         while True:
             for run in runs:
                 if run.phase == "idle":
@@ -176,6 +179,13 @@ class Executor:
             ready = set(cluster.wait(waiting, min(POLL_S, soonest)))
             for run in live:
                 self._collect(run, ready)
+
+    def _open(self, runs: Sequence[_Run]) -> None:
+        failed = self.ranks.open_groups([(r.group_id, r.group.ranks, r.nodes) for r in runs])
+        for run in runs:
+            if run.group_id in failed:
+                run.unopened = f"the group did not open: {failed[run.group_id]}"
+                self._advance(run)  # its rows, at once: no member is asked anything
 
     def _collect(self, run: _Run, ready: set[Any]) -> None:
         for ref in run.refs:
@@ -207,8 +217,11 @@ class Executor:
         while True:
             if run.runner is None:
                 if not run.series:
-                    self.ranks.close_group(run.group_id)
-                    run.phase = "done"
+                    if run.unopened is None:
+                        self.ranks.close_group(run.group_id)
+                        run.phase = "done"
+                    else:
+                        self._break(run)
                     return
                 series = run.series.pop(0)
                 collective = self.collectives[series.op]
@@ -224,6 +237,9 @@ class Executor:
                 run.runner = None
                 continue
             if self._replayed(run, run.runner, action):
+                continue
+            if run.unopened is not None:
+                self._unopened(run, run.runner, action)
                 continue
             if isinstance(action, Budgets):
                 self._issue(run, "budget", "budget")
@@ -252,6 +268,18 @@ class Executor:
                 runner.bound(bound // DTYPES[series.dtype].itemsize)
                 return True
         return False
+
+    def _unopened(
+        self, run: _Run, runner: SeriesRunner, action: Measure | Budgets | Allocate
+    ) -> None:
+        """The action's end on a group that did not open: a point is an error row that says
+        why (not launched); a probe's budget query ends it, as a broken query does."""
+        if isinstance(action, Measure):
+            outcome = cluster.Outcome("error", error=run.unopened, launched=False)
+            self._record(run, action.count, outcome, None)
+        else:
+            runner.state = "done"
+            run.runner = None
 
     def _skipped(self, run: _Run, series: Series, collective: Collective) -> None:
         for done in skipped(run.group, run.group_id, series, collective, self.wave, self.timing):
@@ -338,10 +366,15 @@ class Executor:
         run.phase = "broken"
 
     def _rebuild(self, broken: Sequence[_Run]) -> None:
+        """New actors for the broken groups, a new world; the groups with points left open
+        again in it."""
         self.ranks.replace_ranks(sorted(r for run in broken for r in run.group.ranks))
-        self.opened = {
-            run.group.ranks for run in broken if len(run.group.ranks) < self.ranks.world_size
-        }
-        self.ranks.open_groups([(run.group_id, run.group.ranks, run.nodes) for run in broken])
+        again = []
         for run in broken:
-            run.phase = "idle"
+            if run.series or run.runner is not None:
+                run.phase = "idle"
+                again.append(run)
+            else:
+                run.phase = "done"
+        self.opened = {r.group.ranks for r in again if len(r.group.ranks) < self.ranks.world_size}
+        self._open(again)

@@ -1,9 +1,13 @@
 """The executor on real rank actors (the session's Ray, gloo), with waves written by hand:
-shapes of schedule that CPU ranks never get from the planner."""
+shapes of schedule and failures that a sweep through the CLI does not give on CPU ranks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import pytest
+import ray
 
 from sweeper import cluster
 from sweeper.collectives import REGISTRY
@@ -13,31 +17,73 @@ from sweeper.schedule import Series, Wave
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
+COUNTS = (1, 256)  # float32 elements: 4 B and 1 KiB
+
+
+@contextmanager
+def executor(world: int) -> Iterator[tuple[Executor, cluster.RankSet, list[Measured]]]:
+    """An executor over `world` gloo rank actors, every group running all_reduce at COUNTS;
+    the rows it hands on, in order."""
+    slots = cluster.choose_nodes("gloo", 1, world)
+    ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0})
+    measured: list[Measured] = []
+    try:
+        placement = cluster.placement("gloo", cluster.discover(slots), ranks.start())
+        yield (
+            Executor(
+                ranks,
+                placement,
+                lambda group: [Series("all_reduce", "float32", COUNTS)],
+                {"all_reduce": REGISTRY["all_reduce"]},
+                Timing(iters=2, warmup=1, blocks=1),
+                timeout_s=30,
+                max_size_bytes=1024,
+                emit=measured.append,
+            ),
+            ranks,
+            measured,
+        )
+    finally:
+        ranks.close()
+
+
+def _rows(measured: list[Measured]) -> list[tuple[Group, int, str]]:
+    return [(m.group, m.point.count, m.outcome.status) for m in measured]
+
+
+def _every(
+    groups: tuple[Group, ...], status: Callable[[Group], str]
+) -> list[tuple[Group, int, str]]:
+    return [(group, count, status(group)) for group in groups for count in COUNTS]
+
 
 def test_two_groups_of_the_same_ranks_in_one_world_both_run() -> None:
     """As a node's NVLink island and then its GPUs' copies at once (`--tiers all` on nodes of
     NVSwitch): the second group of ranks 0 and 1 opens in a new world, for torch would find
     the first one's rendezvous in the old world's store under the same name (the worker
     refuses to open it there)."""
-    slots = cluster.choose_nodes("gloo", 1, 3)
-    ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0})
     island, again = Group("cpu", "default", (0, 1)), Group("world", "default", (0, 1))
-    waves = [Wave(0, (island,)), Wave(1, (Group("cpu", "default", (1, 2)),)), Wave(2, (again,))]
-    measured: list[Measured] = []
-    try:
-        placement = cluster.placement("gloo", cluster.discover(slots), ranks.start())
-        Executor(
-            ranks,
-            placement,
-            lambda group: [Series("all_reduce", "float32", (1, 256))],
-            {"all_reduce": REGISTRY["all_reduce"]},
-            Timing(iters=2, warmup=1, blocks=1),
-            timeout_s=30,
-            max_size_bytes=1024,
-            emit=measured.append,
-        ).run(waves)
-    finally:
-        ranks.close()
-    assert [(m.group, m.point.count, m.outcome.status) for m in measured] == [
-        (group, count, "ok") for group in (island, waves[1].groups[0], again) for count in (1, 256)
-    ]
+    between = Group("cpu", "default", (1, 2))
+    with executor(3) as (run, _, measured):
+        run.run([Wave(0, (island,)), Wave(1, (between,)), Wave(2, (again,))])
+    assert _rows(measured) == _every((island, between, again), lambda _: "ok")
+
+
+def test_a_group_whose_actor_died_while_idle_fails_its_points_and_the_wave_goes_on() -> None:
+    """Rank 1's actor dies between waves: its next group does not open, each of that group's
+    points is an error row saying so, the wave's other group measures every point, and the
+    rank's new actor works in the next wave."""
+    dead, alive, after = (Group("cpu", "default", r) for r in ((1, 2), (0, 3), (1, 3)))
+    with executor(4) as (run, ranks, measured):
+        run.run_wave(Wave(0, (Group("cpu", "default", (0, 1)),)))
+        measured.clear()
+        ray.kill(ranks.actors[1], no_restart=True)
+        run.run_wave(Wave(1, (dead, alive)))
+        run.run_wave(Wave(2, (after,)))
+    assert sorted(_rows(measured)) == sorted(
+        _every((dead, alive, after), lambda g: "error" if g == dead else "ok")
+    )
+    errors = {m.outcome.error for m in measured if m.group == dead}
+    assert len(errors) == 1
+    assert errors.pop().startswith("the group did not open: ActorDiedError: The actor died")
+    assert not any(m.outcome.launched for m in measured if m.group == dead)
