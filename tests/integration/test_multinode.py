@@ -24,9 +24,8 @@ pytestmark = pytest.mark.own_cluster
 
 @pytest.fixture(scope="module")
 def gpu_nodes(cluster_head: Cluster) -> Iterator[Cluster]:
-    """Three nodes of 2 CPUs and 2 (fake) GPUs each (as many as a test here uses), beside a
-    head with no CPU."""
-    with cluster_nodes(cluster_head, *[{"num_cpus": 2, "num_gpus": 2}] * 3) as nodes:
+    """Four nodes of 2 CPUs and 2 (fake) GPUs each, beside a head with no CPU."""
+    with cluster_nodes(cluster_head, *[{"num_cpus": 2, "num_gpus": 2}] * 4) as nodes:
         yield nodes
 
 
@@ -51,7 +50,7 @@ def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
     gpu_nodes: Cluster, tmp_path: Path
 ) -> None:
     for args, message in (
-        (["--nodes", "4"], "asked for 4 node(s) with 1+ GPU each; the cluster has 3"),
+        (["--nodes", "5"], "asked for 5 node(s) with 1+ GPU each; the cluster has 4"),
         (["--gpus-per-node", "3"], "asked for 1 node(s) with 3+ GPU each; the cluster has 0"),
     ):
         result = CliRunner().invoke(app, ["run", *args, "--output", str(tmp_path / "r")])
@@ -135,15 +134,15 @@ def _span(rows: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp]:
 
 @pytest.fixture(scope="module")
 def one_wave(gpu_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    """One gloo sweep of two test plugins on three of the nodes, for the two tests below
-    (they only look): each node's pair a group, the three in one wave. Each group runs
+    """One gloo sweep of two test plugins on the four nodes, for the two tests below (they
+    only look): each node's pair a group, the four in one wave. Each group runs
     `slow` first, which sleeps before every call, so the groups are seen running at once,
     and `die` after it, whose world rank 3 (node 1's second) exits at 2K. Sizes from 1K to
     the largest that fits --mem-limit 32K: 1K, 2K and that bound."""
     with registry_kept():
         return _sweep(
             tmp_path_factory.mktemp("one-wave"),
-            3,
+            4,
             *("--plugin", "tests.plugins.slow", "--plugin", "tests.plugins.die"),
             *("--ops", "slow,die", "--tiers", "cpu", "--blocks", "1", "--timeout", "20"),
             *("--min-size", "1K", "--max-size", "auto", "--mem-limit", "32K"),
@@ -156,7 +155,7 @@ def test_a_waves_groups_run_at_once_and_probe_interleaved(one_wave: pd.DataFrame
     assert (df["status"] == "ok").all()
     assert set(df["wave"]) == {0}  # each node's pair: one wave
     per_group = dict(list(df.groupby("group_id")))
-    assert len(per_group) == 3
+    assert len(per_group) == 4
     spans = [_span(rows) for rows in per_group.values()]
     # every group started before any group ended: they ran at the same time
     assert max(start for start, _ in spans) < min(end for _, end in spans)
@@ -176,11 +175,11 @@ def test_a_dead_actor_fails_its_point_and_the_waves_other_groups_complete(
     df = one_wave[one_wave["algorithm"] == "die"]
     status = {(g, s): st for g, s, st in df[["group_id", "size_bytes", "status"]].itertuples(False)}
     dying = "cpu:n1r0,1"  # world ranks 2 and 3
-    assert set(df["wave"]) == {0}  # the three groups ran in one wave
+    assert set(df["wave"]) == {0}  # the four groups ran in one wave
     assert status.pop((dying, DIE_AT_BYTES)) == "error"
     # its series resumed after the rebuild, and the other groups measured every size
     assert set(status.values()) == {"ok"}
-    assert len(status) == 3 * df["size_bytes"].nunique() - 1
+    assert len(status) == 4 * df["size_bytes"].nunique() - 1
     failed = df[df["status"] == "error"]
     others = df[df["group_id"] != dying]
     assert (others["ended_at"] <= failed["ended_at"].max() + pd.Timedelta(seconds=20)).all()
