@@ -244,6 +244,7 @@ class RankSet:
     mem_limit: MemLimit | None = None
     moe: MoeSpec | None = None
     nccl_engine: bool = False  # each group also gets its own NCCL communicator
+    start_timeout_s: float = _START_TIMEOUT_S  # an actor's start, join, leave; a group's open
     actors: list[Any] = field(default_factory=list)
     infos: list[RankInfo] = field(default_factory=list)
     _pgs: list[PlacementGroup] = field(default_factory=list)
@@ -262,7 +263,7 @@ class RankSet:
                 bundle_label_selector=[{NODE_ID_LABEL_KEY: slot.node_id}] * slot.ranks,
             )
             self._pgs.append(pg)
-            if not ray.wait([pg.ready()], timeout=_START_TIMEOUT_S)[0]:
+            if not ray.wait([pg.ready()], timeout=self.start_timeout_s)[0]:
                 self.close()
                 raise InfrastructureError(
                     f"cannot place {slot.ranks} {self.backend} ranks on {slot.host} "
@@ -300,7 +301,7 @@ class RankSet:
             for i in range(slot.ranks)
         ]
         actors: list[Any] = [self._new_actor(*at) for at in bundles]
-        infos = ray.get([a.info.remote() for a in actors], timeout=_START_TIMEOUT_S)
+        infos = ray.get([a.info.remote() for a in actors], timeout=self.start_timeout_s)
         node_order = {slot.node_id: i for i, slot in enumerate(self.slots)}
         order = sorted(
             range(len(actors)),
@@ -316,13 +317,13 @@ class RankSet:
         return self.infos
 
     def _join(self) -> None:
-        port = ray.get(self.actors[0].listen.remote(), timeout=_START_TIMEOUT_S)
+        port = ray.get(self.actors[0].listen.remote(), timeout=self.start_timeout_s)
         host = self.infos[0].ip
         joins = [
             a.join.remote(rank, host, port, self.group_timeout_s)
             for rank, a in enumerate(self.actors)
         ]
-        ray.get(joins, timeout=_START_TIMEOUT_S)
+        ray.get(joins, timeout=self.start_timeout_s)
         self._open.clear()
 
     def replace_ranks(self, ranks: Sequence[int]) -> None:
@@ -334,13 +335,21 @@ class RankSet:
             self._renew(rank)
         fresh = set(ranks)
         leaving = {a.leave.remote(): r for r, a in enumerate(self.actors) if r not in fresh}
-        left = wait_all(list(leaving), _START_TIMEOUT_S)
+        left = wait_all(list(leaving), self.start_timeout_s)
         for ref, rank in leaving.items():
             if ref not in left or isinstance(left[ref], BaseException):
                 self._renew(rank)
                 fresh.add(rank)
-        ray.get([self.actors[r].info.remote() for r in fresh], timeout=_START_TIMEOUT_S)
-        self._join()
+        try:
+            ray.get([self.actors[r].info.remote() for r in fresh], timeout=self.start_timeout_s)
+            self._join()
+        except ray.exceptions.RayError as exc:  # a node gone for good cannot take its bundles
+            hosts = ", ".join(sorted({self._bundles[r][2].host for r in fresh}))
+            raise InfrastructureError(
+                f"cannot restart the actors of rank(s) {', '.join(map(str, sorted(fresh)))} "
+                f"on {hosts}: {_message(exc)}",
+                hint="is the node gone? `ray status`; the rows so far are kept",
+            ) from exc
 
     def _renew(self, rank: int) -> None:
         """A new actor for `rank` on its bundle, the old one ended."""
@@ -348,7 +357,7 @@ class RankSet:
         self.actors[rank] = self._new_actor(*self._bundles[rank])
 
     def versions(self) -> Versions:
-        result: Versions = ray.get(self.actors[0].versions.remote(), timeout=_START_TIMEOUT_S)
+        result: Versions = ray.get(self.actors[0].versions.remote(), timeout=self.start_timeout_s)
         return result
 
     def members(self, group_id: str) -> tuple[int, ...]:
@@ -368,7 +377,7 @@ class RankSet:
                 group_of[self.actors[r].open_group.remote(group_id, ranks, nodes)] = group_id
         failed: dict[str, str] = {}
         pending = list(group_of)
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while pending:
             ready = wait(pending, deadline - time.monotonic())
             if not ready:
@@ -379,7 +388,7 @@ class RankSet:
                     failed.setdefault(group_of[ref], _message(value))
             pending = [ref for ref in pending if ref not in ready and group_of[ref] not in failed]
         for ref in pending:
-            failed.setdefault(group_of[ref], f"no answer within {_START_TIMEOUT_S:g} s")
+            failed.setdefault(group_of[ref], f"no answer within {self.start_timeout_s:g} s")
         return failed
 
     def close_group(self, group_id: str) -> None:

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 import sweeper
 from sweeper import cluster
 from sweeper.cli import app
+from sweeper.errors import InfrastructureError
 from sweeper.spec import build_spec
 from sweeper.sweep import survey
 from tests.conftest import cluster_nodes, registry_kept
@@ -44,6 +45,27 @@ def test_nodes_get_one_pinned_actor_per_gpu(gpu_nodes: Cluster) -> None:
     for slot in slots:
         gpus = [i.ray_gpu_ids for i in infos if i.node_id == slot.node_id]
         assert sorted(g for (g,) in gpus) == ["0", "1"]  # each actor one GPU, none shared
+
+
+def test_a_node_lost_for_good_stops_a_rebuild_with_one_line_naming_it(gpu_nodes: Cluster) -> None:
+    """A rebuild after the node is gone: the new actors' bundles are pinned to it, so they never
+    start, and the run stops with an infrastructure error (exit 3) instead of a traceback."""
+    lost = gpu_nodes.add_node(num_cpus=3)  # the most CPUs: chosen first
+    gpu_nodes.wait_for_nodes()
+    (slot,) = cluster.choose_nodes("gloo", 1, 2)
+    assert slot.node_id == lost.node_id
+    ranks = cluster.RankSet("gloo", [slot], {"CPU": 1.0}, start_timeout_s=5)
+    try:
+        ranks.start()
+        gpu_nodes.remove_node(lost)
+        with pytest.raises(InfrastructureError) as stopped:
+            ranks.replace_ranks([0, 1])
+    finally:
+        ranks.close()
+    assert str(stopped.value).startswith(
+        f"cannot restart the actors of rank(s) 0, 1 on {slot.host}: GetTimeoutError"
+    )
+    assert stopped.value.exit_code == 3
 
 
 def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
