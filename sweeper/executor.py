@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -157,7 +157,7 @@ class Executor:
             shared = any(per_node[n] > 1 for n in set(nodes))
             group_id = self.placement.group_id(group)
             runs.append(_Run(group, group_id, nodes, list(self.series_of(group)), shared))
-        subsets = {g.ranks for g in wave.groups if len(g.ranks) < self.ranks.world_size}
+        subsets = self._subsets(wave.groups)
         if subsets & self.opened:
             self.ranks.replace_ranks(())
             self.opened.clear()
@@ -179,6 +179,10 @@ class Executor:
             ready = set(cluster.wait(waiting, min(POLL_S, soonest)))
             for run in live:
                 self._collect(run, ready)
+
+    def _subsets(self, groups: Iterable[Group]) -> set[tuple[int, ...]]:
+        """The rank sets of `groups` that torch opens as groups of their own (not the world)."""
+        return {g.ranks for g in groups if len(g.ranks) < self.ranks.world_size}
 
     def _open(self, runs: Sequence[_Run]) -> None:
         failed = self.ranks.open_groups([(r.group_id, r.group.ranks, r.nodes) for r in runs])
@@ -376,5 +380,5 @@ class Executor:
                 again.append(run)
             else:
                 run.phase = "done"
-        self.opened = {r.group.ranks for r in again if len(r.group.ranks) < self.ranks.world_size}
+        self.opened = self._subsets(run.group for run in again)
         self._open(again)
