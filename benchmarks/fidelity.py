@@ -7,17 +7,21 @@ one resident process per GPU, plain torch.distributed calls, CUDA events). The t
 point by point: after each of sweeper's points the bare loop times the same one (operation,
 count, dtype, launch mode, iterations, warm-up, blocks) while sweeper's actors wait, so a slow
 spell of a shared machine falls on both sides of a ratio; whole runs taken in turn differed by
-up to 2x on the same small eager point. Both sides' ranks are pinned to the same CPU cores
-(sweeper's actors from outside, as soon as they start): an eager call's cost depends on the
-core a process lands on. Graph rows replay graphs of graph_unit(iters)
+up to 2x on the same small eager point. Both sides' ranks call from the same CPU cores, their
+other threads and this process run on the rest (benchmarks/pinning.py): an eager call's cost
+depends on the core it is issued from. Graph rows replay graphs of graph_unit(iters)
 iterations, what sweeper captures when given --iters. Adaptive sweeper sizes its graphs from a
 first timing (a quarter of a block, at most 100 iterations), which a row does not record:
 where a step takes under 50 us both sides replay graphs of 100, and above that the bare loop's
-graphs may be longer, which saves a launch gap per replay on steps of 50 us or more. Each
-side's time for a point is its fastest block (each block's slowest rank) over every repeat:
-a launch-bound eager call moves between two host speeds on both sides (25 or 38-40 us for
-one reduce_scatter on one H100), and the harness's cost is what separates the two sides'
-fast blocks, not which side's median block happened to fall in the slow spell.
+graphs may be longer, which saves a launch gap per replay on steps of 50 us or more.
+
+Each repeat gives a point a pair of times taken back to back: sweeper's median block (each
+block's slowest rank, as its row's time_us) and the bare loop's. The point's ratio is the
+median of its pairs' ratios, the usual estimator of a paired comparison: a launch-bound eager
+call moves between two host speeds on both sides (25 or 38-40 us for one reduce_scatter on
+one H100, in spells), and a pair's two halves share a spell where two whole sides need not.
+Each side's fastest block is shown too, for information: that ratio is decided by whichever
+side caught a rare fast spell (one bare block of 33 us among 44-47 us), not by the harness.
 
 Prints per operation, size and launch mode sweeper's time, the bare loop's and their ratio,
 and from --floor up the bandwidth ratio: busbw, or algbw where the bus factor is 0 (one
@@ -39,18 +43,19 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from bare import FACTORS, bare_step, free_port, init_bare, time_blocks
+from pinning import Pinner, rank_cores
 
 from sweeper import collectives
 from sweeper.cluster import MULTICAST_OFF
@@ -78,7 +83,8 @@ class BarePoint:
 
 @dataclass(frozen=True)
 class Compared:
-    """One point in one launch mode: both sides' times (us) over the repeats."""
+    """One point in one launch mode: both sides' blocks (us per iteration), repeat by repeat;
+    the bare loop timed each repeat's point right after sweeper did."""
 
     name: str
     size_bytes: int
@@ -88,20 +94,34 @@ class Compared:
     moves_data: bool  # False: in place on one rank, where NCCL has nothing to move
     sweeper_factor: float  # busbw factors: the row's, and the bare loop's own table's
     bare_factor: float
-    sweeper_times_us: tuple[float, ...]  # every block of every repeat
-    bare_times_us: tuple[float, ...]
+    sweeper_repeats_us: tuple[tuple[float, ...], ...]  # each repeat's blocks
+    bare_repeats_us: tuple[tuple[float, ...], ...]
+
+    @property
+    def pairs(self) -> list[tuple[float, float]]:
+        """Each repeat's (sweeper, bare) median block."""
+        return [
+            (median(s), median(b))
+            for s, b in zip(self.sweeper_repeats_us, self.bare_repeats_us, strict=True)
+        ]
 
     @property
     def sweeper_time_us(self) -> float:
-        return min(self.sweeper_times_us)
+        return median(s for s, _ in self.pairs)
 
     @property
     def bare_time_us(self) -> float:
-        return min(self.bare_times_us)
+        return median(b for _, b in self.pairs)
 
     @property
     def time_ratio(self) -> float:
-        return self.sweeper_time_us / self.bare_time_us
+        """The median over repeats of sweeper's time over the bare loop's."""
+        return median(s / b for s, b in self.pairs)
+
+    @property
+    def fastest_ratio(self) -> float:
+        """Each side's fastest block over all repeats, one over the other (information)."""
+        return min(map(min, self.sweeper_repeats_us)) / min(map(min, self.bare_repeats_us))
 
     @property
     def bw_ratio(self) -> float:
@@ -124,6 +144,7 @@ class Compared:
             ),
             "bare_busbw_gb_per_s": self.busbw_gb_per_s(self.bare_time_us, self.bare_factor),
             "time_ratio": self.time_ratio,
+            "fastest_ratio": self.fastest_ratio,
             "bw_ratio": self.bw_ratio,
         }
 
@@ -157,24 +178,25 @@ class Gate:
 def table(points: Sequence[Compared], gate: Gate) -> list[str]:
     lines = [
         f"{'operation':<26}{'size':>6}{'launch':>7}{'iters':>7}{'sweeper us':>12}"
-        f"{'bare us':>11}{'time s/b':>10}{'bw s/b':>8}"
+        f"{'bare us':>11}{'time s/b':>10}{'fastest':>9}{'bw s/b':>8}"
     ]
     for p in points:
         bw = f"{p.bw_ratio:>8.3f}" if gate.counts_bandwidth(p) else f"{'':>8}"
         lines.append(
             f"{p.name:<26}{format_size(p.size_bytes):>6}{p.launch:>7}{p.iters:>7}"
-            f"{p.sweeper_time_us:>12.2f}{p.bare_time_us:>11.2f}{p.time_ratio:>10.3f}{bw}"
-            + ("  <- fails" if gate.problems(p) else "")
+            f"{p.sweeper_time_us:>12.2f}{p.bare_time_us:>11.2f}{p.time_ratio:>10.3f}"
+            f"{p.fastest_ratio:>9.3f}{bw}" + ("  <- fails" if gate.problems(p) else "")
         )
     return lines
 
 
 def compare(
     rows: Mapping[Key, Row],
-    sweeper_us: Mapping[Key, Sequence[float]],
-    bare_us: Mapping[Key, Sequence[float]],
+    sweeper_us: Mapping[Key, Sequence[Sequence[float]]],
+    bare_us: Mapping[Key, Sequence[Sequence[float]]],
 ) -> list[Compared]:
-    """Points timed on both sides, from each point's first row and every repeat's blocks."""
+    """Points timed on both sides, from each point's first row and every repeat's blocks
+    (`*_us[key][repeat]`)."""
     return [
         Compared(
             name=key[0],
@@ -185,8 +207,8 @@ def compare(
             moves_data=not (row["world_size"] == 1 and row["in_place"]),
             sweeper_factor=float(row["busbw_factor"]),
             bare_factor=FACTORS[key[0]](int(row["world_size"])),
-            sweeper_times_us=tuple(sweeper_us[key]),
-            bare_times_us=tuple(bare_us[key]),
+            sweeper_repeats_us=tuple(tuple(blocks) for blocks in sweeper_us[key]),
+            bare_repeats_us=tuple(tuple(blocks) for blocks in bare_us[key]),
         )
         for key, row in rows.items()
         if bare_us.get(key)
@@ -205,9 +227,8 @@ def bare_point(key: Key, row: Row) -> BarePoint:
     )
 
 
-def bare_worker(rank: int, n: int, port: int, cores: set[int], requests: Any, results: Any) -> None:
+def bare_worker(rank: int, n: int, port: int, requests: Any, results: Any) -> None:
     """A resident rank of the bare loop: times each point it is sent until it gets None."""
-    os.sched_setaffinity(0, cores)  # before any thread starts: they all inherit it
     init_bare(rank, n, port)
     device = torch.device("cuda", rank)
     while (p := requests.get()) is not None:
@@ -227,7 +248,7 @@ class BareRanks:
     whenever asked: sweeper and the bare loop take turns point by point, so a slow spell of
     the machine falls on both sides of a ratio rather than on one side's whole run."""
 
-    def __init__(self, n: int, cores: set[int], timeout_s: float = 600.0):
+    def __init__(self, n: int, timeout_s: float = 600.0):
         context = mp.get_context("spawn")
         self.requests = [context.Queue() for _ in range(n)]
         self.results = context.Queue()
@@ -235,7 +256,7 @@ class BareRanks:
         self.ranks = [
             context.Process(
                 target=bare_worker,
-                args=(r, n, port, cores, self.requests[r], self.results),
+                args=(r, n, port, self.requests[r], self.results),
                 daemon=True,
             )
             for r in range(n)
@@ -261,44 +282,6 @@ class BareRanks:
             rank.join(timeout=60)
             if rank.is_alive():
                 rank.kill()
-
-
-def rank_cores(n: int) -> set[int]:
-    """The CPU cores both sides' ranks run on: the last n this process may use. A launch-bound
-    eager loop ran at 14 us per call on one core of a 16-core GPU machine and 23 us on others
-    (the same process, unpinned, from one run to the next), so both sides get the same cores."""
-    return set(sorted(os.sched_getaffinity(0))[-n:])
-
-
-class ActorPinner:
-    """Pins sweeper's rank actors, every thread of them, to the bare loop's cores as soon as
-    they appear (Ray names an actor's process ray::Rank...), before their first point."""
-
-    def __init__(self, cores: set[int], every_s: float = 0.1):
-        self.cores = cores
-        self.every_s = every_s
-        self.pinned: set[int] = set()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.thread.start()
-
-    def _watch(self) -> None:
-        while not self.stop.wait(self.every_s):
-            for proc in Path("/proc").glob("[0-9]*"):
-                if int(proc.name) in self.pinned:
-                    continue
-                try:
-                    if not (proc / "cmdline").read_bytes().startswith(b"ray::Rank"):
-                        continue
-                    for task in (proc / "task").iterdir():
-                        os.sched_setaffinity(int(task.name), self.cores)
-                except OSError:  # gone, or not ours
-                    continue
-                self.pinned.add(int(proc.name))
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join()
 
 
 class Interleaved:
@@ -356,11 +339,12 @@ def measure(
     timed, and why sweeper points failed."""
     label = collectives.names()
     rows: dict[Key, Row] = {}  # each point's row from the first run that timed it
-    sweeper_us: dict[Key, list[float]] = defaultdict(list)
-    bare_us: dict[Key, list[float]] = defaultdict(list)
+    sweeper_us: dict[Key, list[list[float]]] = defaultdict(list)
+    bare_us: dict[Key, list[list[float]]] = defaultdict(list)
     failed: list[str] = []
-    cores = rank_cores(world)
-    bare, pinner = BareRanks(world, cores), ActorPinner(cores)
+    pinner = Pinner(rank_cores(world)).away()
+    bare = BareRanks(world)
+    pinner.watch(rank.pid for rank in bare.ranks if rank.pid is not None)
     try:
         for _ in range(args.repeats):
             observer = Interleaved(bare, HumanConsole(sys.stderr))
@@ -373,13 +357,12 @@ def measure(
                     failed.append(f"{where}: sweeper {row['status']}: {row['error']}")
             for key, row, seconds in observer.timed:
                 rows.setdefault(key, row)
-                sweeper_us[key] += [float(us) for us in row["time_us_blocks"]]
-                bare_us[key] += [s * 1e6 for s in seconds]
+                sweeper_us[key].append([float(us) for us in row["time_us_blocks"]])
+                bare_us[key].append([s * 1e6 for s in seconds])
     finally:
         pinner.close()
         bare.close()
-    if not pinner.pinned:
-        raise RuntimeError("no ray::Rank process found to pin: sweeper's ranks were not pinned")
+    pinner.check()
     return compare(rows, sweeper_us, bare_us), list(dict.fromkeys(failed))
 
 
@@ -395,7 +378,7 @@ def main() -> int:
     parser.add_argument("--iters", default=None, type=int, help="default adaptive")
     parser.add_argument("--warmup", default=None, type=int, help="default adaptive")
     parser.add_argument("--blocks", default=3, type=int)
-    parser.add_argument("--repeats", default=4, type=int, help="sweeper runs; best of each side")
+    parser.add_argument("--repeats", default=5, type=int, help="sweeper runs: pairs per point")
     defaults = Gate()
     parser.add_argument("--floor", default=defaults.floor_bytes, type=parse_size)
     parser.add_argument("--max-time-ratio", default=defaults.max_time_ratio, type=float)
@@ -418,11 +401,12 @@ def main() -> int:
     failures = gate.failures(compared, failed)
     wall_s = time.monotonic() - clock
     lines = [
-        f"fidelity on {world} ranks, {args.dtype}, best of {args.repeats} runs, each point "
+        f"fidelity on {world} ranks, {args.dtype}, {args.repeats} runs, each point "
         "timed by the bare loop right after sweeper "
         f"({wall_s:.0f} s): sweeper against the bare torch.distributed loop",
         *table(compared, gate),
-        f"time s/b: sweeper / bare time (eager must be <= {gate.max_time_ratio}); bw s/b: "
+        f"time s/b: median over runs of sweeper / bare median block (eager must be <= "
+        f"{gate.max_time_ratio}); fastest: each side's fastest block, one over the other; bw s/b: "
         f"sweeper / bare bandwidth from {format_size(gate.floor_bytes)} (>= {gate.min_bw_ratio}"
         "; in-place operations on one rank move nothing and have none)",
         *(f"FAIL {reason}" for reason in failures),

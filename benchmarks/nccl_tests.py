@@ -15,6 +15,11 @@ iteration counts, eager and from CUDA graphs, in one table.
    --iters and --warmup and --launch graph,eager; then, with --default-run, as a user runs
    it for the same points (adaptive iterations, default launch mode and engine, its
    report), for its wall time.
+   Both sides call from the same CPU cores, their other threads on the rest
+   (benchmarks/pinning.py; with --threads, nccl-tests' every thread on those cores). With
+   --repeats, nccl-tests' runs and sweeper's take turns that many times, and each side's
+   figure for a point is its run of median time: a launch-bound eager call moves between
+   host speeds in spells, which one run of each side compares at random.
 4. Prints per operation, size and launch mode nccl-tests' time (its in-place figure where
    sweeper's row is in place, else its out-of-place one), sweeper's time, their ratio up to
    64 KiB and the busbw ratio (algbw where the bus factor is 0: one rank) from 256 MiB, then
@@ -42,10 +47,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from pinning import Pinner, pinned, rank_cores
 
 from sweeper.cluster import MULTICAST_OFF
 from sweeper.spec import DTYPES, canonical_dtype, format_size, parse_size
@@ -162,6 +170,43 @@ def parse_run(document: Mapping[str, Any]) -> Run:
             for i, r in enumerate(results)
         ),
     )
+
+
+def _median(figures: Sequence[Figure]) -> Figure:
+    """The figure of median time (the lower one of an even count): a measurement, not a mix."""
+    return sorted(figures, key=lambda f: f.time_us)[(len(figures) - 1) // 2]
+
+
+def median_run(runs: Sequence[Run]) -> Run:
+    """Repeated runs of one binary and launch mode as one: per size and placement, the
+    repeat of median time. The runs must have measured the same grid with the same settings."""
+    grids = {(run.settings, tuple(r.requested_bytes for r in run.records)) for run in runs}
+    if len(grids) != 1:
+        raise ValueError("repeated nccl-tests runs measured different points")
+    records = tuple(
+        replace(
+            same[0],
+            out_of_place=_median([r.out_of_place for r in same]),
+            in_place=_median([r.in_place for r in same]),
+        )
+        for same in zip(*(run.records for run in runs), strict=True)
+    )
+    return replace(runs[0], records=records)
+
+
+def median_rows(repeats: Sequence[Sequence[Row]]) -> list[Row]:
+    """Repeated sweeper runs as one: per point (operation, engine, launch mode, dtype, size),
+    the row of median time among the repeats that measured it, else the first repeat's."""
+    points: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
+    for rows in repeats:
+        for row in rows:
+            names = ("op", "algorithm", "engine", "launch", "dtype", "size_bytes")
+            points[tuple(row.get(name) for name in names)].append(row)
+    chosen = []
+    for same in points.values():
+        ok = sorted((r for r in same if r["status"] == "ok"), key=lambda r: r["time_us"])
+        chosen.append(ok[(len(ok) - 1) // 2] if ok else same[0])
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -435,10 +480,15 @@ def run_nccl_tests(
 
 
 def run_all(
-    args: argparse.Namespace, names: Sequence[str], world: int, env: Mapping[str, str], out: Path
+    args: argparse.Namespace,
+    names: Sequence[str],
+    world: int,
+    env: Mapping[str, str],
+    out: Path,
+    cores: set[int],
 ) -> tuple[dict[tuple[str, str], Run], float, list[str]]:
-    """Each operation's binary eager, then from graphs: the runs by (operation, launch mode),
-    their wall seconds in all, and what failed."""
+    """Each operation's binary eager, then from graphs, on `cores`: the runs by (operation,
+    launch mode), their wall seconds in all, and what failed."""
     runs: dict[tuple[str, str], Run] = {}
     seconds = 0.0
     failed = []
@@ -447,6 +497,8 @@ def run_all(
             iters, launches = replays(launch, args.iters)
             json_path = out / f"{BINARIES[name]}-{launch}.json"
             argv = command(args.build_dir / BINARIES[name], args, world, launch, json_path)
+            if args.threads:  # its ranks are threads: the whole process on the ranks' cores
+                argv = pinned(argv, cores)
             run, took, problem = run_nccl_tests(argv, env, json_path, args.timeout)
             seconds += took
             asked = (world, NCCL_TESTS_DTYPES[args.dtype], iters, args.warmup, launches)
@@ -500,6 +552,36 @@ def run_sweeper(options: Mapping[str, Any]) -> list[Row]:
     return list(run(build_spec(**options), HumanConsole(sys.stderr)).rows)
 
 
+def take_turns(
+    args: argparse.Namespace,
+    names: Sequence[str],
+    world: int,
+    env: Mapping[str, str],
+    cores: set[int],
+) -> tuple[dict[tuple[str, str], Run], list[list[Row]], float, float, list[str]]:
+    """nccl-tests' runs, then sweeper's, --repeats times, both sides on `cores`: each binary
+    and launch mode's run of median time per size, every repeat's sweeper rows, both sides'
+    wall seconds, and what failed on nccl-tests' side."""
+    repeated: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    repeats: list[list[Row]] = []
+    nccl_tests_s = sweeper_s = 0.0
+    failed: list[str] = []
+    for repeat in range(args.repeats):
+        out = args.out / "nccl-tests" / str(repeat)
+        out.mkdir(parents=True, exist_ok=True)
+        runs, seconds, problems = run_all(args, names, world, env, out, cores)
+        nccl_tests_s += seconds
+        failed += problems
+        for key, run in runs.items():
+            repeated[key].append(run)
+        clock = time.monotonic()
+        options = sweeper_options(args, names, world, args.out / "results")
+        repeats.append(run_sweeper(options))
+        sweeper_s += time.monotonic() - clock
+    runs = {key: median_run(same) for key, same in repeated.items()}
+    return runs, repeats, nccl_tests_s, sweeper_s, failed
+
+
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nccl-tests", required=True, type=Path, help="nccl-tests checkout")
@@ -525,6 +607,7 @@ def arguments() -> argparse.Namespace:
     )
     parser.add_argument("--iters", default=500, type=int, help="timed iterations, both sides")
     parser.add_argument("--warmup", default=5, type=int, help="warm-up iterations (-w)")
+    parser.add_argument("--repeats", default=1, type=int, help="runs of each side, in turn")
     parser.add_argument("--timeout", default=300.0, type=float, help="seconds per nccl-tests run")
     parser.add_argument("--out", default=None, type=Path, help="directory for tables and figures")
     parser.add_argument(
@@ -536,8 +619,8 @@ def arguments() -> argparse.Namespace:
     args.names = args.ops.split(",")
     if unknown := [name for name in args.names if name not in BINARIES]:
         parser.error(f"--ops: nccl-tests has no {', '.join(unknown)}; it has {', '.join(BINARIES)}")
-    if args.step_factor < 2 or args.iters < 1:
-        parser.error("--step-factor must be at least 2 and --iters at least 1")
+    if args.step_factor < 2 or args.iters < 1 or args.repeats < 1:
+        parser.error("--step-factor must be at least 2, --iters and --repeats at least 1")
     args.build_dir = args.build_dir.resolve()
     args.out = args.out or Path(tempfile.mkdtemp(prefix="nccl-tests-"))
     return args
@@ -546,7 +629,6 @@ def arguments() -> argparse.Namespace:
 def main() -> int:
     args = arguments()
     names: list[str] = args.names
-    (args.out / "nccl-tests").mkdir(parents=True, exist_ok=True)
     import torch
 
     from sweeper import collectives
@@ -559,27 +641,32 @@ def main() -> int:
     binaries = [BINARIES[name] for name in names]
     build(args.nccl_tests.resolve(), args.build_dir, binaries, nccl, cuda, env)
     build_s = time.monotonic() - clock
-    runs, nccl_tests_s, failed = run_all(args, names, world, env, args.out / "nccl-tests")
-    clock = time.monotonic()
-    rows = run_sweeper(sweeper_options(args, names, world, args.out / "results"))
-    sweeper_s = time.monotonic() - clock
-    default_s = None
-    if args.default_run:
-        clock = time.monotonic()
-        default = run_sweeper(default_options(args, names, world, args.out / "default"))
-        default_s = time.monotonic() - clock
-        failed += [
-            f"default run {row['op']} {format_size(row['size_bytes'])}: {row['status']}"
-            for row in default
-            if row["status"] not in ("ok", "skipped")
-        ]
+    cores = rank_cores(world)
+    nccl_tests_calls = () if args.threads else (f"{args.build_dir}/".encode(),)
+    pinner = Pinner(cores, prefixes=nccl_tests_calls).away()
+    try:
+        runs, repeats, nccl_tests_s, sweeper_s, failed = take_turns(args, names, world, env, cores)
+        default_s = None
+        if args.default_run:
+            clock = time.monotonic()
+            default = run_sweeper(default_options(args, names, world, args.out / "default"))
+            default_s = time.monotonic() - clock
+            failed += [
+                f"default run {row['op']} {format_size(row['size_bytes'])}: {row['status']}"
+                for row in default
+                if row["status"] not in ("ok", "skipped")
+            ]
+    finally:
+        pinner.close()
+    pinner.check()
+    rows = median_rows(repeats)
 
     label = collectives.names()
     named = [(label[(row["op"], row["algorithm"])], row) for row in rows]
     failed += [
-        f"sweeper {name} {format_size(row['size_bytes'])} {row['launch']}: "
-        f"{row['status']}: {row['error']}"
-        for name, row in named
+        f"sweeper {label[(row['op'], row['algorithm'])]} {format_size(row['size_bytes'])} "
+        f"{row['launch']}: {row['status']}: {row['error']}"
+        for row in (row for rows_of_one in repeats for row in rows_of_one)
         if row["status"] not in ("ok", "skipped")
     ]
     itemsize = DTYPES[args.dtype].itemsize
@@ -593,7 +680,8 @@ def main() -> int:
     }
     heading = (
         f"nccl-tests (NCCL {', '.join(versions['nccl-tests'])}) against sweeper (NCCL "
-        f"{', '.join(versions['sweeper'])}): {world} ranks, {args.dtype}, {args.iters} "
+        f"{', '.join(versions['sweeper'])}): {world} ranks on cores {sorted(cores)}, "
+        f"{args.dtype}, {args.repeats} runs each in turn (the median's figures), {args.iters} "
         f"iterations after {args.warmup} warm-up; graph: graphs of {graph_unit(args.iters)} "
         f"iterations, nccl-tests -n {' -G '.join(map(str, replays('graph', args.iters)))}"
     )
@@ -602,7 +690,8 @@ def main() -> int:
         f"sweeper / nccl-tests busbw (algbw on one rank) from {format_size(BANDWIDTH_FROM_BYTES)}"
     )
     walls = (
-        f"wall: nccl-tests {nccl_tests_s:.1f} s ({2 * len(names)} runs; build {build_s:.1f} s), "
+        f"wall: nccl-tests {nccl_tests_s:.1f} s ({2 * len(names) * args.repeats} runs; build "
+        f"{build_s:.1f} s), "
         f"sweeper {sweeper_s:.1f} s"
         + ("" if default_s is None else f"; a default `sweeper run` of them {default_s:.1f} s")
     )
@@ -615,6 +704,8 @@ def main() -> int:
         "dtype": args.dtype,
         "iters": args.iters,
         "warmup": args.warmup,
+        "repeats": args.repeats,
+        "cores": sorted(cores),
         "graph": dict(zip(("iters", "launches"), replays("graph", args.iters), strict=True)),
         "nccl_version": versions,
         "wall_s": {

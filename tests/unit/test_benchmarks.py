@@ -7,7 +7,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))  # scripts, no
 import bare
 import fidelity
 import nccl_tests
+import pinning
 
 from sweeper.cluster import MULTICAST_OFF
 from sweeper.collectives import REGISTRY
@@ -56,45 +60,68 @@ def _compared(**given: Any) -> fidelity.Compared:
         "moves_data": True,
         "sweeper_factor": 1.5,
         "bare_factor": 1.5,
-        "sweeper_times_us": (10.0,),
-        "bare_times_us": (10.0,),
+        "sweeper_repeats_us": ((10.0,),),
+        "bare_repeats_us": ((10.0,),),
     }
     return fidelity.Compared(**{**values, **given})
 
 
-def test_fidelity_keeps_each_sides_lowest_time() -> None:
-    point = _compared(sweeper_times_us=(12.0, 11.0), bare_times_us=(10.0, 10.5))
-    assert point.time_ratio == pytest.approx(1.1)
-    assert point.bw_ratio == pytest.approx(1 / 1.1)
+def _once(sweeper_us: float, bare_us: float = 10.0) -> dict[str, Any]:
+    """One repeat of one block on each side."""
+    return {"sweeper_repeats_us": ((sweeper_us,),), "bare_repeats_us": ((bare_us,),)}
+
+
+def test_fidelity_ratio_is_the_median_of_each_repeats_pair() -> None:
+    # Each repeat's median block; the two sides' slow spells fall in the same repeats.
+    point = _compared(
+        sweeper_repeats_us=((11.0, 13.0, 12.0), (39.0, 40.0, 41.0), (24.0, 25.0, 26.0)),
+        bare_repeats_us=((10.0, 30.0, 10.0), (38.0, 38.0, 40.0), (25.0, 24.0, 25.0)),
+    )
+    assert [s / b for s, b in point.pairs] == pytest.approx([1.2, 40 / 38, 1.0])
+    assert point.time_ratio == pytest.approx(40 / 38)
+    assert point.sweeper_time_us == 25.0
+    assert point.bare_time_us == 25.0
+    assert point.bw_ratio == pytest.approx(38 / 40)
+
+
+def test_fidelity_shows_the_fastest_blocks_ratio_without_gating_it() -> None:
+    # The bare loop caught one fast spell: a lone block that decides the fastest-block ratio.
+    point = _compared(
+        sweeper_repeats_us=((44.0, 45.0, 46.0), (44.0, 45.0, 47.0)),
+        bare_repeats_us=((33.0, 44.0, 45.0), (44.0, 45.0, 46.0)),
+    )
+    assert point.fastest_ratio == pytest.approx(44 / 33)
+    assert point.time_ratio == pytest.approx(1.0, abs=0.02)
+    assert not fidelity.Gate().problems(point)
 
 
 def test_fidelity_bandwidth_ratio_uses_both_factors_and_algbw_on_one_rank() -> None:
     wrong_factor = _compared(sweeper_factor=0.75, bare_factor=1.5)
     assert wrong_factor.bw_ratio == pytest.approx(0.5)
-    one_rank = _compared(sweeper_factor=0.0, bare_factor=0.0, sweeper_times_us=(20.0,))
+    one_rank = _compared(sweeper_factor=0.0, bare_factor=0.0, **_once(20.0))
     assert one_rank.bw_ratio == pytest.approx(0.5)
 
 
 def test_gate_fails_slow_eager_calls_at_any_size_but_not_graph_replays() -> None:
     gate = fidelity.Gate()
-    slow = {"sweeper_times_us": (11.2,), "bare_times_us": (10.0,)}
+    slow = _once(11.2)
     assert gate.problems(_compared(**slow))
     assert gate.problems(_compared(size_bytes=64 * MIB, **slow))
     assert not gate.problems(_compared(launch="graph", **slow))
-    assert not gate.problems(_compared(sweeper_times_us=(10.9,)))
+    assert not gate.problems(_compared(**_once(10.9)))
 
 
 def test_gate_fails_low_bandwidth_from_the_floor_in_either_mode() -> None:
     gate = fidelity.Gate()
-    low = {"sweeper_times_us": (10.4,), "bare_times_us": (10.0,)}  # ratio 0.96
+    low = _once(10.4)  # ratio 0.96
     for launch in ("graph", "eager"):
         assert gate.problems(_compared(size_bytes=256 * MIB, launch=launch, **low))
         assert not gate.problems(_compared(size_bytes=128 * MIB, launch=launch, **low))
-    assert not gate.problems(_compared(size_bytes=256 * MIB, sweeper_times_us=(10.2,)))
+    assert not gate.problems(_compared(size_bytes=256 * MIB, **_once(10.2)))
 
 
 def test_gate_skips_bandwidth_of_in_place_operations_on_one_rank() -> None:
-    slow = {"sweeper_times_us": (20.0,), "bare_times_us": (10.0,)}
+    slow = _once(20.0)
     nothing_moved = _compared(size_bytes=512 * MIB, launch="graph", moves_data=False, **slow)
     assert not fidelity.Gate().problems(nothing_moved)
 
@@ -105,7 +132,7 @@ def test_gate_fails_on_sweeper_failures_and_passes_a_clean_run() -> None:
     assert gate.failures([_compared()], ["gather 8B graph: sweeper oom: ..."]) == [
         "gather 8B graph: sweeper oom: ..."
     ]
-    reasons = gate.failures([_compared(sweeper_times_us=(12.0,))], [])
+    reasons = gate.failures([_compared(**_once(12.0))], [])
     assert reasons == ["all_reduce 8B eager: time ratio 1.200 > 1.1"]
 
 
@@ -129,15 +156,16 @@ def test_compare_takes_each_point_from_its_row_and_both_sides_repeats() -> None:
     rows = {key: _row(), one_rank: _row(world_size=1, busbw_factor=0.0)}
     points = fidelity.compare(
         rows,
-        {key: [3.0, 2.0], one_rank: [40.0]},
-        {key: [2.5], one_rank: [41.0]},
+        {key: [[3.0, 2.0, 2.5], [4.0]], one_rank: [[40.0]]},
+        {key: [[2.5], [2.0]], one_rank: [[41.0]]},
     )
     assert [(p.name, p.size_bytes, p.launch) for p in points] == [key, one_rank]
-    assert points[0].sweeper_time_us == 2.0
+    assert points[0].sweeper_repeats_us == ((3.0, 2.0, 2.5), (4.0,))
+    assert points[0].time_ratio == pytest.approx((1.0 + 2.0) / 2)
     assert points[0].bare_factor == 1.0
     assert points[0].moves_data
     assert not points[1].moves_data
-    assert fidelity.compare(rows, {key: [3.0]}, {}) == []  # the bare loop did not run it
+    assert fidelity.compare(rows, {key: [[3.0]]}, {}) == []  # the bare loop did not run it
 
 
 def test_bare_points_repeat_the_rows_iterations_warm_up_and_blocks() -> None:
@@ -147,7 +175,7 @@ def test_bare_points_repeat_the_rows_iterations_warm_up_and_blocks() -> None:
 
 def test_fidelity_table_marks_the_points_that_fail() -> None:
     gate = fidelity.Gate()
-    lines = fidelity.table([_compared(), _compared(sweeper_times_us=(12.0,))], gate)
+    lines = fidelity.table([_compared(), _compared(**_once(12.0))], gate)
     assert len(lines) == 3
     assert not lines[1].endswith("fails")
     assert lines[2].endswith("<- fails")
@@ -161,6 +189,98 @@ def test_nccl_tests_json_reads_into_records_by_requested_size() -> None:
     assert [r.size_bytes for r in run.records] == [0, 32, 128]  # 8 B: chunks of 0 elements
     assert run.records[1].out_of_place == nccl_tests.Figure(5.872104, 0.005449, 0.002725)
     assert run.records[1].in_place.time_us == 5.86132
+
+
+def _slower(run: nccl_tests.Run, by: float) -> nccl_tests.Run:
+    """The run with every time `by` times longer."""
+
+    def figure(f: nccl_tests.Figure) -> nccl_tests.Figure:
+        return replace(f, time_us=f.time_us * by)
+
+    return replace(
+        run,
+        records=tuple(
+            replace(r, out_of_place=figure(r.out_of_place), in_place=figure(r.in_place))
+            for r in run.records
+        ),
+    )
+
+
+def test_repeated_nccl_tests_runs_keep_each_sizes_run_of_median_time() -> None:
+    run = _run("all_gather_perf-G10.json")
+    fast, slow = _slower(run, 0.5), _slower(run, 3.0)
+    mixed = replace(slow, records=(fast.records[0], *slow.records[1:]))
+    median = nccl_tests.median_run([mixed, run, fast])
+    assert median.records[0] == fast.records[0]  # fast, run, fast: two of three are fast
+    assert median.records[1:] == run.records[1:]  # slow, run, fast
+    assert nccl_tests.median_run([fast, slow]).records == fast.records  # even: the lower
+    other = replace(run, iters=run.iters + 1)
+    with pytest.raises(ValueError, match="different points"):
+        nccl_tests.median_run([run, other])
+
+
+def test_repeated_sweeper_runs_keep_each_points_row_of_median_time() -> None:
+    def row(size: int, time_us: float, status: str = "ok", **given: Any) -> dict[str, Any]:
+        point = {"op": "all_reduce", "algorithm": "native", "engine": "torch", "launch": "eager"}
+        return {**point, "dtype": "bfloat16", "size_bytes": size} | {
+            "status": status,
+            "time_us": time_us,
+            **given,
+        }
+
+    repeats = [
+        [row(8, 9.0), row(64, 0.0, "timeout"), row(8, 1.0, engine="nccl")],
+        [row(8, 5.0), row(64, 0.0, "timeout")],
+        [row(8, 7.0), row(64, 3.0)],
+    ]
+    chosen = {(r["engine"], r["size_bytes"]): r for r in nccl_tests.median_rows(repeats)}
+    assert set(chosen) == {("torch", 8), ("torch", 64), ("nccl", 8)}
+    assert chosen[("torch", 8)]["time_us"] == 7.0
+    assert chosen[("torch", 64)]["time_us"] == 3.0  # the one repeat that measured it
+    assert chosen[("nccl", 8)]["time_us"] == 1.0
+    never = nccl_tests.median_rows([[row(8, 0.0, "oom")], [row(8, 0.0, "timeout")]])
+    assert [r["status"] for r in never] == ["oom"]
+
+
+def test_pinned_commands_run_on_the_given_cores_only() -> None:
+    core = pinning.rank_cores(1)
+    argv = ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"]
+    done = subprocess.run(pinning.pinned(argv, core), capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["Cpus_allowed_list:", str(core.pop())]
+
+
+def test_pinner_keeps_a_ranks_calling_thread_on_its_cores_and_its_other_threads_off() -> None:
+    # A process Ray would name as a rank actor, with a second thread besides its main one.
+    script = "import threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); "
+    script += "print('ready', flush=True); time.sleep(60)"
+    argv = ["bash", "-c", f'exec -a "ray::Rank.execute" {sys.executable} -c "{script}"']
+    cores = pinning.rank_cores(1)
+    pinner = pinning.Pinner(cores, every_s=0.01)
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as rank:
+        try:
+            assert rank.stdout is not None
+            assert rank.stdout.readline() == "ready\n"
+            threads = sorted(int(t.name) for t in Path(f"/proc/{rank.pid}/task").iterdir())
+            pinner.start()
+            for _ in range(3000):  # it looks every 10 ms; 30 s is far more than it needs
+                if all((rank.pid, tid) in pinner.placed for tid in threads):
+                    break
+                time.sleep(0.01)
+        finally:
+            pinner.close()
+            rank.kill()
+        pinner.check()
+        assert {tid: os.sched_getaffinity(tid) for tid in threads} == {
+            tid: cores if tid == rank.pid else pinner.rest for tid in threads
+        }
+        assert len(threads) == 2
+
+
+def test_pinner_refuses_a_run_whose_ranks_it_never_saw() -> None:
+    pinner = pinning.Pinner(pinning.rank_cores(1))
+    pinner.close()
+    with pytest.raises(RuntimeError, match="unpinned"):
+        pinner.check()
 
 
 def test_nccl_tests_json_of_another_format_is_refused() -> None:

@@ -1,0 +1,110 @@
+"""Both sides of a GPU benchmark's comparison on the same CPU cores: sweeper's rank actors,
+and the anchor they are measured against (the bare torch.distributed loop, nccl-tests).
+
+A launch-bound eager call costs what the core it runs on gives it: one torch all_reduce
+loop ran at 14 us per call on one core of a 16-core GPU machine and at 23 us on others (the
+same process, unpinned, from one run to the next). A ratio of the two sides then says which
+core each landed on, not what sweeper's harness costs.
+
+Only the thread that issues the calls gets a measuring core, on both sides: each rank's main
+thread (a Ray actor runs its tasks there, the bare loop and nccl-tests -g call from there).
+Every other thread (Ray's, torch's watchdog, NCCL's proxy, this benchmark's own) runs on the
+other cores, as it would on an unpinned machine. With every thread of a process on one core,
+a block of 150 eager calls took 1x to 3x its neighbours' time on both sides, whenever a
+background thread woke up (one H100, 2026-11-24).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+RANK_ACTOR = b"ray::Rank"  # how Ray names the process of sweeper's rank actor
+
+
+def rank_cores(n: int) -> set[int]:
+    """The CPU cores both sides' n ranks call from: the last n this process may use."""
+    return set(sorted(os.sched_getaffinity(0))[-n:])
+
+
+def pinned(argv: Sequence[str], cores: set[int]) -> list[str]:
+    """`argv` run on `cores` only, every thread it starts included: the interpreter sets its
+    own affinity, which exec keeps, then becomes the program."""
+    code = "import os, sys; os.sched_setaffinity(0, {}); os.execv(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", code.format(sorted(cores)), *argv]
+
+
+class Pinner:
+    """Keeps the main thread of each measured process on `cores` and its other threads on the
+    rest, from the moment it appears to the end. Measured: sweeper's rank actors, processes
+    whose command line starts with one of `prefixes`, and `pids`. Threads appear late (NCCL's
+    at a communicator's first use), so it looks again every `every_s`.
+
+    `away()` first: the benchmark's own process (and what it starts from then on: Ray, the
+    bare loop) leaves the measuring cores."""
+
+    def __init__(
+        self,
+        cores: set[int],
+        prefixes: Iterable[bytes] = (),
+        pids: Iterable[int] = (),
+        every_s: float = 0.1,
+    ):
+        self.cores = cores
+        self.rest = set(os.sched_getaffinity(0)) - cores or cores
+        self.prefixes = (RANK_ACTOR, *prefixes)
+        self.pids = set(pids)
+        self.every_s = every_s
+        self.placed: set[tuple[int, int]] = set()  # (process, thread)
+        self.actors: set[int] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def start(self) -> Pinner:
+        self.thread.start()
+        return self
+
+    def away(self) -> Pinner:
+        """Moves the calling thread, and so every process and thread it starts later, off the
+        measuring cores; then starts watching."""
+        os.sched_setaffinity(0, self.rest)
+        return self.start()
+
+    def watch(self, pids: Iterable[int]) -> None:
+        self.pids.update(pids)
+
+    def _measured(self, proc: Path) -> bool:
+        if int(proc.name) in self.pids:
+            return True
+        command = (proc / "cmdline").read_bytes()
+        if command.startswith(RANK_ACTOR):
+            self.actors.add(int(proc.name))
+        return command.startswith(self.prefixes)
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.every_s):
+            for proc in Path("/proc").glob("[0-9]*"):
+                pid = int(proc.name)
+                try:
+                    if not self._measured(proc):
+                        continue
+                    for task in (proc / "task").iterdir():
+                        tid = int(task.name)
+                        if (pid, tid) not in self.placed:
+                            os.sched_setaffinity(tid, self.cores if tid == pid else self.rest)
+                            self.placed.add((pid, tid))
+                except OSError:  # gone, or not ours
+                    continue
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def check(self) -> None:
+        """RuntimeError if no rank actor was found to pin: the comparison would be unfair."""
+        if not self.actors:
+            raise RuntimeError("no ray::Rank process found to pin: sweeper's ranks ran unpinned")
