@@ -161,6 +161,13 @@ class _Registration:
 
     def __init__(self, group: dist.ProcessGroup, device: torch.device) -> None:
         self.backend = cast("ProcessGroupNCCL", group._get_backend(device))
+        if not self.backend.supports_tensor_alloc(device):
+            # torch hands out NCCL's allocator only where the GPU supports multicast (one
+            # H100 of a cloud machine does not), whatever NCCL_NVLS_ENABLE says
+            raise RuntimeError(
+                f"--register-buffers: torch cannot allocate from NCCL (ncclMemAlloc) on "
+                f"{torch.cuda.get_device_name(device)}: it needs the GPU's multicast support"
+            )
         self.pool = torch.cuda.MemPool(self.backend.mem_allocator)
         self.device = device
         self.direct: NcclComm | None = None
