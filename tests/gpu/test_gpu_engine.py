@@ -3,6 +3,7 @@ world size 1, in both launch modes. Skipped where there is no GPU or no sweeper[
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,20 @@ def test_the_nccl_engine_runs_every_op_exactly_in_both_launch_modes(tmp_path: Pa
     assert slower.empty, slower
 
 
+def _multicast() -> bool:
+    """Whether GPU 0 supports multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 132): torch
+    hands out NCCL's allocator only then."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:  # no driver: no GPU tests either
+        return False
+    device, value = ctypes.c_int(), ctypes.c_int()
+    ok = cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(device), 0) == 0
+    ok = ok and cuda.cuDeviceGetAttribute(ctypes.byref(value), 132, device) == 0
+    return ok and bool(value.value)
+
+
+@pytest.mark.skipif(not _multicast(), reason="NCCL's allocator: torch needs GPU multicast")
 def test_registered_buffers_run_every_op_exactly_on_both_engines_and_give_memory_back(
     tmp_path: Path,
 ) -> None:

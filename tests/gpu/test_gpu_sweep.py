@@ -51,6 +51,10 @@ def test_a_hung_nccl_point_is_killed_and_rebuilt(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.skipif(
+    torch.cuda.device_count() < 2,
+    reason="one rank: NCCL 2.28.9 ran the bogus NCCL_ALGO's variant without a word (H100 x1)",
+)
 def test_a_value_nccl_refuses_gives_its_variant_error_rows_and_the_run_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -72,7 +76,8 @@ def test_a_value_nccl_refuses_gives_its_variant_error_rows_and_the_run_goes_on(
 
 
 def test_every_gpu_row_carries_each_ranks_telemetry(tmp_path: Path) -> None:
-    df = sweep(tmp_path, "--ops", "all_reduce", "--max-size", "1M")
+    # out of place: work on every GPU count (on one GPU an in-place graph holds none)
+    df = sweep(tmp_path, "--ops", "all_gather", "--max-size", "1M")
     ran = df[df["status"] == "ok"]
     assert len(ran) > 0
     for column in ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c"):
