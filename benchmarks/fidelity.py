@@ -30,7 +30,8 @@ ratio from --floor up is below --min-ratio in either mode, or a sweeper point fa
 back to eager). In-place operations on one rank move nothing (NCCL returns at once), so their
 bandwidth is not gated. Writes fidelity.txt and fidelity.json (every figure) under --out.
 
-On a one-GPU machine (world 1; 11 operations, 8 B to 1 GiB by x8, four repeats: about 3 minutes):
+On a one-GPU machine (world 1; 11 operations, 8 B to 1 GiB by x8, five repeats, both launch
+modes: about 5 minutes; eager alone, 30 s a repeat):
 
     source .whl/gpu-env.sh && python3 benchmarks/fidelity.py --world 1 --step-factor 8 \\
         --max-size 1G --out fidelity-out
