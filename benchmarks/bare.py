@@ -178,7 +178,7 @@ def init_bare(rank: int, n: int, port: int) -> None:
     """This process drives GPU `rank` in an NCCL world group of `n` (rank 0 holds the store)."""
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch 2.13 renames; same calls
     torch.cuda.set_device(rank)
-    store = dist.TCPStore("127.0.0.1", port, n, rank == 0)
+    store = dist.TCPStore("127.0.0.1", port, n, rank == 0)  # type: ignore[attr-defined]
     dist.init_process_group(
         "nccl", store=store, rank=rank, world_size=n, device_id=torch.device("cuda", rank)
     )

@@ -263,7 +263,7 @@ def match(
             records.setdefault((name, launch, count_of(name, record.requested_bytes)), record)
     lines = []
     for name, row in rows:
-        record = records.get((name, row["launch"], int(row["count_elems"])))
+        found = records.get((name, row["launch"], int(row["count_elems"])))
         in_place = bool(row["in_place"])
         lines.append(
             Line(
@@ -279,9 +279,9 @@ def match(
                     else None
                 ),
                 nccl_tests=(
-                    None if record is None else record.in_place if in_place else record.out_of_place
+                    None if found is None else found.in_place if in_place else found.out_of_place
                 ),
-                nccl_tests_size_bytes=None if record is None else record.size_bytes,
+                nccl_tests_size_bytes=None if found is None else found.size_bytes,
             )
         )
     return lines
@@ -503,7 +503,8 @@ def run_all(
             seconds += took
             asked = (world, NCCL_TESTS_DTYPES[args.dtype], iters, args.warmup, launches)
             if run is not None and run.settings != asked:
-                run, problem = None, f"ran with {run.settings}, not {asked}"
+                problem = f"ran with {run.settings}, not {asked}"
+                run = None
             print(f"{json_path.stem}: {took:.1f} s {problem or ''}", file=sys.stderr)
             if problem:
                 failed.append(f"{json_path.stem}: {problem}")
