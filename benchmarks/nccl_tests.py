@@ -51,7 +51,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pinning import Pinner, pinned, rank_cores
 
@@ -60,6 +60,7 @@ from sweeper.spec import DTYPES, canonical_dtype, format_size, parse_size
 from sweeper.timing import graph_unit
 
 Row = Mapping[str, Any]
+T = TypeVar("T")
 
 # sweeper's operation -> the nccl-tests binary that performs it
 BINARIES = {
@@ -172,9 +173,15 @@ def parse_run(document: Mapping[str, Any]) -> Run:
     )
 
 
-def _median(figures: Sequence[Figure]) -> Figure:
-    """The figure of median time (the lower one of an even count): a measurement, not a mix."""
-    return sorted(figures, key=lambda f: f.time_us)[(len(figures) - 1) // 2]
+def _of_median_time(measured: Iterable[T], time_us: Callable[[T], float]) -> T:
+    """The measurement of median time (the lower one of an even count): one that was taken,
+    not a mix of several."""
+    ordered = sorted(measured, key=time_us)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _time(figure: Figure) -> float:
+    return figure.time_us
 
 
 def median_run(runs: Sequence[Run]) -> Run:
@@ -186,8 +193,8 @@ def median_run(runs: Sequence[Run]) -> Run:
     records = tuple(
         replace(
             same[0],
-            out_of_place=_median([r.out_of_place for r in same]),
-            in_place=_median([r.in_place for r in same]),
+            out_of_place=_of_median_time((r.out_of_place for r in same), _time),
+            in_place=_of_median_time((r.in_place for r in same), _time),
         )
         for same in zip(*(run.records for run in runs), strict=True)
     )
@@ -204,8 +211,8 @@ def median_rows(repeats: Sequence[Sequence[Row]]) -> list[Row]:
             points[tuple(row.get(name) for name in names)].append(row)
     chosen = []
     for same in points.values():
-        ok = sorted((r for r in same if r["status"] == "ok"), key=lambda r: r["time_us"])
-        chosen.append(ok[(len(ok) - 1) // 2] if ok else same[0])
+        ok = [r for r in same if r["status"] == "ok"]
+        chosen.append(_of_median_time(ok, lambda r: float(r["time_us"])) if ok else same[0])
     return chosen
 
 
@@ -667,7 +674,8 @@ def main() -> int:
     failed += [
         f"sweeper {label[(row['op'], row['algorithm'])]} {format_size(row['size_bytes'])} "
         f"{row['launch']}: {row['status']}: {row['error']}"
-        for row in (row for rows_of_one in repeats for row in rows_of_one)
+        for rows_of_one in repeats
+        for row in rows_of_one
         if row["status"] not in ("ok", "skipped")
     ]
     itemsize = DTYPES[args.dtype].itemsize
