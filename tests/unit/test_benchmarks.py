@@ -1,6 +1,7 @@
 """The GPU benchmarks' pure parts, on CPU: the bare loop's graph unit, fidelity's comparison
-and gate, and nccl_tests.py's reading of nccl-tests' JSON and its matching to sweeper's rows
-(on documents written as nccl-tests 2.19.6's src/util.cu writes them)."""
+and gate, actor_cost.py's split of it, and nccl_tests.py's reading of nccl-tests' JSON and its
+matching to sweeper's rows (on documents written as nccl-tests 2.19.6's src/util.cu writes
+them)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))  # scripts, not a package
 
+import actor_cost
 import bare
 import fidelity
 import nccl_tests
@@ -179,6 +181,41 @@ def test_fidelity_table_marks_the_points_that_fail() -> None:
     assert len(lines) == 3
     assert not lines[1].endswith("fails")
     assert lines[2].endswith("<- fails")
+
+
+def test_actor_cost_splits_fidelitys_ratio_into_the_process_and_the_step() -> None:
+    us = 1e-6
+    point = actor_cost.Point(
+        "send_recv",
+        8,
+        100,
+        {
+            ("bare", "plain"): [10 * us, 20 * us, 10 * us],
+            ("bare", "actor"): [11 * us, 24 * us, 10 * us],
+            ("bare", "child"): [10 * us, 22 * us, 9 * us],
+            ("sweeper", "actor"): [11 * us, 24 * us, 12 * us],
+        },
+    )
+    assert point.process == pytest.approx(1.1)  # median of 1.1, 1.2, 1.0: paired by repeat
+    assert point.child == pytest.approx(1.0)  # median of 1.0, 1.1, 0.9
+    assert point.step == pytest.approx(1.0)  # median of 1.0, 1.0, 1.2
+    assert point.both == pytest.approx(1.2)  # median of 1.1, 1.2, 1.2
+    assert point.us("bare", "actor") == pytest.approx(11)
+    assert point.figures()["bare_child_us"] == pytest.approx(10)
+
+
+def test_actor_cost_table_sums_each_operation_up_over_its_sizes() -> None:
+    def point(name: str, size: int, process: float) -> actor_cost.Point:
+        times = {timing: [1.0] for timing in actor_cost.TIMINGS}
+        return actor_cost.Point(name, size, 10, {**times, ("bare", "actor"): [process]})
+
+    points = [point("gather", 8, 1.0), point("gather", 64, 1.21), point("all_reduce", 8, 0.9)]
+    lines = actor_cost.table(points)
+    assert len(lines) == 1 + len(points) + 2 + 2
+    gather = next(line for line in lines[4:] if line.startswith("gather "))
+    # process 1.1 (geometric mean of 1 and 1.21), child 1, step 1/1.1 on average, both 1
+    assert gather.split()[1:] == ["1.100", "1.000", "0.909", "1.000"]
+    assert actor_cost.sizes(8, 64 * 1024, 8) == [8, 64, 512, 4096, 32768]
 
 
 def test_nccl_tests_json_reads_into_records_by_requested_size() -> None:
