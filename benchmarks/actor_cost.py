@@ -53,7 +53,13 @@ Key = tuple[str, int, str]  # operation, size in bytes, step ("bare" or "sweeper
 PROCESSES = ("plain", "actor", "child")
 # (step, process) timed: bare.py's step everywhere, sweeper's where sweeper runs it
 TIMINGS = (("bare", "plain"), ("bare", "actor"), ("bare", "child"), ("sweeper", "actor"))
-RATIOS = ("process", "child", "step", "both")
+# each ratio the benchmark prints: one (step, process) timing over another
+RATIOS = {
+    "process": (("bare", "actor"), ("bare", "plain")),
+    "child": (("bare", "child"), ("bare", "plain")),
+    "step": (("sweeper", "actor"), ("bare", "actor")),
+    "both": (("sweeper", "actor"), ("bare", "plain")),
+}
 BLOCK_S = 0.01
 BLOCKS = 3
 
@@ -179,29 +185,14 @@ class Point:
     iters: int
     repeats: Mapping[tuple[str, str], Sequence[float]]  # (step, process) -> per repeat
 
-    def ratio(self, top: tuple[str, str], bottom: tuple[str, str]) -> float:
-        """The median over repeats of one timing over another, paired by repeat."""
+    def ratio(self, name: str) -> float:
+        """The median over repeats of one of RATIOS, its two timings paired by repeat."""
+        top, bottom = RATIOS[name]
         pairs = zip(self.repeats[top], self.repeats[bottom], strict=True)
         return median(a / b for a, b in pairs)
 
     def us(self, step: str, process: str) -> float:
         return median(self.repeats[step, process]) * 1e6
-
-    @property
-    def process(self) -> float:
-        return self.ratio(("bare", "actor"), ("bare", "plain"))
-
-    @property
-    def child(self) -> float:
-        return self.ratio(("bare", "child"), ("bare", "plain"))
-
-    @property
-    def step(self) -> float:
-        return self.ratio(("sweeper", "actor"), ("bare", "actor"))
-
-    @property
-    def both(self) -> float:
-        return self.ratio(("sweeper", "actor"), ("bare", "plain"))
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -209,7 +200,7 @@ class Point:
             "size_bytes": self.size_bytes,
             "iters": self.iters,
             **{f"{s}_{p}_us": self.us(s, p) for s, p in TIMINGS},
-            **{ratio: getattr(self, ratio) for ratio in RATIOS},
+            **{name: self.ratio(name) for name in RATIOS},
         }
 
 
@@ -225,7 +216,7 @@ def table(points: Sequence[Point]) -> list[str]:
             + "".join(
                 f"{p.us(*timing):>{14 if timing[0] == 'sweeper' else 11}.2f}" for timing in TIMINGS
             )
-            + "".join(f"{getattr(p, ratio):>9.3f}" for ratio in RATIOS)
+            + "".join(f"{p.ratio(name):>9.3f}" for name in RATIOS)
         )
     lines += [
         "geometric mean over sizes (process = bare actor / bare plain, child = bare child /",
@@ -233,7 +224,7 @@ def table(points: Sequence[Point]) -> list[str]:
     ]
     for name in dict.fromkeys(p.name for p in points):
         mine = [p for p in points if p.name == name]
-        means = (geometric_mean(getattr(p, ratio) for p in mine) for ratio in RATIOS)
+        means = (geometric_mean(p.ratio(ratio) for p in mine) for ratio in RATIOS)
         lines.append(f"{name:<26}" + "".join(f"{m:>9.3f}" for m in means))
     return lines
 

@@ -196,10 +196,10 @@ def test_actor_cost_splits_fidelitys_ratio_into_the_process_and_the_step() -> No
             ("sweeper", "actor"): [11 * us, 24 * us, 12 * us],
         },
     )
-    assert point.process == pytest.approx(1.1)  # median of 1.1, 1.2, 1.0: paired by repeat
-    assert point.child == pytest.approx(1.0)  # median of 1.0, 1.1, 0.9
-    assert point.step == pytest.approx(1.0)  # median of 1.0, 1.0, 1.2
-    assert point.both == pytest.approx(1.2)  # median of 1.1, 1.2, 1.2
+    assert point.ratio("process") == pytest.approx(1.1)  # median of 1.1, 1.2, 1.0: by repeat
+    assert point.ratio("child") == pytest.approx(1.0)  # median of 1.0, 1.1, 0.9
+    assert point.ratio("step") == pytest.approx(1.0)  # median of 1.0, 1.0, 1.2
+    assert point.ratio("both") == pytest.approx(1.2)  # median of 1.1, 1.2, 1.2
     assert point.us("bare", "actor") == pytest.approx(11)
     assert point.figures()["bare_child_us"] == pytest.approx(10)
 
