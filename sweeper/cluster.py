@@ -34,7 +34,7 @@ from sweeper.errors import InfrastructureError
 from sweeper.plan import Member, Placement
 from sweeper.spec import MemLimit, MoeSpec
 from sweeper.topology import Node, RankInfo, Versions, node_record
-from sweeper.worker import Copied, Limits, Measured, Prepared, Rank
+from sweeper.worker import Copied, Limits, Measured, Prepared, Rank, local_nccl_allocators
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
 # program that uses it can take the host's GPUs out of service.
@@ -209,6 +209,21 @@ def discover(slots: Sequence[NodeSlot]) -> list[Node]:
         for slot in slots
     ]
     return [Node.from_record(record) for record in ray.get(refs, timeout=_START_TIMEOUT_S)]
+
+
+def nccl_allocators(slots: Sequence[NodeSlot]) -> list[dict[str, bool] | None]:
+    """Per chosen node, whether torch can allocate from NCCL on each of its GPUs (by UUID;
+    None: it cannot tell), read by a task on the node. The task's process exits after it
+    (max_calls=1), so the CUDA state it made never reaches a pooled worker."""
+    task = ray.remote(num_cpus=0, max_calls=1)(local_nccl_allocators)
+    refs = [
+        task.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
+            runtime_env={"env_vars": actor_env()},
+        ).remote()
+        for slot in slots
+    ]
+    return list(ray.get(refs, timeout=_START_TIMEOUT_S))
 
 
 def placement(backend: str, nodes: Sequence[Node], infos: Sequence[RankInfo]) -> Placement:

@@ -45,6 +45,7 @@ from sweeper.spec import (
 from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
 from sweeper.topology import Node
+from sweeper.worker import no_nccl_allocator
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 
@@ -104,6 +105,19 @@ def _check_dtypes(dtypes: Sequence[str], backend: str) -> None:
         unsupported = [d for d in dtypes if not DTYPES[d].gloo]
         if unsupported:
             raise BadInput(f"--dtypes: gloo cannot reduce or move {unsupported[0]}")
+
+
+def _check_allocators(
+    nodes: Sequence[Node], allocators: Sequence[Mapping[str, bool] | None]
+) -> None:
+    """BadInput, before anything is written, where a chosen node has a GPU that torch cannot
+    allocate from NCCL on (`allocators`: per node, by GPU UUID): every point with
+    --register-buffers would fail there. A node that cannot tell is left to its ranks."""
+    for node, allocator in zip(nodes, allocators, strict=True):
+        names = {gpu.uuid: gpu.name for gpu in node.gpus}
+        for uuid, can in (allocator or {}).items():
+            if not can:
+                raise BadInput(f"{no_nccl_allocator(names.get(uuid, uuid))} ({node.host})")
 
 
 @dataclass(frozen=True)
@@ -234,6 +248,8 @@ class _Sweep:
         self.sizes = planner.sizes(spec)
         self.mem_limit = planner.mem_limit(spec, self.backend)
         _, self.slots, self.nodes = _layout(spec, connection)
+        if self.timing.register:
+            _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
         self.rows: list[Row] = []
         self.writer: ResultWriter | None = None
         self._shared: Row | None = None

@@ -151,6 +151,32 @@ class _Ready:
     registration: _Registration | None = None
 
 
+def no_nccl_allocator(gpu: str) -> str:
+    """Why --register-buffers cannot run on a GPU model: torch hands out NCCL's allocator only
+    where the GPU supports multicast (one H100 of a cloud machine does not), whatever
+    NCCL_NVLS_ENABLE says."""
+    return (
+        f"--register-buffers: torch cannot allocate from NCCL (ncclMemAlloc) on {gpu}: "
+        "it needs the GPU's multicast support"
+    )
+
+
+def local_nccl_allocators() -> dict[str, bool] | None:
+    """For each GPU this process sees, by UUID as NVML names it: whether torch can allocate
+    from NCCL there, as --register-buffers needs (torch's own test, on a one-rank group that
+    never makes a communicator). None where torch has no NCCL or sees no GPU."""
+    if not (torch.cuda.is_available() and dist.is_nccl_available()):
+        return None
+    from torch.distributed import HashStore, ProcessGroupNCCL  # type: ignore[attr-defined]
+
+    backend = ProcessGroupNCCL(HashStore(), 0, 1, ProcessGroupNCCL.Options())
+    devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+    return {
+        f"GPU-{torch.cuda.get_device_properties(d).uuid}": bool(backend.supports_tensor_alloc(d))
+        for d in devices
+    }
+
+
 class _Registration:
     """A point's buffers from NCCL's allocator (ncclMemAlloc, through a torch MemPool), each
     registered with the group's communicators (ncclCommRegister): torch's through
@@ -162,12 +188,7 @@ class _Registration:
     def __init__(self, group: dist.ProcessGroup, device: torch.device) -> None:
         self.backend = cast("ProcessGroupNCCL", group._get_backend(device))
         if not self.backend.supports_tensor_alloc(device):
-            # torch hands out NCCL's allocator only where the GPU supports multicast (one
-            # H100 of a cloud machine does not), whatever NCCL_NVLS_ENABLE says
-            raise RuntimeError(
-                f"--register-buffers: torch cannot allocate from NCCL (ncclMemAlloc) on "
-                f"{torch.cuda.get_device_name(device)}: it needs the GPU's multicast support"
-            )
+            raise RuntimeError(no_nccl_allocator(torch.cuda.get_device_name(device)))
         self.pool = torch.cuda.MemPool(self.backend.mem_allocator)
         self.device = device
         self.direct: NcclComm | None = None

@@ -7,8 +7,10 @@ import ctypes
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from sweeper import nccl
+from sweeper.cli import app
 from sweeper.collectives import REGISTRY
 from tests.cli_sweep import sweep
 from tests.gpu.test_gpu_launch import COLLECTIVES, HBM_BYTES_PER_S
@@ -63,6 +65,21 @@ def _multicast() -> bool:
     ok = cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(device), 0) == 0
     ok = ok and cuda.cuDeviceGetAttribute(ctypes.byref(value), 132, device) == 0
     return ok and bool(value.value)
+
+
+@pytest.mark.skipif(_multicast(), reason="this GPU registers its buffers (the test below)")
+def test_registered_buffers_without_multicast_are_one_line_exit_2_and_write_nothing(
+    tmp_path: Path,
+) -> None:
+    """Every point would fail at its allocation: the nodes' survey tells first."""
+    out = tmp_path / "results"
+    args = ["run", "--register-buffers", "--ops", "all_gather", "--max-size", "64K"]
+    result = CliRunner().invoke(app, [*args, "--world", "1", "--output", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("sweeper: error: --register-buffers: torch cannot allocate")
+    assert "it needs the GPU's multicast support" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
 
 
 @pytest.mark.skipif(not _multicast(), reason="NCCL's allocator: torch needs GPU multicast")
