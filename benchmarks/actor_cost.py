@@ -1,26 +1,25 @@
 """Where sweeper's eager time goes beyond the bare loop's, on one GPU (world size 1): the
 process a step runs in, or the step itself.
 
-fidelity.py's ratio is sweeper (its whole harness, in Ray actors) over the bare loop (a plain
-process). This splits it. The same steps of each operation, bare.py's and sweeper's own
-(collectives.py's bind, on a stream of the rank's own as the worker runs it), are timed in
-three processes, resident on the same GPU: a plain one (as the bare loop), a Ray actor (as
-sweeper's ranks), and a plain one the actor started (no Ray in it, but the actor's child):
+fidelity.py's ratio is sweeper (its whole harness) over the bare loop (a plain process). This
+splits it. The same steps of each operation, bare.py's and sweeper's own (collectives.py's
+bind, on a stream of the rank's own as the worker runs it), are timed in three processes,
+resident on the same GPU: a plain one (as the bare loop), a Ray actor's own, and a plain one
+the actor started (no Ray in it), where sweeper's ranks run (host.py):
 
 - process: bare.py's step in the actor over the same step in the plain process, what running
-  in a Ray actor costs;
-- child: bare.py's step in the actor's child over the plain process, whether that cost stays
-  with the actor's own process or follows it to the processes it starts;
-- step: sweeper's step over bare.py's, both in the actor, what sweeper's step costs;
-- both: sweeper's step in the actor over bare.py's in the plain process, fidelity's ratio
-  without the harness around the step (preparation, checks, barriers).
+  in a Ray worker's process costs (why the ranks run in a process of their own);
+- child: bare.py's step in the actor's child over the plain process, whether that cost
+  follows the actor into the processes it starts;
+- step: sweeper's step over bare.py's, both in the actor's child, what sweeper's step costs;
+- both: sweeper's step in the actor's child over bare.py's in the plain process, fidelity's
+  ratio without the harness around the step (preparation, checks, barriers).
 
 Every step is timed the same way (sweeper.timing's CUDA-event timer, blocks of about 10 ms,
 the median of three), point by point in turn in the three processes, and a ratio is the
 median over repeats of each repeat's paired ratio, as fidelity.py's. Every process's calling
-thread runs on the same core and every other thread elsewhere (pinning.py: the actor's class
-is named Rank, so its process is titled as sweeper's rank actors are). Writes actor_cost.txt
-and actor_cost.json under --out.
+thread runs on the same core and every other thread elsewhere (pinning.py). Writes
+actor_cost.txt and actor_cost.json under --out.
 
     source .whl/gpu-env.sh && python3 benchmarks/actor_cost.py --max-size 64K --repeats 9
 """
@@ -52,13 +51,13 @@ from sweeper.spec import format_size, parse_size
 Key = tuple[str, int, str]  # operation, size in bytes, step ("bare" or "sweeper")
 PROCESSES = ("plain", "actor", "child")
 # (step, process) timed: bare.py's step everywhere, sweeper's where sweeper runs it
-TIMINGS = (("bare", "plain"), ("bare", "actor"), ("bare", "child"), ("sweeper", "actor"))
+TIMINGS = (("bare", "plain"), ("bare", "actor"), ("bare", "child"), ("sweeper", "child"))
 # each ratio the benchmark prints: one (step, process) timing over another
 RATIOS = {
     "process": (("bare", "actor"), ("bare", "plain")),
     "child": (("bare", "child"), ("bare", "plain")),
-    "step": (("sweeper", "actor"), ("bare", "actor")),
-    "both": (("sweeper", "actor"), ("bare", "plain")),
+    "step": (("sweeper", "child"), ("bare", "child")),
+    "both": (("sweeper", "child"), ("bare", "plain")),
 }
 BLOCK_S = 0.01
 BLOCKS = 3
@@ -75,6 +74,9 @@ class Rank:
 
     def gpu_uuid(self) -> str:
         return str(torch.cuda.get_device_properties(self.device).uuid)
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def visible(self) -> str:
         """The GPUs this process sees (in an actor: the one Ray gave it)."""
@@ -208,7 +210,7 @@ def table(points: Sequence[Point]) -> list[str]:
     """Per point, then per operation the geometric mean over its sizes."""
     lines = [
         f"{'operation':<26}{'size':>6}{'bare plain':>11}{'bare actor':>11}{'bare child':>11}"
-        f"{'sweeper actor':>14}" + "".join(f"{ratio:>9}" for ratio in RATIOS)
+        f"{'sweeper child':>14}" + "".join(f"{ratio:>9}" for ratio in RATIOS)
     ]
     for p in points:
         lines.append(
@@ -220,7 +222,7 @@ def table(points: Sequence[Point]) -> list[str]:
         )
     lines += [
         "geometric mean over sizes (process = bare actor / bare plain, child = bare child /",
-        "bare plain, step = sweeper / bare in the actor, both = sweeper actor / bare plain):",
+        "bare plain, step = sweeper / bare in the child, both = sweeper child / bare plain):",
     ]
     for name in dict.fromkeys(p.name for p in points):
         mine = [p for p in points if p.name == name]
@@ -297,7 +299,10 @@ def main() -> int:
         .remote(free_port())
     )
     plain = Plain(free_port(), ray.get(actor.visible.remote()))
-    pinner.watch([plain.process.pid or 0, ray.get(actor.spawn.remote(free_port()))])
+    # the actor is measured too: its main thread makes calls here, where a sweeper rank
+    # actor's only relays them
+    child = ray.get(actor.spawn.remote(free_port()))
+    pinner.watch([plain.process.pid or 0, ray.get(actor.pid.remote()), child])
     clock = time.monotonic()
     try:
         if plain.call("gpu_uuid") != ray.get(actor.gpu_uuid.remote()):

@@ -7,11 +7,11 @@ same process, unpinned, from one run to the next). A ratio of the two sides then
 core each landed on, not what sweeper's harness costs.
 
 Only the thread that issues the calls gets a measuring core, on both sides: each rank's main
-thread (a Ray actor runs its tasks there, the bare loop and nccl-tests -g call from there).
-Every other thread (Ray's, torch's watchdog, NCCL's proxy, this benchmark's own) runs on the
-other cores, as it would on an unpinned machine. With every thread of a process on one core,
-a block of 150 eager calls took 1x to 3x its neighbours' time on both sides, whenever a
-background thread woke up (one H100, 2026-11-24).
+thread (sweeper's rank runs in a process its Ray actor starts, the bare loop and nccl-tests -g
+call from their own). Every other thread (the actor's, Ray's, torch's watchdog, NCCL's proxy,
+this benchmark's own) runs on the other cores, as it would on an unpinned machine. With every
+thread of a process on one core, a block of 150 eager calls took 1x to 3x its neighbours' time
+on both sides, whenever a background thread woke up (one H100, 2026-11-24).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-RANK_ACTOR = b"ray::Rank"  # how Ray names the process of sweeper's rank actor
+RANK_ACTOR = b"ray::Rank"  # how Ray names the process of sweeper's rank actor (RankHost)
 
 
 def rank_cores(n: int) -> set[int]:
@@ -39,7 +39,8 @@ def pinned(argv: Sequence[str], cores: set[int]) -> list[str]:
 
 class Pinner:
     """Keeps the main thread of each measured process on `cores` and its other threads on the
-    rest, from the moment it appears to the end. Measured: sweeper's rank actors, processes
+    rest, from the moment it appears to the end. Measured: the processes sweeper's rank actors
+    start (the actors themselves only relay calls: all their threads go to the rest), processes
     whose command line starts with one of `prefixes`, and `pids`. Threads appear late (NCCL's
     at a communicator's first use), so it looks again every `every_s`.
 
@@ -55,11 +56,12 @@ class Pinner:
     ):
         self.cores = cores
         self.rest = set(os.sched_getaffinity(0)) - cores or cores
-        self.prefixes = (RANK_ACTOR, *prefixes)
+        self.prefixes = tuple(prefixes)
         self.pids = set(pids)
         self.every_s = every_s
         self.placed: set[tuple[int, int]] = set()  # (process, thread)
-        self.actors: set[int] = set()
+        self.actors: set[int] = set()  # rank actors seen
+        self.ranks: set[int] = set()  # the processes they started
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -76,25 +78,36 @@ class Pinner:
     def watch(self, pids: Iterable[int]) -> None:
         self.pids.update(pids)
 
-    def _measured(self, proc: Path) -> bool:
-        if int(proc.name) in self.pids:
+    def _calls(self, proc: Path) -> bool | None:
+        """True: a process whose main thread issues the measured calls; False: a rank actor,
+        which relays them; None: not one to place."""
+        pid = int(proc.name)
+        if pid in self.pids:
             return True
         command = (proc / "cmdline").read_bytes()
         if command.startswith(RANK_ACTOR):
-            self.actors.add(int(proc.name))
-        return command.startswith(self.prefixes)
+            self.actors.add(pid)
+            return False
+        stat = (proc / "stat").read_text()
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) in self.actors:  # its parent
+            self.ranks.add(pid)
+            return True
+        return True if self.prefixes and command.startswith(self.prefixes) else None
 
     def _watch(self) -> None:
+        # in pid order, so an actor is seen before the process it starts
         while not self.stop.wait(self.every_s):
-            for proc in Path("/proc").glob("[0-9]*"):
+            for proc in sorted(Path("/proc").glob("[0-9]*"), key=lambda p: int(p.name)):
                 pid = int(proc.name)
                 try:
-                    if not self._measured(proc):
+                    calls = self._calls(proc)
+                    if calls is None:
                         continue
                     for task in (proc / "task").iterdir():
                         tid = int(task.name)
                         if (pid, tid) not in self.placed:
-                            os.sched_setaffinity(tid, self.cores if tid == pid else self.rest)
+                            main = calls and tid == pid
+                            os.sched_setaffinity(tid, self.cores if main else self.rest)
                             self.placed.add((pid, tid))
                 except OSError:  # gone, or not ours
                     continue
@@ -105,6 +118,8 @@ class Pinner:
             self.thread.join()
 
     def check(self) -> None:
-        """RuntimeError if no rank actor was found to pin: the comparison would be unfair."""
-        if not self.actors:
-            raise RuntimeError("no ray::Rank process found to pin: sweeper's ranks ran unpinned")
+        """RuntimeError if no rank's process was found to pin: the comparison would be unfair."""
+        if not self.ranks:
+            raise RuntimeError(
+                "no process of a ray::Rank actor found to pin: sweeper's ranks ran unpinned"
+            )

@@ -31,10 +31,11 @@ from ray.util.scheduling_strategies import (
 )
 
 from sweeper.errors import InfrastructureError
+from sweeper.host import RankHost
 from sweeper.plan import Member, Placement
 from sweeper.spec import MemLimit, MoeSpec
 from sweeper.topology import Node, RankInfo, Versions, node_record
-from sweeper.worker import Copied, Limits, Measured, Prepared, Rank, local_nccl_allocators
+from sweeper.worker import Copied, Limits, Measured, Prepared, local_nccl_allocators
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
 # program that uses it can take the host's GPUs out of service.
@@ -288,7 +289,7 @@ class RankSet:
 
     def _new_actor(self, pg: PlacementGroup, bundle: int, slot: NodeSlot) -> Any:
         return (
-            ray.remote(Rank)
+            ray.remote(RankHost)
             .options(
                 num_cpus=self.bundle.get("CPU", 0),
                 num_gpus=self.bundle.get("GPU", 0),

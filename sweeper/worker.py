@@ -1,4 +1,5 @@
-"""The rank actor: one process per GPU (or CPU rank) that the driver steps through a sweep.
+"""The rank: one process per GPU (or CPU rank) that the driver steps through a sweep, started
+and relayed to by its Ray actor (host.py).
 
 Every rank of a set joins the world group together (and leaves it together when failed
 peers are replaced). Everything after that is called on one group's members only, while
@@ -236,8 +237,28 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (torch.OutOfMemoryError, MemoryError))
 
 
+@dataclass(frozen=True)
+class RayFacts:
+    """What Ray told the rank's actor, for the rank's own process (which has no Ray)."""
+
+    gpu_ids: tuple[str, ...]  # Ray's ids of the actor's GPUs, as the node's CUDA numbers them
+    node_id: str
+    ip: str
+
+    @classmethod
+    def here(cls) -> RayFacts:
+        """This actor's facts (in a Ray worker process)."""
+        import ray
+
+        return cls(
+            tuple(str(i) for i in ray.get_gpu_ids()),
+            ray.get_runtime_context().get_node_id(),
+            ray.util.get_node_ip_address(),
+        )
+
+
 class Rank:
-    """A rank of an actor set. `cluster.py` runs it as a Ray actor."""
+    """A rank of an actor set. `host.py` runs it in a process of its actor's own."""
 
     def __init__(
         self,
@@ -247,7 +268,10 @@ class Rank:
         limits: Limits | None = None,
         moe: MoeSpec | None = None,
         nccl_engine: bool = False,
+        *,
+        facts: RayFacts,
     ) -> None:
+        self.facts = facts
         load_plugins(plugins)
         if moe is not None:
             configure_moe(moe)
@@ -255,7 +279,7 @@ class Rank:
         self.rank = -1  # given at join(), once the driver has put the set in physical order
         self.world_size = world_size
         self.backend = backend
-        self.device = self._device() if backend == "nccl" else torch.device("cpu")
+        self.device = self._device(facts.gpu_ids) if backend == "nccl" else torch.device("cpu")
         if self.device.type == "cuda" and self.limits.mem_limit is not None:
             # The allocator itself refuses past the cap, so a small cap gives real OOMs.
             total = torch.cuda.get_device_properties(self.device).total_memory
@@ -274,13 +298,11 @@ class Rank:
         self.ready: _Ready | None = None
 
     @staticmethod
-    def _device() -> torch.device:
-        import ray
-
+    def _device(gpu_ids: tuple[str, ...]) -> torch.device:
         # Ray's GPU id names a device of the node as CUDA numbers them; when the process sees
         # a subset (CUDA_VISIBLE_DEVICES, which Ray narrows to that id unless told not to),
         # CUDA renumbers from 0 in that list's order.
-        gpu_id = str(ray.get_gpu_ids()[0])
+        gpu_id = gpu_ids[0]
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
         index = [i.strip() for i in visible.split(",")].index(gpu_id) if visible else int(gpu_id)
         torch.cuda.set_device(index)
@@ -290,9 +312,6 @@ class Rank:
         return f"GPU-{torch.cuda.get_device_properties(self.device).uuid}"
 
     def info(self) -> RankInfo:
-        import ray
-
-        context = ray.get_runtime_context()
         uuid = bus = None
         if self.device.type == "cuda":
             props = torch.cuda.get_device_properties(self.device)
@@ -304,11 +323,11 @@ class Rank:
         return RankInfo(
             rank=self.rank,
             host=socket.gethostname(),
-            ip=ray.util.get_node_ip_address(),
-            node_id=context.get_node_id(),
+            ip=self.facts.ip,
+            node_id=self.facts.node_id,
             pid=os.getpid(),
             device=str(self.device),
-            ray_gpu_ids=tuple(str(i) for i in ray.get_gpu_ids()),
+            ray_gpu_ids=self.facts.gpu_ids,
             gpu_uuid=uuid,
             gpu_pci_bus_id=bus,
             nccl_env=tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NCCL_"))),
@@ -398,7 +417,7 @@ class Rank:
 
     def leave(self) -> None:
         """Drop every group and the world, to join a new world with replaced peers (a
-        failed group's actors); this actor's process, device and buffers' allocator stay."""
+        failed group's actors); this rank's process, device and buffers' allocator stay."""
         self.release()
         for direct in self.nccl_comms.values():
             direct.destroy()
@@ -563,8 +582,7 @@ class Rank:
     def _time(self, engine: str, launcher: Launcher, timing: Timing, note: str | None) -> Timed:
         """Warm up, then the point's blocks, each after a barrier (so no rank's block starts
         while a peer is still busy with the last one). The garbage collector waits, as in
-        timeit: a rank actor's process holds Ray's objects too, and a collection of them in
-        the middle of a block would be timed as the operation's."""
+        timeit: a collection in the middle of a block would be timed as the operation's."""
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -622,7 +640,7 @@ class Rank:
             dist.barrier(group=group)
 
     def copy_matrix(self, sizes: Sequence[int], iters: int, warmup: int) -> list[Copied]:
-        """Peer copies (`copy_` between devices, the copy engines) among every GPU this actor
+        """Peer copies (`copy_` between devices, the copy engines) among every GPU this rank
         sees: each ordered pair one way, each pair both ways at once, and each source fanning
         out to all the others at once on separate streams. Needs every GPU of the node
         visible (--gpu-visibility node)."""
