@@ -62,6 +62,7 @@ class Pinner:
         self.placed: set[tuple[int, int]] = set()  # (process, thread)
         self.actors: set[int] = set()  # rank actors seen
         self.ranks: set[int] = set()  # the processes they started
+        self.lock = threading.Lock()  # a process is placed whole before `watch` changes a role
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -76,41 +77,50 @@ class Pinner:
         return self.start()
 
     def watch(self, pids: Iterable[int]) -> None:
-        self.pids.update(pids)
+        """Measure these processes too; ones already placed otherwise are placed again."""
+        pids = set(pids)
+        with self.lock:
+            self.pids.update(pids)
+            self.placed = {(pid, tid) for pid, tid in self.placed if pid not in pids}
 
     def _calls(self, proc: Path) -> bool | None:
-        """True: a process whose main thread issues the measured calls; False: a rank actor,
-        which relays them; None: not one to place."""
+        """True: a process whose main thread issues the measured calls (one watched, one a rank
+        actor started, one of `prefixes`); False: a rank actor, which relays them; None: not
+        one to place."""
         pid = int(proc.name)
-        if pid in self.pids:
-            return True
         command = (proc / "cmdline").read_bytes()
         if command.startswith(RANK_ACTOR):
             self.actors.add(pid)
-            return False
         stat = (proc / "stat").read_text()
         if int(stat[stat.rindex(")") + 2 :].split()[1]) in self.actors:  # its parent
             self.ranks.add(pid)
+        if pid in self.pids or pid in self.ranks:
             return True
+        if pid in self.actors:
+            return False
         return True if self.prefixes and command.startswith(self.prefixes) else None
 
     def _watch(self) -> None:
         # in pid order, so an actor is seen before the process it starts
         while not self.stop.wait(self.every_s):
             for proc in sorted(Path("/proc").glob("[0-9]*"), key=lambda p: int(p.name)):
-                pid = int(proc.name)
-                try:
-                    calls = self._calls(proc)
-                    if calls is None:
-                        continue
-                    for task in (proc / "task").iterdir():
-                        tid = int(task.name)
-                        if (pid, tid) not in self.placed:
-                            main = calls and tid == pid
-                            os.sched_setaffinity(tid, self.cores if main else self.rest)
-                            self.placed.add((pid, tid))
-                except OSError:  # gone, or not ours
-                    continue
+                with self.lock:
+                    self._place(proc)
+
+    def _place(self, proc: Path) -> None:
+        pid = int(proc.name)
+        try:
+            calls = self._calls(proc)
+            if calls is None:
+                return
+            for task in (proc / "task").iterdir():
+                tid = int(task.name)
+                if (pid, tid) not in self.placed:
+                    main = calls and tid == pid
+                    os.sched_setaffinity(tid, self.cores if main else self.rest)
+                    self.placed.add((pid, tid))
+        except OSError:  # gone, or not ours
+            return
 
     def close(self) -> None:
         self.stop.set()

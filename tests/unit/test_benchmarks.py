@@ -332,6 +332,32 @@ def test_pinner_keeps_a_ranks_calling_thread_on_its_cores_and_everything_else_of
     assert [len(tids) for tids in threads.values()] == [1, 2]
 
 
+def test_a_process_watched_after_it_was_placed_is_placed_again_as_one_that_calls() -> None:
+    # a rank actor's process, which a benchmark then measures itself (actor_cost.py's actor)
+    argv = ["ray::Rank.time", "-c", "print('ready', flush=True); import time; time.sleep(60)"]
+    cores = pinning.rank_cores(1)
+    pinner = pinning.Pinner(cores, every_s=0.01).start()
+    with subprocess.Popen(
+        argv, executable=sys.executable, stdout=subprocess.PIPE, text=True
+    ) as actor:
+        try:
+            assert actor.stdout is not None
+            assert actor.stdout.readline() == "ready\n"
+            placed = []
+            for watched in (False, True):
+                if watched:
+                    pinner.watch([actor.pid])
+                for _ in range(3000):
+                    if (actor.pid, actor.pid) in pinner.placed:
+                        break
+                    time.sleep(0.01)
+                placed.append(os.sched_getaffinity(actor.pid))
+        finally:
+            pinner.close()
+            actor.kill()
+    assert placed == [pinner.rest, cores]
+
+
 def test_pinner_refuses_a_run_whose_ranks_it_never_saw() -> None:
     pinner = pinning.Pinner(pinning.rank_cores(1))
     pinner.close()
