@@ -3,16 +3,14 @@ world size 1, in both launch modes. Skipped where there is no GPU or no sweeper[
 
 from __future__ import annotations
 
-import ctypes
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from sweeper import nccl
-from sweeper.cli import app
 from sweeper.collectives import REGISTRY
 from tests.cli_sweep import sweep
+from tests.gpu.gpus import multicast
 from tests.gpu.test_gpu_launch import COLLECTIVES, HBM_BYTES_PER_S
 
 pytestmark = [
@@ -54,35 +52,7 @@ def test_the_nccl_engine_runs_every_op_exactly_in_both_launch_modes(tmp_path: Pa
     assert slower.empty, slower
 
 
-def _multicast() -> bool:
-    """Whether GPU 0 supports multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 132): torch
-    hands out NCCL's allocator only then."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:  # no driver: no GPU tests either
-        return False
-    device, value = ctypes.c_int(), ctypes.c_int()
-    ok = cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(device), 0) == 0
-    ok = ok and cuda.cuDeviceGetAttribute(ctypes.byref(value), 132, device) == 0
-    return ok and bool(value.value)
-
-
-@pytest.mark.skipif(_multicast(), reason="this GPU registers its buffers (the test below)")
-def test_registered_buffers_without_multicast_are_one_line_exit_2_and_write_nothing(
-    tmp_path: Path,
-) -> None:
-    """Every point would fail at its allocation: the nodes' survey tells first."""
-    out = tmp_path / "results"
-    args = ["run", "--register-buffers", "--ops", "all_gather", "--max-size", "64K"]
-    result = CliRunner().invoke(app, [*args, "--world", "1", "--output", str(out)])
-    assert result.exit_code == 2, result.output
-    assert result.stderr.startswith("sweeper: error: --register-buffers: torch cannot allocate")
-    assert "it needs the GPU's multicast support" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert not out.exists()
-
-
-@pytest.mark.skipif(not _multicast(), reason="NCCL's allocator: torch needs GPU multicast")
+@pytest.mark.skipif(not multicast(), reason="NCCL's allocator: torch needs GPU multicast")
 def test_registered_buffers_run_every_op_exactly_on_both_engines_and_give_memory_back(
     tmp_path: Path,
 ) -> None:

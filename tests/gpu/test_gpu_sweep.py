@@ -13,6 +13,7 @@ from sweeper.cli import app
 from sweeper.collectives import REGISTRY
 from sweeper.plan import ONE_GPU
 from tests.cli_sweep import statuses, sweep
+from tests.gpu.gpus import multicast
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
 
@@ -177,3 +178,18 @@ def test_host_copies_of_every_gpu_at_once_give_a_row_per_gpu_beside_each_alone(
     assert len(d2d) == n
     assert not d2d["concurrent"].astype(bool).any()
     assert (d2d["busbw_gb_per_s"] == 2 * d2d["algbw_gb_per_s"]).all()
+
+
+@pytest.mark.skipif(multicast(), reason="this GPU registers its buffers (test_gpu_engine.py)")
+def test_registered_buffers_without_multicast_are_one_line_exit_2_and_write_nothing(
+    tmp_path: Path,
+) -> None:
+    """Every point would fail at its allocation: the nodes' survey tells first."""
+    out = tmp_path / "results"
+    args = ["run", "--register-buffers", "--ops", "all_gather", "--max-size", "64K"]
+    result = CliRunner().invoke(app, [*args, "--world", "1", "--output", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("sweeper: error: --register-buffers: torch cannot allocate")
+    assert "it needs the GPU's multicast support" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
