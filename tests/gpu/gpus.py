@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import ctypes
+from functools import cache
+
+from sweeper.worker import local_nccl_allocators
 
 
-def multicast() -> bool:
-    """Whether GPU 0 supports multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 132): torch
-    hands out NCCL's allocator only then."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:  # no driver: no GPU tests either
-        return False
-    device, value = ctypes.c_int(), ctypes.c_int()
-    ok = cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(device), 0) == 0
-    ok = ok and cuda.cuDeviceGetAttribute(ctypes.byref(value), 132, device) == 0
-    return ok and bool(value.value)
+@cache
+def nccl_allocates() -> bool:
+    """Whether torch can allocate from NCCL on every GPU here (it needs GPU multicast): the
+    question the driver asks each node before a --register-buffers run."""
+    return all((local_nccl_allocators() or {"none": False}).values())

@@ -10,7 +10,7 @@ import pytest
 from sweeper import nccl
 from sweeper.collectives import REGISTRY
 from tests.cli_sweep import sweep
-from tests.gpu.gpus import multicast
+from tests.gpu.gpus import nccl_allocates
 from tests.gpu.test_gpu_launch import COLLECTIVES, HBM_BYTES_PER_S
 
 pytestmark = [
@@ -52,7 +52,7 @@ def test_the_nccl_engine_runs_every_op_exactly_in_both_launch_modes(tmp_path: Pa
     assert slower.empty, slower
 
 
-@pytest.mark.skipif(not multicast(), reason="NCCL's allocator: torch needs GPU multicast")
+@pytest.mark.skipif(not nccl_allocates(), reason="NCCL's allocator: torch needs GPU multicast")
 def test_registered_buffers_run_every_op_exactly_on_both_engines_and_give_memory_back(
     tmp_path: Path,
 ) -> None:

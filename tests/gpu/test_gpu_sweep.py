@@ -13,7 +13,7 @@ from sweeper.cli import app
 from sweeper.collectives import REGISTRY
 from sweeper.plan import ONE_GPU
 from tests.cli_sweep import statuses, sweep
-from tests.gpu.gpus import multicast
+from tests.gpu.gpus import nccl_allocates
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
 
@@ -180,7 +180,7 @@ def test_host_copies_of_every_gpu_at_once_give_a_row_per_gpu_beside_each_alone(
     assert (d2d["busbw_gb_per_s"] == 2 * d2d["algbw_gb_per_s"]).all()
 
 
-@pytest.mark.skipif(multicast(), reason="this GPU registers its buffers (test_gpu_engine.py)")
+@pytest.mark.skipif(nccl_allocates(), reason="this GPU registers its buffers (test_gpu_engine.py)")
 def test_registered_buffers_without_multicast_are_one_line_exit_2_and_write_nothing(
     tmp_path: Path,
 ) -> None:
