@@ -18,10 +18,24 @@ graphs may be longer, which saves a launch gap per replay on steps of 50 us or m
 Each repeat gives a point a pair of times taken back to back: sweeper's median block (each
 block's slowest rank, as its row's time_us) and the bare loop's. The point's ratio is the
 median of its pairs' ratios, the usual estimator of a paired comparison: a launch-bound eager
-call moves between two host speeds on both sides (25 or 38-40 us for one reduce_scatter on
-one H100, in spells), and a pair's two halves share a spell where two whole sides need not.
+call moves between host speeds on both sides (25 or 38-40 us for one reduce_scatter on one
+H100, in spells), and a pair's two halves share a spell where two whole sides need not.
 Each side's fastest block is shown too, for information: that ratio is decided by whichever
 side caught a rare fast spell (one bare block of 33 us among 44-47 us), not by the harness.
+
+Spells also change within a pair, so a point's ratio is an estimate with an error, and the
+gate asks it of every point (110 at world 1): on one H100, 12 pairs a point leave a typical
+standard error of 3% and up to 10% on p2p points (send_recv at 44-101 us a call within one
+point), enough for one point in 110 to land above 1.10 in each run where the geomean was
+0.98-0.99. So each eager ratio carries the sign test's 95% interval (no assumption on how
+the pairs' ratios spread), and points whose interval holds the bound are timed again, a run
+at a time, up to --confirm runs (each of the operations and span of sizes still unclear),
+before the gate reads their median over all pairs: the runs go where the answer is unclear,
+not where it is over the bound. No run starts after --time-limit seconds, so a run with a
+deadline still writes its table, and --with joins the pairs of earlier commands' fidelity.json
+to this one's (a device command lasts 10 minutes at most; whole runs at world 1 take 35-40 s):
+the runs of a later command go to the points the joined pairs leave unclear, and with
+--repeats 0 --confirm 0 the stored pairs are read again without a GPU.
 
 Prints per operation, size and launch mode sweeper's time, the bare loop's and their ratio,
 and from --floor up the bandwidth ratio: busbw, or algbw where the bus factor is 0 (one
@@ -31,7 +45,8 @@ back to eager). In-place operations on one rank move nothing (NCCL returns at on
 bandwidth is not gated. Writes fidelity.txt and fidelity.json (every figure) under --out.
 
 On a one-GPU machine (world 1; 11 operations, 8 B to 1 GiB by x8, five repeats, both launch
-modes: about 5 minutes; eager alone, 30 s a repeat):
+modes: about 5 minutes; eager alone, 35-40 s a run, and as long for a run of unclear points
+that span every operation and size):
 
     source .whl/gpu-env.sh && python3 benchmarks/fidelity.py --world 1 --step-factor 8 \\
         --max-size 1G --out fidelity-out
@@ -46,8 +61,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import asdict, dataclass, field, fields, replace
+from math import comb
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -120,6 +136,13 @@ class Compared:
         return median(s / b for s, b in self.pairs)
 
     @property
+    def time_interval(self) -> tuple[float, float]:
+        """Where time_ratio's true value lies with 95% confidence or more (the sign test's
+        interval for a median: no assumption on how the pairs' ratios spread); below 6 pairs,
+        their whole range."""
+        return median_interval([s / b for s, b in self.pairs])
+
+    @property
     def fastest_ratio(self) -> float:
         """Each side's fastest block over all repeats, one over the other (information)."""
         return min(map(min, self.sweeper_repeats_us)) / min(map(min, self.bare_repeats_us))
@@ -145,9 +168,27 @@ class Compared:
             ),
             "bare_busbw_gb_per_s": self.busbw_gb_per_s(self.bare_time_us, self.bare_factor),
             "time_ratio": self.time_ratio,
+            "time_interval": self.time_interval,
             "fastest_ratio": self.fastest_ratio,
             "bw_ratio": self.bw_ratio,
         }
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """The sign test's interval for the median of `values`: their order statistics after
+    leaving out the most values at each end that keeps the chance of missing the median,
+    2 P(Binomial(n, 1/2) <= left out), within 1 - confidence. Below 6 values none may go and
+    the interval is their whole range."""
+    ordered = sorted(values)
+    n = len(ordered)
+
+    def missed(cut: int) -> float:
+        return 2 * sum(comb(n, i) for i in range(cut + 1)) / (1 << n)
+
+    cut = 0
+    while missed(cut + 1) <= 1 - confidence:
+        cut += 1
+    return ordered[cut], ordered[n - 1 - cut]
 
 
 @dataclass(frozen=True)
@@ -160,6 +201,12 @@ class Gate:
 
     def counts_bandwidth(self, point: Compared) -> bool:
         return point.size_bytes >= self.floor_bytes and point.moves_data
+
+    def unclear(self, point: Compared) -> bool:
+        """An eager point whose pairs cannot yet tell which side of max_time_ratio it is on:
+        its interval holds the bound."""
+        low, high = point.time_interval
+        return point.launch == "eager" and low <= self.max_time_ratio < high
 
     def problems(self, point: Compared) -> list[str]:
         where = f"{point.name} {format_size(point.size_bytes)} {point.launch}"
@@ -179,14 +226,17 @@ class Gate:
 def table(points: Sequence[Compared], gate: Gate) -> list[str]:
     lines = [
         f"{'operation':<26}{'size':>6}{'launch':>7}{'iters':>7}{'sweeper us':>12}"
-        f"{'bare us':>11}{'time s/b':>10}{'fastest':>9}{'bw s/b':>8}"
+        f"{'bare us':>11}{'pairs':>6}{'time s/b':>10}{'95% interval':>14}{'fastest':>9}"
+        f"{'bw s/b':>8}"
     ]
     for p in points:
         bw = f"{p.bw_ratio:>8.3f}" if gate.counts_bandwidth(p) else f"{'':>8}"
+        low, high = p.time_interval
         lines.append(
             f"{p.name:<26}{format_size(p.size_bytes):>6}{p.launch:>7}{p.iters:>7}"
-            f"{p.sweeper_time_us:>12.2f}{p.bare_time_us:>11.2f}{p.time_ratio:>10.3f}"
-            f"{p.fastest_ratio:>9.3f}{bw}" + ("  <- fails" if gate.problems(p) else "")
+            f"{p.sweeper_time_us:>12.2f}{p.bare_time_us:>11.2f}{len(p.pairs):>6}"
+            f"{p.time_ratio:>10.3f}{f'{low:.3f}-{high:.3f}':>14}{p.fastest_ratio:>9.3f}{bw}"
+            + ("  <- fails" if gate.problems(p) else "")
         )
     return lines
 
@@ -286,32 +336,91 @@ class BareRanks:
 
 
 class Interleaved:
-    """sweeper's observer: after each of sweeper's points, the bare loop times the same point
-    (operation, count, dtype, launch mode, iterations, warm-up, blocks) while sweeper's
-    actors wait for their next one."""
+    """sweeper's observer: after each of sweeper's points (those in `only`, where given), the
+    bare loop times the same point (operation, count, dtype, launch mode, iterations, warm-up,
+    blocks) while sweeper's actors wait for their next one."""
 
-    def __init__(self, bare: BareRanks, progress: Observer):
+    def __init__(self, bare: BareRanks, progress: Observer, only: Set[Key] | None = None):
         self.bare = bare
         self.progress = progress
+        self.only = only
         self.label = collectives.names()
         self.timed: list[tuple[Key, Row, list[float]]] = []  # ok points, the bare loop's blocks
 
     def started(self, run: Started) -> None:
         self.progress.started(run)
 
-    def point(self, row: Row) -> None:
+    def point(self, row: dict[str, Any]) -> None:
         self.progress.point(row)
-        if row["status"] != "ok":
-            return
         key = (self.label[(row["op"], row["algorithm"])], int(row["size_bytes"]), row["launch"])
+        if row["status"] != "ok" or (self.only is not None and key not in self.only):
+            return
         self.timed.append((key, row, self.bare.seconds(bare_point(key, row))))
 
     def finished(self, run: Finished) -> None:
         self.progress.finished(run)
 
 
+@dataclass
+class Timed:
+    """What sweeper and the bare loop timed so far: each point's row from the first run that
+    timed it, both sides' blocks run by run, and why sweeper points failed."""
+
+    rows: dict[Key, Row] = field(default_factory=dict)
+    sweeper_us: defaultdict[Key, list[list[float]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    bare_us: defaultdict[Key, list[list[float]]] = field(default_factory=lambda: defaultdict(list))
+    failed: list[str] = field(default_factory=list)
+
+    def add(self, observer: Interleaved, rows: Sequence[Row]) -> None:
+        """One run: sweeper's rows, and the points its observer had the bare loop time."""
+        for row in rows:
+            name = observer.label[(row["op"], row["algorithm"])]
+            where = f"{name} {format_size(int(row['size_bytes']))} {row['launch']}"
+            if row.get("launch_note"):
+                self.failed.append(f"{where}: {row['launch_note']}")
+            if row["status"] not in ("ok", "skipped"):
+                self.failed.append(f"{where}: sweeper {row['status']}: {row['error']}")
+        for key, row, seconds in observer.timed:
+            self.rows.setdefault(key, row)
+            self.sweeper_us[key].append([float(us) for us in row["time_us_blocks"]])
+            self.bare_us[key].append([s * 1e6 for s in seconds])
+
+    def points(self) -> list[Compared]:
+        return compare(self.rows, self.sweeper_us, self.bare_us)
+
+
+@dataclass(frozen=True)
+class Unclear:
+    """The eager points of the operations asked for whose pairs cannot yet tell which side of
+    the bound they are on, and the runs that time them again: their operations over the span
+    of their sizes."""
+
+    keys: frozenset[Key]
+    ops: tuple[str, ...]
+    sizes: tuple[int, int]
+
+    @classmethod
+    def of(cls, points: Sequence[Compared], gate: Gate, names: Sequence[str]) -> Unclear | None:
+        unclear = [p for p in points if gate.unclear(p) and p.name in names]
+        if not unclear:
+            return None
+        sizes = [p.size_bytes for p in unclear]
+        return cls(
+            keys=frozenset((p.name, p.size_bytes, p.launch) for p in unclear),
+            ops=tuple(name for name in names if any(p.name == name for p in unclear)),
+            sizes=(min(sizes), max(sizes)),
+        )
+
+
 def run_sweeper(
-    args: argparse.Namespace, names: list[str], world: int, observer: Observer
+    args: argparse.Namespace,
+    names: Sequence[str],
+    world: int,
+    observer: Observer,
+    sizes: tuple[int | str, int | str],
+    launch: str,
 ) -> list[Row]:
     from sweeper.spec import build_spec
     from sweeper.sweep import run
@@ -319,10 +428,10 @@ def run_sweeper(
     spec = build_spec(
         ops=",".join(names),
         dtypes=args.dtype,
-        min_size=args.min_size,
-        max_size=args.max_size,
+        min_size=sizes[0],
+        max_size=sizes[1],
         step_factor=args.step_factor,
-        launch=args.launch,
+        launch=launch,
         world=world,
         iters=args.iters,
         warmup=args.warmup,
@@ -333,38 +442,90 @@ def run_sweeper(
     return list(run(spec, observer).rows)
 
 
+def join(*groups: Sequence[Compared]) -> list[Compared]:
+    """Points from several commands as one: each point's pairs from all of them, in order,
+    and its row's figures from the first that timed it. Each pair was taken back to back on
+    one machine, so pairs from several machines of a kind estimate the same ratio."""
+    joined: dict[Key, Compared] = {}
+    for point in (point for group in groups for point in group):
+        key = (point.name, point.size_bytes, point.launch)
+        if (first := joined.get(key)) is None:
+            joined[key] = point
+            continue
+        joined[key] = replace(
+            first,
+            sweeper_repeats_us=first.sweeper_repeats_us + point.sweeper_repeats_us,
+            bare_repeats_us=first.bare_repeats_us + point.bare_repeats_us,
+        )
+    return list(joined.values())
+
+
+def read_points(figures: Mapping[str, Any]) -> list[Compared]:
+    """The points of a fidelity.json, pairs and all."""
+    kept = {f.name for f in fields(Compared)}
+    return [
+        Compared(
+            **{
+                **{k: v for k, v in point.items() if k in kept},
+                "sweeper_repeats_us": tuple(map(tuple, point["sweeper_repeats_us"])),
+                "bare_repeats_us": tuple(map(tuple, point["bare_repeats_us"])),
+            }
+        )
+        for point in figures["points"]
+    ]
+
+
 def measure(
-    args: argparse.Namespace, names: list[str], world: int
-) -> tuple[list[Compared], list[str]]:
-    """Runs of sweeper with the bare loop timing each point right after it: the points both
-    timed, and why sweeper points failed."""
-    label = collectives.names()
-    rows: dict[Key, Row] = {}  # each point's row from the first run that timed it
-    sweeper_us: dict[Key, list[list[float]]] = defaultdict(list)
-    bare_us: dict[Key, list[list[float]]] = defaultdict(list)
-    failed: list[str] = []
-    pinner = Pinner(rank_cores(world)).away()
-    bare = BareRanks(world)
-    pinner.watch(rank.pid for rank in bare.ranks if rank.pid is not None)
+    args: argparse.Namespace,
+    names: list[str],
+    world: int,
+    gate: Gate,
+    earlier: Sequence[Compared] = (),
+) -> tuple[list[Compared], list[str], int]:
+    """Runs of sweeper with the bare loop timing each point right after it: --repeats runs of
+    every point, then up to --confirm runs of the points still unclear with the `earlier`
+    commands' pairs joined (gate.unclear, asked again after each run, so the runs shrink as
+    points clear), each over the operations and the span of sizes that hold them. No run
+    starts after --time-limit seconds; the bare loop starts with the first run. The points,
+    why sweeper points failed, and how many runs there were."""
+    timed = Timed()
+    started: tuple[Pinner, BareRanks] | None = None
+    deadline = time.monotonic() + args.time_limit
+    made = 0
+
+    def run_once(
+        ops: Sequence[str], sizes: tuple[int | str, int | str], launch: str, only: Set[Key] | None
+    ) -> bool:
+        nonlocal made, started
+        if time.monotonic() > deadline:
+            print(f"--time-limit: no more runs after {made}", file=sys.stderr)
+            return False
+        if started is None:
+            pinner = Pinner(rank_cores(world)).away()
+            started = pinner, BareRanks(world)
+            pinner.watch(rank.pid for rank in started[1].ranks if rank.pid is not None)
+        observer = Interleaved(started[1], HumanConsole(sys.stderr), only)
+        timed.add(observer, run_sweeper(args, ops, world, observer, sizes, launch))
+        made += 1
+        return True
+
     try:
         for _ in range(args.repeats):
-            observer = Interleaved(bare, HumanConsole(sys.stderr))
-            for row in run_sweeper(args, names, world, observer):
-                key = (label[(row["op"], row["algorithm"])], int(row["size_bytes"]), row["launch"])
-                where = f"{key[0]} {format_size(key[1])} {key[2]}"
-                if row.get("launch_note"):
-                    failed.append(f"{where}: {row['launch_note']}")
-                if row["status"] not in ("ok", "skipped"):
-                    failed.append(f"{where}: sweeper {row['status']}: {row['error']}")
-            for key, row, seconds in observer.timed:
-                rows.setdefault(key, row)
-                sweeper_us[key].append([float(us) for us in row["time_us_blocks"]])
-                bare_us[key].append([s * 1e6 for s in seconds])
+            if not run_once(names, (args.min_size, args.max_size), args.launch, None):
+                break
+        for more in range(args.confirm):
+            if not (again := Unclear.of(join(earlier, timed.points()), gate, names)):
+                break
+            print(f"{len(again.keys)} points unclear: run {more + 1} more", file=sys.stderr)
+            if not run_once(again.ops, again.sizes, "eager", again.keys):
+                break
     finally:
-        pinner.close()
-        bare.close()
-    pinner.check()
-    return compare(rows, sweeper_us, bare_us), list(dict.fromkeys(failed))
+        if started is not None:
+            started[0].close()
+            started[1].close()
+    if started is not None:
+        started[0].check()
+    return join(earlier, timed.points()), list(dict.fromkeys(timed.failed)), made
 
 
 def main() -> int:
@@ -380,34 +541,64 @@ def main() -> int:
     parser.add_argument("--warmup", default=None, type=int, help="default adaptive")
     parser.add_argument("--blocks", default=3, type=int)
     parser.add_argument("--repeats", default=5, type=int, help="sweeper runs: pairs per point")
+    parser.add_argument(
+        "--confirm", default=10, type=int, help="runs more, at most, of the unclear points"
+    )
+    parser.add_argument(
+        "--time-limit", default=3600.0, type=float, help="seconds after which no run starts"
+    )
     defaults = Gate()
     parser.add_argument("--floor", default=defaults.floor_bytes, type=parse_size)
     parser.add_argument("--max-time-ratio", default=defaults.max_time_ratio, type=float)
     parser.add_argument("--min-ratio", default=defaults.min_bw_ratio, type=float)
     parser.add_argument("--out", default=None, help="directory for rows, table and figures")
+    parser.add_argument(
+        "--with",
+        dest="earlier",
+        action="append",
+        default=[],
+        metavar="FIDELITY_JSON",
+        help="an earlier command's fidelity.json whose pairs join this one's (repeatable)",
+    )
     args = parser.parse_args()
     # collectives only: a copy has no torch.distributed loop to compare with
     names = [c.name for c in resolve(args.ops.split(",")) if c.kind != "copy"]
     if unknown := [name for name in names if name not in FACTORS]:
         parser.error(f"--ops: the bare loop has no {', '.join(unknown)}")
+    try:
+        earlier = [json.loads(Path(path).read_text()) for path in args.earlier]
+    except (OSError, ValueError) as exc:
+        parser.error(f"--with: {exc}")
+    world = args.world or (earlier[0]["world_size"] if earlier else torch.cuda.device_count())
+    for path, figures in zip(args.earlier, earlier, strict=True):
+        if (figures["world_size"], figures["dtype"]) != (world, args.dtype):
+            parser.error(
+                f"--with {path}: {figures['world_size']} ranks of {figures['dtype']}, "
+                f"not {world} of {args.dtype}"
+            )
     out = Path(args.out or tempfile.mkdtemp(prefix="fidelity-"))
     args.out = str(out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.update(MULTICAST_OFF)  # the bare loop's processes inherit it, as actors get it
-    world = args.world or torch.cuda.device_count()
     gate = Gate(args.floor, args.max_time_ratio, args.min_ratio)
 
     clock = time.monotonic()
-    compared, failed = measure(args, names, world)
+    compared, failed, made = measure(
+        args, names, world, gate, join(*(read_points(figures) for figures in earlier))
+    )
+    failed = [*(f for figures in earlier for f in figures.get("sweeper_failures", [])), *failed]
     failures = gate.failures(compared, failed)
     wall_s = time.monotonic() - clock
     lines = [
-        f"fidelity on {world} ranks, {args.dtype}, {args.repeats} runs, each point "
-        "timed by the bare loop right after sweeper "
-        f"({wall_s:.0f} s): sweeper against the bare torch.distributed loop",
+        f"fidelity on {world} ranks, {args.dtype}, {made} runs ({args.repeats} of every point, "
+        f"then of the unclear eager points), each point timed by the bare loop right after "
+        f"sweeper ({wall_s:.0f} s): sweeper against the bare torch.distributed loop"
+        + "".join(f"; with the pairs of {path}" for path in args.earlier),
         *table(compared, gate),
         f"time s/b: median over runs of sweeper / bare median block (eager must be <= "
-        f"{gate.max_time_ratio}); fastest: each side's fastest block, one over the other; bw s/b: "
+        f"{gate.max_time_ratio}), and the sign test's 95% interval for it (unclear while it "
+        "holds the bound: those points get more runs); fastest: each side's fastest block, one "
+        "over the other; bw s/b: "
         f"sweeper / bare bandwidth from {format_size(gate.floor_bytes)} (>= {gate.min_bw_ratio}"
         "; in-place operations on one rank move nothing and have none)",
         *(f"FAIL {reason}" for reason in failures),
@@ -420,13 +611,18 @@ def main() -> int:
         "world_size": world,
         "dtype": args.dtype,
         "repeats": args.repeats,
+        "confirm": args.confirm,
+        "runs": made,
         "wall_s": wall_s,
         "gate": asdict(gate),
+        "with": args.earlier,
         "points": [p.figures() for p in compared],
+        "sweeper_failures": failed,
         "failures": failures,
     }
     (out / "fidelity.json").write_text(json.dumps(figures, indent=1) + "\n")
-    print(f"rows under {out}/results; table and figures: {out}/fidelity.txt, fidelity.json")
+    rows = f"; rows: {out}/results" if made else ""
+    print(f"table and figures: {out}/fidelity.txt, fidelity.json{rows}")
     return 1 if failures else 0
 
 

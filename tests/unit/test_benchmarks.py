@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -137,6 +138,171 @@ def test_gate_fails_on_sweeper_failures_and_passes_a_clean_run() -> None:
     ]
     reasons = gate.failures([_compared(**_once(12.0))], [])
     assert reasons == ["all_reduce 8B eager: time ratio 1.200 > 1.1"]
+
+
+def test_median_interval_holds_the_median_95_times_in_100_however_skewed_the_pairs() -> None:
+    rng = random.Random(13)
+    for n in (6, 12, 24):
+        held = 0
+        for _ in range(4000):  # a long tail on one side, as slow spells give: median ln 2
+            low, high = fidelity.median_interval([rng.expovariate(1.0) for _ in range(n)])
+            held += low <= math.log(2) <= high
+        assert 0.95 <= held / 4000 < 0.99, n  # at least 95%, and narrower than the whole range
+
+
+def test_median_interval_is_the_sign_tests_order_statistics() -> None:
+    assert fidelity.median_interval(range(12, 0, -1)) == (3, 10)
+    assert fidelity.median_interval(range(1, 101)) == (40, 61)
+    assert fidelity.median_interval([2.0, 1.0, 3.0]) == (1.0, 3.0)  # too few: the whole range
+
+
+def _spread(*ratios: float) -> dict[str, Any]:
+    """One block a side per repeat: the bare loop at 10 us, sweeper at each ratio."""
+    return {
+        "sweeper_repeats_us": tuple((10.0 * r,) for r in ratios),
+        "bare_repeats_us": tuple((10.0,) for _ in ratios),
+    }
+
+
+def test_a_point_is_unclear_while_its_interval_holds_the_bound() -> None:
+    gate = fidelity.Gate()
+    noisy = _spread(0.8, 0.9, 0.95, 1.0, 1.0, 1.02, 1.05, 1.08, 1.2, 1.3, 1.5, 1.9)
+    assert _compared(**noisy).time_interval == pytest.approx((0.95, 1.3))
+    assert gate.unclear(_compared(**noisy))
+    assert not gate.problems(_compared(**noisy))  # its median, 1.035, passes until decided
+    assert not gate.unclear(_compared(**_spread(*[0.97, 0.98, 0.99, 1.0, 1.01, 1.02] * 2)))
+    assert not gate.unclear(_compared(**_spread(*[1.2, 1.25, 1.3, 1.35, 1.4, 1.5] * 2)))
+    assert not gate.unclear(_compared(launch="graph", **noisy))  # graph times are not gated
+
+
+def test_unclear_points_are_timed_again_over_their_operations_and_span_of_sizes() -> None:
+    gate = fidelity.Gate()
+    noisy = _spread(0.8, 0.9, 0.95, 1.0, 1.0, 1.02, 1.05, 1.08, 1.2, 1.3, 1.5, 1.9)
+    points = [
+        _compared(name="send_recv", size_bytes=64, **noisy),
+        _compared(name="all_reduce", size_bytes=16 * MIB, **noisy),
+        _compared(name="all_reduce", size_bytes=8),
+        _compared(name="gather", size_bytes=MIB, launch="graph", **noisy),
+    ]
+    again = fidelity.Unclear.of(points, gate, ["all_reduce", "gather", "send_recv"])
+    assert again == fidelity.Unclear(
+        keys=frozenset({("send_recv", 64, "eager"), ("all_reduce", 16 * MIB, "eager")}),
+        ops=("all_reduce", "send_recv"),
+        sizes=(64, 16 * MIB),
+    )
+    assert fidelity.Unclear.of(points[2:], gate, ["all_reduce", "gather"]) is None
+    assert fidelity.Unclear.of(points, gate, ["gather"]) is None  # not asked for this time
+
+
+def test_joined_commands_give_each_point_every_pair_and_the_first_commands_row() -> None:
+    first = [_compared(iters=100, **_once(12.0)), _compared(size_bytes=64, **_once(10.0))]
+    later = [_compared(iters=300, **_once(10.0)), _compared(name="gather", **_once(9.0))]
+    joined = fidelity.join(first, later)
+    assert [(p.name, p.size_bytes) for p in joined] == [
+        ("all_reduce", 8),
+        ("all_reduce", 64),
+        ("gather", 8),
+    ]
+    assert joined[0].iters == 100
+    assert joined[0].sweeper_repeats_us == ((12.0,), (10.0,))
+    assert joined[0].bare_repeats_us == ((10.0,), (10.0,))
+    assert fidelity.join([], later) == later
+
+
+def test_a_fidelity_json_reads_back_into_its_points() -> None:
+    points = [_compared(**_spread(1.0, 1.2)), _compared(launch="graph", moves_data=False)]
+    figures = json.loads(json.dumps({"points": [p.figures() for p in points]}))
+    assert fidelity.read_points(figures) == points
+
+
+def _fidelity(*args: str) -> subprocess.CompletedProcess[str]:
+    script = Path(fidelity.__file__)
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _stored(path: Path, world: int, *points: fidelity.Compared) -> str:
+    figures = {"world_size": world, "dtype": "bfloat16", "points": [p.figures() for p in points]}
+    path.write_text(json.dumps(figures))
+    return str(path)
+
+
+def test_stored_pairs_are_gated_again_joined_without_a_gpu(tmp_path: Path) -> None:
+    # One command's 12 pairs put the point over the bound; with a second command's 20 they
+    # do not: the gate reads the joined median.
+    over = _stored(tmp_path / "a.json", 1, _compared(**_spread(*[1.05] * 5, *[1.15] * 7)))
+    more = _stored(tmp_path / "b.json", 1, _compared(**_spread(*[1.0] * 20)))
+    again = ["--repeats", "0", "--confirm", "0", "--with", over]
+    alone = _fidelity(*again, "--out", str(tmp_path / "alone"))
+    assert alone.returncode == 1, alone.stderr
+    assert "FAIL all_reduce 8B eager: time ratio 1.150 > 1.1" in alone.stdout
+    joined = _fidelity(*again, "--with", more, "--out", str(tmp_path / "joined"))
+    assert joined.returncode == 0, joined.stderr
+    assert joined.stdout.splitlines()[2].split()[6] == "32"  # the point's pairs
+    written = json.loads((tmp_path / "joined" / "fidelity.json").read_text())
+    assert written["with"] == [over, more]
+    assert len(written["points"][0]["sweeper_repeats_us"]) == 32
+
+
+def test_stored_pairs_of_another_world_are_refused_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    two = _stored(tmp_path / "two.json", 2, _compared())
+    done = _fidelity("--repeats", "0", "--with", two, "--world", "1", "--out", str(tmp_path / "o"))
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].endswith("2 ranks of bfloat16, not 1 of bfloat16")
+    assert not (tmp_path / "o").exists()
+
+
+class _Bare:
+    """The bare loop's side of a turn: the points it was asked to time, a block each."""
+
+    def __init__(self) -> None:
+        self.asked: list[fidelity.BarePoint] = []
+
+    def seconds(self, point: fidelity.BarePoint) -> list[float]:
+        self.asked.append(point)
+        return [20e-6]
+
+
+class _Quiet:
+    def started(self, run: Any) -> None: ...
+
+    def point(self, row: Any) -> None: ...
+
+    def finished(self, run: Any) -> None: ...
+
+
+def test_a_confirming_run_times_only_the_unclear_points_on_the_bare_loop() -> None:
+    bare = _Bare()
+    only = {("all_reduce", 64, "eager")}
+    observer = fidelity.Interleaved(bare, _Quiet(), only)  # type: ignore[arg-type]
+    rows = [
+        {
+            **_row(),
+            "op": "all_reduce",
+            "algorithm": "native",
+            "size_bytes": size,
+            "launch": "eager",
+            "status": "ok",
+            "time_us_blocks": [size / 4],
+        }
+        for size in (8, 64)
+    ]
+    rows.append({**rows[1], "size_bytes": 512, "status": "timeout", "error": "no reply"})
+    for row in rows:
+        observer.point(row)
+    assert [p.count for p in bare.asked] == [4]  # the 64 B point only
+    timed = fidelity.Timed()
+    timed.add(observer, rows)
+    assert timed.sweeper_us == {("all_reduce", 64, "eager"): [[16.0]]}
+    assert timed.bare_us == {("all_reduce", 64, "eager"): [[20.0]]}
+    assert timed.failed == ["all_reduce 512B eager: sweeper timeout: no reply"]
 
 
 def _row(**given: Any) -> dict[str, Any]:
