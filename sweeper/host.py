@@ -7,6 +7,10 @@ its core and no thread waiting on another, while a plain process the actor start
 a plain process's speed (benchmarks/actor_cost.py; docs/PERFORMANCE.md). The rank's process
 is killed with the actor (PR_SET_PDEATHSIG), so killing a hung actor frees its GPU as before;
 and the actor ends when its rank's process dies, so the driver sees a dead actor either way.
+
+The actor never opens what it relays: the rank's results travel pickled through it and become
+objects again where Ray delivers them, so the actor's process imports no torch (a second or
+more of start-up and 0.2-0.4 GB per GPU) beside the rank's own.
 """
 
 from __future__ import annotations
@@ -14,14 +18,20 @@ from __future__ import annotations
 import ctypes
 import multiprocessing as mp
 import os
+import pickle
 import signal
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sweeper.plan import Point
-from sweeper.topology import RankInfo, Versions
-from sweeper.worker import Copied, Measured, Prepared, RayFacts
+from sweeper.topology import RayFacts
+
+if TYPE_CHECKING:
+    from sweeper.topology import RankInfo, Versions
+    from sweeper.worker import Copied, Measured, Prepared
+
+T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
@@ -43,24 +53,37 @@ def _serve(conn: Connection, parent: int, args: tuple[Any, ...], facts: RayFacts
     except BaseException as exc:
         conn.send((False, exc))
         return
-    conn.send((True, None))
+    conn.send((True, pickle.dumps(None)))
     while True:
         try:
             name, call_args = conn.recv()
         except EOFError:  # the actor is gone
             return
+        reply: tuple[bool, bytes | BaseException]
         try:
-            reply = (True, getattr(rank, name)(*call_args))
+            reply = (True, pickle.dumps(getattr(rank, name)(*call_args)))
         except BaseException as exc:
             reply = (False, exc)
         try:
             conn.send(reply)
-        except Exception as unsent:  # a result or an exception that does not pickle
+        except Exception as unsent:  # an exception that does not pickle
             conn.send((False, RuntimeError(f"{type(unsent).__name__}: {unsent}")))
 
 
+class Relayed(Generic[T]):
+    """A rank's result as its process pickled it: the actor hands it on unopened, and Ray's
+    unpickling of it where it is delivered (the driver) gives the result itself."""
+
+    def __init__(self, pickled: bytes) -> None:
+        self.pickled = pickled
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        return pickle.loads, (self.pickled,)
+
+
 class RankHost:
-    """The actor: `args` are worker.Rank's, given to it with what Ray told this actor."""
+    """The actor: `args` are worker.Rank's, given to it with what Ray told this actor. Each
+    method is Rank's, its result Relayed."""
 
     def __init__(self, *args: Any) -> None:
         context = mp.get_context("spawn")  # no fork of a process with Ray's threads in it
@@ -72,51 +95,53 @@ class RankHost:
         theirs.close()
         self._reply()
 
-    def _reply(self) -> Any:
+    def _reply(self) -> Relayed[Any]:
         try:
             ok, value = self._conn.recv()
         except EOFError:  # the rank's process died (a crash inside NCCL, a kill): so does this
             os._exit(1)
         if not ok:
             raise value
-        return value
+        return Relayed(value)
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def _call(self, name: str, *args: Any) -> Relayed[Any]:
         self._conn.send((name, args))
         return self._reply()
 
-    def info(self) -> RankInfo:
-        return self._call("info")  # type: ignore[no-any-return]
+    def info(self) -> Relayed[RankInfo]:
+        return self._call("info")
 
-    def versions(self) -> Versions:
-        return self._call("versions")  # type: ignore[no-any-return]
+    def versions(self) -> Relayed[Versions]:
+        return self._call("versions")
 
-    def listen(self) -> int:
-        return self._call("listen")  # type: ignore[no-any-return]
+    def listen(self) -> Relayed[int]:
+        return self._call("listen")
 
-    def join(self, rank: int, host: str, port: int, timeout_s: float) -> None:
-        self._call("join", rank, host, port, timeout_s)
+    def join(self, rank: int, host: str, port: int, timeout_s: float) -> Relayed[None]:
+        return self._call("join", rank, host, port, timeout_s)
 
-    def open_group(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
-        self._call("open_group", group_id, ranks, nodes)
+    def open_group(
+        self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]
+    ) -> Relayed[None]:
+        return self._call("open_group", group_id, ranks, nodes)
 
-    def close_group(self, group_id: str) -> None:
-        self._call("close_group", group_id)
+    def close_group(self, group_id: str) -> Relayed[None]:
+        return self._call("close_group", group_id)
 
-    def leave(self) -> None:
-        self._call("leave")
+    def leave(self) -> Relayed[None]:
+        return self._call("leave")
 
-    def budget(self) -> int:
-        return self._call("budget")  # type: ignore[no-any-return]
+    def budget(self) -> Relayed[int]:
+        return self._call("budget")
 
-    def prepare(self, point: Point) -> Prepared:
-        return self._call("prepare", point)  # type: ignore[no-any-return]
+    def prepare(self, point: Point) -> Relayed[Prepared]:
+        return self._call("prepare", point)
 
-    def execute(self) -> Measured:
-        return self._call("execute")  # type: ignore[no-any-return]
+    def execute(self) -> Relayed[Measured]:
+        return self._call("execute")
 
-    def copy_matrix(self, sizes: Sequence[int], iters: int, warmup: int) -> list[Copied]:
-        return self._call("copy_matrix", sizes, iters, warmup)  # type: ignore[no-any-return]
+    def copy_matrix(self, sizes: Sequence[int], iters: int, warmup: int) -> Relayed[list[Copied]]:
+        return self._call("copy_matrix", sizes, iters, warmup)
 
-    def release(self) -> None:
-        self._call("release")
+    def release(self) -> Relayed[None]:
+        return self._call("release")

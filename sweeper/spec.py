@@ -171,6 +171,15 @@ class MemLimit:
         return format_size(self.size_bytes or 0)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """How much memory a rank may use: `--mem-limit`, and for CPU ranks their share of the
+    node's memory (Ray's `memory` resource of the node over the ranks placed on it)."""
+
+    mem_limit: MemLimit | None = None
+    host_share_bytes: int = 0
+
+
 MemLimitField = Annotated[
     MemLimit,
     BeforeValidator(MemLimit.parse),

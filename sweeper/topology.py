@@ -49,6 +49,26 @@ class RankInfo:
 
 
 @dataclass(frozen=True)
+class RayFacts:
+    """What Ray told the rank's actor, for the rank's own process (which has no Ray)."""
+
+    gpu_ids: tuple[str, ...]  # Ray's ids of the actor's GPUs, as the node's CUDA numbers them
+    node_id: str
+    ip: str
+
+    @classmethod
+    def here(cls) -> RayFacts:
+        """This actor's facts (in a Ray worker process)."""
+        import ray
+
+        return cls(
+            tuple(str(i) for i in ray.get_gpu_ids()),
+            ray.get_runtime_context().get_node_id(),
+            ray.util.get_node_ip_address(),
+        )
+
+
+@dataclass(frozen=True)
 class Versions:
     torch: str
     nccl: str | None

@@ -31,7 +31,7 @@ from sweeper import data
 from sweeper.collectives import REGISTRY, configure_moe, load_plugins
 from sweeper.descriptor import Buffers, Collective, Comm, Layout, Step
 from sweeper.plan import Point, Timing
-from sweeper.spec import MemLimit, MoeSpec
+from sweeper.spec import Limits, MoeSpec
 from sweeper.telemetry import Reading, Watch
 from sweeper.timing import (
     GRAPH_ITERS,
@@ -46,7 +46,7 @@ from sweeper.timing import (
     calibrate,
     graph_unit,
 )
-from sweeper.topology import RankInfo, Versions, nvml_driver_version
+from sweeper.topology import RankInfo, RayFacts, Versions, nvml_driver_version
 
 if TYPE_CHECKING:
     from torch._C._distributed_c10d import ProcessGroupNCCL
@@ -78,15 +78,6 @@ class Timed:
 class Measured:
     timed: tuple[Timed, ...]  # per engine, per launch mode, in the order the point asks
     telemetry: Reading | None = None  # the GPU around the point (None: a CPU rank, no NVML)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How much memory a rank may use: `--mem-limit`, and for CPU ranks their share of the
-    node's memory (Ray's `memory` resource of the node over the ranks placed on it)."""
-
-    mem_limit: MemLimit | None = None
-    host_share_bytes: int = 0
 
 
 def gpu_reserve_bytes(total_bytes: int) -> int:
@@ -235,26 +226,6 @@ def _registers(collective: Collective) -> bool:
 
 def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (torch.OutOfMemoryError, MemoryError))
-
-
-@dataclass(frozen=True)
-class RayFacts:
-    """What Ray told the rank's actor, for the rank's own process (which has no Ray)."""
-
-    gpu_ids: tuple[str, ...]  # Ray's ids of the actor's GPUs, as the node's CUDA numbers them
-    node_id: str
-    ip: str
-
-    @classmethod
-    def here(cls) -> RayFacts:
-        """This actor's facts (in a Ray worker process)."""
-        import ray
-
-        return cls(
-            tuple(str(i) for i in ray.get_gpu_ids()),
-            ray.get_runtime_context().get_node_id(),
-            ray.util.get_node_ip_address(),
-        )
 
 
 class Rank:

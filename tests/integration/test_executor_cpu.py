@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import ray
@@ -67,6 +68,26 @@ def test_two_groups_of_the_same_ranks_in_one_world_both_run() -> None:
     with executor(3) as (run, _, measured):
         run.run([Wave(0, (island,)), Wave(1, (between,)), Wave(2, (again,))])
     assert _rows(measured) == _every((island, between, again), lambda _: "ok")
+
+
+def _loads_torch(pid: int) -> bool:
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_rank_actors_relay_results_without_importing_torch_themselves() -> None:
+    """Each rank runs in a process its actor started; the actor carries the rank's results
+    pickled (host.Relayed), so only the rank's process loads torch."""
+    pair = Group("cpu", "default", (0, 1))
+    with executor(2) as (run, ranks, measured):
+        run.run([Wave(0, (pair,))])
+        rank_pids = [info.pid for info in ranks.infos]
+        assert all(_loads_torch(pid) for pid in rank_pids)
+        assert not any(_loads_torch(_parent(pid)) for pid in rank_pids)
+    assert _rows(measured) == _every((pair,), lambda _: "ok")
 
 
 def test_a_group_whose_actor_died_while_idle_fails_its_points_and_the_wave_goes_on() -> None:
