@@ -8,18 +8,22 @@ a plain process's speed (benchmarks/actor_cost.py; docs/PERFORMANCE.md). The ran
 is killed with the actor (PR_SET_PDEATHSIG), so killing a hung actor frees its GPU as before;
 and the actor ends when its rank's process dies, so the driver sees a dead actor either way.
 
-The actor never opens what it relays: the rank's results travel pickled through it and become
-objects again where Ray delivers them, so the actor's process imports no torch (a second or
-more of start-up and 0.2-0.4 GB per GPU) beside the rank's own.
+The two keep out of each other's imports. The rank's process is a fresh interpreter
+(`python -m sweeper.host`) with the actor's import path and environment, so no Ray is loaded
+in it. The actor never opens what it relays: the rank's results travel pickled through it and
+become objects again where Ray delivers them, so the actor imports no torch beside the rank's
+own (a second or more of start-up and 0.2-0.4 GB per GPU).
 """
 
 from __future__ import annotations
 
 import ctypes
-import multiprocessing as mp
 import os
 import pickle
 import signal
+import socket
+import subprocess
+import sys
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -43,9 +47,12 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def _serve(conn: Connection, parent: int, args: tuple[Any, ...], facts: RayFacts) -> None:
-    """The rank's process: the rank, then each call the actor relays, until the actor goes."""
+def _serve(fd: int, parent: int) -> None:
+    """The rank's process (`python -m sweeper.host FD PARENT`): the rank, from the arguments
+    its actor sends first, then each call the actor relays, until the actor goes."""
     _die_with(parent)
+    conn = Connection(fd)
+    args, facts = conn.recv()
     from sweeper.worker import Rank
 
     try:
@@ -86,13 +93,17 @@ class RankHost:
     method is Rank's, its result Relayed."""
 
     def __init__(self, *args: Any) -> None:
-        context = mp.get_context("spawn")  # no fork of a process with Ray's threads in it
-        self._conn, theirs = context.Pipe()
-        self._process = context.Process(
-            target=_serve, args=(theirs, os.getpid(), args, RayFacts.here()), daemon=True
+        ours, theirs = socket.socketpair()
+        # A fresh interpreter, not multiprocessing's spawn, which would run Ray's worker
+        # script again as the child's main module and so load Ray into the rank's process.
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "sweeper.host", str(theirs.fileno()), str(os.getpid())],
+            pass_fds=(theirs.fileno(),),
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},  # the actor's imports
         )
-        self._process.start()
         theirs.close()
+        self._conn = Connection(ours.detach())
+        self._conn.send((args, RayFacts.here()))
         self._reply()
 
     def _reply(self) -> Relayed[Any]:
@@ -145,3 +156,7 @@ class RankHost:
 
     def release(self) -> Relayed[None]:
         return self._call("release")
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -70,23 +70,26 @@ def test_two_groups_of_the_same_ranks_in_one_world_both_run() -> None:
     assert _rows(measured) == _every((island, between, again), lambda _: "ok")
 
 
-def _loads_torch(pid: int) -> bool:
-    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+def _loads(pid: int, library: str) -> bool:
+    return library in Path(f"/proc/{pid}/maps").read_text()
 
 
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def test_rank_actors_relay_results_without_importing_torch_themselves() -> None:
-    """Each rank runs in a process its actor started; the actor carries the rank's results
-    pickled (host.Relayed), so only the rank's process loads torch."""
+def test_a_rank_runs_without_ray_and_its_actor_without_torch() -> None:
+    """Each rank runs in a process its actor started, with no Ray in it; the actor carries
+    the rank's results pickled (host.Relayed), so only the rank's process loads torch."""
     pair = Group("cpu", "default", (0, 1))
     with executor(2) as (run, ranks, measured):
         run.run([Wave(0, (pair,))])
-        rank_pids = [info.pid for info in ranks.infos]
-        assert all(_loads_torch(pid) for pid in rank_pids)
-        assert not any(_loads_torch(_parent(pid)) for pid in rank_pids)
+        for rank in (info.pid for info in ranks.infos):
+            actor = _parent(rank)
+            assert _loads(rank, "libtorch")
+            assert not _loads(rank, "_raylet")
+            assert _loads(actor, "_raylet")
+            assert not _loads(actor, "libtorch")
     assert _rows(measured) == _every((pair,), lambda _: "ok")
 
 
