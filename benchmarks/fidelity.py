@@ -131,16 +131,21 @@ class Compared:
         return median(b for _, b in self.pairs)
 
     @property
+    def ratios(self) -> list[float]:
+        """Each pair's sweeper time over the bare loop's."""
+        return [s / b for s, b in self.pairs]
+
+    @property
     def time_ratio(self) -> float:
         """The median over repeats of sweeper's time over the bare loop's."""
-        return median(s / b for s, b in self.pairs)
+        return median(self.ratios)
 
     @property
     def time_interval(self) -> tuple[float, float]:
         """Where time_ratio's true value lies with 95% confidence or more (the sign test's
         interval for a median: no assumption on how the pairs' ratios spread); below 6 pairs,
         their whole range."""
-        return median_interval([s / b for s, b in self.pairs])
+        return median_interval(self.ratios)
 
     @property
     def fastest_ratio(self) -> float:
@@ -590,8 +595,8 @@ def main() -> int:
     failures = gate.failures(compared, failed)
     wall_s = time.monotonic() - clock
     lines = [
-        f"fidelity on {world} ranks, {args.dtype}, {made} runs ({args.repeats} of every point, "
-        f"then of the unclear eager points), each point timed by the bare loop right after "
+        f"fidelity on {world} ranks, {args.dtype}, {made} runs (up to {args.repeats} of every "
+        f"point, then of the unclear eager points), each point timed by the bare loop right after "
         f"sweeper ({wall_s:.0f} s): sweeper against the bare torch.distributed loop"
         + "".join(f"; with the pairs of {path}" for path in args.earlier),
         *table(compared, gate),
