@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 import pandas as pd
@@ -44,10 +43,8 @@ from sweeper.analysis.summary import EAGER, GRAPH, missing
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Code, Facts, Figure, Section, Table, Text
 from sweeper.report.record import RunRecord
-from sweeper.topology import Gpu, Node
+from sweeper.report.view import RunView, members
 
-# The link a tier's traffic crosses, and the Gpu field holding its one-direction peak.
-_LINKS = {"nvlink": ("NVLink", "nvlink_gb_per_s"), "pcie": ("PCIe", "pcie_gb_per_s")}
 _LINK_LEGEND = (
     "NV#: joined by # NVLinks (directly or through NVSwitches); PIX: one PCIe switch; "
     "PXB: several PCIe switches; PHB: a PCIe host bridge; NODE: host bridges of one NUMA "
@@ -108,13 +105,6 @@ def _tier_names(frame: pd.DataFrame) -> pd.Series:
     )
 
 
-def collective_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows of operations over a group, swept over sizes (kinds collective and composite):
-    not the pair matrices (p2p, copy) nor experiments (MoE), which have sections of theirs."""
-    rows: pd.DataFrame = df[df["kind"].isin(["collective", "composite"])]
-    return rows
-
-
 def _table(columns: Iterable[str], rows: Iterable[tuple[Cell, ...]], caption: str = "") -> Table:
     listed = list(rows)
     if len(listed) > _MOST_ROWS:
@@ -148,12 +138,13 @@ def _table_section(
 # Run header
 
 
-def run_header(df: pd.DataFrame, record: RunRecord | None) -> Section:
+def run_header(view: RunView) -> Section:
+    df, record = view.rows, view.record
     first = df.iloc[0]
     started = first["run_started_at"]
     took = (df["measured_at"].max() - started).total_seconds()
-    gpus = sorted({u for uuids in df["gpu_uuids"] for u in (uuids if uuids is not None else [])})
-    hosts = sorted({h for group in df["hosts"] for h in (group if group is not None else [])})
+    gpus = members(df["gpu_uuids"])
+    hosts = sorted(members(df["hosts"]))
     facts = [
         ("run", str(first["run_id"])),
         ("kind", str(first["run_kind"])),
@@ -240,7 +231,8 @@ def _inventory(record: RunRecord | None, hosts: list[str]) -> Block:
 # Status
 
 
-def status(df: pd.DataFrame) -> Section:
+def status(view: RunView) -> Section:
+    df = view.rows
     counts = df["status"].value_counts()
     unchecked = int(((df["status"] == "ok") & df["n_wrong"].isna()).sum())
     facts = [(str(s), str(int(n))) for s, n in counts.items()]
@@ -274,7 +266,8 @@ def status(df: pd.DataFrame) -> Section:
 # Topology
 
 
-def topology(record: RunRecord | None) -> Section | None:
+def topology(view: RunView) -> Section | None:
+    record = view.record
     if record is None:
         return None
     blocks: list[Block] = []
@@ -301,23 +294,6 @@ def _link_css(link: str) -> str:
     return f"link link-{kind}"
 
 
-def _nodes(record: RunRecord | None) -> tuple[Node, ...]:
-    return record.nodes if record else ()
-
-
-def _gpu_names(df: pd.DataFrame, record: RunRecord | None) -> dict[str, str]:
-    """'n0 GPU3' for each GPU the record knows, else the start of its UUID."""
-    names = {
-        gpu.uuid: f"n{position} GPU{gpu.index}"
-        for position, node in enumerate(_nodes(record))
-        for gpu in node.gpus
-    }
-    for uuids in df["gpu_uuids"]:
-        for uuid in uuids if uuids is not None else ():
-            names.setdefault(str(uuid), str(uuid)[:12])
-    return names
-
-
 def _why_cell(evidence: Sequence[why.Evidence] | None) -> Cell:
     if not evidence:
         return Cell("like its peers", "muted")
@@ -327,16 +303,13 @@ def _why_cell(evidence: Sequence[why.Evidence] | None) -> Cell:
 # GPUs against their peers
 
 
-def gpus(
-    df: pd.DataFrame, record: RunRecord | None, health: why.Health | None = None
-) -> Section | None:
+def gpus(view: RunView) -> Section | None:
     """Each GPU's state over the run (NVML, read around every point) and, for a GPU that
     differs from the others, the evidence."""
-    health = health or why.Health.of(df)
-    states, evidence = health.states, health.evidence
+    states, evidence = view.health.states, view.health.evidence
     if not states:
         return None
-    names = _gpu_names(df, record)
+    names = view.gpu_names
     order = sorted(states, key=lambda uuid: (names[uuid], uuid))
     lines = [
         (
@@ -367,17 +340,13 @@ def gpus(
 # Host <-> device
 
 
-def host(
-    df: pd.DataFrame, record: RunRecord | None, health: why.Health | None = None
-) -> Section | None:
-    table = host_table(df)
+def host(view: RunView) -> Section | None:
+    table = host_table(view.preferred)
     if table.empty:
         return None
-    names = _gpu_names(df, record)
-    health = health or why.Health.of(df)
-    states, evidence = health.states, health.evidence
+    states, evidence = view.health.states, view.health.evidence
     table = table.assign(
-        name=table["gpu_uuid"].map(names),
+        name=table["gpu_uuid"].map(view.gpu_names),
         # a GPU whose pinned copies fall short of the other GPUs' in the same direction
         outlier=mad_outliers(table["pinned_gb_per_s"], table["copy"], "low"),
     ).sort_values(["name"], kind="stable")
@@ -444,9 +413,8 @@ def _series(rows: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
         yield name, part.sort_values("size_bytes")
 
 
-def operations(df: pd.DataFrame, record: RunRecord | None = None) -> Section | None:
-    rows = preferred(collective_rows(df))
-    rows = rows[rows["status"] == "ok"]
+def operations(view: RunView) -> Section | None:
+    rows = view.ok_collectives
     if rows.empty:
         return None
     rows = rows.assign(operation=_labels(rows))
@@ -457,7 +425,7 @@ def operations(df: pd.DataFrame, record: RunRecord | None = None) -> Section | N
             for operation, part in rows.groupby("operation", sort=False)
         ),
     ]
-    off = why.off_neighbours(rows, _gpu_names(df, record))
+    off = why.off_neighbours(rows, view.gpu_names)
     if not off.empty:
         lines = [
             (
@@ -490,41 +458,14 @@ def operations(df: pd.DataFrame, record: RunRecord | None = None) -> Section | N
 # Peaks
 
 
-@dataclass(frozen=True)
-class _Link:
-    name: str
-    peak_gb_per_s: float | None
-
-
-def _link_peaks(df: pd.DataFrame, record: RunRecord | None) -> dict[tuple[str, int], _Link]:
-    """The link each tier and group size crosses, and its one-direction peak: that of the
-    slowest GPU of its groups (NVLink: all its links together; PCIe: generation x width)."""
-    by_uuid: dict[str, Gpu] = {
-        gpu.uuid: gpu for node in (record.nodes if record else ()) for gpu in node.gpus
-    }
-    out: dict[tuple[str, int], _Link] = {}
-    keys = ["tier", "variant", "world_size"]
-    for _, part in df.groupby(keys, sort=False):
-        tier, variant, world_size = (part[key].iloc[0] for key in keys)
-        if str(tier) not in _LINKS:
-            continue
-        name, field = _LINKS[str(tier)]
-        uuids = {u for uuids in part["gpu_uuids"] for u in (uuids if uuids is not None else [])}
-        speeds = [getattr(by_uuid[u], field) for u in uuids if u in by_uuid]
-        known = [s for s in speeds if s]
-        peak = min(known) if known and len(known) == len(uuids) else None
-        out[(tier_name(str(tier), str(variant)), int(world_size))] = _Link(name, peak)
-    return out
-
-
-def peaks(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
-    rows = collective_rows(df)
+def peaks(view: RunView) -> Section | None:
+    rows = view.preferred_collectives
     if rows.empty:
         return None
-    links = _link_peaks(rows, record)
+    links = view.link_peaks
     known = any(link.peak_gb_per_s for link in links.values())  # else no link columns
     table = []
-    for s in summarize(_records(preferred(rows))):
+    for s in summarize(_records(rows)):
         link = links.get((s.tier, s.world_size))
         peak = link.peak_gb_per_s if link else None
         share = (
@@ -565,8 +506,8 @@ def peaks(df: pd.DataFrame, record: RunRecord | None) -> Section | None:
 # Launch cost
 
 
-def launch_cost(df: pd.DataFrame) -> Section | None:
-    table = launch_costs(df)
+def launch_cost(view: RunView) -> Section | None:
+    table = launch_costs(view.rows)  # every launch mode: the eager rows are its subject
     if table.empty:
         return None
     lines = [
@@ -600,21 +541,6 @@ def launch_cost(df: pd.DataFrame) -> Section | None:
 # Peer to peer
 
 
-def _rank_labels(df: pd.DataFrame, record: RunRecord | None) -> dict[int, str]:
-    """'n0 GPU3' for each rank whose GPU the record knows, else 'rank 5'."""
-    where = {
-        gpu.uuid: f"n{position} GPU{gpu.index}"
-        for position, node in enumerate(record.nodes if record else ())
-        for gpu in node.gpus
-    }
-    out: dict[int, str] = {}
-    for rank_column, uuid_column in (("src_rank", "src_gpu_uuid"), ("dst_rank", "dst_gpu_uuid")):
-        for rank, uuid in zip(df[rank_column], df[uuid_column], strict=True):
-            if not missing(rank):
-                out.setdefault(int(rank), where.get(str(uuid), f"rank {int(rank)}"))
-    return out
-
-
 def _matrix_title(matrix: PairMatrix) -> str:
     how = "concurrently" if matrix.concurrent else "one pair at a time"
     what = "bandwidth (GB/s)" if matrix.metric == "bandwidth" else "latency (us)"
@@ -622,22 +548,18 @@ def _matrix_title(matrix: PairMatrix) -> str:
     return f"{matrix.op} {matrix.algorithm}, {how}: {what} at {size}"
 
 
-def p2p(
-    df: pd.DataFrame, record: RunRecord | None, health: why.Health | None = None
-) -> Section | None:
-    rows = pair_rows(df)
-    if rows.empty:
+def p2p(view: RunView) -> Section | None:
+    shown = pair_rows(view.preferred)
+    if shown.empty:
         return None
-    names = _rank_labels(rows, record)
-    shown = preferred(rows)
+    rows, names = pair_rows(view.rows), view.rank_labels
     transfers = shown["op"].astype(str) + " " + shown["algorithm"].astype(str)
     blocks: list[Block] = [_launch_line(shown["launch"], transfers)]
     for matrix in pair_matrices(rows):
         labels = [names.get(int(rank), f"rank {rank}") for rank in matrix.values.index]
         blocks.append(Figure(figures.heatmap(matrix, labels, _matrix_title(matrix)), half=True))
     outliers = []
-    gpu_names, nodes = _gpu_names(df, record), _nodes(record)
-    evidence = (health or why.Health.of(df)).evidence
+    gpu_names, nodes, evidence = view.gpu_names, view.nodes, view.health.evidence
     uuid_of = {
         int(rank): str(uuid)
         for column in ("src", "dst")
@@ -705,8 +627,8 @@ def _way(op: str, name: str) -> str:
     return rest.removeprefix("(").replace(")", "", 1)
 
 
-def algorithms(df: pd.DataFrame) -> Section | None:
-    rows = collective_rows(df)
+def algorithms(view: RunView) -> Section | None:
+    rows = view.collectives
     blocks: list[Block] = []
     compared = []
     for op in dict.fromkeys(rows["op"]):
@@ -743,8 +665,7 @@ def algorithms(df: pd.DataFrame) -> Section | None:
             blocks.append(_table(headers, lines, caption))
     if not blocks:
         return None
-    shown = preferred(rows[rows["op"].isin(compared)])
-    shown = shown[shown["status"] == "ok"]
+    shown = view.ok_collectives[view.ok_collectives["op"].isin(compared)]
     ways = pd.Series(
         [
             candidate(str(o), str(a), str(v))
@@ -766,12 +687,11 @@ def algorithms(df: pd.DataFrame) -> Section | None:
 # Swept NCCL variables
 
 
-def nccl_variables(df: pd.DataFrame) -> list[Section]:
+def nccl_variables(view: RunView) -> list[Section]:
     """A section per swept NCCL variable (--nccl-env): for each operation, busbw against size
     with a line per value and NCCL's default, and at the judged sizes the best value and its
     gain over the default."""
-    rows = preferred(collective_rows(df))
-    rows = rows[rows["status"] == "ok"]
+    rows = view.ok_collectives
     sets = knobs.swept(rows)
     found = []
     for variable in dict.fromkeys(sets["variable"]):
@@ -820,14 +740,15 @@ def nccl_variables(df: pd.DataFrame) -> list[Section]:
 # Composites
 
 
-def composites(df: pd.DataFrame) -> Section | None:
-    rows = collective_rows(df)
+def composites(view: RunView) -> Section | None:
+    rows = view.collectives
     rows = rows[rows["status"] == "ok"]
     rows = rows.assign(launch=launch_of(rows))
     built = rows[rows["kind"] == "composite"]
     if built.empty:
         return None
-    # against the native call in the same launch mode, and the graph pair where both ran
+    # against the native call in the same launch mode, and the graph pair where both ran:
+    # the preferred launch mode of the pairs, not of the composite's points alone
     keys = ["group_id", "op", "dtype", "size_bytes", "launch"]
     native = rows[(rows["kind"] == "collective") & (rows["algorithm"] == "native")]
     native = native[[*keys, "busbw_gb_per_s"]]
@@ -862,8 +783,8 @@ def composites(df: pd.DataFrame) -> Section | None:
 # MoE and other experiments with parameters
 
 
-def experiments(df: pd.DataFrame) -> Section | None:
-    rows = preferred(df[df["kind"] == "experiment"])
+def experiments(view: RunView) -> Section | None:
+    rows = view.preferred[view.preferred["kind"] == "experiment"]
     if rows.empty:
         return None
     rows = rows.assign(
@@ -908,8 +829,8 @@ def experiments(df: pd.DataFrame) -> Section | None:
 # Largest sizes
 
 
-def max_sizes(df: pd.DataFrame) -> Section | None:
-    rows = collective_rows(df)
+def max_sizes(view: RunView) -> Section | None:
+    rows = view.collectives
     if rows["max_size_bytes"].isna().all():
         return None
     rows = rows.assign(operation=_labels(rows), tier=_tier_names(rows))
@@ -948,8 +869,8 @@ def max_sizes(df: pd.DataFrame) -> Section | None:
 # Fits
 
 
-def alpha_beta(df: pd.DataFrame) -> Section | None:
-    table = fits(collective_rows(df))
+def alpha_beta(view: RunView) -> Section | None:
+    table = fits(view.preferred_collectives)
     if table.empty:
         return None
     lines = [
@@ -992,7 +913,10 @@ def alpha_beta(df: pd.DataFrame) -> Section | None:
 # Baseline
 
 
-def baseline(base: pd.DataFrame, new: pd.DataFrame) -> Section:
+def baseline(view: RunView) -> Section | None:
+    base, new = view.base, view.rows
+    if base is None:
+        return None
     rule = RegressionRule()
     changes = point_changes(base, new, rule)
     changes = changes.assign(operation=_labels(changes))
@@ -1058,25 +982,24 @@ def baseline(base: pd.DataFrame, new: pd.DataFrame) -> Section:
     )
 
 
-def build(df: pd.DataFrame, record: RunRecord | None, base: pd.DataFrame | None) -> list[Section]:
+def build(view: RunView) -> list[Section]:
     """Every section that has data, in reading order."""
-    health = why.Health.of(df)  # every GPU's readings, read once for the sections that show them
     found = [
-        run_header(df, record),
-        status(df),
-        topology(record),
-        gpus(df, record, health),
-        operations(df, record),
-        peaks(df, record),
-        launch_cost(df),
-        p2p(df, record, health),
-        host(df, record, health),
-        algorithms(df),
-        *nccl_variables(df),
-        composites(df),
-        experiments(df),
-        max_sizes(df),
-        alpha_beta(df),
-        baseline(base, df) if base is not None else None,
+        run_header(view),
+        status(view),
+        topology(view),
+        gpus(view),
+        operations(view),
+        peaks(view),
+        launch_cost(view),
+        p2p(view),
+        host(view),
+        algorithms(view),
+        *nccl_variables(view),
+        composites(view),
+        experiments(view),
+        max_sizes(view),
+        alpha_beta(view),
+        baseline(view),
     ]
     return [section for section in found if section is not None]
