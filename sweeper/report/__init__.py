@@ -2,9 +2,10 @@
 
 `build.write` renders a run of a results directory into one self-contained page;
 `record` keeps what the rows do not say (command line, options, topology) beside them;
-`sections` turns rows into what the page shows, `figures` into plotly figures; `browser`
-opens a page in Chromium (screenshots). Only `build`, `figures` and `browser` need the
-optional libraries (`sweeper[report]`, Playwright), so importing this package is cheap.
+`view` works out once what the sections read of a run's rows, `sections` turns that into
+what the page shows, `figures` into plotly figures; `browser` opens a page in Chromium
+(screenshots). Only `build`, `figures` and `browser` need the optional libraries
+(`sweeper[report]`, Playwright), so importing this package is cheap.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from markupsafe import Markup
 
 from sweeper.errors import BadInput
 from sweeper.report import directory, record, require_directory, runs, sections
+from sweeper.report.view import RunView
 
 PLOTLY_JS = "plotly.min.js"
 # Plotly's figure JSON goes inside <script> elements: these characters are written as JSON
@@ -62,7 +63,7 @@ def render(
     """The page for one run's rows (`base`: a baseline run's rows to compare with).
 
     `plotly_src`: a relative path to plotly.min.js instead of inlining it."""
-    found = sections.build(df, run, base)
+    found = sections.build(RunView.of(df, run, base))
     template = _environment().get_template("report.html.j2")
     return template.render(
         run_id=str(df["run_id"].iloc[0]),

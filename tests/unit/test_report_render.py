@@ -12,9 +12,12 @@ import pandas as pd
 import pytest
 
 from sweeper import store
-from sweeper.report import build, runs, sections
+from sweeper.report import build, runs
 from sweeper.report.blocks import Facts, Figure, Text
 from sweeper.report.record import RunRecord
+from sweeper.report.sections.alternatives import composites
+from sweeper.report.sections.run import run_header
+from sweeper.report.view import RunView
 from sweeper.topology import Node
 from tests import report_data
 
@@ -211,7 +214,7 @@ def test_a_composite_is_against_the_native_call_in_its_own_launch_mode(
     call's eager time, and says it is eager; the other against the native graph replay."""
     rows = runs.rows(both_results, "both")
     failed = (rows["algorithm"] == "reduce_scatter+all_gather") & (rows["launch"] == "graph")
-    section = sections.composites(rows[~failed])
+    section = composites(RunView.of(rows[~failed], None))
     assert section is not None
     line, figure = section.blocks
     assert isinstance(line, Text)
@@ -296,7 +299,7 @@ def test_the_run_header_says_where_the_buffers_came_from(results: Path) -> None:
     df = store.load(results, "new")
 
     def buffers(frame: pd.DataFrame) -> str:
-        facts = sections.run_header(frame, None).blocks[0]
+        facts = run_header(RunView.of(frame, None)).blocks[0]
         assert isinstance(facts, Facts)
         return dict(facts.items)["buffers"]
 
