@@ -571,7 +571,7 @@ class NightlySettings(BaseModel):
         14, ge=1, description="Baseline: up to this many earlier nightly runs of the same cluster."
     )
     min_history: int = Field(
-        5, ge=2, description="Fewer baseline runs than this: the series is new, nothing alarms."
+        5, ge=2, description="Fewer earlier runs than this: the series is new, nothing alarms."
     )
     z: float = Field(
         3.5, gt=0, description="Worse than the baseline median by this many robust sigmas (MAD)."
