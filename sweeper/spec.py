@@ -366,7 +366,7 @@ class SweepSpec(BaseModel):
     engine: CommaList = Field(
         ("torch",),
         description="torch (torch.distributed, what a PyTorch program pays), nccl (NCCL "
-        "called directly, as nccl-tests does; needs sweeper[nccl]), or both.",
+        "called directly, as nccl-tests does; needs sweeper-bench[nccl]), or both.",
     )
     register_buffers: bool = Field(
         False,
@@ -417,7 +417,8 @@ class SweepSpec(BaseModel):
         False, description="Time peer copies between every GPU pair of a node, and fan-out."
     )
     report: bool = Field(
-        True, description="Write an HTML report of the run at the end (needs sweeper[report])."
+        True,
+        description="Write an HTML report of the run at the end (needs sweeper-bench[report]).",
     )
     reports_dir: Path | None = Field(
         None, description="Where reports go; default reports/ beside the results directory."

@@ -4,7 +4,7 @@
 `record` keeps what the rows do not say (command line, options, topology) beside them;
 `sections` turns rows into what the page shows, `figures` into plotly figures; `browser`
 opens a page in Chromium (screenshots). Only `build`, `figures` and `browser` need the
-optional libraries (`sweeper[report]`, Playwright), so importing this package is cheap.
+optional libraries (`sweeper-bench[report]`, Playwright), so importing this package is cheap.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def require() -> None:
     if missing:
         raise BadInput(
             f"the HTML report needs {' and '.join(missing)}",
-            hint="pip install 'sweeper[report]', or run with --no-report",
+            hint="pip install 'sweeper-bench[report]', or run with --no-report",
         )
 
 
