@@ -31,7 +31,7 @@ import pandas as pd
 
 from sweeper.analysis.summary import label
 from sweeper.collectives import REGISTRY, names
-from sweeper.spec import format_size
+from sweeper.plan.sizes import format_size
 
 HIDDEN = 8192  # vLLM's benchmark: (rows, hidden) bf16 tensors
 ITEMSIZE = 2
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     from sweeper.console import HumanConsole
-    from sweeper.spec import build_spec
+    from sweeper.plan.profile import build_spec
     from sweeper.sweep import run
 
     rows = pd.DataFrame(

@@ -78,7 +78,7 @@ from sweeper import collectives
 from sweeper.cluster import MULTICAST_OFF
 from sweeper.collectives import resolve
 from sweeper.console import HumanConsole
-from sweeper.spec import format_size, parse_size
+from sweeper.plan.sizes import format_size, parse_size
 from sweeper.sweep import Finished, Observer, Started
 
 Row = Mapping[str, Any]
@@ -427,7 +427,7 @@ def run_sweeper(
     sizes: tuple[int | str, int | str],
     launch: str,
 ) -> list[Row]:
-    from sweeper.spec import build_spec
+    from sweeper.plan.profile import build_spec
     from sweeper.sweep import run
 
     spec = build_spec(

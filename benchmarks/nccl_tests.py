@@ -56,7 +56,8 @@ from typing import Any, TypeVar
 from pinning import Pinner, pinned, rank_cores
 
 from sweeper.cluster import MULTICAST_OFF
-from sweeper.spec import DTYPES, canonical_dtype, format_size, parse_size
+from sweeper.plan.dtypes import DTYPES, canonical_dtype
+from sweeper.plan.sizes import format_size, parse_size
 from sweeper.timing import graph_unit
 
 Row = Mapping[str, Any]
@@ -554,7 +555,7 @@ def sweeper_options(
 
 def run_sweeper(options: Mapping[str, Any]) -> list[Row]:
     from sweeper.console import HumanConsole
-    from sweeper.spec import build_spec
+    from sweeper.plan.profile import build_spec
     from sweeper.sweep import run
 
     return list(run(build_spec(**options), HumanConsole(sys.stderr)).rows)

@@ -23,7 +23,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from sweeper.console import HumanConsole
-from sweeper.spec import build_spec
+from sweeper.plan.profile import build_spec
 from sweeper.sweep import run
 
 

@@ -96,7 +96,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     from sweeper.collectives import names
     from sweeper.console import HumanConsole
-    from sweeper.spec import MemLimit, build_spec
+    from sweeper.plan.profile import build_spec
+    from sweeper.plan.sizes import parse_mem_limit
     from sweeper.sweep import run
 
     spec = build_spec(
@@ -127,7 +128,7 @@ def main() -> int:
         for name, a in auto.items()
     ]
     limit = (
-        MemLimit.parse(args.mem_limit).of(torch.cuda.get_device_properties(0).total_memory)
+        parse_mem_limit(args.mem_limit).of(torch.cuda.get_device_properties(0).total_memory)
         if args.mem_limit
         else None
     )

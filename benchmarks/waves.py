@@ -20,7 +20,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import sweeper
-from sweeper.spec import build_spec
+from sweeper.plan.profile import build_spec
 from sweeper.sweep import Finished, Row, Started, run
 
 

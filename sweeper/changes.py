@@ -19,8 +19,8 @@ from rich.table import Table
 
 from sweeper.analysis import RegressionRule, point_changes
 from sweeper.nightly import json_value, series_name
+from sweeper.plan.sizes import format_size
 from sweeper.report import runs
-from sweeper.spec import format_size
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ import typer
 from typer.core import TyperGroup
 
 from sweeper.errors import BadInput, SweeperError, SweeperWarning
-from sweeper.spec import Profile, SweepSpec, build_spec, load_profile
+from sweeper.plan.profile import Profile, build_spec, load_profile
+from sweeper.plan.spec import SweepSpec
 
 if TYPE_CHECKING:
     from sweeper.console import HumanConsole, JsonConsole
@@ -461,15 +462,15 @@ def plan_command(
     options["plugins"] = options.pop("plugin")
     try:
         spec = build_spec(_profile(options.pop("profile")), **options)
-        from sweeper import planner
+        from sweeper.commands import plan
 
-        found = planner.plan(spec, topology_file, results_dir)
+        found = plan.plan(spec, topology_file, results_dir)
     except SweeperError as exc:
         raise _fail(exc) from None
     if output_format is Format.json:
-        print(json.dumps(planner.records(found), indent=1))
+        print(json.dumps(plan.records(found), indent=1))
     else:
-        planner.print_plan(found)
+        plan.print_plan(found)
 
 
 @app.command(

@@ -32,9 +32,10 @@ from ray.util.scheduling_strategies import (
 
 from sweeper.errors import InfrastructureError
 from sweeper.host import RankHost
-from sweeper.plan import Member, Placement
-from sweeper.spec import Limits, MemLimit, MoeSpec
+from sweeper.plan.placement import Member, Placement
+from sweeper.plan.spec import MoeSpec
 from sweeper.topology import Node, RankInfo, Versions, node_record
+from sweeper.wire import Limits, MemLimit
 from sweeper.worker import Copied, Measured, Prepared, local_nccl_allocators
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
@@ -302,7 +303,7 @@ class RankSet:
                 self.world_size,
                 self.backend,
                 self.plugins,
-                Limits(self.mem_limit, slot.memory_bytes // slot.ranks),
+                Limits(mem_limit=self.mem_limit, host_share_bytes=slot.memory_bytes // slot.ranks),
                 self.moe,
                 self.nccl_engine,
             )

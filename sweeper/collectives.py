@@ -34,11 +34,11 @@ from sweeper.descriptor import (
     per_call,
 )
 from sweeper.errors import BadInput
-from sweeper.plan import PerGpu, Shape
+from sweeper.plan.placement import PerGpu, Shape
 
 if TYPE_CHECKING:
     from sweeper.nccl import NcclComm
-from sweeper.spec import MoeSpec
+from sweeper.plan.spec import MoeSpec
 
 __all__ = [
     "REGISTRY",

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sweeper.analysis import label, probe_seconds, summarize, tier_name
-from sweeper.spec import format_size
+from sweeper.plan.sizes import format_size
 from sweeper.sweep import Finished, Row, Started, Survey
 
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-from sweeper import knobs
-from sweeper.plan import PerGpu, Shape
+from sweeper.plan import knobs
+from sweeper.plan.placement import PerGpu, Shape
 
 if TYPE_CHECKING:
     from sweeper.nccl import NcclComm

@@ -30,10 +30,11 @@ from typing import Any
 
 from sweeper import cluster
 from sweeper.descriptor import Collective
-from sweeper.plan import Group, Placement, Point, Timing
-from sweeper.schedule import Series, Wave
+from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.placement import Group, Placement
+from sweeper.plan.schedule import Series, Wave
 from sweeper.series import Allocate, Budgets, Measure, SeriesRunner
-from sweeper.spec import DTYPES
+from sweeper.wire import Point, Timing
 
 POLL_S = 1.0  # the longest the loop sleeps without looking at deadlines
 
@@ -106,7 +107,14 @@ def skipped(
         else cluster.Outcome("error", error=failure, launched=False)
     )
     for count in series.counts:
-        point = Point(group_id, series.op, series.dtype, count * itemsize, count, timing)
+        point = Point(
+            group_id=group_id,
+            op=series.op,
+            dtype=series.dtype,
+            size_bytes=count * itemsize,
+            count=count,
+            timing=timing,
+        )
         yield Measured(group, point, collective, outcome, wave, now, now, None, None, False)
 
 
@@ -214,7 +222,14 @@ class Executor:
         assert run.runner is not None
         series = run.runner.series
         size = count * DTYPES[series.dtype].itemsize
-        return Point(run.group_id, series.op, series.dtype, size, count, self.timing)
+        return Point(
+            group_id=run.group_id,
+            op=series.op,
+            dtype=series.dtype,
+            size_bytes=size,
+            count=count,
+            timing=self.timing,
+        )
 
     def _advance(self, run: _Run) -> None:
         """The group's next call, or its end: skipped series get their rows here."""

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sweeper.plan import Point
 from sweeper.topology import RayFacts
+from sweeper.wire import Point
 
 if TYPE_CHECKING:
     from sweeper.topology import RankInfo, Versions

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sweeper import telemetry
-from sweeper.plan import GPU_TIER
-from sweeper.spec import format_size
+from sweeper.plan.placement import GPU_TIER
+from sweeper.plan.sizes import format_size
 from sweeper.store import Kind
 from sweeper.timing import across_ranks, algbw_gb_per_s
 
 if TYPE_CHECKING:
     from sweeper.executor import Measured
-    from sweeper.plan import Placement
+    from sweeper.plan.placement import Placement
     from sweeper.worker import Copied, Timed
     from sweeper.worker import Measured as RankMeasured
 

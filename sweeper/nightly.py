@@ -32,7 +32,8 @@ from sweeper.analysis import label
 from sweeper.analysis.regression import COLUMNS, STATUSES, Policy, detect, run_metrics
 from sweeper.analysis.summary import GRAPH
 from sweeper.errors import BadInput
-from sweeper.spec import SweepSpec, format_size
+from sweeper.plan.sizes import format_size
+from sweeper.plan.spec import SweepSpec
 
 if TYPE_CHECKING:
     from sweeper.sweep import Observer

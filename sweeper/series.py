@@ -19,14 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sweeper.sizing import BISECT_STEPS, bisect, largest_count
-from sweeper.spec import DTYPES
+from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.sizing import BISECT_STEPS, bisect, largest_count
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from sweeper.descriptor import Collective
-    from sweeper.schedule import Series
+    from sweeper.plan.schedule import Series
 
 
 @dataclass(frozen=True)

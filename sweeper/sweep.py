@@ -19,32 +19,21 @@ import pandas as pd
 import ray
 
 import sweeper
-from sweeper import cluster, knobs, measurement, nccl, planner, report, store
+from sweeper import cluster, measurement, nccl, report, store
 from sweeper.collectives import configure_moe, load_plugins, names, resolve
 from sweeper.errors import BadInput, InfrastructureError
-from sweeper.estimate import CostModel, estimate
 from sweeper.executor import Executor, Measured, PointKey, Recorded, skipped
-from sweeper.plan import (
-    Group,
-    Placement,
-    Timing,
-    alone,
-    expected_placement,
-    groups,
-    variants,
-)
+from sweeper.plan import knobs, request
+from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.estimate import CostModel, estimate
+from sweeper.plan.placement import Group, Placement, alone, expected_placement, groups, variants
+from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedule
+from sweeper.plan.spec import SweepSpec, engines, launches, registers
 from sweeper.report import record
-from sweeper.schedule import ActorSet, Schedule, nothing_to_measure, schedule
-from sweeper.spec import (
-    DTYPES,
-    SweepSpec,
-    engines,
-    launches,
-    registers,
-)
 from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
 from sweeper.topology import Node
+from sweeper.wire import Timing
 from sweeper.worker import no_nccl_allocator
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
@@ -146,7 +135,7 @@ def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
 
 def survey(spec: SweepSpec) -> Survey:
     connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or planner.DEFAULT_CPU_RANKS, spec.connect_timeout
+        spec.address, spec.ranks_per_node() or request.DEFAULT_CPU_RANKS, spec.connect_timeout
     )
     try:
         backend, slots, nodes = _layout(spec, connection)
@@ -233,20 +222,20 @@ class _Sweep:
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
         self.backend = _backend(spec, connection.gpus())
         self.timing = Timing(
-            spec.iters,
-            spec.warmup,
-            spec.check,
-            spec.samples,
-            spec.seed,
-            launches(spec.launch, self.backend),
-            spec.blocks,
-            engines(spec.engine, self.backend),
-            registers(spec.register_buffers, self.backend),
+            iters=spec.iters,
+            warmup=spec.warmup,
+            check=spec.check,
+            samples=spec.samples,
+            seed=spec.seed,
+            launches=launches(spec.launch, self.backend),
+            blocks=spec.blocks,
+            engines=engines(spec.engine, self.backend),
+            register=registers(spec.register_buffers, self.backend),
         )
         _check_dtypes(spec.dtypes, self.backend)
         self.auto = spec.max_size == "auto"
-        self.sizes = planner.sizes(spec)
-        self.mem_limit = planner.mem_limit(spec, self.backend)
+        self.sizes = request.sizes(spec)
+        self.mem_limit = request.mem_limit(spec, self.backend)
         _, self.slots, self.nodes = _layout(spec, connection)
         if self.timing.register:
             _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
@@ -255,7 +244,9 @@ class _Sweep:
         self._shared: Row | None = None
 
     def plan_for(self, placement: Placement) -> Schedule:
-        return schedule(placement, planner.request(self.spec, self.backend, self.collectives))
+        return schedule(
+            placement, request.schedule_request(self.spec, self.backend, self.collectives)
+        )
 
     def run(self) -> None:
         slots = [slot.ranks for slot in self.slots]
@@ -264,7 +255,7 @@ class _Sweep:
         empty = nothing_to_measure(planned, self.spec.tiers)
         if empty is not None:  # before anything is written: no run record, no report
             raise InfrastructureError(empty)
-        ceiling = planner.ceiling_bytes(self.spec, self.backend, self.nodes)
+        ceiling = request.ceiling_bytes(self.spec, self.backend, self.nodes)
         self.observer.started(
             Started(
                 self.run_id,
@@ -445,7 +436,7 @@ def run(
         report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
     connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or planner.DEFAULT_CPU_RANKS, spec.connect_timeout
+        spec.address, spec.ranks_per_node() or request.DEFAULT_CPU_RANKS, spec.connect_timeout
     )
     sweep: _Sweep | None = None
     try:

@@ -5,6 +5,7 @@ pandas), so every process can load it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 
@@ -70,3 +71,61 @@ class Tier(Name):
 
 # The tiers --tiers names (`all` is every one of them; `world` is every rank as one group).
 REQUESTABLE_TIERS: tuple[Tier, ...] = (Tier.NVLINK, Tier.PCIE, Tier.INTERNODE, Tier.CPU)
+
+
+# What the driver hands a rank with every point, and once when it starts: sweeper/plan
+# resolves them from the spec.
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemLimit:
+    """`--mem-limit`: bytes, or a fraction of the device's (or the rank's share of the node's)
+    memory, and its spelling (8G, 12.5%): sweeper/plan/sizes.py parses and spells it."""
+
+    size_bytes: int | None = None
+    fraction: float | None = None
+    spelled: str
+
+    def __str__(self) -> str:
+        return self.spelled
+
+    def of(self, total_bytes: int) -> int:
+        if self.size_bytes is not None:
+            return self.size_bytes
+        return int(total_bytes * (self.fraction or 1.0))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """How much memory a rank may use: `--mem-limit`, and for CPU ranks their share of the
+    node's memory (Ray's `memory` resource of the node over the ranks placed on it)."""
+
+    mem_limit: MemLimit | None = None
+    host_share_bytes: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Timing:
+    """How every point of a sweep is measured."""
+
+    iters: int | None = None  # None: adaptive
+    warmup: int | None = None  # None: adaptive
+    check: bool = True
+    samples: bool = False
+    seed: int = 0
+    launches: tuple[Launch, ...] = (Launch.EAGER,)  # each gives the point a row
+    blocks: int = 3  # timed blocks per launch; the row's time is the median block's
+    engines: tuple[Engine, ...] = (Engine.TORCH,)  # each gives the point rows
+    register: bool = False  # buffers from NCCL's allocator, registered with the group's comms
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Point:
+    """One measurement: everything a rank needs to run it, and nothing it must work out."""
+
+    group_id: str
+    op: str  # descriptor name
+    dtype: str
+    size_bytes: int  # S, after rounding to whole elements for every rank
+    count: int  # elements of S
+    timing: Timing

@@ -30,8 +30,8 @@ from torch.distributed import TCPStore  # type: ignore[attr-defined]
 from sweeper import data
 from sweeper.collectives import REGISTRY, configure_moe, load_plugins
 from sweeper.descriptor import Buffers, Collective, Comm, Layout, Step
-from sweeper.plan import Point, Timing
-from sweeper.spec import Limits, MoeSpec
+from sweeper.plan.sizing import scratch_bytes
+from sweeper.plan.spec import MoeSpec
 from sweeper.telemetry import Reading, Watch
 from sweeper.timing import (
     GRAPH_ITERS,
@@ -47,6 +47,7 @@ from sweeper.timing import (
     graph_unit,
 )
 from sweeper.topology import RankInfo, RayFacts, Versions, nvml_driver_version
+from sweeper.wire import Limits, Point, Timing
 
 if TYPE_CHECKING:
     from torch._C._distributed_c10d import ProcessGroupNCCL
@@ -421,7 +422,7 @@ class Rank:
         dtype = getattr(torch, point.dtype)
         layout = collective.layout(point.count, comm.size, comm.rank)
         if self.device.type != "cuda":  # host memory is shared: keep to this rank's share
-            need = layout.elements * dtype.itemsize + data.scratch_bytes("cpu", layout.elements)
+            need = layout.elements * dtype.itemsize + scratch_bytes("cpu", layout.elements)
             if need > (budget := self.budget()):
                 return Prepared("oom", f"rank {self.rank}: needs {need} B, budget {budget} B")
         levels = data.levels(dtype, comm.size, collective.reduces)

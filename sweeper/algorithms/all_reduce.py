@@ -14,7 +14,7 @@ import torch
 import torch.distributed._symmetric_memory as symm_mem
 
 from sweeper.descriptor import SUM, Buffers, Comm, Layout, Span, Step
-from sweeper.plan import Shape
+from sweeper.plan.placement import Shape
 
 
 def why_not(shape: Shape) -> str | None:

@@ -11,7 +11,7 @@ import math
 import torch
 
 from sweeper.descriptor import Buffers, Comm, Layout, Span, blocks, exchange
-from sweeper.plan import Shape
+from sweeper.plan.placement import Shape
 
 
 def layout(count: int, n: int, rank: int, work: int = 0) -> Layout:

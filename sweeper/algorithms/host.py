@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from sweeper.descriptor import Buffers, Comm, Layout, Span, Step
-from sweeper.plan import Shape
+from sweeper.plan.placement import Shape
 
 
 def layout(count: int, n: int, rank: int) -> Layout:

@@ -14,7 +14,7 @@ import numpy as np
 import torch.distributed as dist
 
 from sweeper.descriptor import Buffers, Comm, Layout, Span, Step
-from sweeper.spec import MoeSpec
+from sweeper.plan.spec import MoeSpec
 
 
 @lru_cache(maxsize=8)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.errors import ResultsUnwritable
-from sweeper.spec import SweepSpec
+from sweeper.plan.spec import SweepSpec
 from sweeper.topology import Gpu, Node
 
 RECORDS_DIR = "_runs"

@@ -13,8 +13,9 @@ import ray
 from sweeper import cluster
 from sweeper.collectives import REGISTRY
 from sweeper.executor import Executor, Measured
-from sweeper.plan import Group, Timing
-from sweeper.schedule import Series, Wave
+from sweeper.plan.placement import Group
+from sweeper.plan.schedule import Series, Wave
+from sweeper.wire import Timing
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

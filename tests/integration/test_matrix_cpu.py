@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.spec import build_spec
+from sweeper.plan.profile import build_spec
 from sweeper.sweep import Row, run
 
 pytestmark = pytest.mark.usefixtures("ray_session")

@@ -16,7 +16,7 @@ import sweeper
 from sweeper import cluster
 from sweeper.cli import app
 from sweeper.errors import InfrastructureError
-from sweeper.spec import build_spec
+from sweeper.plan.profile import build_spec
 from sweeper.sweep import survey
 from tests.conftest import cluster_nodes, registry_kept
 

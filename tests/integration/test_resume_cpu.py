@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import sweeper
 from sweeper.cli import app
 from sweeper.console import JsonConsole
-from sweeper.spec import build_spec
+from sweeper.plan.profile import build_spec
 from sweeper.stops import Stopped
 from sweeper.sweep import Row, run
 

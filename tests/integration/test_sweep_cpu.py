@@ -10,7 +10,7 @@ import pytest
 
 import sweeper
 from sweeper.collectives import REGISTRY
-from sweeper.spec import build_spec
+from sweeper.plan.profile import build_spec
 from sweeper.sweep import Finished, Row, Started, run
 from tests import cli_sweep
 from tests.cli_runs import Runs

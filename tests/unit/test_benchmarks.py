@@ -30,7 +30,7 @@ import pinning
 
 from sweeper.cluster import MULTICAST_OFF
 from sweeper.collectives import REGISTRY
-from sweeper.spec import DTYPES
+from sweeper.plan.dtypes import DTYPES
 from sweeper.timing import graph_unit
 
 DATA = Path(__file__).parents[1] / "data" / "nccl_tests"

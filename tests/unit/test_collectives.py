@@ -7,7 +7,7 @@ import pytest
 
 from sweeper.collectives import REGISTRY, SUM, load_plugins, resolve
 from sweeper.errors import BadInput
-from sweeper.plan import Shape
+from sweeper.plan.placement import Shape
 
 
 @pytest.mark.parametrize(

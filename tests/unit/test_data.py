@@ -9,6 +9,7 @@ import torch
 
 from sweeper import data
 from sweeper.collectives import SUM, Span
+from sweeper.plan import sizing
 
 DTYPES = [
     torch.float32,
@@ -87,10 +88,12 @@ _PEAK = """
 import sys
 import torch
 from sweeper import data
+from sweeper.plan import sizing
 from sweeper.descriptor import SUM, Span
+from sweeper.plan import sizing
 
 chunk = 1 << 24
-data._CHUNK["cpu"] = chunk
+sizing.CHUNK_ELEMENTS["cpu"] = chunk
 buf = torch.zeros(chunk, dtype=torch.float32)
 spans = [Span(0, chunk, SUM if sys.argv[1] == "sum" else 1, 0)]
 
@@ -138,4 +141,4 @@ def test_fill_and_check_stay_within_the_scratch_sizing_counts(
     one whole chunk (in a fresh process, where the high-water mark starts at the buffer)."""
     per_element = peaks[source]
     # two thirds: room for the GPU caching allocator, which rounds blocks up
-    assert 8 < per_element <= data.scratch_bytes("cpu", 1) * 2 / 3, per_element
+    assert 8 < per_element <= sizing.scratch_bytes("cpu", 1) * 2 / 3, per_element

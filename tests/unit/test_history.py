@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from sweeper import nightly
 from sweeper.cli import app
-from sweeper.spec import NightlySettings
+from sweeper.plan.profile import NightlySettings
 from tests.synthetic import History, every_series
 
 
@@ -92,8 +92,8 @@ def test_strangers_in_the_results_are_ignored_and_a_corrupt_file_named_in_one_li
 
 
 def test_a_partial_run_is_never_ok_its_status_says_how_it_ended(tmp_path: Path) -> None:
+    from sweeper.plan.spec import SweepSpec
     from sweeper.report import record
-    from sweeper.spec import SweepSpec
     from sweeper.store import ResultWriter
 
     results = tmp_path / "results"

@@ -12,13 +12,14 @@ import pytest
 
 from sweeper import cluster, telemetry, worker
 from sweeper.collectives import REGISTRY
+from sweeper.commands.plan import recorded_nodes
 from sweeper.executor import Measured
 from sweeper.measurement import Measurement, of_copy, of_point
-from sweeper.plan import GPU_TIER, Group, Placement, Point, Timing, expected_placement
-from sweeper.planner import recorded_nodes
+from sweeper.plan.placement import GPU_TIER, Group, Placement, expected_placement
 from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
 from sweeper.sweep import _row_key
 from sweeper.timing import Block
+from sweeper.wire import Point, Timing
 from tests.nvml_replay import Replay
 
 DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
@@ -89,7 +90,14 @@ def _done(
     name: str, ranks: tuple[int, ...], outcome: cluster.Outcome, timing: Timing = TIMING
 ) -> Measured:
     group = Group("nvlink", "default", ranks)
-    point = Point(_placement().group_id(group), name, "float32", 4096, 1024, timing)
+    point = Point(
+        group_id=_placement().group_id(group),
+        op=name,
+        dtype="float32",
+        size_bytes=4096,
+        count=1024,
+        timing=timing,
+    )
     return Measured(group, point, REGISTRY[name], outcome, 3, WHEN, WHEN, 2**30, None, True)
 
 
@@ -226,7 +234,14 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
 ) -> None:
     placement = expected_placement("nccl", recorded_nodes(topology, 1), [1])
     group = Group(GPU_TIER, "default", (0,))
-    point = Point(placement.group_id(group), name, "float32", 2**28, 2**26, TIMING)
+    point = Point(
+        group_id=placement.group_id(group),
+        op=name,
+        dtype="float32",
+        size_bytes=2**28,
+        count=2**26,
+        timing=TIMING,
+    )
     seconds = 2**28 / 55.5e9 * 10  # a block of 10 copies at 55.5 GB/s
     done = Measured(
         group, point, REGISTRY[name], _ran(_timed(seconds)), 0, WHEN, WHEN, None, None, False
@@ -240,7 +255,14 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
 
 def _copied(name: str, ranks: tuple[int, ...], outcome: cluster.Outcome) -> list[Measurement]:
     group = Group(GPU_TIER, "default", ranks)
-    point = Point(_placement().group_id(group), name, "uint8", 2**28, 2**28, TIMING)
+    point = Point(
+        group_id=_placement().group_id(group),
+        op=name,
+        dtype="uint8",
+        size_bytes=2**28,
+        count=2**28,
+        timing=TIMING,
+    )
     done = Measured(group, point, REGISTRY[name], outcome, 0, WHEN, WHEN, None, None, False)
     return of_point(RUN, _placement(), done)
 

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from sweeper.cli import app
 from sweeper.errors import BadInput
-from sweeper.spec import TIERS, Profile, SweepSpec, build_spec, load_profile
+from sweeper.plan.profile import Profile, build_spec, load_profile
+from sweeper.plan.spec import TIERS, SweepSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 NIGHTLY = ROOT / "jobs" / "nightly.yaml"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from sweeper.commands.plan import recorded_nodes
 from sweeper.errors import BadInput
-from sweeper.planner import recorded_nodes
 from sweeper.sweep import _check_allocators
 from sweeper.topology import Node
 from sweeper.worker import local_nccl_allocators, no_nccl_allocator

@@ -10,7 +10,7 @@ import pytest
 
 from sweeper import nightly, store
 from sweeper.analysis.regression import COLUMNS, detect, run_metrics
-from sweeper.spec import NightlySettings
+from sweeper.plan.profile import NightlySettings
 from tests import report_data
 from tests.synthetic import History, Series, every_series
 

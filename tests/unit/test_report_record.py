@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweeper.plan.spec import SweepSpec
 from sweeper.report import record
-from sweeper.spec import SweepSpec
 from sweeper.store import load
 from tests import report_data
 

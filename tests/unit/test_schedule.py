@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import planner
 from sweeper.collectives import REGISTRY, resolve
-from sweeper.estimate import CostModel, estimate
-from sweeper.plan import (
+from sweeper.commands.plan import Plan, plan_recorded, recorded_nodes
+from sweeper.plan.estimate import CostModel, estimate
+from sweeper.plan.placement import (
     GPU_TIER,
     ONE_GPU,
     Placement,
@@ -21,9 +21,8 @@ from sweeper.plan import (
     gpu_groups,
     groups,
 )
-from sweeper.planner import recorded_nodes
-from sweeper.schedule import Request, Schedule, nothing_to_measure, schedule
-from sweeper.spec import SweepSpec
+from sweeper.plan.schedule import Request, Schedule, nothing_to_measure, schedule
+from sweeper.plan.spec import SweepSpec
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 DGX = TOPOLOGIES / "dgx-h100-nvswitch.json"
@@ -236,9 +235,9 @@ def test_on_cpu_ranks_every_grid_series_says_nccl_variables_are_inert() -> None:
 ONE_H200 = TOPOLOGIES / "h200x1.json"
 
 
-def _recorded(topology: Path, **options: object) -> planner.Plan:
+def _recorded(topology: Path, **options: object) -> Plan:
     spec = SweepSpec(max_size="1M", **options)  # type: ignore[arg-type]
-    return planner.plan_recorded(spec, topology, resolve(spec.ops))
+    return plan_recorded(spec, topology, resolve(spec.ops))
 
 
 def test_one_gpu_runs_every_collective_at_world_1_and_says_pairs_need_two() -> None:

@@ -5,14 +5,10 @@ import numpy as np
 import pytest
 
 from sweeper.errors import BadInput
-from sweeper.spec import (
-    SIZE_LIMIT_BYTES,
-    SweepSpec,
-    build_spec,
-    canonical_dtype,
-    format_size,
-    parse_size,
-)
+from sweeper.plan.dtypes import canonical_dtype
+from sweeper.plan.profile import build_spec
+from sweeper.plan.sizes import SIZE_LIMIT_BYTES, format_size, parse_size
+from sweeper.plan.spec import SweepSpec
 from sweeper.store import SCHEMA
 
 

@@ -10,16 +10,44 @@ bisects between the last size that ran and the one that failed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from sweeper.data import scratch_bytes
-from sweeper.descriptor import Collective
+from typing import Protocol
 
 BISECT_STEPS = 6  # at most this many tries below a bound that failed
 BISECT_TOLERANCE = 0.01  # stop when the bracket is within 1% of the size
+# Elements the data's fill and check (sweeper/data.py) handle per step, so scratch memory
+# stays bounded at any size: large on GPUs, where each step is a few kernel launches, small
+# on CPUs, where memory is shared and tight.
+CHUNK_ELEMENTS = {"cuda": 1 << 22, "cpu": 1 << 18}
+# Bytes alive at once per element of a chunk, with room to spare: two int64 tensors of the
+# pattern (the sum over ranks), then the expected values and the float64 copies the check
+# compares (about 33; tests/unit/test_data.py measures it).
+SCRATCH_PER_ELEMENT = 48
+
+
+class Footprint(Protocol):
+    """A rank's buffers for a point, as its descriptor lays them out (`descriptor.Layout`)."""
+
+    @property
+    def elements(self) -> int: ...
+
+
+class Sized(Protocol):
+    """The part of an operation's descriptor that sizing needs (`descriptor.Collective`)."""
+
+    def layout(self, count: int, n: int, rank: int) -> Footprint: ...
+
+    def count(self, size_bytes: int, itemsize: int, n: int) -> int: ...
+
+
+def scratch_bytes(device_type: str, elements: int) -> int:
+    """Memory fill and check need beyond the buffers, for a buffer of `elements`."""
+    return SCRATCH_PER_ELEMENT * min(
+        elements, CHUNK_ELEMENTS.get(device_type, CHUNK_ELEMENTS["cpu"])
+    )
 
 
 def footprint_bytes(
-    collective: Collective, count: int, n: int, rank: int, itemsize: int, device_type: str
+    collective: Sized, count: int, n: int, rank: int, itemsize: int, device_type: str
 ) -> int:
     """What one rank needs for a point: its buffers and the fill and check's scratch."""
     elements = collective.layout(count, n, rank).elements
@@ -27,7 +55,7 @@ def footprint_bytes(
 
 
 def fits(
-    collective: Collective, count: int, itemsize: int, budgets: Sequence[int], device_type: str
+    collective: Sized, count: int, itemsize: int, budgets: Sequence[int], device_type: str
 ) -> bool:
     n = len(budgets)
     return all(
@@ -37,7 +65,7 @@ def fits(
 
 
 def largest_count(
-    collective: Collective, itemsize: int, budgets: Sequence[int], device_type: str
+    collective: Sized, itemsize: int, budgets: Sequence[int], device_type: str
 ) -> int | None:
     """The largest element count of S (rounded as the descriptor rounds) whose footprint fits
     every rank's budget; None if not even the smallest does."""
@@ -60,7 +88,7 @@ def largest_count(
     return valid(lo)
 
 
-def bisect(collective: Collective, itemsize: int, n: int, good: int, bad: int) -> int | None:
+def bisect(collective: Sized, itemsize: int, n: int, good: int, bad: int) -> int | None:
     """The count to try between one that ran (`good`) and one that did not (`bad`); None
     once they are within the tolerance (or no valid count lies between them)."""
     if bad - good <= max(1, int(bad * BISECT_TOLERANCE)):

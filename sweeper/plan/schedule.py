@@ -13,7 +13,7 @@ With `concurrent_pairs` (`--concurrent`) a node's pairs share its fabric on purp
 are packed by GPU alone (circle method per node), to show what pairs cost each other.
 
 Operations each GPU performs on its own (host<->device and device-local copies, `PerGpu`)
-run on groups of their own, tier `gpu` (`plan.gpu_groups`): each GPU alone, a wave each per
+run on groups of their own, tier `gpu` (`placement.gpu_groups`): each GPU alone, a wave each per
 node, and all of a node's GPUs at once; the sweep's groups run the others. On CPU ranks
 there are no such groups: those operations' rows on the sweep's groups say why they cannot
 run there.
@@ -31,8 +31,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from sweeper import knobs
-from sweeper.plan import (
+from sweeper.plan import knobs
+from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.placement import (
     GPU_TIER,
     Group,
     OpShape,
@@ -44,7 +45,6 @@ from sweeper.plan import (
     series_counts,
     variants,
 )
-from sweeper.spec import DTYPES
 
 
 class Planned(OpShape, Protocol):
@@ -145,6 +145,11 @@ class Request:
     sees_node_gpus: bool
     concurrent_pairs: bool = False
 
+    def groups(self, placement: Placement) -> list[Group]:
+        """The groups the tiers ask for, on every variant of the swept NCCL variables."""
+        grid = list(knobs.grid(self.nccl_env))
+        return groups(placement, self.tiers, self.pairs, self.force_network, grid)
+
 
 def schedule(placement: Placement, request: Request) -> Schedule:
     """Every group the request asks for, each exactly once, in waves per actor set.
@@ -167,11 +172,10 @@ def collector_paused() -> Iterator[None]:
 
 
 def _schedule(placement: Placement, request: Request) -> Schedule:
-    grid = list(knobs.grid(request.nccl_env))
     per_gpu = [op.per_gpu for op in request.ops if op.per_gpu is not None]
     found: list[Group] = []
     if placement.backend != "nccl" or len(per_gpu) < len(request.ops):
-        found = groups(placement, request.tiers, request.pairs, request.force_network, grid)
+        found = request.groups(placement)
     if per_gpu:
         found += gpu_groups(placement, together=any(p.together for p in per_gpu))
     by_variant: dict[str, list[Group]] = defaultdict(list)

@@ -1,8 +1,6 @@
 """`sweeper plan`: a spec's schedule and its estimated duration, on a recorded topology
-replicated N times (no cluster) or on the nodes a live cluster would give.
-
-Also the one place where a spec becomes a schedule request, for the executor and for
-`sweeper plan` alike, so both plan the same groups, waves and series.
+replicated N times (no cluster) or on the nodes a live cluster would give, with the cost
+model fitted to an earlier run's rows where asked.
 """
 
 from __future__ import annotations
@@ -12,56 +10,23 @@ import json
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from sweeper import store
+from sweeper.analysis.fits import fit_alpha_beta
+from sweeper.collectives import configure_moe, load_plugins, resolve
 from sweeper.errors import BadInput
-from sweeper.estimate import CostModel, Estimate, estimate, fitted
-from sweeper.plan import Placement, alone, expected_placement
-from sweeper.schedule import Planned, Request, Schedule, nothing_to_measure, schedule
-from sweeper.spec import SIZE_LIMIT_BYTES, MemLimit, SweepSpec, format_size
+from sweeper.plan.estimate import CostModel, Estimate, TierCost, estimate
+from sweeper.plan.placement import Placement, alone, expected_placement
+from sweeper.plan.request import DEFAULT_CPU_RANKS, ceiling_bytes, schedule_request
+from sweeper.plan.schedule import Planned, Schedule, nothing_to_measure, schedule
+from sweeper.plan.sizes import format_size
+from sweeper.plan.spec import SweepSpec
 from sweeper.topology import Node
-
-DEFAULT_CPU_RANKS = 2
-DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
-
-
-def mem_limit(spec: SweepSpec, backend: str) -> MemLimit | None:
-    """--mem-limit, or for CPU ranks the default cap."""
-    if spec.mem_limit is None and backend == "gloo":
-        return MemLimit(size_bytes=DEFAULT_CPU_MEM_LIMIT)
-    return spec.mem_limit
-
-
-def sizes(spec: SweepSpec) -> list[int]:
-    """The grid; with auto, up to the largest size accepted (each series stops at its bound)."""
-    return spec.sizes(SIZE_LIMIT_BYTES if spec.max_size == "auto" else int(spec.max_size))
-
-
-def ceiling_bytes(spec: SweepSpec, backend: str, nodes: Sequence[Node]) -> int | None:
-    """Where --max-size auto series likely end: about one rank's memory; None: not auto."""
-    if spec.max_size != "auto":
-        return None
-    memory = [gpu.memory_total_bytes for node in nodes for gpu in node.gpus]
-    ceiling = min(memory) if memory and backend == "nccl" else DEFAULT_CPU_MEM_LIMIT
-    limit = mem_limit(spec, backend)
-    return ceiling if limit is None else min(ceiling, limit.of(ceiling))
-
-
-def request(spec: SweepSpec, backend: str, ops: Sequence[Planned]) -> Request:
-    return Request(
-        tiers=spec.tiers,
-        pairs=spec.pairs == "all",
-        force_network=spec.force_network,
-        nccl_env=spec.nccl_variables(),
-        ops=ops,
-        dtypes=spec.dtypes,
-        sizes=sizes(spec),
-        auto=spec.max_size == "auto",
-        sees_node_gpus=backend == "nccl" and spec.gpu_visibility == "node",
-        concurrent_pairs=spec.concurrent,
-    )
 
 
 def recorded_nodes(path: Path, count: int) -> list[Node]:
@@ -92,14 +57,12 @@ class Plan:
 
 def plan(spec: SweepSpec, topology: Path | None, results: Path | None = None) -> Plan:
     """The spec's plan on a recorded topology, or on the nodes the cluster gives (Ray)."""
-    from sweeper.collectives import configure_moe, load_plugins, resolve
-
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     ops = resolve(spec.ops)
     if topology is not None:
         return plan_recorded(spec, topology, ops, results)
-    from sweeper import sweep
+    from sweeper import sweep  # here, not at the top: Ray loads only for a live cluster
 
     return plan_placement(spec, sweep.survey(spec).placement, ops, results)
 
@@ -127,15 +90,13 @@ def plan_placement(
     if results is not None:
         model = fitted(_rows(results), model)
     start = time.perf_counter()
-    planned = schedule(placement, request(spec, placement.backend, ops))
+    planned = schedule(placement, schedule_request(spec, placement.backend, ops))
     planning_s = time.perf_counter() - start
     ceiling = ceiling_bytes(spec, placement.backend, placement.nodes)
     return Plan(spec, placement, planned, estimate(planned, model, ceiling), planning_s, results)
 
 
-def _rows(results: Path) -> Any:
-    from sweeper import store
-
+def _rows(results: Path) -> pd.DataFrame:
     try:
         rows = store.load(results)
     except FileNotFoundError as exc:
@@ -143,6 +104,27 @@ def _rows(results: Path) -> Any:
     if rows.empty:
         raise BadInput(f"--results {results}: no rows to fit the cost model to")
     return rows
+
+
+def fitted(rows: pd.DataFrame, model: CostModel) -> CostModel:
+    """The model with each tier's latency and bandwidth fitted to an earlier run's ok rows
+    (alpha-beta over every operation of the tier), and the per-point overhead from the rows'
+    wall time where they have it. Tiers without two sizes keep the defaults."""
+    ok = rows[rows["status"] == "ok"]
+    tiers = dict(model.tiers)
+    for tier, part in ok.groupby("tier"):
+        fit = fit_alpha_beta(part["size_bytes"], part["time_us"])
+        if fit is not None and fit.beta_gb_per_s > 0:
+            tiers[str(tier)] = TierCost(fit.alpha_us, min(fit.beta_gb_per_s, 1e6))
+    out = replace(model, tiers=tiers)
+    if {"started_at", "ended_at"} <= set(ok.columns):
+        timed = ok.dropna(subset=["started_at", "ended_at", "iters", "time_us"])
+        if len(timed):
+            wall = (timed["ended_at"] - timed["started_at"]).dt.total_seconds()
+            calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 2
+            busy = calls * timed["time_us"] / 1e6
+            out = replace(out, point_overhead_s=max(0.0, float((wall - busy).median())))
+    return out
 
 
 def duration(seconds: float) -> str:

@@ -1,124 +1,37 @@
-"""What a sweep is asked to do: the SweepSpec model, size parsing, the dtype table, and YAML
-profiles (a sweep's options plus the nightly regression settings).
-
-Pure: no Ray, no torch. The CLI and YAML profiles both end here, so a bad value is
-rejected once, with the option's (or the profile key's) name, before anything starts.
+"""What a sweep is asked to do: the SweepSpec model, whose fields are `sweeper run`'s options
+and a profile's keys. Pure: no Ray, no torch. The CLI and YAML profiles both end here, so a
+bad value is rejected once, with the option's (or the profile key's) name, before anything
+starts.
 """
 
 from __future__ import annotations
 
-import difflib
-import math
-import re
-from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
-    ValidationError,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 
-from sweeper import knobs
 from sweeper.errors import BadInput
-
-if TYPE_CHECKING:
-    from sweeper.analysis.regression import Policy
-
-# ASCII digits only: without re.ASCII, \d (and float()) take any script's digits, full-width too
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE | re.ASCII)
-_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$", re.ASCII)
-_SCALE = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-
-# What a row can hold: ranks, nodes and iteration counts go to int32 columns of the results
-# schema (sweeper/store.py), sizes and element counts to int64 ones; seeds are int64 too.
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
-# Iterations as asked, below INT32_MAX with room: a CUDA graph rounds a block up to whole
-# replays, and calibration adds its own warm-up.
-ITERS_LIMIT = 10**9
-# The largest size S (1 PiB, far beyond any rank's memory): where --max-size auto's grid
-# ends, and small enough that a group's buffers (S times its ranks) count in int64.
-SIZE_LIMIT_BYTES = 2**50
-# The most steps a size grid may have: a step factor a hair above 1 would otherwise list
-# sizes for ever before anything runs.
-GRID_LIMIT = 10_000
-
-
-def parse_size(value: object) -> int:
-    """Bytes from an int or a string like nccl-tests takes: 8, 1K = 1024, 64M, 8G (binary units)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a size")
-    if isinstance(value, int):
-        if value < 1:
-            raise ValueError(f"{value} is not a size: sizes are at least 1 byte")
-        size = value
-    else:
-        match = _SIZE.match(str(value))
-        if not match:
-            raise ValueError(f"{value!r} is not a size: use bytes with K, M, G suffixes, e.g. 64M")
-        number, unit, _ = match.groups()
-        # exact: a float would take 1.0000000000000000001K for 1K
-        exact = Fraction(number) * _SCALE[unit.lower()]
-        if exact < 1 or exact.denominator != 1:
-            raise ValueError(f"{value!r} is not a whole number of bytes >= 1")
-        size = int(exact)
-    if size > SIZE_LIMIT_BYTES:
-        raise ValueError(
-            f"{value!r} is larger than the largest size, {format_size(SIZE_LIMIT_BYTES)}"
-        )
-    return size
-
-
-def format_size(size_bytes: int) -> str:
-    """The shortest exact spelling of a size: 8B, 1K, 64M, 3G, 1536K."""
-    for unit in ("T", "G", "M", "K"):
-        scale = _SCALE[unit.lower()]
-        if size_bytes >= scale and size_bytes % scale == 0:
-            return f"{size_bytes // scale}{unit}"
-    return f"{size_bytes}B"
-
-
-@dataclass(frozen=True)
-class Dtype:
-    name: str  # torch spelling, written to the `dtype` column
-    itemsize: int
-    aliases: tuple[str, ...] = ()
-    gloo: bool = True  # gloo raises "Invalid scalar type" for the float8 types
-
-
-DTYPES: dict[str, Dtype] = {
-    d.name: d
-    for d in (
-        Dtype("float32", 4, ("float", "fp32")),
-        Dtype("float64", 8, ("double", "fp64")),
-        Dtype("float16", 2, ("half", "fp16")),
-        Dtype("bfloat16", 2, ("bf16",)),
-        Dtype("int8", 1),
-        Dtype("uint8", 1),
-        Dtype("int32", 4, ("int",)),
-        Dtype("int64", 8),
-        Dtype("float8_e4m3fn", 1, ("fp8_e4m3", "f8e4m3"), gloo=False),
-        Dtype("float8_e5m2", 1, ("fp8_e5m2", "f8e5m2"), gloo=False),
-    )
-}
-_DTYPE_BY_ALIAS = {alias: d.name for d in DTYPES.values() for alias in (d.name, *d.aliases)}
-
-
-def canonical_dtype(name: str) -> str:
-    try:
-        return _DTYPE_BY_ALIAS[name.strip().lower()]
-    except KeyError:
-        raise ValueError(f"unknown dtype {name!r}; known: {', '.join(DTYPES)}") from None
+from sweeper.plan import knobs
+from sweeper.plan.dtypes import canonical_dtype
+from sweeper.plan.sizes import (
+    INT32_MAX,
+    INT64_MAX,
+    ITERS_LIMIT,
+    grid,
+    parse_mem_limit,
+    parse_size,
+)
+from sweeper.wire import Backend, Engine, Launch, MemLimit
 
 
 def _split(value: object) -> object:
@@ -139,54 +52,13 @@ Size = Annotated[int, BeforeValidator(parse_size), WithJsonSchema(_SIZE_SCHEMA)]
 CommaList = Annotated[tuple[str, ...], BeforeValidator(_split), WithJsonSchema(_LIST_SCHEMA)]
 
 
-@dataclass(frozen=True)
-class MemLimit:
-    """`--mem-limit`: bytes, or a fraction of the device's (or the rank's share of the node's)
-    memory."""
-
-    size_bytes: int | None = None
-    fraction: float | None = None
-
-    @classmethod
-    def parse(cls, value: object) -> MemLimit:
-        if isinstance(value, MemLimit):
-            return value
-        text = str(value).strip()
-        if text.endswith("%"):
-            match = _PERCENT.match(text)
-            percent = float(match[1]) if match else -1.0
-            if not 0 < percent <= 100:
-                raise ValueError(f"{value!r} is not a percentage in (0, 100]")
-            return cls(fraction=percent / 100)
-        return cls(size_bytes=parse_size(value))
-
-    def of(self, total_bytes: int) -> int:
-        if self.size_bytes is not None:
-            return self.size_bytes
-        return int(total_bytes * (self.fraction or 1.0))
-
-    def __str__(self) -> str:
-        if self.fraction is not None:
-            return f"{self.fraction * 100:g}%"
-        return format_size(self.size_bytes or 0)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How much memory a rank may use: `--mem-limit`, and for CPU ranks their share of the
-    node's memory (Ray's `memory` resource of the node over the ranks placed on it)."""
-
-    mem_limit: MemLimit | None = None
-    host_share_bytes: int = 0
-
-
 MemLimitField = Annotated[
     MemLimit,
-    BeforeValidator(MemLimit.parse),
+    BeforeValidator(parse_mem_limit),
     PlainSerializer(str),
     WithJsonSchema({"type": "string", "examples": ["8G", "50%"]}),
 ]
-Backend = Literal["auto", "nccl", "gloo"]
+BackendAsked = Literal["auto", "nccl", "gloo"]  # a profile's schema lists them
 TIERS = ("nvlink", "pcie", "internode", "cpu")
 NCCL_ALGOS = ("ring", "tree")  # NCCL_ALGO values a variant actor set can pin
 LAUNCHES = ("graph", "eager")  # how timed iterations are issued (see timing.py)
@@ -296,7 +168,7 @@ class SweepSpec(BaseModel):
         allow_inf_nan=False,
         description="Seconds to reach the Ray cluster at --address before giving up.",
     )
-    backend: Backend = Field(
+    backend: BackendAsked = Field(
         "auto", description="auto: NCCL when the cluster has GPUs, else gloo on CPU ranks."
     )
     world: int | None = Field(
@@ -525,186 +397,27 @@ class SweepSpec(BaseModel):
 
     def sizes(self, max_size: int) -> list[int]:
         """The requested grid from min_size up to max_size, like nccl-tests' -b/-e/-f."""
-        if self.min_size > max_size:
-            raise BadInput(
-                f"--min-size {format_size(self.min_size)} is larger than "
-                f"--max-size {format_size(max_size)}"
-            )
-        steps = math.floor(math.log(max_size / self.min_size, self.step_factor) + 1e-9)
-        if steps >= GRID_LIMIT:
-            raise BadInput(
-                f"--step-factor {self.step_factor}: {steps + 1} sizes from "
-                f"{format_size(self.min_size)} to {format_size(max_size)}; at most {GRID_LIMIT}"
-            )
-        grid = (round(self.min_size * self.step_factor**k) for k in range(steps + 1))
-        return sorted(set(grid))
+        return grid(self.min_size, max_size, self.step_factor)
 
 
-def launches(asked: tuple[str, ...], backend: str) -> tuple[str, ...]:
+def launches(asked: tuple[str, ...], backend: str) -> tuple[Launch, ...]:
     """The launch modes of a sweep: as asked, else graph on GPUs and eager on CPU ranks.
     CUDA graphs need GPU ranks (BadInput on gloo)."""
-    if backend != "nccl" and "graph" in asked:
+    if backend != Backend.NCCL and Launch.GRAPH in asked:
         raise BadInput(GRAPH_NEEDS_CUDA)
-    return asked or (("graph",) if backend == "nccl" else ("eager",))
+    default = Launch.GRAPH if backend == Backend.NCCL else Launch.EAGER
+    return tuple(map(Launch, asked)) or (default,)
 
 
 def registers(asked: bool, backend: str) -> bool:
     """Whether the sweep registers its buffers with NCCL (BadInput on gloo)."""
-    if backend != "nccl" and asked:
+    if backend != Backend.NCCL and asked:
         raise BadInput(REGISTER_NEEDS_CUDA)
     return asked
 
 
-def engines(asked: tuple[str, ...], backend: str) -> tuple[str, ...]:
+def engines(asked: tuple[str, ...], backend: str) -> tuple[Engine, ...]:
     """The engines of a sweep; the nccl engine needs GPU ranks (BadInput on gloo)."""
-    if backend != "nccl" and "nccl" in asked:
+    if backend != Backend.NCCL and Engine.NCCL in asked:
         raise BadInput(NCCL_NEEDS_CUDA)
-    return asked
-
-
-class NightlySettings(BaseModel):
-    """The `nightly:` section of a profile: which runs a nightly run is compared with, and
-    when a change is a regression (see sweeper/analysis/regression.py)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    window: int = Field(
-        14, ge=1, description="Baseline: up to this many earlier nightly runs of the same cluster."
-    )
-    min_history: int = Field(
-        5, ge=2, description="Fewer earlier runs than this: the series is new, nothing alarms."
-    )
-    z: float = Field(
-        3.5, gt=0, description="Worse than the baseline median by this many robust sigmas (MAD)."
-    )
-    min_change: float = Field(
-        0.03, ge=0, lt=1, description="Relative floor: and worse by at least this fraction."
-    )
-    persistence: int = Field(
-        2, ge=1, description="Alarm when this many runs in a row, tonight's included, are worse."
-    )
-    bandwidth_min_size: Size = Field(
-        256 * 2**20, description="Peak bus bandwidth is taken over sizes at least this large."
-    )
-
-    @model_validator(mode="after")
-    def _history(self) -> NightlySettings:
-        if self.min_history > self.window:
-            raise ValueError(f"min_history {self.min_history} is more than window {self.window}")
-        return self
-
-    def policy(self) -> Policy:
-        # here, not at the top: the rules bring pandas, which `sweeper run` does not need
-        from sweeper.analysis.regression import Policy, RelativeFloor, RobustZ
-
-        return Policy(
-            window=self.window,
-            min_history=self.min_history,
-            persistence=self.persistence,
-            checks=(RobustZ(self.z), RelativeFloor(self.min_change)),
-            bandwidth_min_size_bytes=self.bandwidth_min_size,
-        )
-
-
-class Profile(SweepSpec):
-    """A YAML profile: `sweeper run`'s options as keys (lists as YAML lists or comma
-    strings, sizes as 64M), and a `nightly:` section that `sweeper nightly` reads."""
-
-    nightly: NightlySettings = Field(
-        default_factory=NightlySettings,
-        description="sweeper nightly: which history to compare with, and regression thresholds.",
-    )
-
-    def options(self) -> dict[str, Any]:
-        """The sweep options the profile sets (not the ones it leaves at their defaults)."""
-        return self.model_dump(exclude_unset=True, exclude={"nightly"})
-
-
-def load_profile(path: Path) -> Profile:
-    """A profile from its YAML file; a missing file, bytes that are not UTF-8, bad YAML or a
-    bad key is BadInput naming the file and the key."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"--profile {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        byte = exc.object[exc.start]
-        raise BadInput(
-            f"--profile {path}: not UTF-8 text (byte {byte:#04x} at offset {exc.start})"
-        ) from None
-    try:
-        values = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise BadInput(f"{path}{where}: {problem}") from None
-    except RecursionError:  # the parser recurses once per level of nesting
-        raise BadInput(f"{path}: nested too deeply to be a profile") from None
-    if not isinstance(values, dict):
-        raise BadInput(f"{path}: a profile is a mapping of option names to values")
-    try:
-        return Profile.model_validate(values)
-    except ValidationError as exc:
-        raise BadInput(f"{path}: {describe(exc, key=True)}", hint=_known_key(exc)) from None
-
-
-def _section(path: list[str]) -> type[BaseModel] | None:
-    """The model whose keys a section of a profile (nightly, moe) or option (--moe) takes;
-    None where `path` is no section."""
-    model: type[BaseModel] = Profile
-    for parent in path:
-        section = model.model_fields[parent].annotation
-        if not (isinstance(section, type) and issubclass(section, BaseModel)):
-            return None
-        model = section
-    return model
-
-
-def _known_key(exc: ValidationError) -> str | None:
-    """For an unknown key, the known key it most likely meant (max-size: max_size)."""
-    error = exc.errors()[0]
-    if error["type"] != "extra_forbidden":
-        return None
-    *parents, name = (str(part) for part in error["loc"])
-    model = _section(parents)
-    if model is None:
-        return None
-    match = difflib.get_close_matches(name.replace("-", "_"), model.model_fields, n=1)
-    return f"did you mean {'.'.join([*parents, match[0]])!r}?" if match else None
-
-
-def build_spec(profile: Profile | None = None, **options: Any) -> SweepSpec:
-    """A SweepSpec from a profile's options overridden by option values, None meaning 'not
-    given'; errors become BadInput."""
-    given = {key: value for key, value in options.items() if value is not None}
-    try:
-        spec = SweepSpec(**{**(profile.options() if profile else {}), **given})
-    except ValidationError as exc:
-        raise BadInput(describe(exc)) from None
-    # min > max, or a grid too fine to list, is bad input now, not after Ray started
-    spec.sizes(spec.max_size if isinstance(spec.max_size, int) else SIZE_LIMIT_BYTES)
-    return spec
-
-
-def describe(exc: ValidationError, key: bool = False) -> str:
-    """One line for the first problem, named as the user wrote it: the option (--max-size),
-    or with `key` the profile key (max_size, nightly.z)."""
-    error = exc.errors()[0]
-    loc = [str(part) for part in error["loc"]]
-    field = ".".join(loc) if key else (loc[0] if loc else "")
-    name = field if key else "--" + field.replace("_", "-")
-    message = str(error["msg"]).removeprefix("Value error, ")
-    if not field:  # a rule between options: the message names them
-        return message
-    *parents, last = loc
-    if not key and parents:  # a key of an option's key=value pairs (--moe tokens=...)
-        section = _section(parents)
-        if error["type"] == "extra_forbidden" and section is not None:
-            return f"{name}: unknown key {last!r}; known: {', '.join(section.model_fields)}"
-        name = f"{name}: {'.'.join(loc[1:])}"
-    if error["type"] == "extra_forbidden":
-        return f"unknown {'key' if key else 'option'} {field!r}"
-    if error["type"] == "literal_error" and "input" in error:
-        return f"{name}: {error['input']!r} is not one of {message.split('Input should be ')[-1]}"
-    return f"{name}: {message}"
+    return tuple(map(Engine, asked))

@@ -1,6 +1,6 @@
 """How long a schedule takes: a per-point cost model (latency + size / bandwidth per tier, and
-the driver's fixed cost per point), defaults from measured figures or fitted from an earlier
-run's rows. Pure: no Ray, no torch.
+the driver's fixed cost per point), defaults from measured figures (`sweeper plan --results` fits
+them to an earlier run's rows). Pure: no Ray, no torch.
 
 A wave lasts as long as its slowest group; an actor set costs its start; the serial figure is
 what the driver paid before waves: every group alone, each opened and closed on every rank of
@@ -10,13 +10,11 @@ the set (a world-wide split per group, whose cost grows with the set's size).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-import pandas as pd
-
-from sweeper.plan import Group
-from sweeper.schedule import Schedule, Series, collector_paused
-from sweeper.spec import DTYPES
+from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.placement import Group
+from sweeper.plan.schedule import Schedule, Series, collector_paused
 
 
 @dataclass(frozen=True)
@@ -115,26 +113,3 @@ def _estimate(schedule: Schedule, model: CostModel, ceiling_bytes: int | None) -
                 points += n
             waves_s += longest + model.wave_open_s
     return Estimate(waves_s, serial_s, points)
-
-
-def fitted(rows: pd.DataFrame, model: CostModel) -> CostModel:
-    """The model with each tier's latency and bandwidth fitted to an earlier run's ok rows
-    (alpha-beta over every operation of the tier), and the per-point overhead from the rows'
-    wall time where they have it. Tiers without two sizes keep the defaults."""
-    from sweeper.analysis.fits import fit_alpha_beta
-
-    ok = rows[rows["status"] == "ok"]
-    tiers = dict(model.tiers)
-    for tier, part in ok.groupby("tier"):
-        fit = fit_alpha_beta(part["size_bytes"], part["time_us"])
-        if fit is not None and fit.beta_gb_per_s > 0:
-            tiers[str(tier)] = TierCost(fit.alpha_us, min(fit.beta_gb_per_s, 1e6))
-    out = replace(model, tiers=tiers)
-    if {"started_at", "ended_at"} <= set(ok.columns):
-        timed = ok.dropna(subset=["started_at", "ended_at", "iters", "time_us"])
-        if len(timed):
-            wall = (timed["ended_at"] - timed["started_at"]).dt.total_seconds()
-            calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 2
-            busy = calls * timed["time_us"] / 1e6
-            out = replace(out, point_overhead_s=max(0.0, float((wall - busy).median())))
-    return out

@@ -1,4 +1,5 @@
-"""Spec x topology -> groups, and a group's sizes. Pure: no Ray, no torch.
+"""Where ranks sit, and the groups they form: spec x topology -> groups, and a group's sizes.
+Pure: no Ray, no torch.
 
 A `Placement` says where every rank of an actor set sits (node, GPU). `groups` turns it
 into the groups each requested tier measures; `series_counts` gives an operation's element
@@ -15,10 +16,9 @@ from functools import cached_property
 from itertools import combinations
 from typing import NamedTuple, Protocol
 
-from sweeper import knobs
+from sweeper.plan import knobs
 from sweeper.topology import Node
 
-TIERS = ("nvlink", "pcie", "internode", "cpu")
 # The groups of operations each GPU performs on its own (host<->device and device-local
 # copies, `PerGpu`): each GPU alone, and all GPUs of a node at once. Not a --tiers value:
 # the operations asked for bring them.
@@ -323,33 +323,6 @@ def rounds(pairs: Sequence[Group]) -> list[list[Group]]:
             out.append(found)
         ranks = [ranks[0], ranks[-1], *ranks[1:-1]]  # keep the first, turn the rest
     return out
-
-
-@dataclass(frozen=True)
-class Timing:
-    """How every point of a sweep is measured."""
-
-    iters: int | None = None  # None: adaptive
-    warmup: int | None = None  # None: adaptive
-    check: bool = True
-    samples: bool = False
-    seed: int = 0
-    launches: tuple[str, ...] = ("eager",)  # graph, eager: each gives the point a row
-    blocks: int = 3  # timed blocks per launch; the row's time is the median block's
-    engines: tuple[str, ...] = ("torch",)  # torch, nccl: each gives the point rows
-    register: bool = False  # buffers from NCCL's allocator, registered with the group's comms
-
-
-@dataclass(frozen=True)
-class Point:
-    """One measurement: everything a rank needs to run it, and nothing it must work out."""
-
-    group_id: str
-    op: str  # descriptor name
-    dtype: str
-    size_bytes: int  # S, after rounding to whole elements for every rank
-    count: int  # elements of S
-    timing: Timing
 
 
 def series_counts(
