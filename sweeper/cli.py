@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 from typer.core import TyperGroup
 
+from sweeper import stops
 from sweeper.commands.options import (
     Address,
     Backend,
@@ -90,7 +91,7 @@ def _profile(path: Path | None) -> Profile | None:
 
 def _observer(output_format: Format) -> HumanConsole | JsonConsole:
     """What a sweep shows while it works, for `run` and `nightly` alike."""
-    from sweeper import console
+    from sweeper import console  # brings Ray and torch, which `sweeper --help` need not load
 
     return console.JsonConsole() if output_format is Format.json else console.HumanConsole()
 
@@ -100,8 +101,6 @@ def _stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
     """A sweep that SIGINT or SIGTERM stops gracefully: its rows written, its record marked
     interrupted, the terminal restored, one line on resuming, exit 130 or 143. The terminal
     is restored before any closing line, an error's included."""
-    from sweeper import stops
-
     try:
         with stops.graceful():
             yield
@@ -143,7 +142,7 @@ def run(
     observer = _observer(format)
     try:
         with _stoppable(observer):
-            from sweeper import sweep
+            from sweeper import sweep  # Ray and torch: loaded only for a sweep
 
             if resume is None:
                 spec = build_spec(_profile(profile), **options)
@@ -163,7 +162,7 @@ RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
 
 def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
     """The spec a run was started with, where it is now, and where the run stopped."""
-    from sweeper import sweep
+    from sweeper import sweep  # Ray and torch: loaded only for a sweep
 
     given = sorted(k for k, v in options.items() if v is not None and k not in RESUME_MAY_SET)
     if given:
@@ -193,7 +192,7 @@ def nightly_command(
     """Sweep a profile, compare the run with the history of this cluster and hardware, write
     the report and a JSON summary beside it; exit 1 on a regression (4: no regression, but
     some points failed)."""
-    from sweeper import nightly
+    from sweeper import nightly  # Ray, torch and pandas: loaded only for a nightly run
 
     observer = _observer(format)
     try:
@@ -250,8 +249,8 @@ def compare(
 ) -> None:
     """Two runs point by point: each point's change, significance where both runs kept
     samples, and which points regressed; exit 1 on a regression."""
-    from sweeper import changes
-    from sweeper.analysis import RegressionRule
+    from sweeper import changes  # pandas: loaded only for a comparison
+    from sweeper.analysis import RegressionRule  # pandas too
 
     given = {"threshold": threshold, "alpha": alpha}
     rule = RegressionRule(**{name: value for name, value in given.items() if value is not None})
@@ -282,8 +281,8 @@ def history(
 ) -> None:
     """The runs in a results directory, oldest first, with their status: ok, failed (some
     points failed), regression, or unjudged (a nightly run without its summary)."""
-    from sweeper import history as history_
-    from sweeper import report
+    from sweeper import history as history_  # pandas: loaded only for a history
+    from sweeper import report  # here: this module's `report` command has its name
 
     try:
         runs = history_.runs(results, report.directory(results, reports_dir)).tail(last)
@@ -319,7 +318,7 @@ def topo(
     output_format = options.pop("format")
     try:
         spec = build_spec(**options)
-        from sweeper import console, sweep
+        from sweeper import console, sweep  # Ray and torch: loaded once the options are good
 
         survey = sweep.survey(spec)
     except SweeperError as exc:
@@ -376,7 +375,7 @@ def plan_command(
     options["plugins"] = options.pop("plugin")
     try:
         spec = build_spec(_profile(profile), **options)
-        from sweeper.commands import plan
+        from sweeper.commands import plan  # torch (the operations): once the options are good
 
         found = plan.plan(spec, topology, results)
     except SweeperError as exc:
@@ -424,10 +423,10 @@ def report(
 ) -> None:
     """Write the HTML report of a run: one self-contained page that works offline."""
     try:
-        from sweeper.report import require
+        from sweeper.report import require  # here: this module's `report` command has its name
 
         require()
-        from sweeper.report import browser, build
+        from sweeper.report import browser, build  # plotly: loaded once `require` found it
 
         executable = browser.require(chromium) if screenshot else None
         page = build.write(results, run_id, output, baseline, js)

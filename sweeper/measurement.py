@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sweeper import telemetry
-from sweeper.plan.placement import GPU_TIER
 from sweeper.plan.sizes import format_size
 from sweeper.store import Kind
 from sweeper.timing import across_ranks, algbw_gb_per_s
+from sweeper.wire import Tier
 
 if TYPE_CHECKING:
     from sweeper.executor import Measured
@@ -136,7 +136,7 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
             "dst_gpu_uuid": placement.members[dst].gpu_uuid,
             "concurrent": done.shares_node,
         }
-    elif collective.per_gpu is not None and group.tier == GPU_TIER:
+    elif collective.per_gpu is not None and group.tier == Tier.GPU:
         pair = {"concurrent": n > 1}
     base = Measurement(
         run=run,

@@ -28,7 +28,7 @@ from sweeper.plan.dtypes import DTYPES
 from sweeper.plan.estimate import CostModel, estimate
 from sweeper.plan.placement import Group, Placement, alone, expected_placement, groups, variants
 from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedule
-from sweeper.plan.spec import SweepSpec, engines, launches, registers
+from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec, engines, launches, registers
 from sweeper.report import record
 from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
@@ -135,7 +135,7 @@ def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
 
 def survey(spec: SweepSpec) -> Survey:
     connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or request.DEFAULT_CPU_RANKS, spec.connect_timeout
+        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
     )
     try:
         backend, slots, nodes = _layout(spec, connection)
@@ -436,7 +436,7 @@ def run(
         report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
     connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or request.DEFAULT_CPU_RANKS, spec.connect_timeout
+        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
     )
     sweep: _Sweep | None = None
     try:

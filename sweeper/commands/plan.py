@@ -22,11 +22,12 @@ from sweeper.collectives import configure_moe, load_plugins, resolve
 from sweeper.errors import BadInput
 from sweeper.plan.estimate import CostModel, Estimate, TierCost, estimate
 from sweeper.plan.placement import Placement, alone, expected_placement
-from sweeper.plan.request import DEFAULT_CPU_RANKS, ceiling_bytes, schedule_request
+from sweeper.plan.request import ceiling_bytes, schedule_request
 from sweeper.plan.schedule import Planned, Schedule, nothing_to_measure, schedule
 from sweeper.plan.sizes import format_size
-from sweeper.plan.spec import SweepSpec
+from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
 from sweeper.topology import Node
+from sweeper.wire import Backend
 
 
 def recorded_nodes(path: Path, count: int) -> list[Node]:
@@ -45,7 +46,7 @@ def recorded_nodes(path: Path, count: int) -> list[Node]:
     ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Plan:
     spec: SweepSpec
     placement: Placement
@@ -57,9 +58,10 @@ class Plan:
 
 def plan(spec: SweepSpec, topology: Path | None, results: Path | None = None) -> Plan:
     """The spec's plan on a recorded topology, or on the nodes the cluster gives (Ray)."""
-    load_plugins(spec.plugins)
-    configure_moe(spec.moe)
-    ops = resolve(spec.ops)
+    experiments = spec.experiments
+    load_plugins(experiments.plugins)
+    configure_moe(experiments.moe)
+    ops = resolve(spec.planning.ops)
     if topology is not None:
         return plan_recorded(spec, topology, ops, results)
     from sweeper import sweep  # here, not at the top: Ray loads only for a live cluster
@@ -70,15 +72,15 @@ def plan(spec: SweepSpec, topology: Path | None, results: Path | None = None) ->
 def plan_recorded(
     spec: SweepSpec, topology: Path, ops: Sequence[Planned], results: Path | None = None
 ) -> Plan:
-    nodes = recorded_nodes(topology, spec.nodes)
-    backend = spec.backend if spec.backend != "auto" else ("nccl" if nodes[0].gpus else "gloo")
-    if backend == "nccl" and not nodes[0].gpus:
+    cluster = spec.cluster
+    nodes = recorded_nodes(topology, cluster.nodes)
+    gpus = len(nodes[0].gpus)
+    backend = cluster.backend or (Backend.NCCL if gpus else Backend.GLOO)
+    if backend is Backend.NCCL and not gpus:
         raise BadInput(f"--backend nccl: the topology {topology} has no GPUs")
-    per_node = spec.ranks_per_node() or (
-        len(nodes[0].gpus) if backend == "nccl" else DEFAULT_CPU_RANKS
-    )
-    if backend == "nccl" and per_node > len(nodes[0].gpus):
-        raise BadInput(f"--gpus-per-node {per_node}: the topology has {len(nodes[0].gpus)} GPUs")
+    per_node = cluster.ranks_per_node or (gpus if backend is Backend.NCCL else DEFAULT_CPU_RANKS)
+    if backend is Backend.NCCL and per_node > gpus:
+        raise BadInput(f"--gpus-per-node {per_node}: the topology has {gpus} GPUs")
     placement = expected_placement(backend, nodes, [per_node] * len(nodes))
     return plan_placement(spec, placement, ops, results)
 
@@ -86,14 +88,22 @@ def plan_recorded(
 def plan_placement(
     spec: SweepSpec, placement: Placement, ops: Sequence[Planned], results: Path | None = None
 ) -> Plan:
-    model = CostModel(iters=spec.iters, warmup=spec.warmup, blocks=spec.blocks)
+    timing = spec.timing
+    model = CostModel(iters=timing.iters, warmup=timing.warmup, blocks=timing.blocks)
     if results is not None:
         model = fitted(_rows(results), model)
     start = time.perf_counter()
     planned = schedule(placement, schedule_request(spec, placement.backend, ops))
     planning_s = time.perf_counter() - start
     ceiling = ceiling_bytes(spec, placement.backend, placement.nodes)
-    return Plan(spec, placement, planned, estimate(planned, model, ceiling), planning_s, results)
+    return Plan(
+        spec=spec,
+        placement=placement,
+        schedule=planned,
+        estimate=estimate(planned, model, ceiling),
+        planning_s=planning_s,
+        fitted_from=results,
+    )
 
 
 def _rows(results: Path) -> pd.DataFrame:
@@ -167,14 +177,15 @@ def _tiers(groups: Sequence[Any]) -> dict[str, dict[str, int]]:
 
 def print_plan(found: Plan, shown_groups: int = 4) -> None:
     placement, planned, est = found.placement, found.schedule, found.estimate
-    unit = "GPUs" if placement.backend == "nccl" else "ranks"
+    unit = "GPUs" if placement.backend == Backend.NCCL else "ranks"
+    tiers = found.spec.planning.tiers
     per_node = len(placement.members) // max(1, len(placement.nodes))
     print(
         f"plan: {len(placement.nodes)} nodes x {per_node} {unit} ({placement.backend}), "
-        f"tiers {','.join(found.spec.tiers)}: {planned.n_groups} groups in "
+        f"tiers {','.join(tiers)}: {planned.n_groups} groups in "
         f"{len(planned.waves)} waves, {est.points} points (planned in {found.planning_s:.2f} s)"
     )
-    note = nothing_to_measure(planned, found.spec.tiers) or alone(placement)
+    note = nothing_to_measure(planned, tiers) or alone(placement)
     if note is not None:
         print(note)
     for actors in planned.actor_sets:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sweeper.plan.dtypes import DTYPES
 from sweeper.plan.placement import Group
 from sweeper.plan.schedule import Schedule, Series, collector_paused
+from sweeper.wire import Tier
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,13 @@ class TierCost:
 # GB/s; p2p-off ~25). internode: no measured figure yet (the fake clusters use loopback),
 # assumed one 400 Gb/s NIC per GPU. cpu: gloo on the 2-core box the tests run on.
 DEFAULT_TIERS: dict[str, TierCost] = {
-    "nvlink": TierCost(35.0, 300.0),
-    "pcie": TierCost(40.0, 25.0),
-    "internode": TierCost(50.0, 40.0),
-    "cpu": TierCost(150.0, 1.0),
-    "local": TierCost(10.0, 1000.0),
+    Tier.NVLINK: TierCost(35.0, 300.0),
+    Tier.PCIE: TierCost(40.0, 25.0),
+    Tier.INTERNODE: TierCost(50.0, 40.0),
+    Tier.CPU: TierCost(150.0, 1.0),
+    Tier.LOCAL: TierCost(10.0, 1000.0),
     # copies of each GPU on its own: mostly over PCIe (Gen4 x16 pinned, ~25 GB/s), assumed
-    "gpu": TierCost(10.0, 25.0),
+    Tier.GPU: TierCost(10.0, 25.0),
 }
 
 
@@ -56,7 +57,7 @@ class CostModel:
     blocks: int = 3
 
     def point_s(self, tier: str, size_bytes: int) -> float:
-        one = self.tiers.get(tier, DEFAULT_TIERS["internode"]).time_s(size_bytes)
+        one = self.tiers.get(tier, DEFAULT_TIERS[Tier.INTERNODE]).time_s(size_bytes)
         timed = self.adaptive_s if self.iters is None else 0.0
         timed = max(timed, self.blocks * (self.iters or 1) * one)
         warm = timed if self.warmup is None else self.warmup * one  # adaptive: as long

@@ -13,6 +13,8 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from itertools import product
 
+from sweeper.wire import Backend
+
 Env = Mapping[str, str]
 
 # The collective kernels each NCCL_ALGO value implements (tuning.cc: Broadcast and Reduce
@@ -119,7 +121,7 @@ def applying(kernels: Collection[str], env: Env, backend: str) -> dict[str, str]
     """The variables of `env` that can change an operation that launches these collective
     kernels: none on CPU ranks (gloo reads no NCCL variable), and none of the
     collective-only ones for point-to-point operations."""
-    if backend != "nccl":
+    if backend != Backend.NCCL:
         return {}
     return {k: v for k, v in env.items() if kernels or k not in COLLECTIVE_ONLY}
 
@@ -140,7 +142,7 @@ def same_as(
             inert = ", ".join(f"{k}={v}" for k, v in envs[variant].items() if k not in mine)
             why = (
                 "NCCL variables are inert on CPU ranks (gloo)"
-                if backend != "nccl"
+                if backend != Backend.NCCL
                 else "no NCCL collective kernel"
             )
             return f"{inert} changes nothing: {why}" + (

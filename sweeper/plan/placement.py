@@ -18,12 +18,13 @@ from typing import NamedTuple, Protocol
 
 from sweeper.plan import knobs
 from sweeper.topology import Node
+from sweeper.wire import Backend, Tier
 
-# The groups of operations each GPU performs on its own (host<->device and device-local
-# copies, `PerGpu`): each GPU alone, and all GPUs of a node at once. Not a --tiers value:
-# the operations asked for bring them.
-GPU_TIER = "gpu"
-_GPU_LINKS = {"nvlink": "nvlink_gb_per_s", "pcie": "pcie_gb_per_s"}  # tier: its Gpu field
+WORLD = "world"  # --tiers: every rank as one group (beside the Tier values)
+_GPU_LINKS: dict[str, str] = {
+    Tier.NVLINK: "nvlink_gb_per_s",
+    Tier.PCIE: "pcie_gb_per_s",
+}  # tier: its Gpu field
 # NCCL reads these once per process: a variant that sets them runs on its own actor set.
 # The swept ones (--nccl-env, --nccl-algos) come beside them: `variants`.
 VARIANTS: dict[str, dict[str, str]] = {
@@ -109,9 +110,9 @@ class Placement:
         the network, a node's NICs together. None where a speed is unknown, or the tier has
         no such link (CPU ranks, one GPU alone)."""
         members = [self.members[r] for r in ranks]
-        if tier == "internode":
+        if tier == Tier.INTERNODE:
             speeds = [self.nodes[node].network_gb_per_s for node in {m.node for m in members}]
-        elif tier in _GPU_LINKS and self.backend == "nccl":
+        elif tier in _GPU_LINKS and self.backend == Backend.NCCL:
             field = _GPU_LINKS[tier]
             by_index = [{gpu.index: gpu for gpu in node.gpus} for node in self.nodes]
             gpus = [by_index[m.node].get(m.local) for m in members]
@@ -130,7 +131,7 @@ class Placement:
         per_node: dict[int, list[int]] = {}
         for r in group.ranks:
             per_node.setdefault(self.members[r].node, []).append(self.members[r].local)
-        unit = "g" if self.backend == "nccl" else "r"
+        unit = "g" if self.backend == Backend.NCCL else "r"
         if len(per_node) > 8:
             where = f"{len(per_node)}nodes-{len(group.ranks)}{unit}"
         else:
@@ -146,7 +147,7 @@ def expected_placement(backend: str, nodes: Sequence[Node], ranks: Sequence[int]
     count ahead of starting actors; the sweep plans again from where they really landed."""
     members: list[Member] = []
     for position, (node, count) in enumerate(zip(nodes, ranks, strict=True)):
-        locals_ = [gpu.index for gpu in node.gpus][:count] if backend == "nccl" else []
+        locals_ = [gpu.index for gpu in node.gpus][:count] if backend == Backend.NCCL else []
         locals_ += range(len(locals_), count)
         members += [Member(len(members) + i, position, local) for i, local in enumerate(locals_)]
     return Placement(backend, tuple(nodes), tuple(members))
@@ -191,21 +192,21 @@ def _islands(node: Node, placed: Sequence[Member]) -> list[tuple[int, ...]]:
     return out + [(r,) for r in unknown]
 
 
-def classify(placement: Placement, ranks: Sequence[int]) -> str:
+def classify(placement: Placement, ranks: Sequence[int]) -> Tier:
     """The tier a group's slowest link puts it in; `local` for one GPU alone (NCCL's
     single-rank path: no link, only the GPU's own memory)."""
     if placement.n_nodes(ranks) > 1:
-        return "internode"
-    if placement.backend != "nccl":
-        return "cpu"
+        return Tier.INTERNODE
+    if placement.backend != Backend.NCCL:
+        return Tier.CPU
     if len(ranks) == 1:
-        return "local"
+        return Tier.LOCAL
     node = placement.members[ranks[0]].node
     wanted = set(ranks)
     for island in _islands(placement.nodes[node], placement.by_node[node]):
         if wanted <= set(island):
-            return "nvlink"
-    return "pcie"
+            return Tier.NVLINK
+    return Tier.PCIE
 
 
 ONE_GPU = (
@@ -215,7 +216,7 @@ ONE_GPU = (
 
 def alone(placement: Placement) -> str | None:
     """The line a run on a machine of one GPU prints (its groups are of that GPU alone)."""
-    if placement.backend == "nccl" and sum(len(node.gpus) for node in placement.nodes) == 1:
+    if placement.backend == Backend.NCCL and sum(len(node.gpus) for node in placement.nodes) == 1:
         return ONE_GPU
     return None
 
@@ -255,31 +256,31 @@ def groups(
             extend(tier, variant, combinations(ranks, 2))
 
     everyone = tuple(m.rank for m in placement.members)
-    if "world" in tiers:
+    if WORLD in tiers:
         extend(classify(placement, everyone), "default", (everyone,), smallest=1)
-    gpus = placement.backend == "nccl"
+    gpus = placement.backend == Backend.NCCL
     for node, placed in zip(placement.nodes, placement.by_node, strict=True):
         islands = _islands(node, placed) if gpus else []
-        if "nvlink" in tiers:
+        if Tier.NVLINK in tiers:
             for island in islands:
-                with_pairs("nvlink", "default", island)
-        if "pcie" in tiers and gpus:
+                with_pairs(Tier.NVLINK, "default", island)
+        if Tier.PCIE in tiers and gpus:
             if len(islands) > 1:  # one GPU from each island: no NVLink among them
-                with_pairs("pcie", "default", tuple(sorted(island[0] for island in islands)))
+                with_pairs(Tier.PCIE, "default", tuple(sorted(island[0] for island in islands)))
                 if pairs:
                     crossing = ((x, y) for a, b in combinations(islands, 2) for x in a for y in b)
-                    extend("pcie", "default", ((x, y) if x < y else (y, x) for x, y in crossing))
+                    extend(Tier.PCIE, "default", ((x, y) if x < y else (y, x) for x, y in crossing))
             elif islands:
-                with_pairs("pcie", "p2p-off", islands[0])
-        if "cpu" in tiers and not gpus:
-            with_pairs("cpu", "default", tuple(sorted(m.rank for m in placed)))
-    if "internode" in tiers and len(placement.nodes) > 1:
+                with_pairs(Tier.PCIE, "p2p-off", islands[0])
+        if Tier.CPU in tiers and not gpus:
+            with_pairs(Tier.CPU, "default", tuple(sorted(m.rank for m in placed)))
+    if Tier.INTERNODE in tiers and len(placement.nodes) > 1:
         firsts = tuple(sorted(placed[0].rank for placed in placement.by_node if placed))
         for variant in ("default", "network") if force_network and gpus else ("default",):
-            extend("internode", variant, (firsts,))
+            extend(Tier.INTERNODE, variant, (firsts,))
             if pairs:
-                extend("internode", variant, combinations(firsts, 2))
-            extend("internode", variant, (everyone,))
+                extend(Tier.INTERNODE, variant, combinations(firsts, 2))
+            extend(Tier.INTERNODE, variant, (everyone,))
     default = [g for g in out if g.variant == "default"]
     for variant in grid:  # on gloo too: their rows say the variables are inert there
         for group in default:
@@ -291,14 +292,14 @@ def gpu_groups(placement: Placement, together: bool) -> list[Group]:
     """The groups of per-GPU operations (`PerGpu`), tier `gpu`: every GPU alone and, with
     `together`, every node's GPUs at once (where it has two or more). None on CPU ranks:
     there the operations are skipped on the sweep's groups, with the reason."""
-    if placement.backend != "nccl":
+    if placement.backend != Backend.NCCL:
         return []
     out: list[Group] = []
     for placed in placement.by_node:
         ranks = tuple(sorted(m.rank for m in placed))
-        out += [Group(GPU_TIER, "default", (r,)) for r in ranks]
+        out += [Group(Tier.GPU, "default", (r,)) for r in ranks]
         if together and len(ranks) > 1:
-            out.append(Group(GPU_TIER, "default", ranks))
+            out.append(Group(Tier.GPU, "default", ranks))
     return out
 
 

@@ -13,8 +13,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sweeper.errors import BadInput
+from sweeper.plan.fields import Size
 from sweeper.plan.sizes import SIZE_LIMIT_BYTES
-from sweeper.plan.spec import Size, SweepSpec
+from sweeper.plan.spec import SweepSpec
 
 if TYPE_CHECKING:
     from sweeper.analysis.regression import Policy

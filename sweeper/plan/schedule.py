@@ -34,7 +34,6 @@ from typing import NamedTuple, Protocol
 from sweeper.plan import knobs
 from sweeper.plan.dtypes import DTYPES
 from sweeper.plan.placement import (
-    GPU_TIER,
     Group,
     OpShape,
     Placement,
@@ -45,6 +44,7 @@ from sweeper.plan.placement import (
     series_counts,
     variants,
 )
+from sweeper.wire import Backend, Tier
 
 
 class Planned(OpShape, Protocol):
@@ -117,7 +117,7 @@ def nothing_to_measure(planned: Schedule, tiers: Collection[str]) -> str | None:
     does. Stops at the first group with a series: a fleet's plan shares a handful of series
     tuples."""
     placement = planned.placement
-    gpus = placement.backend == "nccl"
+    gpus = placement.backend == Backend.NCCL
     n = len(placement.members)
     where = f"{n} {'GPU' if gpus else 'rank'}{'' if n == 1 else 's'}"
     if planned.n_groups == 0:
@@ -174,7 +174,7 @@ def collector_paused() -> Iterator[None]:
 def _schedule(placement: Placement, request: Request) -> Schedule:
     per_gpu = [op.per_gpu for op in request.ops if op.per_gpu is not None]
     found: list[Group] = []
-    if placement.backend != "nccl" or len(per_gpu) < len(request.ops):
+    if placement.backend != Backend.NCCL or len(per_gpu) < len(request.ops):
         found = request.groups(placement)
     if per_gpu:
         found += gpu_groups(placement, together=any(p.together for p in per_gpu))
@@ -202,7 +202,7 @@ def pack(
     for group in mine:  # a million node pairs at fleet scale: unpacked, no properties
         tier, _, ranks = group
         first, last = node_of[ranks[0]], node_of[ranks[-1]]
-        if first == last and tier != "internode":
+        if first == last and tier != Tier.INTERNODE:
             intra[first].append(group)
         elif len(ranks) == 2 and first != last:
             node_pairs.append((first, last, group))
@@ -308,7 +308,7 @@ class _SeriesTable:
         else:  # each rank's node, renumbered in order of first appearance
             seen: dict[int, int] = {}
             pattern = tuple(seen.setdefault(node_of[r], len(seen)) for r in ranks)
-        key = (variant, n, pattern, group.tier == GPU_TIER)
+        key = (variant, n, pattern, group.tier == Tier.GPU)
         found = self.cache.get(key)
         if found is None:
             found = self.cache[key] = tuple(self._build(variant, n, pattern, key[3]))
@@ -321,7 +321,7 @@ class _SeriesTable:
         ops = self.request.ops
         if per_gpu:
             return [op for op in ops if op.per_gpu and (n == 1 or op.per_gpu.together)]
-        gpus = self.placement.backend == "nccl"
+        gpus = self.placement.backend == Backend.NCCL
         return [op for op in ops if op.per_gpu is None or not gpus]
 
     def _build(

@@ -1,20 +1,22 @@
 """What a sweep is asked to do: the SweepSpec model, whose fields are `sweeper run`'s options
-and a profile's keys. Pure: no Ray, no torch. The CLI and YAML profiles both end here, so a
-bad value is rejected once, with the option's (or the profile key's) name, before anything
-starts.
+and a profile's keys, flat as users write them, and the typed sections it is read by
+(cluster, planning, timing, outputs, experiments). Pure: no Ray, no torch. The CLI and YAML
+profiles both end here, so a bad value is rejected once, with the option's (or the profile
+key's) name, before anything starts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -23,47 +25,24 @@ from pydantic import (
 from sweeper.errors import BadInput
 from sweeper.plan import knobs
 from sweeper.plan.dtypes import canonical_dtype
-from sweeper.plan.sizes import (
-    INT32_MAX,
-    INT64_MAX,
-    ITERS_LIMIT,
-    grid,
-    parse_mem_limit,
-    parse_size,
+from sweeper.plan.fields import (
+    SIZE_SCHEMA,
+    CommaList,
+    MemLimitField,
+    NcclVariables,
+    Size,
+    key_values,
+    or_key_values,
 )
-from sweeper.wire import Backend, Engine, Launch, MemLimit
+from sweeper.plan.placement import WORLD
+from sweeper.plan.sizes import INT32_MAX, INT64_MAX, ITERS_LIMIT, SIZE_LIMIT_BYTES, grid, parse_size
+from sweeper.wire import REQUESTABLE_TIERS, Backend, Engine, Launch, MemLimit, Timing
 
-
-def _split(value: object) -> object:
-    """Comma lists from the command line become lists; lists from YAML pass through."""
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    return value
-
-
-# JSON Schema for what a profile may spell (the validators accept more than the Python types
-# say: "64M" for a size, "a,b" for a list), so the published schema accepts what the model does.
-_SIZE_SCHEMA = {
-    "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "examples": ["64M"]}]
-}
-_LIST_SCHEMA = {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]}
-
-Size = Annotated[int, BeforeValidator(parse_size), WithJsonSchema(_SIZE_SCHEMA)]
-CommaList = Annotated[tuple[str, ...], BeforeValidator(_split), WithJsonSchema(_LIST_SCHEMA)]
-
-
-MemLimitField = Annotated[
-    MemLimit,
-    BeforeValidator(parse_mem_limit),
-    PlainSerializer(str),
-    WithJsonSchema({"type": "string", "examples": ["8G", "50%"]}),
-]
-BackendAsked = Literal["auto", "nccl", "gloo"]  # a profile's schema lists them
-TIERS = ("nvlink", "pcie", "internode", "cpu")
+# `auto` or a Backend: a literal, so a profile's JSON Schema lists the three as today
+BackendAsked = Literal["auto", "nccl", "gloo"]
 NCCL_ALGOS = ("ring", "tree")  # NCCL_ALGO values a variant actor set can pin
-LAUNCHES = ("graph", "eager")  # how timed iterations are issued (see timing.py)
+DEFAULT_CPU_RANKS = 2  # CPU ranks per node, unless --gpus-per-node or --world
 GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
-ENGINES = ("torch", "nccl")  # through torch.distributed, or NCCL called directly
 NCCL_NEEDS_CUDA = "--engine nccl: direct NCCL calls need GPU ranks; CPU ranks use torch (gloo)"
 REGISTER_NEEDS_CUDA = "--register-buffers: NCCL registers GPU buffers; CPU ranks have none (gloo)"
 
@@ -102,57 +81,6 @@ class MoeSpec(BaseModel):
         return self
 
 
-def _or_key_values(schema: dict[str, Any]) -> None:
-    """The JSON Schema of `moe`: a mapping, or key=value pairs as on the command line."""
-    mapping = {"$ref": schema.pop("$ref")}
-    schema["anyOf"] = [mapping, {"type": "string", "examples": ["tokens=8192,top_k=2"]}]
-
-
-def _key_values(value: object) -> object:
-    """--moe tokens=4096,top_k=2 from the command line; a mapping from YAML."""
-    if isinstance(value, str):
-        pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
-        if any(len(pair) != 2 for pair in pairs):
-            raise ValueError(f"{value!r}: use key=value pairs, e.g. tokens=4096,top_k=2")
-        return {key.strip(): item.strip() for key, item in pairs}
-    return value
-
-
-def _nccl_variables(value: object) -> object:
-    """--nccl-env KEY=V1,V2 (repeatable) from the command line, a list of such strings or a
-    mapping of names to values (a list, or a comma string) from YAML: names -> values."""
-    if isinstance(value, str):
-        value = [value]
-    if isinstance(value, (list, tuple)):
-        out: dict[str, object] = {}
-        for item in value:
-            name, sep, values = str(item).partition("=")
-            if not sep or not name.strip():
-                raise ValueError(f"{item!r}: use KEY=V1,V2, e.g. NCCL_PROTO=LL,Simple")
-            if name.strip() in out:
-                raise ValueError(f"{name.strip()} given twice: list its values once")
-            out[name.strip()] = values
-        value = out
-    if isinstance(value, dict):
-        split = {str(name): _split(values) for name, values in value.items()}
-        # YAML reads NCCL_MAX_NCHANNELS: [1, 4] as numbers: values are the text NCCL reads
-        return {n: [str(v) for v in vs] if isinstance(vs, list) else vs for n, vs in split.items()}
-    return value
-
-
-_NCCL_ENV_SCHEMA = {
-    "anyOf": [
-        {"type": "object", "additionalProperties": _LIST_SCHEMA},
-        {"type": "array", "items": {"type": "string", "examples": ["NCCL_PROTO=LL,Simple"]}},
-    ]
-}
-NcclVariables = Annotated[
-    dict[str, tuple[str, ...]],
-    BeforeValidator(_nccl_variables),
-    WithJsonSchema(_NCCL_ENV_SCHEMA),
-]
-
-
 class SweepSpec(BaseModel):
     """Everything a sweep needs to know; `sweeper run` options and profile keys are its fields."""
 
@@ -187,7 +115,7 @@ class SweepSpec(BaseModel):
         description="Ranks per node: GPUs (default all) or gloo CPU ranks (2).",
     )
     tiers: CommaList = Field(
-        ("world",),
+        (WORLD,),
         min_length=1,
         description="world (every rank, one group), or nvlink,pcie,internode,cpu; all: every tier.",
     )
@@ -207,7 +135,7 @@ class SweepSpec(BaseModel):
         ("float32",), min_length=1, description="Element types (torch spelling or nccl-tests')."
     )
     min_size: Size = Field(8, description="Smallest size S in bytes (K, M, G suffixes).")
-    max_size: Annotated[int | Literal["auto"], WithJsonSchema(_SIZE_SCHEMA)] = Field(
+    max_size: Annotated[int | Literal["auto"], WithJsonSchema(SIZE_SCHEMA)] = Field(
         "auto", description="Largest size S, or auto: the largest that fits in memory (probed)."
     )
     mem_limit: MemLimitField | None = Field(
@@ -265,10 +193,10 @@ class SweepSpec(BaseModel):
     )
     seed: int = Field(0, ge=0, le=INT64_MAX, description="Seed of the deterministic input data.")
     output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
-    moe: Annotated[MoeSpec, BeforeValidator(_key_values)] = Field(
+    moe: Annotated[MoeSpec, BeforeValidator(key_values)] = Field(
         MoeSpec(),
         description="The MoE layer of moe:dispatch/moe:combine: key=value pairs.",
-        json_schema_extra=_or_key_values,
+        json_schema_extra=or_key_values,
     )
     nccl_algos: CommaList = Field(
         (), description="Also run every group with NCCL_ALGO set to each: ring, tree."
@@ -317,9 +245,10 @@ class SweepSpec(BaseModel):
     @field_validator("tiers")
     @classmethod
     def _tiers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        known = ("world", *TIERS)
+        requestable = tuple(tier.value for tier in REQUESTABLE_TIERS)
+        known = (WORLD, *requestable)
         if "all" in value:
-            return TIERS
+            return requestable
         unknown = [tier for tier in value if tier not in known]
         if unknown:
             raise ValueError(f"unknown tier {unknown[0]!r}; known: {', '.join(known)}, all")
@@ -373,20 +302,21 @@ class SweepSpec(BaseModel):
     @field_validator("launch")
     @classmethod
     def _launch(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _one_of(value, LAUNCHES, "launch mode")
+        return _one_of(value, Launch.values(), "launch mode")
 
     @field_validator("engine")
     @classmethod
     def _engine(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _one_of(value, ENGINES, "engine")
+        return _one_of(value, Engine.values(), "engine")
 
     @model_validator(mode="after")
     def _graph_needs_cuda(self) -> SweepSpec:
-        if self.backend == "gloo" and "graph" in self.launch:
+        gloo = self.backend == Backend.GLOO.value
+        if gloo and Launch.GRAPH in self.launch:
             raise ValueError(GRAPH_NEEDS_CUDA)
-        if self.backend == "gloo" and "nccl" in self.engine:
+        if gloo and Engine.NCCL in self.engine:
             raise ValueError(NCCL_NEEDS_CUDA)
-        if self.backend == "gloo" and self.register_buffers:
+        if gloo and self.register_buffers:
             raise ValueError(REGISTER_NEEDS_CUDA)
         return self
 
@@ -398,6 +328,154 @@ class SweepSpec(BaseModel):
     def sizes(self, max_size: int) -> list[int]:
         """The requested grid from min_size up to max_size, like nccl-tests' -b/-e/-f."""
         return grid(self.min_size, max_size, self.step_factor)
+
+    @property
+    def cluster(self) -> ClusterOptions:
+        return ClusterOptions(
+            address=self.address,
+            connect_timeout_s=self.connect_timeout,
+            backend=None if self.backend == "auto" else Backend(self.backend),
+            nodes=self.nodes,
+            ranks_per_node=self.ranks_per_node(),
+            gpu_visibility=self.gpu_visibility,
+            name=self.cluster_name,
+        )
+
+    @property
+    def planning(self) -> PlanOptions:
+        return PlanOptions(
+            tiers=self.tiers,
+            pairs=self.pairs == "all",
+            force_network=self.force_network,
+            concurrent_pairs=self.concurrent,
+            ops=self.ops,
+            dtypes=self.dtypes,
+            min_size=self.min_size,
+            max_size=None if self.max_size == "auto" else self.max_size,
+            step_factor=self.step_factor,
+            mem_limit=self.mem_limit,
+            nccl_env=self.nccl_variables(),
+        )
+
+    @property
+    def timing(self) -> TimingOptions:
+        return TimingOptions(
+            iters=self.iters,
+            warmup=self.warmup,
+            check=self.check,
+            samples=self.samples,
+            seed=self.seed,
+            launches=tuple(map(Launch, self.launch)),
+            blocks=self.blocks,
+            engines=tuple(map(Engine, self.engine)),
+            register=self.register_buffers,
+            timeout_s=self.timeout,
+        )
+
+    @property
+    def outputs(self) -> OutputOptions:
+        return OutputOptions(results=self.output, report=self.report, reports_dir=self.reports_dir)
+
+    @property
+    def experiments(self) -> ExperimentOptions:
+        return ExperimentOptions(moe=self.moe, copy_engine=self.copy_engine, plugins=self.plugins)
+
+
+# The spec's sections: what each part of a sweep reads of it, typed, built from the flat
+# fields users write.
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterOptions:
+    """Where a sweep runs, and on how many ranks."""
+
+    address: str | None  # None: $RAY_ADDRESS, else an embedded Ray
+    connect_timeout_s: float
+    backend: Backend | None  # None: auto, NCCL where the cluster has GPUs, else gloo
+    nodes: int
+    ranks_per_node: int | None  # None: the backend's default (every GPU; 2 CPU ranks)
+    gpu_visibility: Literal["node", "own"]
+    name: str | None  # recorded on every row; None: the head node's host name
+
+    @property
+    def cpu_ranks(self) -> int:
+        """The CPU ranks of a node an embedded Ray must fit."""
+        return self.ranks_per_node or DEFAULT_CPU_RANKS
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanOptions:
+    """What a sweep measures: the groups its tiers ask for, operations, dtypes and sizes."""
+
+    tiers: tuple[str, ...]  # Tier values, or WORLD
+    pairs: bool  # with the tiers' groups, every pair of GPUs / of nodes
+    force_network: bool  # internode again with NCCL P2P and SHM off
+    concurrent_pairs: bool  # a node's pairs share its links on purpose
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    min_size: int
+    max_size: int | None  # None: auto, the largest that fits in memory (probed)
+    step_factor: float
+    mem_limit: MemLimit | None  # as asked (`request.mem_limit`: CPU ranks' default cap)
+    nccl_env: Mapping[str, tuple[str, ...]]  # swept NCCL variables (--nccl-env, --nccl-algos)
+
+    @property
+    def auto(self) -> bool:
+        return self.max_size is None
+
+    def sizes(self) -> list[int]:
+        """The grid; with auto, up to the largest size accepted (each series stops at its
+        bound)."""
+        return grid(self.min_size, self.max_size or SIZE_LIMIT_BYTES, self.step_factor)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TimingOptions:
+    """How every point is measured, as asked; `timing` resolves it for a backend."""
+
+    iters: int | None  # None: adaptive
+    warmup: int | None  # None: adaptive
+    check: bool
+    samples: bool
+    seed: int
+    launches: tuple[Launch, ...]  # none: graph on GPUs, eager on CPU ranks
+    blocks: int
+    engines: tuple[Engine, ...]
+    register: bool
+    timeout_s: float  # what one point may take
+
+    def timing(self, backend: str) -> Timing:
+        """What every point of a run on `backend` is handed; BadInput where the backend
+        cannot do what was asked (CUDA graphs, the nccl engine, registration on gloo)."""
+        return Timing(
+            iters=self.iters,
+            warmup=self.warmup,
+            check=self.check,
+            samples=self.samples,
+            seed=self.seed,
+            launches=launches(self.launches, backend),
+            blocks=self.blocks,
+            engines=engines(self.engines, backend),
+            register=registers(self.register, backend),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutputOptions:
+    """Where a run's rows and its report go."""
+
+    results: Path
+    report: bool
+    reports_dir: Path | None  # None: reports/ beside the results
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExperimentOptions:
+    """Beyond the collectives' grid: the MoE layer, the copy-engine matrix, plugins."""
+
+    moe: MoeSpec
+    copy_engine: bool
+    plugins: tuple[str, ...]
 
 
 def launches(asked: tuple[str, ...], backend: str) -> tuple[Launch, ...]:

@@ -15,11 +15,11 @@ from sweeper.collectives import REGISTRY
 from sweeper.commands.plan import recorded_nodes
 from sweeper.executor import Measured
 from sweeper.measurement import Measurement, of_copy, of_point
-from sweeper.plan.placement import GPU_TIER, Group, Placement, expected_placement
+from sweeper.plan.placement import Group, Placement, expected_placement
 from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
 from sweeper.sweep import _row_key
 from sweeper.timing import Block
-from sweeper.wire import Point, Timing
+from sweeper.wire import Point, Tier, Timing
 from tests.nvml_replay import Replay
 
 DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
@@ -233,7 +233,7 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
     topology: Path, peak_gb_per_s: float, name: str
 ) -> None:
     placement = expected_placement("nccl", recorded_nodes(topology, 1), [1])
-    group = Group(GPU_TIER, "default", (0,))
+    group = Group(Tier.GPU, "default", (0,))
     point = Point(
         group_id=placement.group_id(group),
         op=name,
@@ -254,7 +254,7 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
 
 
 def _copied(name: str, ranks: tuple[int, ...], outcome: cluster.Outcome) -> list[Measurement]:
-    group = Group(GPU_TIER, "default", ranks)
+    group = Group(Tier.GPU, "default", ranks)
     point = Point(
         group_id=_placement().group_id(group),
         op=name,

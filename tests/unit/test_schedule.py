@@ -13,7 +13,6 @@ from sweeper.collectives import REGISTRY, resolve
 from sweeper.commands.plan import Plan, plan_recorded, recorded_nodes
 from sweeper.plan.estimate import CostModel, estimate
 from sweeper.plan.placement import (
-    GPU_TIER,
     ONE_GPU,
     Placement,
     alone,
@@ -23,6 +22,7 @@ from sweeper.plan.placement import (
 )
 from sweeper.plan.schedule import Request, Schedule, nothing_to_measure, schedule
 from sweeper.plan.spec import SweepSpec
+from sweeper.wire import Tier
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 DGX = TOPOLOGIES / "dgx-h100-nvswitch.json"
@@ -191,14 +191,14 @@ def test_the_nccl_env_grid_runs_every_default_group_on_an_actor_set_per_combinat
         "proto=Simple,max_nchannels=4",
     ]
     ranks = {
-        a.variant: {g.ranks for w in a.waves for g in w.groups if g.tier != GPU_TIER}
+        a.variant: {g.ranks for w in a.waves for g in w.groups if g.tier != Tier.GPU}
         for a in planned.actor_sets
     }
     assert all(found == ranks["default"] for found in ranks.values())
     # copies call no NCCL: their groups are the default set's only
     tiers = {a.variant: {g.tier for w in a.waves for g in w.groups} for a in planned.actor_sets}
-    assert GPU_TIER in tiers["default"]
-    assert not any(GPU_TIER in found for variant, found in tiers.items() if variant != "default")
+    assert Tier.GPU in tiers["default"]
+    assert not any(Tier.GPU in found for variant, found in tiers.items() if variant != "default")
     assert_nothing_shared(planned)
 
 
@@ -287,7 +287,7 @@ def test_copies_in_all_run_on_gpu_groups_each_gpu_alone_then_the_node_at_once() 
         placement(H200X4, 2, 4), request(tiers=("world",), ops=resolve(("all",)), sizes=sizes)
     )
     assert_nothing_shared(planned)
-    copying = [[g for g in w.groups if g.tier == GPU_TIER] for w in planned.waves]
+    copying = [[g for g in w.groups if g.tier == Tier.GPU] for w in planned.waves]
     # node 0's GPU k and node 1's GPU k copy at once (wave k), then each node's four together
     assert [[g.ranks for g in w] for w in copying if w] == [
         [(0,), (4,)],
@@ -299,7 +299,7 @@ def test_copies_in_all_run_on_gpu_groups_each_gpu_alone_then_the_node_at_once() 
     for wave in planned.waves:
         for group in wave.groups:
             ops = {s.op: s for s in planned.series(group)}
-            if group.tier != GPU_TIER:
+            if group.tier != Tier.GPU:
                 assert not set(ops) & COPIES
                 continue
             # the memory roof alone: GPUs at once share nothing of it
@@ -318,14 +318,14 @@ def test_copies_asked_by_name_take_every_size_to_256_mib_under_auto_never_probed
         one, request(tiers=("world",), ops=ops, sizes=(8, 2**20, 2**28, 2**30), auto=True)
     )
     for planned, counts in ((grid, (4, 2**19, 2**29)), (auto, (4, 2**19, 2**27))):
-        copying = [g for w in planned.waves for g in w.groups if g.tier == GPU_TIER]
+        copying = [g for w in planned.waves for g in w.groups if g.tier == Tier.GPU]
         assert [g.ranks for g in copying] == [(0,)]  # one GPU: alone only
         series = {s.op: s for s in planned.series(copying[0])}
         assert series["h2d"].counts == counts
         assert series["h2d:pageable"].counts == (4, 2**27)  # by `all`: smallest, 256 MiB
         assert not any(s.probe for s in series.values())
     only = schedule(one, request(tiers=("world",), ops=resolve(("h2d*",))))
-    assert {g.tier for w in only.waves for g in w.groups} == {GPU_TIER}  # no idle world group
+    assert {g.tier for w in only.waves for g in w.groups} == {Tier.GPU}  # no idle world group
 
 
 def test_copies_on_cpu_ranks_are_skipped_on_the_sweeps_groups_with_the_reason() -> None:
