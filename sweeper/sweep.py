@@ -28,12 +28,11 @@ from sweeper.plan.dtypes import DTYPES
 from sweeper.plan.estimate import CostModel, estimate
 from sweeper.plan.placement import Group, Placement, alone, expected_placement, groups, variants
 from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedule
-from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec, engines, launches, registers
+from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
 from sweeper.report import record
 from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
 from sweeper.topology import Node
-from sweeper.wire import Timing
 from sweeper.worker import no_nccl_allocator
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
@@ -221,17 +220,7 @@ class _Sweep:
         self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
         self.backend = _backend(spec, connection.gpus())
-        self.timing = Timing(
-            iters=spec.iters,
-            warmup=spec.warmup,
-            check=spec.check,
-            samples=spec.samples,
-            seed=spec.seed,
-            launches=launches(spec.launch, self.backend),
-            blocks=spec.blocks,
-            engines=engines(spec.engine, self.backend),
-            register=registers(spec.register_buffers, self.backend),
-        )
+        self.timing = spec.timing.timing(self.backend)
         _check_dtypes(spec.dtypes, self.backend)
         self.auto = spec.max_size == "auto"
         self.sizes = request.sizes(spec)

@@ -7,7 +7,7 @@ key's) name, before anything starts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -45,6 +45,15 @@ DEFAULT_CPU_RANKS = 2  # CPU ranks per node, unless --gpus-per-node or --world
 GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
 NCCL_NEEDS_CUDA = "--engine nccl: direct NCCL calls need GPU ranks; CPU ranks use torch (gloo)"
 REGISTER_NEEDS_CUDA = "--register-buffers: NCCL registers GPU buffers; CPU ranks have none (gloo)"
+
+
+def _needs_cuda(launches: Collection[str], engines: Collection[str], register: bool) -> str | None:
+    """Why CPU ranks (gloo) cannot run what was asked, if they cannot."""
+    if Launch.GRAPH in launches:
+        return GRAPH_NEEDS_CUDA
+    if Engine.NCCL in engines:
+        return NCCL_NEEDS_CUDA
+    return REGISTER_NEEDS_CUDA if register else None
 
 
 def _one_of(value: tuple[str, ...], known: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -311,13 +320,10 @@ class SweepSpec(BaseModel):
 
     @model_validator(mode="after")
     def _graph_needs_cuda(self) -> SweepSpec:
-        gloo = self.backend == Backend.GLOO.value
-        if gloo and Launch.GRAPH in self.launch:
-            raise ValueError(GRAPH_NEEDS_CUDA)
-        if gloo and Engine.NCCL in self.engine:
-            raise ValueError(NCCL_NEEDS_CUDA)
-        if gloo and self.register_buffers:
-            raise ValueError(REGISTER_NEEDS_CUDA)
+        if self.backend == Backend.GLOO.value:
+            refused = _needs_cuda(self.launch, self.engine, self.register_buffers)
+            if refused is not None:
+                raise ValueError(refused)
         return self
 
     @field_validator("ops")
@@ -445,18 +451,23 @@ class TimingOptions:
     timeout_s: float  # what one point may take
 
     def timing(self, backend: str) -> Timing:
-        """What every point of a run on `backend` is handed; BadInput where the backend
-        cannot do what was asked (CUDA graphs, the nccl engine, registration on gloo)."""
+        """What every point of a run on `backend` is handed: the launch modes as asked, else
+        graph on GPUs and eager on CPU ranks; BadInput where the backend cannot do what was
+        asked (CUDA graphs, the nccl engine, registered buffers on gloo)."""
+        gpus = backend == Backend.NCCL
+        refused = None if gpus else _needs_cuda(self.launches, self.engines, self.register)
+        if refused is not None:
+            raise BadInput(refused)
         return Timing(
             iters=self.iters,
             warmup=self.warmup,
             check=self.check,
             samples=self.samples,
             seed=self.seed,
-            launches=launches(self.launches, backend),
+            launches=self.launches or (Launch.GRAPH if gpus else Launch.EAGER,),
             blocks=self.blocks,
-            engines=engines(self.engines, backend),
-            register=registers(self.register, backend),
+            engines=self.engines,
+            register=self.register,
         )
 
 
@@ -476,26 +487,3 @@ class ExperimentOptions:
     moe: MoeSpec
     copy_engine: bool
     plugins: tuple[str, ...]
-
-
-def launches(asked: tuple[str, ...], backend: str) -> tuple[Launch, ...]:
-    """The launch modes of a sweep: as asked, else graph on GPUs and eager on CPU ranks.
-    CUDA graphs need GPU ranks (BadInput on gloo)."""
-    if backend != Backend.NCCL and Launch.GRAPH in asked:
-        raise BadInput(GRAPH_NEEDS_CUDA)
-    default = Launch.GRAPH if backend == Backend.NCCL else Launch.EAGER
-    return tuple(map(Launch, asked)) or (default,)
-
-
-def registers(asked: bool, backend: str) -> bool:
-    """Whether the sweep registers its buffers with NCCL (BadInput on gloo)."""
-    if backend != Backend.NCCL and asked:
-        raise BadInput(REGISTER_NEEDS_CUDA)
-    return asked
-
-
-def engines(asked: tuple[str, ...], backend: str) -> tuple[Engine, ...]:
-    """The engines of a sweep; the nccl engine needs GPU ranks (BadInput on gloo)."""
-    if backend != Backend.NCCL and Engine.NCCL in asked:
-        raise BadInput(NCCL_NEEDS_CUDA)
-    return tuple(map(Engine, asked))
