@@ -20,6 +20,7 @@ from sweeper.plan.placement import (
     gpu_groups,
     groups,
 )
+from sweeper.plan.request import schedule_request, tier_groups
 from sweeper.plan.schedule import Request, Schedule, nothing_to_measure, schedule
 from sweeper.plan.spec import SweepSpec
 from sweeper.wire import Tier
@@ -338,3 +339,12 @@ def test_copies_on_cpu_ranks_are_skipped_on_the_sweeps_groups_with_the_reason() 
     assert {reasons[op] for op in COPIES - {"d2d"}} == {
         "host<->device copies need a GPU: CPU ranks have no device memory"
     }
+
+
+def test_topo_lists_the_groups_a_run_schedules() -> None:
+    """`sweeper topo` and `sweeper run` ask the spec for groups in one place."""
+    spec = SweepSpec(tiers=("all",), ops=("all_reduce", "broadcast"), nccl_algos=("ring",))
+    where = placement(DGX, 2, 8)
+    planned = schedule(where, schedule_request(spec, "nccl", resolve(spec.ops)))
+    scheduled = [g for wave in planned.waves for g in wave.groups]
+    assert sorted(tier_groups(spec, where)) == sorted(scheduled)
