@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis.summary import label
-from sweeper.collectives import REGISTRY, names
+from sweeper.ops.registry import REGISTRY, names
 from sweeper.spec import format_size
 
 HIDDEN = 8192  # vLLM's benchmark: (rows, hidden) bf16 tensors

@@ -38,7 +38,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]
 
 from sweeper.cluster import actor_env
-from sweeper.collectives import resolve
+from sweeper.ops.registry import resolve
 from sweeper.plan import expected_placement
 from sweeper.planner import recorded_nodes, request
 from sweeper.schedule import schedule

@@ -56,8 +56,8 @@ from typing import Any, TypeVar
 from pinning import Pinner, pinned, rank_cores
 
 from sweeper.cluster import MULTICAST_OFF
+from sweeper.rank.timing import graph_unit
 from sweeper.spec import DTYPES, canonical_dtype, format_size, parse_size
-from sweeper.timing import graph_unit
 
 Row = Mapping[str, Any]
 T = TypeVar("T")
@@ -639,7 +639,7 @@ def main() -> int:
     names: list[str] = args.names
     import torch
 
-    from sweeper import collectives
+    from sweeper.ops import registry
 
     world = args.world or torch.cuda.device_count()
     nccl, cuda = nccl_package(), cuda_home(os.environ)
@@ -669,7 +669,7 @@ def main() -> int:
     pinner.check()
     rows = median_rows(repeats)
 
-    label = collectives.names()
+    label = registry.names()
     named = [(label[(row["op"], row["algorithm"])], row) for row in rows]
     failed += [
         f"sweeper {label[(row['op'], row['algorithm'])]} {format_size(row['size_bytes'])} "
@@ -680,7 +680,7 @@ def main() -> int:
     ]
     itemsize = DTYPES[args.dtype].itemsize
     lines = match(
-        named, runs, lambda name, size: collectives.REGISTRY[name].count(size, itemsize, world)
+        named, runs, lambda name, size: registry.REGISTRY[name].count(size, itemsize, world)
     )
 
     versions = {

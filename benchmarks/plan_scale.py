@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweeper.collectives import resolve
+from sweeper.ops.registry import resolve
 from sweeper.planner import duration, plan_recorded
 from sweeper.spec import build_spec, load_profile
 

@@ -33,9 +33,9 @@ from ray.util.scheduling_strategies import (
 from sweeper.errors import InfrastructureError
 from sweeper.host import RankHost
 from sweeper.plan import Member, Placement
+from sweeper.rank.worker import Copied, Measured, Prepared, local_nccl_allocators
 from sweeper.spec import Limits, MemLimit, MoeSpec
 from sweeper.topology import Node, RankInfo, Versions, node_record
-from sweeper.worker import Copied, Measured, Prepared, local_nccl_allocators
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
 # program that uses it can take the host's GPUs out of service.

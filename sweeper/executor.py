@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sweeper import cluster
-from sweeper.descriptor import Collective
+from sweeper.ops.descriptor import Collective
 from sweeper.plan import Group, Placement, Point, Timing
 from sweeper.schedule import Series, Wave
 from sweeper.series import Allocate, Budgets, Measure, SeriesRunner

@@ -32,8 +32,8 @@ from sweeper.plan import Point
 from sweeper.topology import RayFacts
 
 if TYPE_CHECKING:
+    from sweeper.rank.worker import Copied, Measured, Prepared
     from sweeper.topology import RankInfo, Versions
-    from sweeper.worker import Copied, Measured, Prepared
 
 T = TypeVar("T")
 
@@ -53,7 +53,7 @@ def _serve(fd: int, parent: int) -> None:
     _die_with(parent)
     conn = Connection(fd)
     args, facts = conn.recv()
-    from sweeper.worker import Rank
+    from sweeper.rank.worker import Rank
 
     try:
         rank = Rank(*args, facts=facts)

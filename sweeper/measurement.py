@@ -19,15 +19,15 @@ import numpy as np
 
 from sweeper import telemetry
 from sweeper.plan import GPU_TIER
+from sweeper.rank.timing import across_ranks, algbw_gb_per_s
 from sweeper.spec import format_size
 from sweeper.store import Kind
-from sweeper.timing import across_ranks, algbw_gb_per_s
 
 if TYPE_CHECKING:
     from sweeper.executor import Measured
     from sweeper.plan import Placement
-    from sweeper.worker import Copied, Timed
-    from sweeper.worker import Measured as RankMeasured
+    from sweeper.rank.worker import Copied, Timed
+    from sweeper.rank.worker import Measured as RankMeasured
 
 Row = dict[str, Any]
 

@@ -92,7 +92,7 @@ class Plan:
 
 def plan(spec: SweepSpec, topology: Path | None, results: Path | None = None) -> Plan:
     """The spec's plan on a recorded topology, or on the nodes the cluster gives (Ray)."""
-    from sweeper.collectives import configure_moe, load_plugins, resolve
+    from sweeper.ops.registry import configure_moe, load_plugins, resolve
 
     load_plugins(spec.plugins)
     configure_moe(spec.moe)

@@ -25,7 +25,7 @@ from sweeper.spec import DTYPES
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sweeper.descriptor import Collective
+    from sweeper.ops.descriptor import Collective
     from sweeper.schedule import Series
 
 

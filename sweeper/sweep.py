@@ -19,11 +19,11 @@ import pandas as pd
 import ray
 
 import sweeper
-from sweeper import cluster, knobs, measurement, nccl, planner, report, store
-from sweeper.collectives import configure_moe, load_plugins, names, resolve
+from sweeper import cluster, knobs, measurement, planner, report, store
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.estimate import CostModel, estimate
 from sweeper.executor import Executor, Measured, PointKey, Recorded, skipped
+from sweeper.ops.registry import configure_moe, load_plugins, names, resolve
 from sweeper.plan import (
     Group,
     Placement,
@@ -33,6 +33,8 @@ from sweeper.plan import (
     groups,
     variants,
 )
+from sweeper.rank import nccl
+from sweeper.rank.worker import no_nccl_allocator
 from sweeper.report import record
 from sweeper.schedule import ActorSet, Schedule, nothing_to_measure, schedule
 from sweeper.spec import (
@@ -45,7 +47,6 @@ from sweeper.spec import (
 from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
 from sweeper.topology import Node
-from sweeper.worker import no_nccl_allocator
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import nccl
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
+from sweeper.rank import nccl
 from tests.cli_sweep import sweep
 from tests.gpu.gpus import nccl_allocates
 from tests.gpu.test_gpu_launch import COLLECTIVES, HBM_BYTES_PER_S

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sweeper import nccl
+from sweeper.rank import nccl
 from tests.cli_sweep import sweep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]

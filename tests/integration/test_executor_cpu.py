@@ -11,8 +11,8 @@ import pytest
 import ray
 
 from sweeper import cluster
-from sweeper.collectives import REGISTRY
 from sweeper.executor import Executor, Measured
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan import Group, Timing
 from sweeper.schedule import Series, Wave
 

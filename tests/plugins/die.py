@@ -8,7 +8,7 @@ import os
 
 import torch.distributed as dist
 
-from sweeper.collectives import REGISTRY, Buffers, Comm, per_call, register
+from sweeper.ops.registry import REGISTRY, Buffers, Comm, per_call, register
 
 DYING_RANK = 3
 DIE_AT_BYTES = 2048

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sweeper.collectives import REGISTRY, Buffers, Comm, Step, register
+from sweeper.ops.registry import REGISTRY, Buffers, Comm, Step, register
 
 _all_reduce = REGISTRY["all_reduce"]
 

@@ -11,7 +11,7 @@ import dataclasses
 import time
 from itertools import count
 
-from sweeper.collectives import REGISTRY, Buffers, Comm, Step, register
+from sweeper.ops.registry import REGISTRY, Buffers, Comm, Step, register
 
 STALL_S = 0.25
 STALLED_CALL = 11

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.collectives import REGISTRY, SUM, load_plugins, resolve
 from sweeper.errors import BadInput
+from sweeper.ops.registry import REGISTRY, SUM, load_plugins, resolve
 from sweeper.plan import Shape
 
 
@@ -145,7 +145,7 @@ def test_the_nccl_engine_has_every_core_operation_and_the_pairs_but_no_variant()
         ),
         (
             "from dataclasses import replace\n"
-            "from sweeper.collectives import REGISTRY, register\n"
+            "from sweeper.ops.registry import REGISTRY, register\n"
             "register(replace(REGISTRY['all_gather'], name='all_reduce'))\n",
             "ValueError: an operation named 'all_reduce' is already registered)",
         ),

@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from sweeper import data
-from sweeper.collectives import SUM, Span
+from sweeper.ops.registry import SUM, Span
+from sweeper.rank import data
 
 DTYPES = [
     torch.float32,
@@ -86,8 +86,8 @@ def test_an_unwritten_output_is_all_wrong() -> None:
 _PEAK = """
 import sys
 import torch
-from sweeper import data
-from sweeper.descriptor import SUM, Span
+from sweeper.rank import data
+from sweeper.ops.descriptor import SUM, Span
 
 chunk = 1 << 24
 data._CHUNK["cpu"] = chunk

@@ -10,15 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import cluster, telemetry, worker
-from sweeper.collectives import REGISTRY
+from sweeper import cluster, telemetry
 from sweeper.executor import Measured
 from sweeper.measurement import Measurement, of_copy, of_point
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan import GPU_TIER, Group, Placement, Point, Timing, expected_placement
 from sweeper.planner import recorded_nodes
+from sweeper.rank import worker
+from sweeper.rank.timing import Block
 from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
 from sweeper.sweep import _row_key
-from sweeper.timing import Block
 from tests.nvml_replay import Replay
 
 DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
 
 DOC = Path(__file__).parents[2] / "docs" / "PERFORMANCE.md"
 

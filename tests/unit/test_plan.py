@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan import series_counts
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sweeper import planner
-from sweeper.collectives import REGISTRY, resolve
 from sweeper.estimate import CostModel, estimate
+from sweeper.ops.registry import REGISTRY, resolve
 from sweeper.plan import (
     GPU_TIER,
     ONE_GPU,

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from sweeper.timing import (
+from sweeper.rank.timing import (
     GRAPH_ITERS,
     MAX_ITERS,
     MIN_ITERS,

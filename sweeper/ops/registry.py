@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from sweeper.algorithms import all_reduce, all_to_all, host, moe
-from sweeper.descriptor import (
+from sweeper.errors import BadInput
+from sweeper.ops.algorithms import all_reduce, all_to_all, copies, moe
+from sweeper.ops.descriptor import (
     SUM,
     Buffers,
     Collective,
@@ -33,11 +34,10 @@ from sweeper.descriptor import (
     exchanger,
     per_call,
 )
-from sweeper.errors import BadInput
 from sweeper.plan import PerGpu, Shape
 
 if TYPE_CHECKING:
-    from sweeper.nccl import NcclComm
+    from sweeper.rank.nccl import NcclComm
 from sweeper.spec import MoeSpec
 
 __all__ = [
@@ -365,7 +365,7 @@ def _host_copy(op: str, pinned: bool, layout: LayoutFn, bind: Callable[..., Step
         False,
         layout,
         partial(bind, pinned),
-        why_not=host.why_not,
+        why_not=copies.why_not,
         ends_bytes=HOST_COPY_BYTES,
         per_gpu=PerGpu(),
         kind="copy",
@@ -384,9 +384,9 @@ _DEVICE_COPY = Collective(
     "device",
     _twice,
     False,
-    host.layout,
-    host.within,
-    why_not=host.why_not_on_device,
+    copies.layout,
+    copies.within,
+    why_not=copies.why_not_on_device,
     ends_bytes=HOST_COPY_BYTES,
     per_gpu=PerGpu(together=False, host_link=False),
     kind="copy",
@@ -597,9 +597,9 @@ REGISTRY: dict[str, Collective] = _registry(
         entry
         for pinned in (True, False)
         for entry in (
-            _host_copy("h2d", pinned, host.layout, host.to_device),
-            _host_copy("d2h", pinned, host.from_device_layout, host.from_device),
-            _host_copy("h2d+d2h", pinned, host.layout, host.both_ways),
+            _host_copy("h2d", pinned, copies.layout, copies.to_device),
+            _host_copy("d2h", pinned, copies.from_device_layout, copies.from_device),
+            _host_copy("h2d+d2h", pinned, copies.layout, copies.both_ways),
         )
     ),
 )

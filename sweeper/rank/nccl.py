@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from sweeper.descriptor import Step, blocks
+from sweeper.ops.descriptor import Step, blocks
 
 # ncclDataType_t and ncclRedOp_t values of nccl.h (stable across NCCL 2.x).
 DTYPES: dict[torch.dtype, int] = {

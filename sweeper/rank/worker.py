@@ -27,13 +27,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
-from sweeper import data
-from sweeper.collectives import REGISTRY, configure_moe, load_plugins
-from sweeper.descriptor import Buffers, Collective, Comm, Layout, Step
+from sweeper.ops.descriptor import Buffers, Collective, Comm, Layout, Step
+from sweeper.ops.registry import REGISTRY, configure_moe, load_plugins
 from sweeper.plan import Point, Timing
-from sweeper.spec import Limits, MoeSpec
-from sweeper.telemetry import Reading, Watch
-from sweeper.timing import (
+from sweeper.rank import data
+from sweeper.rank.timing import (
     GRAPH_ITERS,
     Block,
     CudaTimer,
@@ -46,12 +44,14 @@ from sweeper.timing import (
     calibrate,
     graph_unit,
 )
+from sweeper.spec import Limits, MoeSpec
+from sweeper.telemetry import Reading, Watch
 from sweeper.topology import RankInfo, RayFacts, Versions, nvml_driver_version
 
 if TYPE_CHECKING:
     from torch._C._distributed_c10d import ProcessGroupNCCL
 
-    from sweeper.nccl import NcclComm
+    from sweeper.rank.nccl import NcclComm
 
 
 @dataclass(frozen=True)
@@ -366,7 +366,7 @@ class Rank:
     def _nccl_comm(self, group_id: str, ranks: tuple[int, ...]) -> NcclComm:
         """The group's own NCCL communicator: its first rank makes the unique id and passes it
         through the set's store; every member then joins (NCCL waits for all of them)."""
-        from sweeper import nccl
+        from sweeper.rank import nccl
 
         assert self.store is not None
         assert self.stream is not None

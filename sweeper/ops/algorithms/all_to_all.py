@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from sweeper.descriptor import Buffers, Comm, Layout, Span, blocks, exchange
+from sweeper.ops.descriptor import Buffers, Comm, Layout, Span, blocks, exchange
 from sweeper.plan import Shape
 
 

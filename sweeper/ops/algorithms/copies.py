@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from sweeper.descriptor import Buffers, Comm, Layout, Span, Step
+from sweeper.ops.descriptor import Buffers, Comm, Layout, Span, Step
 from sweeper.plan import Shape
 
 

@@ -13,7 +13,7 @@ from functools import partial
 import torch
 import torch.distributed._symmetric_memory as symm_mem
 
-from sweeper.descriptor import SUM, Buffers, Comm, Layout, Span, Step
+from sweeper.ops.descriptor import SUM, Buffers, Comm, Layout, Span, Step
 from sweeper.plan import Shape
 
 

@@ -19,7 +19,7 @@ from itertools import pairwise
 
 import torch
 
-from sweeper.descriptor import Step
+from sweeper.ops.descriptor import Step
 
 TARGET_POINT_S = 0.03  # adaptive: a point's timed blocks last about 30 ms together ...
 MIN_ITERS = 5  # ... with at least this many iterations ...

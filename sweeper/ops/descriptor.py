@@ -13,7 +13,7 @@ elements (S = count x itemsize, with nccl-tests' conventions) on `n` ranks:
   point (views, peer lists, split sizes) stays out of the timed loop,
 - and where it cannot run (`why_not`, with the reason).
 
-The entries live in `collectives.py` (the registry) and `algorithms/` (variants).
+The entries live in `registry.py` and `algorithms/` (variants).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sweeper import knobs
 from sweeper.plan import PerGpu, Shape
 
 if TYPE_CHECKING:
-    from sweeper.nccl import NcclComm
+    from sweeper.rank.nccl import NcclComm
     from sweeper.store import Kind  # a Literal: the rank actors need no pandas or pyarrow
 
 SUM = -1  # Span.source: the sum over every rank of the group

@@ -13,7 +13,7 @@ from functools import lru_cache, partial
 import numpy as np
 import torch.distributed as dist
 
-from sweeper.descriptor import Buffers, Comm, Layout, Span, Step
+from sweeper.ops.descriptor import Buffers, Comm, Layout, Span, Step
 from sweeper.spec import MoeSpec
 
 
