@@ -95,8 +95,9 @@ class Rank:
             self.child.close()
 
     def _step(self, key: Key) -> Callable[[], None]:
-        from sweeper.ops.descriptor import Buffers, Comm
+        from sweeper.ops.descriptor import Buffers
         from sweeper.ops.registry import resolve
+        from sweeper.rank.torch_engine import TorchComm
 
         name, size, kind = key
         (collective,) = resolve([name])
@@ -115,7 +116,7 @@ class Rank:
         )
         world = dist.group.WORLD
         assert world is not None
-        return collective.bind(buffers, Comm(world, 0, 1))
+        return collective.bind(buffers, TorchComm(world, 0, 1))
 
     def time(self, key: Key, iters: int) -> list[float]:
         """Seconds per iteration in each of BLOCKS blocks of `iters` eager iterations, on the

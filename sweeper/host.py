@@ -32,8 +32,8 @@ from sweeper.plan import Point
 from sweeper.topology import RayFacts
 
 if TYPE_CHECKING:
-    from sweeper.rank.worker import Copied, Measured, Prepared
     from sweeper.topology import RankInfo, Versions
+    from sweeper.wire import Copied, Prepared, RankTimings
 
 T = TypeVar("T")
 
@@ -148,7 +148,7 @@ class RankHost:
     def prepare(self, point: Point) -> Relayed[Prepared]:
         return self._call("prepare", point)
 
-    def execute(self) -> Relayed[Measured]:
+    def execute(self) -> Relayed[RankTimings]:
         return self._call("execute")
 
     def copy_matrix(self, sizes: Sequence[int], iters: int, warmup: int) -> Relayed[list[Copied]]:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sweeper.ops.descriptor import Collective
-from sweeper.rank.data import scratch_bytes
+from sweeper.ops.descriptor import Collective, scratch_bytes
 
 BISECT_STEPS = 6  # at most this many tries below a bound that failed
 BISECT_TOLERANCE = 0.01  # stop when the bracket is within 1% of the size

@@ -33,8 +33,7 @@ from sweeper.plan import (
     groups,
     variants,
 )
-from sweeper.rank import nccl
-from sweeper.rank.worker import no_nccl_allocator
+from sweeper.rank.preflight import nccl_available, no_nccl_allocator
 from sweeper.report import record
 from sweeper.schedule import ActorSet, Schedule, nothing_to_measure, schedule
 from sweeper.spec import (
@@ -434,7 +433,7 @@ def run(
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
-    if "nccl" in spec.engine and not nccl.available():
+    if "nccl" in spec.engine and not nccl_available():
         raise BadInput(
             "--engine nccl needs NCCL's Python bindings (nccl4py): "
             "pip install 'sweeper-bench[nccl]'"

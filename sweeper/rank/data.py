@@ -16,17 +16,10 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from sweeper.ops.descriptor import SUM, Span
+from sweeper.ops.descriptor import FILL_CHUNK, SUM, Span
 
 _PRIME = 65521  # h(i) = (i * 40503 + seed) mod 65521: spread, and no int64 overflow below 2^47
 _MULT = 40503
-# Elements handled per step, so scratch memory stays bounded at any size: large on GPUs,
-# where each step is a few kernel launches, small on CPUs, where memory is shared and tight.
-_CHUNK = {"cuda": 1 << 22, "cpu": 1 << 18}
-# Bytes alive at once per element of a chunk, with room to spare: two int64 tensors of the
-# pattern (the sum over ranks), then the expected values and the float64 copies the check
-# compares (about 33; tests/unit/test_data.py measures it).
-_SCRATCH_PER_ELEMENT = 48
 
 
 def exact_limit(dtype: torch.dtype) -> int:
@@ -46,11 +39,6 @@ def levels(dtype: torch.dtype, n: int, reduces: bool) -> int:
     if n > limit:
         return 0
     return min(limit // n + 1, _PRIME)
-
-
-def scratch_bytes(device_type: str, elements: int) -> int:
-    """Memory fill and check need beyond the buffers, for a buffer of `elements`."""
-    return _SCRATCH_PER_ELEMENT * min(elements, _CHUNK.get(device_type, _CHUNK["cpu"]))
 
 
 # The pattern is computed in place: each chunk needs its int64 tensor and one more, so the
@@ -82,7 +70,7 @@ def _sum_over_ranks(k: torch.Tensor, n: int, lv: int) -> torch.Tensor:
 
 
 def _pieces(span: Span, device: torch.device) -> Iterator[tuple[int, int]]:
-    chunk = _CHUNK.get(device.type, _CHUNK["cpu"])
+    chunk = FILL_CHUNK.get(device.type, FILL_CHUNK["cpu"])
     for start in range(0, span.length, chunk):
         yield start, min(start + chunk, span.length)
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from sweeper.ops.registry import SUM, Span
+from sweeper.ops.descriptor import SUM, Span, scratch_bytes
 from sweeper.rank import data
 
 DTYPES = [
@@ -90,7 +90,7 @@ from sweeper.rank import data
 from sweeper.ops.descriptor import SUM, Span
 
 chunk = 1 << 24
-data._CHUNK["cpu"] = chunk
+data.FILL_CHUNK["cpu"] = chunk
 buf = torch.zeros(chunk, dtype=torch.float32)
 spans = [Span(0, chunk, SUM if sys.argv[1] == "sum" else 1, 0)]
 
@@ -138,4 +138,4 @@ def test_fill_and_check_stay_within_the_scratch_sizing_counts(
     one whole chunk (in a fresh process, where the high-water mark starts at the buffer)."""
     per_element = peaks[source]
     # two thirds: room for the GPU caching allocator, which rounds blocks up
-    assert 8 < per_element <= data.scratch_bytes("cpu", 1) * 2 / 3, per_element
+    assert 8 < per_element <= scratch_bytes("cpu", 1) * 2 / 3, per_element

@@ -11,7 +11,7 @@ import torch
 
 from sweeper.errors import BadInput
 from sweeper.planner import recorded_nodes
-from sweeper.rank.worker import local_nccl_allocators, no_nccl_allocator
+from sweeper.rank.preflight import local_nccl_allocators, no_nccl_allocator
 from sweeper.sweep import _check_allocators
 from sweeper.topology import Node
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from sweeper.ops.descriptor import scratch_bytes
 from sweeper.ops.registry import REGISTRY
-from sweeper.rank.data import scratch_bytes
 from sweeper.sizing import bisect, fits, footprint_bytes, largest_count
 from sweeper.spec import MemLimit
 
