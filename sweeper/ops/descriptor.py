@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sweeper import knobs
 from sweeper.plan import Shape, Traits
+from sweeper.wire import Backend
 
 if TYPE_CHECKING:
     import torch
@@ -199,7 +200,7 @@ class Collective:
         NCCL_PROTO its variant pins, which does not implement its kernels (NCCL would fail
         with `invalid usage`). That a variant changes nothing for it is the schedule's to
         say (`knobs.same_as`): it takes the other variants."""
-        if shape.backend == "nccl":
+        if shape.backend == Backend.NCCL:
             why = knobs.gap(self.nccl_kernels, dict(shape.nccl_env))
             if why is not None:
                 return why

@@ -13,10 +13,11 @@ from functools import partial
 
 from sweeper.ops.descriptor import SUM, Buffers, Comm, Layout, Span, Step, torch_group
 from sweeper.plan import Shape
+from sweeper.wire import Backend
 
 
 def why_not(shape: Shape) -> str | None:
-    if shape.backend != "nccl":
+    if shape.backend != Backend.NCCL:
         return "torch symmetric memory needs CUDA GPUs"
     if len(set(shape.nodes)) > 1:
         return "torch symmetric memory needs every rank on one node (NVLink P2P)"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from sweeper.ops.descriptor import Buffers, Comm, Layout, Span, Step
 from sweeper.plan import Shape
+from sweeper.wire import Backend
 
 if TYPE_CHECKING:
     import torch
@@ -35,13 +36,13 @@ def from_device_layout(count: int, n: int, rank: int) -> Layout:
 
 
 def why_not(shape: Shape) -> str | None:
-    if shape.backend != "nccl":
+    if shape.backend != Backend.NCCL:
         return "host<->device copies need a GPU: CPU ranks have no device memory"
     return None
 
 
 def why_not_on_device(shape: Shape) -> str | None:
-    if shape.backend != "nccl":
+    if shape.backend != Backend.NCCL:
         return "device-local copies need a GPU: CPU ranks have no device memory"
     return None
 
