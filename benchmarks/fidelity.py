@@ -74,10 +74,10 @@ import torch.multiprocessing as mp
 from bare import FACTORS, bare_step, free_port, init_bare, time_blocks
 from pinning import Pinner, rank_cores
 
-from sweeper import collectives
 from sweeper.cluster import MULTICAST_OFF
-from sweeper.collectives import resolve
 from sweeper.console import HumanConsole
+from sweeper.ops import registry
+from sweeper.ops.registry import resolve
 from sweeper.plan.sizes import format_size, parse_size
 from sweeper.sweep import Finished, Observer, Started
 
@@ -349,7 +349,7 @@ class Interleaved:
         self.bare = bare
         self.progress = progress
         self.only = only
-        self.label = collectives.names()
+        self.label = registry.names()
         self.timed: list[tuple[Key, Row, list[float]]] = []  # ok points, the bare loop's blocks
 
     def started(self, run: Started) -> None:

@@ -58,7 +58,7 @@ from pinning import Pinner, pinned, rank_cores
 from sweeper.cluster import MULTICAST_OFF
 from sweeper.plan.dtypes import DTYPES, canonical_dtype
 from sweeper.plan.sizes import format_size, parse_size
-from sweeper.timing import graph_unit
+from sweeper.rank.timing import graph_unit
 
 Row = Mapping[str, Any]
 T = TypeVar("T")
@@ -640,7 +640,7 @@ def main() -> int:
     names: list[str] = args.names
     import torch
 
-    from sweeper import collectives
+    from sweeper.ops import registry
 
     world = args.world or torch.cuda.device_count()
     nccl, cuda = nccl_package(), cuda_home(os.environ)
@@ -670,7 +670,7 @@ def main() -> int:
     pinner.check()
     rows = median_rows(repeats)
 
-    label = collectives.names()
+    label = registry.names()
     named = [(label[(row["op"], row["algorithm"])], row) for row in rows]
     failed += [
         f"sweeper {label[(row['op'], row['algorithm'])]} {format_size(row['size_bytes'])} "
@@ -681,7 +681,7 @@ def main() -> int:
     ]
     itemsize = DTYPES[args.dtype].itemsize
     lines = match(
-        named, runs, lambda name, size: collectives.REGISTRY[name].count(size, itemsize, world)
+        named, runs, lambda name, size: registry.REGISTRY[name].count(size, itemsize, world)
     )
 
     versions = {

@@ -94,8 +94,8 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="true-bound-"))
     out.mkdir(parents=True, exist_ok=True)
-    from sweeper.collectives import names
     from sweeper.console import HumanConsole
+    from sweeper.ops.registry import names
     from sweeper.plan.profile import build_spec
     from sweeper.plan.sizes import parse_mem_limit
     from sweeper.sweep import run

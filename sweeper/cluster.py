@@ -34,9 +34,9 @@ from sweeper.errors import InfrastructureError
 from sweeper.host import RankHost
 from sweeper.plan.placement import Member, Placement
 from sweeper.plan.spec import MoeSpec
+from sweeper.rank.preflight import local_nccl_allocators
 from sweeper.topology import Node, RankInfo, Versions, node_record
-from sweeper.wire import Limits, MemLimit
-from sweeper.worker import Copied, Measured, Prepared, local_nccl_allocators
+from sweeper.wire import Copied, Limits, MemLimit, Prepared, RankTimings
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
 # program that uses it can take the host's GPUs out of service.
@@ -151,7 +151,7 @@ class Outcome:
     """How a point went on its group: 'ok' with each rank's measurement, or why not."""
 
     status: str
-    measured: tuple[Measured, ...] = ()
+    measured: tuple[RankTimings, ...] = ()
     error: str | None = None
     launched: bool = True  # False: refused at allocation, before any rank ran a collective
 

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sweeper import cluster
-from sweeper.descriptor import Collective
+from sweeper.ops.descriptor import Collective
 from sweeper.plan.dtypes import DTYPES
 from sweeper.plan.placement import Group, Placement
 from sweeper.plan.schedule import Series, Wave

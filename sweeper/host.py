@@ -33,7 +33,7 @@ from sweeper.wire import Point
 
 if TYPE_CHECKING:
     from sweeper.topology import RankInfo, Versions
-    from sweeper.worker import Copied, Measured, Prepared
+    from sweeper.wire import Copied, Prepared, RankTimings
 
 T = TypeVar("T")
 
@@ -53,7 +53,7 @@ def _serve(fd: int, parent: int) -> None:
     _die_with(parent)
     conn = Connection(fd)
     args, facts = conn.recv()
-    from sweeper.worker import Rank
+    from sweeper.rank.worker import Rank
 
     try:
         rank = Rank(*args, facts=facts)
@@ -148,7 +148,7 @@ class RankHost:
     def prepare(self, point: Point) -> Relayed[Prepared]:
         return self._call("prepare", point)
 
-    def execute(self) -> Relayed[Measured]:
+    def execute(self) -> Relayed[RankTimings]:
         return self._call("execute")
 
     def copy_matrix(self, sizes: Sequence[int], iters: int, warmup: int) -> Relayed[list[Copied]]:

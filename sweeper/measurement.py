@@ -18,16 +18,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sweeper import telemetry
+from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
 from sweeper.plan.sizes import format_size
 from sweeper.store import Kind
-from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:
     from sweeper.executor import Measured
     from sweeper.plan.placement import Placement
-    from sweeper.worker import Copied, Timed
-    from sweeper.worker import Measured as RankMeasured
+    from sweeper.wire import Copied, RankTimings, Timed
 
 Row = dict[str, Any]
 
@@ -136,7 +135,7 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
             "dst_gpu_uuid": placement.members[dst].gpu_uuid,
             "concurrent": done.shares_node,
         }
-    elif collective.per_gpu is not None and group.tier == Tier.GPU:
+    elif collective.traits.per_gpu is not None and group.tier == Tier.GPU:
         pair = {"concurrent": n > 1}
     base = Measurement(
         run=run,
@@ -174,8 +173,8 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
             for engine in point.timing.engines
             for launch in point.timing.launches
         ]
-    host_link = collective.per_gpu is not None and collective.per_gpu.host_link
-    if collective.per_gpu is None or n == 1:
+    host_link = collective.traits.per_gpu is not None and collective.traits.per_gpu.host_link
+    if collective.traits.per_gpu is None or n == 1:
         return _modes(placement, base, group.ranks, outcome.measured, host_link)
     return [  # every GPU at once: each its own row
         measured
@@ -199,7 +198,7 @@ def _modes(
     placement: Placement,
     base: Measurement,
     ranks: tuple[int, ...],
-    measured: Sequence[RankMeasured],
+    measured: Sequence[RankTimings],
     host_link: bool,
 ) -> list[Measurement]:
     """One measurement per engine and launch mode, from these ranks' blocks and telemetry."""

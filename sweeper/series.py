@@ -25,7 +25,7 @@ from sweeper.plan.sizing import BISECT_STEPS, bisect, largest_count
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sweeper.descriptor import Collective
+    from sweeper.ops.descriptor import Collective
     from sweeper.plan.schedule import Series
 
 

@@ -19,21 +19,21 @@ import pandas as pd
 import ray
 
 import sweeper
-from sweeper import cluster, measurement, nccl, report, store
-from sweeper.collectives import configure_moe, load_plugins, names, resolve
+from sweeper import cluster, measurement, report, store
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.executor import Executor, Measured, PointKey, Recorded, skipped
+from sweeper.ops.registry import configure_moe, load_plugins, names, resolve
 from sweeper.plan import knobs, request
 from sweeper.plan.dtypes import DTYPES
 from sweeper.plan.estimate import CostModel, estimate
 from sweeper.plan.placement import Group, Placement, alone, expected_placement, groups, variants
 from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedule
 from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
+from sweeper.rank.preflight import nccl_available, no_nccl_allocator
 from sweeper.report import record
 from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
 from sweeper.topology import Node
-from sweeper.worker import no_nccl_allocator
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 
@@ -413,7 +413,7 @@ def run(
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
-    if "nccl" in spec.engine and not nccl.available():
+    if "nccl" in spec.engine and not nccl_available():
         raise BadInput(
             "--engine nccl needs NCCL's Python bindings (nccl4py): "
             "pip install 'sweeper-bench[nccl]'"

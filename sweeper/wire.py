@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from sweeper.telemetry import Reading
+
 
 class Name(str, Enum):
     """A closed set of names written to rows and read from the command line. A member is its
@@ -129,3 +131,62 @@ class Point:
     size_bytes: int  # S, after rounding to whole elements for every rank
     count: int  # elements of S
     timing: Timing
+
+
+# What a rank answers its actor, and the actor relays to the driver unopened.
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Prepared:
+    """Whether a rank holds a point's buffers, allocated and filled."""
+
+    status: Status  # ok, or oom (and nothing held)
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Block:
+    """One timed block of back-to-back iterations on one rank."""
+
+    seconds: float  # the whole block
+    iters: int
+    samples: tuple[float, ...] | None  # per-iteration seconds (graph: per replay), when asked
+
+    @property
+    def per_iter(self) -> float:
+        return self.seconds / self.iters
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Timed:
+    """A point's blocks in one engine and launch mode on one rank."""
+
+    engine: Engine  # torch (torch.distributed) or nccl (NCCL called directly)
+    launch: Launch  # graph or eager: how the timed iterations were issued
+    blocks: tuple[Block, ...]
+    warmup_iters: int
+    n_wrong: int | None = None  # None: not checked here (no output on this rank, --no-check)
+    note: str | None = None  # why it ran eagerly where a graph was asked for
+    skipped: str | None = None  # why there is nothing to time (then there are no blocks)
+    registered: bool = False  # its buffers registered with this engine's communicator
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankTimings:
+    """What one rank timed for a point: per engine, per launch mode, in the order the point
+    asks, and its GPU around them."""
+
+    timed: tuple[Timed, ...]
+    telemetry: Reading | None = None  # None: a CPU rank, no NVML
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Copied:
+    """Peer copies timed together: `seconds[i]` is the copy from `src` to `dsts[i]`, per
+    iteration (for `bi`, the two directions timed as one)."""
+
+    kind: str  # uni, bi, fanout
+    src: str  # GPU UUIDs
+    dsts: tuple[str, ...]
+    size_bytes: int
+    seconds: tuple[float, ...]

@@ -18,8 +18,8 @@ import pandas as pd
 
 from sweeper import store
 from sweeper.analysis.fits import fit_alpha_beta
-from sweeper.collectives import configure_moe, load_plugins, resolve
 from sweeper.errors import BadInput
+from sweeper.ops.registry import configure_moe, load_plugins, resolve
 from sweeper.plan.estimate import CostModel, Estimate, TierCost, estimate
 from sweeper.plan.placement import Placement, alone, expected_placement
 from sweeper.plan.request import ceiling_bytes, schedule_request

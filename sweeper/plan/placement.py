@@ -51,24 +51,27 @@ class PerGpu:
     host_link: bool = True  # its bytes cross the GPU's link to the host: % of the PCIe peak
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Traits:
+    """How planning schedules an operation: on which groups, at which sizes."""
+
+    ranks: int | None = None  # runs only on groups of exactly this size (a pair: 2)
+    fixed_count: Callable[[int], int] | None = None  # one size, set by the operation (MoE)
+    # set: only the sweep's smallest size and this one (its largest, if smaller), never
+    # probed: an operation whose figure is its peak (copies)
+    ends_bytes: int | None = None
+    # asked for by name (not by `all`): with ends_bytes, every size of the grid (`resolve`)
+    all_sizes: bool = False
+    # each GPU performs it on its own: it runs on groups of tier `gpu`, alone and at once
+    per_gpu: PerGpu | None = None
+
+
 class OpShape(Protocol):
     @property
     def name(self) -> str: ...
 
     @property
-    def per_gpu(self) -> PerGpu | None: ...
-
-    @property
-    def all_sizes(self) -> bool: ...
-
-    @property
-    def ranks(self) -> int | None: ...
-
-    @property
-    def fixed_count(self) -> Callable[[int], int] | None: ...
-
-    @property
-    def ends_bytes(self) -> int | None: ...
+    def traits(self) -> Traits: ...
 
     def count(self, size_bytes: int, itemsize: int, n: int) -> int: ...
 
@@ -335,16 +338,17 @@ def series_counts(
     An operation with `ends_bytes` (never probed) takes the grid's smallest size and that
     one (the grid's largest, if smaller); asked for by name (`all_sizes`), every size of the
     grid, which under --max-size auto ends at `ends_bytes` too."""
-    if op.ranks is not None and op.ranks != world_size:
+    traits = op.traits
+    if traits.ranks is not None and traits.ranks != world_size:
         return []
-    if op.fixed_count is not None:
-        return [op.fixed_count(world_size)]
-    if op.ends_bytes is not None:
+    if traits.fixed_count is not None:
+        return [traits.fixed_count(world_size)]
+    if traits.ends_bytes is not None:
         grid = sorted(sizes)
         if not grid:
             return []
-        if not op.all_sizes:
-            sizes = (grid[0], min(grid[-1], op.ends_bytes))
+        if not traits.all_sizes:
+            sizes = (grid[0], min(grid[-1], traits.ends_bytes))
         elif auto:
-            sizes = [size for size in grid if size <= op.ends_bytes] or grid[:1]
+            sizes = [size for size in grid if size <= traits.ends_bytes] or grid[:1]
     return sorted({op.count(size, itemsize, world_size) for size in sizes})

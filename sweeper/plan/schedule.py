@@ -172,7 +172,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def _schedule(placement: Placement, request: Request) -> Schedule:
-    per_gpu = [op.per_gpu for op in request.ops if op.per_gpu is not None]
+    per_gpu = [op.traits.per_gpu for op in request.ops if op.traits.per_gpu is not None]
     found: list[Group] = []
     if placement.backend != Backend.NCCL or len(per_gpu) < len(request.ops):
         found = request.groups(placement)
@@ -320,9 +320,11 @@ class _SeriesTable:
         others, and on CPU ranks (no `gpu` groups) every one."""
         ops = self.request.ops
         if per_gpu:
-            return [op for op in ops if op.per_gpu and (n == 1 or op.per_gpu.together)]
+            return [
+                op for op in ops if op.traits.per_gpu and (n == 1 or op.traits.per_gpu.together)
+            ]
         gpus = self.placement.backend == Backend.NCCL
-        return [op for op in ops if op.per_gpu is None or not gpus]
+        return [op for op in ops if op.traits.per_gpu is None or not gpus]
 
     def _build(
         self, variant: str, n: int, nodes: tuple[int, ...], per_gpu: bool
@@ -345,5 +347,6 @@ class _SeriesTable:
                         op.name, dtype, tuple(counts[:1] if r.auto else counts), False, why
                     )
                 else:
-                    probe = r.auto and op.fixed_count is None and op.ends_bytes is None
+                    fixed = op.traits.fixed_count is not None or op.traits.ends_bytes is not None
+                    probe = r.auto and not fixed
                     yield Series(op.name, dtype, tuple(counts), probe)

@@ -11,8 +11,8 @@ import pytest
 import ray
 
 from sweeper import cluster
-from sweeper.collectives import REGISTRY
 from sweeper.executor import Executor, Measured
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan.placement import Group
 from sweeper.plan.schedule import Series, Wave
 from sweeper.wire import Timing

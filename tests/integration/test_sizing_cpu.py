@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan.sizing import largest_count
 from tests.conftest import cluster_nodes
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import sweeper
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan.profile import build_spec
 from sweeper.sweep import Finished, Row, Started, run
 from tests import cli_sweep

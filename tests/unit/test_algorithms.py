@@ -8,7 +8,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from sweeper.algorithms import all_to_all, moe
+from sweeper.ops.algorithms import all_to_all, moe
 from sweeper.plan.placement import Group, Shape, rounds
 from sweeper.plan.spec import MoeSpec
 

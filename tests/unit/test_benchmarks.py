@@ -29,9 +29,9 @@ import nccl_tests
 import pinning
 
 from sweeper.cluster import MULTICAST_OFF
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan.dtypes import DTYPES
-from sweeper.timing import graph_unit
+from sweeper.rank.timing import graph_unit
 
 DATA = Path(__file__).parents[1] / "data" / "nccl_tests"
 MIB = 2**20

@@ -7,9 +7,9 @@ import sys
 import pytest
 import torch
 
-from sweeper import data
-from sweeper.collectives import SUM, Span
+from sweeper.ops.descriptor import SUM, Span
 from sweeper.plan import sizing
+from sweeper.rank import data
 
 DTYPES = [
     torch.float32,
@@ -87,10 +87,9 @@ def test_an_unwritten_output_is_all_wrong() -> None:
 _PEAK = """
 import sys
 import torch
-from sweeper import data
+from sweeper.ops.descriptor import SUM, Span
 from sweeper.plan import sizing
-from sweeper.descriptor import SUM, Span
-from sweeper.plan import sizing
+from sweeper.rank import data
 
 chunk = 1 << 24
 sizing.CHUNK_ELEMENTS["cpu"] = chunk

@@ -10,16 +10,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import cluster, telemetry, worker
-from sweeper.collectives import REGISTRY
+from sweeper import cluster, telemetry
 from sweeper.commands.plan import recorded_nodes
 from sweeper.executor import Measured
 from sweeper.measurement import Measurement, of_copy, of_point
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan.placement import Group, Placement, expected_placement
 from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
 from sweeper.sweep import _row_key
-from sweeper.timing import Block
-from sweeper.wire import Point, Tier, Timing
+from sweeper.wire import Block, Copied, Engine, Launch, Point, RankTimings, Tier, Timed, Timing
 from tests.nvml_replay import Replay
 
 DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
@@ -101,13 +100,20 @@ def _done(
     return Measured(group, point, REGISTRY[name], outcome, 3, WHEN, WHEN, 2**30, None, True)
 
 
-def _ran(*per_rank: worker.Timed) -> cluster.Outcome:
-    return cluster.Outcome("ok", tuple(worker.Measured((t,)) for t in per_rank))
+def _ran(*per_rank: Timed) -> cluster.Outcome:
+    return cluster.Outcome("ok", tuple(RankTimings(timed=(t,)) for t in per_rank))
 
 
-def _timed(seconds: float, n_wrong: int | None = 0, skipped: str | None = None) -> worker.Timed:
-    blocks = () if skipped else (Block(seconds, 10, None),) * 3
-    return worker.Timed("torch", "eager", blocks, 2, n_wrong, skipped=skipped)
+def _timed(seconds: float, n_wrong: int | None = 0, skipped: str | None = None) -> Timed:
+    blocks = () if skipped else (Block(seconds=seconds, iters=10, samples=None),) * 3
+    return Timed(
+        engine=Engine.TORCH,
+        launch=Launch.EAGER,
+        blocks=blocks,
+        warmup_iters=2,
+        n_wrong=n_wrong,
+        skipped=skipped,
+    )
 
 
 @pytest.mark.parametrize("name", ["all_reduce", "reduce_scatter+all_gather", "moe:combine"])
@@ -163,7 +169,13 @@ def test_a_mode_with_nothing_to_time_is_skipped_with_its_reason() -> None:
 def test_a_copy_is_a_copy_between_two_gpus_of_a_node() -> None:
     placement = _placement()
     gpus = placement.nodes[0].gpus
-    copied = worker.Copied("fanout", gpus[0].uuid, (gpus[1].uuid, gpus[2].uuid), 2**20, (1e-4,) * 2)
+    copied = Copied(
+        kind="fanout",
+        src=gpus[0].uuid,
+        dsts=(gpus[1].uuid, gpus[2].uuid),
+        size_bytes=2**20,
+        seconds=(1e-4,) * 2,
+    )
     rank_of = {m.gpu_uuid: m.rank for m in placement.members}
     made = of_copy(RUN, placement, 0, copied, gpus[2].uuid, 1e-4, rank_of)
     assert (made.kind, made.op, made.algorithm, made.tier) == ("copy", "copy", "fanout", "nvlink")
@@ -195,7 +207,10 @@ def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Pa
     capped = telemetry.over(before, after, (63,))
     outcome = cluster.Outcome(
         "ok",
-        (worker.Measured((_timed(1e-3),), capped), worker.Measured((_timed(1e-3),), None)),
+        (
+            RankTimings(timed=(_timed(1e-3),), telemetry=capped),
+            RankTimings(timed=(_timed(1e-3),), telemetry=None),
+        ),
     )
     (made,) = of_point(RUN, _placement(), _done("all_reduce", (0, 1), outcome))
     (cpu,) = of_point(
@@ -274,7 +289,10 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
     outcome = cluster.Outcome(
         "ok",
         tuple(
-            worker.Measured((_timed(t),), telemetry.over(before, after, ()) if i == 1 else None)
+            RankTimings(
+                timed=(_timed(t),),
+                telemetry=telemetry.over(before, after, ()) if i == 1 else None,
+            )
             for i, t in enumerate(seconds)
         ),
     )

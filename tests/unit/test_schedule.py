@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.collectives import REGISTRY, resolve
 from sweeper.commands.plan import Plan, plan_recorded, recorded_nodes
+from sweeper.ops.registry import REGISTRY, resolve
 from sweeper.plan.estimate import CostModel, estimate
 from sweeper.plan.placement import (
     ONE_GPU,
@@ -154,7 +154,7 @@ def test_waves_estimate_below_one_group_at_a_time_and_equal_for_one_group() -> N
     alone = estimate(one, CostModel(open_per_rank_s=0.0, wave_open_s=0.0))
     assert alone.waves_s == pytest.approx(alone.serial_s)
     # one group, three sizes each; the copies (skipped) the smallest and largest
-    copies = [c for c in resolve(("all", "p2p*")) if c.per_gpu is not None]
+    copies = [c for c in resolve(("all", "p2p*")) if c.traits.per_gpu is not None]
     assert alone.points == (len(resolve(("all", "p2p*"))) - len(copies)) * 3 + len(copies) * 2
 
 
@@ -311,7 +311,7 @@ def test_copies_in_all_run_on_gpu_groups_each_gpu_alone_then_the_node_at_once() 
 
 def test_copies_asked_by_name_take_every_size_to_256_mib_under_auto_never_probed() -> None:
     ops = resolve(("h2d", "all"))
-    by_name = {c.name: c.all_sizes for c in ops if c.per_gpu is not None}
+    by_name = {c.name: c.traits.all_sizes for c in ops if c.traits.per_gpu is not None}
     assert by_name == {name: name == "h2d" for name in COPIES}
     one = placement(ONE_H200, 1, 1)
     grid = schedule(one, request(tiers=("world",), ops=ops, sizes=(8, 2**20, 2**30)))

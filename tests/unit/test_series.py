@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan.schedule import Series
 from sweeper.plan.sizing import footprint_bytes
 from sweeper.series import Allocate, Budgets, Measure, SeriesRunner

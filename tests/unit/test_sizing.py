@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
 from sweeper.plan.sizes import parse_mem_limit
 from sweeper.plan.sizing import bisect, fits, footprint_bytes, largest_count, scratch_bytes
 

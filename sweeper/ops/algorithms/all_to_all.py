@@ -7,11 +7,13 @@ receive buffer is block d of rank s. Every algorithm here is checked against exa
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
-
-from sweeper.descriptor import Buffers, Comm, Layout, Span, blocks, exchange
+from sweeper.ops.descriptor import Buffers, Comm, Layout, Pairs, Span, blocks
 from sweeper.plan.placement import Shape
+
+if TYPE_CHECKING:
+    import torch
 
 
 def layout(count: int, n: int, rank: int, work: int = 0) -> Layout:
@@ -19,6 +21,11 @@ def layout(count: int, n: int, rank: int, work: int = 0) -> Layout:
     b = count // n
     received = tuple(Span(k * b, b, k, rank * b) for k in range(n))
     return Layout(count, count, (Span(0, count, rank, 0),), received, work)
+
+
+def exchange(comm: Comm, sends: Pairs, recvs: Pairs) -> None:
+    """Send and receive tensors as one batch now (an algorithm step with changing peers)."""
+    comm.grouped(sends, recvs)()
 
 
 def _keep_own(buf: Buffers, comm: Comm) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,5 @@
-"""What an operation is, as data: the `Collective` descriptor and the types it speaks in.
+"""What an operation is, as data: the `Collective` descriptor, the engine protocol its bind is
+written against, and the types they speak in.
 
 Modelled on nccl-tests' per-operation struct. A descriptor states, for a size of `count`
 elements (S = count x itemsize, with nccl-tests' conventions) on `n` ranks:
@@ -7,30 +8,32 @@ elements (S = count x itemsize, with nccl-tests' conventions) on `n` ranks:
 - the bus-bandwidth factor,
 - which deterministic data each rank puts in its send buffer and what every rank must
   hold afterwards, both as `Span`s over one global pattern (so filling and checking are
-  written once, in `data.py`, for every operation),
-- how to run it on a group: `bind` takes the point's buffers and the group once and returns
-  the step that performs one iteration, so everything that can be worked out once per
-  point (views, peer lists, split sizes) stays out of the timed loop,
+  written once, in `rank/data.py`, for every operation),
+- how to run it on a group: `bind` takes the point's buffers and the group's communicator
+  (`Comm`, whichever engine it is) once and returns the step that performs one iteration, so
+  everything that can be worked out once per point (views, peer lists, split sizes) stays
+  out of the timed loop,
 - and where it cannot run (`why_not`, with the reason).
 
-The entries live in `collectives.py` (the registry) and `algorithms/` (variants).
+The entries live in `registry.py` and `algorithms/` (variants). Torch appears here in
+annotations only: the driver plans with descriptors and loads no torch for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
-
-import torch
-import torch.distributed as dist
+from typing import TYPE_CHECKING, Protocol
 
 from sweeper.plan import knobs
-from sweeper.plan.placement import PerGpu, Shape
+from sweeper.plan.placement import Shape, Traits
+from sweeper.wire import Backend
 
 if TYPE_CHECKING:
-    from sweeper.nccl import NcclComm
+    import torch
+    import torch.distributed as dist
+
     from sweeper.store import Kind  # a Literal: the rank actors need no pandas or pyarrow
 
 SUM = -1  # Span.source: the sum over every rank of the group
@@ -73,50 +76,103 @@ class Buffers:
 
 
 Step = Callable[[], None]  # one iteration of an operation on its bound buffers and group
+Pairs = Sequence[tuple["torch.Tensor", int]]  # tensors, and the group ranks they go to or from
 
 
-@dataclass(frozen=True)
-class Comm:
-    """The group an operation runs on, as one of its ranks sees it."""
+class Comm(Protocol):
+    """The engine protocol: a group's communicator as one of its ranks sees it, through one
+    engine (torch.distributed, or NCCL called directly). Each primitive works out once what
+    it can and returns the step that issues it on those tensors; roots and peers are group
+    ranks; reductions sum."""
 
-    group: dist.ProcessGroup
-    rank: int
-    size: int
-    nodes: tuple[int, ...] = ()  # node of each group rank (positions in the sweep's node list)
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        """The node of each group rank (positions in the sweep's node list)."""
+        ...
+
+    @property
+    def group(self) -> dist.ProcessGroup | None:
+        """torch.distributed's group, for the operations only the torch engine runs."""
+        ...
+
+    def all_reduce(self, data: torch.Tensor) -> Step: ...
+
+    def reduce(self, data: torch.Tensor, root: int) -> Step: ...
+
+    def broadcast(self, data: torch.Tensor, root: int) -> Step: ...
+
+    def all_gather(self, out: torch.Tensor, mine: torch.Tensor) -> Step: ...
+
+    def reduce_scatter(self, out: torch.Tensor, whole: torch.Tensor) -> Step: ...
+
+    def gather(self, out: torch.Tensor, mine: torch.Tensor, root: int) -> Step:
+        """`mine` from every rank into the root's `out`, chunk r from rank r."""
+        ...
+
+    def scatter(self, out: torch.Tensor, whole: torch.Tensor, root: int) -> Step:
+        """Chunk r of the root's `whole` into rank r's `out`."""
+        ...
+
+    def all_to_all(self, out: torch.Tensor, whole: torch.Tensor) -> Step:
+        """Chunk p of every rank's `whole` into chunk r of rank p's `out`."""
+        ...
+
+    def grouped(self, sends: Pairs, recvs: Pairs) -> Step:
+        """Sends and receives as one batch (one NCCL group, as nccl-tests issues its
+        point-to-point operations), to the rank itself too, waited for together."""
+        ...
+
+
+def torch_group(comm: Comm) -> dist.ProcessGroup:
+    """The torch.distributed group of an operation that only the torch engine runs."""
+    assert comm.group is not None, "a torch-only operation bound to another engine"
+    return comm.group
+
+
+def rooted(comm: Comm, whole: torch.Tensor, mine: torch.Tensor, root: int, gather: bool) -> Step:
+    """nccl-tests' gather (or scatter) as one group of sends and receives: each rank's `mine`
+    to (or from) its chunk of the root's `whole`, the root's own chunk included (NCCL copies
+    it alongside the transfers; dist.gather would copy it after them)."""
+    chunks = list(enumerate(blocks(whole, comm.size).unbind(0))) if comm.rank == root else []
+    theirs = [(chunk, peer) for peer, chunk in chunks]
+    return comm.grouped([(mine, root)], theirs) if gather else comm.grouped(theirs, [(mine, root)])
+
+
+Bind = Callable[[Buffers, Comm], Step]
 
 
 def _anywhere(shape: Shape) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Collective:
     name: str  # what --ops takes
     op: str  # the operation it performs, written to the `op` column
-    algorithm: str  # how: "native" is torch.distributed's own call
+    algorithm: str  # how: "native" is the engine's own call
     factor: Callable[[int], float]  # busbw = algbw x factor(n)
-    per_rank_chunks: bool  # S is n equal per-rank chunks (count divisible by n)
     layout: Callable[[int, int, int], Layout]  # (count, n, rank) -> Layout
-    bind: Callable[[Buffers, Comm], Step]  # once per point: the step the loop repeats
+    bind: Bind  # once per point: the step the loop repeats, on any engine's Comm
+    per_rank_chunks: bool = False  # S is n equal per-rank chunks (count divisible by n)
     reduces: bool = False  # some expected span is a SUM: inputs must stay exact when summed
-    core: bool = True  # part of `--ops all`; variants and experiments are asked for by name
-    ranks: int | None = None  # runs only on groups of exactly this size (a pair: 2)
     why_not: Callable[[Shape], str | None] = _anywhere  # why it cannot run on a group, if not
+    nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
+    kind: Kind = "collective"  # the rows' `kind`: collective, composite, p2p, copy, experiment
+    # its bind reaches torch itself (symmetric memory, all-to-all-v, copies) or it is an
+    # algorithm of torch.distributed calls: other engines' rows say it runs on torch only
+    torch_only: bool = False
+    core: bool = True  # part of `--ops all`; variants and experiments are asked for by name
     symmetric: bool = False  # the send buffer comes from torch symmetric memory
     setup: Callable[[Buffers, Comm], None] | None = None  # collective setup before timing
     direction: tuple[int, int] | None = None  # point-to-point: (source, destination) group ranks
-    fixed_count: Callable[[int], int] | None = None  # one size, set by the operation (MoE)
     params: tuple[tuple[str, str], ...] = ()  # the experiment's knobs, written to `params`
-    nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
-    nccl: Callable[[Buffers, NcclComm], Step] | None = None  # bind on the nccl engine, if any
-    kind: Kind = "collective"  # the rows' `kind`: collective, composite, p2p, copy, experiment
-    # set: only the sweep's smallest size and this one (its largest, if smaller), never
-    # probed: an operation whose figure is its peak (copies)
-    ends_bytes: int | None = None
-    # asked for by name (not by `all`): with ends_bytes, every size of the grid (`resolve`)
-    all_sizes: bool = False
-    # each GPU performs it on its own: it runs on groups of tier `gpu`, alone and at once
-    per_gpu: PerGpu | None = None
+    traits: Traits = field(default_factory=Traits)  # how planning schedules it
 
     def __post_init__(self) -> None:
         # the report reads a pair's rows by source and destination
@@ -128,7 +184,7 @@ class Collective:
         NCCL_PROTO its variant pins, which does not implement its kernels (NCCL would fail
         with `invalid usage`). That a variant changes nothing for it is the schedule's to
         say (`knobs.same_as`): it takes the other variants."""
-        if shape.backend == "nccl":
+        if shape.backend == Backend.NCCL:
             why = knobs.gap(self.nccl_kernels, dict(shape.nccl_env))
             if why is not None:
                 return why
@@ -157,7 +213,7 @@ class Collective:
         return all(self.layout(2, 2, rank).recv == 0 for rank in (0, 1))
 
 
-def per_call(run: Callable[[Buffers, Comm], None]) -> Callable[[Buffers, Comm], Step]:
+def per_call(run: Callable[[Buffers, Comm], None]) -> Bind:
     """`bind` for an operation with nothing to work out ahead: each step calls `run`."""
 
     def bind(buf: Buffers, comm: Comm) -> Step:
@@ -169,48 +225,3 @@ def per_call(run: Callable[[Buffers, Comm], None]) -> Callable[[Buffers, Comm], 
 def blocks(buf: torch.Tensor, n: int) -> torch.Tensor:
     """A buffer as n equal blocks (rows): block k is what goes to, or came from, rank k."""
     return buf.view(n, -1)
-
-
-def exchanger(
-    comm: Comm,
-    sends: list[tuple[torch.Tensor, int]],
-    recvs: list[tuple[torch.Tensor, int]],
-) -> Step:
-    """The step that sends and receives tensors to and from group ranks as one batch (one
-    NCCL group, as nccl-tests issues its point-to-point operations) and waits for all.
-
-    A rank's transfers to itself are part of the batch on CUDA, where NCCL moves them
-    alongside the others; gloo cannot send to itself, so on CPU they are local copies."""
-    tensors = [t for t, _ in (*sends, *recvs)]
-    local = bool(tensors) and tensors[0].device.type != "cuda"
-
-    def remote(pairs: list[tuple[torch.Tensor, int]]) -> list[tuple[torch.Tensor, int]]:
-        return [(t, p) for t, p in pairs if not (local and p == comm.rank)]
-
-    selves = list(
-        zip(
-            [t for t, p in sends if local and p == comm.rank],
-            [t for t, p in recvs if local and p == comm.rank],
-            strict=True,
-        )
-    )
-    ops = [dist.P2POp(dist.isend, t, group=comm.group, group_peer=p) for t, p in remote(sends)]
-    ops += [dist.P2POp(dist.irecv, t, group=comm.group, group_peer=p) for t, p in remote(recvs)]
-
-    def step() -> None:
-        for source, target in selves:
-            target.copy_(source)
-        if ops:
-            for work in dist.batch_isend_irecv(ops):
-                work.wait()
-
-    return step
-
-
-def exchange(
-    comm: Comm,
-    sends: list[tuple[torch.Tensor, int]],
-    recvs: list[tuple[torch.Tensor, int]],
-) -> None:
-    """Send and receive tensors as one batch now (an algorithm step with changing peers)."""
-    exchanger(comm, sends, recvs)()

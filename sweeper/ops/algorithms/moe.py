@@ -11,9 +11,8 @@ from __future__ import annotations
 from functools import lru_cache, partial
 
 import numpy as np
-import torch.distributed as dist
 
-from sweeper.descriptor import Buffers, Comm, Layout, Span, Step
+from sweeper.ops.descriptor import Buffers, Comm, Layout, Span, Step, torch_group
 from sweeper.plan.spec import MoeSpec
 
 
@@ -58,6 +57,8 @@ def layout(spec: MoeSpec, combine: bool, n: int, rank: int) -> Layout:
 
 
 def bind(spec: MoeSpec, combine: bool, buf: Buffers, comm: Comm) -> Step:
+    import torch.distributed as dist  # where it runs, the rank's process: the registry loads none
+
     splits = _splits(spec, comm.size, combine)
     return partial(
         dist.all_to_all_single,
@@ -65,5 +66,5 @@ def bind(spec: MoeSpec, combine: bool, buf: Buffers, comm: Comm) -> Step:
         buf.send,
         output_split_sizes=[int(x) for x in splits[:, comm.rank]],
         input_split_sizes=[int(x) for x in splits[comm.rank]],
-        group=comm.group,
+        group=torch_group(comm),
     )

@@ -3,22 +3,21 @@
 Never multicast/multimem: the actor sets keep TORCH_SYMM_MEM_DISABLE_MULTICAST=1. The input
 is allocated from symmetric memory when the point is prepared (a local step), and
 exchanged with the group's other ranks (rendezvous, a collective step) only once every
-rank has prepared.
+rank has prepared. Torch is imported where the steps are bound, in the rank's process: the
+registry that lists them loads no torch.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-import torch
-import torch.distributed._symmetric_memory as symm_mem
-
-from sweeper.descriptor import SUM, Buffers, Comm, Layout, Span, Step
+from sweeper.ops.descriptor import SUM, Buffers, Comm, Layout, Span, Step, torch_group
 from sweeper.plan.placement import Shape
+from sweeper.wire import Backend
 
 
 def why_not(shape: Shape) -> str | None:
-    if shape.backend != "nccl":
+    if shape.backend != Backend.NCCL:
         return "torch symmetric memory needs CUDA GPUs"
     if len(set(shape.nodes)) > 1:
         return "torch symmetric memory needs every rank on one node (NVLink P2P)"
@@ -30,7 +29,9 @@ def why_not(shape: Shape) -> str | None:
 
 
 def rendezvous(buf: Buffers, comm: Comm) -> None:
-    symm_mem.rendezvous(buf.send, comm.group)
+    import torch.distributed._symmetric_memory as symm_mem
+
+    symm_mem.rendezvous(buf.send, torch_group(comm))
 
 
 def one_shot_layout(count: int, n: int, rank: int) -> Layout:
@@ -39,9 +40,11 @@ def one_shot_layout(count: int, n: int, rank: int) -> Layout:
 
 
 def one_shot(buf: Buffers, comm: Comm) -> Step:
+    import torch
+
     assert buf.recv is not None
     op = torch.ops.symm_mem.one_shot_all_reduce_out
-    return partial(op, buf.send, "sum", comm.group.group_name, buf.recv)
+    return partial(op, buf.send, "sum", torch_group(comm).group_name, buf.recv)
 
 
 def two_shot_layout(count: int, n: int, rank: int) -> Layout:
@@ -50,4 +53,7 @@ def two_shot_layout(count: int, n: int, rank: int) -> Layout:
 
 
 def two_shot(buf: Buffers, comm: Comm) -> Step:
-    return partial(torch.ops.symm_mem.two_shot_all_reduce_, buf.send, "sum", comm.group.group_name)
+    import torch
+
+    op = torch.ops.symm_mem.two_shot_all_reduce_
+    return partial(op, buf.send, "sum", torch_group(comm).group_name)

@@ -1,6 +1,6 @@
 """How a point is timed: launchers (eager, or replays of a captured CUDA graph), timers for a
-block of back-to-back iterations, iteration-count calibration, and the maths that turns
-per-rank blocks into a row (median block, max over ranks, algbw and busbw).
+block of back-to-back iterations, and iteration-count calibration. The driver turns the
+ranks' blocks into a row (`ops/conventions.py`).
 
 GPU: CUDA events on the current stream, which every torch.distributed call on the NCCL
 backend makes wait for its work, and on which graphs are replayed, so an event recorded
@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from itertools import pairwise
 
 import torch
 
-from sweeper.descriptor import Step
+from sweeper.ops.descriptor import Step
+from sweeper.wire import Block, Launch
 
 TARGET_POINT_S = 0.03  # adaptive: a point's timed blocks last about 30 ms together ...
 MIN_ITERS = 5  # ... with at least this many iterations ...
@@ -27,21 +27,10 @@ MAX_ITERS = 10_000  # ... and at most this many
 GRAPH_ITERS = 100  # iterations captured in one graph; a block replays it as often as it needs
 
 
-@dataclass(frozen=True)
-class Block:
-    seconds: float  # the whole block
-    iters: int
-    samples: tuple[float, ...] | None  # per-iteration seconds (graph: per replay), when asked
-
-    @property
-    def per_iter(self) -> float:
-        return self.seconds / self.iters
-
-
 class Eager:
     """Each iteration issued from Python: what a PyTorch program pays per call."""
 
-    launch = "eager"
+    launch = Launch.EAGER
     unit = 1  # iterations per call of `run`
 
     def __init__(self, step: Step) -> None:
@@ -58,7 +47,7 @@ class Graph:
     engine's bound calls name), after the step ran eagerly once (NCCL communicators must
     exist before they are captured)."""
 
-    launch = "graph"
+    launch = Launch.GRAPH
 
     def __init__(self, step: Step, unit: int, stream: torch.cuda.Stream) -> None:
         self.unit = unit
@@ -91,7 +80,7 @@ class HostTimer:
         end = time.perf_counter()
         unit = launcher.unit
         per_iter = tuple((b - a) / unit for a, b in pairwise(marks)) if samples else None
-        return Block(end - marks[0], calls * unit, per_iter)
+        return Block(seconds=end - marks[0], iters=calls * unit, samples=per_iter)
 
 
 class CudaTimer:
@@ -117,7 +106,7 @@ class CudaTimer:
         per_iter = (
             tuple(a.elapsed_time(b) / 1e3 / unit for a, b in pairwise(events)) if samples else None
         )
-        return Block(ms / 1e3, calls * unit, per_iter)
+        return Block(seconds=ms / 1e3, iters=calls * unit, samples=per_iter)
 
 
 Timer = HostTimer | CudaTimer
@@ -156,38 +145,3 @@ def calibrate(
     per_iter = max(seconds / (batch * launcher.unit), 1e-9)
     iters = min(MAX_ITERS, max(MIN_ITERS, math.ceil(target_s / per_iter)))
     return warm * launcher.unit, max(1, round(iters / launcher.unit))
-
-
-# Driver side: from the ranks' measurements to the row.
-
-
-def algbw_gb_per_s(size_bytes: int, seconds: float) -> float:
-    """nccl-tests' algorithm bandwidth: S / t, in GB/s (1e9 bytes)."""
-    return size_bytes / seconds / 1e9
-
-
-@dataclass(frozen=True)
-class Across:
-    """One point's time from every rank's blocks: each block's slowest rank (nccl-tests -a 3),
-    and the median of those over blocks, so one stalled block cannot set the point's time."""
-
-    seconds: float  # the median block's per-iteration time, max over ranks
-    fastest: float  # the fastest rank in that block
-    blocks: tuple[float, ...]  # each block's per-iteration time, max over ranks
-    samples: tuple[float, ...] | None  # with samples: each iteration's slowest rank, all blocks
-
-
-def across_ranks(per_rank: Sequence[Sequence[Block]]) -> Across:
-    """`per_rank[r][b]` is rank r's block b; every rank timed the same blocks."""
-    by_block = list(zip(*per_rank, strict=True))
-    slowest = [max(block.per_iter for block in ranks) for ranks in by_block]
-    middle = sorted(range(len(slowest)), key=slowest.__getitem__)[(len(slowest) - 1) // 2]
-    fastest = min(block.per_iter for block in by_block[middle])
-    samples = None
-    if all(block.samples for ranks in by_block for block in ranks):
-        samples = tuple(
-            max(column)
-            for ranks in by_block
-            for column in zip(*(block.samples or () for block in ranks), strict=True)
-        )
-    return Across(slowest[middle], fastest, tuple(slowest), samples)

@@ -17,12 +17,11 @@ from fnmatch import fnmatchcase
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import torch
-import torch.distributed as dist
-
-from sweeper.algorithms import all_reduce, all_to_all, host, moe
-from sweeper.descriptor import (
+from sweeper.errors import BadInput
+from sweeper.ops.algorithms import all_reduce, all_to_all, copies, moe
+from sweeper.ops.descriptor import (
     SUM,
+    Bind,
     Buffers,
     Collective,
     Comm,
@@ -30,33 +29,13 @@ from sweeper.descriptor import (
     Span,
     Step,
     blocks,
-    exchanger,
     per_call,
 )
-from sweeper.errors import BadInput
-from sweeper.plan.placement import PerGpu, Shape
-
-if TYPE_CHECKING:
-    from sweeper.nccl import NcclComm
+from sweeper.plan.placement import PerGpu, Traits
 from sweeper.plan.spec import MoeSpec
 
-__all__ = [
-    "REGISTRY",
-    "SUM",
-    "Buffers",
-    "Collective",
-    "Comm",
-    "Layout",
-    "Shape",
-    "Span",
-    "Step",
-    "configure_moe",
-    "load_plugins",
-    "names",
-    "per_call",
-    "register",
-    "resolve",
-]
+if TYPE_CHECKING:
+    import torch
 
 
 def _chunks(buf: torch.Tensor, n: int) -> list[torch.Tensor]:
@@ -133,72 +112,56 @@ def _p2p_both_layout(count: int, n: int, rank: int) -> Layout:
     return Layout(b, b, (Span(0, b, rank, rank * b),), (Span(0, b, other, other * b),))
 
 
-# Steps. Roots are group rank 0; group_* arguments keep ranks group-local. Each bind works out
+# Steps, one per operation on any engine's Comm. Roots are group rank 0. Each bind works out
 # once per point what the loop then repeats.
 
 
 def _all_reduce(buf: Buffers, comm: Comm) -> Step:
-    return partial(dist.all_reduce, buf.send, group=comm.group)
+    return comm.all_reduce(buf.send)
 
 
 def _reduce(buf: Buffers, comm: Comm) -> Step:
-    return partial(dist.reduce, buf.send, group=comm.group, group_dst=0)
+    return comm.reduce(buf.send, 0)
 
 
 def _broadcast(buf: Buffers, comm: Comm) -> Step:
-    return partial(dist.broadcast, buf.send, group=comm.group, group_src=0)
-
-
-def _all_gather_into(out: torch.Tensor, inp: torch.Tensor, group: dist.ProcessGroup) -> Step:
-    # torch 2.13 renamed all_gather_into_tensor (and deprecated the old name).
-    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    return partial(gather, out, inp, group=group)
-
-
-def _reduce_scatter_into(out: torch.Tensor, inp: torch.Tensor, group: dist.ProcessGroup) -> Step:
-    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-    return partial(scatter, out, inp, group=group)
+    return comm.broadcast(buf.send, 0)
 
 
 def _all_gather(buf: Buffers, comm: Comm) -> Step:
-    return _all_gather_into(buf.out, buf.send, comm.group)
+    return comm.all_gather(buf.out, buf.send)
 
 
 def _gather(buf: Buffers, comm: Comm) -> Step:
-    """nccl-tests' gather: one batch of sends and receives, the root's own chunk included
-    (NCCL copies it alongside the transfers; dist.gather copies it after them)."""
-    recvs = list(enumerate(_chunks(buf.out, comm.size))) if comm.rank == 0 else []
-    return exchanger(comm, [(buf.send, 0)], [(chunk, peer) for peer, chunk in recvs])
+    return comm.gather(buf.out, buf.send, 0)
 
 
 def _reduce_scatter(buf: Buffers, comm: Comm) -> Step:
-    return _reduce_scatter_into(buf.out, buf.send, comm.group)
+    return comm.reduce_scatter(buf.out, buf.send)
 
 
 def _scatter(buf: Buffers, comm: Comm) -> Step:
-    """nccl-tests' scatter: the root sends every chunk, its own included, in one batch."""
-    sends = list(enumerate(_chunks(buf.send, comm.size))) if comm.rank == 0 else []
-    return exchanger(comm, [(chunk, peer) for peer, chunk in sends], [(buf.out, 0)])
+    return comm.scatter(buf.out, buf.send, 0)
 
 
 def _all_to_all(buf: Buffers, comm: Comm) -> Step:
-    return partial(dist.all_to_all_single, buf.out, buf.send, group=comm.group)
+    return comm.all_to_all(buf.out, buf.send)
 
 
 def _send_recv(buf: Buffers, comm: Comm) -> Step:
     right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
-    return exchanger(comm, [(buf.send, right)], [(buf.out, left)])
+    return comm.grouped([(buf.send, right)], [(buf.out, left)])
 
 
 def _p2p(source: int, buf: Buffers, comm: Comm) -> Step:
     if comm.rank == source:
-        return exchanger(comm, [(buf.send, 1 - source)], [])
-    return exchanger(comm, [], [(buf.out, source)])
+        return comm.grouped([(buf.send, 1 - source)], [])
+    return comm.grouped([], [(buf.out, source)])
 
 
 def _p2p_both(buf: Buffers, comm: Comm) -> Step:
     other = 1 - comm.rank
-    return exchanger(comm, [(buf.send, other)], [(buf.out, other)])
+    return comm.grouped([(buf.send, other)], [(buf.out, other)])
 
 
 def _steps(*steps: Step) -> Step:
@@ -213,75 +176,11 @@ def _reduce_scatter_all_gather(buf: Buffers, comm: Comm) -> Step:
     # In place, as NCCL allows: each rank's chunk of the buffer is the reduce-scatter output
     # and then the all-gather input, so the composite needs no memory beyond all_reduce's.
     mine = _chunks(buf.send, comm.size)[comm.rank]
-    return _steps(
-        _reduce_scatter_into(mine, buf.send, comm.group),
-        _all_gather_into(buf.send, mine, comm.group),
-    )
+    return _steps(comm.reduce_scatter(mine, buf.send), comm.all_gather(buf.send, mine))
 
 
 def _reduce_broadcast(buf: Buffers, comm: Comm) -> Step:
     return _steps(_reduce(buf, comm), _broadcast(buf, comm))
-
-
-# The nccl engine's steps: NCCL called directly on the same buffers, with nccl-tests' calls
-# (NCCL's own collective where it has one, else sends and receives in one NCCL group).
-
-
-def _nccl_all_reduce(buf: Buffers, comm: NcclComm) -> Step:
-    return comm.all_reduce(buf.send)
-
-
-def _nccl_reduce(buf: Buffers, comm: NcclComm) -> Step:
-    return comm.reduce(buf.send, 0)
-
-
-def _nccl_broadcast(buf: Buffers, comm: NcclComm) -> Step:
-    return comm.broadcast(buf.send, 0)
-
-
-def _nccl_all_gather(buf: Buffers, comm: NcclComm) -> Step:
-    return comm.all_gather(buf.out, buf.send)
-
-
-def _nccl_reduce_scatter(buf: Buffers, comm: NcclComm) -> Step:
-    return comm.reduce_scatter(buf.out, buf.send)
-
-
-def _nccl_gather(buf: Buffers, comm: NcclComm) -> Step:
-    return comm.gather(buf.out, buf.send, 0)
-
-
-def _nccl_scatter(buf: Buffers, comm: NcclComm) -> Step:
-    return comm.scatter(buf.out, buf.send, 0)
-
-
-def _nccl_all_to_all(buf: Buffers, comm: NcclComm) -> Step:
-    return comm.all_to_all(buf.out, buf.send)
-
-
-def _nccl_send_recv(buf: Buffers, comm: NcclComm) -> Step:
-    right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
-    return comm.grouped([(buf.send, right)], [(buf.out, left)])
-
-
-def _nccl_p2p(source: int, buf: Buffers, comm: NcclComm) -> Step:
-    if comm.rank == source:
-        return comm.grouped([(buf.send, 1 - source)], [])
-    return comm.grouped([], [(buf.out, source)])
-
-
-def _nccl_p2p_both(buf: Buffers, comm: NcclComm) -> Step:
-    other = 1 - comm.rank
-    return comm.grouped([(buf.send, other)], [(buf.out, other)])
-
-
-def _nccl_reduce_scatter_all_gather(buf: Buffers, comm: NcclComm) -> Step:
-    mine = _chunks(buf.send, comm.size)[comm.rank]
-    return _steps(comm.reduce_scatter(mine, buf.send), comm.all_gather(buf.send, mine))
-
-
-def _nccl_reduce_broadcast(buf: Buffers, comm: NcclComm) -> Step:
-    return _steps(comm.reduce(buf.send, 0), comm.broadcast(buf.send, 0))
 
 
 def _registry(*collectives: Collective) -> dict[str, Collective]:
@@ -289,7 +188,6 @@ def _registry(*collectives: Collective) -> dict[str, Collective]:
 
 
 LayoutFn = Callable[[int, int, int], Layout]
-BindFn = Callable[[Buffers, Comm], Step]
 
 
 def _with_work(work: Callable[[int, int], int]) -> LayoutFn:
@@ -301,51 +199,56 @@ def _with_work(work: Callable[[int, int], int]) -> LayoutFn:
     return layout
 
 
+def _torch_variant(name: str, op: str, algorithm: str, **more: Any) -> Collective:
+    """A variant only the torch engine runs (an algorithm of torch.distributed calls, torch
+    symmetric memory, an experiment): asked for by name or pattern, not part of `--ops all`;
+    the nccl engine's rows say it runs on torch only."""
+    return Collective(name=name, op=op, algorithm=algorithm, torch_only=True, core=False, **more)
+
+
 def _moe(spec: MoeSpec, combine: bool) -> Collective:
     step = "combine" if combine else "dispatch"
-    return Collective(
+    return _torch_variant(
         f"moe:{step}",
         "all_to_all_v",
         f"moe_{step}",
-        _one,
-        False,
-        lambda count, n, rank: moe.layout(spec, combine, n, rank),
-        partial(moe.bind, spec, combine),
-        core=False,
-        fixed_count=lambda n: moe.busiest(spec, n, combine),
+        factor=_one,
+        layout=lambda count, n, rank: moe.layout(spec, combine, n, rank),
+        bind=partial(moe.bind, spec, combine),
         params=tuple((k, str(v)) for k, v in spec.model_dump().items()),
         kind="experiment",
+        traits=Traits(fixed_count=lambda n: moe.busiest(spec, n, combine)),
     )
 
 
-def _variant(
-    name: str,
-    op: str,
-    algorithm: str,
-    factor: Callable[[int], float],
-    chunks: bool,
-    layout: LayoutFn,
-    bind: BindFn,
-    **more: Any,
-) -> Collective:
-    """An entry asked for by name or pattern, not part of `--ops all`."""
-    return Collective(name, op, algorithm, factor, chunks, layout, bind, core=False, **more)
+def _all_to_all_algorithm(name: str, layout: LayoutFn, **more: Any) -> Collective:
+    """An all-to-all built from batched sends and receives: same data, same check (the
+    transpose)."""
+    return _torch_variant(
+        f"all_to_all:{name}",
+        "all_to_all",
+        name,
+        factor=_gathering,
+        per_rank_chunks=True,
+        layout=layout,
+        **more,
+    )
 
 
-def _symmetric(algorithm: str, chunks: bool, layout: LayoutFn, bind: BindFn) -> Collective:
+def _symmetric(algorithm: str, chunks: bool, layout: LayoutFn, bind: Bind) -> Collective:
     """An all-reduce on torch symmetric memory: its input is exchanged once per point."""
-    return _variant(
+    return _torch_variant(
         f"all_reduce:{algorithm}",
         "all_reduce",
         algorithm,
-        _all_ranks,
-        chunks,
-        layout,
-        bind,
+        factor=_all_ranks,
+        per_rank_chunks=chunks,
+        layout=layout,
+        bind=bind,
         reduces=True,
+        why_not=all_reduce.why_not,
         symmetric=True,
         setup=all_reduce.rendezvous,
-        why_not=all_reduce.why_not,
     )
 
 
@@ -358,17 +261,16 @@ def _host_copy(op: str, pinned: bool, layout: LayoutFn, bind: Callable[..., Step
     sweep's smallest size and a large one, asked for by name over the sweep's sizes."""
     memory = "pinned" if pinned else "pageable"
     return Collective(
-        op if pinned else f"{op}:{memory}",
-        op,
-        memory,
-        _one,
-        False,
-        layout,
-        partial(bind, pinned),
-        why_not=host.why_not,
-        ends_bytes=HOST_COPY_BYTES,
-        per_gpu=PerGpu(),
+        name=op if pinned else f"{op}:{memory}",
+        op=op,
+        algorithm=memory,
+        factor=_one,
+        layout=layout,
+        bind=partial(bind, pinned),
+        why_not=copies.why_not,
         kind="copy",
+        torch_only=True,
+        traits=Traits(ends_bytes=HOST_COPY_BYTES, per_gpu=PerGpu()),
     )
 
 
@@ -379,194 +281,144 @@ def _twice(n: int) -> float:
 # Device to device within one GPU, the memory roof: S read and S written, so its busbw
 # (factor 2) is the traffic its memory carried. Each GPU alone: nothing of it is shared.
 _DEVICE_COPY = Collective(
-    "d2d",
-    "d2d",
-    "device",
-    _twice,
-    False,
-    host.layout,
-    host.within,
-    why_not=host.why_not_on_device,
-    ends_bytes=HOST_COPY_BYTES,
-    per_gpu=PerGpu(together=False, host_link=False),
+    name="d2d",
+    op="d2d",
+    algorithm="device",
+    factor=_twice,
+    layout=copies.layout,
+    bind=copies.within,
+    why_not=copies.why_not_on_device,
     kind="copy",
+    torch_only=True,
+    traits=Traits(ends_bytes=HOST_COPY_BYTES, per_gpu=PerGpu(together=False, host_link=False)),
 )
 
 
+def _pair(name: str, algorithm: str, layout: LayoutFn, bind: Bind, **more: Any) -> Collective:
+    """Point to point between the two ranks of a pair, asked for by name or pattern."""
+    return Collective(
+        name=name,
+        op="p2p",
+        algorithm=algorithm,
+        factor=_one,
+        layout=layout,
+        bind=bind,
+        kind="p2p",
+        core=False,
+        traits=Traits(ranks=2),
+        **more,
+    )
+
+
 def _one_way(name: str, source: int) -> Collective:
-    """Point to point from the pair's rank `source` to the other."""
-    return _variant(
+    """From the pair's rank `source` to the other."""
+    return _pair(
         name,
-        "p2p",
         "uni",
-        _one,
-        False,
         partial(_p2p_layout, source),
         partial(_p2p, source),
-        nccl=partial(_nccl_p2p, source),
-        ranks=2,
         direction=(source, 1 - source),
-        kind="p2p",
+    )
+
+
+def _native(name: str, factor: Callable[[int], float], **more: Any) -> Collective:
+    """An engine's own call, as nccl-tests runs it."""
+    return Collective(name=name, op=name, algorithm="native", factor=factor, **more)
+
+
+def _composite(algorithm: str, **more: Any) -> Collective:
+    """An all-reduce made of other collectives: it carries all_reduce's factor and its row's
+    op; its kind sets it against the native call in the report."""
+    return Collective(
+        name=algorithm,
+        op="all_reduce",
+        algorithm=algorithm,
+        factor=_all_ranks,
+        layout=_reduce_all,
+        reduces=True,
+        kind="composite",
+        **more,
     )
 
 
 REGISTRY: dict[str, Collective] = _registry(
-    Collective(
+    _native(
         "all_reduce",
-        "all_reduce",
-        "native",
         _all_ranks,
-        False,
-        _reduce_all,
-        _all_reduce,
+        layout=_reduce_all,
+        bind=_all_reduce,
         reduces=True,
         nccl_kernels=frozenset({"AllReduce"}),
-        nccl=_nccl_all_reduce,
     ),
-    Collective(
+    _native(
         "reduce",
-        "reduce",
-        "native",
         _one,
-        False,
-        _reduce_root,
-        _reduce,
+        layout=_reduce_root,
+        bind=_reduce,
         reduces=True,
         nccl_kernels=frozenset({"Reduce"}),
-        nccl=_nccl_reduce,
     ),
-    Collective(
+    _native(
         "broadcast",
-        "broadcast",
-        "native",
         _one,
-        False,
-        _broadcast_layout,
-        _broadcast,
+        layout=_broadcast_layout,
+        bind=_broadcast,
         nccl_kernels=frozenset({"Broadcast"}),
-        nccl=_nccl_broadcast,
     ),
-    Collective(
+    _native(
         "all_gather",
-        "all_gather",
-        "native",
         _gathering,
-        True,
-        _all_gather_layout,
-        _all_gather,
+        per_rank_chunks=True,
+        layout=_all_gather_layout,
+        bind=_all_gather,
         nccl_kernels=frozenset({"AllGather"}),
-        nccl=_nccl_all_gather,
     ),
-    Collective(
-        "gather",
-        "gather",
-        "native",
-        _gathering,
-        True,
-        _gather_layout,
-        _gather,
-        nccl=_nccl_gather,
-    ),
-    Collective(
+    _native("gather", _gathering, per_rank_chunks=True, layout=_gather_layout, bind=_gather),
+    _native(
         "reduce_scatter",
-        "reduce_scatter",
-        "native",
         _gathering,
-        True,
-        _reduce_scatter_layout,
-        _reduce_scatter,
+        per_rank_chunks=True,
+        layout=_reduce_scatter_layout,
+        bind=_reduce_scatter,
         reduces=True,
         nccl_kernels=frozenset({"ReduceScatter"}),
-        nccl=_nccl_reduce_scatter,
+    ),
+    _native("scatter", _gathering, per_rank_chunks=True, layout=_scatter_layout, bind=_scatter),
+    _native(
+        "all_to_all", _gathering, per_rank_chunks=True, layout=all_to_all.layout, bind=_all_to_all
     ),
     Collective(
-        "scatter",
-        "scatter",
-        "native",
-        _gathering,
-        True,
-        _scatter_layout,
-        _scatter,
-        nccl=_nccl_scatter,
+        name="send_recv",
+        op="send_recv",
+        algorithm="ring",
+        factor=_one,
+        layout=_ring,
+        bind=_send_recv,
     ),
-    Collective(
-        "all_to_all",
-        "all_to_all",
-        "native",
-        _gathering,
-        True,
-        all_to_all.layout,
-        _all_to_all,
-        nccl=_nccl_all_to_all,
-    ),
-    Collective(
-        "send_recv", "send_recv", "ring", _one, False, _ring, _send_recv, nccl=_nccl_send_recv
-    ),
-    # Composites perform all_reduce, so they carry its factor and its row's op; their kind
-    # sets them against the native call in the report.
-    Collective(
+    # Composites: all_reduce from two collectives.
+    _composite(
         "reduce_scatter+all_gather",
-        "all_reduce",
-        "reduce_scatter+all_gather",
-        _all_ranks,
-        True,
-        _reduce_all,
-        _reduce_scatter_all_gather,
-        reduces=True,
+        bind=_reduce_scatter_all_gather,
         nccl_kernels=frozenset({"ReduceScatter", "AllGather"}),
-        nccl=_nccl_reduce_scatter_all_gather,
-        kind="composite",
+        per_rank_chunks=True,
     ),
-    Collective(
+    _composite(
         "reduce+broadcast",
-        "all_reduce",
-        "reduce+broadcast",
-        _all_ranks,
-        False,
-        _reduce_all,
-        _reduce_broadcast,
-        reduces=True,
+        bind=_reduce_broadcast,
         nccl_kernels=frozenset({"Reduce", "Broadcast"}),
-        nccl=_nccl_reduce_broadcast,
-        kind="composite",
     ),
-    # All-to-all algorithms from batched send/recv: same data, same check (the transpose).
-    _variant(
-        "all_to_all:pairwise",
-        "all_to_all",
-        "pairwise",
-        _gathering,
-        True,
-        all_to_all.layout,
-        per_call(all_to_all.pairwise),
-    ),
-    _variant(
-        "all_to_all:ring",
-        "all_to_all",
-        "ring",
-        _gathering,
-        True,
-        _with_work(all_to_all.ring_work),
-        per_call(all_to_all.ring),
-    ),
-    _variant(
-        "all_to_all:mesh2d",
-        "all_to_all",
+    _all_to_all_algorithm("pairwise", all_to_all.layout, bind=per_call(all_to_all.pairwise)),
+    _all_to_all_algorithm("ring", _with_work(all_to_all.ring_work), bind=per_call(all_to_all.ring)),
+    _all_to_all_algorithm(
         "mesh2d",
-        _gathering,
-        True,
         _with_work(all_to_all.grid_work),
-        per_call(all_to_all.mesh2d),
+        bind=per_call(all_to_all.mesh2d),
         why_not=all_to_all.mesh2d_why_not,
     ),
-    _variant(
-        "all_to_all:hierarchical",
-        "all_to_all",
+    _all_to_all_algorithm(
         "hierarchical",
-        _gathering,
-        True,
         _with_work(all_to_all.grid_work),
-        per_call(all_to_all.hierarchical),
+        bind=per_call(all_to_all.hierarchical),
         why_not=all_to_all.hierarchical_why_not,
     ),
     # All-reduce on torch symmetric memory (NCCL_ALGO variants are actor sets: --nccl-algos).
@@ -575,19 +427,7 @@ REGISTRY: dict[str, Collective] = _registry(
     # Point to point between the two ranks of a pair: one way (each way), and both at once.
     _one_way("p2p", 0),
     _one_way("p2p:reverse", 1),
-    _variant(
-        "p2p:bi",
-        "p2p",
-        "bi",
-        _one,
-        True,
-        _p2p_both_layout,
-        _p2p_both,
-        ranks=2,
-        direction=(0, 1),
-        nccl=_nccl_p2p_both,
-        kind="p2p",
-    ),
+    _pair("p2p:bi", "bi", _p2p_both_layout, _p2p_both, per_rank_chunks=True, direction=(0, 1)),
     _moe(MoeSpec(), combine=False),
     _moe(MoeSpec(), combine=True),
     # Host<->device copies of each GPU: its PCIe link (or C2C), one way and both at once;
@@ -597,9 +437,9 @@ REGISTRY: dict[str, Collective] = _registry(
         entry
         for pinned in (True, False)
         for entry in (
-            _host_copy("h2d", pinned, host.layout, host.to_device),
-            _host_copy("d2h", pinned, host.from_device_layout, host.from_device),
-            _host_copy("h2d+d2h", pinned, host.layout, host.both_ways),
+            _host_copy("h2d", pinned, copies.layout, copies.to_device),
+            _host_copy("d2h", pinned, copies.from_device_layout, copies.from_device),
+            _host_copy("h2d+d2h", pinned, copies.layout, copies.both_ways),
         )
     ),
 )
@@ -659,8 +499,8 @@ def resolve(
             raise BadInput(f"--ops: unknown operation {name!r}; known: {', '.join(registry)}")
         chosen.update((c.name, c) for c in matches)
     return [
-        dataclasses.replace(c, all_sizes=True)
-        if c.name in by_name and c.ends_bytes is not None
+        dataclasses.replace(c, traits=dataclasses.replace(c.traits, all_sizes=True))
+        if c.name in by_name and c.traits.ends_bytes is not None
         else c
         for c in chosen.values()
     ]

@@ -7,21 +7,18 @@ It is as cheap per eager call as CuPy's `cupy.cuda.nccl` and, unlike it, binds N
 ncclGather, ncclScatter and ncclAlltoAll, which nccl-tests calls on that NCCL
 (`benchmarks/nccl_bindings.py` measures the candidates; docs/PERFORMANCE.md has the figures).
 Every step is bound once per point to its pointers, counts and stream, so an iteration is one
-call into the binding (a few, inside one NCCL group, for point-to-point patterns).
-
-Only the worker imports this module, and only for a sweep that asks for the engine.
+call into the binding (a few, inside one NCCL group, for point-to-point patterns). `NcclComm`
+implements the engine protocol (`ops.descriptor.Comm`), as `torch_engine.TorchComm` does.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 import torch
 
-from sweeper.descriptor import Step, blocks
+from sweeper.ops.descriptor import Pairs, Step, blocks, rooted
 
 # ncclDataType_t and ncclRedOp_t values of nccl.h (stable across NCCL 2.x).
 DTYPES: dict[torch.dtype, int] = {
@@ -53,14 +50,6 @@ def binding() -> Any:
     return module
 
 
-def available() -> bool:
-    """Whether the binding is installed, without importing it (or torch's NCCL with it)."""
-    try:
-        return importlib.util.find_spec("nccl.bindings") is not None
-    except ImportError:  # no package `nccl` at all
-        return False
-
-
 def unique_id() -> str:
     """A new ncclUniqueId (128 bytes) as hex text, to pass through the set's store."""
     return bytes(binding().get_unique_id()).hex()
@@ -69,7 +58,11 @@ def unique_id() -> str:
 class NcclComm:
     """One group's NCCL communicator on one rank, and the stream its calls go to."""
 
-    def __init__(self, uid: str, rank: int, size: int, stream: torch.cuda.Stream):
+    group = None  # no torch.distributed between: torch-only operations do not run here
+
+    def __init__(
+        self, uid: str, rank: int, size: int, nodes: tuple[int, ...], stream: torch.cuda.Stream
+    ):
         self.nccl = binding()
         with torch.cuda.device(stream.device):  # NCCL binds a communicator to the current GPU
             self.handle = self.nccl.comm_init_rank_scalable(
@@ -77,6 +70,7 @@ class NcclComm:
             )
         self.rank = rank
         self.size = size
+        self.nodes = nodes
         self.stream = int(stream.cuda_stream)
         self.native = self.nccl.get_version() >= ROOTED_AND_ALLTOALL
 
@@ -90,9 +84,7 @@ class NcclComm:
     def deregister(self, handle: int) -> None:
         self.nccl.comm_deregister(self.handle, handle)
 
-    def grouped(
-        self, sends: Sequence[tuple[torch.Tensor, int]], recvs: Sequence[tuple[torch.Tensor, int]]
-    ) -> Step:
+    def grouped(self, sends: Pairs, recvs: Pairs) -> Step:
         """Sends and receives in one NCCL group (to itself too: NCCL copies that alongside)."""
         nccl, comm, stream = self.nccl, self.handle, self.stream
         calls = [
@@ -113,92 +105,50 @@ class NcclComm:
 
         return step
 
-    def all_reduce(self, data: torch.Tensor) -> Step:
-        ptr, dtype = data.data_ptr(), DTYPES[data.dtype]
+    def _call(
+        self, call: Any, send: torch.Tensor, recv: torch.Tensor, count: int, *args: int
+    ) -> Step:
+        """One NCCL call from `send` into `recv`: `count` elements of their type as NCCL
+        counts them for the call, then `args` (the reduction, the root)."""
+        dtype = DTYPES[send.dtype]
         return partial(
-            self.nccl.all_reduce, ptr, ptr, data.numel(), dtype, SUM, self.handle, self.stream
+            call, send.data_ptr(), recv.data_ptr(), count, dtype, *args, self.handle, self.stream
         )
+
+    def all_reduce(self, data: torch.Tensor) -> Step:
+        return self._call(self.nccl.all_reduce, data, data, data.numel(), SUM)
 
     def reduce(self, data: torch.Tensor, root: int) -> Step:
-        ptr, dtype = data.data_ptr(), DTYPES[data.dtype]
-        return partial(
-            self.nccl.reduce, ptr, ptr, data.numel(), dtype, SUM, root, self.handle, self.stream
-        )
+        return self._call(self.nccl.reduce, data, data, data.numel(), SUM, root)
 
     def broadcast(self, data: torch.Tensor, root: int) -> Step:
-        ptr, dtype = data.data_ptr(), DTYPES[data.dtype]
-        return partial(
-            self.nccl.broadcast, ptr, ptr, data.numel(), dtype, root, self.handle, self.stream
-        )
+        return self._call(self.nccl.broadcast, data, data, data.numel(), root)
 
     def all_gather(self, out: torch.Tensor, mine: torch.Tensor) -> Step:
-        return partial(
-            self.nccl.all_gather,
-            mine.data_ptr(),
-            out.data_ptr(),
-            mine.numel(),
-            DTYPES[mine.dtype],
-            self.handle,
-            self.stream,
-        )
+        return self._call(self.nccl.all_gather, mine, out, mine.numel())
 
     def reduce_scatter(self, out: torch.Tensor, whole: torch.Tensor) -> Step:
-        return partial(
-            self.nccl.reduce_scatter,
-            whole.data_ptr(),
-            out.data_ptr(),
-            out.numel(),
-            DTYPES[out.dtype],
-            SUM,
-            self.handle,
-            self.stream,
-        )
+        return self._call(self.nccl.reduce_scatter, whole, out, out.numel(), SUM)
 
     def gather(self, out: torch.Tensor, mine: torch.Tensor, root: int) -> Step:
-        """`mine` from every rank into the root's `out`, chunk r from rank r."""
-        if not self.native:
-            chunks = blocks(out, self.size).unbind(0) if self.rank == root else ()
-            return self.grouped([(mine, root)], [(c, peer) for peer, c in enumerate(chunks)])
-        return partial(
-            self.nccl.gather,
-            mine.data_ptr(),
-            out.data_ptr(),
-            mine.numel(),
-            DTYPES[mine.dtype],
-            root,
-            self.handle,
-            self.stream,
-        )
+        return self._rooted(out, mine, root, gather=True)
 
     def scatter(self, out: torch.Tensor, whole: torch.Tensor, root: int) -> Step:
-        """Chunk r of the root's `whole` into rank r's `out`."""
+        return self._rooted(whole, out, root, gather=False)
+
+    def _rooted(self, whole: torch.Tensor, mine: torch.Tensor, root: int, gather: bool) -> Step:
+        """ncclGather (or ncclScatter) of each rank's `mine`, its chunk of the root's `whole`;
+        before NCCL 2.28, grouped sends and receives."""
         if not self.native:
-            chunks = blocks(whole, self.size).unbind(0) if self.rank == root else ()
-            return self.grouped([(c, peer) for peer, c in enumerate(chunks)], [(out, root)])
-        return partial(
-            self.nccl.scatter,
-            whole.data_ptr(),
-            out.data_ptr(),
-            out.numel(),
-            DTYPES[out.dtype],
-            root,
-            self.handle,
-            self.stream,
-        )
+            return rooted(self, whole, mine, root, gather)
+        if gather:
+            return self._call(self.nccl.gather, mine, whole, mine.numel(), root)
+        return self._call(self.nccl.scatter, whole, mine, mine.numel(), root)
 
     def all_to_all(self, out: torch.Tensor, whole: torch.Tensor) -> Step:
-        """Chunk p of every rank's `whole` into chunk r of rank p's `out`."""
         if not self.native:
             sends, recvs = blocks(whole, self.size).unbind(0), blocks(out, self.size).unbind(0)
             return self.grouped(
                 [(c, p) for p, c in enumerate(sends)], [(c, p) for p, c in enumerate(recvs)]
             )
-        return partial(
-            self.nccl.allto_all,
-            whole.data_ptr(),
-            out.data_ptr(),
-            out.numel() // self.size,
-            DTYPES[out.dtype],
-            self.handle,
-            self.stream,
-        )
+        return self._call(self.nccl.allto_all, whole, out, out.numel() // self.size)

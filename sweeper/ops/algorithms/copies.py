@@ -7,15 +7,20 @@ show what they share.
 
 S is the bytes one way; `h2d+d2h` moves S each way at once on two streams, so its algbw is
 what each direction got. The host buffers are made when the point is bound, outside the
-timed loop. `d2h` is not checked (its output is on the host); the others are.
+timed loop. `d2h` is not checked (its output is on the host); the others are. Torch is
+imported where the steps are bound, in the rank's process: the registry loads no torch.
 """
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from sweeper.descriptor import Buffers, Comm, Layout, Span, Step
+from sweeper.ops.descriptor import Buffers, Comm, Layout, Span, Step
 from sweeper.plan.placement import Shape
+from sweeper.wire import Backend
+
+if TYPE_CHECKING:
+    import torch
 
 
 def layout(count: int, n: int, rank: int) -> Layout:
@@ -31,18 +36,20 @@ def from_device_layout(count: int, n: int, rank: int) -> Layout:
 
 
 def why_not(shape: Shape) -> str | None:
-    if shape.backend != "nccl":
+    if shape.backend != Backend.NCCL:
         return "host<->device copies need a GPU: CPU ranks have no device memory"
     return None
 
 
 def why_not_on_device(shape: Shape) -> str | None:
-    if shape.backend != "nccl":
+    if shape.backend != Backend.NCCL:
         return "device-local copies need a GPU: CPU ranks have no device memory"
     return None
 
 
 def _host(like: torch.Tensor, pinned: bool) -> torch.Tensor:
+    import torch
+
     return torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=pinned)
 
 
@@ -70,6 +77,8 @@ def from_device(pinned: bool, buf: Buffers, comm: Comm) -> Step:
 def both_ways(pinned: bool, buf: Buffers, comm: Comm) -> Step:
     """Up on the rank's stream, down on a side stream forked from it and joined back, so the
     two directions overlap and a CUDA graph captures both."""
+    import torch
+
     up, down = _host(buf.send, pinned), _host(buf.send, pinned)
     up.copy_(buf.send)
     send, out = buf.send, buf.out
