@@ -19,8 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from sweeper.scan.fleet import Fleet, Outcome, Stage
-from sweeper.scan.thresholds import Failure, Judged, Thresholds, gpu_copy_limit, judge_groups
+from sweeper.scan.fleet import Fleet, Outcome, Reading, Stage
+from sweeper.scan.thresholds import (
+    Failure,
+    Judged,
+    Robust,
+    Thresholds,
+    gpu_copy_limit,
+    judge_groups,
+)
 from sweeper.wire import Name
 
 
@@ -118,27 +125,18 @@ def _gate_verdicts(
             ]
             continue
         readings = {r.gpu: r for r in j.outcome.readings if r.gpu is not None}
-        bad: list[str] = []
-        for g in range(node.gpus):
-            r = readings.get(g)
+        found = {
+            g: _gpu(f"{node.id}/gpu{g}", readings.get(g), copies, low) for g in range(node.gpus)
+        }
+        bad = [f"gpu{g} {why.split(': ', 1)[1]}" for g, (_, why) in _condemned(found).items()]
+        for g, verdict in found.items():
             name = f"{node.id}/gpu{g}"
-            if r is not None and r.flags:
-                health, why = Health.FAILED, f"{name}: {', '.join(r.flags)} at the gate"
-            elif r and r.copy_gb_per_s is not None and low is not None and r.copy_gb_per_s < low:
-                assert copies is not None
-                health, why = (
-                    Health.SLOW,
-                    (
-                        f"{name}: host copies {r.copy_gb_per_s:.1f} GB/s against the fleet's "
-                        f"{copies.median:.1f} (threshold {low:.1f})"
-                    ),
-                )
-            elif j.passed or j.failure is Failure.SLOW:
+            if verdict is not None:
+                health, why = verdict
+            elif j.passed or j.failure is Failure.SLOW or bad:
                 health, why = Health.HEALTHY, f"{name}: its gate's copies and health readings"
             else:
                 health, why = Health.UNCONFIRMED, f"{name}: its node's gate failed ({j.why})"
-            if health in CONDEMNED:
-                bad.append(f"gpu{g} " + why.split(": ", 1)[1])
             gpus.append(
                 Verdict(
                     subject=Subject.GPU,
@@ -169,6 +167,26 @@ def _gate_verdicts(
                 evidence=why,
             )
     return gpus, nodes
+
+
+def _gpu(
+    name: str, r: Reading | None, copies: Robust | None, low: float | None
+) -> tuple[Health, str] | None:
+    """A GPU the gate's readings condemn, and why."""
+    if r is not None and r.flags:
+        return Health.FAILED, f"{name}: {', '.join(r.flags)} at the gate"
+    if r is None or r.copy_gb_per_s is None or copies is None or low is None:
+        return None
+    if r.copy_gb_per_s < low:
+        return Health.SLOW, (
+            f"{name}: host copies {r.copy_gb_per_s:.1f} GB/s against the fleet's "
+            f"{copies.median:.1f} (threshold {low:.1f})"
+        )
+    return None
+
+
+def _condemned(found: dict[int, tuple[Health, str] | None]) -> dict[int, tuple[Health, str]]:
+    return {g: v for g, v in found.items() if v is not None}
 
 
 def _node(node: str, health: Health, evidence: str, stage: Stage | None = None) -> Verdict:
