@@ -61,6 +61,14 @@ class Strategy:
         return f"random:{self.rounds}" if self.kind is Kind.RANDOM else str(self.kind)
 
 
+def blocks(ids: Sequence[str]) -> list[tuple[str, ...]]:
+    """The fleet in order, cut into blocks of about sqrt(N) nodes (the screen's groups where
+    nodes carry no domain label)."""
+    size = max(2, isqrt(len(ids)))
+    count = max(1, len(ids) // size)
+    return [tuple(ids[i * len(ids) // count : (i + 1) * len(ids) // count]) for i in range(count)]
+
+
 def gate_group(node: str) -> Group:
     return Group(wave=0, stage=Stage.GATE, nodes=(node,))
 
@@ -190,10 +198,12 @@ def _pack_edges(edges: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
 
 @dataclass(frozen=True, slots=True)
 class _Split:
-    """A failing group's members under test: which of them fails?"""
+    """A failing group's members under test: which of them fails? `recheck`: not known to
+    fail yet (the rest of a group once its culprits are out), so tested whole first."""
 
     nodes: tuple[str, ...]
     shape: int
+    recheck: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,9 +217,18 @@ class _Cross:
     diagonal: bool = True
 
 
+_Problem = _Split | _Cross
+
+
+def _members(problem: _Problem) -> tuple[str, ...]:
+    if isinstance(problem, _Split):
+        return problem.nodes
+    return problem.left + problem.right
+
+
 @dataclass(frozen=True, slots=True)
 class _Probe:
-    problem: _Split | _Cross
+    problem: _Problem
     tested: tuple[str, ...]
     halves: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # the cross probe's sides
 
@@ -268,7 +287,7 @@ class _Adaptive:
             return
         screen = self.wave(Stage.SCREEN, [(g, ()) for g in self.screen_groups(nodes)])
         yield screen
-        problems: list[_Split | _Cross] = []
+        problems: list[_Problem] = []
         passing = []
         for group, ok in zip(screen.groups, self.passing(screen), strict=True):
             if ok:
@@ -284,17 +303,35 @@ class _Adaptive:
                 problems.append(_Split(reps, len(reps)))
         suspects: list[str] = []
         links: list[tuple[str, str]] = []
+        origins = [p for p in problems if isinstance(p, _Split)]
         while problems:
             probes, found, found_links = self.probes(problems)
             suspects += found
             links += found_links
-            if not probes:
-                break
-            busy = {n for p in probes for n in p.tested}
-            shaped = [(p.tested, self.pads(p.problem.shape - len(p.tested), busy)) for p in probes]
-            wave = self.wave(Stage.BISECT, shaped)
-            yield wave
-            problems = self.follow(probes, wave)
+            if probes:
+                # no pad from an open problem: a cleared half may still hold a link's end
+                busy = {n for p in problems for n in _members(p)}
+                shaped = [
+                    (p.tested, self.pads(p.problem.shape - len(p.tested), busy)) for p in probes
+                ]
+                wave = self.wave(Stage.BISECT, shaped)
+                yield wave
+                problems = self.follow(probes, wave)
+                rechecked = {p.problem for p in probes if isinstance(p.problem, _Split)}
+                origins += [
+                    _Split(p.nodes, p.shape)
+                    for p in rechecked
+                    if p.recheck and _Split(p.nodes, p.shape) in problems
+                ]
+                continue
+            # a failing group's culprits found: the rest of it again, for a second fault the
+            # first one hid (a slow link beside a slow node)
+            problems = []
+            for origin in origins:
+                rest = tuple(n for n in origin.nodes if n not in suspects)
+                if len(rest) > 1 and len(rest) < len(origin.nodes):
+                    problems.append(_Split(rest, origin.shape, recheck=True))
+            origins = []
         yield from self.confirm(suspects, links)
 
     def screen_groups(self, nodes: list[str]) -> list[tuple[str, ...]]:
@@ -302,27 +339,37 @@ class _Adaptive:
         for n in nodes:
             domains.setdefault(self.fleet.node(n).domain, []).append(n)
         if len(domains) > 1 or None not in domains:
-            groups = [d for d in domains.values() if len(d) > 1]
+            labelled = [d for d in domains.values() if len(d) > 1]
             alone = [d[0] for d in domains.values() if len(d) == 1]
             if len(alone) > 1:
-                groups.append(alone)
-            elif alone and groups:
-                groups[-1].append(alone[0])
-            return [tuple(g) for g in groups]
-        size = max(2, isqrt(len(nodes)))
-        count = max(1, len(nodes) // size)
-        return [
-            tuple(nodes[i * len(nodes) // count : (i + 1) * len(nodes) // count])
-            for i in range(count)
-        ]
+                labelled.append(alone)
+            elif alone and labelled:
+                labelled[-1].append(alone[0])
+            return [tuple(g) for g in labelled]
+        # blocks of the whole fleet, so a node left out at the gate moves no other node; a
+        # block left with one node joins the next
+        screened = set(nodes)
+        groups: list[list[str]] = []
+        carry: list[str] = []
+        for block in blocks(self.fleet.ids):
+            kept = carry + [n for n in block if n in screened]
+            carry = [] if len(kept) > 1 else kept
+            if len(kept) > 1:
+                groups.append(kept)
+        if carry and groups:
+            groups[-1] += carry
+        return [tuple(g) for g in groups]
 
     def probes(
-        self, problems: list[_Split | _Cross]
+        self, problems: list[_Problem]
     ) -> tuple[list[_Probe], list[str], list[tuple[str, str]]]:
         probes: list[_Probe] = []
         suspects: list[str] = []
         links: list[tuple[str, str]] = []
         for problem in problems:
+            if isinstance(problem, _Split) and problem.recheck:
+                probes.append(_Probe(problem, problem.nodes))
+                continue
             if isinstance(problem, _Split):
                 if len(problem.nodes) == 1:
                     suspects.append(problem.nodes[0])
@@ -337,17 +384,19 @@ class _Adaptive:
             probes += [_Probe(problem, a + b, (a, b)) for a, b in sides if a and b]
         return probes, suspects, links
 
-    def follow(self, probes: list[_Probe], wave: Wave) -> list[_Split | _Cross]:
+    def follow(self, probes: list[_Probe], wave: Wave) -> list[_Problem]:
         """The problems left once a bisect wave's outcomes are in."""
         results = list(zip(probes, self.passing(wave), strict=True))
         for p, ok in results:
             if ok:
                 self.clear(p.tested)
-        problems: list[_Split | _Cross] = []
+        problems: list[_Problem] = []
         for problem in dict.fromkeys(p.problem for p in probes):
             mine = [(p, ok) for p, ok in results if p.problem == problem]
             failing = [p for p, ok in mine if not ok]
-            if isinstance(problem, _Split):
+            if isinstance(problem, _Split) and problem.recheck:
+                problems += [_Split(problem.nodes, problem.shape) for _ in failing]
+            elif isinstance(problem, _Split):
                 problems += [_Split(p.tested, problem.shape) for p in failing]
                 if not failing:
                     left, right = (p.tested for p, _ in mine)

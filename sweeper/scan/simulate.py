@@ -13,11 +13,10 @@ import random
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from math import isqrt
 
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
 from sweeper.scan.judge import Health, Subject, Verdict, judge
-from sweeper.scan.policy import Policy, Strategy
+from sweeper.scan.policy import Policy, Strategy, blocks
 from sweeper.scan.thresholds import Thresholds
 from sweeper.wire import Name
 
@@ -126,22 +125,20 @@ def fleet_of(nodes: int, gpus_per_node: int, gpu_model: str | None = "H100") -> 
 
 
 def plant(fleet: Fleet, faults: Sequence[Fault], seed: int) -> tuple[Planted, ...]:
-    """Distinct nodes for each fault. A slow link joins two neighbours in the middle of a
-    block of ~sqrt(N) nodes: a link within one switch, which the screen's groups keep
-    together (a link between nodes no group holds is one no scan of groups can see)."""
+    """Distinct nodes for each fault. A slow link joins two neighbours in the middle of one
+    of the screen's blocks of ~sqrt(N) nodes: a link within one switch, which the screen's
+    groups keep together (a link between nodes no group holds is one no scan of groups can
+    see)."""
     rng = random.Random(seed)
     ids = list(fleet.ids)
-    block = max(2, isqrt(len(ids)))
+    middles = []  # the first of the two nodes in the middle of each screen block
+    for block in blocks(ids):
+        middles.append(ids.index(block[len(block) // 2 - 1]))
     taken: set[int] = set()
     planted: list[Planted] = []
     for fault in faults:
         if fault is Fault.SLOW_LINK:
-            starts = [
-                i
-                for i in range(block // 2 - 1, len(ids) - 1, block)
-                if not {i - 1, i, i + 1, i + 2} & taken
-            ]
-            i = rng.choice(starts)
+            i = rng.choice([i for i in middles if not {i - 1, i, i + 1, i + 2} & taken])
             taken |= {i, i + 1}
             planted.append(Planted(fault=fault, nodes=(ids[i], ids[i + 1])))
             continue

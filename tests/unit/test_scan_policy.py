@@ -116,7 +116,7 @@ def test_bisection_pads_halves_to_the_shape_with_known_good_nodes_and_confirms_t
     failing = next(g for g in screen.groups if "n0021" in g.nodes)
     passing = {n for g in screen.groups if g is not failing for n in g.nodes}
     bisect = [w for w in waves if w.stage is Stage.BISECT]
-    assert len(bisect) == 3  # 8 -> 4 -> 2 -> 1
+    assert len(bisect) == 4  # 8 -> 4 -> 2 -> 1, then the other 7 again
     for wave in bisect:
         assert_disjoint(wave)
         for group in wave.groups:
