@@ -5,16 +5,16 @@ The gate speaks for each node's own GPUs. Across nodes a failing group blames it
 only until they are separated: the judge explains the failing groups by the fewest culprits,
 taking first the node that failed most consistently (its share of failing groups, then their
 count) among those that failed in at least two groups with different partners, and removing
-the groups it explains; failing pairs left unexplained whose ends both passed elsewhere are
-links, and so are a node's failing groups when all of them hold one other node that passed
-elsewhere and the two failed as a pair. A node in a passing group is cleared as a node.
+the groups it explains; a node is blamed only when its failing groups share no other node
+(else that node, or the link to it, explains them as well). Failing pairs left unexplained
+whose ends both passed elsewhere are links. A node in a passing group is cleared as a node.
 Missing data never passes: a node with
 no passing group is at best `unconfirmed`.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
@@ -221,10 +221,9 @@ def _internode(
             left = [i for i in mine if i in unexplained]
             if len({frozenset(members[i] - {n}) for i in left}) < 2:
                 continue
-            # all of them beside one node that passed elsewhere, and the two failed as a pair:
-            # a link, not a node
-            common = set.intersection(*(members[i] - {n} for i in left))
-            if any(passes[m] and {n, m} in (members[i] for i in left) for m in common):
+            # all of them beside one other node: that one, or the link between the two,
+            # explains them as well (a slow node's follower down the bisection, a link's end)
+            if set.intersection(*(members[i] - {n} for i in left)):
                 continue
             key = (len(left) / (len(left) + passes[n]), len(left), n)
             if best is None or key[:2] > best[:2]:
@@ -286,7 +285,7 @@ def _culprit(
     members: list[set[str]],
 ) -> Verdict:
     """A node that explains failing groups; `after`: those after its last pass."""
-    kinds = {tests[i].failure for i in idx}
+    kinds = Counter(tests[i].failure for i in idx)
     partners = sorted(
         {p for i in idx for p in tests[i].outcome.group.partners if p != node}
         | {p for i in idx if len(members[i]) == 2 for p in members[i] if p != node}
@@ -301,7 +300,7 @@ def _culprit(
     elif passed:
         health = Health.UNCONFIRMED
         why = f"{node}: passed {passed} of {total} groups, failed the others beside different nodes"
-    elif Failure.FAILED in kinds:
+    elif kinds[Failure.FAILED] >= kinds[Failure.SLOW]:  # the kind most of them show
         health = Health.FAILED
         why = f"{node}: failed {len(idx)} of {total} groups beside different nodes ({last.why})"
     else:

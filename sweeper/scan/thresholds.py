@@ -15,6 +15,8 @@ from sweeper.scan.fleet import Fleet, Group, Outcome, Result, Stage
 from sweeper.scan.reference import reference
 from sweeper.wire import Name, Tier
 
+# The stages that measure every node, not suspects: the fleet's medians come from these.
+UNBIASED = (Stage.GATE, Stage.SCREEN, Stage.CROSS_DOMAIN)
 MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma is 1.4826 x its median absolute deviation
 
 
@@ -30,7 +32,10 @@ class Thresholds:
     min_ratio: float = 0.85  # ... and below this share of the median
     min_busbw_gb_per_s: Mapping[Tier, float] = field(default_factory=dict)  # absolute, per tier
     reference_share: float = 0.8  # of the reference figure, for tiers the settings leave out
-    min_samples: int = 8  # fewer figures of a shape: judged against all groups of the stage kind
+    # fewer figures of a group shape than this: compared with every internode group's (an
+    # all_reduce's busbw across nodes is bound by the NICs whatever the group's size; an
+    # assumption where no shape of its own was measured often enough)
+    min_samples: int = 8
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,9 +93,12 @@ def judge_groups(
 ) -> dict[Group, Judged]:
     """Every outcome passed or failed, and why."""
     ranks = {o.group: o.group.ranks(fleet) for o in outcomes}
+    # the fleet as a whole: bisection and confirmation pick suspects, so their figures would
+    # drag the median down; they are judged against the stages that measure every node
+    whole = [o for o in outcomes if o.group.stage in UNBIASED] or list(outcomes)
     by_shape: dict[tuple[bool, int], list[float]] = defaultdict(list)
     by_kind: dict[bool, list[float]] = defaultdict(list)
-    for o in outcomes:
+    for o in whole:
         if o.result is Result.OK and o.busbw_gb_per_s is not None:
             gate = o.group.stage is Stage.GATE
             by_shape[gate, ranks[o.group]].append(o.busbw_gb_per_s)
