@@ -5,7 +5,6 @@ the judge reads outcomes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sweeper.wire import Name
@@ -42,17 +41,15 @@ class Node:
 class Fleet:
     nodes: tuple[Node, ...]
     gpu_model: str | None = None  # "H100", "H200": picks the reference figures
+    ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _by_id: dict[str, Node] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "ids", tuple(node.id for node in self.nodes))
         object.__setattr__(self, "_by_id", {node.id: node for node in self.nodes})
 
     def node(self, node_id: str) -> Node:
         return self._by_id[node_id]
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        return tuple(node.id for node in self.nodes)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -111,7 +108,3 @@ class Outcome:
 
     def flags(self, node: str) -> tuple[str, ...]:
         return tuple(f for r in self.readings if r.node == node for f in r.flags)
-
-
-def members(groups: Iterable[Group]) -> set[str]:
-    return {n for group in groups for n in group.nodes}

@@ -138,15 +138,6 @@ def next_wave(
     return None
 
 
-def waves_of(strategy: Strategy, nodes: int) -> int:
-    """How many internode waves a fixed strategy runs on this many nodes."""
-    ids = [str(i) for i in range(nodes)]
-    count = 0
-    while _fixed(strategy, ids, count):
-        count += 1
-    return count
-
-
 # ---- fixed strategies: the k-th matching of the nodes that passed the gate ----
 
 
