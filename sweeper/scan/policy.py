@@ -243,7 +243,8 @@ class _Adaptive:
         self.index = 0
 
     def passing(self, wave: Wave) -> list[bool]:
-        judged = judge_groups(self.fleet, self.history, self.thresholds)
+        groups = set(wave.groups)
+        judged = judge_groups(self.fleet, self.history, self.thresholds, only=groups)
         return [judged[group].passed for group in wave.groups]
 
     def wave(self, stage: Stage, groups: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]) -> Wave:

@@ -7,7 +7,7 @@ to choose the next wave, the judge to name what failed. Missing data never passe
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -89,9 +89,14 @@ def gpu_copy_limit(outcomes: Iterable[Outcome]) -> Robust | None:
 
 
 def judge_groups(
-    fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds
+    fleet: Fleet,
+    outcomes: Sequence[Outcome],
+    thresholds: Thresholds,
+    *,
+    only: Collection[Group] | None = None,
 ) -> dict[Group, Judged]:
-    """Every outcome passed or failed, and why."""
+    """Every outcome (or those of the groups `only` names) passed or failed, and why, against
+    the fleet as all the outcomes show it."""
     ranks = {o.group: o.group.ranks(fleet) for o in outcomes}
     # the fleet as a whole: bisection and confirmation pick suspects, so their figures would
     # drag the median down; they are judged against the stages that measure every node
@@ -105,10 +110,12 @@ def judge_groups(
             by_kind[gate].append(o.busbw_gb_per_s)
     fleets = {key: Robust.of(v) for key, v in by_shape.items() if len(v) >= thresholds.min_samples}
     kinds = {gate: Robust.of(v) for gate, v in by_kind.items()}
-    copies = gpu_copy_limit(outcomes)
+    chosen = outcomes if only is None else [o for o in outcomes if o.group in only]
+    gates = any(o.group.stage is Stage.GATE for o in chosen)
+    copies = gpu_copy_limit(outcomes) if gates else None
 
     judged: dict[Group, Judged] = {}
-    for o in outcomes:
+    for o in chosen:
         gate = o.group.stage is Stage.GATE
         robust = fleets.get((gate, ranks[o.group])) or kinds.get(gate)
         floor = _floor(fleet, o.group, ranks[o.group], thresholds)
