@@ -46,19 +46,15 @@ REFERENCES: tuple[Reference, ...] = (
     # all_reduce_perf busbw at 8 GB and up across nodes of 8 H100 SXM or H200 SXM with NVLink
     # and InfiniBand NDR (a 400 Gb/s NIC per GPU). The lower end is taken: the scan pins
     # NCCL's ring, which cannot use the switch reductions that lift the upper end.
-    Reference(
-        gpu_model="H100",
-        tier=Tier.INTERNODE,
-        ranks=None,
-        busbw_gb_per_s=400.0,
-        source="published: Saturn Cloud, NCCL cluster validation guide, H100 SXM + IB NDR",
-    ),
-    Reference(
-        gpu_model="H200",
-        tier=Tier.INTERNODE,
-        ranks=None,
-        busbw_gb_per_s=400.0,
-        source="published: Saturn Cloud, NCCL cluster validation guide, H200 SXM + IB NDR",
+    *(
+        Reference(
+            gpu_model=model,
+            tier=Tier.INTERNODE,
+            ranks=None,
+            busbw_gb_per_s=400.0,
+            source=f"published: Saturn Cloud, NCCL cluster validation guide, {model} SXM + IB NDR",
+        )
+        for model in ("H100", "H200")
     ),
 )
 
