@@ -210,7 +210,7 @@ def _internode(
                 fails[n].append(i)
             else:
                 passes[n] += 1
-                last_pass[n] = i
+                last_pass[n] = max(last_pass.get(n, -1), tests[i].outcome.group.wave)
     unexplained = set(failing)
     culprits: dict[str, list[int]] = {}
     while True:
@@ -249,7 +249,7 @@ def _internode(
             verdicts.append(decided[node])
         elif node in culprits:
             mine = culprits[node]
-            after = [i for i in mine if i > last_pass.get(node, -1)]
+            after = [i for i in mine if tests[i].outcome.group.wave > last_pass.get(node, -1)]
             verdicts.append(_culprit(node, tests, mine, after, passes[node], members))
         else:
             verdicts.append(_bystander(node, fails.get(node, []), passes[node], len(fleet.ids)))

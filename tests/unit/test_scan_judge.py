@@ -213,3 +213,15 @@ def test_the_reference_table_knows_measured_and_published_figures_and_says_when_
     assert reference("H200", Tier.NVLINK, 8) is None  # an 8-GPU island: nothing measured
     assert reference("MI300X", Tier.INTERNODE, 16) is None
     assert reference(None, Tier.INTERNODE, 16) is None
+
+
+def test_a_node_that_leaves_mid_scan_is_unreachable_and_every_other_verdict_stands() -> None:
+    gone = Outcome(group=gate_group("x"), result=Result.MISSING, reason="no row came back")
+
+    def leaves(pair: tuple[str, str], wave: int) -> Outcome | float:
+        return gone if "n20" in pair and wave > 1 else 1.0
+
+    verdicts = verdicts_of(gates() + pairs(matchings(4), leaves))
+    assert verdicts["n20"].health is Health.UNREACHABLE
+    assert "no row came back from its last 3 groups" in verdicts["n20"].evidence
+    assert [v.name for v in verdicts.values() if v.condemned] == ["n20"]
