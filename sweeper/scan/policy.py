@@ -241,6 +241,7 @@ class _Adaptive:
         self.good: list[str] = []  # known-good nodes, in the order they were cleared
         self.cursor = 0  # where the next padding starts, so partners change between waves
         self.index = 0
+        self.unresolved: list[str] = []  # members of failures no part reproduced
 
     def passing(self, wave: Wave) -> list[bool]:
         groups = set(wave.groups)
@@ -324,6 +325,9 @@ class _Adaptive:
                 if len(rest) > 1 and len(rest) < len(origin.nodes):
                     problems.append(_Split(rest, origin.shape, recheck=True))
             origins = []
+        # each member of a failure no part reproduced is confirmed like a suspect: a node
+        # that fails one time in two shows beside its partners
+        suspects += [n for n in dict.fromkeys(self.unresolved) if n not in suspects]
         yield from self.confirm(suspects, links)
 
     def screen_groups(self, nodes: list[str]) -> list[tuple[str, ...]]:
@@ -397,6 +401,9 @@ class _Adaptive:
                 problems += [_Cross(*p.halves, problem.shape) for p in failing]
                 if not failing and problem.diagonal:
                     problems.append(_Cross(problem.left, problem.right, problem.shape, False))
+                elif not failing:
+                    # the whole failed and no part does: an intermittent fault among them
+                    self.unresolved += _members(problem)
         return problems
 
     def confirm(self, suspects: list[str], links: list[tuple[str, str]]) -> Iterator[Wave]:
