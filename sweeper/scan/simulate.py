@@ -1,6 +1,7 @@
 """A scan of a simulated fleet: planted faults, an oracle that measures each group with noise,
 the same policy and judge as a real scan, a cost model that times each wave, and the
-verdicts scored against the planted truth.
+verdicts scored against the planted truth. A failing group is an error returned at once: a
+hang would add the point's timeout (`--timeout`, 300 s by default) to its wave.
 
     python -m sweeper.scan.simulate --nodes 1024 --gpus-per-node 8 --faults 3 --strategy adaptive
 """
@@ -44,10 +45,12 @@ class Costs:
     # 2-core box (docs/measurements/cpu-2026-11-23.md); PERFORMANCE.md's model takes 50 ms.
     wave_open_s: float = 0.05
     # A point: the driver's 50 ms (round trips, allocation and fill, first call, check) and
-    # 30 ms of adaptive blocks with as long again of warm-up (PERFORMANCE.md, cost model;
-    # timing.TARGET_POINT_S), plus two iterations.
+    # 30 ms of adaptive blocks, 3 blocks of at least 5 iterations, with as long again of
+    # warm-up (PERFORMANCE.md: size and time, cost model; timing.TARGET_POINT_S), plus two
+    # iterations (the first call, the check).
     point_overhead_s: float = 0.05
     timed_s: float = 0.03
+    timed_iterations: int = 15
     # Points a group runs: all_reduce at the smallest size and at the bandwidth size; the
     # gate adds each GPU's h2d and d2h at 256 MiB, all GPUs at once (issue 31).
     internode_points: int = 2
@@ -57,6 +60,7 @@ class Costs:
     # assumed internode tier.
     gate_latency_us: float = 35.0
     internode_latency_us: float = 50.0
+    copy_latency_us: float = 10.0  # PERFORMANCE.md's `gpu` tier, assumed
     # Writing a point's row to the journal on the driver (an fsync per point), serial over a
     # wave's groups: 1 ms, an assumption (no recorded run).
     row_s: float = 0.001
@@ -75,7 +79,8 @@ class Costs:
 
     def point_s(self, latency_us: float, size_bytes: int, factor: float, busbw: float) -> float:
         iteration = latency_us / 1e6 + size_bytes * factor / (busbw * 1e9)
-        return self.point_overhead_s + 2 * self.timed_s + 2 * iteration
+        timed = max(self.timed_s, self.timed_iterations * iteration)
+        return self.point_overhead_s + 2 * timed + 2 * iteration
 
 
 class Fault(Name):
@@ -231,17 +236,16 @@ def wave_seconds(fleet: Fleet, outcomes: Sequence[Outcome], costs: Costs) -> flo
     for o in outcomes:
         gate = o.group.stage is Stage.GATE
         ranks = o.group.ranks(fleet)
-        factor = 2 * (ranks - 1) / ranks if ranks > 1 else 1.0
-        latency = costs.gate_latency_us if gate else costs.internode_latency_us
-        busbw = o.busbw_gb_per_s or (costs.island_busbw_gb_per_s if gate else 1.0)
         seconds = costs.comm_s(ranks)
-        if o.result is Result.OK:
-            seconds += costs.point_s(latency, 8, factor, busbw)
-            seconds += costs.point_s(latency, o.size_bytes, factor, busbw)
+        if o.result is Result.OK and o.busbw_gb_per_s is not None:
+            factor = 2 * (ranks - 1) / ranks if ranks > 1 else 1.0
+            latency = costs.gate_latency_us if gate else costs.internode_latency_us
+            seconds += costs.point_s(latency, 8, factor, o.busbw_gb_per_s)
+            seconds += costs.point_s(latency, o.size_bytes, factor, o.busbw_gb_per_s)
             if gate:  # h2d and d2h at 256 MiB, every GPU at once
-                seconds += 2 * costs.point_s(10.0, 256 << 20, 1.0, costs.copy_gb_per_s)
-        points = costs.gate_points if gate else costs.internode_points
-        rows += points
+                copy = costs.point_s(costs.copy_latency_us, 256 << 20, 1.0, costs.copy_gb_per_s)
+                seconds += 2 * copy
+        rows += costs.gate_points if gate else costs.internode_points
         slowest = max(slowest, seconds)
     return costs.wave_open_s + slowest + rows * costs.row_s
 
