@@ -31,7 +31,7 @@ from sweeper.plan import PerGpu, Shape
 
 if TYPE_CHECKING:
     from sweeper.nccl import NcclComm
-    from sweeper.store import Kind  # a Literal: the rank actors need no pandas or pyarrow
+    from sweeper.results.schema import Kind  # a Literal: the rank actors need no pandas or pyarrow
 
 SUM = -1  # Span.source: the sum over every rank of the group
 

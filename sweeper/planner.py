@@ -134,10 +134,10 @@ def plan_placement(
 
 
 def _rows(results: Path) -> Any:
-    from sweeper import store
+    from sweeper.results.load import load
 
     try:
-        rows = store.load(results)
+        rows = load(results)
     except FileNotFoundError as exc:
         raise BadInput(f"--results: {exc}") from None
     if rows.empty:

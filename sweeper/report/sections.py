@@ -27,7 +27,6 @@ from sweeper.analysis import (
     label,
     launch_costs,
     launch_modes,
-    launch_of,
     mad_outliers,
     pair_matrices,
     pair_table,
@@ -43,7 +42,7 @@ from sweeper.analysis.p2p import METRICS, PairMatrix, pair_rows
 from sweeper.analysis.summary import EAGER, GRAPH, missing
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Code, Facts, Figure, Section, Table, Text
-from sweeper.report.record import RunRecord
+from sweeper.results.records import RunRecord
 from sweeper.topology import Gpu, Node
 
 # The link a tier's traffic crosses, and the Gpu field holding its one-direction peak.
@@ -164,7 +163,7 @@ def run_header(df: pd.DataFrame, record: RunRecord | None) -> Section:
         ("backend", str(first["backend"])),
         ("GPUs", f"{len(gpus)} x {first['gpu_model']}" if gpus else "none (CPU ranks)"),
         ("points", str(len(df))),
-        ("launch modes", launch_modes(launch_of(df))),
+        ("launch modes", launch_modes(df["launch"])),
         ("buffers", _buffers(df)),
         ("command", record.command if record else "not recorded"),
     ]
@@ -192,7 +191,7 @@ def _buffers(df: pd.DataFrame) -> str:
     (--register-buffers, as nccl-tests' are), or torch's, as a PyTorch program's."""
     if df["gpu_model"].isna().all():
         return "host memory (CPU ranks)"
-    if "registered" in df and df["registered"].eq(True).any():
+    if df["registered"].eq(True).any():
         return "NCCL's allocator, registered with each group's communicators"
     return "torch's caching allocator"
 
@@ -823,7 +822,6 @@ def nccl_variables(df: pd.DataFrame) -> list[Section]:
 def composites(df: pd.DataFrame) -> Section | None:
     rows = collective_rows(df)
     rows = rows[rows["status"] == "ok"]
-    rows = rows.assign(launch=launch_of(rows))
     built = rows[rows["kind"] == "composite"]
     if built.empty:
         return None

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 import sweeper
-from sweeper.report import record
-from sweeper.store import runs
+from sweeper.results import records
+from sweeper.results.load import runs
 
 OLD = Path(__file__).parents[1] / "data" / "results" / "main-2026-11-25"
 RUN = "20261125T063903Z-c4526e"
@@ -164,7 +164,7 @@ def test_a_run_written_before_the_results_package_loads_as_it_did() -> None:
 
 def test_a_run_written_before_the_results_package_is_one_complete_run() -> None:
     listed = runs(OLD)
-    kept = record.load(OLD, RUN)
+    kept = records.load(OLD, RUN)
 
     assert listed["run_id"].tolist() == [RUN]
     assert listed[["points", "failed"]].iloc[0].tolist() == [32, 0]

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from sweeper.errors import BadInput
+from sweeper.results.schema import SCHEMA
 from sweeper.spec import (
     SIZE_LIMIT_BYTES,
     SweepSpec,
@@ -13,7 +14,6 @@ from sweeper.spec import (
     format_size,
     parse_size,
 )
-from sweeper.store import SCHEMA
 
 
 @pytest.mark.parametrize(
