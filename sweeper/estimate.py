@@ -120,7 +120,8 @@ def _estimate(schedule: Schedule, model: CostModel, ceiling_bytes: int | None) -
 def fitted(rows: pd.DataFrame, model: CostModel) -> CostModel:
     """The model with each tier's latency and bandwidth fitted to an earlier run's ok rows
     (alpha-beta over every operation of the tier), and the per-point overhead from the rows'
-    wall time where they have it. Tiers without two sizes keep the defaults."""
+    wall time where they have it (rows from before it was recorded have none). Tiers
+    without two sizes keep the defaults."""
     from sweeper.analysis.fits import fit_alpha_beta
 
     ok = rows[rows["status"] == "ok"]
@@ -130,11 +131,10 @@ def fitted(rows: pd.DataFrame, model: CostModel) -> CostModel:
         if fit is not None and fit.beta_gb_per_s > 0:
             tiers[str(tier)] = TierCost(fit.alpha_us, min(fit.beta_gb_per_s, 1e6))
     out = replace(model, tiers=tiers)
-    if {"started_at", "ended_at"} <= set(ok.columns):
-        timed = ok.dropna(subset=["started_at", "ended_at", "iters", "time_us"])
-        if len(timed):
-            wall = (timed["ended_at"] - timed["started_at"]).dt.total_seconds()
-            calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 2
-            busy = calls * timed["time_us"] / 1e6
-            out = replace(out, point_overhead_s=max(0.0, float((wall - busy).median())))
+    timed = ok.dropna(subset=["started_at", "ended_at", "iters", "time_us"])
+    if len(timed):
+        wall = (timed["ended_at"] - timed["started_at"]).dt.total_seconds()
+        calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 2
+        busy = calls * timed["time_us"] / 1e6
+        out = replace(out, point_overhead_s=max(0.0, float((wall - busy).median())))
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +75,17 @@ def read(
     source = dataset(root)
     # kind is implied by other columns in rows from before it: read them with it
     extra = [c for c in KIND_SOURCES if c not in columns] if "kind" in columns else []
+    # files of one version in a row are read together (threaded), in their order
     parts = [
         upgrade(
-            fragment.to_table(schema=source.schema, columns=[*columns, *extra], filter=filter_),
-            version(fragment.physical_schema),
+            ds.FileSystemDataset(
+                list(fragments), source.schema, source.format, source.filesystem
+            ).to_table(columns=[*columns, *extra], filter=filter_),
+            since,
         ).select(list(columns))
-        for fragment in source.get_fragments()
+        for since, fragments in groupby(
+            source.get_fragments(), key=lambda fragment: version(fragment.physical_schema)
+        )
     ]
     if not parts:
         return DATASET_SCHEMA.empty_table().select(list(columns))
