@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweeper.results.files import atomic_write
+from sweeper.results.journal import journal_path, recover
 from sweeper.results.load import frame, load
 from sweeper.results.schema import SCHEMA, SCHEMA_VERSION, VERSION_KEY
 from sweeper.results.upgrade import STEPS
@@ -70,3 +71,18 @@ def test_a_write_that_fails_leaves_nothing_and_the_old_file_whole(tmp_path: Path
         atomic_write(target, half)
     assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
     assert target.read_text() == "before"
+
+
+def test_a_journal_an_older_sweeper_left_is_recovered_as_todays_rows(tmp_path: Path) -> None:
+    """A driver of an earlier version killed mid-run: its journal (no version, no launch
+    column) becomes a batch of the current version, its rows upgraded on the way."""
+    older = pa.schema([f for f in SCHEMA if f.name != "launch"])
+    path = journal_path(tmp_path, "r")
+    path.parent.mkdir()
+    with open(path, "wb") as file:
+        stream = pa.ipc.new_stream(file, older.with_metadata({"batch": "0", "date": "2026-11-25"}))
+        stream.write_table(pa.Table.from_pylist([_ROW], schema=older))
+    assert recover(tmp_path, "r") == 1
+    (batch,) = (tmp_path / "date=2026-11-25").iterdir()
+    assert pq.read_schema(batch).metadata[VERSION_KEY] == str(SCHEMA_VERSION).encode()
+    assert load(tmp_path)["launch"].tolist() == ["eager"]
