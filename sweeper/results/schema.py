@@ -154,9 +154,9 @@ POINT = (
     "rank",
     "params",
 )
-# What tells the rows of one run apart: within a run the group id already names the tier,
-# variant and world size, and the operation its in-place-ness, concurrency and parameters,
-# so only columns of plain, hashable values remain (a resumed run matches rows by them).
+# What tells the rows of one run apart (a resumed run matches rows by it): within a run the
+# group id names the tier, variant and world size, and a point measured once has one
+# in-place-ness, concurrency and parameter set; what is left are plain, hashable values.
 RUN_POINT = tuple(
     c
     for c in POINT
