@@ -2,8 +2,8 @@
 same torch tensors and the rank's work stream, with nothing of torch.distributed between.
 
 The binding is the low-level layer of NVIDIA's nccl4py, `nccl.bindings.nccl` (the
-`sweeper[nccl]` extra): Cython over the NCCL that torch loaded, calls on raw pointers. It is
-as cheap per eager call as CuPy's `cupy.cuda.nccl` and, unlike it, binds NCCL 2.28's
+`sweeper-bench[nccl]` extra): Cython over the NCCL that torch loaded, calls on raw pointers.
+It is as cheap per eager call as CuPy's `cupy.cuda.nccl` and, unlike it, binds NCCL 2.28's
 ncclGather, ncclScatter and ncclAlltoAll, which nccl-tests calls on that NCCL
 (`benchmarks/nccl_bindings.py` measures the candidates; docs/PERFORMANCE.md has the figures).
 Every step is bound once per point to its pointers, counts and stream, so an iteration is one
@@ -47,7 +47,9 @@ def binding() -> Any:
     try:
         import nccl.bindings.nccl as module
     except ImportError as exc:
-        raise ImportError(f"the nccl engine needs pip install 'sweeper[nccl]' ({exc})") from None
+        raise ImportError(
+            f"the nccl engine needs pip install 'sweeper-bench[nccl]' ({exc})"
+        ) from None
     return module
 
 

@@ -366,7 +366,7 @@ class SweepSpec(BaseModel):
     engine: CommaList = Field(
         ("torch",),
         description="torch (torch.distributed, what a PyTorch program pays), nccl (NCCL "
-        "called directly, as nccl-tests does; needs sweeper[nccl]), or both.",
+        "called directly, as nccl-tests does; needs sweeper-bench[nccl]), or both.",
     )
     register_buffers: bool = Field(
         False,
@@ -417,7 +417,8 @@ class SweepSpec(BaseModel):
         False, description="Time peer copies between every GPU pair of a node, and fan-out."
     )
     report: bool = Field(
-        True, description="Write an HTML report of the run at the end (needs sweeper[report])."
+        True,
+        description="Write an HTML report of the run at the end (needs sweeper-bench[report]).",
     )
     reports_dir: Path | None = Field(
         None, description="Where reports go; default reports/ beside the results directory."
@@ -571,7 +572,7 @@ class NightlySettings(BaseModel):
         14, ge=1, description="Baseline: up to this many earlier nightly runs of the same cluster."
     )
     min_history: int = Field(
-        5, ge=2, description="Fewer baseline runs than this: the series is new, nothing alarms."
+        5, ge=2, description="Fewer earlier runs than this: the series is new, nothing alarms."
     )
     z: float = Field(
         3.5, gt=0, description="Worse than the baseline median by this many robust sigmas (MAD)."

@@ -437,7 +437,8 @@ def run(
     resolve(spec.ops)  # unknown operations are bad input before anything starts
     if "nccl" in spec.engine and not nccl.available():
         raise BadInput(
-            "--engine nccl needs NCCL's Python bindings (nccl4py): pip install 'sweeper[nccl]'"
+            "--engine nccl needs NCCL's Python bindings (nccl4py): "
+            "pip install 'sweeper-bench[nccl]'"
         )
     report.require_directory(spec.output, f"--output {spec.output}")
     if spec.report:

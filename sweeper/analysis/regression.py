@@ -112,8 +112,9 @@ class RelativeFloor:
 @dataclass(frozen=True)
 class Policy:
     """When a series is a regression: every check fails on each of the last `persistence`
-    runs, against the baseline of up to `window` runs before them, of which there are at
-    least `min_history` (fewer: the series is new, and nothing is judged)."""
+    runs, against the baseline of up to `window` runs before them. A series with fewer than
+    `min_history` runs before tonight's (the streak's earlier runs included) is new, and
+    nothing is judged."""
 
     window: int
     min_history: int
@@ -167,12 +168,14 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
         median = baseline.median(axis=1)
         sigma = MAD_TO_SIGMA * baseline.sub(median, axis=0).abs().median(axis=1)
         baseline_runs = baseline.notna().sum(axis=1)
+        earlier_runs = table[list(runs[:-1])].notna().sum(axis=1)
         now = _deviation(table[tonight], median, sigma, metric)
         worse_tonight = policy.worse(now)
         persistent = pd.concat(
             [policy.worse(_deviation(table[run], median, sigma, metric)) for run in streak], axis=1
         ).all(axis=1)
-        new = baseline_runs < policy.min_history
+        # a persistence longer than min_history leaves some such series no baseline at all
+        new = (earlier_runs < policy.min_history) | (baseline_runs == 0)
         status = np.select(
             [new, persistent, worse_tonight, policy.worse(-now)],
             ["new", "regression", "worse", "better"],

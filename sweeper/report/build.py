@@ -19,6 +19,7 @@ from markupsafe import Markup
 
 from sweeper.errors import BadInput
 from sweeper.report import directory, require_directory, sections
+from sweeper.report.view import RunView
 from sweeper.results import records
 from sweeper.results.files import write_text
 from sweeper.results.load import resolve, run_rows
@@ -65,7 +66,7 @@ def render(
     """The page for one run's rows (`base`: a baseline run's rows to compare with).
 
     `plotly_src`: a relative path to plotly.min.js instead of inlining it."""
-    found = sections.build(df, run, base)
+    found = sections.build(RunView.of(df, run, base))
     template = _environment().get_template("report.html.j2")
     return template.render(
         run_id=str(df["run_id"].iloc[0]),

@@ -42,7 +42,8 @@ def test_tiers_give_the_island_its_pairs_and_the_forced_host_path(tmp_path: Path
     [
         "torch",
         pytest.param(
-            "nccl", marks=pytest.mark.skipif(not nccl.available(), reason="needs sweeper[nccl]")
+            "nccl",
+            marks=pytest.mark.skipif(not nccl.available(), reason="needs sweeper-bench[nccl]"),
         ),
     ],
 )

@@ -36,7 +36,8 @@ from tests import report_data
         ),
         (
             ["--engine", "torch,nccl"],
-            "--engine nccl needs NCCL's Python bindings (nccl4py): pip install 'sweeper[nccl]'",
+            "--engine nccl needs NCCL's Python bindings (nccl4py): "
+            "pip install 'sweeper-bench[nccl]'",
         ),
         (["--nccl-env", "PROTO=LL"], "--nccl-env: 'PROTO' is not an NCCL variable"),
         (["--nccl-env", "NCCL_PROTO"], "--nccl-env: 'NCCL_PROTO': use KEY=V1,V2"),

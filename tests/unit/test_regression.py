@@ -48,13 +48,13 @@ def test_noise_only_nights_alarm_on_fewer_than_one_percent_of_series(
     metrics = run_metrics(load(tmp_path, columns=COLUMNS), POLICY.bandwidth_min_size_bytes)
     alarmed: set[tuple[object, ...]] = set()
     judged = 0
-    for tonight in range(POLICY.min_history + POLICY.persistence, 15):
+    for tonight in range(POLICY.min_history + 1, 15):
         findings = detect(metrics, history.run_ids[:tonight], POLICY)
         judged += 1
         regressions = findings[findings["status"] == "regression"]
         alarmed |= set(regressions[["group_id", "op", "algorithm", "dtype", "metric"]].itertuples())
     total = len(history.series) * 2
-    assert judged == 8
+    assert judged == 9
     assert len(alarmed) / total < 0.01, sorted(alarmed)
 
 
@@ -187,6 +187,28 @@ def test_a_series_with_a_short_history_is_new_and_never_alarms(tmp_path: Path) -
     findings = alarms(history)
     assert (findings["status"] == "new").all()
     assert (findings["baseline_runs"] == 3).all()
+
+
+@pytest.mark.parametrize(("earlier", "status"), [(5, "regression"), (4, "new")])
+def test_a_series_is_judged_from_min_history_earlier_runs_on(
+    tmp_path: Path, earlier: int, status: str
+) -> None:
+    """min_history 5 counts the runs before tonight's, the previous slow night's included."""
+    history = History(tmp_path, every_series(groups=1), noise=0.01)
+    history.nights(earlier - 1)
+    history.nights(2, lambda night, series: 2.0)
+    findings = alarms(history, min_history=5)
+    assert (findings["status"] == status).all()
+    assert (findings["baseline_runs"] == earlier - 1).all()
+
+
+def test_a_persistence_longer_than_the_history_leaves_the_series_new(tmp_path: Path) -> None:
+    history = History(tmp_path, every_series(groups=1), noise=0.01)
+    history.night()
+    history.nights(2, lambda night, series: 2.0)
+    findings = alarms(history, min_history=2, persistence=3)
+    assert (findings["status"] == "new").all()
+    assert (findings["baseline_runs"] == 0).all()
 
 
 def test_a_faster_night_is_better_not_an_alarm(tmp_path: Path) -> None:

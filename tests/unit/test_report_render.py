@@ -11,8 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.report import build, sections
+from sweeper.report import build
 from sweeper.report.blocks import Facts, Figure, Text
+from sweeper.report.sections.alternatives import composites
+from sweeper.report.sections.run import run_header
+from sweeper.report.view import RunView
 from sweeper.results.load import frame, load, run_rows
 from sweeper.results.records import RunRecord
 from sweeper.topology import Node
@@ -211,7 +214,7 @@ def test_a_composite_is_against_the_native_call_in_its_own_launch_mode(
     call's eager time, and says it is eager; the other against the native graph replay."""
     rows = run_rows(both_results, "both")
     failed = (rows["algorithm"] == "reduce_scatter+all_gather") & (rows["launch"] == "graph")
-    section = sections.composites(rows[~failed])
+    section = composites(RunView.of(rows[~failed], None))
     assert section is not None
     line, figure = section.blocks
     assert isinstance(line, Text)
@@ -296,7 +299,7 @@ def test_the_run_header_says_where_the_buffers_came_from(results: Path) -> None:
     df = load(results, "new")
 
     def buffers(frame: pd.DataFrame) -> str:
-        facts = sections.run_header(frame, None).blocks[0]
+        facts = run_header(RunView.of(frame, None)).blocks[0]
         assert isinstance(facts, Facts)
         return dict(facts.items)["buffers"]
 
