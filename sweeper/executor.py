@@ -38,7 +38,9 @@ from sweeper.wire import Point, Timing
 
 POLL_S = 1.0  # the longest the loop sleeps without looking at deadlines
 
-PointKey = tuple[str, str, str, int]  # group id, operation, dtype, count
+# A point of the plan: a probed series (results.schema.PROBED: group id, the operation by its
+# name rather than op and algorithm, dtype) and its element count
+PointKey = tuple[str, str, str, int]
 
 
 @dataclass(frozen=True)

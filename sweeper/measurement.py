@@ -11,7 +11,7 @@ store's canonical schema.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ import numpy as np
 from sweeper import telemetry
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
 from sweeper.plan.sizes import format_size
-from sweeper.store import Kind
+from sweeper.results.schema import Kind
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ Row = dict[str, Any]
 
 @dataclass(frozen=True)
 class Measurement:
-    """One row: the run's shared columns (`run`: store.RUN_COLUMNS and the actor set's
+    """One row: the run's shared columns (`run`: schema.RUN_COLUMNS and the actor set's
     nccl_env) and the measurement's own, each field a column of the schema."""
 
     run: Mapping[str, Any]
@@ -87,35 +87,23 @@ class Measurement:
     concurrent: bool | None = None
     # the one rank a row stands for, where a point gives a row per rank (per_gpu at once)
     rank: int | None = None
-    # GPU telemetry (sweeper.telemetry.Reading's fields): per rank, in group rank order
-    sm_clock_mhz: tuple[int | None, ...] | None = None
-    mem_clock_mhz: tuple[int | None, ...] | None = None
-    power_w: tuple[float | None, ...] | None = None
-    power_limit_w: tuple[float | None, ...] | None = None
-    temperature_c: tuple[int | None, ...] | None = None
-    throttle_reasons: tuple[tuple[str, ...] | None, ...] | None = None
-    ecc_corrected_delta: tuple[int | None, ...] | None = None
-    ecc_uncorrected_delta: tuple[int | None, ...] | None = None
-    nvlink_replay_delta: tuple[int | None, ...] | None = None
-    nvlink_crc_delta: tuple[int | None, ...] | None = None
-    nvlink_recovery_delta: tuple[int | None, ...] | None = None
-    xid_codes: tuple[tuple[int, ...] | None, ...] | None = None
-    pcie_gen: tuple[int | None, ...] | None = None
-    pcie_width: tuple[int | None, ...] | None = None
+    # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
+    readings: Mapping[str, tuple[Any, ...] | None] = field(
+        default_factory=lambda: dict.fromkeys(telemetry.COLUMNS)
+    )
     # a host<->device copy: algbw against its GPU's PCIe link (NVML's largest generation x
     # width, one direction; the slowest of a group's where one row stands for several)
     pcie_pct_of_peak: float | None = None
-    pcie_max_gen: tuple[int | None, ...] | None = None
-    pcie_max_width: tuple[int | None, ...] | None = None
 
     def as_row(self) -> Row:
         """The measurement as the store and the observers take it (lists for list columns)."""
         own = {
             f.name: list(value) if isinstance(value := getattr(self, f.name), tuple) else value
             for f in fields(self)
-            if f.name != "run"
+            if f.name not in ("run", "readings")
         }
-        return {**self.run, **own}
+        gpus = {name: None if v is None else list(v) for name, v in self.readings.items()}
+        return {**self.run, **own, **gpus}
 
 
 def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> list[Measurement]:
@@ -202,7 +190,7 @@ def _modes(
     host_link: bool,
 ) -> list[Measurement]:
     """One measurement per engine and launch mode, from these ranks' blocks and telemetry."""
-    base = replace(base, **telemetry.columns([m.telemetry for m in measured]))
+    base = replace(base, readings=telemetry.columns([m.telemetry for m in measured]))
     peak = _pcie_peak_gb_per_s(placement, ranks) if host_link else None
     link = placement.link_gb_per_s(base.tier, ranks)
     modes = range(len(measured[0].timed))

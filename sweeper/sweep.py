@@ -19,7 +19,7 @@ import pandas as pd
 import ray
 
 import sweeper
-from sweeper import cluster, measurement, report, store
+from sweeper import cluster, measurement, report
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.executor import Executor, Measured, PointKey, Recorded, skipped
 from sweeper.ops.registry import configure_moe, load_plugins, names, resolve
@@ -30,9 +30,12 @@ from sweeper.plan.placement import Group, Placement, alone, expected_placement, 
 from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedule
 from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
 from sweeper.rank.preflight import nccl_available, no_nccl_allocator
-from sweeper.report import record
+from sweeper.results import records
+from sweeper.results.journal import recover
+from sweeper.results.load import files, load
+from sweeper.results.schema import RUN_POINT
+from sweeper.results.writer import ResultWriter
 from sweeper.stops import Stopped
-from sweeper.store import ResultWriter
 from sweeper.topology import Node
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
@@ -150,10 +153,9 @@ RowKey = tuple[Any, ...]
 def _row_key(row: Mapping[str, Any]) -> RowKey:
     """What makes a row one measurement of its run (each engine and launch mode of a point,
     each direction of a copy, each GPU of copies made at once)."""
-    fields = ("group_id", "op", "algorithm", "dtype", "size_bytes", "engine", "launch")
     rank = row.get("rank")  # a row per GPU of copies made at once; read back, a null is NA
     mine = None if rank is None or pd.isna(rank) else int(rank)
-    return (*(row.get(f) for f in (*fields, "src_rank", "dst_rank")), mine)
+    return (*(row.get(f) for f in RUN_POINT if f != "rank"), mine)
 
 
 @dataclass(frozen=True)
@@ -170,13 +172,13 @@ class Resume:
 def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
     """The options a run was started with and where it stopped; BadInput where there is no
     such run under `output`, or it is complete."""
-    started = record.load(output, run_id)
+    started = records.load(output, run_id)
     if started is None:
         raise BadInput(f"--resume {run_id}: no such run in {output}")
     if started.ended == "complete":
         raise BadInput(f"--resume {run_id}: the run is complete")
-    store.recover(output, run_id)  # the rows a killed driver left in its journal
-    frame = store.load(output, run_id) if store.files(output) else None
+    recover(output, run_id)  # the rows a killed driver left in its journal
+    frame = load(output, run_id) if files(output) else None
     rows: list[dict[str, Any]] = [] if frame is None else frame.to_dict("records")  # type: ignore[assignment]
     name_of = names()
     recorded: dict[PointKey, Recorded] = {}
@@ -262,8 +264,8 @@ class _Sweep:
             self.spec.output, self.run_id, self.started_at.strftime("%Y-%m-%d")
         )
         # before the first row: a killed run is told (and resumed) by a record with no end
-        record.save(
-            self.spec.output, record.RunRecord.of(self.run_id, self.spec, tuple(self.nodes))
+        records.save(
+            self.spec.output, records.RunRecord.of(self.run_id, self.spec, tuple(self.nodes))
         )
         for actors in planned.actor_sets:
             if planned.measures_nothing(actors) and self._shared is not None:
@@ -455,8 +457,8 @@ def _end(sweep: _Sweep, ended: str, stopped_by: BaseException | None = None) -> 
     try:
         sweep.writer.flush()
     finally:
-        ending = record.RunRecord.of(sweep.run_id, sweep.spec, tuple(sweep.nodes), ended)
-        record.save(sweep.spec.output, ending)
+        ending = records.RunRecord.of(sweep.run_id, sweep.spec, tuple(sweep.nodes), ended)
+        records.save(sweep.spec.output, ending)
 
 
 def _report(spec: SweepSpec, run_id: str) -> Path:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper import store
 from sweeper.analysis.fits import fit_alpha_beta
 from sweeper.errors import BadInput
+from sweeper.results.load import load
 from sweeper.ops.registry import configure_moe, load_plugins, resolve
 from sweeper.plan.estimate import CostModel, Estimate, TierCost, estimate
 from sweeper.plan.placement import Placement, alone, expected_placement
@@ -108,7 +108,7 @@ def plan_placement(
 
 def _rows(results: Path) -> pd.DataFrame:
     try:
-        rows = store.load(results)
+        rows = load(results)
     except FileNotFoundError as exc:
         raise BadInput(f"--results: {exc}") from None
     if rows.empty:
@@ -127,13 +127,12 @@ def fitted(rows: pd.DataFrame, model: CostModel) -> CostModel:
         if fit is not None and fit.beta_gb_per_s > 0:
             tiers[str(tier)] = TierCost(fit.alpha_us, min(fit.beta_gb_per_s, 1e6))
     out = replace(model, tiers=tiers)
-    if {"started_at", "ended_at"} <= set(ok.columns):
-        timed = ok.dropna(subset=["started_at", "ended_at", "iters", "time_us"])
-        if len(timed):
-            wall = (timed["ended_at"] - timed["started_at"]).dt.total_seconds()
-            calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 2
-            busy = calls * timed["time_us"] / 1e6
-            out = replace(out, point_overhead_s=max(0.0, float((wall - busy).median())))
+    timed = ok.dropna(subset=["started_at", "ended_at", "iters", "time_us"])
+    if len(timed):
+        wall = (timed["ended_at"] - timed["started_at"]).dt.total_seconds()
+        calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 2
+        busy = calls * timed["time_us"] / 1e6
+        out = replace(out, point_overhead_s=max(0.0, float((wall - busy).median())))
     return out
 
 

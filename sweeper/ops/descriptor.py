@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
 
-    from sweeper.store import Kind  # a Literal: the rank actors need no pandas or pyarrow
+    from sweeper.results.schema import Kind  # a Literal: the rank actors need no pandas or pyarrow
 
 SUM = -1  # Span.source: the sum over every rank of the group
 

@@ -17,7 +17,7 @@ _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$", re.ASCII)
 _SCALE = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 # What a row can hold: ranks, nodes and iteration counts go to int32 columns of the results
-# schema (sweeper/store.py), sizes and element counts to int64 ones; seeds are int64 too.
+# schema (sweeper/results/schema.py), sizes and element counts to int64 ones; seeds are int64 too.
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 # Iterations as asked, below INT32_MAX with room: a CUDA graph rounds a block up to whole

@@ -17,7 +17,7 @@ import pandas as pd
 from sweeper.analysis import preferred, tier_name, why
 from sweeper.analysis.p2p import pair_rows
 from sweeper.analysis.summary import missing
-from sweeper.report.record import RunRecord
+from sweeper.results.records import RunRecord
 from sweeper.topology import Gpu, Node
 
 # The link a tier's traffic crosses, and the Gpu field holding its one-direction peak.

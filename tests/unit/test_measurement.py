@@ -16,7 +16,9 @@ from sweeper.executor import Measured
 from sweeper.measurement import Measurement, of_copy, of_point
 from sweeper.ops.registry import REGISTRY
 from sweeper.plan.placement import Group, Placement, expected_placement
-from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
+from sweeper.results.load import load
+from sweeper.results.schema import COLUMNS, KINDS, RUN_COLUMNS
+from sweeper.results.writer import ResultWriter
 from sweeper.sweep import _row_key
 from sweeper.wire import Block, Copied, Engine, Launch, Point, RankTimings, Tier, Timed, Timing
 from tests.nvml_replay import Replay
@@ -73,7 +75,8 @@ def test_a_kind_that_contradicts_the_descriptor_is_refused() -> None:
 
 
 def test_every_field_is_a_column_of_the_schema() -> None:
-    own = {f.name for f in fields(Measurement)} - {"run"}
+    # `readings` holds a column per telemetry field
+    own = {f.name for f in fields(Measurement)} - {"run", "readings"} | set(telemetry.COLUMNS)
     assert own | set(RUN_COLUMNS) | {"nccl_env"} == set(COLUMNS)
 
 
@@ -307,7 +310,7 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
     assert [m.pcie_pct_of_peak for m in made] == pytest.approx(
         [100 * gb / peak for gb in (50, 25, 50, 25)]
     )
-    assert [m.sm_clock_mhz for m in made] == [None, (1410,), None, None]  # NVML on one
+    assert [m.readings["sm_clock_mhz"] for m in made] == [None, (1410,), None, None]  # NVML on one
     assert [m.rank for m in made] == [0, 1, 2, 3]
     assert len({_row_key(m.as_row()) for m in made}) == 4  # each its own row, resuming too
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.report import build, record, runs, view
+from sweeper.report import build, view
 from sweeper.report.view import Link, RunView
+from sweeper.results import records
+from sweeper.results.load import run_rows
 from tests import report_data
 
 
@@ -23,12 +25,12 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def rows(results: Path) -> pd.DataFrame:
-    return runs.rows(results, "r1")
+    return run_rows(results, "r1")
 
 
 @pytest.fixture(scope="module")
 def run(results: Path, rows: pd.DataFrame) -> RunView:
-    return RunView.of(rows, record.load(results, "r1"))
+    return RunView.of(rows, records.load(results, "r1"))
 
 
 def _launches(frame: pd.DataFrame) -> dict[str, set[str]]:

@@ -10,7 +10,7 @@ from sweeper.plan.profile import build_spec
 from sweeper.plan.request import resolve
 from sweeper.plan.sizes import SIZE_LIMIT_BYTES, format_size, parse_size
 from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
-from sweeper.store import SCHEMA
+from sweeper.results.schema import SCHEMA
 from sweeper.wire import Backend, Engine, Launch
 
 

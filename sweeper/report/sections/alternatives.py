@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sweeper.analysis import best_per_size, candidate, candidates, knobs, launch_of, preferred
+from sweeper.analysis import best_per_size, candidate, candidates, knobs, preferred
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section
 from sweeper.report.sections import cells
@@ -139,7 +139,6 @@ def nccl_variables(view: RunView) -> list[Section]:
 def composites(view: RunView) -> Section | None:
     rows = view.collectives
     rows = rows[rows["status"] == "ok"]
-    rows = rows.assign(launch=launch_of(rows))
     built = rows[rows["kind"] == "composite"]
     if built.empty:
         return None

@@ -7,11 +7,11 @@ import json
 
 import pandas as pd
 
-from sweeper.analysis import launch_modes, launch_of
+from sweeper.analysis import launch_modes
 from sweeper.report.blocks import Block, Cell, Code, Facts, Section, Table, Text
-from sweeper.report.record import RunRecord
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView, members
+from sweeper.results.records import RunRecord
 
 _LINK_LEGEND = (
     "NV#: joined by # NVLinks (directly or through NVSwitches); PIX: one PCIe switch; "
@@ -39,7 +39,7 @@ def run_header(view: RunView) -> Section:
         ("backend", str(first["backend"])),
         ("GPUs", f"{len(gpus)} x {first['gpu_model']}" if gpus else "none (CPU ranks)"),
         ("points", str(len(df))),
-        ("launch modes", launch_modes(launch_of(df))),
+        ("launch modes", launch_modes(df["launch"])),
         ("buffers", _buffers(df)),
         ("command", record.command if record else "not recorded"),
     ]
@@ -69,7 +69,7 @@ def _buffers(df: pd.DataFrame) -> str:
     (--register-buffers, as nccl-tests' are), or torch's, as a PyTorch program's."""
     if df["gpu_model"].isna().all():
         return "host memory (CPU ranks)"
-    if "registered" in df and df["registered"].eq(True).any():
+    if df["registered"].eq(True).any():
         return "NCCL's allocator, registered with each group's communicators"
     return "torch's caching allocator"
 

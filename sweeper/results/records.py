@@ -10,9 +10,7 @@ gets a report, without the link matrix and link peaks.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shlex
 import sys
 from dataclasses import asdict, dataclass
@@ -21,6 +19,7 @@ from typing import Any
 
 from sweeper.errors import ResultsUnwritable
 from sweeper.plan.spec import SweepSpec
+from sweeper.results.files import write_text
 from sweeper.topology import Gpu, Node
 
 RECORDS_DIR = "_runs"
@@ -69,17 +68,12 @@ def path(results: Path, run_id: str) -> Path:
 
 def save(results: Path, record: RunRecord) -> Path:
     """Write the record atomically (a reader never sees half of it)."""
-    target = path(results, record.run_id)
-    inflight = target.with_name(f".{target.name}.inflight")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        inflight.write_text(json.dumps(record.to_json(), indent=1) + "\n")
-        os.replace(inflight, target)
+        return write_text(
+            path(results, record.run_id), json.dumps(record.to_json(), indent=1) + "\n"
+        )
     except OSError as exc:
-        with contextlib.suppress(OSError):  # a read-only disk keeps it: readers skip `.` names
-            inflight.unlink(missing_ok=True)
         raise ResultsUnwritable.of(results, exc) from None
-    return target
 
 
 def load(results: Path, run_id: str) -> RunRecord | None:
