@@ -18,7 +18,6 @@ import pandas as pd
 
 from sweeper.analysis.fits import fit_alpha_beta
 from sweeper.errors import BadInput
-from sweeper.results.load import load
 from sweeper.ops.registry import configure_moe, load_plugins, resolve
 from sweeper.plan.estimate import CostModel, Estimate, TierCost, estimate
 from sweeper.plan.placement import Placement, alone, expected_placement
@@ -26,6 +25,7 @@ from sweeper.plan.request import ceiling_bytes, schedule_request
 from sweeper.plan.schedule import Planned, Schedule, nothing_to_measure, schedule
 from sweeper.plan.sizes import format_size
 from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
+from sweeper.results.load import load
 from sweeper.topology import Node
 from sweeper.wire import Backend
 
