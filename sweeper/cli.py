@@ -192,7 +192,7 @@ def nightly_command(
     """Sweep a profile, compare the run with the history of this cluster and hardware, write
     the report and a JSON summary beside it; exit 1 on a regression (4: no regression, but
     some points failed)."""
-    from sweeper import nightly  # Ray, torch and pandas: loaded only for a nightly run
+    from sweeper.commands import nightly  # Ray, torch and pandas: loaded only for a nightly run
 
     observer = _observer(format)
     try:
@@ -249,19 +249,19 @@ def compare(
 ) -> None:
     """Two runs point by point: each point's change, significance where both runs kept
     samples, and which points regressed; exit 1 on a regression."""
-    from sweeper import changes  # pandas: loaded only for a comparison
     from sweeper.analysis import RegressionRule  # pandas too
+    from sweeper.commands import compare as compare_  # pandas: loaded only for a comparison
 
     given = {"threshold": threshold, "alpha": alpha}
     rule = RegressionRule(**{name: value for name, value in given.items() if value is not None})
     try:
-        comparison = changes.compare(results, base, new, rule)
+        comparison = compare_.compare(results, base, new, rule)
     except SweeperError as exc:
         raise _fail(exc) from None
     if format is Format.json:
-        print(json.dumps(changes.records(comparison, every), indent=1))
+        print(json.dumps(compare_.records(comparison, every), indent=1))
     else:
-        changes.print_comparison(comparison, every)
+        compare_.print_comparison(comparison, every)
     if comparison.regressions:
         raise typer.Exit(EXIT_REGRESSION)
 
@@ -281,8 +281,8 @@ def history(
 ) -> None:
     """The runs in a results directory, oldest first, with their status: ok, failed (some
     points failed), regression, or unjudged (a nightly run without its summary)."""
-    from sweeper import history as history_  # pandas: loaded only for a history
     from sweeper import report  # here: this module's `report` command has its name
+    from sweeper.commands import history as history_  # pandas: loaded only for a history
 
     try:
         runs = history_.runs(results, report.directory(results, reports_dir)).tail(last)

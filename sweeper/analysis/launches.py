@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sweeper.analysis.compare import params_text
+from sweeper.analysis.changes import params_text
 from sweeper.analysis.summary import EAGER, GRAPH, TORCH, label, tier_name
 from sweeper.results import schema
 from sweeper.wire import Status

@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.compare import params_text
+from sweeper.analysis.changes import params_text
 from sweeper.results.schema import POINT
 from sweeper.wire import Status
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from sweeper.analysis import RegressionRule, mann_whitney_p, point_changes
-from sweeper.analysis.compare import CHANGE_COLUMNS
+from sweeper.analysis.changes import CHANGE_COLUMNS
 from sweeper.results.load import load
 from sweeper.results.writer import ResultWriter
 from tests import report_data

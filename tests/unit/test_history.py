@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sweeper import nightly
 from sweeper.cli import app
+from sweeper.commands import nightly
 from sweeper.plan.profile import NightlySettings
 from tests.synthetic import History, every_series
 

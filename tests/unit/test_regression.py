@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import nightly
 from sweeper.analysis.regression import COLUMNS, detect, run_metrics
+from sweeper.commands import nightly
 from sweeper.plan.profile import NightlySettings
 from sweeper.results.load import load
 from tests import report_data

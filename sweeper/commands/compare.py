@@ -1,6 +1,6 @@
 """`sweeper compare`: two runs of a results directory, point by point.
 
-The changes are `analysis.compare.point_changes`, the same the report's baseline section
+The changes are `analysis.changes.point_changes`, the same the report's baseline section
 shows: each point's bus bandwidth and time in both runs, the change, a Mann-Whitney test
 of the per-iteration samples where both runs kept them (`--samples`), and whether the
 point regressed or improved under a `RegressionRule`.
@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.analysis import RegressionRule, point_changes
-from sweeper.nightly import json_value, series_name
+from sweeper.commands.nightly import json_value, series_name
 from sweeper.plan.sizes import format_size
 from sweeper.results.load import resolve, run_rows
 

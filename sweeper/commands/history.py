@@ -18,7 +18,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.nightly import json_value
+from sweeper.commands.nightly import json_value
 from sweeper.results import summaries
 from sweeper.results.journal import live_journals, recover_all
 from sweeper.results.load import runs as all_runs
