@@ -116,9 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="allreduce-"))
     out.mkdir(parents=True, exist_ok=True)
 
-    from sweeper.console import HumanConsole
+    from sweeper.driver.console import HumanConsole
+    from sweeper.driver.sweep import run
     from sweeper.spec import build_spec
-    from sweeper.sweep import run
 
     rows = pd.DataFrame(
         run(build_spec(**options(args, out / "results")), HumanConsole(sys.stderr)).rows

@@ -75,11 +75,11 @@ from bare import FACTORS, bare_step, free_port, init_bare, time_blocks
 from pinning import Pinner, rank_cores
 
 from sweeper import collectives
-from sweeper.cluster import MULTICAST_OFF
 from sweeper.collectives import resolve
-from sweeper.console import HumanConsole
+from sweeper.driver.cluster import MULTICAST_OFF
+from sweeper.driver.console import HumanConsole
+from sweeper.driver.sweep import Finished, Observer, Started
 from sweeper.spec import format_size, parse_size
-from sweeper.sweep import Finished, Observer, Started
 
 Row = Mapping[str, Any]
 Key = tuple[str, int, str]  # operation, size_bytes, launch
@@ -427,8 +427,8 @@ def run_sweeper(
     sizes: tuple[int | str, int | str],
     launch: str,
 ) -> list[Row]:
+    from sweeper.driver.sweep import run
     from sweeper.spec import build_spec
-    from sweeper.sweep import run
 
     spec = build_spec(
         ops=",".join(names),

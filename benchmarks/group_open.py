@@ -37,8 +37,8 @@ from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]
 
-from sweeper.cluster import actor_env
 from sweeper.collectives import resolve
+from sweeper.driver.cluster import actor_env
 from sweeper.plan import expected_placement
 from sweeper.planner import recorded_nodes, request
 from sweeper.schedule import schedule

@@ -22,9 +22,9 @@ import pandas as pd
 import ray
 from ray.cluster_utils import Cluster
 
-from sweeper.console import HumanConsole
+from sweeper.driver.console import HumanConsole
+from sweeper.driver.sweep import run
 from sweeper.spec import build_spec
-from sweeper.sweep import run
 
 
 def two_nodes_on_this_host(gpus: int, cpus: int) -> Cluster:

@@ -95,9 +95,9 @@ def main() -> int:
     out = Path(args.out or tempfile.mkdtemp(prefix="true-bound-"))
     out.mkdir(parents=True, exist_ok=True)
     from sweeper.collectives import names
-    from sweeper.console import HumanConsole
+    from sweeper.driver.console import HumanConsole
+    from sweeper.driver.sweep import run
     from sweeper.spec import MemLimit, build_spec
-    from sweeper.sweep import run
 
     spec = build_spec(
         ops=args.ops,

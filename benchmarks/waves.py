@@ -20,8 +20,8 @@ import ray
 from ray.cluster_utils import Cluster
 
 import sweeper
+from sweeper.driver.sweep import Finished, Row, Started, run
 from sweeper.spec import build_spec
-from sweeper.sweep import Finished, Row, Started, run
 
 
 class _Quiet:

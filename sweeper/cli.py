@@ -25,8 +25,8 @@ from sweeper.errors import BadInput, SweeperError, SweeperWarning
 from sweeper.spec import Profile, SweepSpec, build_spec, load_profile
 
 if TYPE_CHECKING:
-    from sweeper.console import HumanConsole, JsonConsole
-    from sweeper.sweep import Resume
+    from sweeper.driver.console import HumanConsole, JsonConsole
+    from sweeper.driver.sweep import Resume
 
 EXIT_REGRESSION = 1
 EXIT_POINTS_FAILED = 4
@@ -128,7 +128,7 @@ ProfileFile = Annotated[
 
 def _observer(output_format: Format) -> HumanConsole | JsonConsole:
     """What a sweep shows while it works, for `run` and `nightly` alike."""
-    from sweeper import console
+    from sweeper.driver import console
 
     return console.JsonConsole() if output_format is Format.json else console.HumanConsole()
 
@@ -138,7 +138,7 @@ def _stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
     """A sweep that SIGINT or SIGTERM stops gracefully: its rows written, its record marked
     interrupted, the terminal restored, one line on resuming, exit 130 or 143. The terminal
     is restored before any closing line, an error's included."""
-    from sweeper import stops
+    from sweeper.driver import stops
 
     try:
         with stops.graceful():
@@ -222,7 +222,7 @@ def run(
     observer = _observer(output_format)
     try:
         with _stoppable(observer):
-            from sweeper import sweep
+            from sweeper.driver import sweep
 
             if run_id is None:
                 spec = build_spec(_profile(options.pop("profile")), **options)
@@ -242,7 +242,7 @@ RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
 
 def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
     """The spec a run was started with, where it is now, and where the run stopped."""
-    from sweeper import sweep
+    from sweeper.driver import sweep
 
     given = sorted(k for k, v in options.items() if v is not None and k not in RESUME_MAY_SET)
     if given:
@@ -398,7 +398,7 @@ def topo(
     output_format = options.pop("format")
     try:
         spec = build_spec(**options)
-        from sweeper import console, sweep
+        from sweeper.driver import console, sweep
 
         survey = sweep.survey(spec)
     except SweeperError as exc:

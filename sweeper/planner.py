@@ -99,7 +99,7 @@ def plan(spec: SweepSpec, topology: Path | None, results: Path | None = None) ->
     ops = resolve(spec.ops)
     if topology is not None:
         return plan_recorded(spec, topology, ops, results)
-    from sweeper import sweep
+    from sweeper.driver import sweep
 
     return plan_placement(spec, sweep.survey(spec).placement, ops, results)
 

@@ -46,7 +46,8 @@ from sweeper.timing import (
     calibrate,
     graph_unit,
 )
-from sweeper.topology import RankInfo, RayFacts, Versions, nvml_driver_version
+from sweeper.topology import nvml_driver_version
+from sweeper.wire import RankInfo, RayFacts, Versions
 
 if TYPE_CHECKING:
     from torch._C._distributed_c10d import ProcessGroupNCCL

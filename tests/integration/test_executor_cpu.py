@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import ray
 
-from sweeper import cluster
 from sweeper.collectives import REGISTRY
-from sweeper.executor import Executor, Measured
+from sweeper.driver import cluster
+from sweeper.driver.executor import Executor, Measured
 from sweeper.plan import Group, Timing
 from sweeper.schedule import Series, Wave
 
@@ -80,7 +80,7 @@ def _parent(pid: int) -> int:
 
 def test_a_rank_runs_without_ray_and_its_actor_without_torch() -> None:
     """Each rank runs in a process its actor started, with no Ray in it; the actor carries
-    the rank's results pickled (host.Relayed), so only the rank's process loads torch."""
+    the rank's results pickled (actor.Relayed), so only the rank's process loads torch."""
     pair = Group("cpu", "default", (0, 1))
     with executor(2) as (run, ranks, measured):
         run.run([Wave(0, (pair,))])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweeper.driver.sweep import Row, run
 from sweeper.spec import build_spec
-from sweeper.sweep import Row, run
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

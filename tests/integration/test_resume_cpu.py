@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
-from sweeper.console import JsonConsole
+from sweeper.driver.console import JsonConsole
+from sweeper.driver.stops import Stopped
+from sweeper.driver.sweep import Row, run
 from sweeper.spec import build_spec
-from sweeper.stops import Stopped
-from sweeper.sweep import Row, run
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

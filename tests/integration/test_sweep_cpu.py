@@ -10,8 +10,8 @@ import pytest
 
 import sweeper
 from sweeper.collectives import REGISTRY
+from sweeper.driver.sweep import Finished, Row, Started, run
 from sweeper.spec import build_spec
-from sweeper.sweep import Finished, Row, Started, run
 from tests import cli_sweep
 from tests.cli_runs import Runs
 from tests.conftest import registry_kept, start_ray_session

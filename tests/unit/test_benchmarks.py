@@ -28,8 +28,8 @@ import fidelity
 import nccl_tests
 import pinning
 
-from sweeper.cluster import MULTICAST_OFF
 from sweeper.collectives import REGISTRY
+from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.spec import DTYPES
 from sweeper.timing import graph_unit
 
@@ -465,7 +465,7 @@ def test_pinner_keeps_a_ranks_calling_thread_on_its_cores_and_everything_else_of
     actor_script = f"import subprocess; subprocess.run([{sys.executable!r}, '-c', {rank_script!r}])"
     cores = pinning.rank_cores(1)
     pinner = pinning.Pinner(cores, every_s=0.01)
-    argv = ["ray::RankHost.execute", "-c", actor_script]
+    argv = ["ray::RankActor.execute", "-c", actor_script]
     with subprocess.Popen(
         argv, executable=sys.executable, stdout=subprocess.PIPE, text=True
     ) as actor:

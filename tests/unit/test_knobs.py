@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper import cluster, knobs
+from sweeper import knobs
+from sweeper.driver import cluster
 
 RING_ONLY = frozenset({"Broadcast"})
 ALL_REDUCE = frozenset({"AllReduce"})

@@ -10,14 +10,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import cluster, telemetry, worker
+from sweeper import telemetry, worker
 from sweeper.collectives import REGISTRY
-from sweeper.executor import Measured
-from sweeper.measurement import Measurement, of_copy, of_point
+from sweeper.driver import cluster
+from sweeper.driver.executor import Measured
+from sweeper.driver.measurement import Measurement, of_copy, of_point
+from sweeper.driver.sweep import _row_key
 from sweeper.plan import GPU_TIER, Group, Placement, Point, Timing, expected_placement
 from sweeper.planner import recorded_nodes
 from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
-from sweeper.sweep import _row_key
 from sweeper.timing import Block
 from tests.nvml_replay import Replay
 

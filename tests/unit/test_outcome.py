@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeper import cluster
+from sweeper.driver import cluster
 
 NCCL_REFUSAL = (
     "NCCL error in: NCCLUtils.cpp:93, invalid usage (run with NCCL_DEBUG=WARN for details), "

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from sweeper.driver.sweep import _check_allocators
 from sweeper.errors import BadInput
 from sweeper.planner import recorded_nodes
-from sweeper.sweep import _check_allocators
 from sweeper.topology import Node
 from sweeper.worker import local_nccl_allocators, no_nccl_allocator
 

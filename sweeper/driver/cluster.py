@@ -30,11 +30,12 @@ from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
 )
 
+from sweeper.driver.actor import RankActor
 from sweeper.errors import InfrastructureError
-from sweeper.host import RankHost
 from sweeper.plan import Member, Placement
 from sweeper.spec import Limits, MemLimit, MoeSpec
-from sweeper.topology import Node, RankInfo, Versions, node_record
+from sweeper.topology import Node, node_record
+from sweeper.wire import RankInfo, Versions
 from sweeper.worker import Copied, Measured, Prepared, local_nccl_allocators
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
@@ -289,7 +290,7 @@ class RankSet:
 
     def _new_actor(self, pg: PlacementGroup, bundle: int, slot: NodeSlot) -> Any:
         return (
-            ray.remote(RankHost)
+            ray.remote(RankActor)
             .options(
                 num_cpus=self.bundle.get("CPU", 0),
                 num_gpus=self.bundle.get("GPU", 0),

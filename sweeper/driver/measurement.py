@@ -24,7 +24,7 @@ from sweeper.store import Kind
 from sweeper.timing import across_ranks, algbw_gb_per_s
 
 if TYPE_CHECKING:
-    from sweeper.executor import Measured
+    from sweeper.driver.executor import Measured
     from sweeper.plan import Placement
     from sweeper.worker import Copied, Timed
     from sweeper.worker import Measured as RankMeasured

@@ -19,11 +19,13 @@ import pandas as pd
 import ray
 
 import sweeper
-from sweeper import cluster, knobs, measurement, nccl, planner, report, store
+from sweeper import knobs, nccl, planner, report, store
 from sweeper.collectives import configure_moe, load_plugins, names, resolve
+from sweeper.driver import cluster, measurement
+from sweeper.driver.executor import Executor, Measured, PointKey, Recorded, skipped
+from sweeper.driver.stops import Stopped
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.estimate import CostModel, estimate
-from sweeper.executor import Executor, Measured, PointKey, Recorded, skipped
 from sweeper.plan import (
     Group,
     Placement,
@@ -42,7 +44,6 @@ from sweeper.spec import (
     launches,
     registers,
 )
-from sweeper.stops import Stopped
 from sweeper.store import ResultWriter
 from sweeper.topology import Node
 from sweeper.worker import no_nccl_allocator

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from sweeper import cluster
 from sweeper.descriptor import Collective
+from sweeper.driver import cluster
 from sweeper.plan import Group, Placement, Point, Timing
 from sweeper.schedule import Series, Wave
 from sweeper.series import Allocate, Budgets, Measure, SeriesRunner

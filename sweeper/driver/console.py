@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sweeper.analysis import label, probe_seconds, summarize, tier_name
+from sweeper.driver.sweep import Finished, Row, Started, Survey
 from sweeper.spec import format_size
-from sweeper.sweep import Finished, Row, Started, Survey
 
 
 def _opt(value: float | None, spec: str) -> str:
