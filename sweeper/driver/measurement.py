@@ -24,7 +24,7 @@ from sweeper.store import Kind
 from sweeper.timing import across_ranks, algbw_gb_per_s
 
 if TYPE_CHECKING:
-    from sweeper.driver.executor import Measured
+    from sweeper.driver.outcome import PointResult
     from sweeper.plan import Placement
     from sweeper.worker import Copied, Timed
     from sweeper.worker import Measured as RankMeasured
@@ -119,7 +119,7 @@ class Measurement:
         return {**self.run, **own}
 
 
-def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> list[Measurement]:
+def of_point(run: Mapping[str, Any], placement: Placement, done: PointResult) -> list[Measurement]:
     """The point's measurements: one per engine and launch mode it was timed with (a failed
     point: one per engine and launch mode it asked for, each saying why). An operation each
     GPU performs on its own (`per_gpu`) run by several GPUs at once gives them per GPU, each

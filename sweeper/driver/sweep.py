@@ -22,7 +22,9 @@ import sweeper
 from sweeper import knobs, nccl, planner, report, store
 from sweeper.collectives import configure_moe, load_plugins, names, resolve
 from sweeper.driver import cluster, measurement
-from sweeper.driver.executor import Executor, Measured, PointKey, Recorded, skipped
+from sweeper.driver.executor import Executor
+from sweeper.driver.outcome import PointResult, skipped
+from sweeper.driver.replay import PointKey, Recorded
 from sweeper.driver.stops import Stopped
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.estimate import CostModel, estimate
@@ -46,6 +48,7 @@ from sweeper.spec import (
 )
 from sweeper.store import ResultWriter
 from sweeper.topology import Node
+from sweeper.wire import Status
 from sweeper.worker import no_nccl_allocator
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
@@ -200,8 +203,8 @@ def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
             Recorded(
                 # an oom row is taken for a refused allocation: one at run time ends a probe
                 # the same way, bar a bisection by allocation alone
-                str(row["status"]),
-                row["status"] != "oom",
+                Status(row["status"]),
+                row["status"] != Status.OOM,
                 None if pd.isna(limit) else int(limit),
             )
         )
@@ -361,7 +364,7 @@ class _Sweep:
         finally:
             ranks.close()
 
-    def _measured(self, meta: Row, placement: Placement, done: Measured) -> None:
+    def _measured(self, meta: Row, placement: Placement, done: PointResult) -> None:
         self._keep([m.as_row() for m in measurement.of_point(meta, placement, done)])
 
     def run_copies(self, ranks: cluster.RankSet, placement: Placement, meta: Row) -> None:

@@ -12,7 +12,8 @@ import ray
 
 from sweeper.collectives import REGISTRY
 from sweeper.driver import cluster
-from sweeper.driver.executor import Executor, Measured
+from sweeper.driver.executor import Executor
+from sweeper.driver.outcome import PointResult
 from sweeper.plan import Group, Timing
 from sweeper.schedule import Series, Wave
 
@@ -22,12 +23,12 @@ COUNTS = (1, 256)  # float32 elements: 4 B and 1 KiB
 
 
 @contextmanager
-def executor(world: int) -> Iterator[tuple[Executor, cluster.RankSet, list[Measured]]]:
+def executor(world: int) -> Iterator[tuple[Executor, cluster.RankSet, list[PointResult]]]:
     """An executor over `world` gloo rank actors, every group running all_reduce at COUNTS;
     the rows it hands on, in order."""
     slots = cluster.choose_nodes("gloo", 1, world)
     ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0})
-    measured: list[Measured] = []
+    measured: list[PointResult] = []
     try:
         placement = cluster.placement("gloo", cluster.discover(slots), ranks.start())
         yield (
@@ -48,7 +49,7 @@ def executor(world: int) -> Iterator[tuple[Executor, cluster.RankSet, list[Measu
         ranks.close()
 
 
-def _rows(measured: list[Measured]) -> list[tuple[Group, int, str]]:
+def _rows(measured: list[PointResult]) -> list[tuple[Group, int, str]]:
     return [(m.group, m.point.count, m.outcome.status) for m in measured]
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from sweeper import telemetry, worker
 from sweeper.collectives import REGISTRY
-from sweeper.driver import cluster
-from sweeper.driver.executor import Measured
+from sweeper.descriptor import Collective
 from sweeper.driver.measurement import Measurement, of_copy, of_point
+from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.driver.sweep import _row_key
 from sweeper.plan import GPU_TIER, Group, Placement, Point, Timing, expected_placement
 from sweeper.planner import recorded_nodes
@@ -86,16 +86,39 @@ def _placement() -> Placement:
     return replace(expected, members=placed)
 
 
+def _result(
+    group: Group,
+    point: Point,
+    collective: Collective,
+    outcome: Outcome,
+    wave: int,
+    max_size_bytes: int | None,
+    shares_node: bool,
+) -> PointResult:
+    return PointResult(
+        group=group,
+        point=point,
+        collective=collective,
+        outcome=outcome,
+        wave=wave,
+        started_at=WHEN,
+        ended_at=WHEN,
+        max_size_bytes=max_size_bytes,
+        probe_s=None,
+        shares_node=shares_node,
+    )
+
+
 def _done(
-    name: str, ranks: tuple[int, ...], outcome: cluster.Outcome, timing: Timing = TIMING
-) -> Measured:
+    name: str, ranks: tuple[int, ...], outcome: Outcome, timing: Timing = TIMING
+) -> PointResult:
     group = Group("nvlink", "default", ranks)
     point = Point(_placement().group_id(group), name, "float32", 4096, 1024, timing)
-    return Measured(group, point, REGISTRY[name], outcome, 3, WHEN, WHEN, 2**30, None, True)
+    return _result(group, point, REGISTRY[name], outcome, 3, 2**30, True)
 
 
-def _ran(*per_rank: worker.Timed) -> cluster.Outcome:
-    return cluster.Outcome("ok", tuple(worker.Measured((t,)) for t in per_rank))
+def _ran(*per_rank: worker.Timed) -> Outcome:
+    return Outcome("ok", tuple(worker.Measured((t,)) for t in per_rank))
 
 
 def _timed(seconds: float, n_wrong: int | None = 0, skipped: str | None = None) -> worker.Timed:
@@ -134,7 +157,7 @@ def test_wrong_elements_fail_the_point_and_say_how_many() -> None:
 
 def test_a_failed_point_is_measured_once_per_engine_and_launch_it_asked_for() -> None:
     timing = Timing(launches=("graph", "eager"), engines=("torch", "nccl"))
-    outcome = cluster.Outcome("timeout", error="point took over 5 s")
+    outcome = Outcome("timeout", error="point took over 5 s")
     made = of_point(RUN, _placement(), _done("all_reduce", (0, 1), outcome, timing))
     assert [(m.engine, m.launch) for m in made] == [
         ("torch", "graph"),
@@ -186,7 +209,7 @@ def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Pa
     record = json.loads((TELEMETRY / "h200-power-capped.json").read_text())
     before, after = (telemetry.sample(Replay(calls), "handle") for calls in record["samples"])
     capped = telemetry.over(before, after, (63,))
-    outcome = cluster.Outcome(
+    outcome = Outcome(
         "ok",
         (worker.Measured((_timed(1e-3),), capped), worker.Measured((_timed(1e-3),), None)),
     )
@@ -229,9 +252,7 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
     group = Group(GPU_TIER, "default", (0,))
     point = Point(placement.group_id(group), name, "float32", 2**28, 2**26, TIMING)
     seconds = 2**28 / 55.5e9 * 10  # a block of 10 copies at 55.5 GB/s
-    done = Measured(
-        group, point, REGISTRY[name], _ran(_timed(seconds)), 0, WHEN, WHEN, None, None, False
-    )
+    done = _result(group, point, REGISTRY[name], _ran(_timed(seconds)), 0, None, False)
     (made,) = of_point(RUN, placement, done)
     assert (made.kind, made.op) == ("copy", name.split(":", maxsplit=1)[0])
     assert made.algorithm == ("pinned" if name == "h2d" else "pageable")
@@ -239,10 +260,10 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
     assert made.concurrent is False  # its GPU alone
 
 
-def _copied(name: str, ranks: tuple[int, ...], outcome: cluster.Outcome) -> list[Measurement]:
+def _copied(name: str, ranks: tuple[int, ...], outcome: Outcome) -> list[Measurement]:
     group = Group(GPU_TIER, "default", ranks)
     point = Point(_placement().group_id(group), name, "uint8", 2**28, 2**28, TIMING)
-    done = Measured(group, point, REGISTRY[name], outcome, 0, WHEN, WHEN, None, None, False)
+    done = _result(group, point, REGISTRY[name], outcome, 0, None, False)
     return of_point(RUN, _placement(), done)
 
 
@@ -250,7 +271,7 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
     record = json.loads((TELEMETRY / "h200-power-capped.json").read_text())
     before, after = (telemetry.sample(Replay(calls), "handle") for calls in record["samples"])
     seconds = [2**28 / gb_per_s * 10 for gb_per_s in (50e9, 25e9, 50e9, 25e9)]
-    outcome = cluster.Outcome(
+    outcome = Outcome(
         "ok",
         tuple(
             worker.Measured((_timed(t),), telemetry.over(before, after, ()) if i == 1 else None)
@@ -274,7 +295,7 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
 
 
 def test_a_failed_copy_at_once_is_one_row_for_the_group() -> None:
-    (made,) = _copied("d2h", (0, 1), cluster.Outcome("oom", error="rank 1: out of memory"))
+    (made,) = _copied("d2h", (0, 1), Outcome("oom", error="rank 1: out of memory"))
     assert (made.status, made.concurrent, len(made.gpu_uuids)) == ("oom", True, 2)
 
 
