@@ -120,9 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweeper.driver.sweep import run
     from sweeper.spec import build_spec
 
-    rows = pd.DataFrame(
-        run(build_spec(**options(args, out / "results")), HumanConsole(sys.stderr)).rows
-    )
+    finished = run(build_spec(**options(args, out / "results")), HumanConsole(sys.stderr))
+    rows = pd.DataFrame([row.as_row() for row in finished.rows])
     failed = rows[~rows["status"].isin(["ok", "skipped"])]
     skipped = rows[rows["status"] == "skipped"].drop_duplicates(["op", "algorithm", "engine"])
     world = int(rows["world_size"].max())

@@ -78,6 +78,7 @@ from sweeper import collectives
 from sweeper.collectives import resolve
 from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.driver.console import HumanConsole
+from sweeper.driver.measurement import ResultRow
 from sweeper.driver.sweep import Finished, Observer, Started
 from sweeper.spec import format_size, parse_size
 
@@ -355,8 +356,12 @@ class Interleaved:
     def started(self, run: Started) -> None:
         self.progress.started(run)
 
-    def point(self, row: dict[str, Any]) -> None:
+    def point(self, row: ResultRow) -> None:
         self.progress.point(row)
+        self.take(row.as_row())
+
+    def take(self, row: Row) -> None:
+        """A row of sweeper's, by column: the bare loop times its point, where asked to."""
         key = (self.label[(row["op"], row["algorithm"])], int(row["size_bytes"]), row["launch"])
         if row["status"] != "ok" or (self.only is not None and key not in self.only):
             return
@@ -444,7 +449,7 @@ def run_sweeper(
         output=Path(args.out) / "results",
         report=False,
     )
-    return list(run(spec, observer).rows)
+    return [row.as_row() for row in run(spec, observer).rows]
 
 
 def join(*groups: Sequence[Compared]) -> list[Compared]:

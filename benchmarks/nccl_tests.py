@@ -557,7 +557,7 @@ def run_sweeper(options: Mapping[str, Any]) -> list[Row]:
     from sweeper.driver.sweep import run
     from sweeper.spec import build_spec
 
-    return list(run(build_spec(**options), HumanConsole(sys.stderr)).rows)
+    return [row.as_row() for row in run(build_spec(**options), HumanConsole(sys.stderr)).rows]
 
 
 def take_turns(

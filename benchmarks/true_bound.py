@@ -113,14 +113,14 @@ def main() -> int:
     name_of = names()
     auto: dict[str, dict[str, object]] = {}
     for row in finished.rows:
-        name = name_of[(row["op"], row["algorithm"])]
+        name = name_of[(row.op, row.algorithm)]
         auto[name] = {
-            "bound": row["max_size_bytes"],
-            "probe_s": row["probe_s"],
-            "n": row["world_size"],
-            "statuses": f"{auto.get(name, {}).get('statuses', '')} {row['status']}".strip(),
+            "bound": row.max_size_bytes,
+            "probe_s": row.probe_s,
+            "n": row.world_size,
+            "statuses": f"{auto.get(name, {}).get('statuses', '')} {row.status}".strip(),
         }
-    n = int(finished.rows[0]["world_size"])
+    n = finished.rows[0].world_size
     itemsize = torch.tensor([], dtype=getattr(torch, args.dtype)).element_size()
     jobs = [
         {"name": name, "dtype": args.dtype, "auto_count": int(a["bound"] or 0) // itemsize}

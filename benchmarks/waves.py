@@ -20,14 +20,15 @@ import ray
 from ray.cluster_utils import Cluster
 
 import sweeper
-from sweeper.driver.sweep import Finished, Row, Started, run
+from sweeper.driver.measurement import ResultRow
+from sweeper.driver.sweep import Finished, Started, run
 from sweeper.spec import build_spec
 
 
 class _Quiet:
     def started(self, run: Started) -> None: ...
 
-    def point(self, row: Row) -> None: ...
+    def point(self, row: ResultRow) -> None: ...
 
     def finished(self, run: Finished) -> None: ...
 

@@ -36,7 +36,7 @@ from sweeper.errors import InfrastructureError
 from sweeper.plan import Member, Placement, Point
 from sweeper.spec import Limits, MemLimit, MoeSpec
 from sweeper.topology import Node, node_record
-from sweeper.wire import RankInfo, Versions
+from sweeper.wire import Backend, RankInfo, Versions
 from sweeper.worker import Copied, local_nccl_allocators
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
@@ -162,13 +162,13 @@ class NodeSlot:
     memory_bytes: int = 0  # Ray's `memory` resource of the node: what Ray lets tasks use
 
 
-def choose_nodes(backend: str, nodes: int, per_node: int | None) -> list[NodeSlot]:
+def choose_nodes(backend: Backend, nodes: int, per_node: int | None) -> list[NodeSlot]:
     """`nodes` alive nodes with `per_node` GPUs (NCCL) or CPUs (gloo) each, most-equipped first.
 
     Without `per_node`, each node gets as many ranks as the least-equipped chosen one has
     GPUs (NCCL) or 2 (gloo).
     """
-    resource = "GPU" if backend == "nccl" else "CPU"
+    resource = "GPU" if backend == Backend.NCCL else "CPU"
     alive = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get(resource, 0) >= 1]
     alive.sort(key=lambda n: (-n["Resources"][resource], n["NodeManagerHostname"], n["NodeID"]))
     fits = [n for n in alive if n["Resources"][resource] >= (per_node or 1)]
@@ -184,7 +184,7 @@ def choose_nodes(backend: str, nodes: int, per_node: int | None) -> list[NodeSlo
         )
     chosen = fits[:nodes]
     count = per_node or (
-        int(min(n["Resources"][resource] for n in chosen)) if backend == "nccl" else 2
+        int(min(n["Resources"][resource] for n in chosen)) if backend == Backend.NCCL else 2
     )
     return [
         NodeSlot(n["NodeID"], n["NodeManagerHostname"], count, int(n["Resources"].get("memory", 0)))
@@ -219,7 +219,7 @@ def nccl_allocators(slots: Sequence[NodeSlot]) -> list[dict[str, bool] | None]:
     return list(ray.get(refs, timeout=_START_TIMEOUT_S))
 
 
-def placement(backend: str, nodes: Sequence[Node], infos: Sequence[RankInfo]) -> Placement:
+def placement(backend: Backend, nodes: Sequence[Node], infos: Sequence[RankInfo]) -> Placement:
     """Where each rank of a started set sits, matching its GPU to its node's NVML record."""
     position = {node.node_id: i for i, node in enumerate(nodes)}
     seen: dict[int, int] = {}
@@ -243,7 +243,7 @@ class RankSet:
     bus id, so rank order is physical order in every set and every run.
     """
 
-    backend: str
+    backend: Backend
     slots: Sequence[NodeSlot]
     bundle: Mapping[str, float]
     env: Mapping[str, str] = field(default_factory=dict)
@@ -294,7 +294,7 @@ class RankSet:
                 self.world_size,
                 self.backend,
                 self.plugins,
-                Limits(self.mem_limit, slot.memory_bytes // slot.ranks),
+                Limits(mem_limit=self.mem_limit, host_share_bytes=slot.memory_bytes // slot.ranks),
                 self.moe,
                 self.nccl_engine,
             )

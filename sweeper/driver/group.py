@@ -157,7 +157,14 @@ class GroupRun:
         assert self._runner is not None
         series = self._runner.series
         size = count * DTYPES[series.dtype].itemsize
-        return Point(self.group_id, series.op, series.dtype, size, count, self.shared.timing)
+        return Point(
+            group_id=self.group_id,
+            op=series.op,
+            dtype=series.dtype,
+            size_bytes=size,
+            count=count,
+            timing=self.shared.timing,
+        )
 
     def _replayed(self, runner: SeriesRunner, action: Action) -> bool:
         """Resuming: a point the run already has goes to its series as it went then, and a

@@ -62,9 +62,17 @@ def skipped(
         else Outcome(Status.ERROR, error=failure, launched=False)
     )
     for count in series.counts:
+        point = Point(
+            group_id=group_id,
+            op=series.op,
+            dtype=series.dtype,
+            size_bytes=count * itemsize,
+            count=count,
+            timing=timing,
+        )
         yield PointResult(
             group=group,
-            point=Point(group_id, series.op, series.dtype, count * itemsize, count, timing),
+            point=point,
             collective=collective,
             outcome=outcome,
             wave=wave,

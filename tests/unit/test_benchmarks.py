@@ -296,7 +296,7 @@ def test_a_confirming_run_times_only_the_unclear_points_on_the_bare_loop() -> No
     ]
     rows.append({**rows[1], "size_bytes": 512, "status": "timeout", "error": "no reply"})
     for row in rows:
-        observer.point(row)
+        observer.take(row)
     assert [p.count for p in bare.asked] == [4]  # the 64 B point only
     timed = fidelity.Timed()
     timed.add(observer, rows)

@@ -13,7 +13,7 @@ import pytest
 from sweeper import telemetry, worker
 from sweeper.collectives import REGISTRY
 from sweeper.descriptor import Collective
-from sweeper.driver.measurement import Measurement, of_copy, of_point
+from sweeper.driver.measurement import ResultRow, RunColumns, of_copy, of_point
 from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.driver.sweep import _row_key
 from sweeper.plan import GPU_TIER, Group, Placement, Point, Timing, expected_placement
@@ -26,7 +26,7 @@ DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.jso
 TELEMETRY = Path(__file__).parents[1] / "data" / "telemetry"
 WHEN = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
 TIMING = Timing()  # eager, torch: one measurement per point
-RUN = {column: "x" for column in RUN_COLUMNS} | {"run_started_at": WHEN, "nccl_env": None}
+RUN = RunColumns(**{column: "x" for column in RUN_COLUMNS} | {"run_started_at": WHEN})
 
 # Every entry of the registry and the kind its rows carry: a new entry must be added here.
 KIND_OF = {
@@ -74,7 +74,7 @@ def test_a_kind_that_contradicts_the_descriptor_is_refused() -> None:
 
 
 def test_every_field_is_a_column_of_the_schema() -> None:
-    own = {f.name for f in fields(Measurement)} - {"run"}
+    own = {f.name for f in fields(ResultRow)} - {"run"}
     assert own | set(RUN_COLUMNS) | {"nccl_env"} == set(COLUMNS)
 
 
@@ -260,7 +260,7 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
     assert made.concurrent is False  # its GPU alone
 
 
-def _copied(name: str, ranks: tuple[int, ...], outcome: Outcome) -> list[Measurement]:
+def _copied(name: str, ranks: tuple[int, ...], outcome: Outcome) -> list[ResultRow]:
     group = Group(GPU_TIER, "default", ranks)
     point = Point(_placement().group_id(group), name, "uint8", 2**28, 2**28, TIMING)
     done = _result(group, point, REGISTRY[name], outcome, 0, None, False)
@@ -291,7 +291,7 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
     )
     assert [m.sm_clock_mhz for m in made] == [None, (1410,), None, None]  # NVML on one
     assert [m.rank for m in made] == [0, 1, 2, 3]
-    assert len({_row_key(m.as_row()) for m in made}) == 4  # each its own row, resuming too
+    assert len({_row_key(m) for m in made}) == 4  # each its own row, resuming too
 
 
 def test_a_failed_copy_at_once_is_one_row_for_the_group() -> None:
