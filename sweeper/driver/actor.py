@@ -31,7 +31,7 @@ import ray
 from sweeper.plan import Point
 from sweeper.wire import RankCall, RankInfo, RayFacts, Versions
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the rank's replies by name only: the actor loads no torch
     from sweeper.worker import Copied, Measured, Prepared
 
 T = TypeVar("T")

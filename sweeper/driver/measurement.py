@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sweeper import telemetry
-from sweeper.plan import GPU_TIER
+from sweeper.driver.outcome import PointResult
+from sweeper.plan import GPU_TIER, Placement
 from sweeper.spec import format_size
 from sweeper.store import Kind
 from sweeper.timing import across_ranks, algbw_gb_per_s
 from sweeper.wire import Engine, Launch, Status, Tier
 
 if TYPE_CHECKING:
-    from sweeper.driver.outcome import PointResult
-    from sweeper.plan import Placement
     from sweeper.worker import Copied, Timed
     from sweeper.worker import Measured as RankTimings
 

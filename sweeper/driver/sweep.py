@@ -497,7 +497,7 @@ def _end(sweep: _Sweep, ended: str, stopped_by: BaseException | None = None) -> 
 
 
 def _report(spec: SweepSpec, run_id: str) -> Path:
-    from sweeper.report import build
+    from sweeper.report import build  # the report's extra (jinja2, plotly): --report only
 
     where = spec.reports_dir / f"{run_id}.html" if spec.reports_dir else None
     return build.write(spec.output, run_id, where)
