@@ -79,7 +79,7 @@ from sweeper.collectives import resolve
 from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.driver.console import HumanConsole
 from sweeper.driver.measurement import ResultRow
-from sweeper.driver.sweep import Finished, Observer, Started
+from sweeper.driver.observer import Finished, Observer, Started
 from sweeper.spec import format_size, parse_size
 
 Row = Mapping[str, Any]

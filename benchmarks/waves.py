@@ -21,7 +21,8 @@ from ray.cluster_utils import Cluster
 
 import sweeper
 from sweeper.driver.measurement import ResultRow
-from sweeper.driver.sweep import Finished, Started, run
+from sweeper.driver.observer import Finished, Started
+from sweeper.driver.sweep import run
 from sweeper.spec import build_spec
 
 

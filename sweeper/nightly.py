@@ -35,7 +35,7 @@ from sweeper.errors import BadInput
 from sweeper.spec import SweepSpec, format_size
 
 if TYPE_CHECKING:
-    from sweeper.driver.sweep import Observer
+    from sweeper.driver.observer import Observer
 
 VERSIONS = tuple(column for column in store.RUN_COLUMNS if column.endswith("_version"))
 _METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "time"}

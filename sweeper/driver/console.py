@@ -17,7 +17,8 @@ from rich.table import Table
 
 from sweeper.analysis import OpSummary, label, probe_seconds, summarize, tier_name
 from sweeper.driver.measurement import ResultRow
-from sweeper.driver.sweep import Finished, Started, Survey
+from sweeper.driver.observer import Finished, Started
+from sweeper.driver.sweep import Survey
 from sweeper.spec import format_size
 from sweeper.wire import Status
 

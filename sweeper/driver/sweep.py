@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pandas as pd
 import ray
@@ -25,6 +25,7 @@ from sweeper.collectives import configure_moe, load_plugins, names, resolve
 from sweeper.driver import cluster, measurement
 from sweeper.driver.executor import Executor
 from sweeper.driver.measurement import ResultRow, RunColumns
+from sweeper.driver.observer import Finished, Observer, Started
 from sweeper.driver.outcome import PointResult, skipped
 from sweeper.driver.replay import PointKey, Recorded
 from sweeper.driver.stops import Stopped
@@ -54,41 +55,6 @@ from sweeper.wire import Backend, Engine, Status
 from sweeper.worker import no_nccl_allocator
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
-
-
-@dataclass(frozen=True)
-class Started:
-    run_id: str
-    backend: Backend
-    groups: tuple[Group, ...]
-    ops: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    sizes: tuple[int, int | None]  # smallest and largest S asked for; None: auto
-    n_points: int
-    output: Path
-    note: str | None = None  # a line about what this cluster cannot measure (one GPU)
-
-
-@dataclass(frozen=True)
-class Finished:
-    run_id: str
-    rows: tuple[ResultRow, ...]
-    elapsed_s: float
-    output: Path
-    report: Path | None = None  # the HTML report, when one was written
-
-    @property
-    def failed(self) -> int:
-        """Points that should have run and did not (a skipped point could not run there)."""
-        return sum(row.status not in (Status.OK, Status.SKIPPED) for row in self.rows)
-
-
-class Observer(Protocol):
-    def started(self, run: Started) -> None: ...
-
-    def point(self, row: ResultRow) -> None: ...
-
-    def finished(self, run: Finished) -> None: ...
 
 
 def new_run_id(now: datetime) -> str:
@@ -285,15 +251,15 @@ class _Sweep:
         ceiling = planner.ceiling_bytes(self.spec, self.backend, self.nodes)
         self.observer.started(
             Started(
-                self.run_id,
-                self.backend,
-                tuple(g for wave in planned.waves for g in wave.groups),
-                tuple(c.name for c in self.collectives),
-                self.spec.dtypes,
-                (self.spec.min_size, None if self.auto else max(self.sizes)),
-                estimate(planned, CostModel(), ceiling).points,
-                self.spec.output,
-                alone(placement),
+                run_id=self.run_id,
+                backend=self.backend,
+                groups=tuple(g for wave in planned.waves for g in wave.groups),
+                ops=tuple(c.name for c in self.collectives),
+                dtypes=self.spec.dtypes,
+                sizes=(self.spec.min_size, None if self.auto else max(self.sizes)),
+                n_points=estimate(planned, CostModel(), ceiling).points,
+                output=self.spec.output,
+                note=alone(placement),
             )
         )
         self.writer = ResultWriter(

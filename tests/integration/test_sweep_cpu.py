@@ -11,7 +11,8 @@ import pytest
 import sweeper
 from sweeper.collectives import REGISTRY
 from sweeper.driver.measurement import ResultRow
-from sweeper.driver.sweep import Finished, Started, run
+from sweeper.driver.observer import Finished, Started
+from sweeper.driver.sweep import run
 from sweeper.spec import build_spec
 from tests import cli_sweep
 from tests.cli_runs import Runs
