@@ -2,7 +2,7 @@
 process a step runs in, or the step itself.
 
 fidelity.py's ratio is sweeper (its whole harness) over the bare loop (a plain process). This
-splits it. The same steps of each operation, bare.py's and sweeper's own (collectives.py's
+splits it. The same steps of each operation, bare.py's and sweeper's own (ops/registry.py's
 bind, on a stream of the rank's own as the worker runs it), are timed in three processes,
 resident on the same GPU: a plain one (as the bare loop), a Ray actor's own, and a plain one
 the actor started (no Ray in it), where sweeper's ranks run (host.py):
@@ -15,7 +15,7 @@ the actor started (no Ray in it), where sweeper's ranks run (host.py):
 - both: sweeper's step in the actor's child over bare.py's in the plain process, fidelity's
   ratio without the harness around the step (preparation, checks, barriers).
 
-Every step is timed the same way (sweeper.timing's CUDA-event timer, blocks of about 10 ms,
+Every step is timed the same way (sweeper.rank.timing's CUDA-event timer, blocks of about 10 ms,
 the median of three), point by point in turn in the three processes, and a ratio is the
 median over repeats of each repeat's paired ratio, as fidelity.py's. Every process's calling
 thread runs on the same core and every other thread elsewhere (pinning.py). Writes
@@ -46,7 +46,7 @@ from bare import FACTORS, bare_step, free_port, init_bare
 from pinning import Pinner, rank_cores
 
 from sweeper.driver.cluster import MULTICAST_OFF, connect
-from sweeper.spec import format_size, parse_size
+from sweeper.plan.sizes import format_size, parse_size
 
 Key = tuple[str, int, str]  # operation, size in bytes, step ("bare" or "sweeper")
 PROCESSES = ("plain", "actor", "child")
@@ -95,8 +95,9 @@ class Rank:
             self.child.close()
 
     def _step(self, key: Key) -> Callable[[], None]:
-        from sweeper.collectives import resolve
-        from sweeper.descriptor import Buffers, Comm
+        from sweeper.ops.descriptor import Buffers
+        from sweeper.ops.registry import resolve
+        from sweeper.rank.torch_engine import TorchComm
 
         name, size, kind = key
         (collective,) = resolve([name])
@@ -115,13 +116,13 @@ class Rank:
         )
         world = dist.group.WORLD
         assert world is not None
-        return collective.bind(buffers, Comm(world, 0, 1))
+        return collective.bind(buffers, TorchComm(world, 0, 1))
 
     def time(self, key: Key, iters: int) -> list[float]:
         """Seconds per iteration in each of BLOCKS blocks of `iters` eager iterations, on the
         stream the step runs on in its own harness: the default one for bare.py's (as the
         bare loop), the rank's own for sweeper's (as the worker)."""
-        from sweeper.timing import CudaTimer, Eager
+        from sweeper.rank.timing import CudaTimer, Eager
 
         if key not in self.steps:
             self.steps[key] = self._step(key)

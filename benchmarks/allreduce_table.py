@@ -30,8 +30,8 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis.summary import label
-from sweeper.collectives import REGISTRY, names
-from sweeper.spec import format_size
+from sweeper.ops.registry import REGISTRY, names
+from sweeper.plan.sizes import format_size
 
 HIDDEN = 8192  # vLLM's benchmark: (rows, hidden) bf16 tensors
 ITEMSIZE = 2
@@ -49,9 +49,9 @@ VLLM_NCCL_MS = {512 * 2**10: 0.011, 16 * 2**20: 0.087, 64 * 2**20: 0.262}
 
 def candidate(row: Mapping[str, Any]) -> str:
     """A way of all-reducing: the operation's name, and its engine where it has a direct NCCL
-    form (the descriptor's `nccl`), so that both engines' rows stand apart."""
+    form (the descriptor is not `torch_only`), so that both engines' rows stand apart."""
     op, algorithm = str(row["op"]), str(row["algorithm"])
-    direct = REGISTRY[names()[(op, algorithm)]].nccl is not None
+    direct = not REGISTRY[names()[(op, algorithm)]].torch_only
     return f"{label(op, algorithm)} [{row['engine']}]" if direct else label(op, algorithm)
 
 
@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from sweeper.driver.console import HumanConsole
     from sweeper.driver.sweep import run
-    from sweeper.spec import build_spec
+    from sweeper.plan.profile import build_spec
 
     finished = run(build_spec(**options(args, out / "results")), HumanConsole(sys.stderr))
     rows = pd.DataFrame([row.as_row() for row in finished.rows])

@@ -74,13 +74,13 @@ import torch.multiprocessing as mp
 from bare import FACTORS, bare_step, free_port, init_bare, time_blocks
 from pinning import Pinner, rank_cores
 
-from sweeper import collectives
-from sweeper.collectives import resolve
 from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.driver.console import HumanConsole
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Observer, Started
-from sweeper.spec import format_size, parse_size
+from sweeper.ops import registry
+from sweeper.ops.registry import resolve
+from sweeper.plan.sizes import format_size, parse_size
 
 Row = Mapping[str, Any]
 Key = tuple[str, int, str]  # operation, size_bytes, launch
@@ -350,7 +350,7 @@ class Interleaved:
         self.bare = bare
         self.progress = progress
         self.only = only
-        self.label = collectives.names()
+        self.label = registry.names()
         self.timed: list[tuple[Key, Row, list[float]]] = []  # ok points, the bare loop's blocks
 
     def started(self, run: Started) -> None:
@@ -433,7 +433,7 @@ def run_sweeper(
     launch: str,
 ) -> list[Row]:
     from sweeper.driver.sweep import run
-    from sweeper.spec import build_spec
+    from sweeper.plan.profile import build_spec
 
     spec = build_spec(
         ops=",".join(names),

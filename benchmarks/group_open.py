@@ -37,12 +37,13 @@ from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]
 
-from sweeper.collectives import resolve
+from sweeper.commands.plan import recorded_nodes
 from sweeper.driver.cluster import actor_env
-from sweeper.plan import expected_placement
-from sweeper.planner import recorded_nodes, request
-from sweeper.schedule import schedule
-from sweeper.spec import build_spec
+from sweeper.ops.registry import resolve
+from sweeper.plan.placement import expected_placement
+from sweeper.plan.profile import build_spec
+from sweeper.plan.request import schedule_request
+from sweeper.plan.schedule import schedule
 
 CPU_NODE = Path(__file__).parents[1] / "tests" / "data" / "topologies" / "cpu-no-nvml.json"
 RANKS_PER_NODE = 2
@@ -134,7 +135,7 @@ def wave_of_pairs(nodes: int) -> list[tuple[int, ...]]:
     placement = expected_placement(
         "gloo", recorded_nodes(CPU_NODE, nodes), [RANKS_PER_NODE] * nodes
     )
-    planned = schedule(placement, request(spec, "gloo", resolve(spec.ops)))
+    planned = schedule(placement, schedule_request(spec, "gloo", resolve(spec.ops)))
     wave = max(planned.waves, key=lambda w: len(w.groups))
     return [group.ranks for group in wave.groups]
 

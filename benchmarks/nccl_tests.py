@@ -56,8 +56,9 @@ from typing import Any, TypeVar
 from pinning import Pinner, pinned, rank_cores
 
 from sweeper.driver.cluster import MULTICAST_OFF
-from sweeper.spec import DTYPES, canonical_dtype, format_size, parse_size
-from sweeper.timing import graph_unit
+from sweeper.plan.dtypes import DTYPES, canonical_dtype
+from sweeper.plan.sizes import format_size, parse_size
+from sweeper.rank.timing import graph_unit
 
 Row = Mapping[str, Any]
 T = TypeVar("T")
@@ -555,7 +556,7 @@ def sweeper_options(
 def run_sweeper(options: Mapping[str, Any]) -> list[Row]:
     from sweeper.driver.console import HumanConsole
     from sweeper.driver.sweep import run
-    from sweeper.spec import build_spec
+    from sweeper.plan.profile import build_spec
 
     return [row.as_row() for row in run(build_spec(**options), HumanConsole(sys.stderr)).rows]
 
@@ -639,7 +640,7 @@ def main() -> int:
     names: list[str] = args.names
     import torch
 
-    from sweeper import collectives
+    from sweeper.ops import registry
 
     world = args.world or torch.cuda.device_count()
     nccl, cuda = nccl_package(), cuda_home(os.environ)
@@ -669,7 +670,7 @@ def main() -> int:
     pinner.check()
     rows = median_rows(repeats)
 
-    label = collectives.names()
+    label = registry.names()
     named = [(label[(row["op"], row["algorithm"])], row) for row in rows]
     failed += [
         f"sweeper {label[(row['op'], row['algorithm'])]} {format_size(row['size_bytes'])} "
@@ -680,7 +681,7 @@ def main() -> int:
     ]
     itemsize = DTYPES[args.dtype].itemsize
     lines = match(
-        named, runs, lambda name, size: collectives.REGISTRY[name].count(size, itemsize, world)
+        named, runs, lambda name, size: registry.REGISTRY[name].count(size, itemsize, world)
     )
 
     versions = {

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweeper.collectives import resolve
-from sweeper.planner import duration, plan_recorded
-from sweeper.spec import build_spec, load_profile
+from sweeper.commands.plan import duration, plan_recorded
+from sweeper.ops.registry import resolve
+from sweeper.plan.profile import build_spec, load_profile
 
 ROOT = Path(__file__).parents[1]
 RECORD = ROOT / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json"

@@ -24,7 +24,7 @@ from ray.cluster_utils import Cluster
 
 from sweeper.driver.console import HumanConsole
 from sweeper.driver.sweep import run
-from sweeper.spec import build_spec
+from sweeper.plan.profile import build_spec
 
 
 def two_nodes_on_this_host(gpus: int, cpus: int) -> Cluster:

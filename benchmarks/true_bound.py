@@ -94,10 +94,11 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="true-bound-"))
     out.mkdir(parents=True, exist_ok=True)
-    from sweeper.collectives import names
     from sweeper.driver.console import HumanConsole
     from sweeper.driver.sweep import run
-    from sweeper.spec import MemLimit, build_spec
+    from sweeper.ops.registry import names
+    from sweeper.plan.profile import build_spec
+    from sweeper.plan.sizes import parse_mem_limit
 
     spec = build_spec(
         ops=args.ops,
@@ -127,7 +128,7 @@ def main() -> int:
         for name, a in auto.items()
     ]
     limit = (
-        MemLimit.parse(args.mem_limit).of(torch.cuda.get_device_properties(0).total_memory)
+        parse_mem_limit(args.mem_limit).of(torch.cuda.get_device_properties(0).total_memory)
         if args.mem_limit
         else None
     )

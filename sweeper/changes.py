@@ -19,8 +19,8 @@ from rich.table import Table
 
 from sweeper.analysis import RegressionRule, point_changes
 from sweeper.nightly import json_value, series_name
-from sweeper.report import runs
-from sweeper.spec import format_size
+from sweeper.plan.sizes import format_size
+from sweeper.results.load import resolve, run_rows
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ class Comparison:
 
 def compare(results: Path, base: str, new: str, rule: RegressionRule) -> Comparison:
     """Run `new` against run `base` (run ids or `latest`); BadInput for an unknown run."""
-    base_id, new_id = runs.resolve(results, base), runs.resolve(results, new)
-    changes = point_changes(runs.rows(results, base_id), runs.rows(results, new_id), rule)
+    base_id, new_id = resolve(results, base), resolve(results, new)
+    changes = point_changes(run_rows(results, base_id), run_rows(results, new_id), rule)
     return Comparison(base_id, new_id, rule, changes)
 
 

@@ -1,7 +1,5 @@
-"""The `sweeper` command line. Thin: options -> SweepSpec -> sweep -> exit code.
-
-Options default to None ("not given") so the SweepSpec model owns every default and
-every rule; their help text is the model's field description.
+"""The `sweeper` command line. Thin: options -> SweepSpec -> sweep -> exit code. The sweep's
+options are declared once, in sweeper/commands/options.py.
 Exit codes: 0 done, 1 regression, 2 bad input, 3 infrastructure, 4 some points failed;
 130 and 143: stopped by SIGINT or SIGTERM (what was measured is kept).
 """
@@ -14,15 +12,33 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from typer.core import TyperGroup
 
+from sweeper.commands.options import (
+    Address,
+    Backend,
+    ClusterName,
+    ConnectTimeout,
+    ForceNetwork,
+    Format,
+    GpusPerNode,
+    Nodes,
+    Output,
+    OutputFormat,
+    Pairs,
+    ProfileFile,
+    ReportsDir,
+    World,
+    sweep_options,
+)
+from sweeper.driver import stops
 from sweeper.errors import BadInput, SweeperError, SweeperWarning
-from sweeper.spec import Profile, SweepSpec, build_spec, load_profile
+from sweeper.plan.profile import Profile, build_spec, load_profile
+from sweeper.plan.spec import SweepSpec
 
 if TYPE_CHECKING:
     from sweeper.driver.console import HumanConsole, JsonConsole
@@ -69,65 +85,13 @@ config_app = typer.Typer(
 app.add_typer(config_app, name="config")
 
 
-class Format(str, Enum):
-    human = "human"
-    json = "json"
-
-
-def _help(field: str) -> str:
-    info = SweepSpec.model_fields[field]
-    default = info.default
-    if isinstance(default, (tuple, list)):
-        default = ",".join(map(str, default))
-    shown = "" if default is None or default == {} else f" [default: {default}]"
-    return f"{info.description}{shown}"
-
-
-def _opt(field: str, *flags: str) -> Any:
-    return typer.Option(*flags, help=_help(field), show_default=False)
-
-
 def _profile(path: Path | None) -> Profile | None:
     return load_profile(path) if path is not None else None
 
 
-# Options shared by the commands that need a cluster, declared once.
-Address = Annotated[str | None, _opt("address")]
-ConnectTimeout = Annotated[float | None, _opt("connect_timeout")]
-Backend = Annotated[str | None, _opt("backend")]
-World = Annotated[int | None, _opt("world")]
-Nodes = Annotated[int | None, _opt("nodes")]
-GpusPerNode = Annotated[int | None, _opt("gpus_per_node")]
-Tiers = Annotated[str | None, _opt("tiers")]
-Pairs = Annotated[str | None, _opt("pairs")]
-ForceNetwork = Annotated[bool | None, _opt("force_network", "--force-network/--no-force-network")]
-GpuVisibility = Annotated[str | None, _opt("gpu_visibility")]
-Output = Annotated[Path | None, _opt("output")]
-ClusterName = Annotated[str | None, _opt("cluster_name")]
-NcclEnv = Annotated[list[str] | None, _opt("nccl_env")]
-ReportsDir = Annotated[Path | None, _opt("reports_dir")]
-Ops = Annotated[str | None, _opt("ops")]
-Dtypes = Annotated[str | None, _opt("dtypes")]
-MinSize = Annotated[str | None, _opt("min_size")]
-MaxSize = Annotated[str | None, _opt("max_size")]
-MemLimit = Annotated[str | None, _opt("mem_limit")]
-StepFactor = Annotated[float | None, _opt("step_factor")]
-Iters = Annotated[int | None, _opt("iters")]
-Warmup = Annotated[int | None, _opt("warmup")]
-Blocks = Annotated[int | None, _opt("blocks")]
-Concurrent = Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")]
-NcclAlgos = Annotated[str | None, _opt("nccl_algos")]
-Moe = Annotated[str | None, _opt("moe")]
-Plugins = Annotated[list[str] | None, _opt("plugins")]
-OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
-ProfileFile = Annotated[
-    Path | None,
-    typer.Option(help="YAML profile: option values (flags given here override them)."),
-]
-
-
 def _observer(output_format: Format) -> HumanConsole | JsonConsole:
     """What a sweep shows while it works, for `run` and `nightly` alike."""
+    # brings Ray and torch, which `sweeper --help` need not load
     from sweeper.driver import console
 
     return console.JsonConsole() if output_format is Format.json else console.HumanConsole()
@@ -138,8 +102,6 @@ def _stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
     """A sweep that SIGINT or SIGTERM stops gracefully: its rows written, its record marked
     interrupted, the terminal restored, one line on resuming, exit 130 or 143. The terminal
     is restored before any closing line, an error's included."""
-    from sweeper.driver import stops
-
     try:
         with stops.graceful():
             yield
@@ -162,48 +124,9 @@ def _stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
     "sweeper run --address ray://head:10001 --format json | sweeper run --no-report | "
     "sweeper run --profile jobs/nightly.yaml --max-size 1G"
 )
+@sweep_options(after="profile")
 def run(
     profile: ProfileFile = None,
-    address: Address = None,
-    connect_timeout: ConnectTimeout = None,
-    backend: Backend = None,
-    world: World = None,
-    nodes: Nodes = None,
-    gpus_per_node: GpusPerNode = None,
-    tiers: Tiers = None,
-    pairs: Pairs = None,
-    force_network: ForceNetwork = None,
-    gpu_visibility: GpuVisibility = None,
-    ops: Ops = None,
-    dtypes: Dtypes = None,
-    min_size: MinSize = None,
-    max_size: MaxSize = None,
-    mem_limit: MemLimit = None,
-    step_factor: StepFactor = None,
-    iters: Iters = None,
-    warmup: Warmup = None,
-    launch: Annotated[str | None, _opt("launch")] = None,
-    engine: Annotated[str | None, _opt("engine")] = None,
-    register_buffers: Annotated[
-        bool | None, _opt("register_buffers", "--register-buffers/--no-register-buffers")
-    ] = None,
-    blocks: Blocks = None,
-    check: Annotated[bool | None, _opt("check", "--check/--no-check")] = None,
-    samples: Annotated[bool | None, _opt("samples", "--samples/--no-samples")] = None,
-    timeout: Annotated[float | None, _opt("timeout")] = None,
-    seed: Annotated[int | None, _opt("seed")] = None,
-    output: Output = None,
-    concurrent: Concurrent = None,
-    copy_engine: Annotated[
-        bool | None, _opt("copy_engine", "--copy-engine/--no-copy-engine")
-    ] = None,
-    nccl_algos: NcclAlgos = None,
-    nccl_env: NcclEnv = None,
-    moe: Moe = None,
-    report: Annotated[bool | None, _opt("report", "--report/--no-report")] = None,
-    reports_dir: ReportsDir = None,
-    plugin: Plugins = None,
-    cluster_name: ClusterName = None,
     resume: Annotated[
         str | None,
         typer.Option(
@@ -213,22 +136,20 @@ def run(
         ),
     ] = None,
     format: OutputFormat = Format.human,
+    **options: Any,
 ) -> None:
     """Sweep every collective over a range of sizes; write rows to the results dataset."""
-    options: dict[str, Any] = dict(locals())
-    output_format = options.pop("format")
     options["plugins"] = options.pop("plugin")
-    run_id = options.pop("resume")
-    observer = _observer(output_format)
+    observer = _observer(format)
     try:
         with _stoppable(observer):
-            from sweeper.driver import sweep
+            from sweeper.driver import sweep  # Ray and torch: loaded only for a sweep
 
-            if run_id is None:
-                spec = build_spec(_profile(options.pop("profile")), **options)
+            if resume is None:
+                spec = build_spec(_profile(profile), **options)
                 finished = sweep.run(spec, observer)
             else:
-                spec, stopped = _resumed(run_id, options)
+                spec, stopped = _resumed(resume, {"profile": profile, **options})
                 finished = sweep.run(spec, observer, resume=stopped)
     except SweeperError as exc:
         raise _fail(exc) from None
@@ -242,7 +163,7 @@ RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
 
 def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
     """The spec a run was started with, where it is now, and where the run stopped."""
-    from sweeper.driver import sweep
+    from sweeper.driver import sweep  # Ray and torch: loaded only for a sweep
 
     given = sorted(k for k, v in options.items() if v is not None and k not in RESUME_MAY_SET)
     if given:
@@ -272,7 +193,7 @@ def nightly_command(
     """Sweep a profile, compare the run with the history of this cluster and hardware, write
     the report and a JSON summary beside it; exit 1 on a regression (4: no regression, but
     some points failed)."""
-    from sweeper import nightly
+    from sweeper import nightly  # Ray, torch and pandas: loaded only for a nightly run
 
     observer = _observer(format)
     try:
@@ -329,8 +250,8 @@ def compare(
 ) -> None:
     """Two runs point by point: each point's change, significance where both runs kept
     samples, and which points regressed; exit 1 on a regression."""
-    from sweeper import changes
-    from sweeper.analysis import RegressionRule
+    from sweeper import changes  # pandas: loaded only for a comparison
+    from sweeper.analysis import RegressionRule  # pandas too
 
     given = {"threshold": threshold, "alpha": alpha}
     rule = RegressionRule(**{name: value for name, value in given.items() if value is not None})
@@ -361,8 +282,8 @@ def history(
 ) -> None:
     """The runs in a results directory, oldest first, with their status: ok, failed (some
     points failed), regression, or unjudged (a nightly run without its summary)."""
-    from sweeper import history as history_
-    from sweeper import report
+    from sweeper import history as history_  # pandas: loaded only for a history
+    from sweeper import report  # here: this module's `report` command has its name
 
     try:
         runs = history_.runs(results, report.directory(results, reports_dir)).tail(last)
@@ -398,6 +319,7 @@ def topo(
     output_format = options.pop("format")
     try:
         spec = build_spec(**options)
+        # Ray and torch: loaded once the options are good
         from sweeper.driver import console, sweep
 
         survey = sweep.survey(spec)
@@ -409,12 +331,31 @@ def topo(
         console.print_topology(survey)
 
 
+# what a plan does not ask: how points are timed and checked, where rows and reports go
+PLAN_LEAVES_OUT = (
+    "connect_timeout",
+    "launch",
+    "engine",
+    "register_buffers",
+    "check",
+    "samples",
+    "timeout",
+    "seed",
+    "output",
+    "copy_engine",
+    "report",
+    "reports_dir",
+    "cluster_name",
+)
+
+
 @app.command(
     "plan",
     epilog="Examples: sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json "
     "--nodes 1024 --profile jobs/nightly.yaml | sweeper plan --tiers all --format json | "
     "sweeper plan --topology node.json --nodes 16 --tiers all --results results",
 )
+@sweep_options(after="results", leave_out=PLAN_LEAVES_OUT)
 def plan_command(
     profile: ProfileFile = None,
     topology: Annotated[
@@ -428,48 +369,23 @@ def plan_command(
         Path | None,
         typer.Option(help="Fit the cost model to the rows of an earlier run's results."),
     ] = None,
-    address: Address = None,
-    backend: Backend = None,
-    world: World = None,
-    nodes: Nodes = None,
-    gpus_per_node: GpusPerNode = None,
-    tiers: Tiers = None,
-    pairs: Pairs = None,
-    force_network: ForceNetwork = None,
-    gpu_visibility: GpuVisibility = None,
-    ops: Ops = None,
-    dtypes: Dtypes = None,
-    min_size: MinSize = None,
-    max_size: MaxSize = None,
-    mem_limit: MemLimit = None,
-    step_factor: StepFactor = None,
-    iters: Iters = None,
-    warmup: Warmup = None,
-    blocks: Blocks = None,
-    concurrent: Concurrent = None,
-    nccl_algos: NcclAlgos = None,
-    nccl_env: NcclEnv = None,
-    moe: Moe = None,
-    plugin: Plugins = None,
     format: OutputFormat = Format.human,
+    **options: Any,
 ) -> None:
     """The schedule a sweep would run: actor sets, waves of groups that share no link, points,
     and the estimated duration (in waves, and one group at a time)."""
-    options: dict[str, Any] = dict(locals())
-    output_format = options.pop("format")
-    topology_file, results_dir = options.pop("topology"), options.pop("results")
     options["plugins"] = options.pop("plugin")
     try:
-        spec = build_spec(_profile(options.pop("profile")), **options)
-        from sweeper import planner
+        spec = build_spec(_profile(profile), **options)
+        from sweeper.commands import plan  # torch (the operations): once the options are good
 
-        found = planner.plan(spec, topology_file, results_dir)
+        found = plan.plan(spec, topology, results)
     except SweeperError as exc:
         raise _fail(exc) from None
-    if output_format is Format.json:
-        print(json.dumps(planner.records(found), indent=1))
+    if format is Format.json:
+        print(json.dumps(plan.records(found), indent=1))
     else:
-        planner.print_plan(found)
+        plan.print_plan(found)
 
 
 @app.command(
@@ -509,10 +425,10 @@ def report(
 ) -> None:
     """Write the HTML report of a run: one self-contained page that works offline."""
     try:
-        from sweeper.report import require
+        from sweeper.report import require  # here: this module's `report` command has its name
 
         require()
-        from sweeper.report import browser, build
+        from sweeper.report import browser, build  # plotly: loaded once `require` found it
 
         executable = browser.require(chromium) if screenshot else None
         page = build.write(results, run_id, output, baseline, js)

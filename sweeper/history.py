@@ -9,9 +9,7 @@ error stopped it), `incomplete` (its driver was killed: a record with no end) or
 
 from __future__ import annotations
 
-import json
 import sys
-import warnings
 from collections.abc import Set
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,22 +18,15 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeper import store
-from sweeper.errors import ResultsUnwritable, SweeperWarning
-from sweeper.nightly import json_value, summary_path
-from sweeper.report import record
-
-
-def _regressions(reports_dir: Path, run_id: str) -> int | None:
-    """The regressions a nightly run's summary counted; None when there is no summary."""
-    try:
-        return int(json.loads(summary_path(reports_dir, run_id).read_text())["regressions"])
-    except FileNotFoundError:
-        return None
+from sweeper.nightly import json_value
+from sweeper.results import summaries
+from sweeper.results.journal import live_journals, recover_all
+from sweeper.results.load import runs as all_runs
+from sweeper.results.records import load as run_record
 
 
 def _ended(results: Path, run_id: str, live: Set[str]) -> str:
-    kept = record.load(results, run_id)
+    kept = run_record(results, run_id)
     if kept is None:
         return "complete"  # rows another tool wrote, or a run older than run records
     if kept.ended is not None:
@@ -43,29 +34,17 @@ def _ended(results: Path, run_id: str, live: Set[str]) -> str:
     return "running" if run_id in live else "incomplete"
 
 
-def _recover(results: Path) -> None:
-    """The rows that killed drivers left in their journals become Parquet first (as a
-    database recovers its log when it is opened), so a killed run's points count."""
-    for run_id in store.leftover_journals(results):
-        try:
-            store.recover(results, run_id)
-        except ResultsUnwritable as exc:
-            warnings.warn(
-                f"{exc}: run {run_id}'s last rows stay in its journal", SweeperWarning, stacklevel=3
-            )
-
-
 def runs(results: Path, reports_dir: Path) -> pd.DataFrame:
-    """`store.runs` with `regressions` (nightly runs, from their summaries in `reports_dir`),
-    `ended` and `status`."""
-    _recover(results)
-    frame = store.runs(results)
-    live = store.live_journals(results)
+    """`results.load.runs` with `regressions` (nightly runs, from their summaries in
+    `reports_dir`), `ended` and `status`."""
+    recover_all(results)
+    frame = all_runs(results)
+    live = live_journals(results)
     frame["ended"] = [_ended(results, run_id, live) for run_id in frame["run_id"]]
     nightly = frame["run_kind"].isin(["nightly"])
     frame["regressions"] = pd.array(
         [
-            _regressions(reports_dir, run_id) if is_nightly else None
+            summaries.regressions(reports_dir, run_id) if is_nightly else None
             for run_id, is_nightly in zip(frame["run_id"], nightly, strict=True)
         ],
         dtype="Int64",

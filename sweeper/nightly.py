@@ -12,9 +12,7 @@ until they have a history of their own.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import asdict, dataclass
@@ -27,17 +25,21 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeper import report, store
+from sweeper import report
 from sweeper.analysis import label
 from sweeper.analysis.regression import COLUMNS, STATUSES, Policy, detect, run_metrics
-from sweeper.analysis.summary import GRAPH
 from sweeper.errors import BadInput
-from sweeper.spec import SweepSpec, format_size
+from sweeper.plan.sizes import format_size
+from sweeper.plan.spec import SweepSpec
+from sweeper.results import summaries
+from sweeper.results.load import load, runs
+from sweeper.results.schema import RUN_COLUMNS
+from sweeper.wire import Launch
 
 if TYPE_CHECKING:
     from sweeper.driver.observer import Observer
 
-VERSIONS = tuple(column for column in store.RUN_COLUMNS if column.endswith("_version"))
+VERSIONS = tuple(column for column in RUN_COLUMNS if column.endswith("_version"))
 _METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "time"}
 
 
@@ -54,7 +56,7 @@ class Fingerprint:
         return cls(str(run["cluster_name"]), str(run["backend"]), _text(run["gpu_model"]))
 
     def matches(self, runs: pd.DataFrame) -> pd.Series:
-        """Which of `store.runs`' rows have this fingerprint."""
+        """Which of `results.load.runs`' rows have this fingerprint."""
         same: pd.Series = pd.Series(True, index=runs.index)
         for field, value in asdict(self).items():
             same = same & (runs[field].fillna("") == (value or ""))
@@ -98,7 +100,7 @@ class Verdict:
 
 def judge(root: Path, run_id: str, policy: Policy) -> Verdict:
     """Compare run `run_id` of the results directory `root` with its history."""
-    every = store.runs(root) if Path(root).is_dir() else None
+    every = runs(root) if Path(root).is_dir() else None
     if every is None or run_id not in set(every["run_id"]):
         raise BadInput(f"run {run_id} measured nothing: no group of its tiers exists here")
     tonight = every[every["run_id"] == run_id].iloc[0]
@@ -109,7 +111,7 @@ def judge(root: Path, run_id: str, policy: Policy) -> Verdict:
         & (every["run_started_at"] < tonight["run_started_at"])
     ].tail(policy.runs - 1)
     order = [*earlier["run_id"], run_id]
-    rows = store.load(root, order, columns=COLUMNS)
+    rows = load(root, order, columns=COLUMNS)
     findings = detect(run_metrics(rows, policy.bandwidth_min_size_bytes), order, policy)
     previous = earlier.iloc[-1] if len(earlier) else None
     return Verdict(
@@ -129,12 +131,12 @@ def judge(root: Path, run_id: str, policy: Policy) -> Verdict:
 def series_name(finding: Mapping[Hashable, Any]) -> str:
     """A series as people read it: its group, operation and dtype (nvlink:n0g0,1 all_reduce
     bfloat16), `graph` for CUDA-graph replays, and where the series has them its pair (0->1),
-    parameters and rounds. Eager series are not marked: so are the series from before launch
-    modes, which were eager, and their names stay as they were."""
+    parameters and rounds. Eager series are not marked: so the names of series from before
+    launch modes, which were eager, stay as they were."""
     parts = [str(finding["group_id"]), label(finding["op"], finding["algorithm"])]
     parts.append(str(finding["dtype"]))
-    if finding.get("launch") == GRAPH:
-        parts.append(GRAPH)
+    if finding["launch"] == Launch.GRAPH:
+        parts.append(Launch.GRAPH.value)
     if not pd.isna(finding["src_rank"]):
         parts.append(f"{finding['src_rank']}->{finding['dst_rank']}")
     if finding["params"]:
@@ -191,18 +193,9 @@ def summary(verdict: Verdict, page: Path | None = None) -> dict[str, Any]:
     }
 
 
-def summary_path(reports_dir: Path, run_id: str) -> Path:
-    return Path(reports_dir) / f"{run_id}.summary.json"
-
-
 def write_summary(verdict: Verdict, reports_dir: Path, page: Path | None = None) -> Path:
-    """`<reports_dir>/<run_id>.summary.json`, written whole or not at all."""
-    path = summary_path(reports_dir, verdict.run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    inflight = path.with_name(f".{path.name}.inflight")
-    inflight.write_text(json.dumps(summary(verdict, page), indent=1) + "\n")
-    os.replace(inflight, path)
-    return path
+    """The verdict's summary, `<reports_dir>/<run_id>.summary.json`."""
+    return summaries.write(reports_dir, verdict.run_id, summary(verdict, page))
 
 
 @dataclass(frozen=True)

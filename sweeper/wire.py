@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from sweeper.telemetry import Reading
+
 
 class Name(str, Enum):
     """A closed set of names written to rows and read from the command line. A member is its
@@ -71,6 +73,123 @@ class Tier(Name):
 
 # The tiers --tiers names (`all` is every one of them; `world` is every rank as one group).
 REQUESTABLE_TIERS: tuple[Tier, ...] = (Tier.NVLINK, Tier.PCIE, Tier.INTERNODE, Tier.CPU)
+
+
+# What the driver hands a rank with every point, and once when it starts: sweeper/plan
+# resolves them from the spec.
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemLimit:
+    """`--mem-limit`: bytes, or a fraction of the device's (or the rank's share of the node's)
+    memory, and its spelling (8G, 12.5%): sweeper/plan/sizes.py parses and spells it."""
+
+    size_bytes: int | None = None
+    fraction: float | None = None
+    spelled: str
+
+    def __str__(self) -> str:
+        return self.spelled
+
+    def of(self, total_bytes: int) -> int:
+        if self.size_bytes is not None:
+            return self.size_bytes
+        return int(total_bytes * (self.fraction or 1.0))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """How much memory a rank may use: `--mem-limit`, and for CPU ranks their share of the
+    node's memory (Ray's `memory` resource of the node over the ranks placed on it)."""
+
+    mem_limit: MemLimit | None = None
+    host_share_bytes: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Timing:
+    """How every point of a sweep is measured."""
+
+    iters: int | None = None  # None: adaptive
+    warmup: int | None = None  # None: adaptive
+    check: bool = True
+    samples: bool = False
+    seed: int = 0
+    launches: tuple[Launch, ...] = (Launch.EAGER,)  # each gives the point a row
+    blocks: int = 3  # timed blocks per launch; the row's time is the median block's
+    engines: tuple[Engine, ...] = (Engine.TORCH,)  # each gives the point rows
+    register: bool = False  # buffers from NCCL's allocator, registered with the group's comms
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Point:
+    """One measurement: everything a rank needs to run it, and nothing it must work out."""
+
+    group_id: str
+    op: str  # descriptor name
+    dtype: str
+    size_bytes: int  # S, after rounding to whole elements for every rank
+    count: int  # elements of S
+    timing: Timing
+
+
+# What a rank answers its actor, and the actor relays to the driver unopened.
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Prepared:
+    """Whether a rank holds a point's buffers, allocated and filled."""
+
+    status: Status  # ok, or oom (and nothing held)
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Block:
+    """One timed block of back-to-back iterations on one rank."""
+
+    seconds: float  # the whole block
+    iters: int
+    samples: tuple[float, ...] | None  # per-iteration seconds (graph: per replay), when asked
+
+    @property
+    def per_iter(self) -> float:
+        return self.seconds / self.iters
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Timed:
+    """A point's blocks in one engine and launch mode on one rank."""
+
+    engine: Engine  # torch (torch.distributed) or nccl (NCCL called directly)
+    launch: Launch  # graph or eager: how the timed iterations were issued
+    blocks: tuple[Block, ...]
+    warmup_iters: int
+    n_wrong: int | None = None  # None: not checked here (no output on this rank, --no-check)
+    note: str | None = None  # why it ran eagerly where a graph was asked for
+    skipped: str | None = None  # why there is nothing to time (then there are no blocks)
+    registered: bool = False  # its buffers registered with this engine's communicator
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankTimings:
+    """What one rank timed for a point: per engine, per launch mode, in the order the point
+    asks, and its GPU around them."""
+
+    timed: tuple[Timed, ...]
+    telemetry: Reading | None = None  # None: a CPU rank, no NVML
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Copied:
+    """Peer copies timed together: `seconds[i]` is the copy from `src` to `dsts[i]`, per
+    iteration (for `bi`, the two directions timed as one)."""
+
+    kind: str  # uni, bi, fanout
+    src: str  # GPU UUIDs
+    dsts: tuple[str, ...]
+    size_bytes: int
+    seconds: tuple[float, ...]
 
 
 # What a rank's actor and the rank's process tell each other and the driver.

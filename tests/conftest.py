@@ -119,7 +119,7 @@ def registry_kept() -> Iterator[None]:
     a plugin is imported), for a fixture of wider scope than isolated_registry's."""
     import sys
 
-    from sweeper.collectives import REGISTRY
+    from sweeper.ops.registry import REGISTRY
 
     before = dict(REGISTRY)
     modules = set(sys.modules)

@@ -9,8 +9,8 @@ link trained at x8, GPU2 power-capped, GPU3 replaying NVLink at one all_reduce p
 took SPIKE_SLOW times as long), and each GPU has its host<->device copies. Times follow
 an alpha-beta model, so tests know what the analysis must find: the model's time is the
 CUDA-graph time, and an eager call takes EAGER_US more for each call it issues (copies are
-always eager). These are test data, not mocks: they go through `store.ResultWriter` and
-come back through `store.load`, as a sweep's rows do.
+always eager). These are test data, not mocks: they go through `ResultWriter` and
+come back through `load`, as a sweep's rows do.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import telemetry
-from sweeper.report import record
-from sweeper.report.record import RunRecord
-from sweeper.store import ResultWriter
+from sweeper.results import records
+from sweeper.results.records import RunRecord
+from sweeper.results.writer import ResultWriter
 from sweeper.topology import Node
 from tests.nvml_replay import recorded
 
@@ -368,4 +368,4 @@ def write_run(
     for start in range(0, len(rows), writer.batch_rows):
         writer.extend(rows[start : start + writer.batch_rows])
     writer.flush()
-    record.save(results, h200_record(run_id, host))
+    records.save(results, h200_record(run_id, host))

@@ -1,4 +1,4 @@
-"""Synthetic nightly histories, written as real Parquet through `store.ResultWriter`.
+"""Synthetic nightly histories, written as real Parquet through `ResultWriter`.
 
 Each night measures every series at a few sizes: time = base time x the night's slowdown
 for that series x (1 + noise), and bus bandwidth follows from the time, as in a real run.
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.store import ResultWriter
+from sweeper.results.writer import ResultWriter
 
 SIZES = (8, 64 * 2**10, 256 * 2**20, 2**30)
 GROUPS = (

@@ -16,6 +16,7 @@ import pandas as pd
 
 from sweeper.analysis.launches import preferred
 from sweeper.analysis.summary import label, launch_modes
+from sweeper.wire import Status
 
 KEYS = ["tier", "world_size", "dtype", "size_bytes"]
 BEST_COLUMNS = (
@@ -40,7 +41,7 @@ def candidates(df: pd.DataFrame, op: str) -> pd.DataFrame:
     launch modes it was read from, `summary.launch_modes`), in the order the candidates were
     first measured."""
     rows = preferred(df[df["op"] == op])
-    rows = rows[rows["status"] == "ok"]
+    rows = rows[rows["status"] == Status.OK]
     columns = [*KEYS, "candidate", "busbw_gb_per_s", "launch"]
     if rows.empty:
         empty: pd.DataFrame = pd.DataFrame(columns=columns)

@@ -1,15 +1,14 @@
 """Two runs, point by point: how much each point changed, whether the change is more than
 noise, and which points regressed.
 
-A point is what one row measures: the columns of `POINT_KEYS` (tier, variant, group,
-operation, algorithm, dtype, size, launch mode, and for point-to-point and MoE rows the pair
-and the parameters). The launch mode is part of it because a graph replay and an eager call
-are different measurements: a run timed both ways compares graph with graph and eager with
-eager, and rows from before launch modes (none recorded) are eager. Usage, for example with
-two runs of one results directory:
+A point is what one row measures: the columns of `results.schema.POINT` (tier, variant,
+group, operation, algorithm, dtype, size, engine and launch mode, and for point-to-point and
+MoE rows the pair and the parameters). The launch mode is part of it because a graph replay
+and an eager call are different measurements: a run timed both ways compares graph with
+graph and eager with eager. Usage, for example with two runs of one results directory:
 
-    base = sweeper.store.load("results", run_id="20261121T230000Z-a1b2c3")
-    new = sweeper.store.load("results", run_id="20261122T230000Z-d4e5f6")
+    base = sweeper.results.load.load("results", run_id="20261121T230000Z-a1b2c3")
+    new = sweeper.results.load.load("results", run_id="20261122T230000Z-d4e5f6")
     changes = point_changes(base, new)
     changes[changes["regression"]]
 
@@ -31,28 +30,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from sweeper.analysis.summary import engine_of, launch_of
+from sweeper.results.schema import POINT
+from sweeper.wire import Status
 
-POINT_KEYS = (
-    "tier",
-    "variant",
-    "group_id",
-    "world_size",
-    "op",
-    "algorithm",
-    "dtype",
-    "in_place",
-    "launch",
-    "engine",
-    "size_bytes",
-    "src_rank",
-    "dst_rank",
-    "concurrent",
-    "rank",
-    "params",
-)
 CHANGE_COLUMNS = (
-    *POINT_KEYS,
+    *POINT,
     "present",  # both, base, new: which runs measured the point
     "base_status",
     "new_status",
@@ -112,19 +94,11 @@ def params_text(value: object) -> str:
 
 
 def _points(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per point (the last measured when a point repeats), keyed by POINT_KEYS."""
-    frame = df.copy()
-    for column in (*POINT_KEYS, "samples_us", "measured_at"):
-        if column not in frame:
-            frame[column] = None
-    frame["params"] = [params_text(p) for p in frame["params"]]
-    frame["launch"] = launch_of(frame)
-    frame["engine"] = engine_of(frame)
+    """One row per point (the last measured when a point repeats), keyed by POINT."""
+    frame = df.assign(params=[params_text(p) for p in df["params"]])
     frame = frame.sort_values("measured_at", kind="stable", na_position="first")
-    latest = frame.drop_duplicates(list(POINT_KEYS), keep="last")
-    points: pd.DataFrame = latest[
-        [*POINT_KEYS, "status", "busbw_gb_per_s", "time_us", "samples_us"]
-    ]
+    latest = frame.drop_duplicates(list(POINT), keep="last")
+    points: pd.DataFrame = latest[[*POINT, "status", "busbw_gb_per_s", "time_us", "samples_us"]]
     return points
 
 
@@ -141,15 +115,15 @@ def point_changes(
     base: pd.DataFrame, new: pd.DataFrame, rule: RegressionRule | None = None
 ) -> pd.DataFrame:
     """Every point of either run with its change from `base` to `new` (each frame one run's
-    rows, as `sweeper.store.load` returns them). Columns: `CHANGE_COLUMNS`.
+    rows, as `sweeper.load` returns them). Columns: `CHANGE_COLUMNS`.
 
     Points measured by one run only are kept (`present` = base or new) with NaN changes and
     are neither regressions nor improvements; a point that failed in both is neither."""
     rule = rule or RegressionRule()
     merged = _points(base).merge(
-        _points(new), on=list(POINT_KEYS), how="outer", suffixes=("_base", "_new"), indicator=True
+        _points(new), on=list(POINT), how="outer", suffixes=("_base", "_new"), indicator=True
     )
-    out = merged[list(POINT_KEYS)].copy()
+    out = merged[list(POINT)].copy()
     out["present"] = merged["_merge"].map(
         {"both": "both", "left_only": "base", "right_only": "new"}
     )
@@ -165,8 +139,8 @@ def point_changes(
         for a, b in zip(merged["samples_us_base"], merged["samples_us_new"], strict=True)
     ]
     both = out["present"] == "both"
-    base_ok = (out["base_status"] == "ok").fillna(False).astype(bool)
-    new_ok = (out["new_status"] == "ok").fillna(False).astype(bool)
+    base_ok = (out["base_status"] == Status.OK).fillna(False).astype(bool)
+    new_ok = (out["new_status"] == Status.OK).fillna(False).astype(bool)
     unsure = (out["p_value"] >= rule.alpha).fillna(False).astype(bool)  # NaN: no samples, no test
     slower = (out["busbw_change"] <= -rule.threshold).fillna(False).astype(bool) & ~unsure
     faster = (out["busbw_change"] >= rule.threshold).fillna(False).astype(bool) & ~unsure

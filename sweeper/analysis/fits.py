@@ -21,6 +21,7 @@ import pandas as pd
 
 from sweeper.analysis.launches import preferred
 from sweeper.analysis.summary import label, launch_modes, tier_name
+from sweeper.wire import Status
 
 _HUBER_K = 1.345  # residuals beyond this many robust standard deviations get less weight
 _MAD_TO_SIGMA = 1.4826
@@ -112,7 +113,7 @@ def fits(df: pd.DataFrame) -> pd.DataFrame:
     `FIT_COLUMNS`; operations with fewer than two sizes are left out. Each point counts
     once, in its preferred launch mode (graph where it was timed both ways)."""
     rows = preferred(df)
-    ok = rows[rows["status"] == "ok"]
+    ok = rows[rows["status"] == Status.OK]
     out = []
     keys = ["tier", "variant", "world_size", "op", "algorithm"]
     for (tier, variant, world_size, op, algorithm), group in ok.groupby(keys, sort=False):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from sweeper.analysis.launches import preferred
+from sweeper.wire import Status
 
 HOST_OPS = ("h2d", "d2h", "h2d+d2h")
 MEMORIES = ("pinned", "pageable")
@@ -34,7 +35,7 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
     """One record per GPU and copy direction at the largest size: algbw (GB/s) and its
     share of the GPU's PCIe peak, from pinned and from pageable host memory."""
     rows = preferred(host_rows(df))
-    rows = rows[rows["status"] == "ok"]
+    rows = rows[rows["status"] == Status.OK]
     if rows.empty:
         empty: pd.DataFrame = pd.DataFrame(columns=COLUMNS)
         return empty

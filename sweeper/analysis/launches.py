@@ -6,19 +6,21 @@ a captured CUDA graph (`graph`, as nccl-tests -G) and calls issued from Python (
 The graph time is the operation's own; eager adds the host's launch path, which decides
 the time at small sizes. So every analysis of time or bandwidth reads each point's graph
 row, and its eager row only where it has no graph row (CPU ranks, copy-engine rows, a
-capture that failed, runs from before launch modes).
+capture that failed, runs from before launch modes, which `results.upgrade` makes eager).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from sweeper.analysis.compare import POINT_KEYS, params_text
-from sweeper.analysis.summary import EAGER, GRAPH, TORCH, engine_of, label, launch_of, tier_name
+from sweeper.analysis.compare import params_text
+from sweeper.analysis.summary import EAGER, GRAPH, TORCH, label, tier_name
+from sweeper.results import schema
+from sweeper.wire import Status
 
-# What one point is, whatever its engine and launch mode: a run's measurement of a group,
-# operation, dtype and size (and for pair and MoE rows, the pair and parameters).
-POINT = tuple(key for key in ("run_id", *POINT_KEYS) if key not in ("launch", "engine"))
+# What one point is, whatever its engine and launch mode (the point of `schema.POINT` in
+# each run, without them): the rows one engine and launch mode of a point is chosen among.
+POINT = tuple(key for key in ("run_id", *schema.POINT) if key not in ("launch", "engine"))
 # Which of a point's rows the analyses read, best first: the closest to the wire (NCCL
 # called directly, from a graph) before what a PyTorch program adds to it.
 PREFERENCE = (("nccl", GRAPH), (TORCH, GRAPH), ("nccl", EAGER), (TORCH, EAGER))
@@ -37,21 +39,16 @@ COST_COLUMNS = (
 
 
 def _point_ids(rows: pd.DataFrame) -> pd.Series:
-    """A number per point (rows of one point, in any launch mode, share it), from the POINT
-    columns the frame has."""
-    keys = [key for key in POINT if key in rows]
-    frame = rows[keys]
-    if "params" in keys:  # lists of pairs: unhashable, so compared as text
-        frame = frame.assign(params=frame["params"].map(params_text))
-    ids: pd.Series = frame.groupby(keys, dropna=False, sort=False).ngroup()
+    """A number per point (rows of one point, in any launch mode, share it)."""
+    # params: lists of pairs, unhashable, so compared as text
+    frame = rows[list(POINT)].assign(params=rows["params"].map(params_text))
+    ids: pd.Series = frame.groupby(list(POINT), dropna=False, sort=False).ngroup()
     return ids
 
 
 def preferred(rows: pd.DataFrame) -> pd.DataFrame:
     """Each point's rows in one engine and launch mode, the first of PREFERENCE it has
-    (graph before eager, the nccl engine before torch), whatever their status. `launch` and
-    `engine` are filled in (rows without them were eager, through torch)."""
-    rows = rows.assign(launch=launch_of(rows), engine=engine_of(rows))
+    (graph before eager, the nccl engine before torch), whatever their status."""
     rank = pd.Series(
         [PREFERENCE.index((e, la)) for e, la in zip(rows["engine"], rows["launch"], strict=True)],
         index=rows.index,
@@ -68,8 +65,8 @@ def launch_costs(rows: pd.DataFrame, small_bytes: int = SMALL_BYTES) -> pd.DataF
     median of it over the sizes up to `small_bytes`. At each size, the groups and dtypes of a
     tier and group size count by their median. Columns: `COST_COLUMNS`, operations in the
     order first measured; empty when no point was timed both ways."""
-    ok = rows[rows["status"].isin(["ok"]) & (engine_of(rows) == TORCH)]  # isin: no NA
-    ok = ok.assign(launch=launch_of(ok), point=_point_ids(ok))
+    ok = rows[rows["status"].isin([Status.OK]) & rows["engine"].isin([TORCH])]  # isin: no NA
+    ok = ok.assign(point=_point_ids(ok))
     times = ok.pivot_table(index="point", columns="launch", values="time_us", aggfunc="median")
     if GRAPH not in times or EAGER not in times:
         empty: pd.DataFrame = pd.DataFrame(columns=list(COST_COLUMNS))

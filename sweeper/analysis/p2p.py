@@ -24,6 +24,7 @@ import pandas as pd
 
 from sweeper.analysis.launches import preferred
 from sweeper.analysis.summary import tier_name
+from sweeper.wire import Status
 
 PAIR_KINDS = ("p2p", "copy")  # the rows of pairs: a matrix each
 OUTLIER_MADS = 3.0
@@ -79,7 +80,7 @@ def pair_table(df: pd.DataFrame, op: str, algorithm: str, metric: Metric) -> pd.
             ],
             "concurrent": at["concurrent"].fillna(False).astype(bool),
             "size_bytes": at["size_bytes"].astype("int64"),
-            "value": at[column].where(at["status"] == "ok").astype("float64"),
+            "value": at[column].where(at["status"] == Status.OK).astype("float64"),
             "status": at["status"].astype(str),
         }
     )

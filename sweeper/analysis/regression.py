@@ -1,14 +1,13 @@
 """Nightly regression detection: each run's summary metrics per series, and the small rules
 that decide whether tonight is a regression. Pure: DataFrames in, DataFrames out.
 
-A series is one thing nights are compared on: a point of `compare.POINT_KEYS` without its
+A series is one thing nights are compared on: a point of `results.schema.POINT` without its
 size, that is a group (its id names the tier, the hosts and GPUs, and so the world size),
 an operation (op, algorithm), a dtype, a launch mode, and for pair and MoE rows the pair
 and parameters. Each group is a series of its own, not folded into its tier, so one weak
 link shows. The launch mode is part of a series because a series is the same measurement
 night after night: a night timed with CUDA graphs is not compared with eager nights (whose
 small sizes carry the host's launch path), and a run timed both ways gives two series.
-Rows from before launch modes were eager.
 A run gives each series two metrics: the peak bus bandwidth over the large sizes, and the
 time of the smallest size. Tonight's value is compared with the series' baseline, the
 median and robust spread (1.4826 x MAD) of up to `window` earlier runs. A value is *worse*
@@ -26,10 +25,12 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.compare import POINT_KEYS, params_text
-from sweeper.analysis.summary import engine_of, launch_of
+from sweeper.analysis.compare import params_text
+from sweeper.results.schema import POINT
+from sweeper.wire import Status
 
-SERIES = tuple(key for key in POINT_KEYS if key != "size_bytes")
+# A point over nights, whatever its size: the sizes are the series' values.
+SERIES = tuple(key for key in POINT if key != "size_bytes")
 # The columns of the results dataset that the metrics are computed from.
 COLUMNS = ("run_id", *SERIES, "size_bytes", "time_us", "busbw_gb_per_s", "status")
 MAD_TO_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal noise
@@ -53,14 +54,8 @@ def run_metrics(rows: pd.DataFrame, bandwidth_min_size_bytes: int) -> pd.DataFra
     columns (`params` as k=v text), metric, value and the size it was measured at. Peak bus
     bandwidth is taken over the sizes of at least `bandwidth_min_size_bytes` (a series with
     none has no peak); the smallest-size time is the time of the smallest size that ran."""
-    ok = rows.loc[rows["status"].isin(["ok"]), list(COLUMNS)]  # isin: no NA in the mask
-    # rows written before the variant column existed were all of the default variant
-    ok = ok.assign(
-        variant=ok["variant"].fillna("default"),
-        launch=launch_of(ok),
-        engine=engine_of(ok),
-        params=ok["params"].map(params_text),
-    )
+    ok = rows.loc[rows["status"].isin([Status.OK]), list(COLUMNS)]  # isin: no NA in the mask
+    ok = ok.assign(params=ok["params"].map(params_text))
     keys = ["run_id", *SERIES]
     large = ok[ok["size_bytes"] >= bandwidth_min_size_bytes]
     peak = large.sort_values("busbw_gb_per_s").drop_duplicates(keys, keep="last")
@@ -117,8 +112,9 @@ class RelativeFloor:
 @dataclass(frozen=True)
 class Policy:
     """When a series is a regression: every check fails on each of the last `persistence`
-    runs, against the baseline of up to `window` runs before them, of which there are at
-    least `min_history` (fewer: the series is new, and nothing is judged)."""
+    runs, against the baseline of up to `window` runs before them. A series with fewer than
+    `min_history` runs before tonight's (the streak's earlier runs included) is new, and
+    nothing is judged."""
 
     window: int
     min_history: int
@@ -172,12 +168,14 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
         median = baseline.median(axis=1)
         sigma = MAD_TO_SIGMA * baseline.sub(median, axis=0).abs().median(axis=1)
         baseline_runs = baseline.notna().sum(axis=1)
+        earlier_runs = table[list(runs[:-1])].notna().sum(axis=1)
         now = _deviation(table[tonight], median, sigma, metric)
         worse_tonight = policy.worse(now)
         persistent = pd.concat(
             [policy.worse(_deviation(table[run], median, sigma, metric)) for run in streak], axis=1
         ).all(axis=1)
-        new = baseline_runs < policy.min_history
+        # a persistence longer than min_history leaves some such series no baseline at all
+        new = (earlier_runs < policy.min_history) | (baseline_runs == 0)
         status = np.select(
             [new, persistent, worse_tonight, policy.worse(-now)],
             ["new", "regression", "worse", "better"],

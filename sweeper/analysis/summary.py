@@ -10,6 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper.results.schema import PROBED
+from sweeper.wire import Status
+
 GRAPH = "graph"  # the timed iterations replayed from a captured CUDA graph
 EAGER = "eager"  # issued from Python each iteration
 LAUNCHES = (GRAPH, EAGER)
@@ -46,24 +49,6 @@ def tier_name(tier: str, variant: str) -> str:
     return tier if variant == "default" else f"{tier}/{variant}"
 
 
-def launch_of(rows: pd.DataFrame) -> pd.Series:
-    """Each row's launch mode. Rows written before launch modes existed have none (or no
-    column): they were issued eagerly."""
-    if "launch" not in rows:
-        return pd.Series(EAGER, index=rows.index, dtype=object)
-    launches: pd.Series = rows["launch"].astype(object).where(rows["launch"].notna(), EAGER)
-    return launches
-
-
-def engine_of(rows: pd.DataFrame) -> pd.Series:
-    """Each row's engine. Rows written before engines existed have none (or no column): they
-    went through torch.distributed."""
-    if "engine" not in rows:
-        return pd.Series(TORCH, index=rows.index, dtype=object)
-    engines: pd.Series = rows["engine"].astype(object).where(rows["engine"].notna(), TORCH)
-    return engines
-
-
 def launch_modes(launches: Iterable[str]) -> str:
     """The launch modes among `launches`, graph first: 'graph', 'eager' or 'graph, eager'."""
     seen = set(launches)
@@ -80,13 +65,13 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
             tier_name(row["tier"], row["variant"]),
             row["world_size"],
             label(row["op"], row["algorithm"]),
-            row.get("launch") or EAGER,
-            row.get("engine") or TORCH,
+            row["launch"],
+            row["engine"],
         )
         by_key.setdefault(key, []).append(row)
     out = []
     for (tier, world_size, name, launch, engine), group in by_key.items():
-        ok = [r for r in group if r["status"] == "ok"]
+        ok = [r for r in group if r["status"] == Status.OK]
         peak = max(ok, key=lambda r: r["busbw_gb_per_s"], default=None)
         fastest = min(ok, key=lambda r: r["time_us"], default=None)
         out.append(
@@ -97,8 +82,8 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
                 launch=launch,
                 engine=engine,
                 points=len(group),
-                failed=sum(r["status"] not in ("ok", "skipped") for r in group),
-                skipped=sum(r["status"] == "skipped" for r in group),
+                failed=sum(r["status"] not in (Status.OK, Status.SKIPPED) for r in group),
+                skipped=sum(r["status"] == Status.SKIPPED for r in group),
                 peak_busbw_gb_per_s=peak["busbw_gb_per_s"] if peak else None,
                 peak_size_bytes=peak["size_bytes"] if peak else None,
                 min_time_us=fastest["time_us"] if fastest else None,
@@ -110,7 +95,5 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
 
 def probe_seconds(rows: Iterable[Mapping[str, Any]]) -> float:
     """Time spent finding --max-size auto bounds: each series' probe time, counted once."""
-    series = {
-        (r["group_id"], r["op"], r["algorithm"], r["dtype"]): r.get("probe_s") or 0.0 for r in rows
-    }
+    series = {tuple(r[c] for c in PROBED): r.get("probe_s") or 0.0 for r in rows}
     return float(sum(series.values()))

@@ -30,9 +30,12 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from sweeper import telemetry
 from sweeper.analysis.launches import preferred
 from sweeper.analysis.summary import label, missing
+from sweeper.results.schema import CURVE
 from sweeper.topology import Node
+from sweeper.wire import Status
 
 # A clock this far below its peers' median is evidence: healthy GPUs of one model under the
 # same load boost to within a few tens of MHz of each other (a 1.98 GHz H200 against 1.41).
@@ -68,23 +71,9 @@ ROUTE_WORDS = {
     "NODE": "PCIe between host bridges of one NUMA node, no NVLink",
     "SYS": "PCIe and the link between CPU sockets, no NVLink",
 }
-TELEMETRY = (
-    "sm_clock_mhz",
-    "power_w",
-    "power_limit_w",
-    "temperature_c",
-    "throttle_reasons",
-    "ecc_corrected_delta",
-    "ecc_uncorrected_delta",
-    "nvlink_replay_delta",
-    "nvlink_crc_delta",
-    "nvlink_recovery_delta",
-    "xid_codes",
-    "pcie_gen",
-    "pcie_width",
-    "pcie_max_gen",
-    "pcie_max_width",
-)
+# The telemetry columns read as evidence: all but the memory clock, which no evidence here
+# compares.
+TELEMETRY = [c for c in telemetry.COLUMNS if c != "mem_clock_mhz"]
 READING_COLUMNS = ["row", "gpu_uuid", *TELEMETRY]
 _COUNTER_COLUMNS = {  # State field: the per-point column it sums
     "nvlink_replays": "nvlink_replay_delta",
@@ -112,25 +101,21 @@ def readings(rows: pd.DataFrame) -> pd.DataFrame:
     UUID and each telemetry column's value for it. Rows without telemetry (CPU ranks, failed
     points, copy-engine rows) and ranks whose GPU is unknown give none. Built a column at a
     time: a run of 100k rows on 8 GPUs is 800k readings."""
-    present = [c for c in TELEMETRY if c in rows]
-    if not present or "gpu_uuids" not in rows:
-        empty: pd.DataFrame = pd.DataFrame(columns=READING_COLUMNS)
-        return empty
-    frame = rows[["gpu_uuids", *present]]
-    frame = frame[frame["gpu_uuids"].notna() & frame[present].notna().any(axis=1)]
+    frame = rows[["gpu_uuids", *TELEMETRY]]
+    frame = frame[frame["gpu_uuids"].notna() & frame[TELEMETRY].notna().any(axis=1)]
     widths = [len(uuids) for uuids in frame["gpu_uuids"]]
     columns: dict[str, Any] = {
         "row": np.repeat(frame.index.to_numpy(), widths),
         "gpu_uuid": [str(uuid) for uuids in frame["gpu_uuids"] for uuid in uuids],
     }
-    for column in present:
+    for column in TELEMETRY:
         columns[column] = [
             value
             for cell, width in zip(frame[column], widths, strict=True)
             for value in _spread(cell, width)
         ]
     found = pd.DataFrame(columns).reindex(columns=READING_COLUMNS)
-    kept: pd.DataFrame = found.dropna(subset=present, how="all").reset_index(drop=True)
+    kept: pd.DataFrame = found.dropna(subset=TELEMETRY, how="all").reset_index(drop=True)
     return kept
 
 
@@ -416,7 +401,7 @@ def pair_line(
 
 # Points far off their neighbours
 
-SERIES = ["group_id", "op", "algorithm", "dtype", "launch", "engine"]
+SERIES = list(CURVE)
 
 
 def off_neighbours(rows: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
@@ -427,7 +412,7 @@ def off_neighbours(rows: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame
     Columns: group_id, operation, dtype, launch, size_bytes, time_us, expected_us, why."""
     columns = ["group_id", "operation", "dtype", "launch", "size_bytes", "time_us", "expected_us"]
     ok = preferred(rows)
-    ok = ok[(ok["status"] == "ok") & ok["time_us"].notna() & (ok["time_us"] > 0)]
+    ok = ok[(ok["status"] == Status.OK) & ok["time_us"].notna() & (ok["time_us"] > 0)]
     found: list[dict[str, Any]] = []
     for _, unsorted in ok.groupby(SERIES, sort=False, dropna=False):
         series = unsorted.sort_values("size_bytes")
@@ -489,7 +474,9 @@ class Fanout:
 
 def fanouts(rows: pd.DataFrame, nodes: Sequence[Node]) -> list[Fanout]:
     """The fan-out copies at their largest size, per source, destinations in rank order."""
-    fan = rows[(rows["op"] == "copy") & (rows["algorithm"] == "fanout") & (rows["status"] == "ok")]
+    fan = rows[
+        (rows["op"] == "copy") & (rows["algorithm"] == "fanout") & (rows["status"] == Status.OK)
+    ]
     out = []
     for src, part in fan.groupby("src_gpu_uuid", sort=True):
         at = part[part["size_bytes"] == part["size_bytes"].max()]

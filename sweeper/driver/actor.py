@@ -24,15 +24,20 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import ray
 
-from sweeper.plan import Point
-from sweeper.wire import RankCall, RankInfo, RayFacts, Versions
-
-if TYPE_CHECKING:  # the rank's replies by name only: the actor loads no torch
-    from sweeper.worker import Copied, Measured, Prepared
+from sweeper.wire import (
+    Copied,
+    Point,
+    Prepared,
+    RankCall,
+    RankInfo,
+    RankTimings,
+    RayFacts,
+    Versions,
+)
 
 T = TypeVar("T")
 
@@ -123,7 +128,7 @@ class RankActor:
     def prepare(self, point: Point) -> Relayed[Prepared]:
         return self._call(RankCall.PREPARE, point)
 
-    def execute(self) -> Relayed[Measured]:
+    def execute(self) -> Relayed[RankTimings]:
         return self._call(RankCall.EXECUTE)
 
     def copy_matrix(self, sizes: Sequence[int], iters: int, warmup: int) -> Relayed[list[Copied]]:

@@ -33,11 +33,11 @@ from ray.util.scheduling_strategies import (
 from sweeper.driver.actor import RankActor
 from sweeper.driver.outcome import message
 from sweeper.errors import InfrastructureError
-from sweeper.plan import Member, Placement, Point
-from sweeper.spec import Limits, MemLimit, MoeSpec
+from sweeper.plan.placement import Member, Placement
+from sweeper.plan.spec import MoeSpec
+from sweeper.rank.preflight import local_nccl_allocators
 from sweeper.topology import Node, node_record
-from sweeper.wire import Backend, RankInfo, Versions
-from sweeper.worker import Copied, local_nccl_allocators
+from sweeper.wire import Backend, Copied, Limits, MemLimit, Point, RankInfo, Versions
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
 # program that uses it can take the host's GPUs out of service.

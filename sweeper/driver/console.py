@@ -19,7 +19,7 @@ from sweeper.analysis import OpSummary, label, probe_seconds, summarize, tier_na
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import Survey
-from sweeper.spec import format_size
+from sweeper.plan.sizes import format_size
 from sweeper.wire import Status
 
 

@@ -23,14 +23,14 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from sweeper.descriptor import Collective
 from sweeper.driver import cluster
 from sweeper.driver.group import GroupRun, Phase, Shared
 from sweeper.driver.outcome import PointResult
 from sweeper.driver.replay import PointKey, Recorded, Replay
-from sweeper.plan import Group, Placement, Timing
-from sweeper.schedule import Series, Wave
-from sweeper.wire import Backend
+from sweeper.ops.descriptor import Collective
+from sweeper.plan.placement import Group, Placement
+from sweeper.plan.schedule import Series, Wave
+from sweeper.wire import Backend, Timing
 
 POLL_S = 1.0  # the longest the loop sleeps without looking at deadlines
 

@@ -17,15 +17,15 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from sweeper.descriptor import Collective
 from sweeper.driver import cluster
 from sweeper.driver.outcome import Outcome, PointResult, executed, refused, skipped
 from sweeper.driver.replay import Replay
-from sweeper.plan import Group, Point, Timing
-from sweeper.schedule import Series
-from sweeper.series import Action, Budgets, MeasurePoint, SeriesRunner
-from sweeper.spec import DTYPES
-from sweeper.wire import Status
+from sweeper.ops.descriptor import Collective
+from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.placement import Group
+from sweeper.plan.schedule import Series
+from sweeper.plan.series import Action, Budgets, MeasurePoint, SeriesRunner
+from sweeper.wire import Point, Status, Timing
 
 
 class Phase(Enum):

@@ -12,28 +12,24 @@ canonical schema.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from sweeper import telemetry
 from sweeper.driver.outcome import PointResult
-from sweeper.plan import GPU_TIER, Placement
-from sweeper.spec import format_size
-from sweeper.store import Kind
-from sweeper.timing import across_ranks, algbw_gb_per_s
-from sweeper.wire import Engine, Launch, Status, Tier
-
-if TYPE_CHECKING:
-    from sweeper.worker import Copied, Timed
-    from sweeper.worker import Measured as RankTimings
+from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
+from sweeper.plan.placement import Placement
+from sweeper.plan.sizes import format_size
+from sweeper.results.schema import Kind
+from sweeper.wire import Copied, Engine, Launch, RankTimings, Status, Tier, Timed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunColumns:
-    """The columns every row of a run shares (store.RUN_COLUMNS), gathered once, and the
+    """The columns every row of a run shares (schema.RUN_COLUMNS), gathered once, and the
     environment of the actor set that measured it."""
 
     run_id: str
@@ -107,36 +103,25 @@ class ResultRow:
     concurrent: bool | None = None
     # the one rank a row stands for, where a point gives a row per rank (per_gpu at once)
     rank: int | None = None
-    # GPU telemetry (sweeper.telemetry.Reading's fields): per rank, in group rank order
-    sm_clock_mhz: tuple[int | None, ...] | None = None
-    mem_clock_mhz: tuple[int | None, ...] | None = None
-    power_w: tuple[float | None, ...] | None = None
-    power_limit_w: tuple[float | None, ...] | None = None
-    temperature_c: tuple[int | None, ...] | None = None
-    throttle_reasons: tuple[tuple[str, ...] | None, ...] | None = None
-    ecc_corrected_delta: tuple[int | None, ...] | None = None
-    ecc_uncorrected_delta: tuple[int | None, ...] | None = None
-    nvlink_replay_delta: tuple[int | None, ...] | None = None
-    nvlink_crc_delta: tuple[int | None, ...] | None = None
-    nvlink_recovery_delta: tuple[int | None, ...] | None = None
-    xid_codes: tuple[tuple[int, ...] | None, ...] | None = None
-    pcie_gen: tuple[int | None, ...] | None = None
-    pcie_width: tuple[int | None, ...] | None = None
+    # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
+    readings: Mapping[str, tuple[Any, ...] | None] = field(
+        default_factory=lambda: dict.fromkeys(telemetry.COLUMNS)
+    )
     # a host<->device copy: algbw against its GPU's PCIe link (NVML's largest generation x
     # width, one direction; the slowest of a group's where one row stands for several)
     pcie_pct_of_peak: float | None = None
-    pcie_max_gen: tuple[int | None, ...] | None = None
-    pcie_max_width: tuple[int | None, ...] | None = None
 
     def as_row(self) -> dict[str, Any]:
         """The row as the writer takes it: a column name to each value, the run's columns
-        first (lists for list columns)."""
-        return {
+        first, the GPUs' readings last (lists for list columns)."""
+        own = {
             f.name: list(value) if isinstance(value := getattr(record, f.name), tuple) else value
             for record in (self.run, self)
             for f in fields(record)
-            if f.name != "run"
+            if f.name not in ("run", "readings")
         }
+        gpus = {name: None if v is None else list(v) for name, v in self.readings.items()}
+        return {**own, **gpus}
 
 
 def of_point(run: RunColumns, placement: Placement, done: PointResult) -> list[ResultRow]:
@@ -156,7 +141,7 @@ def of_point(run: RunColumns, placement: Placement, done: PointResult) -> list[R
             "dst_gpu_uuid": placement.members[dst].gpu_uuid,
             "concurrent": done.shares_node,
         }
-    elif collective.per_gpu is not None and group.tier == GPU_TIER:
+    elif collective.traits.per_gpu is not None and group.tier == Tier.GPU:
         pair = {"concurrent": n > 1}
     base = ResultRow(
         run=run,
@@ -194,8 +179,8 @@ def of_point(run: RunColumns, placement: Placement, done: PointResult) -> list[R
             for engine in point.timing.engines
             for launch in point.timing.launches
         ]
-    host_link = collective.per_gpu is not None and collective.per_gpu.host_link
-    if collective.per_gpu is None or n == 1:
+    host_link = collective.traits.per_gpu is not None and collective.traits.per_gpu.host_link
+    if collective.traits.per_gpu is None or n == 1:
         return _modes(placement, base, group.ranks, outcome.measured, host_link)
     return [  # every GPU at once: each its own row
         measured
@@ -223,7 +208,7 @@ def _modes(
     host_link: bool,
 ) -> list[ResultRow]:
     """One measurement per engine and launch mode, from these ranks' blocks and telemetry."""
-    base = replace(base, **telemetry.columns([m.telemetry for m in measured]))
+    base = replace(base, readings=telemetry.columns([m.telemetry for m in measured]))
     peak = _pcie_peak_gb_per_s(placement, ranks) if host_link else None
     link = placement.link_gb_per_s(base.tier, ranks)
     modes = range(len(measured[0].timed))

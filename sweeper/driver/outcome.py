@@ -8,13 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sweeper.descriptor import Collective
-from sweeper.plan import Group, Point, Timing
-from sweeper.schedule import Series
-from sweeper.spec import DTYPES
-from sweeper.wire import Status
-from sweeper.worker import Measured as RankTimings
-from sweeper.worker import Prepared
+from sweeper.ops.descriptor import Collective
+from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.placement import Group
+from sweeper.plan.schedule import Series
+from sweeper.wire import Point, Prepared, RankTimings, Status, Timing
 
 
 @dataclass(frozen=True)

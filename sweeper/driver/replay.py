@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sweeper.schedule import Series
+from sweeper.plan.schedule import Series
 from sweeper.wire import Status
 
-PointKey = tuple[str, str, str, int]  # group id, operation, dtype, count
+# A point of the plan: a probed series (results.schema.PROBED: group id, the operation by its
+# name rather than op and algorithm, dtype) and its element count
+PointKey = tuple[str, str, str, int]
 
 
 @dataclass(frozen=True)

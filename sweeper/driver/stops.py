@@ -1,6 +1,6 @@
 """Graceful stops: SIGINT and SIGTERM end a sweep the way an error does, by an exception that
 the driver's cleanup sees (rows written, the run record marked, Ray closed); a second signal
-ends the process at once. What was measured is on disk either way (see store.py)."""
+ends the process at once. What was measured is on disk either way (see sweeper/results/)."""
 
 from __future__ import annotations
 

@@ -20,8 +20,7 @@ import pandas as pd
 import ray
 
 import sweeper
-from sweeper import knobs, nccl, planner, report, store
-from sweeper.collectives import configure_moe, load_plugins, names, resolve
+from sweeper import report
 from sweeper.driver import cluster, measurement
 from sweeper.driver.executor import Executor
 from sweeper.driver.measurement import ResultRow, RunColumns
@@ -30,29 +29,21 @@ from sweeper.driver.outcome import PointResult, skipped
 from sweeper.driver.replay import PointKey, Recorded
 from sweeper.driver.stops import Stopped
 from sweeper.errors import BadInput, InfrastructureError
-from sweeper.estimate import CostModel, estimate
-from sweeper.plan import (
-    Group,
-    Placement,
-    Timing,
-    alone,
-    expected_placement,
-    groups,
-    variants,
-)
-from sweeper.report import record
-from sweeper.schedule import ActorSet, Schedule, nothing_to_measure, schedule
-from sweeper.spec import (
-    DTYPES,
-    SweepSpec,
-    engines,
-    launches,
-    registers,
-)
-from sweeper.store import ResultWriter
+from sweeper.ops.registry import configure_moe, load_plugins, names, resolve
+from sweeper.plan import knobs, request
+from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.estimate import CostModel, estimate
+from sweeper.plan.placement import Group, Placement, alone, expected_placement, groups, variants
+from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedule
+from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
+from sweeper.rank.preflight import nccl_available, no_nccl_allocator
+from sweeper.results import records
+from sweeper.results.journal import recover
+from sweeper.results.load import files, load
+from sweeper.results.schema import RUN_POINT
+from sweeper.results.writer import ResultWriter
 from sweeper.topology import Node
 from sweeper.wire import Backend, Engine, Status
-from sweeper.worker import no_nccl_allocator
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 
@@ -116,7 +107,7 @@ def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
 
 def survey(spec: SweepSpec) -> Survey:
     connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or planner.DEFAULT_CPU_RANKS, spec.connect_timeout
+        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
     )
     try:
         backend, slots, nodes = _layout(spec, connection)
@@ -129,19 +120,6 @@ def survey(spec: SweepSpec) -> Survey:
 RowKey = tuple[Any, ...]
 
 
-_KEY = (
-    "group_id",
-    "op",
-    "algorithm",
-    "dtype",
-    "size_bytes",
-    "engine",
-    "launch",
-    "src_rank",
-    "dst_rank",
-)
-
-
 def _row_key(row: ResultRow | Mapping[str, Any]) -> RowKey:
     """What makes a row one measurement of its run (each engine and launch mode of a point,
     each direction of a copy, each GPU of copies made at once): of a row made now, or of one
@@ -149,7 +127,7 @@ def _row_key(row: ResultRow | Mapping[str, Any]) -> RowKey:
     value = row.get if isinstance(row, Mapping) else partial(getattr, row)
     rank = value("rank")  # a row per GPU of copies made at once; read back, a null is NA
     mine = None if rank is None or pd.isna(rank) else int(rank)
-    return (*(value(f) for f in _KEY), mine)
+    return (*(value(f) for f in RUN_POINT if f != "rank"), mine)
 
 
 @dataclass(frozen=True)
@@ -166,13 +144,13 @@ class Resume:
 def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
     """The options a run was started with and where it stopped; BadInput where there is no
     such run under `output`, or it is complete."""
-    started = record.load(output, run_id)
+    started = records.load(output, run_id)
     if started is None:
         raise BadInput(f"--resume {run_id}: no such run in {output}")
     if started.ended == "complete":
         raise BadInput(f"--resume {run_id}: the run is complete")
-    store.recover(output, run_id)  # the rows a killed driver left in its journal
-    frame = store.load(output, run_id) if store.files(output) else None
+    recover(output, run_id)  # the rows a killed driver left in its journal
+    frame = load(output, run_id) if files(output) else None
     rows: list[dict[str, Any]] = [] if frame is None else frame.to_dict("records")  # type: ignore[assignment]
     name_of = names()
     recorded: dict[PointKey, Recorded] = {}
@@ -216,21 +194,11 @@ class _Sweep:
         self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
         self.backend = _backend(spec, connection.gpus())
-        self.timing = Timing(
-            iters=spec.iters,
-            warmup=spec.warmup,
-            check=spec.check,
-            samples=spec.samples,
-            seed=spec.seed,
-            launches=launches(spec.launch, self.backend),
-            blocks=spec.blocks,
-            engines=engines(spec.engine, self.backend),
-            register=registers(spec.register_buffers, self.backend),
-        )
+        self.timing = spec.timing.timing(self.backend)
         _check_dtypes(spec.dtypes, self.backend)
         self.auto = spec.max_size == "auto"
-        self.sizes = planner.sizes(spec)
-        self.mem_limit = planner.mem_limit(spec, self.backend)
+        self.sizes = request.sizes(spec)
+        self.mem_limit = request.mem_limit(spec, self.backend)
         _, self.slots, self.nodes = _layout(spec, connection)
         if self.timing.register:
             _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
@@ -239,7 +207,9 @@ class _Sweep:
         self._shared: RunColumns | None = None
 
     def plan_for(self, placement: Placement) -> Schedule:
-        return schedule(placement, planner.request(self.spec, self.backend, self.collectives))
+        return schedule(
+            placement, request.schedule_request(self.spec, self.backend, self.collectives)
+        )
 
     def run(self) -> None:
         slots = [slot.ranks for slot in self.slots]
@@ -248,7 +218,7 @@ class _Sweep:
         empty = nothing_to_measure(planned, self.spec.tiers)
         if empty is not None:  # before anything is written: no run record, no report
             raise InfrastructureError(empty)
-        ceiling = planner.ceiling_bytes(self.spec, self.backend, self.nodes)
+        ceiling = request.ceiling_bytes(self.spec, self.backend, self.nodes)
         self.observer.started(
             Started(
                 run_id=self.run_id,
@@ -266,8 +236,8 @@ class _Sweep:
             self.spec.output, self.run_id, self.started_at.strftime("%Y-%m-%d")
         )
         # before the first row: a killed run is told (and resumed) by a record with no end
-        record.save(
-            self.spec.output, record.RunRecord.of(self.run_id, self.spec, tuple(self.nodes))
+        records.save(
+            self.spec.output, records.RunRecord.of(self.run_id, self.spec, tuple(self.nodes))
         )
         for actors in planned.actor_sets:
             if planned.measures_nothing(actors) and self._shared is not None:
@@ -417,9 +387,10 @@ def run(
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
-    if Engine.NCCL in spec.engine and not nccl.available():
+    if Engine.NCCL in spec.engine and not nccl_available():
         raise BadInput(
-            "--engine nccl needs NCCL's Python bindings (nccl4py): pip install 'sweeper[nccl]'"
+            "--engine nccl needs NCCL's Python bindings (nccl4py): "
+            "pip install 'sweeper-bench[nccl]'"
         )
     report.require_directory(spec.output, f"--output {spec.output}")
     if spec.report:
@@ -428,7 +399,7 @@ def run(
         report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
     connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or planner.DEFAULT_CPU_RANKS, spec.connect_timeout
+        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
     )
     sweep: _Sweep | None = None
     try:
@@ -458,8 +429,8 @@ def _end(sweep: _Sweep, ended: str, stopped_by: BaseException | None = None) -> 
     try:
         sweep.writer.flush()
     finally:
-        ending = record.RunRecord.of(sweep.run_id, sweep.spec, tuple(sweep.nodes), ended)
-        record.save(sweep.spec.output, ending)
+        ending = records.RunRecord.of(sweep.run_id, sweep.spec, tuple(sweep.nodes), ended)
+        records.save(sweep.spec.output, ending)
 
 
 def _report(spec: SweepSpec, run_id: str) -> Path:

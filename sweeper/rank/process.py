@@ -28,7 +28,7 @@ def serve(fd: int, parent: int) -> None:
     _die_with(parent)
     conn = Connection(fd)
     args, facts = conn.recv()
-    from sweeper.worker import Rank  # torch takes seconds to load: bound to the actor first
+    from sweeper.rank.worker import Rank  # torch takes seconds to load: bound to the actor first
 
     try:
         rank = Rank(*args, facts=facts)

@@ -1,10 +1,11 @@
 """The HTML report of a run: `sweeper report`, and the end of `sweeper run`.
 
-`build.write` renders a run of a results directory into one self-contained page;
-`record` keeps what the rows do not say (command line, options, topology) beside them;
-`sections` turns rows into what the page shows, `figures` into plotly figures; `browser`
-opens a page in Chromium (screenshots). Only `build`, `figures` and `browser` need the
-optional libraries (`sweeper[report]`, Playwright), so importing this package is cheap.
+`build.write` renders a run of a results directory (read through `sweeper.results`, with its
+run record: command line, options, topology) into one self-contained page; `view` works out
+once what the sections read of a run's rows, `sections` turns that into what the page shows,
+`figures` into plotly figures; `browser` opens a page in Chromium (screenshots). Only
+`build`, `figures` and `browser` need the optional libraries (`sweeper-bench[report]`,
+Playwright), so importing this package is cheap.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def require() -> None:
     if missing:
         raise BadInput(
             f"the HTML report needs {' and '.join(missing)}",
-            hint="pip install 'sweeper[report]', or run with --no-report",
+            hint="pip install 'sweeper-bench[report]', or run with --no-report",
         )
 
 

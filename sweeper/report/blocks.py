@@ -1,7 +1,7 @@
 """What a report page is made of: sections of plain blocks the template knows how to draw.
 
 Blocks hold text as it is (the template escapes it) and figures as plotly objects (the
-builder serialises them); sections are built from data by `sections.py`.
+builder serialises them); sections are built from a run's view by `sections/`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,11 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from sweeper.errors import BadInput
-from sweeper.report import directory, record, require_directory, runs, sections
+from sweeper.report import directory, require_directory, sections
+from sweeper.report.view import RunView
+from sweeper.results import records
+from sweeper.results.files import write_text
+from sweeper.results.load import resolve, run_rows
 
 PLOTLY_JS = "plotly.min.js"
 # Plotly's figure JSON goes inside <script> elements: these characters are written as JSON
@@ -55,14 +59,14 @@ def _plotly_js() -> str:
 
 def render(
     df: pd.DataFrame,
-    run: record.RunRecord | None,
+    run: records.RunRecord | None,
     base: pd.DataFrame | None = None,
     plotly_src: str | None = None,
 ) -> str:
     """The page for one run's rows (`base`: a baseline run's rows to compare with).
 
     `plotly_src`: a relative path to plotly.min.js instead of inlining it."""
-    found = sections.build(df, run, base)
+    found = sections.build(RunView.of(df, run, base))
     template = _environment().get_template("report.html.j2")
     return template.render(
         run_id=str(df["run_id"].iloc[0]),
@@ -79,14 +83,8 @@ def _shared_js(js_dir: Path, page: Path) -> str:
     target = js_dir / PLOTLY_JS
     code = _plotly_js()
     if not target.exists() or target.read_text(encoding="utf-8") != code:
-        _write(target, code)
+        write_text(target, code)
     return Path(os.path.relpath(target.resolve(), page.parent.resolve())).as_posix()
-
-
-def _write(path: Path, content: str) -> None:
-    inflight = path.with_name(f".{path.name}.inflight")
-    inflight.write_text(content, encoding="utf-8")
-    os.replace(inflight, path)
 
 
 def write(
@@ -100,17 +98,17 @@ def write(
 
     Bad input (no such directory or run, a page or script path that a file or directory is
     in the way of) raises BadInput before anything is written."""
-    run_id = runs.resolve(results, run_id)
-    base_id = runs.resolve(results, baseline) if baseline else None
+    run_id = resolve(results, run_id)
+    base_id = resolve(results, baseline) if baseline else None
     output = output or default_output(results, run_id)
     if output.is_dir():
         raise BadInput(f"-o {output} is a directory; -o names the page's file")
     require_directory(output.parent, f"-o {output}")
     if js_dir:
         require_directory(js_dir, f"--js {js_dir}")
-    df = runs.rows(results, run_id)
-    base = runs.rows(results, base_id) if base_id else None
+    df = run_rows(results, run_id)
+    base = run_rows(results, base_id) if base_id else None
     output.parent.mkdir(parents=True, exist_ok=True)
     src = _shared_js(js_dir, output) if js_dir else None
-    _write(output, render(df, record.load(results, run_id), base, src))
+    write_text(output, render(df, records.load(results, run_id), base, src))
     return output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from sweeper.worker import local_nccl_allocators
+from sweeper.rank.preflight import local_nccl_allocators
 
 
 @cache

@@ -1,5 +1,5 @@
 """On a GPU: the nccl engine (NCCL called directly through nccl4py) beside torch.distributed, at
-world size 1, in both launch modes. Skipped where there is no GPU or no sweeper[nccl]."""
+world size 1, in both launch modes. Skipped where there is no GPU or no sweeper-bench[nccl]."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import nccl
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
+from sweeper.rank.preflight import nccl_available
 from tests.cli_sweep import sweep
 from tests.gpu.gpus import nccl_allocates
 from tests.gpu.test_gpu_launch import COLLECTIVES, HBM_BYTES_PER_S
@@ -16,7 +16,7 @@ from tests.gpu.test_gpu_launch import COLLECTIVES, HBM_BYTES_PER_S
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.usefixtures("ray_session"),
-    pytest.mark.skipif(not nccl.available(), reason="needs sweeper[nccl]"),
+    pytest.mark.skipif(not nccl_available(), reason="needs sweeper-bench[nccl]"),
 ]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
 from tests.cli_sweep import sweep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]

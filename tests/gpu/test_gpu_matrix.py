@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sweeper import nccl
+from sweeper.rank.preflight import nccl_available
 from tests.cli_sweep import sweep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("ray_session")]
@@ -42,7 +42,8 @@ def test_tiers_give_the_island_its_pairs_and_the_forced_host_path(tmp_path: Path
     [
         "torch",
         pytest.param(
-            "nccl", marks=pytest.mark.skipif(not nccl.available(), reason="needs sweeper[nccl]")
+            "nccl",
+            marks=pytest.mark.skipif(not nccl_available(), reason="needs sweeper-bench[nccl]"),
         ),
     ],
 )

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
-from sweeper.collectives import REGISTRY
-from sweeper.plan import ONE_GPU
+from sweeper.ops.registry import REGISTRY
+from sweeper.plan.placement import ONE_GPU
 from tests.cli_sweep import statuses, sweep
 from tests.gpu.gpus import nccl_allocates
 

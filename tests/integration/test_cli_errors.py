@@ -36,13 +36,14 @@ from tests import report_data
         ),
         (
             ["--engine", "torch,nccl"],
-            "--engine nccl needs NCCL's Python bindings (nccl4py): pip install 'sweeper[nccl]'",
+            "--engine nccl needs NCCL's Python bindings (nccl4py): "
+            "pip install 'sweeper-bench[nccl]'",
         ),
         (["--nccl-env", "PROTO=LL"], "--nccl-env: 'PROTO' is not an NCCL variable"),
         (["--nccl-env", "NCCL_PROTO"], "--nccl-env: 'NCCL_PROTO': use KEY=V1,V2"),
         (["--nccl-env", "NCCL_PROTO="], "--nccl-env: NCCL_PROTO: no value given"),
         (["--nccl-env", "NCCL_NVLS_ENABLE=1"], "--nccl-env: NCCL_NVLS_ENABLE stays as sweeper"),
-        # every count and size fits the column it is written to (sweeper/store.py)
+        # every count and size fits the column it is written to (sweeper/results/schema.py)
         (["--iters", "99999999999999999999"], "--iters: Input should be less than or equal to"),
         (["--warmup", "3000000000"], "--warmup: Input should be less than or equal to"),
         (["--world", "99999999999"], "--world: Input should be less than or equal to"),

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import ray
 
-from sweeper.collectives import REGISTRY
 from sweeper.driver import cluster
 from sweeper.driver.executor import Executor
 from sweeper.driver.outcome import PointResult
-from sweeper.plan import Group, Timing
-from sweeper.schedule import Series, Wave
+from sweeper.ops.registry import REGISTRY
+from sweeper.plan.placement import Group
+from sweeper.plan.schedule import Series, Wave
+from sweeper.wire import Timing
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 import sweeper
 from sweeper.cli import app
 from sweeper.report import MIN_FREE_BYTES
-from sweeper.store import JOURNAL_DIR
+from sweeper.results.journal import JOURNAL_DIR
 from tests.conftest import start_ray_session
 
 # One rank, 4 dtypes x 694 sizes from 2 to 32 KiB (8 bytes apart or more: each a whole number

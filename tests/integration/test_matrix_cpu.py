@@ -11,7 +11,7 @@ import pytest
 
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.sweep import run
-from sweeper.spec import build_spec
+from sweeper.plan.profile import build_spec
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

@@ -18,10 +18,11 @@ import pytest
 import ray
 from typer.testing import CliRunner
 
-from sweeper import store
 from sweeper.cli import app
-from sweeper.report import record
-from sweeper.store import ResultWriter
+from sweeper.results import load as stored
+from sweeper.results import records
+from sweeper.results.schema import COLUMNS
+from sweeper.results.writer import ResultWriter
 from tests.conftest import start_ray_session
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -83,7 +84,7 @@ def first_night(tmp_path_factory: pytest.TempPathFactory) -> FirstNight:
     root = tmp_path_factory.mktemp("first-night")
     code, output = nightly(root)
     assert code == 0, output
-    (run_id,) = store.runs(root / "results")["run_id"]
+    (run_id,) = stored.runs(root / "results")["run_id"]
     return FirstNight(root, run_id, output)
 
 
@@ -125,8 +126,8 @@ def _plant(results: Path, run_id: str, nights: int, faster: float) -> None:
     """Earlier nights of the same cluster, about `faster` times as fast as run `run_id` was
     (give or take 2%, night to night)."""
     rows = (
-        store.dataset(results)
-        .to_table(columns=list(store.COLUMNS), filter=ds.field("run_id") == run_id)
+        stored.dataset(results)
+        .to_table(columns=list(COLUMNS), filter=ds.field("run_id") == run_id)
         .to_pylist()
     )
     for night in range(nights, 0, -1):
@@ -165,7 +166,7 @@ def test_nightly_with_a_planted_slowdown_exits_1_and_names_the_series(
     assert all(SERIES in line for line in table)
     assert "peak busbw @" in table[0]
     assert "time @1K (us)" in table[1]
-    tonight = store.runs(tmp_path / "results")["run_id"].iloc[-1]
+    tonight = stored.runs(tmp_path / "results")["run_id"].iloc[-1]
     saved = json.loads((tmp_path / "reports" / f"{tonight}.summary.json").read_text())
     assert saved["regressions"] == 2
     assert saved["history"][-1] == yesterday
@@ -196,7 +197,7 @@ def test_two_sweeps_writing_one_results_directory_at_once_both_complete(tmp_path
     reads = 0
     while any(sweep.poll() is None for sweep in sweeps):
         if results.is_dir():  # a reader meanwhile sees whole files only
-            store.runs(results)
+            stored.runs(results)
             reads += 1
         time.sleep(0.2)
     finished = []
@@ -204,7 +205,7 @@ def test_two_sweeps_writing_one_results_directory_at_once_both_complete(tmp_path
         output = log.read_text()
         assert sweep.returncode == 0, output
         finished.append(json.loads(output.splitlines()[-1]))
-    runs = store.runs(results).set_index("run_id")
+    runs = stored.runs(results).set_index("run_id")
     assert sorted(runs.index) == sorted(event["run_id"] for event in finished)
     for event in finished:
         assert event["points"] > 256  # more than one write batch each
@@ -212,7 +213,7 @@ def test_two_sweeps_writing_one_results_directory_at_once_both_complete(tmp_path
         assert runs.loc[event["run_id"], "failed"] == 0
     # every row of both, each once: what the runs' batches hold, however many files the
     # 30 s flush split them into
-    rows = store.load(results, columns=["run_id", *KEY, "status", "kind"])
+    rows = stored.load(results, columns=["run_id", *KEY, "status", "kind"])
     for event in finished:
         mine = rows[rows["run_id"] == event["run_id"]]
         assert len(mine) == event["points"]
@@ -225,9 +226,9 @@ def test_two_sweeps_writing_one_results_directory_at_once_both_complete(tmp_path
         }
     assert not list(results.rglob("_inflight-*"))
     for event in finished:  # each run's record beside the rows, and its report, whole
-        assert record.load(results, event["run_id"]) is not None
+        assert records.load(results, event["run_id"]) is not None
         assert Path(event["report"]).read_text().rstrip().endswith("</html>")
     assert reads > 0
     started = sorted(runs["run_started_at"])
-    finished_at = store.load(results, columns=["run_id", "measured_at"]).groupby("run_id").max()
+    finished_at = stored.load(results, columns=["run_id", "measured_at"]).groupby("run_id").max()
     assert started[1] < finished_at["measured_at"].min()  # the two sweeps did overlap

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
-from sweeper.report import record
+from sweeper.results import records
 from tests.cli_runs import OPS, Runs
 
 
@@ -19,7 +19,7 @@ def test_run_writes_its_report_beside_the_results(cli_runs: Runs) -> None:
     page = cli_runs.root / "reports" / f"{cli_runs.first}.html"
     assert json.loads(cli_runs.first_stdout.splitlines()[-1])["report"] == str(page)
     assert '<section id="operations">' in page.read_text()
-    saved = record.load(cli_runs.results, cli_runs.first)
+    saved = records.load(cli_runs.results, cli_runs.first)
     assert saved is not None
     assert saved.options["ops"] == list(OPS)
     assert len(saved.nodes) == 1
@@ -34,7 +34,7 @@ def test_run_says_where_the_report_is(cli_runs: Runs) -> None:
 def test_no_report_writes_none_but_keeps_the_record(cli_runs: Runs) -> None:
     assert json.loads(cli_runs.bare_stdout.splitlines()[-1])["report"] is None
     assert not (cli_runs.bare_results.parent / "reports").exists()
-    assert record.load(cli_runs.bare_results, cli_runs.bare) is not None
+    assert records.load(cli_runs.bare_results, cli_runs.bare) is not None
 
 
 def test_report_of_the_latest_run_and_against_a_baseline(cli_runs: Runs, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from sweeper.driver.console import JsonConsole
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.stops import Stopped
 from sweeper.driver.sweep import run
-from sweeper.spec import build_spec
+from sweeper.plan.profile import build_spec
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
-from sweeper.collectives import REGISTRY
-from sweeper.sizing import largest_count
+from sweeper.ops.registry import REGISTRY
+from sweeper.plan.sizing import largest_count
 from tests.conftest import cluster_nodes
 
 pytestmark = pytest.mark.own_cluster

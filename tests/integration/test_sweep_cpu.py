@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 import sweeper
-from sweeper.collectives import REGISTRY
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import run
-from sweeper.spec import build_spec
+from sweeper.ops.registry import REGISTRY
+from sweeper.plan.profile import build_spec
 from tests import cli_sweep
 from tests.cli_runs import Runs
 from tests.conftest import registry_kept, start_ray_session

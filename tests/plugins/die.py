@@ -8,7 +8,8 @@ import os
 
 import torch.distributed as dist
 
-from sweeper.collectives import REGISTRY, Buffers, Comm, per_call, register
+from sweeper.ops.descriptor import Buffers, Comm, per_call
+from sweeper.ops.registry import REGISTRY, register
 
 DYING_RANK = 3
 DIE_AT_BYTES = 2048

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from sweeper.collectives import REGISTRY, Buffers, Comm, per_call, register
+from sweeper.ops.descriptor import Buffers, Comm, per_call
+from sweeper.ops.registry import REGISTRY, register
 
 HANG_AT_BYTES = 1024
 _all_reduce = REGISTRY["all_reduce"]

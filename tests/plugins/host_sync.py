@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from sweeper.collectives import REGISTRY, Buffers, Comm, Step, register
+from sweeper.ops.descriptor import Buffers, Comm, Step
+from sweeper.ops.registry import REGISTRY, register
 
 _all_reduce = REGISTRY["all_reduce"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from sweeper.collectives import REGISTRY, Buffers, Comm, per_call, register
+from sweeper.ops.descriptor import Buffers, Comm, per_call
+from sweeper.ops.registry import REGISTRY, register
 
 CALL_S = 0.05
 _all_reduce = REGISTRY["all_reduce"]

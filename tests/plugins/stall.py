@@ -11,7 +11,8 @@ import dataclasses
 import time
 from itertools import count
 
-from sweeper.collectives import REGISTRY, Buffers, Comm, Step, register
+from sweeper.ops.descriptor import Buffers, Comm, Step
+from sweeper.ops.registry import REGISTRY, register
 
 STALL_S = 0.25
 STALLED_CALL = 11

@@ -9,7 +9,7 @@ import pytest
 
 from sweeper.analysis import best_per_size, candidate, candidates
 from sweeper.analysis.algorithms import BEST_COLUMNS
-from sweeper.store import load
+from sweeper.results.load import frame, load
 from tests import report_data
 
 
@@ -47,7 +47,7 @@ def test_the_default_winning_has_speedup_one(tmp_path: Path) -> None:
 
 
 def _rows(*points: tuple[str, str, str, int, float]) -> pd.DataFrame:
-    return pd.DataFrame(
+    return frame(
         [
             {
                 "op": "all_reduce",

@@ -28,10 +28,10 @@ import fidelity
 import nccl_tests
 import pinning
 
-from sweeper.collectives import REGISTRY
 from sweeper.driver.cluster import MULTICAST_OFF
-from sweeper.spec import DTYPES
-from sweeper.timing import graph_unit
+from sweeper.ops.registry import REGISTRY
+from sweeper.plan.dtypes import DTYPES
+from sweeper.rank.timing import graph_unit
 
 DATA = Path(__file__).parents[1] / "data" / "nccl_tests"
 MIB = 2**20

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.collectives import REGISTRY, SUM, load_plugins, resolve
 from sweeper.errors import BadInput
-from sweeper.plan import Shape
+from sweeper.ops.descriptor import SUM
+from sweeper.ops.registry import REGISTRY, load_plugins, resolve
+from sweeper.plan.placement import Shape
 
 
 @pytest.mark.parametrize(
@@ -31,8 +32,8 @@ def test_size_rounds_like_nccl_tests(
 
 
 def test_every_rank_expects_exactly_its_output_buffer() -> None:
-    for collective in (c for c in REGISTRY.values() if c.fixed_count is None):
-        for n in (1, 2, 3, 4, 8) if collective.ranks is None else (collective.ranks,):
+    for collective in (c for c in REGISTRY.values() if c.traits.fixed_count is None):
+        for n in (1, 2, 3, 4, 8) if collective.traits.ranks is None else (collective.traits.ranks,):
             count = collective.count(4096, 4, n)
             for rank in range(n):
                 layout = collective.layout(count, n, rank)
@@ -127,9 +128,9 @@ def test_a_pinned_nccl_algo_or_proto_runs_only_the_kernels_it_implements(
 
 
 def test_the_nccl_engine_has_every_core_operation_and_the_pairs_but_no_variant() -> None:
-    direct = {c.name for c in REGISTRY.values() if c.nccl is not None}
+    direct = {c.name for c in REGISTRY.values() if not c.torch_only}
     # copies call no NCCL: nothing to call directly
-    core = {c.name for c in REGISTRY.values() if c.core and c.per_gpu is None}
+    core = {c.name for c in REGISTRY.values() if c.core and c.traits.per_gpu is None}
     assert direct == core | {"p2p", "p2p:reverse", "p2p:bi"}
 
 
@@ -145,7 +146,7 @@ def test_the_nccl_engine_has_every_core_operation_and_the_pairs_but_no_variant()
         ),
         (
             "from dataclasses import replace\n"
-            "from sweeper.collectives import REGISTRY, register\n"
+            "from sweeper.ops.registry import REGISTRY, register\n"
             "register(replace(REGISTRY['all_gather'], name='all_reduce'))\n",
             "ValueError: an operation named 'all_reduce' is already registered)",
         ),

@@ -10,7 +10,8 @@ import pytest
 
 from sweeper.analysis import RegressionRule, mann_whitney_p, point_changes
 from sweeper.analysis.compare import CHANGE_COLUMNS
-from sweeper.store import ResultWriter, load
+from sweeper.results.load import load
+from sweeper.results.writer import ResultWriter
 from tests import report_data
 from tests.synthetic import point_row
 

@@ -7,8 +7,9 @@ import sys
 import pytest
 import torch
 
-from sweeper import data
-from sweeper.collectives import SUM, Span
+from sweeper.ops.descriptor import SUM, Span
+from sweeper.plan import sizing
+from sweeper.rank import data
 
 DTYPES = [
     torch.float32,
@@ -86,11 +87,12 @@ def test_an_unwritten_output_is_all_wrong() -> None:
 _PEAK = """
 import sys
 import torch
-from sweeper import data
-from sweeper.descriptor import SUM, Span
+from sweeper.ops.descriptor import SUM, Span
+from sweeper.plan import sizing
+from sweeper.rank import data
 
 chunk = 1 << 24
-data._CHUNK["cpu"] = chunk
+sizing.CHUNK_ELEMENTS["cpu"] = chunk
 buf = torch.zeros(chunk, dtype=torch.float32)
 spans = [Span(0, chunk, SUM if sys.argv[1] == "sum" else 1, 0)]
 
@@ -138,4 +140,4 @@ def test_fill_and_check_stay_within_the_scratch_sizing_counts(
     one whole chunk (in a fresh process, where the high-water mark starts at the buffer)."""
     per_element = peaks[source]
     # two thirds: room for the GPU caching allocator, which rounds blocks up
-    assert 8 < per_element <= data.scratch_bytes("cpu", 1) * 2 / 3, per_element
+    assert 8 < per_element <= sizing.scratch_bytes("cpu", 1) * 2 / 3, per_element

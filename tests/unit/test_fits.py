@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sweeper.analysis import fit_alpha_beta, fits
-from sweeper.store import load
+from sweeper.results.load import load
 from tests import report_data
 
 SIZES = np.array([8 * 4.0**k for k in range(14)])

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from sweeper import nightly
 from sweeper.cli import app
-from sweeper.spec import NightlySettings
+from sweeper.plan.profile import NightlySettings
 from tests.synthetic import History, every_series
 
 
@@ -92,9 +92,9 @@ def test_strangers_in_the_results_are_ignored_and_a_corrupt_file_named_in_one_li
 
 
 def test_a_partial_run_is_never_ok_its_status_says_how_it_ended(tmp_path: Path) -> None:
-    from sweeper.report import record
-    from sweeper.spec import SweepSpec
-    from sweeper.store import ResultWriter
+    from sweeper.plan.spec import SweepSpec
+    from sweeper.results import records
+    from sweeper.results.writer import ResultWriter
 
     results = tmp_path / "results"
     history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
@@ -102,8 +102,8 @@ def test_a_partial_run_is_never_ok_its_status_says_how_it_ended(tmp_path: Path) 
         history.night(run_kind="run") for _ in range(5)
     )
     for run_id, ended in [(complete, "complete"), (interrupted, "interrupted"), (killed, None)]:
-        record.save(results, record.RunRecord.of(run_id, SweepSpec(), (), ended))
-    record.save(results, record.RunRecord.of(running, SweepSpec(), ()))
+        records.save(results, records.RunRecord.of(run_id, SweepSpec(), (), ended))
+    records.save(results, records.RunRecord.of(running, SweepSpec(), ()))
     live = ResultWriter(results, running, "2026-10-05")  # its driver is still measuring
     live.append({"run_id": running, "status": "ok"})
 

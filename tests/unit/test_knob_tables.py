@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from sweeper.analysis import knobs, preferred
-from sweeper.store import load
+from sweeper.results.load import load
 from tests import report_data
 
 

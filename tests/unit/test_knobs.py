@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper import knobs
 from sweeper.driver import cluster
+from sweeper.plan import knobs
 
 RING_ONLY = frozenset({"Broadcast"})
 ALL_REDUCE = frozenset({"AllReduce"})

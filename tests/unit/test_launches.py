@@ -19,7 +19,8 @@ from sweeper.analysis import (
     preferred,
 )
 from sweeper.analysis.launches import COST_COLUMNS
-from sweeper.store import ResultWriter, load
+from sweeper.results.load import frame, load
+from sweeper.results.writer import ResultWriter
 from tests import report_data
 from tests.synthetic import point_row
 
@@ -72,7 +73,7 @@ def test_rows_without_a_launch_mode_are_eager(tmp_path: Path) -> None:
         (64, "graph"),
         (8, "eager"),
     ]
-    bare = pd.DataFrame([_row(64, 30.0, None)]).drop(columns="launch")
+    bare = frame([{k: v for k, v in _row(64, 30.0, None).items() if k != "launch"}])
     assert preferred(bare)["launch"].tolist() == ["eager"]
 
 

@@ -10,16 +10,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import telemetry, worker
-from sweeper.collectives import REGISTRY
-from sweeper.descriptor import Collective
+from sweeper import telemetry
+from sweeper.commands.plan import recorded_nodes
 from sweeper.driver.measurement import ResultRow, RunColumns, of_copy, of_point
 from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.driver.sweep import _row_key
-from sweeper.plan import GPU_TIER, Group, Placement, Point, Timing, expected_placement
-from sweeper.planner import recorded_nodes
-from sweeper.store import COLUMNS, KINDS, RUN_COLUMNS, ResultWriter, load
-from sweeper.timing import Block
+from sweeper.ops.descriptor import Collective
+from sweeper.ops.registry import REGISTRY
+from sweeper.plan.placement import Group, Placement, expected_placement
+from sweeper.results.load import load
+from sweeper.results.schema import COLUMNS, KINDS, RUN_COLUMNS
+from sweeper.results.writer import ResultWriter
+from sweeper.wire import Block, Copied, Engine, Launch, Point, RankTimings, Tier, Timed, Timing
 from tests.nvml_replay import Replay
 
 DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
@@ -74,7 +76,8 @@ def test_a_kind_that_contradicts_the_descriptor_is_refused() -> None:
 
 
 def test_every_field_is_a_column_of_the_schema() -> None:
-    own = {f.name for f in fields(ResultRow)} - {"run"}
+    # `readings` holds a column per telemetry field
+    own = {f.name for f in fields(ResultRow)} - {"run", "readings"} | set(telemetry.COLUMNS)
     assert own | set(RUN_COLUMNS) | {"nccl_env"} == set(COLUMNS)
 
 
@@ -113,17 +116,31 @@ def _done(
     name: str, ranks: tuple[int, ...], outcome: Outcome, timing: Timing = TIMING
 ) -> PointResult:
     group = Group("nvlink", "default", ranks)
-    point = Point(_placement().group_id(group), name, "float32", 4096, 1024, timing)
+    point = Point(
+        group_id=_placement().group_id(group),
+        op=name,
+        dtype="float32",
+        size_bytes=4096,
+        count=1024,
+        timing=timing,
+    )
     return _result(group, point, REGISTRY[name], outcome, 3, 2**30, True)
 
 
-def _ran(*per_rank: worker.Timed) -> Outcome:
-    return Outcome("ok", tuple(worker.Measured((t,)) for t in per_rank))
+def _ran(*per_rank: Timed) -> Outcome:
+    return Outcome("ok", tuple(RankTimings(timed=(t,)) for t in per_rank))
 
 
-def _timed(seconds: float, n_wrong: int | None = 0, skipped: str | None = None) -> worker.Timed:
-    blocks = () if skipped else (Block(seconds, 10, None),) * 3
-    return worker.Timed("torch", "eager", blocks, 2, n_wrong, skipped=skipped)
+def _timed(seconds: float, n_wrong: int | None = 0, skipped: str | None = None) -> Timed:
+    blocks = () if skipped else (Block(seconds=seconds, iters=10, samples=None),) * 3
+    return Timed(
+        engine=Engine.TORCH,
+        launch=Launch.EAGER,
+        blocks=blocks,
+        warmup_iters=2,
+        n_wrong=n_wrong,
+        skipped=skipped,
+    )
 
 
 @pytest.mark.parametrize("name", ["all_reduce", "reduce_scatter+all_gather", "moe:combine"])
@@ -179,7 +196,13 @@ def test_a_mode_with_nothing_to_time_is_skipped_with_its_reason() -> None:
 def test_a_copy_is_a_copy_between_two_gpus_of_a_node() -> None:
     placement = _placement()
     gpus = placement.nodes[0].gpus
-    copied = worker.Copied("fanout", gpus[0].uuid, (gpus[1].uuid, gpus[2].uuid), 2**20, (1e-4,) * 2)
+    copied = Copied(
+        kind="fanout",
+        src=gpus[0].uuid,
+        dsts=(gpus[1].uuid, gpus[2].uuid),
+        size_bytes=2**20,
+        seconds=(1e-4,) * 2,
+    )
     rank_of = {m.gpu_uuid: m.rank for m in placement.members}
     made = of_copy(RUN, placement, 0, copied, gpus[2].uuid, 1e-4, rank_of)
     assert (made.kind, made.op, made.algorithm, made.tier) == ("copy", "copy", "fanout", "nvlink")
@@ -211,7 +234,10 @@ def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Pa
     capped = telemetry.over(before, after, (63,))
     outcome = Outcome(
         "ok",
-        (worker.Measured((_timed(1e-3),), capped), worker.Measured((_timed(1e-3),), None)),
+        (
+            RankTimings(timed=(_timed(1e-3),), telemetry=capped),
+            RankTimings(timed=(_timed(1e-3),), telemetry=None),
+        ),
     )
     (made,) = of_point(RUN, _placement(), _done("all_reduce", (0, 1), outcome))
     (cpu,) = of_point(
@@ -249,8 +275,15 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
     topology: Path, peak_gb_per_s: float, name: str
 ) -> None:
     placement = expected_placement("nccl", recorded_nodes(topology, 1), [1])
-    group = Group(GPU_TIER, "default", (0,))
-    point = Point(placement.group_id(group), name, "float32", 2**28, 2**26, TIMING)
+    group = Group(Tier.GPU, "default", (0,))
+    point = Point(
+        group_id=placement.group_id(group),
+        op=name,
+        dtype="float32",
+        size_bytes=2**28,
+        count=2**26,
+        timing=TIMING,
+    )
     seconds = 2**28 / 55.5e9 * 10  # a block of 10 copies at 55.5 GB/s
     done = _result(group, point, REGISTRY[name], _ran(_timed(seconds)), 0, None, False)
     (made,) = of_point(RUN, placement, done)
@@ -261,8 +294,15 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
 
 
 def _copied(name: str, ranks: tuple[int, ...], outcome: Outcome) -> list[ResultRow]:
-    group = Group(GPU_TIER, "default", ranks)
-    point = Point(_placement().group_id(group), name, "uint8", 2**28, 2**28, TIMING)
+    group = Group(Tier.GPU, "default", ranks)
+    point = Point(
+        group_id=_placement().group_id(group),
+        op=name,
+        dtype="uint8",
+        size_bytes=2**28,
+        count=2**28,
+        timing=TIMING,
+    )
     done = _result(group, point, REGISTRY[name], outcome, 0, None, False)
     return of_point(RUN, _placement(), done)
 
@@ -274,7 +314,10 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
     outcome = Outcome(
         "ok",
         tuple(
-            worker.Measured((_timed(t),), telemetry.over(before, after, ()) if i == 1 else None)
+            RankTimings(
+                timed=(_timed(t),),
+                telemetry=telemetry.over(before, after, ()) if i == 1 else None,
+            )
             for i, t in enumerate(seconds)
         ),
     )
@@ -289,7 +332,7 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
     assert [m.pcie_pct_of_peak for m in made] == pytest.approx(
         [100 * gb / peak for gb in (50, 25, 50, 25)]
     )
-    assert [m.sm_clock_mhz for m in made] == [None, (1410,), None, None]  # NVML on one
+    assert [m.readings["sm_clock_mhz"] for m in made] == [None, (1410,), None, None]  # NVML on one
     assert [m.rank for m in made] == [0, 1, 2, 3]
     assert len({_row_key(m) for m in made}) == 4  # each its own row, resuming too
 

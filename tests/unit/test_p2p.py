@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis import mad_outliers, pair_matrices, pair_table
-from sweeper.store import load
+from sweeper.results.load import load
 from tests import report_data
 
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.collectives import REGISTRY
+from sweeper.ops.registry import REGISTRY
 
 DOC = Path(__file__).parents[2] / "docs" / "PERFORMANCE.md"
 
 
-SIZED = [name for name, c in REGISTRY.items() if c.fixed_count is None]
+SIZED = [name for name, c in REGISTRY.items() if c.traits.fixed_count is None]
 
 
 def _table() -> dict[str, list[str]]:
@@ -37,7 +37,7 @@ def test_the_table_covers_every_operation_with_a_size_grid() -> None:
 
 @pytest.mark.parametrize(
     ("name", "n"),
-    [(name, n) for name in SIZED for n in (2, 4, 8) if REGISTRY[name].ranks in (None, n)],
+    [(name, n) for name in SIZED for n in (2, 4, 8) if REGISTRY[name].traits.ranks in (None, n)],
 )
 def test_descriptor_matches_the_documented_buffers_and_factor(name: str, n: int) -> None:
     collective = REGISTRY[name]

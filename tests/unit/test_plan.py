@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from sweeper.collectives import REGISTRY
-from sweeper.plan import series_counts
+from sweeper.ops.registry import REGISTRY
+from sweeper.plan.placement import series_counts
 
 
 def test_counts_are_rounded_per_operation_deduplicated_and_ascending() -> None:
@@ -18,5 +18,5 @@ def test_a_pair_operation_has_no_counts_on_a_group_of_another_size() -> None:
 
 def test_an_operation_that_sets_its_own_size_has_one_count() -> None:
     moe = REGISTRY["moe:dispatch"]
-    assert moe.fixed_count is not None
-    assert series_counts(moe, 2, 4, [8, 2**20]) == [moe.fixed_count(4)]
+    assert moe.traits.fixed_count is not None
+    assert series_counts(moe, 2, 4, [8, 2**20]) == [moe.traits.fixed_count(4)]

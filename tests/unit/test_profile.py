@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from sweeper.cli import app
 from sweeper.errors import BadInput
-from sweeper.spec import TIERS, Profile, SweepSpec, build_spec, load_profile
+from sweeper.plan.profile import Profile, build_spec, load_profile
+from sweeper.plan.spec import SweepSpec
+from sweeper.wire import REQUESTABLE_TIERS
 
 ROOT = Path(__file__).resolve().parents[2]
 NIGHTLY = ROOT / "jobs" / "nightly.yaml"
@@ -151,7 +153,7 @@ def test_a_missing_profile_is_bad_input(tmp_path: Path) -> None:
 def test_the_standard_nightly_profile_sweeps_every_tier_up_to_memory() -> None:
     profile = load_profile(NIGHTLY)
     spec = build_spec(profile)
-    assert spec.tiers == TIERS
+    assert spec.tiers == REQUESTABLE_TIERS
     assert spec.max_size == "auto"
     assert spec.force_network
     assert spec.samples

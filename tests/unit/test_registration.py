@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from sweeper.commands.plan import recorded_nodes
 from sweeper.driver.sweep import _check_allocators
 from sweeper.errors import BadInput
-from sweeper.planner import recorded_nodes
+from sweeper.rank.preflight import local_nccl_allocators, no_nccl_allocator
 from sweeper.topology import Node
-from sweeper.worker import local_nccl_allocators, no_nccl_allocator
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import nightly, store
+from sweeper import nightly
 from sweeper.analysis.regression import COLUMNS, detect, run_metrics
-from sweeper.spec import NightlySettings
+from sweeper.plan.profile import NightlySettings
+from sweeper.results.load import load
 from tests import report_data
 from tests.synthetic import History, Series, every_series
 
@@ -44,16 +45,16 @@ def test_noise_only_nights_alarm_on_fewer_than_one_percent_of_series(
     the share of series x metrics that ever alarmed."""
     history = History(tmp_path, every_series(), noise=0.01, seed=seed)
     history.nights(14)
-    metrics = run_metrics(store.load(tmp_path, columns=COLUMNS), POLICY.bandwidth_min_size_bytes)
+    metrics = run_metrics(load(tmp_path, columns=COLUMNS), POLICY.bandwidth_min_size_bytes)
     alarmed: set[tuple[object, ...]] = set()
     judged = 0
-    for tonight in range(POLICY.min_history + POLICY.persistence, 15):
+    for tonight in range(POLICY.min_history + 1, 15):
         findings = detect(metrics, history.run_ids[:tonight], POLICY)
         judged += 1
         regressions = findings[findings["status"] == "regression"]
         alarmed |= set(regressions[["group_id", "op", "algorithm", "dtype", "metric"]].itertuples())
     total = len(history.series) * 2
-    assert judged == 8
+    assert judged == 9
     assert len(alarmed) / total < 0.01, sorted(alarmed)
 
 
@@ -150,7 +151,7 @@ def test_graph_nights_are_not_judged_against_eager_nights(tmp_path: Path) -> Non
 
 def test_every_pair_matrix_entry_and_moe_routing_of_a_gpu_run_is_a_series(tmp_path: Path) -> None:
     report_data.write_run(tmp_path, "gpu")
-    metrics = run_metrics(store.load(tmp_path, columns=COLUMNS), 256 * 2**20)
+    metrics = run_metrics(load(tmp_path, columns=COLUMNS), 256 * 2**20)
     times = metrics[metrics["metric"] == "smallest_size_time_us"]
     pairs = 12 * 3  # ordered pairs of 4 GPUs x (p2p uni, p2p bi, copy)
     moe = 2 * 2  # (dispatch, combine) x two routings
@@ -188,6 +189,28 @@ def test_a_series_with_a_short_history_is_new_and_never_alarms(tmp_path: Path) -
     assert (findings["baseline_runs"] == 3).all()
 
 
+@pytest.mark.parametrize(("earlier", "status"), [(5, "regression"), (4, "new")])
+def test_a_series_is_judged_from_min_history_earlier_runs_on(
+    tmp_path: Path, earlier: int, status: str
+) -> None:
+    """min_history 5 counts the runs before tonight's, the previous slow night's included."""
+    history = History(tmp_path, every_series(groups=1), noise=0.01)
+    history.nights(earlier - 1)
+    history.nights(2, lambda night, series: 2.0)
+    findings = alarms(history, min_history=5)
+    assert (findings["status"] == status).all()
+    assert (findings["baseline_runs"] == earlier - 1).all()
+
+
+def test_a_persistence_longer_than_the_history_leaves_the_series_new(tmp_path: Path) -> None:
+    history = History(tmp_path, every_series(groups=1), noise=0.01)
+    history.night()
+    history.nights(2, lambda night, series: 2.0)
+    findings = alarms(history, min_history=2, persistence=3)
+    assert (findings["status"] == "new").all()
+    assert (findings["baseline_runs"] == 0).all()
+
+
 def test_a_faster_night_is_better_not_an_alarm(tmp_path: Path) -> None:
     history = History(tmp_path, every_series(groups=1), noise=0.01)
     history.nights(8)
@@ -198,7 +221,7 @@ def test_a_faster_night_is_better_not_an_alarm(tmp_path: Path) -> None:
 def test_peak_busbw_is_taken_over_sizes_at_or_above_the_floor(tmp_path: Path) -> None:
     history = History(tmp_path, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
     history.night()
-    rows = store.load(tmp_path, columns=COLUMNS)
+    rows = load(tmp_path, columns=COLUMNS)
     metrics = run_metrics(rows, 256 * 2**20).set_index("metric")
     assert metrics.loc["peak_busbw_gb_per_s", "size_bytes"] == 2**30
     assert metrics.loc["smallest_size_time_us", "size_bytes"] == 8

@@ -8,17 +8,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.report import record
-from sweeper.spec import SweepSpec
-from sweeper.store import load
+from sweeper.plan.spec import SweepSpec
+from sweeper.results import records
+from sweeper.results.load import load
 from tests import report_data
 
 
 def test_a_record_reads_back_as_it_was_written(tmp_path: Path) -> None:
     node = report_data.h200_node()
-    written = record.RunRecord.of("r1", SweepSpec(max_size="4G"), (node,))
-    record.save(tmp_path, written)
-    back = record.load(tmp_path, "r1")
+    written = records.RunRecord.of("r1", SweepSpec(max_size="4G"), (node,))
+    records.save(tmp_path, written)
+    back = records.load(tmp_path, "r1")
     assert back == written
     assert back is not None
     assert back.nodes[0].links[0][1] == "NV18"
@@ -27,7 +27,7 @@ def test_a_record_reads_back_as_it_was_written(tmp_path: Path) -> None:
 
 
 def test_a_run_without_a_record_has_none(tmp_path: Path) -> None:
-    assert record.load(tmp_path, "nothing") is None
+    assert records.load(tmp_path, "nothing") is None
 
 
 def test_parquet_readers_do_not_see_records(tmp_path: Path) -> None:
@@ -42,6 +42,6 @@ def test_parquet_readers_do_not_see_records(tmp_path: Path) -> None:
 
 def test_python_dash_m_is_recorded_as_the_sweeper_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["/x/sweeper/__main__.py", "run", "--ops", "a b"])
-    assert record.RunRecord.of("r", SweepSpec(), ()).command == "sweeper run --ops 'a b'"
+    assert records.RunRecord.of("r", SweepSpec(), ()).command == "sweeper run --ops 'a b'"
     monkeypatch.setattr(sys, "argv", ["/usr/bin/sweeper", "nightly"])
-    assert record.RunRecord.of("r", SweepSpec(), ()).command == "sweeper nightly"
+    assert records.RunRecord.of("r", SweepSpec(), ()).command == "sweeper nightly"

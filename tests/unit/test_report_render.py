@@ -11,10 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import store
-from sweeper.report import build, runs, sections
+from sweeper.report import build
 from sweeper.report.blocks import Facts, Figure, Text
-from sweeper.report.record import RunRecord
+from sweeper.report.sections.alternatives import composites
+from sweeper.report.sections.run import run_header
+from sweeper.report.view import RunView
+from sweeper.results.load import frame, load, run_rows
+from sweeper.results.records import RunRecord
 from sweeper.topology import Node
 from tests import report_data
 
@@ -68,7 +71,7 @@ def test_every_section_with_data_is_there_in_reading_order(page: str) -> None:
 
 
 def test_sections_without_data_are_left_out(results: Path) -> None:
-    rows = runs.rows(results, "new")
+    rows = run_rows(results, "new")
     collectives = rows[(rows["op"] == "all_gather")]
     page = build.render(collectives, None)
     assert _sections(page) == ["run", "status", "operations", "peaks", "max-size", "fits"]
@@ -197,7 +200,7 @@ def test_peaks_and_fits_read_graph_times_where_a_point_ran_both_ways(both: str) 
 
 
 def test_rows_from_before_launch_modes_read_as_eager(results: Path) -> None:
-    rows = runs.rows(results, "new").assign(launch=None)
+    rows = frame(run_rows(results, "new").assign(launch=None))
     page = build.render(rows, None)
     assert "launch" not in _sections(page)
     assert '<p class="muted">Times: eager calls from Python (eager).</p>' in page
@@ -209,9 +212,9 @@ def test_a_composite_is_against_the_native_call_in_its_own_launch_mode(
 ) -> None:
     """The graph capture of one composite failed (eager rows only): it is against the native
     call's eager time, and says it is eager; the other against the native graph replay."""
-    rows = runs.rows(both_results, "both")
+    rows = run_rows(both_results, "both")
     failed = (rows["algorithm"] == "reduce_scatter+all_gather") & (rows["launch"] == "graph")
-    section = sections.composites(rows[~failed])
+    section = composites(RunView.of(rows[~failed], None))
     assert section is not None
     line, figure = section.blocks
     assert isinstance(line, Text)
@@ -284,7 +287,7 @@ def test_a_fanout_is_a_sentence_naming_each_destinations_route(tmp_path: Path) -
     node = Node.from_record({**json.loads(topology.read_text()), "host": "a100"})
     report_data.write_fanout(tmp_path, "fan", node, {1: 4.3e3, 2: 53.3e3, 3: 8.5e3})
     run = RunRecord("fan", "sweeper run --copy-matrix", {}, (node,), ended="complete")
-    p2p = _words(build.render(runs.rows(tmp_path, "fan"), run), "p2p")
+    p2p = _words(build.render(run_rows(tmp_path, "fan"), run), "p2p")
     assert (
         "n0 GPU0 copied 256M to n0 GPU1, n0 GPU2 and n0 GPU3 at once: to n0 GPU1 in 4.3 ms over "
         "NVLink (12 links); to n0 GPU2 in 53.3 ms over PCIe and the link between CPU sockets, "
@@ -293,10 +296,10 @@ def test_a_fanout_is_a_sentence_naming_each_destinations_route(tmp_path: Path) -
 
 
 def test_the_run_header_says_where_the_buffers_came_from(results: Path) -> None:
-    df = store.load(results, "new")
+    df = load(results, "new")
 
     def buffers(frame: pd.DataFrame) -> str:
-        facts = sections.run_header(frame, None).blocks[0]
+        facts = run_header(RunView.of(frame, None)).blocks[0]
         assert isinstance(facts, Facts)
         return dict(facts.items)["buffers"]
 

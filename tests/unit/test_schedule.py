@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import planner
-from sweeper.collectives import REGISTRY, resolve
-from sweeper.estimate import CostModel, estimate
-from sweeper.plan import (
-    GPU_TIER,
+from sweeper.commands.plan import Plan, plan_recorded, recorded_nodes
+from sweeper.ops.registry import REGISTRY, resolve
+from sweeper.plan.estimate import CostModel, estimate
+from sweeper.plan.placement import (
     ONE_GPU,
     Placement,
     alone,
@@ -21,9 +20,10 @@ from sweeper.plan import (
     gpu_groups,
     groups,
 )
-from sweeper.planner import recorded_nodes
-from sweeper.schedule import Request, Schedule, nothing_to_measure, schedule
-from sweeper.spec import SweepSpec
+from sweeper.plan.request import schedule_request, tier_groups
+from sweeper.plan.schedule import Request, Schedule, nothing_to_measure, schedule
+from sweeper.plan.spec import SweepSpec
+from sweeper.wire import Tier
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 DGX = TOPOLOGIES / "dgx-h100-nvswitch.json"
@@ -154,7 +154,7 @@ def test_waves_estimate_below_one_group_at_a_time_and_equal_for_one_group() -> N
     alone = estimate(one, CostModel(open_per_rank_s=0.0, wave_open_s=0.0))
     assert alone.waves_s == pytest.approx(alone.serial_s)
     # one group, three sizes each; the copies (skipped) the smallest and largest
-    copies = [c for c in resolve(("all", "p2p*")) if c.per_gpu is not None]
+    copies = [c for c in resolve(("all", "p2p*")) if c.traits.per_gpu is not None]
     assert alone.points == (len(resolve(("all", "p2p*"))) - len(copies)) * 3 + len(copies) * 2
 
 
@@ -192,14 +192,14 @@ def test_the_nccl_env_grid_runs_every_default_group_on_an_actor_set_per_combinat
         "proto=Simple,max_nchannels=4",
     ]
     ranks = {
-        a.variant: {g.ranks for w in a.waves for g in w.groups if g.tier != GPU_TIER}
+        a.variant: {g.ranks for w in a.waves for g in w.groups if g.tier != Tier.GPU}
         for a in planned.actor_sets
     }
     assert all(found == ranks["default"] for found in ranks.values())
     # copies call no NCCL: their groups are the default set's only
     tiers = {a.variant: {g.tier for w in a.waves for g in w.groups} for a in planned.actor_sets}
-    assert GPU_TIER in tiers["default"]
-    assert not any(GPU_TIER in found for variant, found in tiers.items() if variant != "default")
+    assert Tier.GPU in tiers["default"]
+    assert not any(Tier.GPU in found for variant, found in tiers.items() if variant != "default")
     assert_nothing_shared(planned)
 
 
@@ -236,9 +236,9 @@ def test_on_cpu_ranks_every_grid_series_says_nccl_variables_are_inert() -> None:
 ONE_H200 = TOPOLOGIES / "h200x1.json"
 
 
-def _recorded(topology: Path, **options: object) -> planner.Plan:
+def _recorded(topology: Path, **options: object) -> Plan:
     spec = SweepSpec(max_size="1M", **options)  # type: ignore[arg-type]
-    return planner.plan_recorded(spec, topology, resolve(spec.ops))
+    return plan_recorded(spec, topology, resolve(spec.ops))
 
 
 def test_one_gpu_runs_every_collective_at_world_1_and_says_pairs_need_two() -> None:
@@ -288,7 +288,7 @@ def test_copies_in_all_run_on_gpu_groups_each_gpu_alone_then_the_node_at_once() 
         placement(H200X4, 2, 4), request(tiers=("world",), ops=resolve(("all",)), sizes=sizes)
     )
     assert_nothing_shared(planned)
-    copying = [[g for g in w.groups if g.tier == GPU_TIER] for w in planned.waves]
+    copying = [[g for g in w.groups if g.tier == Tier.GPU] for w in planned.waves]
     # node 0's GPU k and node 1's GPU k copy at once (wave k), then each node's four together
     assert [[g.ranks for g in w] for w in copying if w] == [
         [(0,), (4,)],
@@ -300,7 +300,7 @@ def test_copies_in_all_run_on_gpu_groups_each_gpu_alone_then_the_node_at_once() 
     for wave in planned.waves:
         for group in wave.groups:
             ops = {s.op: s for s in planned.series(group)}
-            if group.tier != GPU_TIER:
+            if group.tier != Tier.GPU:
                 assert not set(ops) & COPIES
                 continue
             # the memory roof alone: GPUs at once share nothing of it
@@ -311,7 +311,7 @@ def test_copies_in_all_run_on_gpu_groups_each_gpu_alone_then_the_node_at_once() 
 
 def test_copies_asked_by_name_take_every_size_to_256_mib_under_auto_never_probed() -> None:
     ops = resolve(("h2d", "all"))
-    by_name = {c.name: c.all_sizes for c in ops if c.per_gpu is not None}
+    by_name = {c.name: c.traits.all_sizes for c in ops if c.traits.per_gpu is not None}
     assert by_name == {name: name == "h2d" for name in COPIES}
     one = placement(ONE_H200, 1, 1)
     grid = schedule(one, request(tiers=("world",), ops=ops, sizes=(8, 2**20, 2**30)))
@@ -319,14 +319,14 @@ def test_copies_asked_by_name_take_every_size_to_256_mib_under_auto_never_probed
         one, request(tiers=("world",), ops=ops, sizes=(8, 2**20, 2**28, 2**30), auto=True)
     )
     for planned, counts in ((grid, (4, 2**19, 2**29)), (auto, (4, 2**19, 2**27))):
-        copying = [g for w in planned.waves for g in w.groups if g.tier == GPU_TIER]
+        copying = [g for w in planned.waves for g in w.groups if g.tier == Tier.GPU]
         assert [g.ranks for g in copying] == [(0,)]  # one GPU: alone only
         series = {s.op: s for s in planned.series(copying[0])}
         assert series["h2d"].counts == counts
         assert series["h2d:pageable"].counts == (4, 2**27)  # by `all`: smallest, 256 MiB
         assert not any(s.probe for s in series.values())
     only = schedule(one, request(tiers=("world",), ops=resolve(("h2d*",))))
-    assert {g.tier for w in only.waves for g in w.groups} == {GPU_TIER}  # no idle world group
+    assert {g.tier for w in only.waves for g in w.groups} == {Tier.GPU}  # no idle world group
 
 
 def test_copies_on_cpu_ranks_are_skipped_on_the_sweeps_groups_with_the_reason() -> None:
@@ -339,3 +339,12 @@ def test_copies_on_cpu_ranks_are_skipped_on_the_sweeps_groups_with_the_reason() 
     assert {reasons[op] for op in COPIES - {"d2d"}} == {
         "host<->device copies need a GPU: CPU ranks have no device memory"
     }
+
+
+def test_topo_lists_the_groups_a_run_schedules() -> None:
+    """`sweeper topo` and `sweeper run` ask the spec for groups in one place."""
+    spec = SweepSpec(tiers=("all",), ops=("all_reduce", "broadcast"), nccl_algos=("ring",))
+    where = placement(DGX, 2, 8)
+    planned = schedule(where, schedule_request(spec, "nccl", resolve(spec.ops)))
+    scheduled = [g for wave in planned.waves for g in wave.groups]
+    assert sorted(tier_groups(spec, where)) == sorted(scheduled)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sweeper.collectives import REGISTRY
-from sweeper.schedule import Series
-from sweeper.series import Allocate, Budgets, MeasurePoint, SeriesRunner
-from sweeper.sizing import footprint_bytes
+from sweeper.ops.registry import REGISTRY
+from sweeper.plan.schedule import Series
+from sweeper.plan.series import Allocate, Budgets, MeasurePoint, SeriesRunner
+from sweeper.plan.sizing import footprint_bytes
 
 ALL_REDUCE = REGISTRY["all_reduce"]
 GRID = (2, 256, 2**15, 2**20)  # float32 elements: 8 B, 1K, 128K, 4M

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.collectives import REGISTRY
-from sweeper.data import scratch_bytes
-from sweeper.sizing import bisect, fits, footprint_bytes, largest_count
-from sweeper.spec import MemLimit
+from sweeper.ops.registry import REGISTRY
+from sweeper.plan.sizes import parse_mem_limit
+from sweeper.plan.sizing import bisect, fits, footprint_bytes, largest_count, scratch_bytes
 
 # Per-rank buffer bytes for S = 1 MiB, as (root, another rank), by hand: c is S, b = S/n.
 HAND = {
@@ -75,8 +74,8 @@ def test_bisection_narrows_to_the_tolerance_on_valid_sizes() -> None:
 
 
 def test_mem_limit_takes_bytes_or_a_percentage() -> None:
-    assert MemLimit.parse("8G").of(100 * 2**30) == 8 * 2**30
-    assert MemLimit.parse("25%").of(100 * 2**30) == 25 * 2**30
-    assert str(MemLimit.parse("12.5%")) == "12.5%"
+    assert parse_mem_limit("8G").of(100 * 2**30) == 8 * 2**30
+    assert parse_mem_limit("25%").of(100 * 2**30) == 25 * 2**30
+    assert str(parse_mem_limit("12.5%")) == "12.5%"
     with pytest.raises(ValueError, match="percentage"):
-        MemLimit.parse("150%")
+        parse_mem_limit("150%")

@@ -5,15 +5,13 @@ import numpy as np
 import pytest
 
 from sweeper.errors import BadInput
-from sweeper.spec import (
-    SIZE_LIMIT_BYTES,
-    SweepSpec,
-    build_spec,
-    canonical_dtype,
-    format_size,
-    parse_size,
-)
-from sweeper.store import SCHEMA
+from sweeper.plan.dtypes import canonical_dtype
+from sweeper.plan.profile import build_spec
+from sweeper.plan.request import resolve
+from sweeper.plan.sizes import SIZE_LIMIT_BYTES, format_size, parse_size
+from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
+from sweeper.results.schema import SCHEMA
+from sweeper.wire import Backend, Engine, Launch
 
 
 @pytest.mark.parametrize(
@@ -164,3 +162,44 @@ def test_every_count_fits_the_column_it_is_written_to(field: str, column: str) -
 
 def test_the_largest_size_times_the_ranks_of_a_large_group_fits_the_size_column() -> None:
     assert _column_max("size_bytes") // 4096 >= SIZE_LIMIT_BYTES
+
+
+def test_the_spec_is_read_by_typed_sections() -> None:
+    spec = build_spec(
+        nodes=2, world=8, max_size="1M", launch="eager", engine="torch,nccl", cluster_name="c"
+    )
+    assert (spec.cluster.ranks_per_node, spec.cluster.cpu_ranks, spec.cluster.name) == (4, 4, "c")
+    assert spec.cluster.backend is None  # auto: the cluster decides
+    assert (spec.planning.max_size, spec.planning.auto) == (2**20, False)
+    assert spec.planning.sizes() == spec.sizes(2**20)
+    assert spec.timing.launches == (Launch.EAGER,)
+    assert spec.timing.engines == (Engine.TORCH, Engine.NCCL)
+    assert build_spec().cluster.cpu_ranks == DEFAULT_CPU_RANKS
+
+
+def test_a_spec_resolves_once_for_the_backend_its_cluster_gave() -> None:
+    spec = build_spec(min_size="1K")
+    on_cpus, on_gpus = resolve(spec, Backend.GLOO), resolve(spec, Backend.NCCL)
+    assert on_cpus.timing.launches == (Launch.EAGER,)  # graphs need GPU ranks
+    assert on_gpus.timing.launches == (Launch.GRAPH,)
+    assert str(on_cpus.planning.mem_limit) == "64M"  # CPU ranks' default cap
+    assert on_gpus.planning.mem_limit is None
+    assert on_cpus.sizes == tuple(spec.planning.sizes())
+    assert on_cpus.planning.auto
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"launch": "graph"}, "--launch graph: CUDA graphs need GPU ranks"),
+        ({"engine": "nccl"}, "--engine nccl: direct NCCL calls need GPU ranks"),
+        ({"register_buffers": True}, "--register-buffers: NCCL registers GPU buffers"),
+        ({"dtypes": "fp8_e4m3"}, "--dtypes: gloo cannot reduce or move float8_e4m3fn"),
+    ],
+)
+def test_what_cpu_ranks_cannot_run_is_bad_input_once_the_backend_is_known(
+    options: dict[str, object], message: str
+) -> None:
+    spec = build_spec(**options)  # the backend is auto: nothing to refuse yet
+    with pytest.raises(BadInput, match=message):
+        resolve(spec, Backend.GLOO)

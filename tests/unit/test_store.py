@@ -11,7 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sweeper.store import COLUMNS, SCHEMA, ResultWriter, load
+from sweeper.results.load import load
+from sweeper.results.schema import COLUMNS, SCHEMA
+from sweeper.results.writer import ResultWriter
 
 
 def _row(i: int, **extra: object) -> dict[str, object]:
@@ -146,7 +148,7 @@ def _strangers(root: Path) -> None:
 
 def test_readers_take_only_sweepers_files_and_skip_a_corrupt_one_by_name(tmp_path: Path) -> None:
     from sweeper.errors import CorruptResults
-    from sweeper.store import runs
+    from sweeper.results.load import runs
 
     writer = ResultWriter(tmp_path, "r1", "2026-11-21")
     for i in range(3):
@@ -183,7 +185,7 @@ def test_pyarrow_alone_reads_the_dataset_past_files_that_are_not_parquet(tmp_pat
 _WRITER = """
 import os, signal, sys
 from datetime import datetime, timezone
-from sweeper.store import ResultWriter
+from sweeper.results.writer import ResultWriter
 
 root, batch_rows, stop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 writer = ResultWriter(root, "r1", "2026-11-21", batch_rows=batch_rows)
@@ -204,7 +206,7 @@ def _driver(root: Path, batch_rows: int, stop: int) -> subprocess.Popen[str]:
 
 
 def test_a_driver_killed_mid_run_loses_at_most_the_row_in_flight(tmp_path: Path) -> None:
-    from sweeper.store import leftover_journals, recover
+    from sweeper.results.journal import leftover_journals, recover
 
     with _driver(tmp_path, batch_rows=5, stop=10**6) as proc:
         assert proc.stdout is not None
@@ -232,7 +234,7 @@ def _killed_after(root: Path, rows: int, batch_rows: int = 256) -> None:
 
 
 def test_a_torn_last_write_costs_only_that_write(tmp_path: Path) -> None:
-    from sweeper.store import journal_path, recover
+    from sweeper.results.journal import journal_path, recover
 
     _killed_after(tmp_path, 3)
     journal = journal_path(tmp_path, "r1")
@@ -242,7 +244,7 @@ def test_a_torn_last_write_costs_only_that_write(tmp_path: Path) -> None:
 
 
 def test_a_journal_left_after_its_batch_was_written_adds_no_duplicates(tmp_path: Path) -> None:
-    from sweeper.store import journal_path, recover
+    from sweeper.results.journal import journal_path, recover
 
     writer = ResultWriter(tmp_path, "r1", "2026-11-21")
     writer.append(_row(0))
@@ -256,7 +258,7 @@ def test_a_journal_left_after_its_batch_was_written_adds_no_duplicates(tmp_path:
 
 
 def test_a_live_drivers_journal_is_left_to_it(tmp_path: Path) -> None:
-    from sweeper.store import journal_path, leftover_journals, live_journals, recover
+    from sweeper.results.journal import journal_path, leftover_journals, live_journals, recover
 
     writer = ResultWriter(tmp_path, "r1", "2026-11-21")
     writer.append(_row(0))
@@ -289,7 +291,7 @@ def test_a_disk_that_refuses_writes_is_results_unwritable_and_keeps_the_rows(
 ) -> None:
     """/dev/full refuses every write with ENOSPC, as a full disk does."""
     from sweeper.errors import ResultsUnwritable
-    from sweeper.store import JOURNAL_DIR
+    from sweeper.results.journal import JOURNAL_DIR
 
     writer = ResultWriter(tmp_path, "r1", "2026-11-21")
     writer.append(_row(0))

@@ -4,18 +4,17 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from sweeper.timing import (
+from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
+from sweeper.rank.timing import (
     GRAPH_ITERS,
     MAX_ITERS,
     MIN_ITERS,
-    Block,
     Eager,
     HostTimer,
-    across_ranks,
-    algbw_gb_per_s,
     calibrate,
     graph_unit,
 )
+from sweeper.wire import Block
 
 
 @dataclass
@@ -40,7 +39,8 @@ class ClockTimer:
         for _ in range(calls):
             launcher.run()
         self.iterations += calls * launcher.unit
-        return Block(self.per_iter_s * calls * launcher.unit, calls * launcher.unit, None)
+        iters = calls * launcher.unit
+        return Block(seconds=self.per_iter_s * iters, iters=iters, samples=None)
 
 
 @pytest.mark.parametrize(
@@ -94,8 +94,16 @@ def test_eager_launches_one_iteration_per_call() -> None:
 
 
 def test_the_point_takes_the_median_block_of_the_slowest_rank() -> None:
-    rank0 = [Block(0.010, 2, None), Block(0.200, 2, None), Block(0.012, 2, None)]
-    rank1 = [Block(0.011, 2, None), Block(0.030, 2, None), Block(0.008, 2, None)]
+    rank0 = [
+        Block(seconds=0.010, iters=2, samples=None),
+        Block(seconds=0.200, iters=2, samples=None),
+        Block(seconds=0.012, iters=2, samples=None),
+    ]
+    rank1 = [
+        Block(seconds=0.011, iters=2, samples=None),
+        Block(seconds=0.030, iters=2, samples=None),
+        Block(seconds=0.008, iters=2, samples=None),
+    ]
     across = across_ranks([rank0, rank1])
     assert across.blocks == pytest.approx((0.0055, 0.100, 0.006))
     assert across.seconds == pytest.approx(0.006)  # the stalled block moves nothing
@@ -104,13 +112,19 @@ def test_the_point_takes_the_median_block_of_the_slowest_rank() -> None:
 
 
 def test_an_even_number_of_blocks_takes_the_lower_middle_one() -> None:
-    blocks = [[Block(seconds, 1, None)] for seconds in (0.4, 0.1, 0.3, 0.2)]
+    blocks = [[Block(seconds=seconds, iters=1, samples=None)] for seconds in (0.4, 0.1, 0.3, 0.2)]
     assert across_ranks(list(zip(*blocks, strict=True))).seconds == pytest.approx(0.2)
 
 
 def test_samples_are_each_iterations_slowest_rank_over_every_block() -> None:
-    rank0 = [Block(0.010, 2, (0.004, 0.006)), Block(0.010, 2, (0.005, 0.005))]
-    rank1 = [Block(0.012, 2, (0.007, 0.005)), Block(0.010, 2, (0.001, 0.009))]
+    rank0 = [
+        Block(seconds=0.010, iters=2, samples=(0.004, 0.006)),
+        Block(seconds=0.010, iters=2, samples=(0.005, 0.005)),
+    ]
+    rank1 = [
+        Block(seconds=0.012, iters=2, samples=(0.007, 0.005)),
+        Block(seconds=0.010, iters=2, samples=(0.001, 0.009)),
+    ]
     assert across_ranks([rank0, rank1]).samples == (0.007, 0.006, 0.005, 0.009)
 
 

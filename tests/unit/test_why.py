@@ -13,7 +13,7 @@ import pytest
 
 from sweeper.analysis import why
 from sweeper.analysis.host_copies import host_table
-from sweeper.report import runs
+from sweeper.results.load import frame, run_rows
 from sweeper.topology import Node
 from tests import report_data
 from tests.nvml_replay import recorded
@@ -25,7 +25,7 @@ TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 def rows(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     results = tmp_path_factory.mktemp("why") / "results"
     report_data.write_run(results, "health", health=True)
-    return runs.rows(results, "health")
+    return run_rows(results, "health")
 
 
 def _uuid(index: int) -> str:
@@ -113,7 +113,7 @@ def test_a_fanout_names_the_route_of_each_destination(tmp_path: Path) -> None:
     4.3, 53.3 and 8.5 ms; the routes tell why."""
     node = Node.from_record(json.loads((TOPOLOGIES / "a100x4-nvlink-pairs.json").read_text()))
     report_data.write_fanout(tmp_path, "fan", node, {1: 4.3e3, 2: 53.3e3, 3: 8.5e3})
-    rows = runs.rows(tmp_path, "fan")
+    rows = run_rows(tmp_path, "fan")
     (fan,) = why.fanouts(rows, (node,))
     names = {gpu.uuid: f"GPU{gpu.index}" for gpu in node.gpus}
     assert why.fanout_sentence(fan, names, "256M") == (
@@ -147,4 +147,4 @@ def _telemetry_frame(name: str, before: bool = False) -> pd.DataFrame:
         gen = sample["nvmlDeviceGetCurrPcieLinkGeneration()"]
         reading = telemetry.Reading(**{**vars(reading), "pcie_gen": gen})
     columns = telemetry.columns([reading])
-    return pd.DataFrame([{"gpu_uuids": ["GPU-a"], **columns}])
+    return frame([{"gpu_uuids": ["GPU-a"], **columns}])

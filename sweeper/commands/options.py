@@ -1,0 +1,126 @@
+"""The sweep's options on the command line, declared once: each an `Annotated` type whose
+help is its SweepSpec field's description, and `sweep_options`, which gives a command all of
+them (or all but some) in one order, so `run`, `plan` and the rest spell, explain and order
+them alike.
+
+Options default to None ("not given") so the SweepSpec model owns every default and every
+rule; the help shows the model's default.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Collection
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from sweeper.plan.spec import SweepSpec
+
+
+class Format(str, Enum):
+    human = "human"
+    json = "json"
+
+
+def _help(field: str) -> str:
+    info = SweepSpec.model_fields[field]
+    default = info.default
+    if isinstance(default, (tuple, list)):
+        default = ",".join(map(str, default))
+    shown = "" if default is None or default == {} else f" [default: {default}]"
+    return f"{info.description}{shown}"
+
+
+def _opt(field: str, *flags: str) -> Any:
+    return typer.Option(*flags, help=_help(field), show_default=False)
+
+
+Address = Annotated[str | None, _opt("address")]
+ConnectTimeout = Annotated[float | None, _opt("connect_timeout")]
+Backend = Annotated[str | None, _opt("backend")]
+World = Annotated[int | None, _opt("world")]
+Nodes = Annotated[int | None, _opt("nodes")]
+GpusPerNode = Annotated[int | None, _opt("gpus_per_node")]
+Pairs = Annotated[str | None, _opt("pairs")]
+ForceNetwork = Annotated[bool | None, _opt("force_network", "--force-network/--no-force-network")]
+Output = Annotated[Path | None, _opt("output")]
+ReportsDir = Annotated[Path | None, _opt("reports_dir")]
+ClusterName = Annotated[str | None, _opt("cluster_name")]
+OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
+ProfileFile = Annotated[
+    Path | None,
+    typer.Option(help="YAML profile: option values (flags given here override them)."),
+]
+
+# Every sweep option, as `sweeper run --help` lists them; `plugin` is --plugin (repeatable),
+# the spec's `plugins`.
+SWEEP_OPTIONS: dict[str, Any] = {
+    "address": Address,
+    "connect_timeout": ConnectTimeout,
+    "backend": Backend,
+    "world": World,
+    "nodes": Nodes,
+    "gpus_per_node": GpusPerNode,
+    "tiers": Annotated[str | None, _opt("tiers")],
+    "pairs": Pairs,
+    "force_network": ForceNetwork,
+    "gpu_visibility": Annotated[str | None, _opt("gpu_visibility")],
+    "ops": Annotated[str | None, _opt("ops")],
+    "dtypes": Annotated[str | None, _opt("dtypes")],
+    "min_size": Annotated[str | None, _opt("min_size")],
+    "max_size": Annotated[str | None, _opt("max_size")],
+    "mem_limit": Annotated[str | None, _opt("mem_limit")],
+    "step_factor": Annotated[float | None, _opt("step_factor")],
+    "iters": Annotated[int | None, _opt("iters")],
+    "warmup": Annotated[int | None, _opt("warmup")],
+    "launch": Annotated[str | None, _opt("launch")],
+    "engine": Annotated[str | None, _opt("engine")],
+    "register_buffers": Annotated[
+        bool | None, _opt("register_buffers", "--register-buffers/--no-register-buffers")
+    ],
+    "blocks": Annotated[int | None, _opt("blocks")],
+    "check": Annotated[bool | None, _opt("check", "--check/--no-check")],
+    "samples": Annotated[bool | None, _opt("samples", "--samples/--no-samples")],
+    "timeout": Annotated[float | None, _opt("timeout")],
+    "seed": Annotated[int | None, _opt("seed")],
+    "output": Output,
+    "concurrent": Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")],
+    "copy_engine": Annotated[bool | None, _opt("copy_engine", "--copy-engine/--no-copy-engine")],
+    "nccl_algos": Annotated[str | None, _opt("nccl_algos")],
+    "nccl_env": Annotated[list[str] | None, _opt("nccl_env")],
+    "moe": Annotated[str | None, _opt("moe")],
+    "report": Annotated[bool | None, _opt("report", "--report/--no-report")],
+    "reports_dir": ReportsDir,
+    "plugin": Annotated[list[str] | None, _opt("plugins")],
+    "cluster_name": ClusterName,
+}
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def sweep_options(*, after: str, leave_out: Collection[str] = ()) -> Callable[[Command], Command]:
+    """Give a command the sweep's options (all but `leave_out`) after its parameter `after`;
+    the command takes them as keyword arguments (`**options`), each None where not given."""
+    unknown = set(leave_out) - set(SWEEP_OPTIONS)
+    if unknown:
+        raise ValueError(f"no such sweep option: {', '.join(sorted(unknown))}")
+
+    def give(command: Command) -> Command:
+        own = inspect.signature(command, eval_str=True)
+        named = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        at = [p.name for p in named].index(after) + 1
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind)
+            for name, kind in SWEEP_OPTIONS.items()
+            if name not in leave_out
+        ]
+        parameters = [*named[:at], *added, *named[at:]]
+        command.__signature__ = own.replace(  # type: ignore[attr-defined]
+            parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in parameters]
+        )
+        return command
+
+    return give

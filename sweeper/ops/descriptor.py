@@ -1,0 +1,227 @@
+"""What an operation is, as data: the `Collective` descriptor, the engine protocol its bind is
+written against, and the types they speak in.
+
+Modelled on nccl-tests' per-operation struct. A descriptor states, for a size of `count`
+elements (S = count x itemsize, with nccl-tests' conventions) on `n` ranks:
+
+- the element counts of each rank's send, receive and work buffers (`Layout`),
+- the bus-bandwidth factor,
+- which deterministic data each rank puts in its send buffer and what every rank must
+  hold afterwards, both as `Span`s over one global pattern (so filling and checking are
+  written once, in `rank/data.py`, for every operation),
+- how to run it on a group: `bind` takes the point's buffers and the group's communicator
+  (`Comm`, whichever engine it is) once and returns the step that performs one iteration, so
+  everything that can be worked out once per point (views, peer lists, split sizes) stays
+  out of the timed loop,
+- and where it cannot run (`why_not`, with the reason).
+
+The entries live in `registry.py` and `algorithms/` (variants). Torch appears here in
+annotations only: the driver plans with descriptors and loads no torch for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
+
+from sweeper.plan import knobs
+from sweeper.plan.placement import Shape, Traits
+from sweeper.wire import Backend
+
+if TYPE_CHECKING:
+    import torch
+    import torch.distributed as dist
+
+    from sweeper.results.schema import Kind  # a Literal: the rank actors need no pandas or pyarrow
+
+SUM = -1  # Span.source: the sum over every rank of the group
+
+
+@dataclass(frozen=True)
+class Span:
+    """`length` elements at `offset` of a buffer hold pattern(source, index + j), j < length."""
+
+    offset: int
+    length: int
+    source: int  # a group rank, or SUM
+    index: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Buffers and data of one rank for one point. `recv` 0: the operation works in place."""
+
+    send: int
+    recv: int
+    inputs: tuple[Span, ...]
+    expected: tuple[Span, ...]  # in the receive buffer, or the send buffer when in place
+    work: int = 0  # scratch elements the algorithm itself needs (staging, forwarding)
+
+    @property
+    def elements(self) -> int:
+        return self.send + self.recv + self.work
+
+
+@dataclass
+class Buffers:
+    send: torch.Tensor
+    recv: torch.Tensor | None  # None when in place
+    work: torch.Tensor | None = None
+
+    @property
+    def out(self) -> torch.Tensor:
+        return self.send if self.recv is None else self.recv
+
+
+Step = Callable[[], None]  # one iteration of an operation on its bound buffers and group
+Pairs = Sequence[tuple["torch.Tensor", int]]  # tensors, and the group ranks they go to or from
+
+
+class Comm(Protocol):
+    """The engine protocol: a group's communicator as one of its ranks sees it, through one
+    engine (torch.distributed, or NCCL called directly). Each primitive works out once what
+    it can and returns the step that issues it on those tensors; roots and peers are group
+    ranks; reductions sum."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        """The node of each group rank (positions in the sweep's node list)."""
+        ...
+
+    @property
+    def group(self) -> dist.ProcessGroup | None:
+        """torch.distributed's group, for the operations only the torch engine runs."""
+        ...
+
+    def all_reduce(self, data: torch.Tensor) -> Step: ...
+
+    def reduce(self, data: torch.Tensor, root: int) -> Step: ...
+
+    def broadcast(self, data: torch.Tensor, root: int) -> Step: ...
+
+    def all_gather(self, out: torch.Tensor, mine: torch.Tensor) -> Step: ...
+
+    def reduce_scatter(self, out: torch.Tensor, whole: torch.Tensor) -> Step: ...
+
+    def gather(self, out: torch.Tensor, mine: torch.Tensor, root: int) -> Step:
+        """`mine` from every rank into the root's `out`, chunk r from rank r."""
+        ...
+
+    def scatter(self, out: torch.Tensor, whole: torch.Tensor, root: int) -> Step:
+        """Chunk r of the root's `whole` into rank r's `out`."""
+        ...
+
+    def all_to_all(self, out: torch.Tensor, whole: torch.Tensor) -> Step:
+        """Chunk p of every rank's `whole` into chunk r of rank p's `out`."""
+        ...
+
+    def grouped(self, sends: Pairs, recvs: Pairs) -> Step:
+        """Sends and receives as one batch (one NCCL group, as nccl-tests issues its
+        point-to-point operations), to the rank itself too, waited for together."""
+        ...
+
+
+def torch_group(comm: Comm) -> dist.ProcessGroup:
+    """The torch.distributed group of an operation that only the torch engine runs."""
+    assert comm.group is not None, "a torch-only operation bound to another engine"
+    return comm.group
+
+
+def rooted(comm: Comm, whole: torch.Tensor, mine: torch.Tensor, root: int, gather: bool) -> Step:
+    """nccl-tests' gather (or scatter) as one group of sends and receives: each rank's `mine`
+    to (or from) its chunk of the root's `whole`, the root's own chunk included (NCCL copies
+    it alongside the transfers; dist.gather would copy it after them)."""
+    chunks = list(enumerate(blocks(whole, comm.size).unbind(0))) if comm.rank == root else []
+    theirs = [(chunk, peer) for peer, chunk in chunks]
+    return comm.grouped([(mine, root)], theirs) if gather else comm.grouped(theirs, [(mine, root)])
+
+
+Bind = Callable[[Buffers, Comm], Step]
+
+
+def _anywhere(shape: Shape) -> str | None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Collective:
+    name: str  # what --ops takes
+    op: str  # the operation it performs, written to the `op` column
+    algorithm: str  # how: "native" is the engine's own call
+    factor: Callable[[int], float]  # busbw = algbw x factor(n)
+    layout: Callable[[int, int, int], Layout]  # (count, n, rank) -> Layout
+    bind: Bind  # once per point: the step the loop repeats, on any engine's Comm
+    per_rank_chunks: bool = False  # S is n equal per-rank chunks (count divisible by n)
+    reduces: bool = False  # some expected span is a SUM: inputs must stay exact when summed
+    why_not: Callable[[Shape], str | None] = _anywhere  # why it cannot run on a group, if not
+    nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
+    kind: Kind = "collective"  # the rows' `kind`: collective, composite, p2p, copy, experiment
+    # its bind reaches torch itself (symmetric memory, all-to-all-v, copies) or it is an
+    # algorithm of torch.distributed calls: other engines' rows say it runs on torch only
+    torch_only: bool = False
+    core: bool = True  # part of `--ops all`; variants and experiments are asked for by name
+    symmetric: bool = False  # the send buffer comes from torch symmetric memory
+    setup: Callable[[Buffers, Comm], None] | None = None  # collective setup before timing
+    direction: tuple[int, int] | None = None  # point-to-point: (source, destination) group ranks
+    params: tuple[tuple[str, str], ...] = ()  # the experiment's knobs, written to `params`
+    traits: Traits = field(default_factory=Traits)  # how planning schedules it
+
+    def __post_init__(self) -> None:
+        # the report reads a pair's rows by source and destination
+        if (self.kind == "p2p") != (self.direction is not None):
+            raise ValueError(f"{self.name}: kind {self.kind!r} with direction {self.direction}")
+
+    def why_not_on(self, shape: Shape) -> str | None:
+        """Why the operation cannot run on a group, if not: its own reason, or the NCCL_ALGO /
+        NCCL_PROTO its variant pins, which does not implement its kernels (NCCL would fail
+        with `invalid usage`). That a variant changes nothing for it is the schedule's to
+        say (`knobs.same_as`): it takes the other variants."""
+        if shape.backend == Backend.NCCL:
+            why = knobs.gap(self.nccl_kernels, dict(shape.nccl_env))
+            if why is not None:
+                return why
+        return self.why_not(shape)
+
+    def count(self, size_bytes: int, itemsize: int, n: int) -> int:
+        """Elements of S for a requested size, rounded down like nccl-tests, at least 1 per rank.
+
+        Per-rank chunks are aligned down to 16 bytes as nccl-tests does, when they are larger.
+        """
+        elements = max(1, size_bytes // itemsize)
+        if not self.per_rank_chunks:
+            return elements
+        chunk = max(1, elements // n)
+        align = max(1, 16 // itemsize)
+        if chunk >= align:
+            chunk -= chunk % align
+        return chunk * n
+
+    def busbw_factor(self, n: int) -> float:
+        return self.factor(n)
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the result overwrites the input on every rank."""
+        return all(self.layout(2, 2, rank).recv == 0 for rank in (0, 1))
+
+
+def per_call(run: Callable[[Buffers, Comm], None]) -> Bind:
+    """`bind` for an operation with nothing to work out ahead: each step calls `run`."""
+
+    def bind(buf: Buffers, comm: Comm) -> Step:
+        return partial(run, buf, comm)
+
+    return bind
+
+
+def blocks(buf: torch.Tensor, n: int) -> torch.Tensor:
+    """A buffer as n equal blocks (rows): block k is what goes to, or came from, rank k."""
+    return buf.view(n, -1)

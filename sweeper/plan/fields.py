@@ -1,0 +1,90 @@
+"""How option values are spelled on the command line and in a profile, beside the Python
+types they become: comma lists, sizes (64M), --mem-limit (8G, 50%), key=value pairs, and
+--nccl-env's KEY=V1,V2. Each type carries the JSON Schema of what a profile may spell (the
+validators accept more than the Python types say), so the published schema accepts what the
+model does.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+
+from sweeper.plan.sizes import parse_mem_limit, parse_size
+from sweeper.wire import MemLimit
+
+
+def _split(value: object) -> object:
+    """Comma lists from the command line become lists; lists from YAML pass through."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+SIZE_SCHEMA = {
+    "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "examples": ["64M"]}]
+}
+_LIST_SCHEMA = {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]}
+
+Size = Annotated[int, BeforeValidator(parse_size), WithJsonSchema(SIZE_SCHEMA)]
+CommaList = Annotated[tuple[str, ...], BeforeValidator(_split), WithJsonSchema(_LIST_SCHEMA)]
+
+
+MemLimitField = Annotated[
+    MemLimit,
+    BeforeValidator(parse_mem_limit),
+    PlainSerializer(str),
+    WithJsonSchema({"type": "string", "examples": ["8G", "50%"]}),
+]
+
+
+def or_key_values(schema: dict[str, Any]) -> None:
+    """The JSON Schema of `moe`: a mapping, or key=value pairs as on the command line."""
+    mapping = {"$ref": schema.pop("$ref")}
+    schema["anyOf"] = [mapping, {"type": "string", "examples": ["tokens=8192,top_k=2"]}]
+
+
+def key_values(value: object) -> object:
+    """--moe tokens=4096,top_k=2 from the command line; a mapping from YAML."""
+    if isinstance(value, str):
+        pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
+        if any(len(pair) != 2 for pair in pairs):
+            raise ValueError(f"{value!r}: use key=value pairs, e.g. tokens=4096,top_k=2")
+        return {key.strip(): item.strip() for key, item in pairs}
+    return value
+
+
+def _nccl_variables(value: object) -> object:
+    """--nccl-env KEY=V1,V2 (repeatable) from the command line, a list of such strings or a
+    mapping of names to values (a list, or a comma string) from YAML: names -> values."""
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        out: dict[str, object] = {}
+        for item in value:
+            name, sep, values = str(item).partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"{item!r}: use KEY=V1,V2, e.g. NCCL_PROTO=LL,Simple")
+            if name.strip() in out:
+                raise ValueError(f"{name.strip()} given twice: list its values once")
+            out[name.strip()] = values
+        value = out
+    if isinstance(value, dict):
+        split = {str(name): _split(values) for name, values in value.items()}
+        # YAML reads NCCL_MAX_NCHANNELS: [1, 4] as numbers: values are the text NCCL reads
+        return {n: [str(v) for v in vs] if isinstance(vs, list) else vs for n, vs in split.items()}
+    return value
+
+
+_NCCL_ENV_SCHEMA = {
+    "anyOf": [
+        {"type": "object", "additionalProperties": _LIST_SCHEMA},
+        {"type": "array", "items": {"type": "string", "examples": ["NCCL_PROTO=LL,Simple"]}},
+    ]
+}
+NcclVariables = Annotated[
+    dict[str, tuple[str, ...]],
+    BeforeValidator(_nccl_variables),
+    WithJsonSchema(_NCCL_ENV_SCHEMA),
+]

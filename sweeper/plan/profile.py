@@ -1,0 +1,169 @@
+"""YAML profiles: a sweep's options as keys, and the nightly regression settings; and the one
+place option values (a profile's, overridden by the command line's) become a SweepSpec, a bad
+one named as the user wrote it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sweeper.errors import BadInput
+from sweeper.plan.fields import Size
+from sweeper.plan.sizes import SIZE_LIMIT_BYTES
+from sweeper.plan.spec import SweepSpec
+
+if TYPE_CHECKING:
+    from sweeper.analysis.regression import Policy
+
+
+class NightlySettings(BaseModel):
+    """The `nightly:` section of a profile: which runs a nightly run is compared with, and
+    when a change is a regression (see sweeper/analysis/regression.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window: int = Field(
+        14, ge=1, description="Baseline: up to this many earlier nightly runs of the same cluster."
+    )
+    min_history: int = Field(
+        5, ge=2, description="Fewer earlier runs than this: the series is new, nothing alarms."
+    )
+    z: float = Field(
+        3.5, gt=0, description="Worse than the baseline median by this many robust sigmas (MAD)."
+    )
+    min_change: float = Field(
+        0.03, ge=0, lt=1, description="Relative floor: and worse by at least this fraction."
+    )
+    persistence: int = Field(
+        2, ge=1, description="Alarm when this many runs in a row, tonight's included, are worse."
+    )
+    bandwidth_min_size: Size = Field(
+        256 * 2**20, description="Peak bus bandwidth is taken over sizes at least this large."
+    )
+
+    @model_validator(mode="after")
+    def _history(self) -> NightlySettings:
+        if self.min_history > self.window:
+            raise ValueError(f"min_history {self.min_history} is more than window {self.window}")
+        return self
+
+    def policy(self) -> Policy:
+        # here, not at the top: the rules bring pandas, which `sweeper run` does not need
+        from sweeper.analysis.regression import Policy, RelativeFloor, RobustZ
+
+        return Policy(
+            window=self.window,
+            min_history=self.min_history,
+            persistence=self.persistence,
+            checks=(RobustZ(self.z), RelativeFloor(self.min_change)),
+            bandwidth_min_size_bytes=self.bandwidth_min_size,
+        )
+
+
+class Profile(SweepSpec):
+    """A YAML profile: `sweeper run`'s options as keys (lists as YAML lists or comma
+    strings, sizes as 64M), and a `nightly:` section that `sweeper nightly` reads."""
+
+    nightly: NightlySettings = Field(
+        default_factory=NightlySettings,
+        description="sweeper nightly: which history to compare with, and regression thresholds.",
+    )
+
+    def options(self) -> dict[str, Any]:
+        """The sweep options the profile sets (not the ones it leaves at their defaults)."""
+        return self.model_dump(exclude_unset=True, exclude={"nightly"})
+
+
+def load_profile(path: Path) -> Profile:
+    """A profile from its YAML file; a missing file, bytes that are not UTF-8, bad YAML or a
+    bad key is BadInput naming the file and the key."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"--profile {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise BadInput(
+            f"--profile {path}: not UTF-8 text (byte {byte:#04x} at offset {exc.start})"
+        ) from None
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise BadInput(f"{path}{where}: {problem}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise BadInput(f"{path}: nested too deeply to be a profile") from None
+    if not isinstance(values, dict):
+        raise BadInput(f"{path}: a profile is a mapping of option names to values")
+    try:
+        return Profile.model_validate(values)
+    except ValidationError as exc:
+        raise BadInput(f"{path}: {describe(exc, key=True)}", hint=_known_key(exc)) from None
+
+
+def _section(path: list[str]) -> type[BaseModel] | None:
+    """The model whose keys a section of a profile (nightly, moe) or option (--moe) takes;
+    None where `path` is no section."""
+    model: type[BaseModel] = Profile
+    for parent in path:
+        section = model.model_fields[parent].annotation
+        if not (isinstance(section, type) and issubclass(section, BaseModel)):
+            return None
+        model = section
+    return model
+
+
+def _known_key(exc: ValidationError) -> str | None:
+    """For an unknown key, the known key it most likely meant (max-size: max_size)."""
+    error = exc.errors()[0]
+    if error["type"] != "extra_forbidden":
+        return None
+    *parents, name = (str(part) for part in error["loc"])
+    model = _section(parents)
+    if model is None:
+        return None
+    match = difflib.get_close_matches(name.replace("-", "_"), model.model_fields, n=1)
+    return f"did you mean {'.'.join([*parents, match[0]])!r}?" if match else None
+
+
+def build_spec(profile: Profile | None = None, **options: Any) -> SweepSpec:
+    """A SweepSpec from a profile's options overridden by option values, None meaning 'not
+    given'; errors become BadInput."""
+    given = {key: value for key, value in options.items() if value is not None}
+    try:
+        spec = SweepSpec(**{**(profile.options() if profile else {}), **given})
+    except ValidationError as exc:
+        raise BadInput(describe(exc)) from None
+    # min > max, or a grid too fine to list, is bad input now, not after Ray started
+    spec.sizes(spec.max_size if isinstance(spec.max_size, int) else SIZE_LIMIT_BYTES)
+    return spec
+
+
+def describe(exc: ValidationError, key: bool = False) -> str:
+    """One line for the first problem, named as the user wrote it: the option (--max-size),
+    or with `key` the profile key (max_size, nightly.z)."""
+    error = exc.errors()[0]
+    loc = [str(part) for part in error["loc"]]
+    field = ".".join(loc) if key else (loc[0] if loc else "")
+    name = field if key else "--" + field.replace("_", "-")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not field:  # a rule between options: the message names them
+        return message
+    *parents, last = loc
+    if not key and parents:  # a key of an option's key=value pairs (--moe tokens=...)
+        section = _section(parents)
+        if error["type"] == "extra_forbidden" and section is not None:
+            return f"{name}: unknown key {last!r}; known: {', '.join(section.model_fields)}"
+        name = f"{name}: {'.'.join(loc[1:])}"
+    if error["type"] == "extra_forbidden":
+        return f"unknown {'key' if key else 'option'} {field!r}"
+    if error["type"] == "literal_error" and "input" in error:
+        return f"{name}: {error['input']!r} is not one of {message.split('Input should be ')[-1]}"
+    return f"{name}: {message}"

@@ -1,0 +1,117 @@
+"""The one place a spec becomes what a run does: resolved once for the backend its cluster
+gave (`resolve` -> `RunPlan`, handed to the driver whole), and what a schedule is asked for
+(its groups, size grid, memory cap and series), for `sweeper run`, `sweeper topo` and
+`sweeper plan` alike, so all three plan the same groups, waves and series. Pure: no Ray, no
+torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from sweeper.errors import BadInput
+from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.placement import Group, Placement
+from sweeper.plan.schedule import Planned, Request
+from sweeper.plan.sizes import mem_limit_bytes
+from sweeper.plan.spec import (
+    ClusterOptions,
+    ExperimentOptions,
+    OutputOptions,
+    PlanOptions,
+    SweepSpec,
+)
+from sweeper.topology import Node
+from sweeper.wire import Backend, MemLimit, Timing
+
+DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
+
+
+def mem_limit(spec: SweepSpec, backend: str) -> MemLimit | None:
+    """--mem-limit, or for CPU ranks the default cap."""
+    if spec.mem_limit is None and backend == Backend.GLOO:
+        return mem_limit_bytes(DEFAULT_CPU_MEM_LIMIT)
+    return spec.mem_limit
+
+
+def sizes(spec: SweepSpec) -> list[int]:
+    """The grid; with auto, up to the largest size accepted (each series stops at its bound)."""
+    return spec.planning.sizes()
+
+
+def ceiling_bytes(spec: SweepSpec, backend: str, nodes: Sequence[Node]) -> int | None:
+    """Where --max-size auto series likely end: about one rank's memory; None: not auto."""
+    if not spec.planning.auto:
+        return None
+    memory = [gpu.memory_total_bytes for node in nodes for gpu in node.gpus]
+    ceiling = min(memory) if memory and backend == Backend.NCCL else DEFAULT_CPU_MEM_LIMIT
+    limit = mem_limit(spec, backend)
+    return ceiling if limit is None else min(ceiling, limit.of(ceiling))
+
+
+def schedule_request(spec: SweepSpec, backend: str, ops: Sequence[Planned] = ()) -> Request:
+    asked = spec.planning
+    return Request(
+        tiers=asked.tiers,
+        pairs=asked.pairs,
+        force_network=asked.force_network,
+        nccl_env=asked.nccl_env,
+        ops=ops,
+        dtypes=asked.dtypes,
+        sizes=asked.sizes(),
+        auto=asked.auto,
+        sees_node_gpus=backend == Backend.NCCL and spec.cluster.gpu_visibility == "node",
+        concurrent_pairs=asked.concurrent_pairs,
+    )
+
+
+def tier_groups(spec: SweepSpec, placement: Placement) -> list[Group]:
+    """The groups the spec's tiers ask for on a placement (what `sweeper topo` lists; the
+    schedule runs them, and the groups of per-GPU operations beside them)."""
+    return schedule_request(spec, placement.backend).groups(placement)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunPlan:
+    """A spec resolved once for the backend its cluster gave: what the driver runs, handed
+    down whole instead of asking the spec piece by piece."""
+
+    spec: SweepSpec  # the options as given: the run record keeps them
+    backend: Backend
+    cluster: ClusterOptions
+    planning: PlanOptions  # its mem_limit with CPU ranks' default cap
+    timing: Timing  # what every point is handed
+    timeout_s: float  # what one point may take
+    sizes: tuple[int, ...]  # the grid; with auto, to the largest size accepted
+    outputs: OutputOptions
+    experiments: ExperimentOptions
+
+    def request(self, ops: Sequence[Planned]) -> Request:
+        return schedule_request(self.spec, self.backend, ops)
+
+    def ceiling_bytes(self, nodes: Sequence[Node]) -> int | None:
+        return ceiling_bytes(self.spec, self.backend, nodes)
+
+
+def resolve(spec: SweepSpec, backend: Backend) -> RunPlan:
+    """The spec for a run on `backend`; BadInput where the backend cannot do what it asks
+    (CUDA graphs, the nccl engine, registered buffers or a float8 dtype on gloo)."""
+    timing = spec.timing
+    resolved = timing.timing(backend)
+    if backend == Backend.GLOO:
+        unsupported = [d for d in spec.dtypes if not DTYPES[d].gloo]
+        if unsupported:
+            raise BadInput(f"--dtypes: gloo cannot reduce or move {unsupported[0]}")
+    planning = spec.planning
+    return RunPlan(
+        spec=spec,
+        backend=backend,
+        cluster=spec.cluster,
+        planning=replace(planning, mem_limit=mem_limit(spec, backend)),
+        timing=resolved,
+        timeout_s=timing.timeout_s,
+        sizes=tuple(planning.sizes()),
+        outputs=spec.outputs,
+        experiments=spec.experiments,
+    )

@@ -1,0 +1,489 @@
+"""What a sweep is asked to do: the SweepSpec model, whose fields are `sweeper run`'s options
+and a profile's keys, flat as users write them, and the typed sections it is read by
+(cluster, planning, timing, outputs, experiments). Pure: no Ray, no torch. The CLI and YAML
+profiles both end here, so a bad value is rejected once, with the option's (or the profile
+key's) name, before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from sweeper.errors import BadInput
+from sweeper.plan import knobs
+from sweeper.plan.dtypes import canonical_dtype
+from sweeper.plan.fields import (
+    SIZE_SCHEMA,
+    CommaList,
+    MemLimitField,
+    NcclVariables,
+    Size,
+    key_values,
+    or_key_values,
+)
+from sweeper.plan.placement import WORLD
+from sweeper.plan.sizes import INT32_MAX, INT64_MAX, ITERS_LIMIT, SIZE_LIMIT_BYTES, grid, parse_size
+from sweeper.wire import REQUESTABLE_TIERS, Backend, Engine, Launch, MemLimit, Timing
+
+# `auto` or a Backend: a literal, so a profile's JSON Schema lists the three as today
+BackendAsked = Literal["auto", "nccl", "gloo"]
+NCCL_ALGOS = ("ring", "tree")  # NCCL_ALGO values a variant actor set can pin
+DEFAULT_CPU_RANKS = 2  # CPU ranks per node, unless --gpus-per-node or --world
+GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
+NCCL_NEEDS_CUDA = "--engine nccl: direct NCCL calls need GPU ranks; CPU ranks use torch (gloo)"
+REGISTER_NEEDS_CUDA = "--register-buffers: NCCL registers GPU buffers; CPU ranks have none (gloo)"
+
+
+def _needs_cuda(launches: Collection[str], engines: Collection[str], register: bool) -> str | None:
+    """Why CPU ranks (gloo) cannot run what was asked, if they cannot."""
+    if Launch.GRAPH in launches:
+        return GRAPH_NEEDS_CUDA
+    if Engine.NCCL in engines:
+        return NCCL_NEEDS_CUDA
+    return REGISTER_NEEDS_CUDA if register else None
+
+
+def _one_of(value: tuple[str, ...], known: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """The names lower-cased and each once, in order; the first unknown one is named."""
+    unknown = [name for name in value if name.lower() not in known]
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown[0]!r}; known: {', '.join(known)}")
+    return tuple(dict.fromkeys(name.lower() for name in value))
+
+
+class MoeSpec(BaseModel):
+    """A mixture-of-experts layer whose token dispatch and combine `moe:*` measure."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens: int = Field(4096, ge=1, le=INT32_MAX, description="Tokens per rank.")
+    hidden: int = Field(4096, ge=1, le=INT32_MAX, description="Hidden size: elements per token.")
+    top_k: int = Field(2, ge=1, le=INT32_MAX, description="Experts each token is routed to.")
+    experts: int = Field(
+        64, ge=1, le=INT32_MAX, description="Experts in all; expert e lives on rank e mod n."
+    )
+    zipf: float = Field(
+        1.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Routing skew: expert e is picked ~ (e+1)^-zipf.",
+    )
+    seed: int = Field(0, ge=0, le=INT64_MAX, description="Seed of the routing.")
+
+    @model_validator(mode="after")
+    def _top_k(self) -> MoeSpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k {self.top_k} is more than the {self.experts} experts")
+        return self
+
+
+class SweepSpec(BaseModel):
+    """Everything a sweep needs to know; `sweeper run` options and profile keys are its fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address: str | None = Field(
+        None, description="Ray address; default $RAY_ADDRESS, else an embedded local Ray."
+    )
+    connect_timeout: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+        description="Seconds to reach the Ray cluster at --address before giving up.",
+    )
+    backend: BackendAsked = Field(
+        "auto", description="auto: NCCL when the cluster has GPUs, else gloo on CPU ranks."
+    )
+    world: int | None = Field(
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="Total ranks (nodes x ranks per node); default all GPUs, or 2.",
+    )
+    nodes: int = Field(
+        1, ge=1, le=INT32_MAX, description="Nodes to run on (nodes with GPUs, for NCCL)."
+    )
+    gpus_per_node: int | None = Field(
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="Ranks per node: GPUs (default all) or gloo CPU ranks (2).",
+    )
+    tiers: CommaList = Field(
+        (WORLD,),
+        min_length=1,
+        description="world (every rank, one group), or nvlink,pcie,internode,cpu; all: every tier.",
+    )
+    pairs: Literal["all", "none"] = Field(
+        "all", description="With --tiers: also every pair of GPUs / of nodes (can be many)."
+    )
+    force_network: bool = Field(
+        False, description="internode again with NCCL P2P and SHM off: the network transport."
+    )
+    gpu_visibility: Literal["node", "own"] = Field(
+        "node",
+        description="node: each actor sees its node's GPUs (symmetric memory needs it); "
+        "own: only its GPU.",
+    )
+    ops: CommaList = Field(("all",), min_length=1, description="Operations to run, or 'all'.")
+    dtypes: CommaList = Field(
+        ("float32",), min_length=1, description="Element types (torch spelling or nccl-tests')."
+    )
+    min_size: Size = Field(8, description="Smallest size S in bytes (K, M, G suffixes).")
+    max_size: Annotated[int | Literal["auto"], WithJsonSchema(SIZE_SCHEMA)] = Field(
+        "auto", description="Largest size S, or auto: the largest that fits in memory (probed)."
+    )
+    mem_limit: MemLimitField | None = Field(
+        None,
+        description="Cap on each rank's memory, bytes (8G) or percent (50%); CPU ranks: 64M.",
+    )
+    step_factor: float = Field(
+        2.0, gt=1, allow_inf_nan=False, description="Multiply the size by this at each step."
+    )
+    iters: int | None = Field(
+        None,
+        ge=1,
+        le=ITERS_LIMIT,
+        description="Timed iterations; default adaptive (a block of a few ms).",
+    )
+    warmup: int | None = Field(
+        None,
+        ge=0,
+        le=ITERS_LIMIT,
+        description="Warm-up iterations; default adaptive (as long as the block).",
+    )
+    launch: CommaList = Field(
+        (),
+        description="graph (the timed iterations captured once as a CUDA graph and replayed, "
+        "like nccl-tests -G), eager (issued from Python), or both; default graph on GPUs, "
+        "eager on CPU ranks.",
+    )
+    engine: CommaList = Field(
+        ("torch",),
+        description="torch (torch.distributed, what a PyTorch program pays), nccl (NCCL "
+        "called directly, as nccl-tests does; needs sweeper-bench[nccl]), or both.",
+    )
+    register_buffers: bool = Field(
+        False,
+        description="Give the points' buffers from NCCL's allocator (ncclMemAlloc) and "
+        "register them with the group's communicators, as nccl-tests -R 1 and torch's "
+        "register_mem_pool do: NCCL then reads and writes peers' buffers directly.",
+    )
+    blocks: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="Timed blocks per point; the row's time is the median block's.",
+    )
+    check: bool = Field(True, description="Check every point's result on a separate iteration.")
+    samples: bool = Field(
+        False, description="Keep per-iteration times (p50/p99 and the samples_us column)."
+    )
+    timeout: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,  # a point that runs for a day has hung
+        allow_inf_nan=False,
+        description="Seconds one point may take before it fails.",
+    )
+    seed: int = Field(0, ge=0, le=INT64_MAX, description="Seed of the deterministic input data.")
+    output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
+    moe: Annotated[MoeSpec, BeforeValidator(key_values)] = Field(
+        MoeSpec(),
+        description="The MoE layer of moe:dispatch/moe:combine: key=value pairs.",
+        json_schema_extra=or_key_values,
+    )
+    nccl_algos: CommaList = Field(
+        (), description="Also run every group with NCCL_ALGO set to each: ring, tree."
+    )
+    nccl_env: NcclVariables = Field(
+        {},
+        description="NCCL variables to sweep, KEY=V1,V2 (repeatable): each combination of "
+        "the values runs every group again on an actor set of its own, beside NCCL's defaults; "
+        "KEY1+KEY2=V1,V2 sets both to each value (NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS=4: "
+        "exactly 4 channels).",
+    )
+    concurrent: bool = Field(
+        False,
+        description="A node's pairs share its links on purpose: disjoint pairs in one wave "
+        "(circle-method rounds), to show what they cost each other.",
+    )
+    copy_engine: bool = Field(
+        False, description="Time peer copies between every GPU pair of a node, and fan-out."
+    )
+    report: bool = Field(
+        True,
+        description="Write an HTML report of the run at the end (needs sweeper-bench[report]).",
+    )
+    reports_dir: Path | None = Field(
+        None, description="Where reports go; default reports/ beside the results directory."
+    )
+    plugins: CommaList = Field(
+        (), description="Python modules that register more operations (driver and every rank)."
+    )
+    cluster_name: str | None = Field(
+        None, description="Name recorded on every row; default the head node's host name."
+    )
+
+    @field_validator("max_size", mode="before")
+    @classmethod
+    def _max_size(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        return parse_size(value)
+
+    @field_validator("dtypes")
+    @classmethod
+    def _dtypes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(canonical_dtype(name) for name in value))
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        requestable = tuple(tier.value for tier in REQUESTABLE_TIERS)
+        known = (WORLD, *requestable)
+        if "all" in value:
+            return requestable
+        unknown = [tier for tier in value if tier not in known]
+        if unknown:
+            raise ValueError(f"unknown tier {unknown[0]!r}; known: {', '.join(known)}, all")
+        return tuple(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _ranks(self) -> SweepSpec:
+        self.ranks_per_node()
+        return self
+
+    def ranks_per_node(self) -> int | None:
+        """Ranks on each node, from --gpus-per-node or --world; None: the backend's default."""
+        if self.world is None:
+            return self.gpus_per_node
+        if self.world % self.nodes:
+            raise ValueError(f"--world {self.world} is not a multiple of --nodes {self.nodes}")
+        per_node = self.world // self.nodes
+        if self.gpus_per_node not in (None, per_node):
+            raise ValueError(
+                f"--world {self.world} is not --nodes {self.nodes} x --gpus-per-node "
+                f"{self.gpus_per_node}"
+            )
+        return per_node
+
+    @field_validator("nccl_algos")
+    @classmethod
+    def _nccl_algos(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _one_of(value, NCCL_ALGOS, "NCCL algorithm")
+
+    @field_validator("nccl_env")
+    @classmethod
+    def _nccl_env(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        seen: set[str] = set()
+        for name, values in value.items():
+            knobs.check_name(name)
+            if not values:
+                raise ValueError(f"{name}: no value given")
+            if twice := seen & set(knobs.names(name)):
+                raise ValueError(f"{', '.join(sorted(twice))} given twice: tie or list it once")
+            seen.update(knobs.names(name))
+        return {name: tuple(dict.fromkeys(values)) for name, values in value.items()}
+
+    def nccl_variables(self) -> dict[str, tuple[str, ...]]:
+        """The swept NCCL variables: --nccl-env, and --nccl-algos as NCCL_ALGO values."""
+        swept = dict(self.nccl_env)
+        algos = tuple(algo.capitalize() for algo in self.nccl_algos)
+        if algos:
+            swept["NCCL_ALGO"] = tuple(dict.fromkeys((*swept.get("NCCL_ALGO", ()), *algos)))
+        return swept
+
+    @field_validator("launch")
+    @classmethod
+    def _launch(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _one_of(value, Launch.values(), "launch mode")
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _one_of(value, Engine.values(), "engine")
+
+    @model_validator(mode="after")
+    def _graph_needs_cuda(self) -> SweepSpec:
+        if self.backend == Backend.GLOO.value:
+            refused = _needs_cuda(self.launch, self.engine, self.register_buffers)
+            if refused is not None:
+                raise ValueError(refused)
+        return self
+
+    @field_validator("ops")
+    @classmethod
+    def _ops(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(name.strip() for name in value))
+
+    def sizes(self, max_size: int) -> list[int]:
+        """The requested grid from min_size up to max_size, like nccl-tests' -b/-e/-f."""
+        return grid(self.min_size, max_size, self.step_factor)
+
+    @property
+    def cluster(self) -> ClusterOptions:
+        return ClusterOptions(
+            address=self.address,
+            connect_timeout_s=self.connect_timeout,
+            backend=None if self.backend == "auto" else Backend(self.backend),
+            nodes=self.nodes,
+            ranks_per_node=self.ranks_per_node(),
+            gpu_visibility=self.gpu_visibility,
+            name=self.cluster_name,
+        )
+
+    @property
+    def planning(self) -> PlanOptions:
+        return PlanOptions(
+            tiers=self.tiers,
+            pairs=self.pairs == "all",
+            force_network=self.force_network,
+            concurrent_pairs=self.concurrent,
+            ops=self.ops,
+            dtypes=self.dtypes,
+            min_size=self.min_size,
+            max_size=None if self.max_size == "auto" else self.max_size,
+            step_factor=self.step_factor,
+            mem_limit=self.mem_limit,
+            nccl_env=self.nccl_variables(),
+        )
+
+    @property
+    def timing(self) -> TimingOptions:
+        return TimingOptions(
+            iters=self.iters,
+            warmup=self.warmup,
+            check=self.check,
+            samples=self.samples,
+            seed=self.seed,
+            launches=tuple(map(Launch, self.launch)),
+            blocks=self.blocks,
+            engines=tuple(map(Engine, self.engine)),
+            register=self.register_buffers,
+            timeout_s=self.timeout,
+        )
+
+    @property
+    def outputs(self) -> OutputOptions:
+        return OutputOptions(results=self.output, report=self.report, reports_dir=self.reports_dir)
+
+    @property
+    def experiments(self) -> ExperimentOptions:
+        return ExperimentOptions(moe=self.moe, copy_engine=self.copy_engine, plugins=self.plugins)
+
+
+# The spec's sections: what each part of a sweep reads of it, typed, built from the flat
+# fields users write.
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterOptions:
+    """Where a sweep runs, and on how many ranks."""
+
+    address: str | None  # None: $RAY_ADDRESS, else an embedded Ray
+    connect_timeout_s: float
+    backend: Backend | None  # None: auto, NCCL where the cluster has GPUs, else gloo
+    nodes: int
+    ranks_per_node: int | None  # None: the backend's default (every GPU; 2 CPU ranks)
+    gpu_visibility: Literal["node", "own"]
+    name: str | None  # recorded on every row; None: the head node's host name
+
+    @property
+    def cpu_ranks(self) -> int:
+        """The CPU ranks of a node an embedded Ray must fit."""
+        return self.ranks_per_node or DEFAULT_CPU_RANKS
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanOptions:
+    """What a sweep measures: the groups its tiers ask for, operations, dtypes and sizes."""
+
+    tiers: tuple[str, ...]  # Tier values, or WORLD
+    pairs: bool  # with the tiers' groups, every pair of GPUs / of nodes
+    force_network: bool  # internode again with NCCL P2P and SHM off
+    concurrent_pairs: bool  # a node's pairs share its links on purpose
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    min_size: int
+    max_size: int | None  # None: auto, the largest that fits in memory (probed)
+    step_factor: float
+    mem_limit: MemLimit | None  # as asked (`request.mem_limit`: CPU ranks' default cap)
+    nccl_env: Mapping[str, tuple[str, ...]]  # swept NCCL variables (--nccl-env, --nccl-algos)
+
+    @property
+    def auto(self) -> bool:
+        return self.max_size is None
+
+    def sizes(self) -> list[int]:
+        """The grid; with auto, up to the largest size accepted (each series stops at its
+        bound)."""
+        return grid(self.min_size, self.max_size or SIZE_LIMIT_BYTES, self.step_factor)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TimingOptions:
+    """How every point is measured, as asked; `timing` resolves it for a backend."""
+
+    iters: int | None  # None: adaptive
+    warmup: int | None  # None: adaptive
+    check: bool
+    samples: bool
+    seed: int
+    launches: tuple[Launch, ...]  # none: graph on GPUs, eager on CPU ranks
+    blocks: int
+    engines: tuple[Engine, ...]
+    register: bool
+    timeout_s: float  # what one point may take
+
+    def timing(self, backend: str) -> Timing:
+        """What every point of a run on `backend` is handed: the launch modes as asked, else
+        graph on GPUs and eager on CPU ranks; BadInput where the backend cannot do what was
+        asked (CUDA graphs, the nccl engine, registered buffers on gloo)."""
+        gpus = backend == Backend.NCCL
+        refused = None if gpus else _needs_cuda(self.launches, self.engines, self.register)
+        if refused is not None:
+            raise BadInput(refused)
+        return Timing(
+            iters=self.iters,
+            warmup=self.warmup,
+            check=self.check,
+            samples=self.samples,
+            seed=self.seed,
+            launches=self.launches or (Launch.GRAPH if gpus else Launch.EAGER,),
+            blocks=self.blocks,
+            engines=self.engines,
+            register=self.register,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutputOptions:
+    """Where a run's rows and its report go."""
+
+    results: Path
+    report: bool
+    reports_dir: Path | None  # None: reports/ beside the results
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExperimentOptions:
+    """Beyond the collectives' grid: the MoE layer, the copy-engine matrix, plugins."""
+
+    moe: MoeSpec
+    copy_engine: bool
+    plugins: tuple[str, ...]

@@ -1,0 +1,184 @@
+"""A prepared point timed on one rank: with each engine and in each launch mode it asks for,
+on the same buffers, each engine's result checked on one more iteration issued eagerly
+outside the timed blocks.
+
+Every rank of the group must issue the same calls, so each decision that depends on a time
+(iterations, a graph's length, falling back to eager) is taken on the slowest rank's
+figure, agreed over the group's torch process group.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.distributed as dist
+
+from sweeper.ops.descriptor import Step
+from sweeper.rank.buffers import Ready
+from sweeper.rank.groups import Groups
+from sweeper.rank.timing import (
+    GRAPH_ITERS,
+    Eager,
+    Graph,
+    Launcher,
+    Timer,
+    block_target_s,
+    calibrate,
+    graph_unit,
+)
+from sweeper.wire import Engine, Launch, Timed, Timing
+
+EMPTY_GRAPH = (
+    "nothing to time: the CUDA graph holds no GPU work (NCCL moves nothing for an in-place "
+    "operation on one rank; the eager row shows what the call costs)"
+)
+TORCH_ONLY = "no direct NCCL form: this operation runs on the torch engine only"
+
+
+@dataclass
+class Execution:
+    """The prepared point's step, bound to each engine's communicator of its group in turn,
+    launched in each mode, timed in blocks and checked."""
+
+    ready: Ready
+    groups: Groups
+    timer: Timer
+    stream: torch.cuda.Stream | None  # the rank's work stream (CUDA ranks)
+    device: torch.device
+
+    def run(self) -> tuple[Timed, ...]:
+        r = self.ready
+        timing = r.point.timing
+        timed: list[Timed] = []
+        for name in timing.engines:
+            engine = Engine(name)
+            if engine == Engine.NCCL and r.collective.torch_only:
+                timed += [
+                    Timed(
+                        engine=engine,
+                        launch=Launch(launch),
+                        blocks=(),
+                        warmup_iters=0,
+                        skipped=TORCH_ONLY,
+                    )
+                    for launch in timing.launches
+                ]
+                continue
+            step = r.collective.bind(r.buffers, self.groups.comm(engine, r.point.group_id))
+            step()  # first call: connections, lazy buffers, kernel loads (capture needs them)
+            mine = self._launches(engine, step, timing)
+            n_wrong = r.check(step) if timing.check else None
+            registered = r.registration is not None
+            timed += [replace(t, n_wrong=n_wrong, registered=registered) for t in mine]
+        return tuple(timed)
+
+    def _launches(self, engine: Engine, step: Step, timing: Timing) -> list[Timed]:
+        timed: list[Timed] = []
+        eager_note: str | None = None
+        for name in timing.launches:
+            launch = Launch(name)
+            launcher, note = self._launcher(launch, step, timing)
+            if note is not None and Launch.EAGER in timing.launches:
+                eager_note = note  # the eager rows say it; no second eager measurement
+                continue
+            try:
+                if isinstance(launcher, Graph) and launcher.empty:
+                    timed.append(
+                        Timed(
+                            engine=engine,
+                            launch=launch,
+                            blocks=(),
+                            warmup_iters=0,
+                            skipped=EMPTY_GRAPH,
+                        )
+                    )
+                else:
+                    timed.append(self._time(engine, launcher, timing, note))
+            finally:
+                launcher.close()
+        if eager_note is not None:
+            timed = [replace(t, note=eager_note) if t.launch == Launch.EAGER else t for t in timed]
+        return timed
+
+    def _launcher(self, launch: Launch, step: Step, timing: Timing) -> tuple[Launcher, str | None]:
+        """The launcher for a mode, and why it is eager where a graph was asked for. Every rank
+        must issue the same collectives, so a capture that failed on any rank makes every
+        rank fall back."""
+        if launch == Launch.EAGER:
+            return Eager(step), None
+        if timing.iters is not None:
+            unit = graph_unit(timing.iters)
+        else:  # a graph as long as a quarter of a block, so calibration replays it whole
+            one = self.agree(self.timer.time(Eager(step), 1, samples=False).seconds)
+            quarter = block_target_s(timing.blocks) / 4
+            unit = max(1, min(GRAPH_ITERS, math.floor(quarter / max(one, 1e-9))))
+        assert self.stream is not None  # graphs exist on CUDA ranks only (spec.launches)
+        graph: Graph | None = None
+        error = ""
+        try:
+            graph = Graph(step, unit, self.stream)
+        except Exception as exc:
+            error = f"cannot capture a CUDA graph: {str(exc).strip().splitlines()[0]}"
+        if self.agree(0.0 if graph else 1.0):
+            if graph is not None:
+                graph.close()
+            return Eager(step), error or "another rank of the group cannot capture a CUDA graph"
+        assert graph is not None
+        return graph, None
+
+    def _time(self, engine: Engine, launcher: Launcher, timing: Timing, note: str | None) -> Timed:
+        """Warm up, then the point's blocks, each after a barrier (so no rank's block starts
+        while a peer is still busy with the last one). The garbage collector waits, as in
+        timeit: a collection in the middle of a block would be timed as the operation's."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._blocks(engine, launcher, timing, note)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _blocks(
+        self, engine: Engine, launcher: Launcher, timing: Timing, note: str | None
+    ) -> Timed:
+        unit = launcher.unit
+        warm, calls = 0, None
+        if timing.warmup is not None:
+            warm = math.ceil(timing.warmup / unit)
+            for _ in range(warm):
+                launcher.run()
+            warm *= unit
+        if timing.iters is not None:
+            calls = math.ceil(timing.iters / unit)
+        if calls is None or timing.warmup is None:
+            target_s = block_target_s(timing.blocks)
+            extra, calibrated = calibrate(self.timer, launcher, self.agree, target_s)
+            warm += extra
+            calls = calls or calibrated
+        blocks = []
+        for _ in range(timing.blocks):
+            self._barrier()
+            blocks.append(self.timer.time(launcher, calls, timing.samples))
+        return Timed(
+            engine=engine,
+            launch=launcher.launch,
+            blocks=tuple(blocks),
+            warmup_iters=warm,
+            note=note,
+        )
+
+    def agree(self, seconds: float) -> float:
+        """The slowest rank's time, so that every rank takes the same decision from it."""
+        value = torch.tensor([seconds], dtype=torch.float64, device=self.device)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self.ready.comm.group)
+        return float(value.item())
+
+    def _barrier(self) -> None:
+        group = self.ready.comm.group
+        if self.device.type == "cuda":
+            dist.barrier(group=group, device_ids=[self.device.index])
+        else:
+            dist.barrier(group=group)

@@ -1,0 +1,126 @@
+"""The rank's world and the groups it opens in it: each group a torch process group (the torch
+engine's `TorchComm`) and, with the nccl engine, an NCCL communicator of its own (`NcclComm`).
+
+Every rank of a set joins the world together (and leaves it together when failed peers are
+replaced); a group opens on its members only, while other groups of the wave open on other
+ranks.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import torch
+import torch.distributed as dist
+from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+from sweeper.ops.descriptor import Comm
+from sweeper.rank.nccl import NcclComm, unique_id
+from sweeper.rank.torch_engine import TorchComm
+from sweeper.wire import Backend, Engine
+
+
+class Groups:
+    """This rank's place in its world: the rendezvous store, and each open group's
+    communicators, by group id and engine."""
+
+    def __init__(
+        self,
+        world_size: int,
+        backend: Backend,
+        device: torch.device,
+        stream: torch.cuda.Stream | None,
+        nccl_engine: bool,
+    ) -> None:
+        self.rank = -1  # given at join(), once the driver has put the set in physical order
+        self.world_size = world_size
+        self.backend = backend
+        self.device = device
+        self.stream = stream  # the one the nccl engine's calls go to
+        self.nccl_engine = nccl_engine
+        self.store: TCPStore | None = None
+        self.torch: dict[str, TorchComm] = {}
+        self.opened: set[tuple[int, ...]] = set()  # rank sets with a group in this world
+        self.nccl: dict[str, NcclComm] = {}
+
+    def comm(self, engine: Engine, group_id: str) -> Comm:
+        """The group's communicator on an engine."""
+        return self.nccl[group_id] if engine == Engine.NCCL else self.torch[group_id]
+
+    def listen(self) -> int:
+        """Rank 0 only, before join: start the rendezvous store on a port the OS picks."""
+        self.store = TCPStore("0.0.0.0", 0, self.world_size, True, wait_for_workers=False)
+        return int(self.store.port)
+
+    def join(self, rank: int, host: str, port: int, timeout_s: float) -> None:
+        """Join the world group as `rank`; every rank of the set calls this at the same time."""
+        self.rank = rank
+        if self.store is None:
+            self.store = TCPStore(host, port, self.world_size, False)
+        # The world is not bound to the device (no device_id): torch would then make every
+        # subgroup by splitting the world's communicator (ncclCommSplit, a collective over
+        # every rank of the world), which a group opened on its members only never completes.
+        dist.init_process_group(
+            self.backend,
+            store=self.store,
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+        world = dist.group.WORLD
+        assert world is not None
+        if self.device.type == "cuda":  # make NCCL's communicator now: a refused setting fails here
+            dist.all_reduce(torch.zeros(1, device=self.device), group=world)
+            torch.cuda.synchronize(self.device)
+        self.torch["world"] = TorchComm(world, self.rank, self.world_size)
+
+    def open(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
+        """Called on the group's members only (local synchronization: no rank outside the
+        group takes part, so the groups of a wave open at the same time). A group of every
+        rank is the world group itself."""
+        if len(ranks) == self.world_size:
+            group = self.torch["world"].group
+        elif ranks in self.opened:
+            # torch names the group by its ranks (and the groups alive, the world alone here):
+            # a second one would take the first's rendezvous keys from the world's store
+            raise RuntimeError(f"ranks {ranks} open a second group in one world")
+        else:
+            self.opened.add(ranks)
+            group = dist.new_group(
+                list(ranks),
+                use_local_synchronization=True,
+                # made now, among the members (the open is timed apart from the first point)
+                device_id=self.device if self.device.type == "cuda" else None,
+            )
+        self.torch[group_id] = TorchComm(group, ranks.index(self.rank), len(ranks), nodes)
+        if self.nccl_engine:
+            self.nccl[group_id] = self._nccl_comm(group_id, ranks, nodes)
+
+    def _nccl_comm(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> NcclComm:
+        """The group's own NCCL communicator: its first rank makes the unique id and passes it
+        through the set's store; every member then joins (NCCL waits for all of them)."""
+        assert self.store is not None
+        assert self.stream is not None
+        key = f"sweeper/nccl-id/{group_id}"  # a group opens once per world
+        if self.rank == ranks[0]:
+            self.store.set(key, unique_id())
+        uid = self.store.get(key).decode()
+        return NcclComm(uid, ranks.index(self.rank), len(ranks), nodes, self.stream)
+
+    def close(self, group_id: str) -> None:
+        comm = self.torch.pop(group_id, None)
+        if comm is not None and comm.group is not dist.group.WORLD:
+            dist.destroy_process_group(comm.group)
+        direct = self.nccl.pop(group_id, None)
+        if direct is not None:
+            direct.destroy()
+
+    def leave(self) -> None:
+        """Drop every group and the world, to join a new world with replaced peers."""
+        for direct in self.nccl.values():
+            direct.destroy()
+        self.nccl.clear()
+        self.torch.clear()
+        self.opened.clear()
+        dist.destroy_process_group()
+        self.store = None

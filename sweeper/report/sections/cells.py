@@ -1,0 +1,101 @@
+"""What the sections' tables are made of: numbers, sizes and messages as cells, tables cut
+to a readable length, and the line saying which launch mode a section's times are."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, cast
+
+import pandas as pd
+
+from sweeper.analysis import label, tier_name
+from sweeper.analysis.summary import EAGER, GRAPH, missing
+from sweeper.report import figures
+from sweeper.report.blocks import Cell, Section, Table, Text
+
+_MOST_ROWS = 100  # longer tables are cut, saying so
+_LAUNCH_WORDS = {GRAPH: "CUDA-graph replays (graph)", EAGER: "eager calls from Python (eager)"}
+_ERROR_CHARS = 160
+SIG = "sig"  # our own format: 3 significant digits, and whole numbers from 100 up
+
+
+def fmt(value: object, spec: str) -> str:
+    if missing(value):
+        return "-"
+    if spec != SIG:
+        return format(value, spec)
+    number = float(value)  # type: ignore[arg-type]
+    return f"{number:,.0f}" if abs(number) >= 100 else f"{number:.3g}"
+
+
+def num(value: object, spec: str, css: str = "") -> Cell:
+    return Cell(fmt(value, spec), f"num {css}".strip())
+
+
+def size(value: object) -> Cell:
+    return Cell("-" if missing(value) else figures.size_label(float(value)), "num")  # type: ignore[arg-type]
+
+
+def size_range(sizes: pd.Series) -> str:
+    low, high = (figures.size_label(float(s)) for s in (sizes.min(), sizes.max()))
+    return low if low == high else f"{low} to {high}"
+
+
+def short(message: object) -> Cell:
+    full = "" if missing(message) else str(message)
+    if len(full) <= _ERROR_CHARS:
+        return Cell(full, "wrap")
+    return Cell(full[: _ERROR_CHARS - 1] + "…", "wrap", title=full)
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], frame.to_dict("records"))
+
+
+def labels(frame: pd.DataFrame) -> pd.Series:
+    """Each row's operation as people read it: all_reduce, all_reduce (ring), ..."""
+    return _named(frame, label, "op", "algorithm")
+
+
+def tier_names(frame: pd.DataFrame) -> pd.Series:
+    """Each row's tier, with its variant where that is not the default: pcie/p2p-off."""
+    return _named(frame, tier_name, "tier", "variant")
+
+
+def _named(frame: pd.DataFrame, name: Callable[[str, str], str], *columns: str) -> pd.Series:
+    first, second = (frame[column] for column in columns)
+    return pd.Series(
+        [name(str(a), str(b)) for a, b in zip(first, second, strict=True)],
+        index=frame.index,
+        dtype=object,
+    )
+
+
+def table(columns: Iterable[str], rows: Iterable[tuple[Cell, ...]], caption: str = "") -> Table:
+    listed = list(rows)
+    if len(listed) > _MOST_ROWS:
+        caption = f"{caption} (first {_MOST_ROWS} of {len(listed)} rows)".strip()
+        listed = listed[:_MOST_ROWS]
+    return Table(tuple(columns), tuple(listed), caption)
+
+
+def launch_line(launches: pd.Series, names: pd.Series) -> Text:
+    """Which launch mode the times shown are, with the names of what is eager where the rest
+    are graph replays (copies, a graph capture that failed): 'Times: CUDA-graph replays
+    (graph); eager calls from Python (eager) for copy uni.'"""
+    graph = (launches == GRAPH).to_numpy(dtype=bool)
+    if not graph.any():
+        return Text(f"Times: {_LAUNCH_WORDS[EAGER]}.", "muted")
+    partly = set(names[graph])
+    eager = [
+        f"{name} (at some points)" if name in partly else str(name)
+        for name in dict.fromkeys(names[~graph])
+    ]
+    rest = f"; {_LAUNCH_WORDS[EAGER]} for {', '.join(eager)}" if eager else ""
+    return Text(f"Times: {_LAUNCH_WORDS[GRAPH]}{rest}.", "muted")
+
+
+def table_section(
+    id_: str, title: str, columns: Iterable[str], rows: Iterable[tuple[Cell, ...]], intro: str
+) -> Section:
+    return Section(id_, title, (table(columns, rows),), intro)

@@ -1,0 +1,284 @@
+"""The operations over a group, swept over sizes: bandwidth and time per operation, peaks
+against the links, what an eager launch costs, the largest sizes, alpha-beta fits; and the
+experiments measured with parameters of their own."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pandas as pd
+
+from sweeper.analysis import fits, launch_costs, summarize, why
+from sweeper.analysis.launches import SMALL_BYTES
+from sweeper.report import figures
+from sweeper.report.blocks import Block, Cell, Figure, Section
+from sweeper.report.sections import cells
+from sweeper.report.view import RunView
+
+
+def _about(tier: object, world_size: object, operation: object) -> tuple[Cell, ...]:
+    """A table row's first cells: the tier, group size and operation it is about."""
+    return Cell(str(tier)), cells.num(world_size, "d"), Cell(str(operation))
+
+
+# Per operation
+
+
+def _series(rows: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
+    """Lines of a figure: one per group, and per dtype where the run has several."""
+    several = rows["dtype"].nunique() > 1
+    for (group_id, dtype), part in rows.groupby(["group_id", "dtype"], sort=False):
+        name = f"{group_id} {dtype}" if several else str(group_id)
+        yield name, part.sort_values("size_bytes")
+
+
+def operations(view: RunView) -> Section | None:
+    rows = view.ok_collectives
+    if rows.empty:
+        return None
+    rows = rows.assign(operation=cells.labels(rows))
+    blocks: list[Block] = [
+        cells.launch_line(rows["launch"], rows["operation"]),
+        *(
+            Figure(figures.series_figure(list(_series(part)), str(operation)))
+            for operation, part in rows.groupby("operation", sort=False)
+        ),
+    ]
+    off = why.off_neighbours(rows, view.gpu_names)
+    if not off.empty:
+        lines = [
+            (
+                Cell(str(r["group_id"])),
+                Cell(str(r["operation"])),
+                Cell(str(r["dtype"])),
+                Cell(str(r["launch"])),
+                cells.size(r["size_bytes"]),
+                cells.num(r["time_us"], cells.SIG, "bad"),
+                cells.num(r["expected_us"], cells.SIG),
+                Cell(str(r["why"]), "wrap why"),
+            )
+            for r in cells.records(off)
+        ]
+        columns = ("group", "operation", "dtype", "launch", "size", "time us", "neighbours' us")
+        caption = (
+            f"points more than {why.OFF_FACTOR:g}x off the line through their neighbours "
+            "(log axes); why: their GPUs' readings against those at the neighbouring sizes"
+        )
+        blocks.append(cells.table((*columns, "why"), lines, caption))
+    return Section(
+        "operations",
+        "Bandwidth and latency by operation",
+        tuple(blocks),
+        "Bus bandwidth (nccl-tests' busbw) and time per operation against size S, one line "
+        "per group; log axes. Failed points are left out (see Status).",
+    )
+
+
+# Peaks
+
+
+def peaks(view: RunView) -> Section | None:
+    rows = view.preferred_collectives
+    if rows.empty:
+        return None
+    links = view.link_peaks
+    known = any(link.peak_gb_per_s for link in links.values())  # else no link columns
+    table = []
+    for s in summarize(cells.records(rows)):
+        link = links.get((s.tier, s.world_size))
+        peak = link.peak_gb_per_s if link else None
+        share = (
+            100 * s.peak_busbw_gb_per_s / peak
+            if peak and s.peak_busbw_gb_per_s is not None
+            else None
+        )
+        against = (
+            Cell(link.name if link else "-"),
+            cells.num(peak, ".0f"),
+            cells.num(share, ".0f"),
+        )
+        table.append(
+            (
+                *_about(s.tier, s.world_size, s.label),
+                Cell(s.launch),
+                cells.num(s.points, "d"),
+                cells.num(s.failed, "d", "bad" if s.failed else ""),
+                cells.num(s.peak_busbw_gb_per_s, cells.SIG),
+                cells.size(s.peak_size_bytes),
+                *(against if known else ()),
+                cells.num(s.min_time_us, cells.SIG),
+                cells.size(s.min_time_size_bytes),
+            )
+        )
+    measured = ("tier", "ranks", "operation", "launch", "points", "failed", "peak busbw GB/s", "at")
+    link_columns = ("link", "link peak GB/s", "% of link") if known else ()
+    return cells.table_section(
+        "peaks",
+        "Peaks",
+        (*measured, *link_columns, "min time us", "at"),
+        table,
+        "Peak bus bandwidth and smallest time per tier, group size and operation, from its "
+        "CUDA-graph replays where a point was timed both ways. The link "
+        "peak is one direction of the slowest GPU's link as NVML reports it (NVLink: links x "
+        "speed; PCIe: generation x width), where known.",
+    )
+
+
+# Launch cost
+
+
+def launch_cost(view: RunView) -> Section | None:
+    table = launch_costs(view.rows)  # every launch mode: the eager rows are its subject
+    if table.empty:
+        return None
+    lines = [
+        (
+            *_about(r["tier"], r["world_size"], r["operation"]),
+            cells.size(r["size_bytes"]),
+            cells.num(r["graph_time_us"], cells.SIG),
+            cells.num(r["eager_time_us"], cells.SIG),
+            cells.num(r["cost_us"], cells.SIG),
+            cells.num(r["small_cost_us"], cells.SIG),
+            cells.num(r["small_sizes"], "d"),
+        )
+        for r in cells.records(table)
+    ]
+    small = figures.size_label(SMALL_BYTES)
+    columns = ("tier", "ranks", "operation", "size", "graph us", "eager us", "eager - graph us")
+    return cells.table_section(
+        "launch",
+        "Launch cost",
+        (*columns, f"median to {small} us", f"sizes to {small}"),
+        lines,
+        "What issuing each call from Python adds to its time: the eager time minus the "
+        "CUDA-graph replay's, for the points timed both ways (--launch graph,eager). At the "
+        f"smallest such size, and the median over the sizes up to {small}, where this fixed "
+        "cost is most of an operation's time; the groups of a tier and size by their median.",
+    )
+
+
+# MoE and other experiments with parameters
+
+
+def experiments(view: RunView) -> Section | None:
+    rows = view.preferred[view.preferred["kind"] == "experiment"]
+    if rows.empty:
+        return None
+    rows = rows.assign(
+        operation=cells.labels(rows),
+        knobs=[" ".join(f"{k}={v}" for k, v in sorted(p or ())) for p in rows["params"]],
+    )
+    lines = [
+        (
+            Cell(str(r["group_id"])),
+            Cell(str(r["operation"])),
+            Cell(str(r["knobs"]), "code"),
+            Cell(str(r["dtype"])),
+            cells.size(r["size_bytes"]),
+            Cell(str(r["launch"])),
+            cells.num(r["time_us"], cells.SIG),
+            cells.num(r["busbw_gb_per_s"], cells.SIG),
+            Cell(str(r["status"]), "" if r["status"] == "ok" else "bad"),
+        )
+        for r in cells.records(rows.sort_values(["operation", "group_id", "knobs", "size_bytes"]))
+    ]
+    columns = (
+        "group",
+        "operation",
+        "parameters",
+        "dtype",
+        "size",
+        "launch",
+        "time us",
+        "busbw GB/s",
+        "status",
+    )
+    return cells.table_section(
+        "experiments",
+        "Mixture-of-experts and other experiments",
+        columns,
+        lines,
+        "Operations measured with parameters of their own (MoE dispatch and combine: tokens, "
+        "hidden size, top-k, experts, routing skew, seed).",
+    )
+
+
+# Largest sizes
+
+
+def max_sizes(view: RunView) -> Section | None:
+    rows = view.collectives
+    if rows["max_size_bytes"].isna().all():
+        return None
+    rows = rows.assign(operation=cells.labels(rows), tier=cells.tier_names(rows))
+    per_series = rows.groupby(["tier", "world_size", "operation", "dtype", "group_id"], sort=False)
+    series = per_series.agg(
+        limit=("max_size_bytes", "min"),
+        probe_s=("probe_s", "max"),  # each row: the series' probing so far
+        largest_ok=("size_bytes", lambda s: s[rows.loc[s.index, "status"] == "ok"].max()),
+    ).reset_index()
+    lines = [
+        (
+            *_about(tier, world_size, operation),
+            Cell(str(dtype)),
+            cells.size(part["limit"].min()),
+            cells.size(part["largest_ok"].min()),
+            cells.num(part["probe_s"].sum(min_count=1), cells.SIG),
+        )
+        for (tier, world_size, operation, dtype), part in series.groupby(
+            ["tier", "world_size", "operation", "dtype"], sort=False
+        )
+    ]
+    columns = ("tier", "ranks", "operation", "dtype", "limit", "largest ok", "probing s")
+    return cells.table_section(
+        "max-size",
+        "Largest sizes",
+        columns,
+        lines,
+        "Each series' limit (with --max-size auto: the largest S that fits every rank's memory, "
+        "probed), the largest size that ran, and the time the probing took; the smallest over "
+        "the groups of a tier and size.",
+    )
+
+
+# Fits
+
+
+def alpha_beta(view: RunView) -> Section | None:
+    table = fits(view.preferred_collectives)
+    if table.empty:
+        return None
+    lines = [
+        (
+            *_about(r["tier"], r["world_size"], r["operation"]),
+            Cell(str(r["launch"])),
+            cells.num(r["alpha_us"], cells.SIG),
+            cells.num(r["beta_gb_per_s"], cells.SIG)
+            if math.isfinite(r["beta_gb_per_s"])
+            else Cell("-", "num"),
+            cells.num(100 * r["rel_error"], ".0f"),
+            cells.num(r["points"], "d"),
+        )
+        for r in cells.records(table)
+    ]
+    columns = (
+        "tier",
+        "ranks",
+        "operation",
+        "launch",
+        "alpha us",
+        "beta GB/s",
+        "median error %",
+        "points",
+    )
+    return cells.table_section(
+        "fits",
+        "Latency and bandwidth fits",
+        columns,
+        lines,
+        "time = alpha + S / beta, fitted per tier, group size and operation (robust, on "
+        "relative error) to its CUDA-graph replays where a point was timed both ways: alpha "
+        "is the fixed cost of a call, beta the rate the time grows with S (algorithm "
+        "bandwidth, not busbw).",
+    )

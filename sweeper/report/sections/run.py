@@ -1,0 +1,180 @@
+"""What the run was: its header (facts, software, NCCL variables, nodes and GPUs, options),
+the status of its points, and the links between its GPUs."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from sweeper.analysis import launch_modes
+from sweeper.report.blocks import Block, Cell, Code, Facts, Section, Table, Text
+from sweeper.report.sections import cells
+from sweeper.report.view import RunView, members
+from sweeper.results.records import RunRecord
+
+_LINK_LEGEND = (
+    "NV#: joined by # NVLinks (directly or through NVSwitches); PIX: one PCIe switch; "
+    "PXB: several PCIe switches; PHB: a PCIe host bridge; NODE: host bridges of one NUMA "
+    "node; SYS: across NUMA nodes."
+)
+
+# Run header
+
+
+def run_header(view: RunView) -> Section:
+    df, record = view.rows, view.record
+    first = df.iloc[0]
+    started = first["run_started_at"]
+    took = (df["measured_at"].max() - started).total_seconds()
+    gpus = members(df["gpu_uuids"])
+    hosts = sorted(members(df["hosts"]))
+    facts = [
+        ("run", str(first["run_id"])),
+        ("kind", str(first["run_kind"])),
+        ("started", f"{started:%Y-%m-%d %H:%M:%S} UTC"),
+        ("measuring took", f"{took:.0f} s"),
+        ("cluster", str(first["cluster_name"])),
+        ("hosts", ", ".join(hosts)),
+        ("backend", str(first["backend"])),
+        ("GPUs", f"{len(gpus)} x {first['gpu_model']}" if gpus else "none (CPU ranks)"),
+        ("points", str(len(df))),
+        ("launch modes", launch_modes(df["launch"])),
+        ("buffers", _buffers(df)),
+        ("command", record.command if record else "not recorded"),
+    ]
+    versions = [
+        ("sweeper", first["sweeper_version"]),
+        ("Ray", first["ray_version"]),
+        ("torch", first["torch_version"]),
+        ("NCCL", first["nccl_version"]),
+        ("CUDA", first["cuda_version"]),
+        ("driver", first["driver_version"]),
+    ]
+    blocks: list[Block] = [
+        Facts(tuple(facts), code=frozenset({"command", "run"})),
+        Table(
+            ("software", "version"), tuple((Cell(n), Cell(cells.fmt(v, ""))) for n, v in versions)
+        ),
+        _nccl_env(df),
+        _inventory(record, hosts),
+    ]
+    if record is not None:
+        blocks.append(Code("every option of the run", json.dumps(record.options, indent=1)))
+    return Section("run", "Run", tuple(blocks))
+
+
+def _buffers(df: pd.DataFrame) -> str:
+    """Where the points' buffers came from: NCCL's allocator and registered
+    (--register-buffers, as nccl-tests' are), or torch's, as a PyTorch program's."""
+    if df["gpu_model"].isna().all():
+        return "host memory (CPU ranks)"
+    if df["registered"].eq(True).any():
+        return "NCCL's allocator, registered with each group's communicators"
+    return "torch's caching allocator"
+
+
+def _nccl_env(df: pd.DataFrame) -> Table:
+    rows = []
+    for variant, group in df.groupby("variant", sort=False):
+        env = group["nccl_env"].iloc[0]
+        pairs = [f"{k}={v}" for k, v in (env if env is not None else [])]
+        rows.append((Cell(str(variant)), Cell(" ".join(pairs) or "none set", "code wrap")))
+    return Table(("actor set", "NCCL variables"), tuple(rows), "NCCL variables of each actor set")
+
+
+def _inventory(record: RunRecord | None, hosts: list[str]) -> Block:
+    if record is None:
+        return Text(
+            "No run record (topology, command line) was saved for this run; hosts from the rows: "
+            + ", ".join(hosts)
+        )
+    gpu_columns = ("GPU", "model", "memory", "PCI bus", "NUMA", "NVLink GB/s", "PCIe GB/s")
+    any_gpus = any(node.gpus for node in record.nodes)
+    columns = ("node", "host", "CPUs", *(gpu_columns if any_gpus else ("GPUs",)))
+    rows: list[tuple[Cell, ...]] = []
+    for position, node in enumerate(record.nodes):
+        where = (Cell(f"n{position}"), Cell(node.host), cells.num(node.cpus, "d"))
+        if not node.gpus:
+            reason = Cell(f"none: no NVML ({node.reason})" if node.reason else "none")
+            rows.append((*where, reason, *(Cell("") for _ in columns[len(where) + 1 :])))
+        for gpu in node.gpus:
+            rows.append(
+                (
+                    *where,
+                    Cell(f"GPU{gpu.index}", title=gpu.uuid),
+                    Cell(gpu.name),
+                    Cell(f"{gpu.memory_total_bytes / 2**30:.0f} GiB", "num"),
+                    Cell(gpu.pci_bus_id, "code"),
+                    Cell(cells.fmt(gpu.numa_node, "")),
+                    cells.num(gpu.nvlink_gb_per_s, ".0f"),
+                    cells.num(gpu.pcie_gb_per_s, ".0f"),
+                )
+            )
+    return Table(columns, tuple(rows), "nodes and GPUs (NVML)")
+
+
+# Status
+
+
+def status(view: RunView) -> Section:
+    df = view.rows
+    counts = df["status"].value_counts()
+    unchecked = int(((df["status"] == "ok") & df["n_wrong"].isna()).sum())
+    facts = [(str(s), str(int(n))) for s, n in counts.items()]
+    if unchecked:
+        facts.append(("ok but not checked", str(unchecked)))
+    failed = df[df["status"] != "ok"]
+    if failed.empty:
+        return Section(
+            "status",
+            "Status",
+            (Facts(tuple(facts)), Text(f"Every one of the {len(df)} points ran and was exact.")),
+        )
+    failed = failed.assign(operation=cells.labels(failed), error=failed["error"].fillna(""))
+    keys = ["group_id", "operation", "dtype", "status", "error"]
+    rows = [
+        (
+            Cell(str(group_id)),
+            Cell(str(operation)),
+            Cell(str(dtype)),
+            Cell(str(state), "bad"),
+            cells.num(len(part), "d"),
+            Cell(cells.size_range(part["size_bytes"])),
+            cells.short(error),
+        )
+        for (group_id, operation, dtype, state, error), part in failed.groupby(keys, sort=False)
+    ]
+    columns = ("group", "operation", "dtype", "status", "points", "sizes", "why")
+    return Section("status", "Status", (Facts(tuple(facts)), cells.table(columns, rows)))
+
+
+# Topology
+
+
+def topology(view: RunView) -> Section | None:
+    record = view.record
+    if record is None:
+        return None
+    blocks: list[Block] = []
+    for position, node in enumerate(record.nodes):
+        if not node.gpus:
+            reason = f" ({node.reason})" if node.reason else ""
+            blocks.append(Text(f"n{position} {node.host}: no GPUs seen by NVML{reason}."))
+            continue
+        names = tuple(f"GPU{gpu.index}" for gpu in node.gpus)
+        rows = tuple(
+            (Cell(name, "head"), *(Cell(link, _link_css(link)) for link in links))
+            for name, links in zip(names, node.links, strict=True)
+        )
+        blocks.append(Table(("", *names), rows, f"n{position} {node.host}"))
+    if any(node.gpus for node in record.nodes):
+        blocks.append(Text(_LINK_LEGEND, "muted"))
+    return Section(
+        "topology", "Topology", tuple(blocks), "Links between GPUs, as nvidia-smi topo -m"
+    )
+
+
+def _link_css(link: str) -> str:
+    kind = "nv" if link.startswith("NV") else link.lower()
+    return f"link link-{kind}"

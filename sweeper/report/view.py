@@ -1,0 +1,132 @@
+"""One run as the report's sections read it, worked out once per report: which rows each
+point counts by, the GPUs' names and health, the links a group's traffic crosses.
+
+Where a point was timed both ways (`--launch graph,eager`), or through both engines, its
+preferred row (`analysis.preferred`: graph before eager, nccl before torch) is picked here,
+once for the whole run, and every section that shows times or bandwidths reads it; the
+launch cost section reads every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from sweeper.analysis import preferred, tier_name, why
+from sweeper.analysis.p2p import pair_rows
+from sweeper.analysis.summary import missing
+from sweeper.results.records import RunRecord
+from sweeper.topology import Gpu, Node
+
+# The link a tier's traffic crosses, and the Gpu field holding its one-direction peak.
+_LINKS = {"nvlink": ("NVLink", "nvlink_gb_per_s"), "pcie": ("PCIe", "pcie_gb_per_s")}
+# Operations over a group, swept over sizes: not the pair matrices (p2p, copy) nor
+# experiments (MoE), which have sections of theirs.
+_COLLECTIVE_KINDS = ("collective", "composite")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Link:
+    """The link a tier and group size crosses, and its one-direction peak: that of the
+    slowest GPU of its groups (NVLink: all its links together; PCIe: generation x width),
+    None where NVML did not give every GPU's."""
+
+    name: str
+    peak_gb_per_s: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunView:
+    rows: pd.DataFrame  # every row of the run, in the order measured
+    record: RunRecord | None
+    base: pd.DataFrame | None  # a baseline run's rows, to compare with
+    preferred: pd.DataFrame  # each point's rows in its preferred launch mode, any status
+    collectives: pd.DataFrame  # operations over a group swept over sizes: every row
+    preferred_collectives: pd.DataFrame  # the same in their preferred launch mode
+    ok_collectives: pd.DataFrame  # of those, the points that ran: what the figures show
+    nodes: tuple[Node, ...]  # as the run record saw them; none without one
+    gpu_names: Mapping[str, str]  # UUID: 'n0 GPU3', else the start of the UUID
+    health: why.Health  # every GPU's readings and the evidence of those that differ
+    link_peaks: Mapping[tuple[str, int], Link]  # (tier with its variant, group size)
+    rank_labels: Mapping[int, str]  # a pair's rank: 'n0 GPU3', else 'rank 5'
+
+    @classmethod
+    def of(
+        cls, rows: pd.DataFrame, record: RunRecord | None, base: pd.DataFrame | None = None
+    ) -> RunView:
+        nodes = record.nodes if record else ()
+        points = preferred(rows)
+        collectives = _collective(rows)
+        preferred_collectives = _collective(points)
+        return cls(
+            rows=rows,
+            record=record,
+            base=base,
+            preferred=points,
+            collectives=collectives,
+            preferred_collectives=preferred_collectives,
+            ok_collectives=preferred_collectives[preferred_collectives["status"] == "ok"],
+            nodes=nodes,
+            gpu_names=_gpu_names(rows, nodes),
+            health=why.Health.of(rows),
+            link_peaks=_link_peaks(collectives, nodes),
+            rank_labels=_rank_labels(pair_rows(rows), nodes),
+        )
+
+
+def members(cells: Iterable[Sequence[str] | None]) -> set[str]:
+    """Everything a list column (hosts, gpu_uuids) names, over its rows."""
+    return {str(member) for cell in cells for member in (cell if cell is not None else ())}
+
+
+def _collective(rows: pd.DataFrame) -> pd.DataFrame:
+    found: pd.DataFrame = rows[rows["kind"].isin(_COLLECTIVE_KINDS)]
+    return found
+
+
+def _positions(nodes: Sequence[Node]) -> dict[str, str]:
+    """'n0 GPU3' for each GPU of the nodes, by UUID."""
+    return {
+        gpu.uuid: f"n{position} GPU{gpu.index}"
+        for position, node in enumerate(nodes)
+        for gpu in node.gpus
+    }
+
+
+def _gpu_names(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[str, str]:
+    names = _positions(nodes)
+    for uuids in rows["gpu_uuids"]:
+        for uuid in uuids if uuids is not None else ():
+            names.setdefault(str(uuid), str(uuid)[:12])
+    return names
+
+
+def _link_peaks(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[tuple[str, int], Link]:
+    by_uuid: dict[str, Gpu] = {gpu.uuid: gpu for node in nodes for gpu in node.gpus}
+    out: dict[tuple[str, int], Link] = {}
+    keys = ["tier", "variant", "world_size"]
+    for _, part in rows.groupby(keys, sort=False):
+        tier, variant, world_size = (part[key].iloc[0] for key in keys)
+        if str(tier) not in _LINKS:
+            continue
+        name, field = _LINKS[str(tier)]
+        uuids = members(part["gpu_uuids"])
+        speeds = [getattr(by_uuid[u], field) for u in uuids if u in by_uuid]
+        known = [s for s in speeds if s]
+        peak = min(known) if known and len(known) == len(uuids) else None
+        out[(tier_name(str(tier), str(variant)), int(world_size))] = Link(
+            name=name, peak_gb_per_s=peak
+        )
+    return out
+
+
+def _rank_labels(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[int, str]:
+    where = _positions(nodes)
+    out: dict[int, str] = {}
+    for rank_column, uuid_column in (("src_rank", "src_gpu_uuid"), ("dst_rank", "dst_gpu_uuid")):
+        for rank, uuid in zip(rows[rank_column], rows[uuid_column], strict=True):
+            if not missing(rank):
+                out.setdefault(int(rank), where.get(str(uuid), f"rank {int(rank)}"))
+    return out

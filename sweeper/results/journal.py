@@ -1,0 +1,151 @@
+"""A run's rows on disk before they are Parquet: `<root>/_journal/<run_id>.arrows`, an Arrow
+IPC stream fsync'd per point. A killed driver loses at most the point in flight: its journal
+is left, and `recover` turns it into the batch it would have become. A live driver holds an
+exclusive lock on its journal, so a reader tells a live run's journal from a dead one's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import warnings
+from pathlib import Path
+from typing import BinaryIO
+
+import pyarrow as pa
+
+from sweeper.errors import ResultsUnwritable, SweeperWarning
+from sweeper.results.files import batch_name, fsync_directory, partition, write_batch
+from sweeper.results.schema import SCHEMA
+from sweeper.results.upgrade import complete, upgrade, version
+
+JOURNAL_DIR = "_journal"
+_SUFFIX = ".arrows"
+
+
+def journal_path(root: str | os.PathLike[str], run_id: str) -> Path:
+    """Where the rows of `run_id` that are not yet in a Parquet batch are journaled."""
+    return Path(root) / JOURNAL_DIR / f"{run_id}{_SUFFIX}"
+
+
+class Journal:
+    """One batch's rows on disk before they are Parquet: an Arrow IPC stream whose schema
+    says which batch and partition it becomes, fsync'd per write. Its writer holds an
+    exclusive lock on it from birth (it is made under a hidden name and renamed), so
+    `recover` can tell a live run's journal from one a killed driver left."""
+
+    def __init__(self, path: Path, date: str, batch: int) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        hidden = path.with_name(f".{path.name}.new")
+        self.path = path
+        # unbuffered: a write the disk refused is not tried again when the file is closed
+        self.file: BinaryIO = open(hidden, "wb", buffering=0)  # noqa: SIM115
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+            schema = SCHEMA.with_metadata({**SCHEMA.metadata, b"batch": str(batch), b"date": date})
+            self.stream = pa.ipc.new_stream(self.file, schema)
+            os.replace(hidden, path)
+            fsync_directory(path.parent)
+        except BaseException:
+            self.file.close()
+            hidden.unlink(missing_ok=True)
+            raise
+
+    def write(self, table: pa.Table) -> None:
+        self.stream.write_table(table)
+        os.fsync(self.file.fileno())
+
+    def close(self, remove: bool) -> None:
+        """Release it; with `remove` (its rows are in their Parquet batch now), unlink it
+        first, so a recovery waiting on the lock finds it gone. A journal that cannot be
+        removed (a read-only disk) is harmless: its batch exists, and `recover` drops it."""
+        try:
+            if remove:
+                with contextlib.suppress(OSError):
+                    self.path.unlink(missing_ok=True)
+        finally:
+            self.file.close()
+
+
+def _read(file: BinaryIO) -> tuple[pa.Schema | None, list[pa.RecordBatch]]:
+    """A journal's schema and every complete write in it: reading stops at the write that
+    was in flight when its driver died."""
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(file.read()))
+    except (OSError, pa.ArrowException):
+        return None, []  # killed before its first write reached the disk
+    batches = []
+    with contextlib.suppress(OSError, pa.ArrowException):  # a torn last write: the point in flight
+        for batch in reader:
+            batches.append(batch)
+    return reader.schema, batches
+
+
+def live_journals(root: str | os.PathLike[str]) -> set[str]:
+    """Run ids whose journal a running driver holds."""
+    live = set()
+    for path in sorted((Path(root) / JOURNAL_DIR).glob(f"[!.]*{_SUFFIX}")):
+        try:
+            with open(path, "rb") as file:
+                fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            live.add(path.name.removesuffix(_SUFFIX))
+        except FileNotFoundError:
+            continue  # compacted while we looked
+    return live
+
+
+def recover(root: str | os.PathLike[str], run_id: str) -> int:
+    """Turn the journal a killed or stopped driver left for `run_id` into the Parquet batch
+    it would have become, and remove it; returns how many rows that saved (0: no journal,
+    its rows already in their batch, or a live driver still writing it)."""
+    path = journal_path(root, run_id)
+    try:
+        file = open(path, "rb")  # noqa: SIM115 (closed below, after the lock)
+    except FileNotFoundError:
+        return 0
+    with file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0  # its driver is alive: the rows are its to write
+        if os.fstat(file.fileno()).st_nlink == 0:
+            return 0  # its driver compacted it while we waited for the lock
+        schema, batches = _read(file)
+        rows = sum(int(batch.num_rows) for batch in batches)
+        if schema is not None and rows:
+            metadata = schema.metadata
+            directory = partition(root, metadata[b"date"].decode())
+            index = int(metadata[b"batch"])
+            if (directory / batch_name(run_id, index)).exists():
+                rows = 0  # compacted already: its driver died before removing the journal
+            else:
+                table = complete(pa.Table.from_batches(batches, schema=schema))
+                try:
+                    write_batch(directory, run_id, index, upgrade(table, version(schema)))
+                except OSError as exc:
+                    raise ResultsUnwritable.of(root, exc) from None
+        path.unlink()
+    return rows
+
+
+def leftover_journals(root: str | os.PathLike[str]) -> list[str]:
+    """Run ids with a journal that no running driver holds: killed (or stopped on a full disk)."""
+    found = (Path(root) / JOURNAL_DIR).glob(f"[!.]*{_SUFFIX}")
+    names = sorted(path.name.removesuffix(_SUFFIX) for path in found)
+    live = live_journals(root)
+    return [name for name in names if name not in live]
+
+
+def recover_all(root: Path) -> None:
+    """The rows that killed drivers left in their journals become Parquet first (as a
+    database recovers its log when it is opened), so a killed run's points count; a disk
+    that refuses leaves them in their journal, with a warning."""
+    for run_id in leftover_journals(root):
+        try:
+            recover(root, run_id)
+        except ResultsUnwritable as exc:
+            warnings.warn(
+                f"{exc}: run {run_id}'s last rows stay in its journal", SweeperWarning, stacklevel=3
+            )

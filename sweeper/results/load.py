@@ -1,0 +1,186 @@
+"""Reading the results back: the files sweeper wrote (`files`), as a pyarrow dataset, as a
+DataFrame of upgraded rows (`load`), and one row per run (`runs`).
+
+Readers take only the folders and names sweeper writes: journals, run records and anything
+else are ignored, and a corrupt file of its own is skipped with a warning. Every file is read
+through the canonical schema and `upgrade`d from the version it was written with, so a reader
+sees every row as today's writer makes it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from sweeper.errors import BadInput, CorruptResults
+from sweeper.results.files import BATCH, PARTITION_DIR
+from sweeper.results.schema import DATASET_SCHEMA, PARTITION, RUN_COLUMNS
+from sweeper.results.upgrade import KIND_SOURCES, UNVERSIONED, canonical, upgrade, version
+from sweeper.wire import Status
+
+LATEST = "latest"
+
+
+def files(root: str | os.PathLike[str]) -> list[str]:
+    """The files sweeper wrote under `root`: its partition folders and its file names only,
+    so a README, a stray folder or another tool's file beside them changes nothing. A file
+    of sweeper's name whose Parquet footer cannot be read (a disk that filled, a copy cut
+    short) is skipped with a CorruptResults warning that names it."""
+    found = []
+    for folder in sorted(Path(root).iterdir()):
+        if not (folder.is_dir() and PARTITION_DIR.fullmatch(folder.name)):
+            continue
+        for path in sorted(folder.iterdir()):
+            if not (BATCH.fullmatch(path.name) and path.is_file()):
+                continue
+            try:
+                pq.read_metadata(path)
+            except (OSError, pa.ArrowException) as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                warnings.warn(f"skipped {path}: {reason}", CorruptResults, stacklevel=3)
+                continue
+            found.append(str(path))
+    return found
+
+
+def dataset(root: str | os.PathLike[str]) -> ds.Dataset:
+    """The results directory as a pyarrow dataset with the canonical schema (its `files`),
+    as written: `read` upgrades what it reads."""
+    return ds.dataset(
+        files(root),
+        format="parquet",
+        schema=DATASET_SCHEMA,
+        partitioning=ds.partitioning(PARTITION, flavor="hive"),
+        partition_base_dir=str(root),
+    )
+
+
+def read(
+    root: str | os.PathLike[str], columns: Sequence[str], filter_: ds.Expression | None = None
+) -> pa.Table:
+    """These columns of the rows under `root` (that match `filter_`), each file's upgraded
+    from its schema version; FileNotFoundError where there is no such directory."""
+    if not Path(root).is_dir():
+        raise FileNotFoundError(f"no results directory at {root}")
+    source = dataset(root)
+    # kind is implied by other columns in rows from before it: read them with it
+    extra = [c for c in KIND_SOURCES if c not in columns] if "kind" in columns else []
+    # files of one version in a row are read together (threaded), in their order
+    parts = [
+        upgrade(
+            ds.FileSystemDataset(
+                list(fragments), source.schema, source.format, source.filesystem
+            ).to_table(columns=[*columns, *extra], filter=filter_),
+            since,
+        ).select(list(columns))
+        for since, fragments in groupby(
+            source.get_fragments(), key=lambda fragment: version(fragment.physical_schema)
+        )
+    ]
+    if not parts:
+        return DATASET_SCHEMA.empty_table().select(list(columns))
+    return pa.concat_tables(parts)
+
+
+def _pandas_type(arrow: pa.DataType) -> Any:
+    if pa.types.is_integer(arrow):
+        return pd.Int64Dtype() if arrow.bit_width == 64 else pd.Int32Dtype()
+    if pa.types.is_boolean(arrow):
+        return pd.BooleanDtype()
+    if pa.types.is_string(arrow):
+        return pd.StringDtype()
+    return None
+
+
+def _pandas(table: pa.Table) -> pd.DataFrame:
+    """Rows as a DataFrame with the canonical dtypes: integers and booleans are pandas'
+    nullable types (a failed point has no time, a CPU row no GPU), strings are `string`,
+    timestamps UTC, lists and the NCCL map Python objects."""
+    rows: pd.DataFrame = table.to_pandas(types_mapper=_pandas_type)
+    return rows
+
+
+def frame(rows: pd.DataFrame | Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Rows made in memory as `load` would give them back: upgraded, with the canonical
+    dtypes. Mappings (as the writer takes them) give every column of the schema; a DataFrame
+    keeps its columns (each of the schema's, as `load` gives them) and loses its index."""
+    if not isinstance(rows, pd.DataFrame):
+        return _pandas(canonical(rows))
+    schema = pa.schema([DATASET_SCHEMA.field(column) for column in rows.columns])
+    table = pa.Table.from_pandas(rows, schema=schema, preserve_index=False)
+    return _pandas(upgrade(table, UNVERSIONED))
+
+
+def load(
+    root: str | os.PathLike[str],
+    run_id: str | Iterable[str] | None = None,
+    columns: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Every row under `root` (or one run's, or several runs') as a DataFrame with the
+    canonical dtypes (`frame`'s); `columns`: only these."""
+    filter_ = None
+    if isinstance(run_id, str):
+        filter_ = ds.field("run_id") == run_id
+    elif run_id is not None:
+        filter_ = ds.field("run_id").isin(list(run_id))
+    return _pandas(read(root, list(columns) if columns else DATASET_SCHEMA.names, filter_))
+
+
+def runs(root: str | os.PathLike[str]) -> pd.DataFrame:
+    """One row per run under `root`, oldest first: the RUN_COLUMNS, its points, and how many
+    of them failed (a skipped point could not run there, and did not fail). Grouped in
+    Arrow, so only those columns of a large dataset are read."""
+    table = read(root, [*RUN_COLUMNS, "status"])
+    done = pa.array([Status.OK.value, Status.SKIPPED.value])
+    failed = pc.invert(pc.fill_null(pc.is_in(table["status"], value_set=done), False))
+    table = table.append_column("failed", pc.cast(failed, pa.int64()))
+    grouped = table.group_by(list(RUN_COLUMNS), use_threads=False).aggregate(
+        [("status", "count", pc.CountOptions(mode="all")), ("failed", "sum")]
+    )
+    grouped = grouped.rename_columns([*RUN_COLUMNS, "points", "failed"])
+    ordered: pd.DataFrame = _pandas(grouped).sort_values(
+        ["run_started_at", "run_id"], ignore_index=True
+    )
+    return ordered
+
+
+def run_ids(root: Path) -> list[str]:
+    """The runs of a results directory, oldest first (by start time)."""
+    if not Path(root).is_dir():
+        raise BadInput(f"no results directory at {root}", hint="give it with --results DIR")
+    table = read(root, ["run_id", "run_started_at"])
+    if not table.num_rows:
+        return []
+    started = table.to_pandas().drop_duplicates("run_id")
+    return [str(r) for r in started.sort_values(["run_started_at", "run_id"])["run_id"]]
+
+
+def resolve(root: Path, run_id: str) -> str:
+    """The run id that `run_id` names: itself when the directory has it, or the newest run
+    for `latest`; BadInput otherwise."""
+    known = run_ids(root)
+    if run_id == LATEST:
+        if not known:
+            raise BadInput(f"no runs in {root}")
+        return known[-1]
+    if run_id not in known:
+        recent = ", ".join(known[-3:]) or "none"
+        raise BadInput(f"no run {run_id!r} in {root}", hint=f"latest runs there: {recent}")
+    return run_id
+
+
+def run_rows(root: Path, run_id: str) -> pd.DataFrame:
+    """One run's rows, in the order they were measured."""
+    rows = load(root, run_id=run_id)
+    ordered: pd.DataFrame = rows.sort_values("measured_at", kind="stable").reset_index(drop=True)
+    return ordered

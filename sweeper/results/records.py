@@ -1,0 +1,85 @@
+"""What a run's rows do not say: its command line, its options and its nodes' topology.
+
+Kept beside the rows as `<results>/_runs/<run_id>.json`: the leading underscore hides it
+from Parquet readers (pyarrow and pandas skip `_` and `.` names), so the dataset stays rows
+only. The driver writes it before the first row and again at the end, saying how the run
+ended (`ended`: complete or interrupted; still None after a kill); the report and `sweeper
+history` read it. A run without one (an older run, or rows written by another tool) still
+gets a report, without the link matrix and link peaks.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sweeper.errors import ResultsUnwritable
+from sweeper.plan.spec import SweepSpec
+from sweeper.results.files import write_text
+from sweeper.topology import Gpu, Node
+
+RECORDS_DIR = "_runs"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    command: str  # the command line that started the run, as the shell would take it back
+    options: dict[str, Any]  # every SweepSpec field, as JSON
+    nodes: tuple[Node, ...]
+    ended: str | None = None  # complete, interrupted, or None: running, or killed
+
+    @classmethod
+    def of(
+        cls, run_id: str, spec: SweepSpec, nodes: tuple[Node, ...], ended: str | None = None
+    ) -> RunRecord:
+        program = Path(sys.argv[0]).name if sys.argv else ""
+        # `python -m sweeper` runs sweeper/__main__.py: show the command a user would type
+        argv = ["sweeper" if program == "__main__.py" else program, *sys.argv[1:]]
+        return cls(run_id, shlex.join(argv), spec.model_dump(mode="json"), nodes, ended)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        nodes = tuple(
+            Node(
+                **{
+                    **node,
+                    "gpus": tuple(Gpu(**gpu) for gpu in node["gpus"]),
+                    "links": tuple(tuple(row) for row in node["links"]),
+                }
+            )
+            for node in data["nodes"]
+        )
+        # records from before `ended` existed were written once, at the end
+        ended = data.get("ended", "complete")
+        return cls(str(data["run_id"]), str(data["command"]), dict(data["options"]), nodes, ended)
+
+
+def path(results: Path, run_id: str) -> Path:
+    return Path(results) / RECORDS_DIR / f"{run_id}.json"
+
+
+def save(results: Path, record: RunRecord) -> Path:
+    """Write the record atomically (a reader never sees half of it)."""
+    try:
+        return write_text(
+            path(results, record.run_id), json.dumps(record.to_json(), indent=1) + "\n"
+        )
+    except OSError as exc:
+        raise ResultsUnwritable.of(results, exc) from None
+
+
+def load(results: Path, run_id: str) -> RunRecord | None:
+    """The run's record, or None when it has none."""
+    try:
+        data = json.loads(path(results, run_id).read_text())
+    except FileNotFoundError:
+        return None
+    return RunRecord.from_json(data)

@@ -1,0 +1,104 @@
+"""Appends a run's rows durably: each point's rows journaled as they come (`journal`), and
+compacted into a Parquet batch every 256 rows or 30 s, after which the journal is removed.
+A batch is written atomically (`files.atomic_write`), so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweeper.errors import ResultsUnwritable
+from sweeper.results.files import next_batch, partition, write_batch
+from sweeper.results.journal import Journal, journal_path, recover
+from sweeper.results.schema import COLUMNS
+from sweeper.results.upgrade import canonical
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """The batch being filled: swapped whole, so a signal that stops the driver between two
+    statements never leaves a count and its rows out of step."""
+
+    index: int
+    rows: tuple[Mapping[str, Any], ...] = ()
+    written: int = 0  # rows of the run already in Parquet batches
+
+
+class ResultWriter:
+    """Appends rows of one run: each point's rows journaled as they come, and a Parquet batch
+    every `batch_rows` rows or `batch_s` seconds. A run id that already has batches (a
+    resumed run) continues after them, its leftover journal recovered first. Raises
+    ResultsUnwritable when the disk refuses a write (full, read-only)."""
+
+    def __init__(
+        self, root: Path, run_id: str, date: str, batch_rows: int = 256, batch_s: float = 30.0
+    ) -> None:
+        self.root = Path(root)
+        self.directory = partition(self.root, date)
+        self.run_id = run_id
+        self.date = date
+        self.batch_rows = batch_rows
+        self.batch_s = batch_s
+        recover(self.root, run_id)
+        self._batch = _Batch(next_batch(self.directory, run_id))
+        self._journal: Journal | None = None
+        self._last_flush = time.monotonic()
+
+    @property
+    def rows(self) -> tuple[Mapping[str, Any], ...]:
+        """Rows journaled, not yet in a Parquet batch."""
+        return self._batch.rows
+
+    @property
+    def written(self) -> int:
+        """Rows this writer put in Parquet batches."""
+        return self._batch.written
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        self.extend([row])
+
+    def extend(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Journal the rows of one point (one fsync), then keep them for the next batch."""
+        for row in rows:
+            unknown = set(row) - set(COLUMNS)
+            if unknown:
+                raise KeyError(f"not in the schema: {sorted(unknown)}")
+        batch = self._batch
+        # a new journal (the batch's first point, or after a failed write) holds the whole batch
+        journaled = rows if self._journal is not None else (*batch.rows, *rows)
+        try:
+            if self._journal is None:
+                self._journal = Journal(
+                    journal_path(self.root, self.run_id), self.date, batch.index
+                )
+            self._journal.write(canonical(journaled))
+        except OSError as exc:
+            self._release(remove=False)  # torn: it takes no more writes; `recover` reads it
+            raise ResultsUnwritable.of(self.root, exc) from None
+        self._batch = _Batch(batch.index, (*batch.rows, *rows), batch.written)
+        if len(self.rows) >= self.batch_rows or time.monotonic() - self._last_flush >= self.batch_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """The journaled rows as the next Parquet batch, and the journal gone. Safe to call
+        again after it was interrupted: the batch is rewritten with the same rows."""
+        self._last_flush = time.monotonic()
+        batch = self._batch
+        if not batch.rows:
+            return
+        try:
+            write_batch(self.directory, self.run_id, batch.index, canonical(batch.rows))
+        except OSError as exc:
+            self._release(remove=False)  # its rows stay in it, for `recover`, unlocked
+            raise ResultsUnwritable.of(self.root, exc) from None
+        self._release(remove=True)
+        self._batch = _Batch(batch.index + 1, (), batch.written + len(batch.rows))
+
+    def _release(self, remove: bool) -> None:
+        if self._journal is not None:
+            self._journal.close(remove)
+            self._journal = None

@@ -1,0 +1,175 @@
+"""The README renders as written: every code fence is closed (an unclosed one turns the rest of
+the page into code), its `sweeper ...` lines name real commands and options, and CI runs its
+quick start as written. The commands are read from the CLI's own objects; nothing starts Ray."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import typer.main
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from sweeper.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+SHELLS = {"bash", "sh", "shell", "console"}
+SEPARATORS = {"&&", "||", "|", ";", "&", "(", ")"}  # where one command of a line ends
+REDIRECTS = {">", ">>", "<"}  # the word after one is a file, not an argument
+ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
+
+
+def _blocks() -> Iterator[tuple[str, Token]]:
+    """Each fence of the README, with the heading of the section it is in."""
+    heading = ""
+    tokens = MarkdownIt("commonmark").parse(README.read_text())
+    for index, token in enumerate(tokens):
+        if token.type == "heading_open":
+            heading = tokens[index + 1].content
+        elif token.type == "fence":
+            yield heading, token
+
+
+def _shell_lines(section: str | None = None) -> list[str]:
+    return [
+        line
+        for heading, fence in _blocks()
+        if fence.info.split()[:1] and fence.info.split()[0] in SHELLS
+        if section is None or heading == section
+        for line in fence.content.replace("\\\n", " ").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def _commands(line: str) -> Iterator[list[str]]:
+    """The words of each simple command of a shell line, less leading VAR=value words."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words: list[str] = []
+    redirected = False
+    for word in [*lexer, ";"]:
+        if word in SEPARATORS:
+            while words and ASSIGNMENT.match(words[0]):
+                words.pop(0)
+            if words:
+                yield words
+            words = []
+        elif word in REDIRECTS:
+            redirected = True
+        elif redirected:
+            redirected = False
+        else:
+            words.append(word)
+
+
+def _sweeper_lines() -> list[str]:
+    return [
+        line for line in _shell_lines() if any(words[0] == "sweeper" for words in _commands(line))
+    ]
+
+
+def _listed_options(command: Any, ctx: typer.Context) -> set[str]:
+    """The option names `--help` lists for a command: its visible parameters and help."""
+    return {
+        name
+        for param in command.get_params(ctx)
+        if not getattr(param, "hidden", False)
+        for name in (*param.opts, *param.secondary_opts)
+        if name.startswith("-")
+    }
+
+
+def _check(line: str) -> None:
+    for words in _commands(line):
+        if words[0] == "sweeper":
+            _check_command(words[1:])
+
+
+def _check_command(arguments: list[str]) -> None:
+    """Walk `sweeper`'s command groups as click would, then check every option word."""
+    command: Any = typer.main.get_command(app)
+    ctx = typer.Context(command, info_name="sweeper", **command.context_settings)
+    words = list(arguments)
+    while hasattr(command, "commands") and words and not words[0].startswith("-"):
+        name = words.pop(0)
+        assert name in command.commands, f"{ctx.command_path} has no command {name!r}"
+        command = command.commands[name]
+        ctx = typer.Context(command, parent=ctx, info_name=name, **command.context_settings)
+    assert not hasattr(command, "commands"), f"{ctx.command_path} needs a command"
+    used = {word.split("=", 1)[0] for word in words if word.startswith("-") and word != "-"}
+    unknown = used - _listed_options(command, ctx)
+    assert not unknown, f"{ctx.command_path} --help lists no {sorted(unknown)}"
+
+
+def test_every_fence_is_closed_by_a_line_of_its_own() -> None:
+    lines = README.read_text().splitlines()
+    fences = [fence for _, fence in _blocks()]
+    assert fences
+    for fence in fences:
+        assert fence.map is not None
+        start, end = fence.map
+        closing = lines[end - 1].strip()
+        marker = fence.markup[0]
+        assert end - start >= 2, f"README line {start + 1}: a fence never closed"
+        assert closing == marker * len(closing), f"README line {start + 1}: a fence never closed"
+        assert len(closing) >= len(fence.markup), f"README line {start + 1}: a fence never closed"
+        # a fence's marker at the start of one of its lines is a fence it swallowed
+        swallowed = [line for line in fence.content.splitlines() if line.startswith(fence.markup)]
+        assert not swallowed, f"README line {start + 1}: a fence runs over {swallowed}"
+
+
+def test_no_fence_swallows_a_heading() -> None:
+    # a shell comment starts with one '#'; a section heading of the README with two or more
+    swallowed = [
+        line
+        for _, fence in _blocks()
+        for line in fence.content.splitlines()
+        if re.match(r"#{2,6} ", line)
+    ]
+    assert not swallowed
+
+
+def test_the_readme_shows_sweeper_commands() -> None:
+    assert len(_sweeper_lines()) >= 10
+
+
+@pytest.mark.parametrize("line", _sweeper_lines())
+def test_each_sweeper_line_names_a_command_and_only_the_options_it_lists(line: str) -> None:
+    _check(line)
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("sweeper rnu --world 2", "sweeper has no command 'rnu'"),
+        ("sweeper config", "sweeper config needs a command"),
+        ("sweeper run --wrold 2", "sweeper run --help lists no ['--wrold']"),
+        ("RAY_ADDRESS=auto sweeper plan --nodes=2 --resume X", "lists no ['--resume']"),
+        ("sweeper history > runs.txt && sweeper compare --max-size 1G", "lists no ['--max-size']"),
+    ],
+)
+def test_the_check_refuses_a_wrong_command_or_option(line: str, problem: str) -> None:
+    with pytest.raises(AssertionError, match=re.escape(problem)):
+        _check(line)
+
+
+def test_ci_runs_the_quick_start_as_written() -> None:
+    """.ci/run runs the quick start's lines, in order, all but the sweep itself."""
+    quick_start = [
+        line.strip()
+        for line in _shell_lines("Quick start")
+        if not any(words[0] == "sweeper" for words in _commands(line))
+    ]
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "python -m pytest" in quick_start
+    missing = [line for line in quick_start if line not in ci]
+    assert not missing
+    order = [ci.index(line) for line in quick_start]
+    assert order == sorted(order)

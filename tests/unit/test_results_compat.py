@@ -1,0 +1,177 @@
+"""Rows written by an earlier sweeper load unchanged: a real run's files, kept as written.
+
+tests/data/results/main-2026-11-25 holds what `sweeper run --world 2 --ops
+all_reduce,all_gather,send_recv,h2d --max-size 1K --samples` wrote on gloo before the results
+package existed (its Parquet carries no schema version). The expectations below are what
+`sweeper.load` returned for it then.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+import sweeper
+from sweeper.results import records
+from sweeper.results.load import runs
+
+OLD = Path(__file__).parents[1] / "data" / "results" / "main-2026-11-25"
+RUN = "20261125T063903Z-c4526e"
+
+_STR, _OBJ, _F64, _UTC = "string", "object", "float64", "datetime64[us, UTC]"
+DTYPES = {
+    "run_id": _STR,
+    "run_started_at": _UTC,
+    "run_kind": _STR,
+    "cluster_name": _STR,
+    "sweeper_version": _STR,
+    "ray_version": _STR,
+    "torch_version": _STR,
+    "nccl_version": _STR,
+    "cuda_version": _STR,
+    "driver_version": _STR,
+    "gpu_model": _STR,
+    "nccl_env": _OBJ,
+    "backend": _STR,
+    "tier": _STR,
+    "variant": _STR,
+    "group_id": _STR,
+    "world_size": "Int32",
+    "n_nodes": "Int32",
+    "hosts": _OBJ,
+    "gpu_uuids": _OBJ,
+    "kind": _STR,
+    "op": _STR,
+    "algorithm": _STR,
+    "dtype": _STR,
+    "in_place": "boolean",
+    "size_bytes": "Int64",
+    "count_elems": "Int64",
+    "engine": _STR,
+    "launch": _STR,
+    "launch_note": _STR,
+    "registered": "boolean",
+    "warmup_iters": "Int32",
+    "iters": "Int32",
+    "time_us": _F64,
+    "time_us_min": _F64,
+    "time_us_p50": _F64,
+    "time_us_p99": _F64,
+    "time_us_blocks": _OBJ,
+    "algbw_gb_per_s": _F64,
+    "busbw_gb_per_s": _F64,
+    "busbw_factor": _F64,
+    "busbw_pct_of_link": _F64,
+    "status": _STR,
+    "error": _STR,
+    "n_wrong": "Int64",
+    "max_size_bytes": "Int64",
+    "probe_s": _F64,
+    "samples_us": _OBJ,
+    "measured_at": _UTC,
+    "src_rank": "Int32",
+    "dst_rank": "Int32",
+    "src_gpu_uuid": _STR,
+    "dst_gpu_uuid": _STR,
+    "concurrent": "boolean",
+    "rank": "Int32",
+    "params": _OBJ,
+    "wave": "Int32",
+    "started_at": _UTC,
+    "ended_at": _UTC,
+    "sm_clock_mhz": _OBJ,
+    "mem_clock_mhz": _OBJ,
+    "power_w": _OBJ,
+    "power_limit_w": _OBJ,
+    "temperature_c": _OBJ,
+    "throttle_reasons": _OBJ,
+    "ecc_corrected_delta": _OBJ,
+    "ecc_uncorrected_delta": _OBJ,
+    "nvlink_replay_delta": _OBJ,
+    "nvlink_crc_delta": _OBJ,
+    "nvlink_recovery_delta": _OBJ,
+    "xid_codes": _OBJ,
+    "pcie_gen": _OBJ,
+    "pcie_width": _OBJ,
+    "pcie_pct_of_peak": _F64,
+    "pcie_max_gen": _OBJ,
+    "pcie_max_width": _OBJ,
+    "date": _STR,
+}
+# how many rows have a value in each column: every row, the 24 measured (the 8 h2d rows are
+# skipped on CPU ranks), the 8 skipped (their reason), or none (no GPU, no pairs, no knobs)
+_ALL = {"run_id", "run_started_at", "run_kind", "cluster_name", "sweeper_version"}
+_ALL |= {"ray_version", "torch_version", "nccl_env", "backend", "tier", "variant", "group_id"}
+_ALL |= {"world_size", "n_nodes", "hosts", "gpu_uuids", "kind", "op", "algorithm", "dtype"}
+_ALL |= {"in_place", "size_bytes", "count_elems", "engine", "launch", "busbw_factor", "status"}
+_ALL |= {"measured_at", "wave", "started_at", "ended_at", "date"}
+_MEASURED = {"registered", "warmup_iters", "iters", "time_us", "time_us_min", "time_us_p50"}
+_MEASURED |= {"time_us_p99", "time_us_blocks", "algbw_gb_per_s", "busbw_gb_per_s", "n_wrong"}
+_MEASURED |= {"max_size_bytes", "samples_us"}
+VALUED = {
+    c: 32 if c in _ALL else 24 if c in _MEASURED else 8 if c == "error" else 0 for c in DTYPES
+}
+SIZES = [8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def test_a_run_written_before_the_results_package_loads_as_it_did() -> None:
+    frame = sweeper.load(OLD)
+
+    assert {c: str(t) for c, t in frame.dtypes.items()} == DTYPES
+    assert list(frame.columns) == list(DTYPES)
+    assert frame.notna().sum().to_dict() == VALUED
+    assert len(frame) == 32
+    assert frame["op"].tolist() == [
+        op for op in ("all_reduce", "all_gather", "send_recv", "h2d") for _ in SIZES
+    ]
+    assert frame["size_bytes"].tolist() == SIZES * 4
+    assert frame["count_elems"].tolist() == [size // 4 for size in SIZES] * 4
+    assert frame["algorithm"].tolist() == ["native"] * 16 + ["ring"] * 8 + ["pinned"] * 8
+    assert frame["kind"].tolist() == ["collective"] * 24 + ["copy"] * 8
+    assert frame["status"].tolist() == ["ok"] * 24 + ["skipped"] * 8
+    assert frame["busbw_factor"].tolist() == [1.0] * 8 + [0.5] * 8 + [1.0] * 16
+    assert frame["in_place"].tolist() == [True] * 8 + [False] * 24
+    assert frame["registered"].tolist()[:24] == [False] * 24
+    assert frame["registered"].isna().tolist() == [False] * 24 + [True] * 8
+    assert frame["n_wrong"].tolist()[:24] == [0] * 24
+    assert set(frame["error"].dropna()) == {
+        "host<->device copies need a GPU: CPU ranks have no device memory"
+    }
+    assert frame["wave"].tolist() == [0] * 32
+    for column, value in {
+        "run_id": RUN,
+        "run_kind": "run",
+        "cluster_name": "vm",
+        "backend": "gloo",
+        "tier": "cpu",
+        "variant": "default",
+        "engine": "torch",
+        "launch": "eager",
+        "dtype": "float32",
+        "date": "2026-11-25",
+        "torch_version": "2.13.0+cpu",
+    }.items():
+        assert frame[column].unique().tolist() == [value], column
+    assert frame["run_started_at"].unique().tolist() == [
+        pd.Timestamp("2026-11-25 06:39:03.379037", tz="UTC")
+    ]
+    assert frame["world_size"].unique().tolist() == [2]
+    assert frame["hosts"].iloc[0].tolist() == ["vm", "vm"]
+    assert frame["nccl_env"].iloc[0] == [("NCCL_NVLS_ENABLE", "0")]
+    assert [len(blocks) for blocks in frame["time_us_blocks"].dropna()] == [3] * 24
+
+
+def test_a_run_written_before_the_results_package_is_one_complete_run() -> None:
+    listed = runs(OLD)
+    kept = records.load(OLD, RUN)
+
+    assert listed["run_id"].tolist() == [RUN]
+    assert listed[["points", "failed"]].iloc[0].tolist() == [32, 0]
+    assert listed["backend"].tolist() == ["gloo"]
+    assert kept is not None
+    assert kept.ended == "complete"
+    assert kept.command.startswith("sweeper run --world 2 --ops all_reduce,")
+    assert kept.options["ops"] == ["all_reduce", "all_gather", "send_recv", "h2d"]
+    assert [node.host for node in kept.nodes] == ["vm"]
+    assert kept.nodes[0].gpus == ()

@@ -1,0 +1,227 @@
+"""The judge on synthetic outcomes: a slow node is named and none of its partners, a slow link
+as a link, a flapping node with its pass ratio, and missing data never passes."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+
+import pytest
+
+from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage
+from sweeper.scan.judge import Health, Subject, Verdict, judge
+from sweeper.scan.policy import gate_group
+from sweeper.scan.reference import reference
+from sweeper.scan.thresholds import Thresholds, judge_groups
+from sweeper.wire import Tier
+
+GiB = 1 << 30
+FLEET = Fleet(nodes=tuple(Node(id=f"n{i}", host=f"h{i}", gpus=4) for i in range(64)))
+Rate = Callable[[tuple[str, str], int], Outcome | float]
+
+
+def gates(fleet: Fleet = FLEET, busbw: float = 360.0) -> list[Outcome]:
+    rng = random.Random(0)
+    return [
+        Outcome(
+            group=gate_group(node.id),
+            result=Result.OK,
+            busbw_gb_per_s=busbw * (1 + rng.gauss(0, 0.01)),
+            readings=tuple(
+                Reading(node=node.id, gpu=g, copy_gb_per_s=55 * (1 + rng.gauss(0, 0.01)))
+                for g in range(node.gpus)
+            ),
+        )
+        for node in fleet.nodes
+    ]
+
+
+def matchings(rounds: int, seed: int = 1) -> list[list[tuple[str, str]]]:
+    rng = random.Random(seed)
+    ids = list(FLEET.ids)
+    out = []
+    for _ in range(rounds):
+        rng.shuffle(ids)
+        out.append([(ids[i], ids[i + 1]) for i in range(0, len(ids), 2)])
+    return out
+
+
+def ring(ids: tuple[str, ...] = FLEET.ids) -> list[list[tuple[str, str]]]:
+    edges = [(ids[i], ids[(i + 1) % len(ids)]) for i in range(len(ids))]
+    return [edges[0::2], edges[1::2]]
+
+
+def pairs(waves: list[list[tuple[str, str]]], rate: Rate) -> list[Outcome]:
+    """Each pair measured at 400 GB/s with 1% noise, times what `rate` says (or its outcome)."""
+    rng = random.Random(2)
+    out = []
+    for w, wave in enumerate(waves, start=1):
+        for pair in wave:
+            group = Group(wave=w, stage=Stage.SCREEN, nodes=pair)
+            got = rate(pair, w)
+            if isinstance(got, Outcome):
+                out.append(Outcome(group=group, result=got.result, reason=got.reason))
+                continue
+            busbw = 400 * got * (1 + rng.gauss(0, 0.01))
+            out.append(Outcome(group=group, result=Result.OK, busbw_gb_per_s=busbw, size_bytes=GiB))
+    return out
+
+
+def verdicts_of(outcomes: list[Outcome], fleet: Fleet = FLEET) -> dict[str, Verdict]:
+    return {v.name: v for v in judge(fleet, outcomes, Thresholds())}
+
+
+def test_one_slow_node_among_64_is_named_and_none_of_its_partners() -> None:
+    waves = matchings(3)
+    verdicts = verdicts_of(gates() + pairs(waves, lambda p, _: 0.55 if "n17" in p else 1.0))
+    slow = verdicts["n17"]
+    assert slow.health is Health.SLOW
+    assert slow.tests == 3
+    assert slow.passed == 0
+    assert "n17: all_reduce at 1 GiB 22" in slow.evidence
+    assert re.search(r"GB/s busbw against the fleet's (39\d|40\d) ", slow.evidence)
+    assert "in 3 groups with different partners" in slow.evidence
+    assert slow.busbw_gb_per_s is not None
+    assert slow.threshold_gb_per_s is not None
+    assert slow.busbw_gb_per_s < slow.threshold_gb_per_s
+    partners = {n for wave in waves for p in wave if "n17" in p for n in p} - {"n17"}
+    assert len(partners) == 3
+    condemned = [v.name for v in verdicts.values() if v.condemned]
+    assert condemned == ["n17"]
+    assert all(verdicts[n].health is Health.HEALTHY for n in partners)
+
+
+def test_a_slow_link_is_named_as_a_link_not_as_both_its_nodes() -> None:
+    verdicts = verdicts_of(gates() + pairs(ring(), lambda p, _: 0.5 if p == ("n10", "n11") else 1))
+    link = verdicts["n10-n11"]
+    assert link.subject is Subject.LINK
+    assert link.health is Health.SLOW
+    assert "each end passed beside other nodes" in link.evidence
+    assert verdicts["n10"].health is Health.HEALTHY
+    assert verdicts["n11"].health is Health.HEALTHY
+    assert [v.name for v in verdicts.values() if v.condemned] == ["n10-n11"]
+
+
+def test_a_flapping_node_is_unconfirmed_or_slow_with_its_pass_ratio() -> None:
+    seen: dict[str, int] = {}
+
+    def flap(pair: tuple[str, str], wave: int) -> Outcome | float:
+        if "n5" not in pair:
+            return 1.0
+        seen["n5"] = seen.get("n5", 0) + 1
+        if seen["n5"] % 2:
+            return Outcome(group=gate_group("x"), result=Result.FAILED, reason="NCCL error")
+        return 1.0
+
+    verdicts = verdicts_of(gates() + pairs(matchings(6), flap))
+    flapping = verdicts["n5"]
+    assert flapping.health in (Health.UNCONFIRMED, Health.SLOW)
+    assert flapping.pass_ratio == 0.5
+    assert "passed 3 of 6" in flapping.evidence
+    assert not [v.name for v in verdicts.values() if v.condemned]
+
+
+def test_missing_data_is_never_healthy() -> None:
+    fleet = Fleet(nodes=FLEET.nodes[:8])
+    missing = Outcome(group=gate_group("x"), result=Result.MISSING, reason="no row came back")
+
+    def rate(pair: tuple[str, str], wave: int) -> Outcome | float:
+        return missing if "n3" in pair else 1.0
+
+    outcomes = [o for o in gates(fleet) if o.group.nodes != ("n6",)]  # n6: no gate row at all
+    outcomes += pairs(ring(tuple(n for n in fleet.ids if n != "n6")), rate)
+    # a pair that ran but brought back no figure
+    outcomes.append(
+        Outcome(group=Group(wave=9, stage=Stage.SCREEN, nodes=("n7", "n0")), result=Result.OK)
+    )
+    verdicts = verdicts_of(outcomes, fleet)
+    assert verdicts["n3"].health is Health.UNREACHABLE
+    assert verdicts["n6"].health is Health.UNREACHABLE
+    assert "no gate result" in verdicts["n6"].evidence
+    assert verdicts["n0-n7"].health is not Health.HEALTHY
+    for name in ("n3", "n6"):
+        assert verdicts[name].health is not Health.HEALTHY
+    judged = judge_groups(fleet, outcomes, Thresholds())
+    assert not any(j.passed for j in judged.values() if j.outcome.result is not Result.OK)
+    assert not any(j.passed for j in judged.values() if j.outcome.busbw_gb_per_s is None)
+
+
+def test_a_node_never_measured_across_nodes_is_unconfirmed() -> None:
+    fleet = Fleet(nodes=FLEET.nodes[:3])
+    outcomes = gates(fleet) + pairs([[("n0", "n1")]], lambda p, _: 1.0)
+    verdicts = verdicts_of(outcomes, fleet)
+    assert verdicts["n2"].health is Health.UNCONFIRMED
+    assert "no internode group measured it" in verdicts["n2"].evidence
+
+
+def test_the_gate_names_a_gpu_with_nvml_evidence_and_keeps_its_node_unconfirmed() -> None:
+    fleet = Fleet(nodes=FLEET.nodes[:4])
+    outcomes = gates(fleet)
+    bad = outcomes[2]
+    flagged = (Reading(node="n2", gpu=3, copy_gb_per_s=55.0, flags=("xid 79",)),)
+    outcomes[2] = Outcome(
+        group=bad.group,
+        result=Result.OK,
+        busbw_gb_per_s=bad.busbw_gb_per_s,
+        readings=bad.readings[:3] + flagged,
+    )
+    verdicts = verdicts_of(outcomes + pairs(ring(fleet.ids), lambda p, _: 1.0), fleet)
+    assert verdicts["n2/gpu3"].health is Health.FAILED
+    assert "xid 79" in verdicts["n2/gpu3"].evidence
+    assert verdicts["n2/gpu0"].health is Health.HEALTHY
+    assert verdicts["n2"].health is Health.UNCONFIRMED
+    assert "left out of the internode stages: its gpu3 xid 79" in verdicts["n2"].evidence
+
+
+def test_a_node_whose_own_gpus_are_slow_together_fails_at_the_gate() -> None:
+    outcomes = gates()
+    slow = outcomes[9]
+    outcomes[9] = Outcome(
+        group=slow.group, result=Result.OK, busbw_gb_per_s=150.0, readings=slow.readings
+    )
+    verdicts = verdicts_of(outcomes)
+    assert verdicts["n9"].health is Health.SLOW
+    assert verdicts["n9"].stage is Stage.GATE
+    assert "busbw 150 GB/s below" in verdicts["n9"].evidence
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [({Tier.INTERNODE: 450.0}, 450.0), ({}, 320.0)],  # settings, else 0.8 x the reference
+)
+def test_an_absolute_floor_fails_a_fleet_that_agrees_with_itself(
+    given: dict[Tier, float], expected: float
+) -> None:
+    fleet = Fleet(nodes=FLEET.nodes[:16], gpu_model="NVIDIA H100 80GB HBM3")
+    outcomes = pairs([[(f"n{i}", f"n{i + 8}") for i in range(8)]], lambda p, _: 0.78)
+    judged = judge_groups(fleet, outcomes, Thresholds(min_busbw_gb_per_s=given))
+    assert {j.threshold_gb_per_s for j in judged.values()} == {expected}
+    assert all(not j.passed for j in judged.values())
+
+
+def test_the_reference_table_knows_measured_and_published_figures_and_says_when_it_does_not() -> (
+    None
+):
+    h200 = reference("NVIDIA H200", Tier.NVLINK, 2)
+    assert h200 is not None
+    assert h200.busbw_gb_per_s == 339.6
+    assert "docs/measurements/h200-x2-2026-11-24.md" in h200.source
+    internode = reference("H100", Tier.INTERNODE, 256)
+    assert internode is not None
+    assert "published" in internode.source
+    assert reference("H200", Tier.NVLINK, 8) is None  # an 8-GPU island: nothing measured
+    assert reference("MI300X", Tier.INTERNODE, 16) is None
+    assert reference(None, Tier.INTERNODE, 16) is None
+
+
+def test_a_node_that_leaves_mid_scan_is_unreachable_and_every_other_verdict_stands() -> None:
+    gone = Outcome(group=gate_group("x"), result=Result.MISSING, reason="no row came back")
+
+    def leaves(pair: tuple[str, str], wave: int) -> Outcome | float:
+        return gone if "n20" in pair and wave > 1 else 1.0
+
+    verdicts = verdicts_of(gates() + pairs(matchings(4), leaves))
+    assert verdicts["n20"].health is Health.UNREACHABLE
+    assert "no row came back from its last 3 groups" in verdicts["n20"].evidence
+    assert [v.name for v in verdicts.values() if v.condemned] == ["n20"]
