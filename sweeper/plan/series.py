@@ -16,19 +16,18 @@ point ran out of memory once launched (a larger one would too).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.schedule import Series
 from sweeper.plan.sizing import BISECT_STEPS, bisect, largest_count
 from sweeper.wire import Status
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
+if TYPE_CHECKING:  # ops sits above planning: the descriptor's type by name only
     from sweeper.ops.descriptor import Collective
-    from sweeper.plan.schedule import Series
 
 
 @dataclass(frozen=True)

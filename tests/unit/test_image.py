@@ -11,9 +11,9 @@ from pathlib import Path
 
 import dockerfile
 import yaml
-from sweeper.driver.cluster import MULTICAST_OFF
 
 import sweeper
+from sweeper.driver.cluster import MULTICAST_OFF
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = f"sweeper:{sweeper.__version__}"
