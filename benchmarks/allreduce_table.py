@@ -116,13 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="allreduce-"))
     out.mkdir(parents=True, exist_ok=True)
 
-    from sweeper.console import HumanConsole
+    from sweeper.driver.console import HumanConsole
+    from sweeper.driver.sweep import run
     from sweeper.plan.profile import build_spec
-    from sweeper.sweep import run
 
-    rows = pd.DataFrame(
-        run(build_spec(**options(args, out / "results")), HumanConsole(sys.stderr)).rows
-    )
+    finished = run(build_spec(**options(args, out / "results")), HumanConsole(sys.stderr))
+    rows = pd.DataFrame([row.as_row() for row in finished.rows])
     failed = rows[~rows["status"].isin(["ok", "skipped"])]
     skipped = rows[rows["status"] == "skipped"].drop_duplicates(["op", "algorithm", "engine"])
     world = int(rows["world_size"].max())

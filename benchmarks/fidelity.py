@@ -74,12 +74,13 @@ import torch.multiprocessing as mp
 from bare import FACTORS, bare_step, free_port, init_bare, time_blocks
 from pinning import Pinner, rank_cores
 
-from sweeper.cluster import MULTICAST_OFF
-from sweeper.console import HumanConsole
+from sweeper.driver.cluster import MULTICAST_OFF
+from sweeper.driver.console import HumanConsole
+from sweeper.driver.measurement import ResultRow
+from sweeper.driver.observer import Finished, Observer, Started
 from sweeper.ops import registry
 from sweeper.ops.registry import resolve
 from sweeper.plan.sizes import format_size, parse_size
-from sweeper.sweep import Finished, Observer, Started
 
 Row = Mapping[str, Any]
 Key = tuple[str, int, str]  # operation, size_bytes, launch
@@ -355,8 +356,12 @@ class Interleaved:
     def started(self, run: Started) -> None:
         self.progress.started(run)
 
-    def point(self, row: dict[str, Any]) -> None:
+    def point(self, row: ResultRow) -> None:
         self.progress.point(row)
+        self.take(row.as_row())
+
+    def take(self, row: Row) -> None:
+        """A row of sweeper's, by column: the bare loop times its point, where asked to."""
         key = (self.label[(row["op"], row["algorithm"])], int(row["size_bytes"]), row["launch"])
         if row["status"] != "ok" or (self.only is not None and key not in self.only):
             return
@@ -427,8 +432,8 @@ def run_sweeper(
     sizes: tuple[int | str, int | str],
     launch: str,
 ) -> list[Row]:
+    from sweeper.driver.sweep import run
     from sweeper.plan.profile import build_spec
-    from sweeper.sweep import run
 
     spec = build_spec(
         ops=",".join(names),
@@ -444,7 +449,7 @@ def run_sweeper(
         output=Path(args.out) / "results",
         report=False,
     )
-    return list(run(spec, observer).rows)
+    return [row.as_row() for row in run(spec, observer).rows]
 
 
 def join(*groups: Sequence[Compared]) -> list[Compared]:

@@ -37,8 +37,8 @@ from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]
 
-from sweeper.cluster import actor_env
 from sweeper.commands.plan import recorded_nodes
+from sweeper.driver.cluster import actor_env
 from sweeper.ops.registry import resolve
 from sweeper.plan.placement import expected_placement
 from sweeper.plan.profile import build_spec

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from sweeper.cluster import MULTICAST_OFF
+from sweeper.driver.cluster import MULTICAST_OFF
 
 Calls = Callable[[int], None]  # issues n eager calls
 FLOAT32, SUM = 7, 0  # ncclFloat32, ncclSum

@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 
 from pinning import Pinner, pinned, rank_cores
 
-from sweeper.cluster import MULTICAST_OFF
+from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.plan.dtypes import DTYPES, canonical_dtype
 from sweeper.plan.sizes import format_size, parse_size
 from sweeper.rank.timing import graph_unit
@@ -554,11 +554,11 @@ def sweeper_options(
 
 
 def run_sweeper(options: Mapping[str, Any]) -> list[Row]:
-    from sweeper.console import HumanConsole
+    from sweeper.driver.console import HumanConsole
+    from sweeper.driver.sweep import run
     from sweeper.plan.profile import build_spec
-    from sweeper.sweep import run
 
-    return list(run(build_spec(**options), HumanConsole(sys.stderr)).rows)
+    return [row.as_row() for row in run(build_spec(**options), HumanConsole(sys.stderr)).rows]
 
 
 def take_turns(

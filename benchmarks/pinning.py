@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-RANK_ACTOR = b"ray::Rank"  # how Ray names the process of sweeper's rank actor (RankHost)
+RANK_ACTOR = b"ray::Rank"  # how Ray names the process of sweeper's rank actor (RankActor)
 
 
 def rank_cores(n: int) -> set[int]:

@@ -94,11 +94,11 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="true-bound-"))
     out.mkdir(parents=True, exist_ok=True)
-    from sweeper.console import HumanConsole
+    from sweeper.driver.console import HumanConsole
+    from sweeper.driver.sweep import run
     from sweeper.ops.registry import names
     from sweeper.plan.profile import build_spec
     from sweeper.plan.sizes import parse_mem_limit
-    from sweeper.sweep import run
 
     spec = build_spec(
         ops=args.ops,
@@ -114,14 +114,14 @@ def main() -> int:
     name_of = names()
     auto: dict[str, dict[str, object]] = {}
     for row in finished.rows:
-        name = name_of[(row["op"], row["algorithm"])]
+        name = name_of[(row.op, row.algorithm)]
         auto[name] = {
-            "bound": row["max_size_bytes"],
-            "probe_s": row["probe_s"],
-            "n": row["world_size"],
-            "statuses": f"{auto.get(name, {}).get('statuses', '')} {row['status']}".strip(),
+            "bound": row.max_size_bytes,
+            "probe_s": row.probe_s,
+            "n": row.world_size,
+            "statuses": f"{auto.get(name, {}).get('statuses', '')} {row.status}".strip(),
         }
-    n = int(finished.rows[0]["world_size"])
+    n = finished.rows[0].world_size
     itemsize = torch.tensor([], dtype=getattr(torch, args.dtype)).element_size()
     jobs = [
         {"name": name, "dtype": args.dtype, "auto_count": int(a["bound"] or 0) // itemsize}

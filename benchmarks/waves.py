@@ -20,14 +20,16 @@ import ray
 from ray.cluster_utils import Cluster
 
 import sweeper
+from sweeper.driver.measurement import ResultRow
+from sweeper.driver.observer import Finished, Started
+from sweeper.driver.sweep import run
 from sweeper.plan.profile import build_spec
-from sweeper.sweep import Finished, Row, Started, run
 
 
 class _Quiet:
     def started(self, run: Started) -> None: ...
 
-    def point(self, row: Row) -> None: ...
+    def point(self, row: ResultRow) -> None: ...
 
     def finished(self, run: Finished) -> None: ...
 

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 from typer.core import TyperGroup
 
-from sweeper import stops
 from sweeper.commands.options import (
     Address,
     Backend,
@@ -36,13 +35,14 @@ from sweeper.commands.options import (
     World,
     sweep_options,
 )
+from sweeper.driver import stops
 from sweeper.errors import BadInput, SweeperError, SweeperWarning
 from sweeper.plan.profile import Profile, build_spec, load_profile
 from sweeper.plan.spec import SweepSpec
 
 if TYPE_CHECKING:
-    from sweeper.console import HumanConsole, JsonConsole
-    from sweeper.sweep import Resume
+    from sweeper.driver.console import HumanConsole, JsonConsole
+    from sweeper.driver.sweep import Resume
 
 EXIT_REGRESSION = 1
 EXIT_POINTS_FAILED = 4
@@ -91,7 +91,8 @@ def _profile(path: Path | None) -> Profile | None:
 
 def _observer(output_format: Format) -> HumanConsole | JsonConsole:
     """What a sweep shows while it works, for `run` and `nightly` alike."""
-    from sweeper import console  # brings Ray and torch, which `sweeper --help` need not load
+    # brings Ray and torch, which `sweeper --help` need not load
+    from sweeper.driver import console
 
     return console.JsonConsole() if output_format is Format.json else console.HumanConsole()
 
@@ -142,7 +143,7 @@ def run(
     observer = _observer(format)
     try:
         with _stoppable(observer):
-            from sweeper import sweep  # Ray and torch: loaded only for a sweep
+            from sweeper.driver import sweep  # Ray and torch: loaded only for a sweep
 
             if resume is None:
                 spec = build_spec(_profile(profile), **options)
@@ -162,7 +163,7 @@ RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
 
 def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
     """The spec a run was started with, where it is now, and where the run stopped."""
-    from sweeper import sweep  # Ray and torch: loaded only for a sweep
+    from sweeper.driver import sweep  # Ray and torch: loaded only for a sweep
 
     given = sorted(k for k, v in options.items() if v is not None and k not in RESUME_MAY_SET)
     if given:
@@ -318,7 +319,8 @@ def topo(
     output_format = options.pop("format")
     try:
         spec = build_spec(**options)
-        from sweeper import console, sweep  # Ray and torch: loaded once the options are good
+        # Ray and torch: loaded once the options are good
+        from sweeper.driver import console, sweep
 
         survey = sweep.survey(spec)
     except SweeperError as exc:

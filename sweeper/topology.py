@@ -33,51 +33,6 @@ _PCIE_LANE_GB_PER_S = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
 @dataclass(frozen=True)
-class RankInfo:
-    """Where one rank actor landed, as it reports it."""
-
-    rank: int
-    host: str
-    ip: str
-    node_id: str
-    pid: int
-    device: str  # "cpu" or "cuda:<index>"
-    ray_gpu_ids: tuple[str, ...]  # the GPUs Ray gave the actor (CUDA numbering of its node)
-    gpu_uuid: str | None
-    gpu_pci_bus_id: str | None  # as NVML spells it: 00000000:18:00.0
-    nccl_env: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
-class RayFacts:
-    """What Ray told the rank's actor, for the rank's own process (which has no Ray)."""
-
-    gpu_ids: tuple[str, ...]  # Ray's ids of the actor's GPUs, as the node's CUDA numbers them
-    node_id: str
-    ip: str
-
-    @classmethod
-    def here(cls) -> RayFacts:
-        """This actor's facts (in a Ray worker process)."""
-        import ray
-
-        return cls(
-            tuple(str(i) for i in ray.get_gpu_ids()),
-            ray.get_runtime_context().get_node_id(),
-            ray.util.get_node_ip_address(),
-        )
-
-
-@dataclass(frozen=True)
-class Versions:
-    torch: str
-    nccl: str | None
-    cuda: str | None
-    driver: str | None
-    gpu_model: str | None
-
-
-@dataclass(frozen=True)
 class Gpu:
     index: int  # NVML index on its node (PCI order)
     uuid: str

@@ -190,3 +190,59 @@ class Copied:
     dsts: tuple[str, ...]
     size_bytes: int
     seconds: tuple[float, ...]
+
+
+# What a rank's actor and the rank's process tell each other and the driver.
+
+
+class RankCall(Name):
+    """The calls a rank's actor relays to the rank's process: each a method of the rank."""
+
+    INFO = "info"
+    VERSIONS = "versions"
+    LISTEN = "listen"
+    JOIN = "join"
+    OPEN_GROUP = "open_group"
+    CLOSE_GROUP = "close_group"
+    LEAVE = "leave"
+    BUDGET = "budget"
+    PREPARE = "prepare"
+    EXECUTE = "execute"
+    COPY_MATRIX = "copy_matrix"
+    RELEASE = "release"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RayFacts:
+    """What Ray told the rank's actor, for the rank's own process (which has no Ray)."""
+
+    gpu_ids: tuple[str, ...]  # Ray's ids of the actor's GPUs, as the node's CUDA numbers them
+    node_id: str
+    ip: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankInfo:
+    """Where one rank actor landed, as it reports it."""
+
+    rank: int
+    host: str
+    ip: str
+    node_id: str
+    pid: int
+    device: str  # "cpu" or "cuda:<index>"
+    ray_gpu_ids: tuple[str, ...]  # the GPUs Ray gave the actor (CUDA numbering of its node)
+    gpu_uuid: str | None
+    gpu_pci_bus_id: str | None  # as NVML spells it: 00000000:18:00.0
+    nccl_env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Versions:
+    """The libraries and driver a rank runs with (the rows' *_version columns)."""
+
+    torch: str
+    nccl: str | None
+    cuda: str | None
+    driver: str | None
+    gpu_model: str | None

@@ -37,7 +37,7 @@ from sweeper.results.schema import RUN_COLUMNS
 from sweeper.wire import Launch
 
 if TYPE_CHECKING:
-    from sweeper.sweep import Observer
+    from sweeper.driver.observer import Observer
 
 VERSIONS = tuple(column for column in RUN_COLUMNS if column.endswith("_version"))
 _METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "time"}
@@ -210,7 +210,7 @@ class Night:
 def run(spec: SweepSpec, policy: Policy, observer: Observer) -> Night:
     """Sweep as `sweeper run` does (run_kind `nightly`, its report included), judge the run
     against its history, and write the summary beside the report."""
-    from sweeper import sweep  # Ray and torch: only a command that sweeps needs them
+    from sweeper.driver import sweep  # Ray and torch: only a command that sweeps needs them
 
     reports_dir = report.directory(spec.output, spec.reports_dir)
     report.require_directory(reports_dir, f"--reports-dir {reports_dir}")  # the summary's

@@ -64,7 +64,7 @@ def plan(spec: SweepSpec, topology: Path | None, results: Path | None = None) ->
     ops = resolve(spec.planning.ops)
     if topology is not None:
         return plan_recorded(spec, topology, ops, results)
-    from sweeper import sweep  # here, not at the top: Ray loads only for a live cluster
+    from sweeper.driver import sweep  # here, not at the top: Ray loads only for a live cluster
 
     return plan_placement(spec, sweep.survey(spec).placement, ops, results)
 

@@ -38,8 +38,19 @@ from sweeper.rank.execution import Execution
 from sweeper.rank.groups import Groups
 from sweeper.rank.timing import CudaTimer, HostTimer, Timer
 from sweeper.telemetry import Watch
-from sweeper.topology import RankInfo, RayFacts, Versions, nvml_driver_version
-from sweeper.wire import Backend, Copied, Limits, Point, Prepared, RankTimings, Status
+from sweeper.topology import nvml_driver_version
+from sweeper.wire import (
+    Backend,
+    Copied,
+    Limits,
+    Point,
+    Prepared,
+    RankInfo,
+    RankTimings,
+    RayFacts,
+    Status,
+    Versions,
+)
 
 PCI_PARTS = ("domain", "bus", "device")
 

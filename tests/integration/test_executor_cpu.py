@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import ray
 
-from sweeper import cluster
-from sweeper.executor import Executor, Measured
+from sweeper.driver import cluster
+from sweeper.driver.executor import Executor
+from sweeper.driver.outcome import PointResult
 from sweeper.ops.registry import REGISTRY
 from sweeper.plan.placement import Group
 from sweeper.plan.schedule import Series, Wave
@@ -23,12 +24,12 @@ COUNTS = (1, 256)  # float32 elements: 4 B and 1 KiB
 
 
 @contextmanager
-def executor(world: int) -> Iterator[tuple[Executor, cluster.RankSet, list[Measured]]]:
+def executor(world: int) -> Iterator[tuple[Executor, cluster.RankSet, list[PointResult]]]:
     """An executor over `world` gloo rank actors, every group running all_reduce at COUNTS;
     the rows it hands on, in order."""
     slots = cluster.choose_nodes("gloo", 1, world)
     ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0})
-    measured: list[Measured] = []
+    measured: list[PointResult] = []
     try:
         placement = cluster.placement("gloo", cluster.discover(slots), ranks.start())
         yield (
@@ -49,7 +50,7 @@ def executor(world: int) -> Iterator[tuple[Executor, cluster.RankSet, list[Measu
         ranks.close()
 
 
-def _rows(measured: list[Measured]) -> list[tuple[Group, int, str]]:
+def _rows(measured: list[PointResult]) -> list[tuple[Group, int, str]]:
     return [(m.group, m.point.count, m.outcome.status) for m in measured]
 
 
@@ -81,7 +82,7 @@ def _parent(pid: int) -> int:
 
 def test_a_rank_runs_without_ray_and_its_actor_without_torch() -> None:
     """Each rank runs in a process its actor started, with no Ray in it; the actor carries
-    the rank's results pickled (host.Relayed), so only the rank's process loads torch."""
+    the rank's results pickled (actor.Relayed), so only the rank's process loads torch."""
     pair = Group("cpu", "default", (0, 1))
     with executor(2) as (run, ranks, measured):
         run.run([Wave(0, (pair,))])

@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweeper.driver.measurement import ResultRow
+from sweeper.driver.sweep import run
 from sweeper.plan.profile import build_spec
-from sweeper.sweep import Row, run
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("ray_session")
 class Rows:
     def started(self, run: object) -> None: ...
 
-    def point(self, row: Row) -> None: ...
+    def point(self, row: ResultRow) -> None: ...
 
     def finished(self, run: object) -> None: ...
 
@@ -27,7 +28,7 @@ def sweep(tmp_path: Path, **options: object) -> pd.DataFrame:
     """Exactness and coverage, not timing: two iterations a block."""
     options = {"iters": 2, "warmup": 1, **options}
     finished = run(build_spec(output=tmp_path / "results", **options), Rows())
-    return pd.DataFrame(finished.rows)
+    return pd.DataFrame([row.as_row() for row in finished.rows])
 
 
 MOE = "tokens=64,hidden=8,top_k=2,experts=6,zipf=1.5"

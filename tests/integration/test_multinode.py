@@ -13,11 +13,11 @@ from ray.cluster_utils import Cluster
 from typer.testing import CliRunner
 
 import sweeper
-from sweeper import cluster
 from sweeper.cli import app
+from sweeper.driver import cluster
+from sweeper.driver.sweep import survey
 from sweeper.errors import InfrastructureError
 from sweeper.plan.profile import build_spec
-from sweeper.sweep import survey
 from tests.conftest import cluster_nodes, registry_kept
 
 pytestmark = pytest.mark.own_cluster

@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
-from sweeper.console import JsonConsole
+from sweeper.driver.console import JsonConsole
+from sweeper.driver.measurement import ResultRow
+from sweeper.driver.stops import Stopped
+from sweeper.driver.sweep import run
 from sweeper.plan.profile import build_spec
-from sweeper.stops import Stopped
-from sweeper.sweep import Row, run
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -42,7 +43,7 @@ class StopAfter(JsonConsole):
         super().__init__(io.StringIO())
         self.left = points
 
-    def point(self, row: Row) -> None:
+    def point(self, row: ResultRow) -> None:
         super().point(row)
         self.left -= 1
         if self.left == 0:
@@ -67,7 +68,9 @@ def test_a_resumed_run_has_exactly_the_rows_of_a_run_never_stopped(tmp_path: Pat
     assert done.exit_code == 0, done.output
     rows = sweeper.load(out)
     assert set(rows["run_id"]) == {run_id}
-    assert _keys(rows) == _keys(pd.DataFrame(list(clean.rows)))  # no gap, no duplicate
+    assert _keys(rows) == _keys(
+        pd.DataFrame([row.as_row() for row in clean.rows])
+    )  # no gap, no duplicate
     assert rows["run_started_at"].nunique() == 1
     # the limits a probe found before the stop are the ones it kept after it
     probed = rows.dropna(subset=["max_size_bytes"])

@@ -9,9 +9,11 @@ import pandas as pd
 import pytest
 
 import sweeper
+from sweeper.driver.measurement import ResultRow
+from sweeper.driver.observer import Finished, Started
+from sweeper.driver.sweep import run
 from sweeper.ops.registry import REGISTRY
 from sweeper.plan.profile import build_spec
-from sweeper.sweep import Finished, Row, Started, run
 from tests import cli_sweep
 from tests.cli_runs import Runs
 from tests.conftest import registry_kept, start_ray_session
@@ -24,13 +26,13 @@ class Recorder:
 
     def __init__(self) -> None:
         self.run: Started | None = None
-        self.rows: list[Row] = []
+        self.rows: list[ResultRow] = []
         self.end: Finished | None = None
 
     def started(self, run: Started) -> None:
         self.run = run
 
-    def point(self, row: Row) -> None:
+    def point(self, row: ResultRow) -> None:
         self.rows.append(row)
 
     def finished(self, run: Finished) -> None:
@@ -55,7 +57,7 @@ def test_every_operation_is_exact_at_every_size(tmp_path: Path, world: int, dtyp
     assert recorder.run is not None
     assert recorder.run.backend == "gloo"
     assert recorder.rows == list(finished.rows)
-    df = pd.DataFrame(finished.rows)
+    df = pd.DataFrame([row.as_row() for row in finished.rows])
     assert set(df["op"] + "/" + df["algorithm"]) == {
         f"{c.op}/{c.algorithm}" for c in REGISTRY.values() if c.core
     }

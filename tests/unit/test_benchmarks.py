@@ -28,7 +28,7 @@ import fidelity
 import nccl_tests
 import pinning
 
-from sweeper.cluster import MULTICAST_OFF
+from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.ops.registry import REGISTRY
 from sweeper.plan.dtypes import DTYPES
 from sweeper.rank.timing import graph_unit
@@ -296,7 +296,7 @@ def test_a_confirming_run_times_only_the_unclear_points_on_the_bare_loop() -> No
     ]
     rows.append({**rows[1], "size_bytes": 512, "status": "timeout", "error": "no reply"})
     for row in rows:
-        observer.point(row)
+        observer.take(row)
     assert [p.count for p in bare.asked] == [4]  # the 64 B point only
     timed = fidelity.Timed()
     timed.add(observer, rows)
@@ -465,7 +465,7 @@ def test_pinner_keeps_a_ranks_calling_thread_on_its_cores_and_everything_else_of
     actor_script = f"import subprocess; subprocess.run([{sys.executable!r}, '-c', {rank_script!r}])"
     cores = pinning.rank_cores(1)
     pinner = pinning.Pinner(cores, every_s=0.01)
-    argv = ["ray::RankHost.execute", "-c", actor_script]
+    argv = ["ray::RankActor.execute", "-c", actor_script]
     with subprocess.Popen(
         argv, executable=sys.executable, stdout=subprocess.PIPE, text=True
     ) as actor:

@@ -13,7 +13,7 @@ import dockerfile
 import yaml
 
 import sweeper
-from sweeper.cluster import MULTICAST_OFF
+from sweeper.driver.cluster import MULTICAST_OFF
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = f"sweeper:{sweeper.__version__}"

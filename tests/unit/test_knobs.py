@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper import cluster
+from sweeper.driver import cluster
 from sweeper.plan import knobs
 
 RING_ONLY = frozenset({"Broadcast"})

@@ -10,16 +10,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import cluster, telemetry
+from sweeper import telemetry
 from sweeper.commands.plan import recorded_nodes
-from sweeper.executor import Measured
-from sweeper.measurement import Measurement, of_copy, of_point
+from sweeper.driver.measurement import ResultRow, RunColumns, of_copy, of_point
+from sweeper.driver.outcome import Outcome, PointResult
+from sweeper.driver.sweep import _row_key
+from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import REGISTRY
 from sweeper.plan.placement import Group, Placement, expected_placement
 from sweeper.results.load import load
 from sweeper.results.schema import COLUMNS, KINDS, RUN_COLUMNS
 from sweeper.results.writer import ResultWriter
-from sweeper.sweep import _row_key
 from sweeper.wire import Block, Copied, Engine, Launch, Point, RankTimings, Tier, Timed, Timing
 from tests.nvml_replay import Replay
 
@@ -27,7 +28,7 @@ DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.jso
 TELEMETRY = Path(__file__).parents[1] / "data" / "telemetry"
 WHEN = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
 TIMING = Timing()  # eager, torch: one measurement per point
-RUN = {column: "x" for column in RUN_COLUMNS} | {"run_started_at": WHEN, "nccl_env": None}
+RUN = RunColumns(**{column: "x" for column in RUN_COLUMNS} | {"run_started_at": WHEN})
 
 # Every entry of the registry and the kind its rows carry: a new entry must be added here.
 KIND_OF = {
@@ -76,7 +77,7 @@ def test_a_kind_that_contradicts_the_descriptor_is_refused() -> None:
 
 def test_every_field_is_a_column_of_the_schema() -> None:
     # `readings` holds a column per telemetry field
-    own = {f.name for f in fields(Measurement)} - {"run", "readings"} | set(telemetry.COLUMNS)
+    own = {f.name for f in fields(ResultRow)} - {"run", "readings"} | set(telemetry.COLUMNS)
     assert own | set(RUN_COLUMNS) | {"nccl_env"} == set(COLUMNS)
 
 
@@ -88,9 +89,32 @@ def _placement() -> Placement:
     return replace(expected, members=placed)
 
 
+def _result(
+    group: Group,
+    point: Point,
+    collective: Collective,
+    outcome: Outcome,
+    wave: int,
+    max_size_bytes: int | None,
+    shares_node: bool,
+) -> PointResult:
+    return PointResult(
+        group=group,
+        point=point,
+        collective=collective,
+        outcome=outcome,
+        wave=wave,
+        started_at=WHEN,
+        ended_at=WHEN,
+        max_size_bytes=max_size_bytes,
+        probe_s=None,
+        shares_node=shares_node,
+    )
+
+
 def _done(
-    name: str, ranks: tuple[int, ...], outcome: cluster.Outcome, timing: Timing = TIMING
-) -> Measured:
+    name: str, ranks: tuple[int, ...], outcome: Outcome, timing: Timing = TIMING
+) -> PointResult:
     group = Group("nvlink", "default", ranks)
     point = Point(
         group_id=_placement().group_id(group),
@@ -100,11 +124,11 @@ def _done(
         count=1024,
         timing=timing,
     )
-    return Measured(group, point, REGISTRY[name], outcome, 3, WHEN, WHEN, 2**30, None, True)
+    return _result(group, point, REGISTRY[name], outcome, 3, 2**30, True)
 
 
-def _ran(*per_rank: Timed) -> cluster.Outcome:
-    return cluster.Outcome("ok", tuple(RankTimings(timed=(t,)) for t in per_rank))
+def _ran(*per_rank: Timed) -> Outcome:
+    return Outcome("ok", tuple(RankTimings(timed=(t,)) for t in per_rank))
 
 
 def _timed(seconds: float, n_wrong: int | None = 0, skipped: str | None = None) -> Timed:
@@ -150,7 +174,7 @@ def test_wrong_elements_fail_the_point_and_say_how_many() -> None:
 
 def test_a_failed_point_is_measured_once_per_engine_and_launch_it_asked_for() -> None:
     timing = Timing(launches=("graph", "eager"), engines=("torch", "nccl"))
-    outcome = cluster.Outcome("timeout", error="point took over 5 s")
+    outcome = Outcome("timeout", error="point took over 5 s")
     made = of_point(RUN, _placement(), _done("all_reduce", (0, 1), outcome, timing))
     assert [(m.engine, m.launch) for m in made] == [
         ("torch", "graph"),
@@ -208,7 +232,7 @@ def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Pa
     record = json.loads((TELEMETRY / "h200-power-capped.json").read_text())
     before, after = (telemetry.sample(Replay(calls), "handle") for calls in record["samples"])
     capped = telemetry.over(before, after, (63,))
-    outcome = cluster.Outcome(
+    outcome = Outcome(
         "ok",
         (
             RankTimings(timed=(_timed(1e-3),), telemetry=capped),
@@ -261,9 +285,7 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
         timing=TIMING,
     )
     seconds = 2**28 / 55.5e9 * 10  # a block of 10 copies at 55.5 GB/s
-    done = Measured(
-        group, point, REGISTRY[name], _ran(_timed(seconds)), 0, WHEN, WHEN, None, None, False
-    )
+    done = _result(group, point, REGISTRY[name], _ran(_timed(seconds)), 0, None, False)
     (made,) = of_point(RUN, placement, done)
     assert (made.kind, made.op) == ("copy", name.split(":", maxsplit=1)[0])
     assert made.algorithm == ("pinned" if name == "h2d" else "pageable")
@@ -271,7 +293,7 @@ def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
     assert made.concurrent is False  # its GPU alone
 
 
-def _copied(name: str, ranks: tuple[int, ...], outcome: cluster.Outcome) -> list[Measurement]:
+def _copied(name: str, ranks: tuple[int, ...], outcome: Outcome) -> list[ResultRow]:
     group = Group(Tier.GPU, "default", ranks)
     point = Point(
         group_id=_placement().group_id(group),
@@ -281,7 +303,7 @@ def _copied(name: str, ranks: tuple[int, ...], outcome: cluster.Outcome) -> list
         count=2**28,
         timing=TIMING,
     )
-    done = Measured(group, point, REGISTRY[name], outcome, 0, WHEN, WHEN, None, None, False)
+    done = _result(group, point, REGISTRY[name], outcome, 0, None, False)
     return of_point(RUN, _placement(), done)
 
 
@@ -289,7 +311,7 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
     record = json.loads((TELEMETRY / "h200-power-capped.json").read_text())
     before, after = (telemetry.sample(Replay(calls), "handle") for calls in record["samples"])
     seconds = [2**28 / gb_per_s * 10 for gb_per_s in (50e9, 25e9, 50e9, 25e9)]
-    outcome = cluster.Outcome(
+    outcome = Outcome(
         "ok",
         tuple(
             RankTimings(
@@ -312,11 +334,11 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
     )
     assert [m.readings["sm_clock_mhz"] for m in made] == [None, (1410,), None, None]  # NVML on one
     assert [m.rank for m in made] == [0, 1, 2, 3]
-    assert len({_row_key(m.as_row()) for m in made}) == 4  # each its own row, resuming too
+    assert len({_row_key(m) for m in made}) == 4  # each its own row, resuming too
 
 
 def test_a_failed_copy_at_once_is_one_row_for_the_group() -> None:
-    (made,) = _copied("d2h", (0, 1), cluster.Outcome("oom", error="rank 1: out of memory"))
+    (made,) = _copied("d2h", (0, 1), Outcome("oom", error="rank 1: out of memory"))
     assert (made.status, made.concurrent, len(made.gpu_uuids)) == ("oom", True, 2)
 
 

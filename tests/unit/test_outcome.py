@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeper import cluster
+from sweeper.driver.outcome import executed
 
 NCCL_REFUSAL = (
     "NCCL error in: NCCLUtils.cpp:93, invalid usage (run with NCCL_DEBUG=WARN for details), "
@@ -14,7 +14,7 @@ NCCL_REFUSAL = (
 
 
 def test_an_nccl_error_is_one_line_with_the_reason_nccl_gave() -> None:
-    done = cluster.outcome([RuntimeError(NCCL_REFUSAL)])
+    done = executed([RuntimeError(NCCL_REFUSAL)])
     assert done.status == "error"
     assert done.error == (
         "RuntimeError: NCCL error in: NCCLUtils.cpp:93, invalid usage (run with NCCL_DEBUG=WARN "
@@ -24,6 +24,6 @@ def test_an_nccl_error_is_one_line_with_the_reason_nccl_gave() -> None:
 
 
 def test_other_errors_keep_their_first_line() -> None:
-    done = cluster.outcome([ValueError("bad buffer\ndetails"), None])
+    done = executed([ValueError("bad buffer\ndetails"), None])
     assert done.error == "ValueError: bad buffer"
-    assert cluster.outcome([KeyError("Last error:")]).error == "KeyError: 'Last error:'"
+    assert executed([KeyError("Last error:")]).error == "KeyError: 'Last error:'"

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from sweeper.commands.plan import recorded_nodes
+from sweeper.driver.sweep import _check_allocators
 from sweeper.errors import BadInput
 from sweeper.rank.preflight import local_nccl_allocators, no_nccl_allocator
-from sweeper.sweep import _check_allocators
 from sweeper.topology import Node
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from sweeper.ops.registry import REGISTRY
 from sweeper.plan.schedule import Series
+from sweeper.plan.series import Allocate, Budgets, MeasurePoint, SeriesRunner
 from sweeper.plan.sizing import footprint_bytes
-from sweeper.series import Allocate, Budgets, Measure, SeriesRunner
 
 ALL_REDUCE = REGISTRY["all_reduce"]
 GRID = (2, 256, 2**15, 2**20)  # float32 elements: 8 B, 1K, 128K, 4M
@@ -23,7 +23,7 @@ def drive(
     asked: list[object] = []
     while (action := runner.next()) is not None:
         asked.append(action)
-        if isinstance(action, Measure):
+        if isinstance(action, MeasurePoint):
             runner.measured(*status(action.count))
         elif isinstance(action, Budgets):
             runner.budgets([budget, budget])
@@ -40,7 +40,7 @@ def ok(count: int) -> tuple[str, bool]:
 def test_a_grid_measures_every_size_whatever_each_one_gives() -> None:
     runner = SeriesRunner(Series("all_reduce", "float32", GRID), ALL_REDUCE, 2, "cpu", 4 << 20)
     asked = drive(runner, lambda c: ("timeout", True) if c == 256 else ("ok", True))
-    assert asked == [Measure(c) for c in GRID]
+    assert asked == [MeasurePoint(c) for c in GRID]
     assert runner.limit_bytes == 4 << 20
 
 
@@ -48,8 +48,8 @@ def test_a_probe_measures_the_smallest_asks_budgets_and_stops_at_the_bound() -> 
     runner = SeriesRunner(Series("all_reduce", "float32", GRID, probe=True), ALL_REDUCE, 2, "cpu")
     budget = footprint_bytes(ALL_REDUCE, 2**16, 2, 0, 4, "cpu")  # 256 KiB of S fits
     asked = drive(runner, ok, budget)
-    assert asked[:2] == [Measure(2), Budgets()]
-    measured = [a.count for a in asked if isinstance(a, Measure)]
+    assert asked[:2] == [MeasurePoint(2), Budgets()]
+    measured = [a.count for a in asked if isinstance(a, MeasurePoint)]
     assert measured[:-1] == [2, 256, 2**15]
     assert 2**15 < measured[-1] < 2**20  # the bound itself, between grid steps
     assert runner.limit_bytes == measured[-1] * 4
@@ -67,14 +67,14 @@ def test_a_refused_allocation_bisects_and_measures_the_largest_that_allocates() 
     assert tries
     assert all(2**15 < c < 2**20 for c in tries)
     last = asked[-1]
-    assert isinstance(last, Measure)
+    assert isinstance(last, MeasurePoint)
     assert 2**15 < last.count < refused
     assert runner.limit_bytes == last.count * 4
 
 
 def test_a_probe_where_nothing_fits_ends_without_a_limit() -> None:
     runner = SeriesRunner(Series("all_reduce", "float32", GRID, probe=True), ALL_REDUCE, 2, "cpu")
-    assert drive(runner, lambda c: ("oom", False)) == [Measure(2)]
+    assert drive(runner, lambda c: ("oom", False)) == [MeasurePoint(2)]
     assert runner.limit_bytes is None
 
 
@@ -82,9 +82,9 @@ def test_a_probe_whose_smallest_size_fails_still_probes_the_rest() -> None:
     runner = SeriesRunner(Series("all_reduce", "float32", GRID, probe=True), ALL_REDUCE, 2, "cpu")
     budget = footprint_bytes(ALL_REDUCE, 2**16, 2, 0, 4, "cpu")
     asked = drive(runner, lambda c: ("error", True) if c == 2 else ("ok", True), budget)
-    assert asked[:3] == [Measure(2), Budgets(), Measure(256)]
+    assert asked[:3] == [MeasurePoint(2), Budgets(), MeasurePoint(256)]
     last = asked[-1]
-    assert isinstance(last, Measure)
+    assert isinstance(last, MeasurePoint)
     assert runner.limit_bytes == last.count * 4
 
 
@@ -93,7 +93,7 @@ def test_a_failed_point_does_not_end_a_probe_or_set_its_limit() -> None:
     budget = footprint_bytes(ALL_REDUCE, 2**16, 2, 0, 4, "cpu")  # 256 KiB of S fits
     failing = {2**15}
     asked = drive(runner, lambda c: ("timeout", True) if c in failing else ("ok", True), budget)
-    measured = [a.count for a in asked if isinstance(a, Measure)]
+    measured = [a.count for a in asked if isinstance(a, MeasurePoint)]
     assert measured[:3] == [2, 256, 2**15]
     bound = measured[-1]
     assert 2**15 < bound < 2**20  # the sizes after the failure ran, up to the bound
@@ -106,9 +106,9 @@ def test_a_failed_point_does_not_end_a_probe_or_set_its_limit() -> None:
 
 def test_a_recorded_bound_replays_the_probe_without_asking_budgets() -> None:
     runner = SeriesRunner(Series("all_reduce", "float32", GRID, probe=True), ALL_REDUCE, 2, "cpu")
-    assert runner.next() == Measure(2)
+    assert runner.next() == MeasurePoint(2)
     runner.measured("ok")
     assert runner.next() == Budgets()
     runner.bound(3 * 2**15)
-    assert runner.next() == Measure(256)
+    assert runner.next() == MeasurePoint(256)
     assert runner.limit_bytes == 3 * 2**15 * 4

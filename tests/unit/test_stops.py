@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from sweeper.stops import SIGNALS, Stopped, graceful
+from sweeper.driver.stops import SIGNALS, Stopped, graceful
 
 # Stops itself at "stop": the first signal's Stopped, then a cleanup that a second one cuts.
 _RUN = """
 import time
-from sweeper.stops import Stopped, graceful
+from sweeper.driver.stops import Stopped, graceful
 
 with graceful():
     try:

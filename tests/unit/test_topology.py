@@ -245,7 +245,7 @@ def test_cpu_ranks_have_no_link_peak() -> None:
 
 
 def test_busbw_is_a_share_of_the_link_where_its_peak_is_known() -> None:
-    from sweeper.measurement import pct_of_link
+    from sweeper.driver.measurement import pct_of_link
 
     h200 = place(node("h200x4-nvswitch"))
     link = h200.link_gb_per_s("nvlink", (0, 1, 2, 3))

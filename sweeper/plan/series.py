@@ -16,21 +16,24 @@ point ran out of memory once launched (a larger one would too).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from sweeper.plan.dtypes import DTYPES
+from sweeper.plan.schedule import Series
 from sweeper.plan.sizing import BISECT_STEPS, bisect, largest_count
+from sweeper.wire import Status
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
+if TYPE_CHECKING:  # ops sits above planning: the descriptor's type by name only
     from sweeper.ops.descriptor import Collective
-    from sweeper.plan.schedule import Series
 
 
 @dataclass(frozen=True)
-class Measure:
+class MeasurePoint:
+    """Run the point of `count` elements (prepare, then execute) and say how it went."""
+
     count: int
 
 
@@ -46,7 +49,19 @@ class Allocate:
     count: int
 
 
-Action = Measure | Budgets | Allocate
+Action = MeasurePoint | Budgets | Allocate
+
+
+class SeriesState(Enum):
+    """Where a series is: its first point (a probe), the grid, the members' budgets, a
+    bisection by allocation, the bound the bisection found, or its end."""
+
+    FIRST = "first"
+    GRID = "grid"
+    BUDGET = "budget"
+    BISECT = "bisect"
+    FINAL = "final"
+    DONE = "done"
 
 
 class SeriesRunner:
@@ -68,57 +83,57 @@ class SeriesRunner:
         self.good: int | None = None  # the largest count that ran
         self.lo = self.hi = self.trying = 0  # bisection: allocates, refused, being tried
         self.steps = 0
-        self.state = "first" if series.probe else "grid"
+        self.state = SeriesState.FIRST if series.probe else SeriesState.GRID
 
     @property
     def done(self) -> bool:
-        return self.state == "done"
+        return self.state is SeriesState.DONE
 
     def next(self) -> Action | None:
         """What to do now; None once the series is over."""
-        if self.state in ("first", "grid", "final"):
+        if self.state in (SeriesState.FIRST, SeriesState.GRID, SeriesState.FINAL):
             if not self.queue:
-                self._finish()
+                self.stop()
                 return None
-            return Measure(self.queue[0])
-        if self.state == "budget":
+            return MeasurePoint(self.queue[0])
+        if self.state is SeriesState.BUDGET:
             return Budgets()
-        if self.state == "bisect":
+        if self.state is SeriesState.BISECT:
             mid = bisect(self.collective, self.itemsize, self.n, self.lo, self.hi)
             if mid is not None and self.steps < BISECT_STEPS:
                 self.steps += 1
                 self.trying = mid
                 return Allocate(mid)
-            self.state = "final"  # the largest that allocates runs as the bound
+            self.state = SeriesState.FINAL  # the largest that allocates runs as the bound
             self.queue = [self.lo] if self.lo > (self.good or 0) else []
             self._limit(self.lo if self.queue else self.good)
             return self.next()
         return None
 
-    def measured(self, status: str, launched: bool = True) -> None:
-        """How the point of the last Measure went."""
+    def measured(self, status: Status, launched: bool = True) -> None:
+        """How the point of the last MeasurePoint went."""
         count = self.queue.pop(0)
-        ok = status == "ok"
+        ok = status == Status.OK
         if not self.series.probe:
             return  # a grid runs every size
-        if self.state == "first":
+        if self.state is SeriesState.FIRST:
             self.good = count if ok else None
-            self.state = "done" if status == "oom" else "budget"
+            self.state = SeriesState.DONE if status == Status.OOM else SeriesState.BUDGET
             return
-        if self.state == "final":
+        if self.state is SeriesState.FINAL:
             if ok:
                 self.good = count
-            self._finish()
+            self.stop()
             return
         if ok:
             self.good = count
-        elif status == "oom" and not launched:
+        elif status == Status.OOM and not launched:
             self.lo, self.hi = self.good or 0, count
             self.queue = []
-            self.state = "bisect"
-        elif status == "oom":  # out of memory once launched: a larger one would be too
+            self.state = SeriesState.BISECT
+        elif status == Status.OOM:  # out of memory once launched: a larger one would be too
             self._limit(self.good)
-            self._finish()
+            self.stop()
 
     def budgets(self, budgets: Sequence[int]) -> None:
         """The members' memory budgets: the largest count whose buffers fit every one."""
@@ -133,7 +148,7 @@ class SeriesRunner:
         self.queue = [c for c in self.series.counts if first < c < count]
         self.queue += [count] if count > first else []
         self.limit_bytes = count * self.itemsize
-        self.state = "grid"
+        self.state = SeriesState.GRID
 
     def allocated(self, ok: bool) -> None:
         """How the last Allocate went."""
@@ -145,5 +160,7 @@ class SeriesRunner:
     def _limit(self, count: int | None) -> None:
         self.limit_bytes = None if count is None else count * self.itemsize
 
-    def _finish(self) -> None:
-        self.state = "done"
+    def stop(self) -> None:
+        """The series ends here: over, or its group can answer no more (a budget query or an
+        allocation that broke or hung, a group that did not open)."""
+        self.state = SeriesState.DONE

@@ -10,18 +10,25 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pandas as pd
 import ray
 
 import sweeper
-from sweeper import cluster, measurement, report
+from sweeper import report
+from sweeper.driver import cluster, measurement
+from sweeper.driver.executor import Executor
+from sweeper.driver.measurement import ResultRow, RunColumns
+from sweeper.driver.observer import Finished, Observer, Started
+from sweeper.driver.outcome import PointResult, skipped
+from sweeper.driver.replay import PointKey, Recorded
+from sweeper.driver.stops import Stopped
 from sweeper.errors import BadInput, InfrastructureError
-from sweeper.executor import Executor, Measured, PointKey, Recorded, skipped
 from sweeper.ops.registry import configure_moe, load_plugins, names, resolve
 from sweeper.plan import knobs, request
 from sweeper.plan.dtypes import DTYPES
@@ -35,64 +42,27 @@ from sweeper.results.journal import recover
 from sweeper.results.load import files, load
 from sweeper.results.schema import RUN_POINT
 from sweeper.results.writer import ResultWriter
-from sweeper.stops import Stopped
 from sweeper.topology import Node
+from sweeper.wire import Backend, Engine, Status
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
-
-
-Row = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Started:
-    run_id: str
-    backend: str
-    groups: tuple[Group, ...]
-    ops: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    sizes: tuple[int, int | None]  # smallest and largest S asked for; None: auto
-    n_points: int
-    output: Path
-    note: str | None = None  # a line about what this cluster cannot measure (one GPU)
-
-
-@dataclass(frozen=True)
-class Finished:
-    run_id: str
-    rows: tuple[Row, ...]
-    elapsed_s: float
-    output: Path
-    report: Path | None = None  # the HTML report, when one was written
-
-    @property
-    def failed(self) -> int:
-        """Points that should have run and did not (a skipped point could not run there)."""
-        return sum(row["status"] not in ("ok", "skipped") for row in self.rows)
-
-
-class Observer(Protocol):
-    def started(self, run: Started) -> None: ...
-
-    def point(self, row: Row) -> None: ...
-
-    def finished(self, run: Finished) -> None: ...
 
 
 def new_run_id(now: datetime) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def _backend(spec: SweepSpec, gpus: int) -> str:
+def _backend(spec: SweepSpec, gpus: int) -> Backend:
     if spec.backend == "auto":
-        return "nccl" if gpus else "gloo"
-    if spec.backend == "nccl" and not gpus:
+        return Backend.NCCL if gpus else Backend.GLOO
+    backend = Backend(spec.backend)
+    if backend is Backend.NCCL and not gpus:
         raise InfrastructureError("--backend nccl: the Ray cluster has no GPUs")
-    return spec.backend
+    return backend
 
 
-def _check_dtypes(dtypes: Sequence[str], backend: str) -> None:
-    if backend == "gloo":
+def _check_dtypes(dtypes: Sequence[str], backend: Backend) -> None:
+    if backend is Backend.GLOO:
         unsupported = [d for d in dtypes if not DTYPES[d].gloo]
         if unsupported:
             raise BadInput(f"--dtypes: gloo cannot reduce or move {unsupported[0]}")
@@ -115,7 +85,7 @@ def _check_allocators(
 class Survey:
     """What `sweeper topo` shows: the chosen nodes and the groups each tier would run."""
 
-    backend: str
+    backend: Backend
     nodes: tuple[Node, ...]
     placement: Placement
     groups: tuple[Group, ...]
@@ -123,7 +93,7 @@ class Survey:
 
 def _layout(
     spec: SweepSpec, connection: cluster.Connection
-) -> tuple[str, list[cluster.NodeSlot], list[Node]]:
+) -> tuple[Backend, list[cluster.NodeSlot], list[Node]]:
     """Backend, chosen nodes and their topology: the part of a sweep before any actor."""
     backend = _backend(spec, connection.gpus())
     slots = cluster.choose_nodes(backend, spec.nodes, spec.ranks_per_node())
@@ -150,12 +120,14 @@ def survey(spec: SweepSpec) -> Survey:
 RowKey = tuple[Any, ...]
 
 
-def _row_key(row: Mapping[str, Any]) -> RowKey:
+def _row_key(row: ResultRow | Mapping[str, Any]) -> RowKey:
     """What makes a row one measurement of its run (each engine and launch mode of a point,
-    each direction of a copy, each GPU of copies made at once)."""
-    rank = row.get("rank")  # a row per GPU of copies made at once; read back, a null is NA
+    each direction of a copy, each GPU of copies made at once): of a row made now, or of one
+    read back."""
+    value = row.get if isinstance(row, Mapping) else partial(getattr, row)
+    rank = value("rank")  # a row per GPU of copies made at once; read back, a null is NA
     mine = None if rank is None or pd.isna(rank) else int(rank)
-    return (*(row.get(f) for f in RUN_POINT if f != "rank"), mine)
+    return (*(value(f) for f in RUN_POINT if f != "rank"), mine)
 
 
 @dataclass(frozen=True)
@@ -189,8 +161,8 @@ def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
             Recorded(
                 # an oom row is taken for a refused allocation: one at run time ends a probe
                 # the same way, bar a bisection by allocation alone
-                str(row["status"]),
-                row["status"] != "oom",
+                Status(row["status"]),
+                row["status"] != Status.OOM,
                 None if pd.isna(limit) else int(limit),
             )
         )
@@ -230,9 +202,9 @@ class _Sweep:
         _, self.slots, self.nodes = _layout(spec, connection)
         if self.timing.register:
             _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
-        self.rows: list[Row] = []
+        self.rows: list[ResultRow] = []
         self.writer: ResultWriter | None = None
-        self._shared: Row | None = None
+        self._shared: RunColumns | None = None
 
     def plan_for(self, placement: Placement) -> Schedule:
         return schedule(
@@ -249,15 +221,15 @@ class _Sweep:
         ceiling = request.ceiling_bytes(self.spec, self.backend, self.nodes)
         self.observer.started(
             Started(
-                self.run_id,
-                self.backend,
-                tuple(g for wave in planned.waves for g in wave.groups),
-                tuple(c.name for c in self.collectives),
-                self.spec.dtypes,
-                (self.spec.min_size, None if self.auto else max(self.sizes)),
-                estimate(planned, CostModel(), ceiling).points,
-                self.spec.output,
-                alone(placement),
+                run_id=self.run_id,
+                backend=self.backend,
+                groups=tuple(g for wave in planned.waves for g in wave.groups),
+                ops=tuple(c.name for c in self.collectives),
+                dtypes=self.spec.dtypes,
+                sizes=(self.spec.min_size, None if self.auto else max(self.sizes)),
+                n_points=estimate(planned, CostModel(), ceiling).points,
+                output=self.spec.output,
+                note=alone(placement),
             )
         )
         self.writer = ResultWriter(
@@ -287,7 +259,7 @@ class _Sweep:
         nccl_env is what its actors would have been (or were) given."""
         assert self._shared is not None
         env = sorted((k, v) for k, v in self._env(actors.variant).items() if k.startswith("NCCL_"))
-        meta = {**self._shared, "nccl_env": env}
+        meta = replace(self._shared, nccl_env=tuple(env))
         by_name = {c.name: c for c in self.collectives}
         for wave in actors.waves:
             for group in wave.groups:
@@ -307,7 +279,7 @@ class _Sweep:
     def run_actor_set(self, variant: str) -> None:
         """One variant's waves, on an actor set of its own environment, planned again from
         where its ranks really landed."""
-        bundle = {"CPU": 1.0, "GPU": 1.0} if self.backend == "nccl" else {"CPU": 1.0}
+        bundle = {"CPU": 1.0, "GPU": 1.0} if self.backend is Backend.NCCL else {"CPU": 1.0}
         ranks = cluster.RankSet(
             self.backend,
             self.slots,
@@ -317,12 +289,12 @@ class _Sweep:
             plugins=self.spec.plugins,
             mem_limit=self.mem_limit,
             moe=self.spec.moe,
-            nccl_engine="nccl" in self.timing.engines,
+            nccl_engine=Engine.NCCL in self.timing.engines,
         )
         try:
             infos = ranks.start()
             placement = cluster.placement(self.backend, self.nodes, infos)
-            meta = {**self._metadata(ranks), "nccl_env": list(infos[0].nccl_env)}
+            meta = replace(self._metadata(ranks), nccl_env=infos[0].nccl_env)
             planned = self.plan_for(placement)
             mine = next(a for a in planned.actor_sets if a.variant == variant)
             executor = Executor(
@@ -342,13 +314,13 @@ class _Sweep:
         finally:
             ranks.close()
 
-    def _measured(self, meta: Row, placement: Placement, done: Measured) -> None:
-        self._keep([m.as_row() for m in measurement.of_point(meta, placement, done)])
+    def _measured(self, meta: RunColumns, placement: Placement, done: PointResult) -> None:
+        self._keep(measurement.of_point(meta, placement, done))
 
-    def run_copies(self, ranks: cluster.RankSet, placement: Placement, meta: Row) -> None:
+    def run_copies(self, ranks: cluster.RankSet, placement: Placement, meta: RunColumns) -> None:
         """--copy-engine: on each node, the actor of its first GPU times peer copies among all
         the node's GPUs (it sees them all, with --gpu-visibility node)."""
-        if self.backend != "nccl" or self.spec.gpu_visibility != "node":
+        if self.backend is not Backend.NCCL or self.spec.gpu_visibility != "node":
             return
         top = self.sizes[-1] if not self.auto else COPY_SIZE
         sizes = sorted({self.spec.min_size, min(COPY_SIZE, top)})
@@ -366,44 +338,44 @@ class _Sweep:
             for copied in copies:
                 for dst, seconds in zip(copied.dsts, copied.seconds, strict=True):
                     made = measurement.of_copy(meta, placement, node, copied, dst, seconds, rank_of)
-                    self._keep([made.as_row()])
+                    self._keep([made])
 
-    def _keep(self, rows: list[Row]) -> None:
+    def _keep(self, rows: list[ResultRow]) -> None:
         """One point's rows: on disk (journaled, one fsync) before anyone is told of them.
         Resuming, rows the run already has are not written again (a skipped series' rows,
         a copy measured again)."""
         assert self.writer is not None
         if self.resume is not None:
             rows = [row for row in rows if _row_key(row) not in self.resume.rows]
-        self.writer.extend(rows)
+        self.writer.extend([row.as_row() for row in rows])  # the rows' one way to a mapping
         self.rows.extend(rows)
         for row in rows:
             self.observer.point(row)
 
     def _env(self, variant: str) -> dict[str, str]:
         extra = dict(variants(self.spec.nccl_variables())[variant])
-        if self.backend == "nccl" and self.spec.gpu_visibility == "node":
+        if self.backend is Backend.NCCL and self.spec.gpu_visibility == "node":
             extra["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
         return cluster.actor_env(extra)
 
-    def _metadata(self, ranks: cluster.RankSet) -> Row:
+    def _metadata(self, ranks: cluster.RankSet) -> RunColumns:
         """The columns every row of this run shares, gathered once."""
         if self._shared is None:
             versions = ranks.versions()
-            self._shared = {
-                "run_id": self.run_id,
-                "run_started_at": self.started_at,
-                "run_kind": self.run_kind,
-                "cluster_name": self.spec.cluster_name or self.connection.head_host(),
-                "sweeper_version": sweeper.__version__,
-                "ray_version": ray.__version__,
-                "torch_version": versions.torch,
-                "nccl_version": versions.nccl,
-                "cuda_version": versions.cuda,
-                "driver_version": versions.driver,
-                "gpu_model": versions.gpu_model,
-                "backend": self.backend,
-            }
+            self._shared = RunColumns(
+                run_id=self.run_id,
+                run_started_at=self.started_at,
+                run_kind=self.run_kind,
+                cluster_name=self.spec.cluster_name or self.connection.head_host(),
+                sweeper_version=sweeper.__version__,
+                ray_version=ray.__version__,
+                torch_version=versions.torch,
+                nccl_version=versions.nccl,
+                cuda_version=versions.cuda,
+                driver_version=versions.driver,
+                gpu_model=versions.gpu_model,
+                backend=self.backend,
+            )
         return self._shared
 
 
@@ -415,7 +387,7 @@ def run(
     load_plugins(spec.plugins)
     configure_moe(spec.moe)
     resolve(spec.ops)  # unknown operations are bad input before anything starts
-    if "nccl" in spec.engine and not nccl_available():
+    if Engine.NCCL in spec.engine and not nccl_available():
         raise BadInput(
             "--engine nccl needs NCCL's Python bindings (nccl4py): "
             "pip install 'sweeper-bench[nccl]'"
@@ -462,7 +434,7 @@ def _end(sweep: _Sweep, ended: str, stopped_by: BaseException | None = None) -> 
 
 
 def _report(spec: SweepSpec, run_id: str) -> Path:
-    from sweeper.report import build
+    from sweeper.report import build  # the report's extra (jinja2, plotly): --report only
 
     where = spec.reports_dir / f"{run_id}.html" if spec.reports_dir else None
     return build.write(spec.output, run_id, where)

@@ -1,11 +1,12 @@
-"""A measurement, typed: what one row of the results says, built here and nowhere else.
+"""A result row, typed: what one row of the results says, built here and nowhere else.
 
 Its `kind` comes from the descriptor (collective, composite, p2p, copy: host<->device,
 experiment) or is `copy` for the copy-engine matrix, so readers select rows by it rather
 than by how operations happen to be named. A point gives one measurement per engine and
 launch mode it was timed with (nccl-tests' numbers: max over ranks, algbw = S / t, busbw =
-algbw x factor); a copy gives one per destination. `as_row` is the measurement in the
-store's canonical schema.
+algbw x factor); a copy gives one per destination. The rows stay typed on their way to the
+terminal and the run's summary; `as_row` is the row as the writer takes it, in the store's
+canonical schema.
 """
 
 from __future__ import annotations
@@ -13,30 +14,45 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from sweeper import telemetry
+from sweeper.driver.outcome import PointResult
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
+from sweeper.plan.placement import Placement
 from sweeper.plan.sizes import format_size
 from sweeper.results.schema import Kind
-from sweeper.wire import Tier
-
-if TYPE_CHECKING:
-    from sweeper.executor import Measured
-    from sweeper.plan.placement import Placement
-    from sweeper.wire import Copied, RankTimings, Timed
-
-Row = dict[str, Any]
+from sweeper.wire import Copied, Engine, Launch, RankTimings, Status, Tier, Timed
 
 
-@dataclass(frozen=True)
-class Measurement:
-    """One row: the run's shared columns (`run`: schema.RUN_COLUMNS and the actor set's
-    nccl_env) and the measurement's own, each field a column of the schema."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunColumns:
+    """The columns every row of a run shares (schema.RUN_COLUMNS), gathered once, and the
+    environment of the actor set that measured it."""
 
-    run: Mapping[str, Any]
+    run_id: str
+    run_started_at: datetime
+    run_kind: str
+    cluster_name: str
+    sweeper_version: str
+    ray_version: str
+    torch_version: str
+    nccl_version: str | None
+    cuda_version: str | None
+    driver_version: str | None
+    gpu_model: str | None
+    backend: str
+    nccl_env: tuple[tuple[str, str], ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResultRow:
+    """One row: the run's shared columns and the row's own, each field a column of the
+    schema."""
+
+    run: RunColumns
     kind: Kind
     tier: str
     variant: str
@@ -54,7 +70,7 @@ class Measurement:
     busbw_factor: float
     engine: str
     launch: str
-    status: str
+    status: Status
     measured_at: datetime
     error: str | None = None
     params: tuple[tuple[str, str], ...] | None = None  # an experiment's knobs
@@ -95,18 +111,20 @@ class Measurement:
     # width, one direction; the slowest of a group's where one row stands for several)
     pcie_pct_of_peak: float | None = None
 
-    def as_row(self) -> Row:
-        """The measurement as the store and the observers take it (lists for list columns)."""
+    def as_row(self) -> dict[str, Any]:
+        """The row as the writer takes it: a column name to each value, the run's columns
+        first, the GPUs' readings last (lists for list columns)."""
         own = {
-            f.name: list(value) if isinstance(value := getattr(self, f.name), tuple) else value
-            for f in fields(self)
+            f.name: list(value) if isinstance(value := getattr(record, f.name), tuple) else value
+            for record in (self.run, self)
+            for f in fields(record)
             if f.name not in ("run", "readings")
         }
         gpus = {name: None if v is None else list(v) for name, v in self.readings.items()}
-        return {**self.run, **own, **gpus}
+        return {**own, **gpus}
 
 
-def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> list[Measurement]:
+def of_point(run: RunColumns, placement: Placement, done: PointResult) -> list[ResultRow]:
     """The point's measurements: one per engine and launch mode it was timed with (a failed
     point: one per engine and launch mode it asked for, each saying why). An operation each
     GPU performs on its own (`per_gpu`) run by several GPUs at once gives them per GPU, each
@@ -125,7 +143,7 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
         }
     elif collective.traits.per_gpu is not None and group.tier == Tier.GPU:
         pair = {"concurrent": n > 1}
-    base = Measurement(
+    base = ResultRow(
         run=run,
         kind=collective.kind,
         tier=group.tier,
@@ -155,7 +173,7 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
         ended_at=done.ended_at,
         **pair,
     )
-    if outcome.status != "ok":
+    if outcome.status != Status.OK:
         return [
             replace(base, engine=engine, launch=launch)
             for engine in point.timing.engines
@@ -184,11 +202,11 @@ def of_point(run: Mapping[str, Any], placement: Placement, done: Measured) -> li
 
 def _modes(
     placement: Placement,
-    base: Measurement,
+    base: ResultRow,
     ranks: tuple[int, ...],
     measured: Sequence[RankTimings],
     host_link: bool,
-) -> list[Measurement]:
+) -> list[ResultRow]:
     """One measurement per engine and launch mode, from these ranks' blocks and telemetry."""
     base = replace(base, readings=telemetry.columns([m.telemetry for m in measured]))
     peak = _pcie_peak_gb_per_s(placement, ranks) if host_link else None
@@ -218,12 +236,12 @@ def _pcie_peak_gb_per_s(placement: Placement, ranks: tuple[int, ...]) -> float |
     return min(known) if known and len(known) == len(peaks) else None
 
 
-def _timed(base: Measurement, ranks: list[Timed], pcie_peak_gb_per_s: float | None) -> Measurement:
+def _timed(base: ResultRow, ranks: list[Timed], pcie_peak_gb_per_s: float | None) -> ResultRow:
     """One engine and launch mode of a point that ran, from every rank's blocks."""
     mine = replace(base, engine=ranks[0].engine, launch=ranks[0].launch)
     skipped = next((t.skipped for t in ranks if t.skipped), None)
     if skipped is not None:
-        return replace(mine, status="skipped", error=skipped)
+        return replace(mine, status=Status.SKIPPED, error=skipped)
     across = across_ranks([t.blocks for t in ranks])
     checked = [t.n_wrong for t in ranks if t.n_wrong is not None]
     n_wrong = sum(checked) if checked else None
@@ -245,21 +263,21 @@ def _timed(base: Measurement, ranks: list[Timed], pcie_peak_gb_per_s: float | No
         time_us_p50=None if micros is None else float(np.percentile(micros, 50)),
         time_us_p99=None if micros is None else float(np.percentile(micros, 99)),
         samples_us=None if micros is None else tuple(micros.astype(np.float32).tolist()),
-        status="error" if n_wrong else mine.status,
+        status=Status.ERROR if n_wrong else mine.status,
         error=wrong or mine.error,
         pcie_pct_of_peak=None if pcie_peak_gb_per_s is None else 100 * algbw / pcie_peak_gb_per_s,
     )
 
 
 def of_copy(
-    run: Mapping[str, Any],
+    run: RunColumns,
     placement: Placement,
     node: int,
     copied: Copied,
     dst: str,
     seconds: float,
     rank_of: Mapping[str | None, int],
-) -> Measurement:
+) -> ResultRow:
     """A peer copy inside a node: one per destination (for fan-out, each destination's copy
     of the concurrent set; for bi, both directions as one, S counting both)."""
     host = placement.nodes[node]
@@ -268,10 +286,10 @@ def of_copy(
     linked = a is not None and b is not None and host.nvlinked(a, b)
     members = 1 + len(copied.dsts)
     algbw = algbw_gb_per_s(copied.size_bytes, seconds)
-    tier = "nvlink" if linked else "pcie"
+    tier = Tier.NVLINK if linked else Tier.PCIE
     pair = [rank_of[uuid] for uuid in (copied.src, dst) if uuid in rank_of]
     link = placement.link_gb_per_s(tier, pair) if len(pair) == 2 else None
-    return Measurement(
+    return ResultRow(
         run=run,
         kind="copy",
         tier=tier,
@@ -288,9 +306,9 @@ def of_copy(
         size_bytes=copied.size_bytes,
         count_elems=copied.size_bytes,
         busbw_factor=1.0,
-        engine="torch",
-        launch="eager",
-        status="ok",
+        engine=Engine.TORCH,
+        launch=Launch.EAGER,
+        status=Status.OK,
         measured_at=datetime.now(timezone.utc),
         time_us=seconds * 1e6,
         algbw_gb_per_s=algbw,

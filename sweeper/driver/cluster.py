@@ -30,13 +30,14 @@ from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
 )
 
+from sweeper.driver.actor import RankActor
+from sweeper.driver.outcome import message
 from sweeper.errors import InfrastructureError
-from sweeper.host import RankHost
 from sweeper.plan.placement import Member, Placement
 from sweeper.plan.spec import MoeSpec
 from sweeper.rank.preflight import local_nccl_allocators
-from sweeper.topology import Node, RankInfo, Versions, node_record
-from sweeper.wire import Copied, Limits, MemLimit, Prepared, RankTimings
+from sweeper.topology import Node, node_record
+from sweeper.wire import Backend, Copied, Limits, MemLimit, Point, RankInfo, Versions
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
 # program that uses it can take the host's GPUs out of service.
@@ -146,16 +147,6 @@ def actor_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How a point went on its group: 'ok' with each rank's measurement, or why not."""
-
-    status: str
-    measured: tuple[RankTimings, ...] = ()
-    error: str | None = None
-    launched: bool = True  # False: refused at allocation, before any rank ran a collective
-
-
 class StartFailed(Exception):
     """An actor set's ranks could not form their world: NCCL refused the environment of its
     variant (an NCCL_ALGO value it cannot parse, say), or a rank died as it joined."""
@@ -171,13 +162,13 @@ class NodeSlot:
     memory_bytes: int = 0  # Ray's `memory` resource of the node: what Ray lets tasks use
 
 
-def choose_nodes(backend: str, nodes: int, per_node: int | None) -> list[NodeSlot]:
+def choose_nodes(backend: Backend, nodes: int, per_node: int | None) -> list[NodeSlot]:
     """`nodes` alive nodes with `per_node` GPUs (NCCL) or CPUs (gloo) each, most-equipped first.
 
     Without `per_node`, each node gets as many ranks as the least-equipped chosen one has
     GPUs (NCCL) or 2 (gloo).
     """
-    resource = "GPU" if backend == "nccl" else "CPU"
+    resource = "GPU" if backend == Backend.NCCL else "CPU"
     alive = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get(resource, 0) >= 1]
     alive.sort(key=lambda n: (-n["Resources"][resource], n["NodeManagerHostname"], n["NodeID"]))
     fits = [n for n in alive if n["Resources"][resource] >= (per_node or 1)]
@@ -193,7 +184,7 @@ def choose_nodes(backend: str, nodes: int, per_node: int | None) -> list[NodeSlo
         )
     chosen = fits[:nodes]
     count = per_node or (
-        int(min(n["Resources"][resource] for n in chosen)) if backend == "nccl" else 2
+        int(min(n["Resources"][resource] for n in chosen)) if backend == Backend.NCCL else 2
     )
     return [
         NodeSlot(n["NodeID"], n["NodeManagerHostname"], count, int(n["Resources"].get("memory", 0)))
@@ -228,7 +219,7 @@ def nccl_allocators(slots: Sequence[NodeSlot]) -> list[dict[str, bool] | None]:
     return list(ray.get(refs, timeout=_START_TIMEOUT_S))
 
 
-def placement(backend: str, nodes: Sequence[Node], infos: Sequence[RankInfo]) -> Placement:
+def placement(backend: Backend, nodes: Sequence[Node], infos: Sequence[RankInfo]) -> Placement:
     """Where each rank of a started set sits, matching its GPU to its node's NVML record."""
     position = {node.node_id: i for i, node in enumerate(nodes)}
     seen: dict[int, int] = {}
@@ -252,7 +243,7 @@ class RankSet:
     bus id, so rank order is physical order in every set and every run.
     """
 
-    backend: str
+    backend: Backend
     slots: Sequence[NodeSlot]
     bundle: Mapping[str, float]
     env: Mapping[str, str] = field(default_factory=dict)
@@ -290,7 +281,7 @@ class RankSet:
 
     def _new_actor(self, pg: PlacementGroup, bundle: int, slot: NodeSlot) -> Any:
         return (
-            ray.remote(RankHost)
+            ray.remote(RankActor)
             .options(
                 num_cpus=self.bundle.get("CPU", 0),
                 num_gpus=self.bundle.get("GPU", 0),
@@ -330,7 +321,7 @@ class RankSet:
         try:
             self._join()
         except ray.exceptions.RayError as exc:
-            raise StartFailed(_message(exc)) from exc
+            raise StartFailed(message(exc)) from exc
         return self.infos
 
     def _join(self) -> None:
@@ -364,7 +355,7 @@ class RankSet:
             hosts = ", ".join(sorted({self._bundles[r][2].host for r in fresh}))
             raise InfrastructureError(
                 f"cannot restart the actors of rank(s) {', '.join(map(str, sorted(fresh)))} "
-                f"on {hosts}: {_message(exc)}",
+                f"on {hosts}: {message(exc)}",
                 hint="is the node gone? `ray status`; the rows so far are kept",
             ) from exc
 
@@ -377,8 +368,9 @@ class RankSet:
         result: Versions = ray.get(self.actors[0].versions.remote(), timeout=self.start_timeout_s)
         return result
 
-    def members(self, group_id: str) -> tuple[int, ...]:
-        return self._open[group_id][0]
+    def _members(self, group_id: str) -> list[Any]:
+        """The actors of an open group's members."""
+        return [self.actors[r] for r in self._open[group_id][0]]
 
     def open_groups(
         self, groups: Sequence[tuple[str, tuple[int, ...], tuple[int, ...]]]
@@ -402,7 +394,7 @@ class RankSet:
             for ref in ready:
                 value = result(ref)
                 if isinstance(value, BaseException):
-                    failed.setdefault(group_of[ref], _message(value))
+                    failed.setdefault(group_of[ref], message(value))
             pending = [ref for ref in pending if ref not in ready and group_of[ref] not in failed]
         for ref in pending:
             failed.setdefault(group_of[ref], f"no answer within {self.start_timeout_s:g} s")
@@ -415,14 +407,28 @@ class RankSet:
         for r in ranks:
             self.actors[r].close_group.remote(group_id)
 
-    def call(self, group_id: str, method: str, *args: Any) -> list[Any]:
-        """`method` on every member of an open group, not waited for: the calls' refs."""
-        return [getattr(self.actors[r], method).remote(*args) for r in self.members(group_id)]
+    # A call to every member of an open group, not waited for: each returns the calls' refs.
+
+    def budget(self, group_id: str) -> list[Any]:
+        """The bytes each member can give a point (worker.Rank.budget)."""
+        return [a.budget.remote() for a in self._members(group_id)]
+
+    def prepare(self, group_id: str, point: Point) -> list[Any]:
+        """Each member allocates and fills the point's buffers (worker.Rank.prepare)."""
+        return [a.prepare.remote(point) for a in self._members(group_id)]
+
+    def execute(self, group_id: str) -> list[Any]:
+        """Each member times the prepared point (worker.Rank.execute)."""
+        return [a.execute.remote() for a in self._members(group_id)]
+
+    def release(self, group_id: str) -> list[Any]:
+        """Each member frees the point's buffers (worker.Rank.release)."""
+        return [a.release.remote() for a in self._members(group_id)]
 
     def kill_members(self, group_id: str) -> None:
         """End a group's actors (a hung collective ends no other way); `replace_ranks` later."""
-        for r in self.members(group_id):
-            ray.kill(self.actors[r], no_restart=True)
+        for actor in self._members(group_id):
+            ray.kill(actor, no_restart=True)
 
     def copy_matrix(
         self, rank: int, sizes: Sequence[int], iters: int, warmup: int, timeout_s: float
@@ -469,40 +475,3 @@ def result(ref: Any) -> Any:
         return ray.get(ref)
     except Exception as exc:
         return exc
-
-
-def refused(prepared: Sequence[Any]) -> Outcome | None:
-    """None when every member holds its buffers; else why not (not launched)."""
-    failed = next((p for p in prepared if isinstance(p, BaseException)), None)
-    if failed is not None:
-        return Outcome("error", error=_message(failed), launched=False)
-    ooms = [p.error or "" for p in prepared if isinstance(p, Prepared) and p.status == "oom"]
-    if ooms:
-        more = f"; and {len(ooms) - 3} more ranks" if len(ooms) > 3 else ""
-        return Outcome("oom", error="; ".join(ooms[:3]) + more, launched=False)
-    return None
-
-
-def outcome(measured: Sequence[Any]) -> Outcome:
-    """A point's outcome from its members' execute results (exceptions for failures)."""
-    failed = next((m for m in measured if isinstance(m, BaseException)), None)
-    if failed is not None:
-        return Outcome("oom" if _out_of_memory(failed) else "error", error=_message(failed))
-    return Outcome("ok", measured=tuple(measured))
-
-
-def _out_of_memory(exc: BaseException) -> bool:
-    """torch's OutOfMemoryError, or NCCL's report of a CUDA allocation that failed inside it."""
-    cause = getattr(exc, "cause", None) or exc
-    return type(cause).__name__ == "OutOfMemoryError" or "out of memory" in str(cause).lower()
-
-
-def _message(exc: BaseException) -> str:
-    """One line: the error's type and first line, and NCCL's reason where it gave one (the
-    line after its "Last error:", below a first line that only names the error's class)."""
-    cause = getattr(exc, "cause", None) or exc
-    lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
-    text = lines[0] if lines else ""
-    if "Last error:" in lines[:-1]:
-        text += f" (NCCL: {lines[lines.index('Last error:') + 1]})"
-    return f"{type(cause).__name__}: {text}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any, TextIO
@@ -14,9 +15,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from sweeper.analysis import label, probe_seconds, summarize, tier_name
+from sweeper.analysis import OpSummary, label, probe_seconds, summarize, tier_name
+from sweeper.driver.measurement import ResultRow
+from sweeper.driver.observer import Finished, Started
+from sweeper.driver.sweep import Survey
 from sweeper.plan.sizes import format_size
-from sweeper.sweep import Finished, Row, Started, Survey
+from sweeper.wire import Status
 
 
 def _opt(value: float | None, spec: str) -> str:
@@ -41,26 +45,30 @@ def _intro(run: Started) -> str:
     )
 
 
-def _line(row: Row) -> str:
+def _line(row: ResultRow) -> str:
     """A point as nccl-tests prints one, after its group, plus its status."""
-    name = f"{row['group_id']} {label(row['op'], row['algorithm'])}"
-    if row.get("src_rank") is not None and row["algorithm"] != "bi":
-        name += f" {row['src_rank']}->{row['dst_rank']}"  # which way, by rank
-    elif row.get("concurrent") and len(row.get("gpu_uuids") or ()) == 1:
-        name += f" {row['gpu_uuids'][0][:12]}"  # one GPU's row of copies made at once
-    if row["status"] != "ok":
-        return (
-            f"{name:>40} {row['dtype']:>9} {row['size_bytes']:>12}  {row['status']}: {row['error']}"
-        )
+    name = f"{row.group_id} {label(row.op, row.algorithm)}"
+    if row.src_rank is not None and row.algorithm != "bi":
+        name += f" {row.src_rank}->{row.dst_rank}"  # which way, by rank
+    elif row.concurrent and len(row.gpu_uuids) == 1:
+        name += f" {row.gpu_uuids[0][:12]}"  # one GPU's row of copies made at once
+    if row.status != Status.OK:
+        return f"{name:>40} {row.dtype:>9} {row.size_bytes:>12}  {row.status}: {row.error}"
     return (
-        f"{name:>40} {row['dtype']:>9} {row['size_bytes']:>12} {row['time_us']:>11.2f} us "
-        f"{row['algbw_gb_per_s']:>8.2f} {row['busbw_gb_per_s']:>8.2f} GB/s  "
-        f"wrong {_opt(row.get('n_wrong'), 'd')}  "
-        f"{row.get('engine') or ''} {row.get('launch') or ''}"
+        f"{name:>40} {row.dtype:>9} {row.size_bytes:>12} {row.time_us:>11.2f} us "
+        f"{row.algbw_gb_per_s:>8.2f} {row.busbw_gb_per_s:>8.2f} GB/s  "
+        f"wrong {_opt(row.n_wrong, 'd')}  {row.engine} {row.launch}"
     )
 
 
-def summary_table(run: Finished) -> Table:
+def _summaries(run: Finished) -> tuple[list[OpSummary], float]:
+    """The closing table's rows and the time spent probing, from the analysis' summaries,
+    which read rows by column name (as the report's do)."""
+    rows = [row.as_row() for row in run.rows]
+    return summarize(rows), probe_seconds(rows)
+
+
+def summary_table(run: Finished, summaries: Sequence[OpSummary]) -> Table:
     """Peak busbw and smallest latency per operation, the sweep's closing table."""
     table = Table(title=f"{run.run_id}: {len(run.rows)} points in {run.elapsed_s:.0f} s")
     columns = (
@@ -79,7 +87,7 @@ def summary_table(run: Finished) -> Table:
     )
     for column in columns:
         table.add_column(column, justify="left" if column in ("tier", "operation") else "right")
-    for s in summarize(run.rows):
+    for s in summaries:
         table.add_row(
             s.tier,
             str(s.world_size),
@@ -124,19 +132,19 @@ class HumanConsole:
             self.progress.start()
             self.task = self.progress.add_task("sweeping", total=run.n_points)
 
-    def point(self, row: Row) -> None:
+    def point(self, row: ResultRow) -> None:
         if self.progress is not None:
-            what = f"{label(row['op'], row['algorithm'])} {format_size(row['size_bytes'])}"
+            what = f"{label(row.op, row.algorithm)} {format_size(row.size_bytes)}"
             self.progress.update(self.task, advance=1, description=f"{what:<40}")
-            if row["status"] != "ok":
+            if row.status != Status.OK:
                 self.progress.console.print(_line(row), soft_wrap=True, markup=False)
         else:
             self.console.print(_line(row), soft_wrap=True, markup=False)
 
     def finished(self, run: Finished) -> None:
         self.close()
-        self.console.print(summary_table(run))
-        probe = probe_seconds(run.rows)
+        summaries, probe = _summaries(run)
+        self.console.print(summary_table(run, summaries))
         if probe:
             share = 100 * probe / max(run.elapsed_s, 1e-9)
             self.console.print(
@@ -174,10 +182,11 @@ class JsonConsole:
         tiers = Counter(tier_name(g.tier, g.variant) for g in run.groups)
         self._emit("started", **fields, n_groups=len(run.groups), groups_per_tier=tiers)
 
-    def point(self, row: Row) -> None:
-        self._emit("point", **{k: v for k, v in row.items() if k != "samples_us"})
+    def point(self, row: ResultRow) -> None:
+        self._emit("point", **{k: v for k, v in row.as_row().items() if k != "samples_us"})
 
     def finished(self, run: Finished) -> None:
+        summaries, probe = _summaries(run)
         self._emit(
             "finished",
             run_id=run.run_id,
@@ -186,8 +195,8 @@ class JsonConsole:
             elapsed_s=run.elapsed_s,
             output=str(run.output),
             report=str(run.report) if run.report else None,
-            probe_s=probe_seconds(run.rows),
-            summary=[asdict(s) for s in summarize(run.rows)],
+            probe_s=probe,
+            summary=[asdict(s) for s in summaries],
         )
 
     def close(self) -> None:
