@@ -14,7 +14,7 @@ from typing import Protocol
 
 BISECT_STEPS = 6  # at most this many tries below a bound that failed
 BISECT_TOLERANCE = 0.01  # stop when the bracket is within 1% of the size
-# Elements the data's fill and check (sweeper/data.py) handle per step, so scratch memory
+# Elements the data's fill and check (sweeper/rank/data.py) handle per step, so scratch memory
 # stays bounded at any size: large on GPUs, where each step is a few kernel launches, small
 # on CPUs, where memory is shared and tight.
 CHUNK_ELEMENTS = {"cuda": 1 << 22, "cpu": 1 << 18}

@@ -1,7 +1,7 @@
 """The rank: one process per GPU (or CPU rank) that the driver steps through a sweep, started
-and relayed to by its Ray actor (host.py): the facade its actor calls, which keeps the
-rank's device, its groups (`groups.py`) and the point it holds (`buffers.py`), and times
-that point (`execution.py`).
+and relayed to by its Ray actor (driver/actor.py, through rank/process.py): the facade the
+actor calls, which keeps the rank's device, its groups (`groups.py`) and the point it holds
+(`buffers.py`), and times that point (`execution.py`).
 
 Every rank of a set joins the world group together (and leaves it together when failed
 peers are replaced). Everything after that is called on one group's members only, while
@@ -56,7 +56,7 @@ PCI_PARTS = ("domain", "bus", "device")
 
 
 class Rank:
-    """A rank of an actor set. `host.py` runs it in a process of its actor's own."""
+    """A rank of an actor set. `rank/process.py` runs it in a process of its actor's own."""
 
     def __init__(
         self,
