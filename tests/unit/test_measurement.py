@@ -219,7 +219,7 @@ def test_measurements_go_through_the_store_as_rows_and_keep_their_kind(tmp_path:
         ),
     ]
     writer = ResultWriter(tmp_path, "x", "2026-11-24")
-    writer.extend([m.as_row() for m in made])
+    writer.extend(made)
     writer.flush()
     rows = load(tmp_path).sort_values("kind")
     assert rows["kind"].tolist() == ["experiment", "p2p"]
@@ -244,7 +244,7 @@ def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Pa
         RUN, _placement(), _done("all_reduce", (0, 1), _ran(_timed(1e-3), _timed(1e-3)))
     )
     writer = ResultWriter(tmp_path, "x", "2026-11-24")
-    writer.extend([made.as_row(), {**cpu.as_row(), "group_id": "cpu"}])
+    writer.extend([made, replace(cpu, group_id="cpu")])
     writer.flush()
     rows = load(tmp_path).set_index("group_id")
     gpu = rows.drop(index="cpu").iloc[0]

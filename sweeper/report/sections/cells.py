@@ -9,7 +9,7 @@ from typing import Any, cast
 import pandas as pd
 
 from sweeper.analysis import label, tier_name
-from sweeper.analysis.summary import EAGER, GRAPH, missing
+from sweeper.analysis.summary import EAGER, GRAPH, Row, missing
 from sweeper.report import figures
 from sweeper.report.blocks import Cell, Section, Table, Text
 
@@ -50,6 +50,11 @@ def short(message: object) -> Cell:
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return cast(list[dict[str, Any]], frame.to_dict("records"))
+
+
+def tuples(frame: pd.DataFrame) -> list[Row]:
+    """The frame's rows as records whose fields are its columns."""
+    return cast(list[Row], list(frame.astype(object).itertuples(index=False)))
 
 
 def labels(frame: pd.DataFrame) -> pd.Series:

@@ -85,7 +85,7 @@ def peaks(view: RunView) -> Section | None:
     links = view.link_peaks
     known = any(link.peak_gb_per_s for link in links.values())  # else no link columns
     table = []
-    for s in summarize(cells.records(rows)):
+    for s in summarize(cells.tuples(rows)):
         link = links.get((s.tier, s.world_size))
         peak = link.peak_gb_per_s if link else None
         share = (
