@@ -11,12 +11,7 @@ from typing import Protocol
 import pandas as pd
 
 from sweeper.results.schema import PROBED
-from sweeper.wire import Status
-
-GRAPH = "graph"  # the timed iterations replayed from a captured CUDA graph
-EAGER = "eager"  # issued from Python each iteration
-LAUNCHES = (GRAPH, EAGER)
-TORCH = "torch"  # the torch.distributed engine; "nccl": NCCL called directly
+from sweeper.wire import Launch, Status
 
 
 def missing(value: object) -> bool:
@@ -52,7 +47,7 @@ def tier_name(tier: str, variant: str) -> str:
 def launch_modes(launches: Iterable[str]) -> str:
     """The launch modes among `launches`, graph first: 'graph', 'eager' or 'graph, eager'."""
     seen = set(launches)
-    return ", ".join(mode for mode in LAUNCHES if mode in seen)
+    return ", ".join(mode for mode in Launch if mode in seen)
 
 
 class Row(Protocol):

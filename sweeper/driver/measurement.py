@@ -23,8 +23,7 @@ from sweeper.driver.outcome import PointResult
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
 from sweeper.plan.placement import Placement
 from sweeper.plan.sizes import format_size
-from sweeper.results.schema import Kind
-from sweeper.wire import Backend, Copied, Engine, Launch, RankTimings, Status, Tier, Timed
+from sweeper.wire import Backend, Copied, Engine, Kind, Launch, RankTimings, Status, Tier, Timed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -280,7 +279,7 @@ def of_copy(
     link = placement.link_gb_per_s(tier, pair) if len(pair) == 2 else None
     return ResultRow(
         run=run,
-        kind="copy",
+        kind=Kind.COPY,
         tier=tier,
         variant="default",
         group_id=f"copy:n{node}",

@@ -19,9 +19,20 @@ from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import REGISTRY
 from sweeper.plan.placement import Group, Placement, expected_placement
 from sweeper.results.load import load
-from sweeper.results.schema import COLUMNS, KINDS, RUN_COLUMNS
+from sweeper.results.schema import COLUMNS, RUN_COLUMNS
 from sweeper.results.writer import ResultWriter
-from sweeper.wire import Block, Copied, Engine, Launch, Point, RankTimings, Tier, Timed, Timing
+from sweeper.wire import (
+    Block,
+    Copied,
+    Engine,
+    Kind,
+    Launch,
+    Point,
+    RankTimings,
+    Tier,
+    Timed,
+    Timing,
+)
 from tests.nvml_replay import Replay
 
 DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
@@ -223,7 +234,7 @@ def test_measurements_go_through_the_store_as_rows_and_keep_their_kind(tmp_path:
     writer.flush()
     rows = load(tmp_path).sort_values("kind")
     assert rows["kind"].tolist() == ["experiment", "p2p"]
-    assert set(rows["kind"]) <= set(KINDS)
+    assert set(rows["kind"]) <= set(Kind.values())
     assert dict(rows["params"].iloc[0]) == dict(REGISTRY["moe:dispatch"].params)
     assert rows["time_us_blocks"].iloc[1].tolist() == pytest.approx([100.0] * 3)
 
