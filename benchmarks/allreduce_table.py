@@ -32,6 +32,7 @@ import pandas as pd
 from sweeper.analysis.summary import label
 from sweeper.ops.registry import REGISTRY, names
 from sweeper.plan.sizes import format_size
+from sweeper.results.writer import columns
 
 HIDDEN = 8192  # vLLM's benchmark: (rows, hidden) bf16 tensors
 ITEMSIZE = 2
@@ -121,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweeper.plan.profile import build_spec
 
     finished = run(build_spec(**options(args, out / "results")), HumanConsole(sys.stderr))
-    rows = pd.DataFrame([row.as_row() for row in finished.rows])
+    rows = pd.DataFrame([columns(row) for row in finished.rows])
     failed = rows[~rows["status"].isin(["ok", "skipped"])]
     skipped = rows[rows["status"] == "skipped"].drop_duplicates(["op", "algorithm", "engine"])
     world = int(rows["world_size"].max())

@@ -81,6 +81,7 @@ from sweeper.driver.observer import Finished, Observer, Started
 from sweeper.ops import registry
 from sweeper.ops.registry import resolve
 from sweeper.plan.sizes import format_size, parse_size
+from sweeper.results.writer import columns
 
 Row = Mapping[str, Any]
 Key = tuple[str, int, str]  # operation, size_bytes, launch
@@ -358,7 +359,7 @@ class Interleaved:
 
     def point(self, row: ResultRow) -> None:
         self.progress.point(row)
-        self.take(row.as_row())
+        self.take(columns(row))
 
     def take(self, row: Row) -> None:
         """A row of sweeper's, by column: the bare loop times its point, where asked to."""
@@ -449,7 +450,7 @@ def run_sweeper(
         output=Path(args.out) / "results",
         report=False,
     )
-    return [row.as_row() for row in run(spec, observer).rows]
+    return [columns(row) for row in run(spec, observer).rows]
 
 
 def join(*groups: Sequence[Compared]) -> list[Compared]:

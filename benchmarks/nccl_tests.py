@@ -59,6 +59,7 @@ from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.plan.dtypes import DTYPES, canonical_dtype
 from sweeper.plan.sizes import format_size, parse_size
 from sweeper.rank.timing import graph_unit
+from sweeper.results.writer import columns
 
 Row = Mapping[str, Any]
 T = TypeVar("T")
@@ -558,7 +559,7 @@ def run_sweeper(options: Mapping[str, Any]) -> list[Row]:
     from sweeper.driver.sweep import run
     from sweeper.plan.profile import build_spec
 
-    return [row.as_row() for row in run(build_spec(**options), HumanConsole(sys.stderr)).rows]
+    return [columns(row) for row in run(build_spec(**options), HumanConsole(sys.stderr)).rows]
 
 
 def take_turns(

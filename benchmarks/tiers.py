@@ -25,6 +25,7 @@ from ray.cluster_utils import Cluster
 from sweeper.driver.console import HumanConsole
 from sweeper.driver.sweep import run
 from sweeper.plan.profile import build_spec
+from sweeper.results.writer import columns
 
 
 def two_nodes_on_this_host(gpus: int, cpus: int) -> Cluster:
@@ -85,7 +86,7 @@ def main() -> int:
     finally:
         ray.shutdown()
         nodes.shutdown()
-    rows = pd.DataFrame([row.as_row() for row in (*one.rows, *two.rows)])
+    rows = pd.DataFrame([columns(row) for row in (*one.rows, *two.rows)])
     rows["tier"] = rows["tier"] + rows["variant"].map(lambda v: "" if v == "default" else f"/{v}")
     table = rows.pivot_table(
         index=["tier", "group_id"], columns="op", values="busbw_gb_per_s", aggfunc="max", sort=False

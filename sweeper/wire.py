@@ -58,6 +58,19 @@ class Engine(Name):
     NCCL = "nccl"
 
 
+class Kind(Name):
+    """What a row measured (the `kind` column), from its descriptor (`Collective.kind`) or the
+    copy-engine matrix: an operation on a group (any algorithm), one performed with others, a
+    pair (one way or both), a peer copy inside a node or between host and device, an
+    operation with parameters of its own (MoE). The report and analyses select rows by it."""
+
+    COLLECTIVE = "collective"
+    COMPOSITE = "composite"
+    P2P = "p2p"
+    COPY = "copy"
+    EXPERIMENT = "experiment"
+
+
 class Tier(Name):
     """The slowest link a group crosses (the `tier` column). The first four are what --tiers
     asks for; `gpu` (each GPU's own copies) and `local` (one GPU alone, NCCL's single-rank

@@ -14,16 +14,21 @@ from __future__ import annotations
 import pandas as pd
 
 from sweeper.analysis.changes import params_text
-from sweeper.analysis.summary import EAGER, GRAPH, TORCH, label, tier_name
+from sweeper.analysis.summary import label, tier_name
 from sweeper.results import schema
-from sweeper.wire import Status
+from sweeper.wire import Engine, Launch, Status
 
 # What one point is, whatever its engine and launch mode (the point of `schema.POINT` in
 # each run, without them): the rows one engine and launch mode of a point is chosen among.
 POINT = tuple(key for key in ("run_id", *schema.POINT) if key not in ("launch", "engine"))
 # Which of a point's rows the analyses read, best first: the closest to the wire (NCCL
 # called directly, from a graph) before what a PyTorch program adds to it.
-PREFERENCE = (("nccl", GRAPH), (TORCH, GRAPH), ("nccl", EAGER), (TORCH, EAGER))
+PREFERENCE = (
+    (Engine.NCCL, Launch.GRAPH),
+    (Engine.TORCH, Launch.GRAPH),
+    (Engine.NCCL, Launch.EAGER),
+    (Engine.TORCH, Launch.EAGER),
+)
 SMALL_BYTES = 64 * 2**10  # up to here an operation's time is mostly its fixed cost
 COST_COLUMNS = (
     "tier",
@@ -65,13 +70,13 @@ def launch_costs(rows: pd.DataFrame, small_bytes: int = SMALL_BYTES) -> pd.DataF
     median of it over the sizes up to `small_bytes`. At each size, the groups and dtypes of a
     tier and group size count by their median. Columns: `COST_COLUMNS`, operations in the
     order first measured; empty when no point was timed both ways."""
-    ok = rows[rows["status"].isin([Status.OK]) & rows["engine"].isin([TORCH])]  # isin: no NA
+    ok = rows[rows["status"].isin([Status.OK]) & rows["engine"].isin([Engine.TORCH])]  # isin: no NA
     ok = ok.assign(point=_point_ids(ok))
     times = ok.pivot_table(index="point", columns="launch", values="time_us", aggfunc="median")
-    if GRAPH not in times or EAGER not in times:
+    if Launch.GRAPH not in times or Launch.EAGER not in times:
         empty: pd.DataFrame = pd.DataFrame(columns=list(COST_COLUMNS))
         return empty
-    both = times.dropna(subset=[GRAPH, EAGER])
+    both = times.dropna(subset=[Launch.GRAPH, Launch.EAGER])
     first = ok.drop_duplicates("point").set_index("point").loc[both.index]
     points = pd.DataFrame(
         {
@@ -84,9 +89,9 @@ def launch_costs(rows: pd.DataFrame, small_bytes: int = SMALL_BYTES) -> pd.DataF
                 label(str(o), str(a)) for o, a in zip(first["op"], first["algorithm"], strict=True)
             ],
             "size_bytes": first["size_bytes"].astype("int64"),
-            "graph_time_us": both[GRAPH],
-            "eager_time_us": both[EAGER],
-            "cost_us": both[EAGER] - both[GRAPH],
+            "graph_time_us": both[Launch.GRAPH],
+            "eager_time_us": both[Launch.EAGER],
+            "cost_us": both[Launch.EAGER] - both[Launch.GRAPH],
         }
     )
     keys = ["tier", "world_size", "operation"]

@@ -24,9 +24,9 @@ import pandas as pd
 
 from sweeper.analysis.launches import preferred
 from sweeper.analysis.summary import tier_name
-from sweeper.wire import Status
+from sweeper.wire import Kind, Status
 
-PAIR_KINDS = ("p2p", "copy")  # the rows of pairs: a matrix each
+PAIR_KINDS = (Kind.P2P, Kind.COPY)  # the rows of pairs: a matrix each
 OUTLIER_MADS = 3.0
 # When more than half the pairs measure the same, the MAD is 0 and any difference would be
 # infinitely many MADs; a floor of 1% of the median keeps such noise from counting.

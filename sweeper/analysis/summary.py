@@ -4,19 +4,14 @@ how rows are named to people (operations, tiers, launch modes)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import pandas as pd
 
 from sweeper.results.schema import PROBED
-from sweeper.wire import Status
-
-GRAPH = "graph"  # the timed iterations replayed from a captured CUDA graph
-EAGER = "eager"  # issued from Python each iteration
-LAUNCHES = (GRAPH, EAGER)
-TORCH = "torch"  # the torch.distributed engine; "nccl": NCCL called directly
+from sweeper.wire import Launch, Status
 
 
 def missing(value: object) -> bool:
@@ -52,28 +47,58 @@ def tier_name(tier: str, variant: str) -> str:
 def launch_modes(launches: Iterable[str]) -> str:
     """The launch modes among `launches`, graph first: 'graph', 'eager' or 'graph, eager'."""
     seen = set(launches)
-    return ", ".join(mode for mode in LAUNCHES if mode in seen)
+    return ", ".join(mode for mode in Launch if mode in seen)
 
 
-def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
+class Row(Protocol):
+    """What a summary reads of a row, by field: the driver's typed rows as they are measured,
+    or a frame's rows read back (`DataFrame.itertuples`)."""
+
+    @property
+    def tier(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def algorithm(self) -> str: ...
+    @property
+    def launch(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def size_bytes(self) -> int: ...
+    @property
+    def time_us(self) -> float | None: ...
+    @property
+    def busbw_gb_per_s(self) -> float | None: ...
+    @property
+    def probe_s(self) -> float | None: ...
+
+
+def summarize(rows: Iterable[Row]) -> list[OpSummary]:
     """Peak bus bandwidth and smallest latency per tier, group size, operation, engine and
     launch mode (the groups of one tier and size, such as its pairs, together), in the order first
     seen."""
-    by_key: dict[tuple[str, int, str, str, str], list[Mapping[str, Any]]] = {}
+    by_key: dict[tuple[str, int, str, str, str], list[Row]] = {}
     for row in rows:
         key = (
-            tier_name(row["tier"], row["variant"]),
-            row["world_size"],
-            label(row["op"], row["algorithm"]),
-            row["launch"],
-            row["engine"],
+            tier_name(row.tier, row.variant),
+            row.world_size,
+            label(row.op, row.algorithm),
+            row.launch,
+            row.engine,
         )
         by_key.setdefault(key, []).append(row)
     out = []
     for (tier, world_size, name, launch, engine), group in by_key.items():
-        ok = [r for r in group if r["status"] == Status.OK]
-        peak = max(ok, key=lambda r: r["busbw_gb_per_s"], default=None)
-        fastest = min(ok, key=lambda r: r["time_us"], default=None)
+        ok = [r for r in group if r.status == Status.OK]
+        peak = max(ok, key=lambda r: r.busbw_gb_per_s or 0.0, default=None)
+        fastest = min(ok, key=lambda r: r.time_us or math.inf, default=None)
         out.append(
             OpSummary(
                 tier=tier,
@@ -82,18 +107,18 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[OpSummary]:
                 launch=launch,
                 engine=engine,
                 points=len(group),
-                failed=sum(r["status"] not in (Status.OK, Status.SKIPPED) for r in group),
-                skipped=sum(r["status"] == Status.SKIPPED for r in group),
-                peak_busbw_gb_per_s=peak["busbw_gb_per_s"] if peak else None,
-                peak_size_bytes=peak["size_bytes"] if peak else None,
-                min_time_us=fastest["time_us"] if fastest else None,
-                min_time_size_bytes=fastest["size_bytes"] if fastest else None,
+                failed=sum(r.status not in (Status.OK, Status.SKIPPED) for r in group),
+                skipped=sum(r.status == Status.SKIPPED for r in group),
+                peak_busbw_gb_per_s=peak.busbw_gb_per_s if peak else None,
+                peak_size_bytes=peak.size_bytes if peak else None,
+                min_time_us=fastest.time_us if fastest else None,
+                min_time_size_bytes=fastest.size_bytes if fastest else None,
             )
         )
     return out
 
 
-def probe_seconds(rows: Iterable[Mapping[str, Any]]) -> float:
+def probe_seconds(rows: Iterable[Row]) -> float:
     """Time spent finding --max-size auto bounds: each series' probe time, counted once."""
-    series = {tuple(r[c] for c in PROBED): r.get("probe_s") or 0.0 for r in rows}
+    series = {tuple(getattr(r, c) for c in PROBED): r.probe_s or 0.0 for r in rows}
     return float(sum(series.values()))

@@ -27,7 +27,7 @@ from sweeper.plan.sizes import format_size
 from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
 from sweeper.results.load import load
 from sweeper.topology import Node
-from sweeper.wire import Backend
+from sweeper.wire import Backend, Status
 
 
 def recorded_nodes(path: Path, count: int) -> list[Node]:
@@ -120,7 +120,7 @@ def fitted(rows: pd.DataFrame, model: CostModel) -> CostModel:
     """The model with each tier's latency and bandwidth fitted to an earlier run's ok rows
     (alpha-beta over every operation of the tier), and the per-point overhead from the rows'
     wall time where they have it. Tiers without two sizes keep the defaults."""
-    ok = rows[rows["status"] == "ok"]
+    ok = rows[rows["status"] == Status.OK]
     tiers = dict(model.tiers)
     for tier, part in ok.groupby("tier"):
         fit = fit_alpha_beta(part["size_bytes"], part["time_us"])

@@ -20,6 +20,7 @@ from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import Survey
 from sweeper.plan.sizes import format_size
+from sweeper.results.writer import columns
 from sweeper.wire import Status
 
 
@@ -62,10 +63,8 @@ def _line(row: ResultRow) -> str:
 
 
 def _summaries(run: Finished) -> tuple[list[OpSummary], float]:
-    """The closing table's rows and the time spent probing, from the analysis' summaries,
-    which read rows by column name (as the report's do)."""
-    rows = [row.as_row() for row in run.rows]
-    return summarize(rows), probe_seconds(rows)
+    """The closing table's rows and the time spent probing, from the analysis' summaries."""
+    return summarize(run.rows), probe_seconds(run.rows)
 
 
 def summary_table(run: Finished, summaries: Sequence[OpSummary]) -> Table:
@@ -183,7 +182,7 @@ class JsonConsole:
         self._emit("started", **fields, n_groups=len(run.groups), groups_per_tier=tiers)
 
     def point(self, row: ResultRow) -> None:
-        self._emit("point", **{k: v for k, v in row.as_row().items() if k != "samples_us"})
+        self._emit("point", **{k: v for k, v in columns(row).items() if k != "samples_us"})
 
     def finished(self, run: Finished) -> None:
         summaries, probe = _summaries(run)

@@ -5,14 +5,14 @@ experiment) or is `copy` for the copy-engine matrix, so readers select rows by i
 than by how operations happen to be named. A point gives one measurement per engine and
 launch mode it was timed with (nccl-tests' numbers: max over ranks, algbw = S / t, busbw =
 algbw x factor); a copy gives one per destination. The rows stay typed on their way to the
-terminal and the run's summary; `as_row` is the row as the writer takes it, in the store's
-canonical schema.
+terminal and the run's summary and into the writer, which alone turns them into the store's
+columns (`results.writer.columns`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -23,8 +23,7 @@ from sweeper.driver.outcome import PointResult
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
 from sweeper.plan.placement import Placement
 from sweeper.plan.sizes import format_size
-from sweeper.results.schema import Kind
-from sweeper.wire import Copied, Engine, Launch, RankTimings, Status, Tier, Timed
+from sweeper.wire import Backend, Copied, Engine, Kind, Launch, RankTimings, Status, Tier, Timed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,7 +42,7 @@ class RunColumns:
     cuda_version: str | None
     driver_version: str | None
     gpu_model: str | None
-    backend: str
+    backend: Backend
     nccl_env: tuple[tuple[str, str], ...] | None = None
 
 
@@ -68,8 +67,8 @@ class ResultRow:
     size_bytes: int
     count_elems: int
     busbw_factor: float
-    engine: str
-    launch: str
+    engine: Engine
+    launch: Launch
     status: Status
     measured_at: datetime
     error: str | None = None
@@ -103,25 +102,14 @@ class ResultRow:
     concurrent: bool | None = None
     # the one rank a row stands for, where a point gives a row per rank (per_gpu at once)
     rank: int | None = None
-    # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
-    readings: Mapping[str, tuple[Any, ...] | None] = field(
-        default_factory=lambda: dict.fromkeys(telemetry.COLUMNS)
-    )
     # a host<->device copy: algbw against its GPU's PCIe link (NVML's largest generation x
     # width, one direction; the slowest of a group's where one row stands for several)
     pcie_pct_of_peak: float | None = None
-
-    def as_row(self) -> dict[str, Any]:
-        """The row as the writer takes it: a column name to each value, the run's columns
-        first, the GPUs' readings last (lists for list columns)."""
-        own = {
-            f.name: list(value) if isinstance(value := getattr(record, f.name), tuple) else value
-            for record in (self.run, self)
-            for f in fields(record)
-            if f.name not in ("run", "readings")
-        }
-        gpus = {name: None if v is None else list(v) for name, v in self.readings.items()}
-        return {**own, **gpus}
+    # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
+    # (last: the writer spreads it after the row's own columns)
+    readings: Mapping[str, tuple[Any, ...] | None] = field(
+        default_factory=lambda: dict.fromkeys(telemetry.COLUMNS)
+    )
 
 
 def of_point(run: RunColumns, placement: Placement, done: PointResult) -> list[ResultRow]:
@@ -291,7 +279,7 @@ def of_copy(
     link = placement.link_gb_per_s(tier, pair) if len(pair) == 2 else None
     return ResultRow(
         run=run,
-        kind="copy",
+        kind=Kind.COPY,
         tier=tier,
         variant="default",
         group_id=f"copy:n{node}",

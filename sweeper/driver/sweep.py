@@ -347,7 +347,7 @@ class _Sweep:
         assert self.writer is not None
         if self.resume is not None:
             rows = [row for row in rows if _row_key(row) not in self.resume.rows]
-        self.writer.extend([row.as_row() for row in rows])  # the rows' one way to a mapping
+        self.writer.extend(rows)
         self.rows.extend(rows)
         for row in rows:
             self.observer.point(row)

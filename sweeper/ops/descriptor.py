@@ -28,13 +28,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from sweeper.plan import knobs
 from sweeper.plan.placement import Shape, Traits
-from sweeper.wire import Backend
+from sweeper.wire import Backend, Kind
 
 if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
-
-    from sweeper.results.schema import Kind  # a Literal: the rank actors need no pandas or pyarrow
 
 SUM = -1  # Span.source: the sum over every rank of the group
 
@@ -163,7 +161,7 @@ class Collective:
     reduces: bool = False  # some expected span is a SUM: inputs must stay exact when summed
     why_not: Callable[[Shape], str | None] = _anywhere  # why it cannot run on a group, if not
     nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
-    kind: Kind = "collective"  # the rows' `kind`: collective, composite, p2p, copy, experiment
+    kind: Kind = Kind.COLLECTIVE  # the rows' `kind`
     # its bind reaches torch itself (symmetric memory, all-to-all-v, copies) or it is an
     # algorithm of torch.distributed calls: other engines' rows say it runs on torch only
     torch_only: bool = False
@@ -176,8 +174,8 @@ class Collective:
 
     def __post_init__(self) -> None:
         # the report reads a pair's rows by source and destination
-        if (self.kind == "p2p") != (self.direction is not None):
-            raise ValueError(f"{self.name}: kind {self.kind!r} with direction {self.direction}")
+        if (self.kind == Kind.P2P) != (self.direction is not None):
+            raise ValueError(f"{self.name}: kind '{self.kind}' with direction {self.direction}")
 
     def why_not_on(self, shape: Shape) -> str | None:
         """Why the operation cannot run on a group, if not: its own reason, or the NCCL_ALGO /

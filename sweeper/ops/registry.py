@@ -33,6 +33,7 @@ from sweeper.ops.descriptor import (
 )
 from sweeper.plan.placement import PerGpu, Traits
 from sweeper.plan.spec import MoeSpec
+from sweeper.wire import Kind
 
 if TYPE_CHECKING:
     import torch
@@ -216,7 +217,7 @@ def _moe(spec: MoeSpec, combine: bool) -> Collective:
         layout=lambda count, n, rank: moe.layout(spec, combine, n, rank),
         bind=partial(moe.bind, spec, combine),
         params=tuple((k, str(v)) for k, v in spec.model_dump().items()),
-        kind="experiment",
+        kind=Kind.EXPERIMENT,
         traits=Traits(fixed_count=lambda n: moe.busiest(spec, n, combine)),
     )
 
@@ -268,7 +269,7 @@ def _host_copy(op: str, pinned: bool, layout: LayoutFn, bind: Callable[..., Step
         layout=layout,
         bind=partial(bind, pinned),
         why_not=copies.why_not,
-        kind="copy",
+        kind=Kind.COPY,
         torch_only=True,
         traits=Traits(ends_bytes=HOST_COPY_BYTES, per_gpu=PerGpu()),
     )
@@ -288,7 +289,7 @@ _DEVICE_COPY = Collective(
     layout=copies.layout,
     bind=copies.within,
     why_not=copies.why_not_on_device,
-    kind="copy",
+    kind=Kind.COPY,
     torch_only=True,
     traits=Traits(ends_bytes=HOST_COPY_BYTES, per_gpu=PerGpu(together=False, host_link=False)),
 )
@@ -303,7 +304,7 @@ def _pair(name: str, algorithm: str, layout: LayoutFn, bind: Bind, **more: Any) 
         factor=_one,
         layout=layout,
         bind=bind,
-        kind="p2p",
+        kind=Kind.P2P,
         core=False,
         traits=Traits(ranks=2),
         **more,
@@ -336,7 +337,7 @@ def _composite(algorithm: str, **more: Any) -> Collective:
         factor=_all_ranks,
         layout=_reduce_all,
         reduces=True,
-        kind="composite",
+        kind=Kind.COMPOSITE,
         **more,
     )
 

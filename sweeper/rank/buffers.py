@@ -15,7 +15,7 @@ from sweeper.rank import data
 from sweeper.rank.nccl import NcclComm
 from sweeper.rank.preflight import no_nccl_allocator
 from sweeper.rank.torch_engine import TorchComm
-from sweeper.wire import Point
+from sweeper.wire import Kind, Point
 
 if TYPE_CHECKING:
     from torch._C._distributed_c10d import ProcessGroupNCCL
@@ -33,7 +33,7 @@ def is_oom(exc: BaseException) -> bool:
 def registers(collective: Collective) -> bool:
     """Whether --register-buffers applies: not to copies (no communicator moves them), nor to
     symmetric-memory algorithms (their buffers are symmetric memory, registered as such)."""
-    return collective.kind != "copy" and not collective.symmetric
+    return collective.kind != Kind.COPY and not collective.symmetric
 
 
 class Registration:

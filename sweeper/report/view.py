@@ -19,12 +19,13 @@ from sweeper.analysis.p2p import pair_rows
 from sweeper.analysis.summary import missing
 from sweeper.results.records import RunRecord
 from sweeper.topology import Gpu, Node
+from sweeper.wire import Kind, Status
 
 # The link a tier's traffic crosses, and the Gpu field holding its one-direction peak.
 _LINKS = {"nvlink": ("NVLink", "nvlink_gb_per_s"), "pcie": ("PCIe", "pcie_gb_per_s")}
 # Operations over a group, swept over sizes: not the pair matrices (p2p, copy) nor
 # experiments (MoE), which have sections of theirs.
-_COLLECTIVE_KINDS = ("collective", "composite")
+_COLLECTIVE_KINDS = (Kind.COLLECTIVE, Kind.COMPOSITE)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,7 +68,7 @@ class RunView:
             preferred=points,
             collectives=collectives,
             preferred_collectives=preferred_collectives,
-            ok_collectives=preferred_collectives[preferred_collectives["status"] == "ok"],
+            ok_collectives=preferred_collectives[preferred_collectives["status"] == Status.OK],
             nodes=nodes,
             gpu_names=_gpu_names(rows, nodes),
             health=why.Health.of(rows),

@@ -7,8 +7,6 @@ written into each file's metadata; `upgrade` brings older rows to it.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import pyarrow as pa
 
 from sweeper import telemetry
@@ -17,14 +15,6 @@ from sweeper import telemetry
 # lack kind, launch, engine and variant; 2: every row says all four.
 SCHEMA_VERSION = 2
 VERSION_KEY = b"sweeper.schema_version"
-
-# What a row measured, from its descriptor (`Collective.kind`) or the copy-engine matrix:
-# collective (an operation on a group, any algorithm), composite (one performed with
-# others), p2p (a pair, one way or both), copy (a peer copy inside a node, or between host
-# and device), experiment (an operation with parameters of its own, MoE). The report and
-# analyses select rows by it.
-Kind = Literal["collective", "composite", "p2p", "copy", "experiment"]
-KINDS: tuple[Kind, ...] = ("collective", "composite", "p2p", "copy", "experiment")
 
 
 def _arrow(name: str) -> pa.DataType:
@@ -63,7 +53,7 @@ SCHEMA = pa.schema(
         ("n_nodes", pa.int32()),
         ("hosts", pa.list_(pa.string())),
         ("gpu_uuids", pa.list_(pa.string())),
-        ("kind", pa.string()),  # KINDS
+        ("kind", pa.string()),  # wire.Kind
         ("op", pa.string()),
         ("algorithm", pa.string()),
         ("dtype", pa.string()),

@@ -1,21 +1,53 @@
 """Appends a run's rows durably: each point's rows journaled as they come (`journal`), and
 compacted into a Parquet batch every 256 rows or 30 s, after which the journal is removed.
 A batch is written atomically (`files.atomic_write`), so a reader never sees half a file.
+
+A row comes typed (a frozen record whose fields are the schema's columns) and becomes a
+mapping of columns here, in `columns`, and nowhere else; rows read back from disk, and
+tests' rows, come as mappings already.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import Field, dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from sweeper.errors import ResultsUnwritable
 from sweeper.results.files import next_batch, partition, write_batch
 from sweeper.results.journal import Journal, journal_path, recover
 from sweeper.results.schema import COLUMNS
 from sweeper.results.upgrade import canonical
+
+
+class TypedRow(Protocol):
+    """A row as a record (the driver's `ResultRow`): each field a column, or a record of
+    columns (the run's shared ones), or a mapping of columns (the GPUs' readings)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+
+def columns(row: TypedRow | Mapping[str, Any]) -> Mapping[str, Any]:
+    """The row as the schema's columns, in its fields' order, records and mappings spread in
+    place and tuples as lists (Arrow's list columns)."""
+    if isinstance(row, Mapping):
+        return row
+    out: dict[str, Any] = {}
+    for f in fields(row):
+        value = getattr(row, f.name)
+        if is_dataclass(value) and not isinstance(value, type):
+            out.update(columns(value))
+        elif isinstance(value, Mapping):
+            out.update((name, _cell(cell)) for name, cell in value.items())
+        else:
+            out[f.name] = _cell(value)
+    return out
+
+
+def _cell(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
 
 
 @dataclass(frozen=True)
@@ -58,11 +90,12 @@ class ResultWriter:
         """Rows this writer put in Parquet batches."""
         return self._batch.written
 
-    def append(self, row: Mapping[str, Any]) -> None:
+    def append(self, row: TypedRow | Mapping[str, Any]) -> None:
         self.extend([row])
 
-    def extend(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    def extend(self, typed: Sequence[TypedRow | Mapping[str, Any]]) -> None:
         """Journal the rows of one point (one fsync), then keep them for the next batch."""
+        rows = [columns(row) for row in typed]
         for row in rows:
             unknown = set(row) - set(COLUMNS)
             if unknown:

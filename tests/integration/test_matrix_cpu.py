@@ -12,6 +12,7 @@ import pytest
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.sweep import run
 from sweeper.plan.profile import build_spec
+from sweeper.results.writer import columns
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -28,7 +29,7 @@ def sweep(tmp_path: Path, **options: object) -> pd.DataFrame:
     """Exactness and coverage, not timing: two iterations a block."""
     options = {"iters": 2, "warmup": 1, **options}
     finished = run(build_spec(output=tmp_path / "results", **options), Rows())
-    return pd.DataFrame([row.as_row() for row in finished.rows])
+    return pd.DataFrame([columns(row) for row in finished.rows])
 
 
 MOE = "tokens=64,hidden=8,top_k=2,experts=6,zipf=1.5"

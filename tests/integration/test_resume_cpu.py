@@ -18,6 +18,7 @@ from sweeper.driver.measurement import ResultRow
 from sweeper.driver.stops import Stopped
 from sweeper.driver.sweep import run
 from sweeper.plan.profile import build_spec
+from sweeper.results.writer import columns
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -69,7 +70,7 @@ def test_a_resumed_run_has_exactly_the_rows_of_a_run_never_stopped(tmp_path: Pat
     rows = sweeper.load(out)
     assert set(rows["run_id"]) == {run_id}
     assert _keys(rows) == _keys(
-        pd.DataFrame([row.as_row() for row in clean.rows])
+        pd.DataFrame([columns(row) for row in clean.rows])
     )  # no gap, no duplicate
     assert rows["run_started_at"].nunique() == 1
     # the limits a probe found before the stop are the ones it kept after it

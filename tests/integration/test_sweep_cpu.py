@@ -14,6 +14,7 @@ from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import run
 from sweeper.ops.registry import REGISTRY
 from sweeper.plan.profile import build_spec
+from sweeper.results.writer import columns
 from tests import cli_sweep
 from tests.cli_runs import Runs
 from tests.conftest import registry_kept, start_ray_session
@@ -57,7 +58,7 @@ def test_every_operation_is_exact_at_every_size(tmp_path: Path, world: int, dtyp
     assert recorder.run is not None
     assert recorder.run.backend == "gloo"
     assert recorder.rows == list(finished.rows)
-    df = pd.DataFrame([row.as_row() for row in finished.rows])
+    df = pd.DataFrame([columns(row) for row in finished.rows])
     assert set(df["op"] + "/" + df["algorithm"]) == {
         f"{c.op}/{c.algorithm}" for c in REGISTRY.values() if c.core
     }

@@ -19,9 +19,20 @@ from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import REGISTRY
 from sweeper.plan.placement import Group, Placement, expected_placement
 from sweeper.results.load import load
-from sweeper.results.schema import COLUMNS, KINDS, RUN_COLUMNS
+from sweeper.results.schema import COLUMNS, RUN_COLUMNS
 from sweeper.results.writer import ResultWriter
-from sweeper.wire import Block, Copied, Engine, Launch, Point, RankTimings, Tier, Timed, Timing
+from sweeper.wire import (
+    Block,
+    Copied,
+    Engine,
+    Kind,
+    Launch,
+    Point,
+    RankTimings,
+    Tier,
+    Timed,
+    Timing,
+)
 from tests.nvml_replay import Replay
 
 DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
@@ -219,11 +230,11 @@ def test_measurements_go_through_the_store_as_rows_and_keep_their_kind(tmp_path:
         ),
     ]
     writer = ResultWriter(tmp_path, "x", "2026-11-24")
-    writer.extend([m.as_row() for m in made])
+    writer.extend(made)
     writer.flush()
     rows = load(tmp_path).sort_values("kind")
     assert rows["kind"].tolist() == ["experiment", "p2p"]
-    assert set(rows["kind"]) <= set(KINDS)
+    assert set(rows["kind"]) <= set(Kind.values())
     assert dict(rows["params"].iloc[0]) == dict(REGISTRY["moe:dispatch"].params)
     assert rows["time_us_blocks"].iloc[1].tolist() == pytest.approx([100.0] * 3)
 
@@ -244,7 +255,7 @@ def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Pa
         RUN, _placement(), _done("all_reduce", (0, 1), _ran(_timed(1e-3), _timed(1e-3)))
     )
     writer = ResultWriter(tmp_path, "x", "2026-11-24")
-    writer.extend([made.as_row(), {**cpu.as_row(), "group_id": "cpu"}])
+    writer.extend([made, replace(cpu, group_id="cpu")])
     writer.flush()
     rows = load(tmp_path).set_index("group_id")
     gpu = rows.drop(index="cpu").iloc[0]

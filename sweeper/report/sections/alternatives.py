@@ -10,6 +10,7 @@ from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
+from sweeper.wire import Kind, Status
 
 # Algorithms
 
@@ -138,14 +139,14 @@ def nccl_variables(view: RunView) -> list[Section]:
 
 def composites(view: RunView) -> Section | None:
     rows = view.collectives
-    rows = rows[rows["status"] == "ok"]
-    built = rows[rows["kind"] == "composite"]
+    rows = rows[rows["status"] == Status.OK]
+    built = rows[rows["kind"] == Kind.COMPOSITE]
     if built.empty:
         return None
     # against the native call in the same launch mode, and the graph pair where both ran:
     # the preferred launch mode of the pairs, not of the composite's points alone
     keys = ["group_id", "op", "dtype", "size_bytes", "launch"]
-    native = rows[(rows["kind"] == "collective") & (rows["algorithm"] == "native")]
+    native = rows[(rows["kind"] == Kind.COLLECTIVE) & (rows["algorithm"] == "native")]
     native = native[[*keys, "busbw_gb_per_s"]]
     joined = preferred(built.merge(native, on=keys, suffixes=("", "_native")))
     if joined.empty:

@@ -7,6 +7,7 @@ from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Facts, Figure, Section, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
+from sweeper.wire import Status
 
 
 def baseline(view: RunView) -> Section | None:
@@ -57,7 +58,7 @@ def baseline(view: RunView) -> Section | None:
             cells.num(r["p_value"], ".2g"),
             Cell(
                 f"{r['base_status']} -> {r['new_status']}",
-                "" if r["new_status"] == "ok" else "bad",
+                "" if r["new_status"] == Status.OK else "bad",
             ),
         )
         for r in cells.records(notable)

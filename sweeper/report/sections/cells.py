@@ -9,12 +9,16 @@ from typing import Any, cast
 import pandas as pd
 
 from sweeper.analysis import label, tier_name
-from sweeper.analysis.summary import EAGER, GRAPH, missing
+from sweeper.analysis.summary import Row, missing
 from sweeper.report import figures
 from sweeper.report.blocks import Cell, Section, Table, Text
+from sweeper.wire import Launch
 
 _MOST_ROWS = 100  # longer tables are cut, saying so
-_LAUNCH_WORDS = {GRAPH: "CUDA-graph replays (graph)", EAGER: "eager calls from Python (eager)"}
+_LAUNCH_WORDS = {
+    Launch.GRAPH: "CUDA-graph replays (graph)",
+    Launch.EAGER: "eager calls from Python (eager)",
+}
 _ERROR_CHARS = 160
 SIG = "sig"  # our own format: 3 significant digits, and whole numbers from 100 up
 
@@ -52,6 +56,11 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return cast(list[dict[str, Any]], frame.to_dict("records"))
 
 
+def tuples(frame: pd.DataFrame) -> list[Row]:
+    """The frame's rows as records whose fields are its columns."""
+    return cast(list[Row], list(frame.astype(object).itertuples(index=False)))
+
+
 def labels(frame: pd.DataFrame) -> pd.Series:
     """Each row's operation as people read it: all_reduce, all_reduce (ring), ..."""
     return _named(frame, label, "op", "algorithm")
@@ -83,16 +92,16 @@ def launch_line(launches: pd.Series, names: pd.Series) -> Text:
     """Which launch mode the times shown are, with the names of what is eager where the rest
     are graph replays (copies, a graph capture that failed): 'Times: CUDA-graph replays
     (graph); eager calls from Python (eager) for copy uni.'"""
-    graph = (launches == GRAPH).to_numpy(dtype=bool)
+    graph = (launches == Launch.GRAPH).to_numpy(dtype=bool)
     if not graph.any():
-        return Text(f"Times: {_LAUNCH_WORDS[EAGER]}.", "muted")
+        return Text(f"Times: {_LAUNCH_WORDS[Launch.EAGER]}.", "muted")
     partly = set(names[graph])
     eager = [
         f"{name} (at some points)" if name in partly else str(name)
         for name in dict.fromkeys(names[~graph])
     ]
-    rest = f"; {_LAUNCH_WORDS[EAGER]} for {', '.join(eager)}" if eager else ""
-    return Text(f"Times: {_LAUNCH_WORDS[GRAPH]}{rest}.", "muted")
+    rest = f"; {_LAUNCH_WORDS[Launch.EAGER]} for {', '.join(eager)}" if eager else ""
+    return Text(f"Times: {_LAUNCH_WORDS[Launch.GRAPH]}{rest}.", "muted")
 
 
 def table_section(

@@ -15,6 +15,7 @@ from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
+from sweeper.wire import Kind, Status
 
 
 def _about(tier: object, world_size: object, operation: object) -> tuple[Cell, ...]:
@@ -85,7 +86,7 @@ def peaks(view: RunView) -> Section | None:
     links = view.link_peaks
     known = any(link.peak_gb_per_s for link in links.values())  # else no link columns
     table = []
-    for s in summarize(cells.records(rows)):
+    for s in summarize(cells.tuples(rows)):
         link = links.get((s.tier, s.world_size))
         peak = link.peak_gb_per_s if link else None
         share = (
@@ -162,7 +163,7 @@ def launch_cost(view: RunView) -> Section | None:
 
 
 def experiments(view: RunView) -> Section | None:
-    rows = view.preferred[view.preferred["kind"] == "experiment"]
+    rows = view.preferred[view.preferred["kind"] == Kind.EXPERIMENT]
     if rows.empty:
         return None
     rows = rows.assign(
@@ -179,7 +180,7 @@ def experiments(view: RunView) -> Section | None:
             Cell(str(r["launch"])),
             cells.num(r["time_us"], cells.SIG),
             cells.num(r["busbw_gb_per_s"], cells.SIG),
-            Cell(str(r["status"]), "" if r["status"] == "ok" else "bad"),
+            Cell(str(r["status"]), "" if r["status"] == Status.OK else "bad"),
         )
         for r in cells.records(rows.sort_values(["operation", "group_id", "knobs", "size_bytes"]))
     ]
@@ -216,7 +217,7 @@ def max_sizes(view: RunView) -> Section | None:
     series = per_series.agg(
         limit=("max_size_bytes", "min"),
         probe_s=("probe_s", "max"),  # each row: the series' probing so far
-        largest_ok=("size_bytes", lambda s: s[rows.loc[s.index, "status"] == "ok"].max()),
+        largest_ok=("size_bytes", lambda s: s[rows.loc[s.index, "status"] == Status.OK].max()),
     ).reset_index()
     lines = [
         (

@@ -12,6 +12,7 @@ from sweeper.report.blocks import Block, Cell, Code, Facts, Section, Table, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView, members
 from sweeper.results.records import RunRecord
+from sweeper.wire import Status
 
 _LINK_LEGEND = (
     "NV#: joined by # NVLinks (directly or through NVSwitches); PIX: one PCIe switch; "
@@ -120,11 +121,11 @@ def _inventory(record: RunRecord | None, hosts: list[str]) -> Block:
 def status(view: RunView) -> Section:
     df = view.rows
     counts = df["status"].value_counts()
-    unchecked = int(((df["status"] == "ok") & df["n_wrong"].isna()).sum())
+    unchecked = int(((df["status"] == Status.OK) & df["n_wrong"].isna()).sum())
     facts = [(str(s), str(int(n))) for s, n in counts.items()]
     if unchecked:
         facts.append(("ok but not checked", str(unchecked)))
-    failed = df[df["status"] != "ok"]
+    failed = df[df["status"] != Status.OK]
     if failed.empty:
         return Section(
             "status",
