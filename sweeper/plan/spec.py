@@ -450,7 +450,7 @@ class TimingOptions:
     register: bool
     timeout_s: float  # what one point may take
 
-    def timing(self, backend: str) -> Timing:
+    def timing(self, backend: Backend) -> Timing:
         """What every point of a run on `backend` is handed: the launch modes as asked, else
         graph on GPUs and eager on CPU ranks; BadInput where the backend cannot do what was
         asked (CUDA graphs, the nccl engine, registered buffers on gloo)."""
