@@ -35,11 +35,6 @@ def mem_limit(spec: SweepSpec, backend: Backend) -> MemLimit | None:
     return spec.mem_limit
 
 
-def sizes(spec: SweepSpec) -> list[int]:
-    """The grid; with auto, up to the largest size accepted (each series stops at its bound)."""
-    return spec.planning.sizes()
-
-
 def ceiling_bytes(spec: SweepSpec, backend: Backend, nodes: Sequence[Node]) -> int | None:
     """Where --max-size auto series likely end: about one rank's memory; None: not auto."""
     if not spec.planning.auto:
