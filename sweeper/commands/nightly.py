@@ -212,15 +212,16 @@ def run(spec: SweepSpec, policy: Policy, observer: Observer) -> Night:
     against its history, and write the summary beside the report."""
     from sweeper.driver import sweep  # Ray and torch: only a command that sweeps needs them
 
-    reports_dir = report.directory(spec.output, spec.reports_dir)
+    outputs = spec.outputs
+    reports_dir = report.directory(outputs.results, outputs.reports_dir)
     report.require_directory(reports_dir, f"--reports-dir {reports_dir}")  # the summary's
     finished = sweep.run(spec, observer, "nightly")
-    verdict = judge(spec.output, finished.run_id, policy)
+    verdict = judge(outputs.results, finished.run_id, policy)
     if finished.report and verdict.history:
         from sweeper.report import build
 
         # the page again, now that the verdict names the run to compare it with: last night
-        build.write(spec.output, verdict.run_id, finished.report, verdict.history[-1])
+        build.write(outputs.results, verdict.run_id, finished.report, verdict.history[-1])
     return Night(verdict, write_summary(verdict, reports_dir, finished.report), finished.report)
 
 

@@ -30,12 +30,11 @@ from sweeper.driver.replay import PointKey, Recorded
 from sweeper.driver.stops import Stopped
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.ops.registry import configure_moe, load_plugins, names, resolve
-from sweeper.plan import knobs, request
-from sweeper.plan.dtypes import DTYPES
+from sweeper.plan import request
 from sweeper.plan.estimate import CostModel, estimate
-from sweeper.plan.placement import Group, Placement, alone, expected_placement, groups, variants
+from sweeper.plan.placement import Group, Placement, alone, expected_placement, variants
 from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedule
-from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
+from sweeper.plan.spec import ClusterOptions, OutputOptions, SweepSpec
 from sweeper.rank.preflight import nccl_available, no_nccl_allocator
 from sweeper.results import records
 from sweeper.results.journal import recover
@@ -52,20 +51,12 @@ def new_run_id(now: datetime) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def _backend(spec: SweepSpec, gpus: int) -> Backend:
-    if spec.backend == "auto":
+def _backend(asked: Backend | None, gpus: int) -> Backend:
+    if asked is None:
         return Backend.NCCL if gpus else Backend.GLOO
-    backend = Backend(spec.backend)
-    if backend is Backend.NCCL and not gpus:
+    if asked is Backend.NCCL and not gpus:
         raise InfrastructureError("--backend nccl: the Ray cluster has no GPUs")
-    return backend
-
-
-def _check_dtypes(dtypes: Sequence[str], backend: Backend) -> None:
-    if backend is Backend.GLOO:
-        unsupported = [d for d in dtypes if not DTYPES[d].gloo]
-        if unsupported:
-            raise BadInput(f"--dtypes: gloo cannot reduce or move {unsupported[0]}")
+    return asked
 
 
 def _check_allocators(
@@ -91,30 +82,26 @@ class Survey:
     groups: tuple[Group, ...]
 
 
-def _layout(
-    spec: SweepSpec, connection: cluster.Connection
-) -> tuple[Backend, list[cluster.NodeSlot], list[Node]]:
-    """Backend, chosen nodes and their topology: the part of a sweep before any actor."""
-    backend = _backend(spec, connection.gpus())
-    slots = cluster.choose_nodes(backend, spec.nodes, spec.ranks_per_node())
-    return backend, slots, cluster.discover(slots)
+def _connect(asked: ClusterOptions) -> cluster.Connection:
+    return cluster.connect(asked.address, asked.cpu_ranks, asked.connect_timeout_s)
 
 
-def _groups(spec: SweepSpec, placement: Placement) -> list[Group]:
-    grid = list(knobs.grid(spec.nccl_variables()))
-    return groups(placement, spec.tiers, spec.pairs == "all", spec.force_network, grid)
+def _layout(asked: ClusterOptions, backend: Backend) -> tuple[list[cluster.NodeSlot], list[Node]]:
+    """The chosen nodes and their topology: the part of a sweep before any actor."""
+    slots = cluster.choose_nodes(backend, asked.nodes, asked.ranks_per_node)
+    return slots, cluster.discover(slots)
 
 
 def survey(spec: SweepSpec) -> Survey:
-    connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
-    )
+    asked = spec.cluster
+    connection = _connect(asked)
     try:
-        backend, slots, nodes = _layout(spec, connection)
+        backend = _backend(asked.backend, connection.gpus())
+        slots, nodes = _layout(asked, backend)
     finally:
         connection.close()
     placement = expected_placement(backend, nodes, [slot.ranks for slot in slots])
-    return Survey(backend, tuple(nodes), placement, tuple(_groups(spec, placement)))
+    return Survey(backend, tuple(nodes), placement, tuple(request.tier_groups(spec, placement)))
 
 
 RowKey = tuple[Any, ...]
@@ -185,60 +172,50 @@ class _Sweep:
         connection: cluster.Connection,
         resume: Resume | None = None,
     ) -> None:
-        self.spec = spec
         self.observer = observer
         self.run_kind = run_kind
         self.connection = connection
-        self.collectives = resolve(spec.ops)
         self.resume = resume
         self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
-        self.backend = _backend(spec, connection.gpus())
-        self.timing = spec.timing.timing(self.backend)
-        _check_dtypes(spec.dtypes, self.backend)
-        self.auto = spec.max_size == "auto"
-        self.sizes = request.sizes(spec)
-        self.mem_limit = request.mem_limit(spec, self.backend)
-        _, self.slots, self.nodes = _layout(spec, connection)
-        if self.timing.register:
+        self.plan = request.resolve(spec, _backend(spec.cluster.backend, connection.gpus()))
+        self.collectives = resolve(self.plan.planning.ops)
+        self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
+        if self.plan.timing.register:
             _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
         self.rows: list[ResultRow] = []
         self.writer: ResultWriter | None = None
         self._shared: RunColumns | None = None
 
     def plan_for(self, placement: Placement) -> Schedule:
-        return schedule(
-            placement, request.schedule_request(self.spec, self.backend, self.collectives)
-        )
+        return schedule(placement, self.plan.request(self.collectives))
 
     def run(self) -> None:
+        plan, asked = self.plan, self.plan.planning
         slots = [slot.ranks for slot in self.slots]
-        placement = expected_placement(self.backend, self.nodes, slots)
+        placement = expected_placement(plan.backend, self.nodes, slots)
         planned = self.plan_for(placement)
-        empty = nothing_to_measure(planned, self.spec.tiers)
+        empty = nothing_to_measure(planned, asked.tiers)
         if empty is not None:  # before anything is written: no run record, no report
             raise InfrastructureError(empty)
-        ceiling = request.ceiling_bytes(self.spec, self.backend, self.nodes)
+        ceiling = plan.ceiling_bytes(self.nodes)
+        output = plan.outputs.results
         self.observer.started(
             Started(
                 run_id=self.run_id,
-                backend=self.backend,
+                backend=plan.backend,
                 groups=tuple(g for wave in planned.waves for g in wave.groups),
                 ops=tuple(c.name for c in self.collectives),
-                dtypes=self.spec.dtypes,
-                sizes=(self.spec.min_size, None if self.auto else max(self.sizes)),
+                dtypes=asked.dtypes,
+                sizes=(asked.min_size, None if asked.auto else max(plan.sizes)),
                 n_points=estimate(planned, CostModel(), ceiling).points,
-                output=self.spec.output,
+                output=output,
                 note=alone(placement),
             )
         )
-        self.writer = ResultWriter(
-            self.spec.output, self.run_id, self.started_at.strftime("%Y-%m-%d")
-        )
+        self.writer = ResultWriter(output, self.run_id, self.started_at.strftime("%Y-%m-%d"))
         # before the first row: a killed run is told (and resumed) by a record with no end
-        records.save(
-            self.spec.output, records.RunRecord.of(self.run_id, self.spec, tuple(self.nodes))
-        )
+        records.save(output, records.RunRecord.of(self.run_id, plan.spec, tuple(self.nodes)))
         for actors in planned.actor_sets:
             if planned.measures_nothing(actors) and self._shared is not None:
                 self.skip_actor_set(planned, actors)
@@ -271,7 +248,7 @@ class _Sweep:
                         series,
                         by_name[series.op],
                         wave.number,
-                        self.timing,
+                        self.plan.timing,
                         failure,
                     ):
                         self._measured(meta, planned.placement, done)
@@ -279,21 +256,22 @@ class _Sweep:
     def run_actor_set(self, variant: str) -> None:
         """One variant's waves, on an actor set of its own environment, planned again from
         where its ranks really landed."""
-        bundle = {"CPU": 1.0, "GPU": 1.0} if self.backend is Backend.NCCL else {"CPU": 1.0}
+        plan = self.plan
+        bundle = {"CPU": 1.0, "GPU": 1.0} if plan.backend is Backend.NCCL else {"CPU": 1.0}
         ranks = cluster.RankSet(
-            self.backend,
+            plan.backend,
             self.slots,
             bundle,
             self._env(variant),
-            group_timeout_s=2 * self.spec.timeout,
-            plugins=self.spec.plugins,
-            mem_limit=self.mem_limit,
-            moe=self.spec.moe,
-            nccl_engine=Engine.NCCL in self.timing.engines,
+            group_timeout_s=2 * plan.timeout_s,
+            plugins=plan.experiments.plugins,
+            mem_limit=plan.planning.mem_limit,
+            moe=plan.experiments.moe,
+            nccl_engine=Engine.NCCL in plan.timing.engines,
         )
         try:
             infos = ranks.start()
-            placement = cluster.placement(self.backend, self.nodes, infos)
+            placement = cluster.placement(plan.backend, self.nodes, infos)
             meta = replace(self._metadata(ranks), nccl_env=infos[0].nccl_env)
             planned = self.plan_for(placement)
             mine = next(a for a in planned.actor_sets if a.variant == variant)
@@ -302,14 +280,14 @@ class _Sweep:
                 placement,
                 planned.series,
                 {c.name: c for c in self.collectives},
-                self.timing,
-                self.spec.timeout,
-                None if self.auto else int(self.spec.max_size),
+                plan.timing,
+                plan.timeout_s,
+                plan.planning.max_size,
                 lambda done: self._measured(meta, placement, done),
                 self.resume.recorded if self.resume else None,
             )
             executor.run(mine.waves)
-            if self.spec.copy_engine and variant == "default":
+            if plan.experiments.copy_engine and variant == "default":
                 self.run_copies(ranks, placement, meta)
         finally:
             ranks.close()
@@ -320,10 +298,11 @@ class _Sweep:
     def run_copies(self, ranks: cluster.RankSet, placement: Placement, meta: RunColumns) -> None:
         """--copy-engine: on each node, the actor of its first GPU times peer copies among all
         the node's GPUs (it sees them all, with --gpu-visibility node)."""
-        if self.backend is not Backend.NCCL or self.spec.gpu_visibility != "node":
+        plan = self.plan
+        if plan.backend is not Backend.NCCL or plan.cluster.gpu_visibility != "node":
             return
-        top = self.sizes[-1] if not self.auto else COPY_SIZE
-        sizes = sorted({self.spec.min_size, min(COPY_SIZE, top)})
+        top = plan.sizes[-1] if not plan.planning.auto else COPY_SIZE
+        sizes = sorted({plan.planning.min_size, min(COPY_SIZE, top)})
         rank_of = {m.gpu_uuid: m.rank for m in placement.members}
         for node, placed in enumerate(placement.by_node):
             if len(placed) < 2:
@@ -331,9 +310,9 @@ class _Sweep:
             copies = ranks.copy_matrix(
                 placed[0].rank,
                 sizes,
-                self.spec.iters or 20,
-                self.spec.warmup or 3,
-                self.spec.timeout,
+                plan.timing.iters or 20,
+                plan.timing.warmup or 3,
+                plan.timeout_s,
             )
             for copied in copies:
                 for dst, seconds in zip(copied.dsts, copied.seconds, strict=True):
@@ -353,8 +332,9 @@ class _Sweep:
             self.observer.point(row)
 
     def _env(self, variant: str) -> dict[str, str]:
-        extra = dict(variants(self.spec.nccl_variables())[variant])
-        if self.backend is Backend.NCCL and self.spec.gpu_visibility == "node":
+        plan = self.plan
+        extra = dict(variants(plan.planning.nccl_env)[variant])
+        if plan.backend is Backend.NCCL and plan.cluster.gpu_visibility == "node":
             extra["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
         return cluster.actor_env(extra)
 
@@ -366,7 +346,7 @@ class _Sweep:
                 run_id=self.run_id,
                 run_started_at=self.started_at,
                 run_kind=self.run_kind,
-                cluster_name=self.spec.cluster_name or self.connection.head_host(),
+                cluster_name=self.plan.cluster.name or self.connection.head_host(),
                 sweeper_version=sweeper.__version__,
                 ray_version=ray.__version__,
                 torch_version=versions.torch,
@@ -374,7 +354,7 @@ class _Sweep:
                 cuda_version=versions.cuda,
                 driver_version=versions.driver,
                 gpu_model=versions.gpu_model,
-                backend=self.backend,
+                backend=self.plan.backend,
             )
         return self._shared
 
@@ -384,23 +364,23 @@ def run(
 ) -> Finished:
     """Run a sweep: rows go to the results dataset as they come, and to the observer. With
     `resume`, the rest of an interrupted run, under its id."""
-    load_plugins(spec.plugins)
-    configure_moe(spec.moe)
-    resolve(spec.ops)  # unknown operations are bad input before anything starts
-    if Engine.NCCL in spec.engine and not nccl_available():
+    experiments, outputs = spec.experiments, spec.outputs
+    load_plugins(experiments.plugins)
+    configure_moe(experiments.moe)
+    resolve(spec.planning.ops)  # unknown operations are bad input before anything starts
+    if Engine.NCCL in spec.timing.engines and not nccl_available():
         raise BadInput(
             "--engine nccl needs NCCL's Python bindings (nccl4py): "
             "pip install 'sweeper-bench[nccl]'"
         )
-    report.require_directory(spec.output, f"--output {spec.output}")
-    if spec.report:
+    output = outputs.results
+    report.require_directory(output, f"--output {output}")
+    if outputs.report:
         report.require()
-        reports = report.directory(spec.output, spec.reports_dir)
+        reports = report.directory(output, outputs.reports_dir)
         report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
-    connection = cluster.connect(
-        spec.address, spec.ranks_per_node() or DEFAULT_CPU_RANKS, spec.connect_timeout
-    )
+    connection = _connect(spec.cluster)
     sweep: _Sweep | None = None
     try:
         sweep = _Sweep(spec, observer, run_kind, connection, resume)
@@ -413,8 +393,8 @@ def run(
     finally:
         connection.close()
     elapsed = time.monotonic() - clock
-    page = _report(spec, sweep.run_id) if spec.report and sweep.rows else None
-    finished = Finished(sweep.run_id, tuple(sweep.rows), elapsed, spec.output, page)
+    page = _report(outputs, sweep.run_id) if outputs.report and sweep.rows else None
+    finished = Finished(sweep.run_id, tuple(sweep.rows), elapsed, output, page)
     observer.finished(finished)
     return finished
 
@@ -422,19 +402,20 @@ def run(
 def _end(sweep: _Sweep, ended: str, stopped_by: BaseException | None = None) -> None:
     """What was measured is kept, and the run record says how the run ended, whatever stopped
     the sweep; a signal's Stopped learns which run it stopped, for the line on resuming."""
+    plan = sweep.plan
     if isinstance(stopped_by, Stopped):
-        stopped_by.run_id, stopped_by.output = sweep.run_id, sweep.spec.output
+        stopped_by.run_id, stopped_by.output = sweep.run_id, plan.outputs.results
     if sweep.writer is None:
         return  # stopped before the first row could be written
     try:
         sweep.writer.flush()
     finally:
-        ending = records.RunRecord.of(sweep.run_id, sweep.spec, tuple(sweep.nodes), ended)
-        records.save(sweep.spec.output, ending)
+        ending = records.RunRecord.of(sweep.run_id, plan.spec, tuple(sweep.nodes), ended)
+        records.save(plan.outputs.results, ending)
 
 
-def _report(spec: SweepSpec, run_id: str) -> Path:
+def _report(outputs: OutputOptions, run_id: str) -> Path:
     from sweeper.report import build  # the report's extra (jinja2, plotly): --report only
 
-    where = spec.reports_dir / f"{run_id}.html" if spec.reports_dir else None
-    return build.write(spec.output, run_id, where)
+    where = outputs.reports_dir / f"{run_id}.html" if outputs.reports_dir else None
+    return build.write(outputs.results, run_id, where)

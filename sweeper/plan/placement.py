@@ -90,7 +90,7 @@ class Member:
 class Placement:
     """Every rank of an actor set, with the topology of the nodes they are on."""
 
-    backend: str
+    backend: Backend
     nodes: tuple[Node, ...]
     members: tuple[Member, ...]  # by rank
 
@@ -145,7 +145,7 @@ class Placement:
         return f"{group.tier}:{where}{suffix}"
 
 
-def expected_placement(backend: str, nodes: Sequence[Node], ranks: Sequence[int]) -> Placement:
+def expected_placement(backend: Backend, nodes: Sequence[Node], ranks: Sequence[int]) -> Placement:
     """Where ranks will most likely sit (each node's first GPUs, by NVML index), to plan and
     count ahead of starting actors; the sweep plans again from where they really landed."""
     members: list[Member] = []

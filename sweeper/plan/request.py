@@ -28,19 +28,14 @@ from sweeper.wire import Backend, MemLimit, Timing
 DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
 
 
-def mem_limit(spec: SweepSpec, backend: str) -> MemLimit | None:
+def mem_limit(spec: SweepSpec, backend: Backend) -> MemLimit | None:
     """--mem-limit, or for CPU ranks the default cap."""
     if spec.mem_limit is None and backend == Backend.GLOO:
         return mem_limit_bytes(DEFAULT_CPU_MEM_LIMIT)
     return spec.mem_limit
 
 
-def sizes(spec: SweepSpec) -> list[int]:
-    """The grid; with auto, up to the largest size accepted (each series stops at its bound)."""
-    return spec.planning.sizes()
-
-
-def ceiling_bytes(spec: SweepSpec, backend: str, nodes: Sequence[Node]) -> int | None:
+def ceiling_bytes(spec: SweepSpec, backend: Backend, nodes: Sequence[Node]) -> int | None:
     """Where --max-size auto series likely end: about one rank's memory; None: not auto."""
     if not spec.planning.auto:
         return None
@@ -50,7 +45,7 @@ def ceiling_bytes(spec: SweepSpec, backend: str, nodes: Sequence[Node]) -> int |
     return ceiling if limit is None else min(ceiling, limit.of(ceiling))
 
 
-def schedule_request(spec: SweepSpec, backend: str, ops: Sequence[Planned] = ()) -> Request:
+def schedule_request(spec: SweepSpec, backend: Backend, ops: Sequence[Planned] = ()) -> Request:
     asked = spec.planning
     return Request(
         tiers=asked.tiers,

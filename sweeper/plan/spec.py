@@ -265,11 +265,12 @@ class SweepSpec(BaseModel):
 
     @model_validator(mode="after")
     def _ranks(self) -> SweepSpec:
-        self.ranks_per_node()
+        self._ranks_per_node()  # a --world that does not split is rejected while parsing
         return self
 
-    def ranks_per_node(self) -> int | None:
-        """Ranks on each node, from --gpus-per-node or --world; None: the backend's default."""
+    def _ranks_per_node(self) -> int | None:
+        """Ranks on each node, from --gpus-per-node or --world; None: the backend's default.
+        Read as `cluster.ranks_per_node`."""
         if self.world is None:
             return self.gpus_per_node
         if self.world % self.nodes:
@@ -342,7 +343,7 @@ class SweepSpec(BaseModel):
             connect_timeout_s=self.connect_timeout,
             backend=None if self.backend == "auto" else Backend(self.backend),
             nodes=self.nodes,
-            ranks_per_node=self.ranks_per_node(),
+            ranks_per_node=self._ranks_per_node(),
             gpu_visibility=self.gpu_visibility,
             name=self.cluster_name,
         )
@@ -450,7 +451,7 @@ class TimingOptions:
     register: bool
     timeout_s: float  # what one point may take
 
-    def timing(self, backend: str) -> Timing:
+    def timing(self, backend: Backend) -> Timing:
         """What every point of a run on `backend` is handed: the launch modes as asked, else
         graph on GPUs and eager on CPU ranks; BadInput where the backend cannot do what was
         asked (CUDA graphs, the nccl engine, registered buffers on gloo)."""
