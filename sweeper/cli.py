@@ -91,7 +91,7 @@ def _profile(path: Path | None) -> Profile | None:
 
 def _observer(output_format: Format) -> HumanConsole | JsonConsole:
     """What a sweep shows while it works, for `run` and `nightly` alike."""
-    # brings Ray and torch, which `sweeper --help` need not load
+    # brings Ray and pandas, which `sweeper --help` need not load
     from sweeper.driver import console
 
     return console.JsonConsole() if output_format is Format.json else console.HumanConsole()
@@ -143,7 +143,7 @@ def run(
     observer = _observer(format)
     try:
         with _stoppable(observer):
-            from sweeper.driver import sweep  # Ray and torch: loaded only for a sweep
+            from sweeper.driver import sweep  # Ray and pandas: loaded only for a sweep
 
             if resume is None:
                 spec = build_spec(_profile(profile), **options)
@@ -163,7 +163,7 @@ RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
 
 def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
     """The spec a run was started with, where it is now, and where the run stopped."""
-    from sweeper.driver import sweep  # Ray and torch: loaded only for a sweep
+    from sweeper.driver import sweep  # Ray and pandas: loaded only for a sweep
 
     given = sorted(k for k, v in options.items() if v is not None and k not in RESUME_MAY_SET)
     if given:
@@ -193,7 +193,7 @@ def nightly_command(
     """Sweep a profile, compare the run with the history of this cluster and hardware, write
     the report and a JSON summary beside it; exit 1 on a regression (4: no regression, but
     some points failed)."""
-    from sweeper.commands import nightly  # Ray, torch and pandas: loaded only for a nightly run
+    from sweeper.commands import nightly  # pandas and Ray: loaded only for a nightly run
 
     observer = _observer(format)
     try:
@@ -319,7 +319,7 @@ def topo(
     output_format = options.pop("format")
     try:
         spec = build_spec(**options)
-        # Ray and torch: loaded once the options are good
+        # Ray and pandas: loaded once the options are good
         from sweeper.driver import console, sweep
 
         survey = sweep.survey(spec)
@@ -377,7 +377,7 @@ def plan_command(
     options["plugins"] = options.pop("plugin")
     try:
         spec = build_spec(_profile(profile), **options)
-        from sweeper.commands import plan  # torch (the operations): once the options are good
+        from sweeper.commands import plan  # pandas (the cost model): once the options are good
 
         found = plan.plan(spec, topology, results)
     except SweeperError as exc:

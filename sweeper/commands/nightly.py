@@ -210,7 +210,7 @@ class Night:
 def run(spec: SweepSpec, policy: Policy, observer: Observer) -> Night:
     """Sweep as `sweeper run` does (run_kind `nightly`, its report included), judge the run
     against its history, and write the summary beside the report."""
-    from sweeper.driver import sweep  # Ray and torch: only a command that sweeps needs them
+    from sweeper.driver import sweep  # Ray: only a command that sweeps needs it
 
     outputs = spec.outputs
     reports_dir = report.directory(outputs.results, outputs.reports_dir)
