@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from sweeper.errors import ResultsUnwritable, SweeperWarning
+from sweeper.errors import BadInput, ResultsUnwritable, SweeperWarning
 from sweeper.results.files import batch_name, fsync_directory, partition, write_batch
 from sweeper.results.schema import SCHEMA
 from sweeper.results.upgrade import complete, upgrade, version
@@ -45,6 +45,8 @@ class Journal:
             fcntl.flock(self.file, fcntl.LOCK_EX)
             schema = SCHEMA.with_metadata({**SCHEMA.metadata, b"batch": str(batch), b"date": date})
             self.stream = pa.ipc.new_stream(self.file, schema)
+            if _held(path):  # another process's journal: a run has one live writer
+                raise _in_use(path.name.removesuffix(_SUFFIX))
             os.replace(hidden, path)
             fsync_directory(path.parent)
         except BaseException:
@@ -82,18 +84,35 @@ def _read(file: BinaryIO) -> tuple[pa.Schema | None, list[pa.RecordBatch]]:
     return reader.schema, batches
 
 
+def _held(path: Path) -> bool:
+    """Whether a running driver (this process's included) holds the journal at `path`."""
+    try:
+        with open(path, "rb") as file:
+            fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except FileNotFoundError:
+        return False  # none, or compacted while we looked
+    return False
+
+
+def _in_use(run_id: str) -> BadInput:
+    return BadInput(
+        f"run {run_id} is being written by a live driver",
+        hint="wait for it to end, or stop it first",
+    )
+
+
 def live_journals(root: str | os.PathLike[str]) -> set[str]:
     """Run ids whose journal a running driver holds."""
-    live = set()
-    for path in sorted((Path(root) / JOURNAL_DIR).glob(f"[!.]*{_SUFFIX}")):
-        try:
-            with open(path, "rb") as file:
-                fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            live.add(path.name.removesuffix(_SUFFIX))
-        except FileNotFoundError:
-            continue  # compacted while we looked
-    return live
+    found = sorted((Path(root) / JOURNAL_DIR).glob(f"[!.]*{_SUFFIX}"))
+    return {path.name.removesuffix(_SUFFIX) for path in found if _held(path)}
+
+
+def refuse_live(root: str | os.PathLike[str], run_id: str) -> None:
+    """BadInput where a live driver holds the journal of `run_id`: a run has one writer."""
+    if _held(journal_path(root, run_id)):
+        raise _in_use(run_id)
 
 
 def recover(root: str | os.PathLike[str], run_id: str) -> int:

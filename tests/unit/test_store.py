@@ -300,3 +300,55 @@ def test_a_disk_that_refuses_writes_is_results_unwritable_and_keeps_the_rows(
     with pytest.raises(ResultsUnwritable, match="No space left on device"):
         writer.append(_row(1))
     assert len(load(tmp_path)) == 1
+
+
+# A live driver: journals one row, says so, and holds its journal until its stdin closes.
+_LIVE = """
+import sys
+from datetime import datetime, timezone
+from sweeper.results.writer import ResultWriter
+
+writer = ResultWriter(sys.argv[1], sys.argv[2], "2026-11-21")
+started = datetime(2026, 11, 21, 23, 0, tzinfo=timezone.utc)
+writer.append({"run_id": sys.argv[2], "run_started_at": started, "size_bytes": 1, "status": "ok"})
+print("live", flush=True)
+sys.stdin.read()
+"""
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_run_whose_journal_a_live_driver_holds_is_refused_and_left_whole(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from sweeper.cli import app
+    from sweeper.errors import BadInput
+    from sweeper.results import records
+
+    run_id = "20261121T230000Z-abcdef"
+    records.save(tmp_path, records.RunRecord(run_id, "sweeper run", {}, ()))
+    live = subprocess.Popen(
+        [sys.executable, "-c", _LIVE, str(tmp_path), run_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    with live:
+        assert live.stdout is not None
+        assert live.stdout.readline() == "live\n"
+        before = _snapshot(tmp_path)
+        resumed = CliRunner().invoke(app, ["run", "--resume", run_id, "--output", str(tmp_path)])
+        assert resumed.exit_code == 2
+        assert resumed.stderr == (
+            f"sweeper: error: run {run_id} is being written by a live driver "
+            "(wait for it to end, or stop it first)\n"
+        )
+        with pytest.raises(BadInput, match="being written by a live driver"):
+            ResultWriter(tmp_path, run_id, "2026-11-21")
+        assert _snapshot(tmp_path) == before
+        live.communicate("")
+    assert live.returncode == 0
