@@ -24,19 +24,38 @@ import pyarrow.parquet as pq
 
 from sweeper.errors import BadInput, CorruptResults
 from sweeper.results.files import BATCH, PARTITION_DIR
-from sweeper.results.schema import DATASET_SCHEMA, PARTITION, RUN_COLUMNS
+from sweeper.results.schema import DATASET_SCHEMA, PARTITION, RUN_COLUMNS, SCHEMA
 from sweeper.results.upgrade import KIND_SOURCES, UNVERSIONED, canonical, upgrade, version
 from sweeper.wire import Status
 
 LATEST = "latest"
 
 
+def _foreign(schema: pa.Schema) -> str | None:
+    """Why a Parquet file is not one of sweeper's, or None: its columns are the canonical
+    schema's (older files have fewer: columns are never removed or renamed), run_id one."""
+    unknown = [name for name in schema.names if name not in SCHEMA.names]
+    if unknown:
+        return f"not sweeper's rows (column {unknown[0]!r})"
+    if "run_id" not in schema.names:
+        return "not sweeper's rows (no run_id)"
+    return None
+
+
+def _fingerprint(metadata: pq.FileMetaData) -> str:
+    """The same for two copies of one batch: its footer (row counts, every column chunk's
+    size and statistics; the measured_at of two batches differ)."""
+    return repr(metadata.to_dict())
+
+
 def files(root: str | os.PathLike[str]) -> list[str]:
     """The files sweeper wrote under `root`: its partition folders and its file names only,
     so a README, a stray folder or another tool's file beside them changes nothing. A file
     of sweeper's name whose Parquet footer cannot be read (a disk that filled, a copy cut
-    short) is skipped with a CorruptResults warning that names it."""
+    short), whose columns are not sweeper's (another tool's), or that is a copy of a batch
+    already taken, is skipped with a CorruptResults warning that names it."""
     found = []
+    seen: dict[str, Path] = {}
     for folder in sorted(Path(root).iterdir()):
         if not (folder.is_dir() and PARTITION_DIR.fullmatch(folder.name)):
             continue
@@ -44,9 +63,14 @@ def files(root: str | os.PathLike[str]) -> list[str]:
             if not (BATCH.fullmatch(path.name) and path.is_file()):
                 continue
             try:
-                pq.read_metadata(path)
+                metadata = pq.read_metadata(path)
+                reason = _foreign(metadata.schema.to_arrow_schema())
             except (OSError, pa.ArrowException) as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if reason is None:
+                first = seen.setdefault(_fingerprint(metadata), path)
+                reason = None if first == path else f"a copy of {first}"
+            if reason is not None:
                 warnings.warn(f"skipped {path}: {reason}", CorruptResults, stacklevel=3)
                 continue
             found.append(str(path))
