@@ -38,6 +38,7 @@ from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedu
 from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
 from sweeper.rank.preflight import nccl_available, no_nccl_allocator
 from sweeper.results import records
+from sweeper.results.files import NEW_RUN_ID
 from sweeper.results.journal import recover, refuse_live
 from sweeper.results.load import files, load
 from sweeper.results.schema import RUN_POINT
@@ -144,6 +145,8 @@ class Resume:
 def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
     """The options a run was started with and where it stopped; BadInput where there is no
     such run under `output`, it is complete, or a live driver is writing it."""
+    if not NEW_RUN_ID.fullmatch(run_id):
+        raise BadInput(f"--resume {run_id!r}: not a run id (such as 20261122T013412Z-33627a)")
     started = records.load(output, run_id)
     if started is None:
         raise BadInput(f"--resume {run_id}: no such run in {output}")

@@ -16,7 +16,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from sweeper.errors import BadInput, ResultsUnwritable, SweeperWarning
-from sweeper.results.files import batch_name, fsync_directory, partition, write_batch
+from sweeper.results.files import batch_name, fsync_directory, partition, run_name, write_batch
 from sweeper.results.schema import SCHEMA
 from sweeper.results.upgrade import complete, upgrade, version
 
@@ -26,7 +26,7 @@ _SUFFIX = ".arrows"
 
 def journal_path(root: str | os.PathLike[str], run_id: str) -> Path:
     """Where the rows of `run_id` that are not yet in a Parquet batch are journaled."""
-    return Path(root) / JOURNAL_DIR / f"{run_id}{_SUFFIX}"
+    return Path(root) / JOURNAL_DIR / f"{run_name(run_id)}{_SUFFIX}"
 
 
 class Journal:

@@ -23,7 +23,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from sweeper.errors import BadInput, CorruptResults
-from sweeper.results.files import BATCH, PARTITION_DIR
+from sweeper.results.files import BATCH, PARTITION_DIR, run_name
 from sweeper.results.schema import DATASET_SCHEMA, PARTITION, RUN_COLUMNS, SCHEMA
 from sweeper.results.upgrade import KIND_SOURCES, UNVERSIONED, canonical, upgrade, version
 from sweeper.wire import Status
@@ -193,6 +193,8 @@ def resolve(root: Path, run_id: str) -> str:
     """The run id that `run_id` names: itself when the directory has it, or the newest run
     for `latest`; BadInput otherwise."""
     known = run_ids(root)
+    if run_id != LATEST:
+        run_name(run_id)
     if run_id == LATEST:
         if not known:
             raise BadInput(f"no runs in {root}")

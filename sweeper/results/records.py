@@ -11,6 +11,7 @@ gets a report, without the link matrix and link peaks.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import warnings
@@ -20,7 +21,7 @@ from typing import Any
 
 from sweeper.errors import CorruptResults, ResultsUnwritable
 from sweeper.plan.spec import SweepSpec
-from sweeper.results.files import write_text
+from sweeper.results.files import run_name, write_text
 from sweeper.topology import Gpu, Node
 
 RECORDS_DIR = "_runs"
@@ -64,7 +65,7 @@ class RunRecord:
 
 
 def path(results: Path, run_id: str) -> Path:
-    return Path(results) / RECORDS_DIR / f"{run_id}.json"
+    return Path(results) / RECORDS_DIR / f"{run_name(run_id)}.json"
 
 
 def save(results: Path, record: RunRecord) -> Path:
@@ -81,6 +82,9 @@ def load(results: Path, run_id: str) -> RunRecord | None:
     """The run's record, or None when it has none, or one that is not a run record (junk,
     another JSON document, binary bytes: skipped with a CorruptResults warning naming it)."""
     where = path(results, run_id)
+    if os.path.lexists(where) and not where.is_file():  # a FIFO would block the read
+        warnings.warn(f"skipped {where}: not a regular file", CorruptResults, stacklevel=2)
+        return None
     try:
         return RunRecord.from_json(json.loads(where.read_bytes()))
     except FileNotFoundError:
