@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import warnings
 from pathlib import Path
 from typing import BinaryIO
@@ -72,7 +73,10 @@ class Journal:
 
 def _read(file: BinaryIO) -> tuple[pa.Schema | None, list[pa.RecordBatch]]:
     """A journal's schema and every complete write in it: reading stops at the write that
-    was in flight when its driver died."""
+    was in flight when its driver died. What is not a regular file (a link to a device,
+    which reads for ever) has none."""
+    if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+        return None, []
     try:
         reader = pa.ipc.open_stream(pa.py_buffer(file.read()))
     except (OSError, pa.ArrowException):
@@ -101,6 +105,19 @@ def _in_use(run_id: str) -> BadInput:
         f"run {run_id} is being written by a live driver",
         hint="wait for it to end, or stop it first",
     )
+
+
+def journaled(root: str | os.PathLike[str], run_id: str) -> pa.Table:
+    """The rows in the journal of `run_id` as today's (a live driver's: read, not taken);
+    none where it has no journal."""
+    try:
+        with open(journal_path(root, run_id), "rb") as file:
+            schema, batches = _read(file)
+    except FileNotFoundError:
+        schema = None  # compacted since its driver was seen
+    if schema is None:
+        return SCHEMA.empty_table()
+    return upgrade(complete(pa.Table.from_batches(batches, schema=schema)), version(schema))
 
 
 def live_journals(root: str | os.PathLike[str]) -> set[str]:

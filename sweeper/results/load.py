@@ -1,10 +1,11 @@
 """Reading the results back: the files sweeper wrote (`files`), as a pyarrow dataset, as a
 DataFrame of upgraded rows (`load`), and one row per run (`runs`).
 
-Readers take only the folders and names sweeper writes: journals, run records and anything
-else are ignored, and a corrupt file of its own is skipped with a warning. Every file is read
-through the canonical schema and `upgrade`d from the version it was written with, so a reader
-sees every row as today's writer makes it.
+Readers take only the folders and names sweeper writes: run records and anything else are
+ignored, and a corrupt file of its own is skipped with a warning. A journal a killed driver
+left is recovered into its Parquet batch first, so every reader sees what was kept. Every
+file is read through the canonical schema and `upgrade`d from the version it was written
+with, so a reader sees every row as today's writer makes it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pyarrow.parquet as pq
 
 from sweeper.errors import BadInput, CorruptResults
 from sweeper.results.files import BATCH, PARTITION_DIR, run_name
+from sweeper.results.journal import recover_all
 from sweeper.results.schema import DATASET_SCHEMA, PARTITION, RUN_COLUMNS, SCHEMA
 from sweeper.results.upgrade import KIND_SOURCES, UNVERSIONED, canonical, upgrade, version
 from sweeper.wire import Status
@@ -96,6 +98,7 @@ def read(
     from its schema version; FileNotFoundError where there is no such directory."""
     if not Path(root).is_dir():
         raise FileNotFoundError(f"no results directory at {root}")
+    recover_all(Path(root))  # a killed run's rows count, as a database replays its log on open
     source = dataset(root)
     # kind is implied by other columns in rows from before it: read them with it
     extra = [c for c in KIND_SOURCES if c not in columns] if "kind" in columns else []
@@ -160,11 +163,20 @@ def load(
     return _pandas(read(root, list(columns) if columns else DATASET_SCHEMA.names, filter_))
 
 
+# What `per_run` reads of each row.
+RUN_ROWS = (*RUN_COLUMNS, "status")
+
+
 def runs(root: str | os.PathLike[str]) -> pd.DataFrame:
-    """One row per run under `root`, oldest first: the RUN_COLUMNS, its points, and how many
-    of them failed (a skipped point could not run there, and did not fail). Grouped in
-    Arrow, so only those columns of a large dataset are read."""
-    table = read(root, [*RUN_COLUMNS, "status"])
+    """One row per run under `root`, oldest first (`per_run`); only those columns of a large
+    dataset are read."""
+    return per_run(read(root, RUN_ROWS))
+
+
+def per_run(table: pa.Table) -> pd.DataFrame:
+    """One row per run of `table` (its RUN_ROWS), oldest first: the RUN_COLUMNS, its points,
+    and how many of them failed (a skipped point could not run there, and did not fail).
+    Grouped in Arrow."""
     done = pa.array([Status.OK.value, Status.SKIPPED.value])
     failed = pc.invert(pc.fill_null(pc.is_in(table["status"], value_set=done), False))
     table = table.append_column("failed", pc.cast(failed, pa.int64()))
