@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -317,6 +319,27 @@ sys.stdin.read()
 """
 
 
+_LIVE_RUN = "20261121T230000Z-abcdef"
+
+
+@contextlib.contextmanager
+def _live_driver(root: Path, run_id: str) -> Iterator[subprocess.Popen[str]]:
+    """A driver of `run_id` (its record written) that has journaled one row and holds its
+    journal until its stdin is closed."""
+    from sweeper.results import records
+
+    records.save(root, records.RunRecord(run_id, "sweeper run", {}, ()))
+    with subprocess.Popen(
+        [sys.executable, "-c", _LIVE, str(root), run_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as live:
+        assert live.stdout is not None
+        assert live.stdout.readline() == "live\n"
+        yield live
+
+
 def _snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
@@ -328,19 +351,9 @@ def test_a_run_whose_journal_a_live_driver_holds_is_refused_and_left_whole(
 
     from sweeper.cli import app
     from sweeper.errors import BadInput
-    from sweeper.results import records
 
-    run_id = "20261121T230000Z-abcdef"
-    records.save(tmp_path, records.RunRecord(run_id, "sweeper run", {}, ()))
-    live = subprocess.Popen(
-        [sys.executable, "-c", _LIVE, str(tmp_path), run_id],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    with live:
-        assert live.stdout is not None
-        assert live.stdout.readline() == "live\n"
+    run_id = _LIVE_RUN
+    with _live_driver(tmp_path, run_id) as live:
         before = _snapshot(tmp_path)
         resumed = CliRunner().invoke(app, ["run", "--resume", run_id, "--output", str(tmp_path)])
         assert resumed.exit_code == 2
@@ -409,19 +422,9 @@ def test_a_live_run_is_running_in_history_from_its_first_point(tmp_path: Path) -
     from typer.testing import CliRunner
 
     from sweeper.cli import app
-    from sweeper.results import records
 
-    run_id = "20261121T230000Z-abcdef"
-    records.save(tmp_path, records.RunRecord(run_id, "sweeper run", {}, ()))
-    live = subprocess.Popen(
-        [sys.executable, "-c", _LIVE, str(tmp_path), run_id],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    with live:
-        assert live.stdout is not None
-        assert live.stdout.readline() == "live\n"
+    run_id = _LIVE_RUN
+    with _live_driver(tmp_path, run_id) as live:
         shown = CliRunner().invoke(app, ["history", "--results", str(tmp_path), "--format", "json"])
         live.communicate("")
     assert shown.exit_code == 0, shown.output
