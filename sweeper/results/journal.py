@@ -16,8 +16,16 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from sweeper.errors import BadInput, ResultsUnwritable, SweeperWarning
-from sweeper.results.files import batch_name, fsync_directory, partition, run_name, write_batch
+from sweeper.errors import BadInput, CorruptResults, ResultsUnwritable, SweeperWarning
+from sweeper.results.files import (
+    PARTITION_DIR,
+    RUN_ID,
+    batch_name,
+    fsync_directory,
+    partition,
+    run_name,
+    write_batch,
+)
 from sweeper.results.schema import SCHEMA
 from sweeper.results.upgrade import complete, upgrade, version
 
@@ -120,10 +128,16 @@ def journaled(root: str | os.PathLike[str], run_id: str) -> pa.Table:
     return upgrade(complete(pa.Table.from_batches(batches, schema=schema)), version(schema))
 
 
+def _journals(root: str | os.PathLike[str]) -> dict[str, Path]:
+    """The journals under `root`, by run id: names that are not a run id's are not sweeper's."""
+    found = (Path(root) / JOURNAL_DIR).glob(f"*{_SUFFIX}")
+    named = {path.name.removesuffix(_SUFFIX): path for path in found}
+    return {run_id: named[run_id] for run_id in sorted(named) if RUN_ID.fullmatch(run_id)}
+
+
 def live_journals(root: str | os.PathLike[str]) -> set[str]:
     """Run ids whose journal a running driver holds."""
-    found = sorted((Path(root) / JOURNAL_DIR).glob(f"[!.]*{_SUFFIX}"))
-    return {path.name.removesuffix(_SUFFIX) for path in found if _held(path)}
+    return {run_id for run_id, path in _journals(root).items() if _held(path)}
 
 
 def refuse_live(root: str | os.PathLike[str], run_id: str) -> None:
@@ -150,10 +164,16 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
             return 0  # its driver compacted it while we waited for the lock
         schema, batches = _read(file)
         rows = sum(int(batch.num_rows) for batch in batches)
+        metadata = (schema.metadata if schema else None) or {}
+        date, number = (metadata.get(k, b"").decode(errors="replace") for k in (b"date", b"batch"))
         if schema is not None and rows:
-            metadata = schema.metadata
-            directory = partition(root, metadata[b"date"].decode())
-            index = int(metadata[b"batch"])
+            directory = partition(root, date)
+            if not (PARTITION_DIR.fullmatch(directory.name) and number.isdigit()):
+                # not a journal sweeper wrote: its partition would be a path of its choosing
+                reason = "not sweeper's journal"
+                warnings.warn(f"skipped {path}: {reason}", CorruptResults, stacklevel=2)
+                return 0
+            index = int(number)
             if (directory / batch_name(run_id, index)).exists():
                 rows = 0  # compacted already: its driver died before removing the journal
             else:
@@ -168,10 +188,7 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
 
 def leftover_journals(root: str | os.PathLike[str]) -> list[str]:
     """Run ids with a journal that no running driver holds: killed (or stopped on a full disk)."""
-    found = (Path(root) / JOURNAL_DIR).glob(f"[!.]*{_SUFFIX}")
-    names = sorted(path.name.removesuffix(_SUFFIX) for path in found)
-    live = live_journals(root)
-    return [name for name in names if name not in live]
+    return [run_id for run_id, path in _journals(root).items() if not _held(path)]
 
 
 def recover_all(root: Path) -> None:

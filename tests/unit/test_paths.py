@@ -108,3 +108,25 @@ def test_an_empty_directory_option_is_bad_input_not_the_current_directory(
     assert result.exit_code == 2
     assert result.stderr == f"sweeper: error: {option}: an empty path; name a directory\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.filterwarnings("default::sweeper.errors.CorruptResults")
+def test_a_journal_whose_partition_is_a_path_is_never_recovered_outside(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from sweeper.errors import CorruptResults
+    from sweeper.results.journal import journal_path
+    from sweeper.results.load import load
+    from sweeper.results.schema import SCHEMA
+    from sweeper.results.upgrade import canonical
+
+    results = tmp_path / "results"
+    journal = journal_path(results, "r1")
+    journal.parent.mkdir(parents=True)
+    schema = SCHEMA.with_metadata({**SCHEMA.metadata, b"batch": b"0", b"date": b"x/../../../up"})
+    with pa.ipc.new_stream(str(journal), schema) as stream:
+        stream.write_table(canonical([{"run_id": "r1", "status": "ok"}]).cast(schema))
+    before = _everything(tmp_path)
+    with pytest.warns(CorruptResults, match="not sweeper's journal"):
+        assert load(results).empty
+    assert _everything(tmp_path) == before
