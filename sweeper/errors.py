@@ -18,7 +18,8 @@ class SweeperWarning(UserWarning):
 
 
 class CorruptResults(SweeperWarning):
-    """A results file of sweeper's own name that is not readable Parquet: it is skipped."""
+    """A results file of sweeper's own name that it cannot take (not readable Parquet, not
+    sweeper's columns, a second copy of a batch, a run record that is not one): skipped."""
 
 
 class BadInput(SweeperError):

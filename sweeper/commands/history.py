@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pandas as pd
+import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
 from sweeper.commands.nightly import json_value
 from sweeper.results import summaries
-from sweeper.results.journal import live_journals, recover_all
-from sweeper.results.load import runs as all_runs
+from sweeper.results.journal import journaled, live_journals
+from sweeper.results.load import RUN_ROWS, per_run, read
 from sweeper.results.records import load as run_record
 
 
@@ -36,10 +37,13 @@ def _ended(results: Path, run_id: str, live: Set[str]) -> str:
 
 def runs(results: Path, reports_dir: Path) -> pd.DataFrame:
     """`results.load.runs` with `regressions` (nightly runs, from their summaries in
-    `reports_dir`), `ended` and `status`."""
-    recover_all(results)
-    frame = all_runs(results)
+    `reports_dir`), `ended` and `status`. A live run counts the rows its driver journaled,
+    before any is Parquet: it shows as `running` from its first point."""
+    kept = read(results, RUN_ROWS)
+    # after the Parquet: rows compacted in between are then counted in neither, not twice
     live = live_journals(results)
+    pending = [journaled(results, run_id).select(RUN_ROWS).cast(kept.schema) for run_id in live]
+    frame = per_run(pa.concat_tables([kept, *pending]))
     frame["ended"] = [_ended(results, run_id, live) for run_id in frame["run_id"]]
     nightly = frame["run_kind"].isin(["nightly"])
     frame["regressions"] = pd.array(

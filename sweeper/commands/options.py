@@ -46,8 +46,22 @@ Nodes = Annotated[int | None, _opt("nodes")]
 GpusPerNode = Annotated[int | None, _opt("gpus_per_node")]
 Pairs = Annotated[str | None, _opt("pairs")]
 ForceNetwork = Annotated[bool | None, _opt("force_network", "--force-network/--no-force-network")]
-Output = Annotated[Path | None, _opt("output")]
-ReportsDir = Annotated[Path | None, _opt("reports_dir")]
+
+
+def _directory(value: str) -> Path:
+    """A directory given on the command line: an empty one is bad input, not the current
+    directory (what Path('') is)."""
+    if not value.strip():
+        raise typer.BadParameter("an empty path; name a directory")
+    return Path(value)
+
+
+def _dir_opt(field: str) -> Any:
+    return typer.Option(parser=_directory, metavar="<path>", help=_help(field), show_default=False)
+
+
+Output = Annotated[Path | None, _dir_opt("output")]
+ReportsDir = Annotated[Path | None, _dir_opt("reports_dir")]
 ClusterName = Annotated[str | None, _opt("cluster_name")]
 OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
 ProfileFile = Annotated[

@@ -37,7 +37,8 @@ from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedu
 from sweeper.plan.spec import ClusterOptions, OutputOptions, SweepSpec
 from sweeper.rank.preflight import nccl_available, no_nccl_allocator
 from sweeper.results import records
-from sweeper.results.journal import recover
+from sweeper.results.files import NEW_RUN_ID
+from sweeper.results.journal import recover, refuse_live
 from sweeper.results.load import files, load
 from sweeper.results.schema import RUN_POINT
 from sweeper.results.writer import ResultWriter
@@ -130,12 +131,15 @@ class Resume:
 
 def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
     """The options a run was started with and where it stopped; BadInput where there is no
-    such run under `output`, or it is complete."""
+    such run under `output`, it is complete, or a live driver is writing it."""
+    if not NEW_RUN_ID.fullmatch(run_id):
+        raise BadInput(f"--resume {run_id!r}: not a run id (such as 20261122T013412Z-33627a)")
     started = records.load(output, run_id)
     if started is None:
         raise BadInput(f"--resume {run_id}: no such run in {output}")
     if started.ended == "complete":
         raise BadInput(f"--resume {run_id}: the run is complete")
+    refuse_live(output, run_id)
     recover(output, run_id)  # the rows a killed driver left in its journal
     frame = load(output, run_id) if files(output) else None
     rows: list[dict[str, Any]] = [] if frame is None else frame.to_dict("records")  # type: ignore[assignment]

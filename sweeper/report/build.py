@@ -21,7 +21,7 @@ from sweeper.errors import BadInput
 from sweeper.report import directory, require_directory, sections
 from sweeper.report.view import RunView
 from sweeper.results import records
-from sweeper.results.files import write_text
+from sweeper.results.files import require_file, run_name, write_text
 from sweeper.results.load import resolve, run_rows
 
 PLOTLY_JS = "plotly.min.js"
@@ -32,7 +32,7 @@ _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 def default_output(results: Path, run_id: str) -> Path:
     """reports/<run_id>.html beside the results directory (./reports for ./results)."""
-    return directory(results) / f"{run_id}.html"
+    return directory(results) / f"{run_name(run_id)}.html"
 
 
 def _figure_json(figure: Any) -> Markup:
@@ -96,16 +96,19 @@ def write(
 ) -> Path:
     """Write the report of `run_id` (or `latest`) of a results directory; returns its path.
 
-    Bad input (no such directory or run, a page or script path that a file or directory is
-    in the way of) raises BadInput before anything is written."""
+    Bad input (no such directory or run, a run id that is not one, a page or script path
+    that a file or directory is in the way of, or that is not a regular file) raises
+    BadInput before anything is written."""
     run_id = resolve(results, run_id)
     base_id = resolve(results, baseline) if baseline else None
     output = output or default_output(results, run_id)
     if output.is_dir():
         raise BadInput(f"-o {output} is a directory; -o names the page's file")
     require_directory(output.parent, f"-o {output}")
+    require_file(output, f"-o {output}")
     if js_dir:
         require_directory(js_dir, f"--js {js_dir}")
+        require_file(js_dir / PLOTLY_JS, f"--js {js_dir}")
     df = run_rows(results, run_id)
     base = run_rows(results, base_id) if base_id else None
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -9,14 +9,23 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import warnings
 from pathlib import Path
 from typing import BinaryIO
 
 import pyarrow as pa
 
-from sweeper.errors import ResultsUnwritable, SweeperWarning
-from sweeper.results.files import batch_name, fsync_directory, partition, write_batch
+from sweeper.errors import BadInput, CorruptResults, ResultsUnwritable, SweeperWarning
+from sweeper.results.files import (
+    PARTITION_DIR,
+    RUN_ID,
+    batch_name,
+    fsync_directory,
+    partition,
+    run_name,
+    write_batch,
+)
 from sweeper.results.schema import SCHEMA
 from sweeper.results.upgrade import complete, upgrade, version
 
@@ -26,7 +35,7 @@ _SUFFIX = ".arrows"
 
 def journal_path(root: str | os.PathLike[str], run_id: str) -> Path:
     """Where the rows of `run_id` that are not yet in a Parquet batch are journaled."""
-    return Path(root) / JOURNAL_DIR / f"{run_id}{_SUFFIX}"
+    return Path(root) / JOURNAL_DIR / f"{run_name(run_id)}{_SUFFIX}"
 
 
 class Journal:
@@ -45,6 +54,8 @@ class Journal:
             fcntl.flock(self.file, fcntl.LOCK_EX)
             schema = SCHEMA.with_metadata({**SCHEMA.metadata, b"batch": str(batch), b"date": date})
             self.stream = pa.ipc.new_stream(self.file, schema)
+            if _held(path):  # another process's journal: a run has one live writer
+                raise _in_use(path.name.removesuffix(_SUFFIX))
             os.replace(hidden, path)
             fsync_directory(path.parent)
         except BaseException:
@@ -70,7 +81,10 @@ class Journal:
 
 def _read(file: BinaryIO) -> tuple[pa.Schema | None, list[pa.RecordBatch]]:
     """A journal's schema and every complete write in it: reading stops at the write that
-    was in flight when its driver died."""
+    was in flight when its driver died. What is not a regular file (a link to a device,
+    which reads for ever) has none."""
+    if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+        return None, []
     try:
         reader = pa.ipc.open_stream(pa.py_buffer(file.read()))
     except (OSError, pa.ArrowException):
@@ -82,18 +96,54 @@ def _read(file: BinaryIO) -> tuple[pa.Schema | None, list[pa.RecordBatch]]:
     return reader.schema, batches
 
 
+def _held(path: Path) -> bool:
+    """Whether a running driver (this process's included) holds the journal at `path`."""
+    try:
+        with open(path, "rb") as file:
+            fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except FileNotFoundError:
+        return False  # none, or compacted while we looked
+    return False
+
+
+def _in_use(run_id: str) -> BadInput:
+    return BadInput(
+        f"run {run_id} is being written by a live driver",
+        hint="wait for it to end, or stop it first",
+    )
+
+
+def journaled(root: str | os.PathLike[str], run_id: str) -> pa.Table:
+    """The rows in the journal of `run_id` as today's (a live driver's: read, not taken);
+    none where it has no journal."""
+    try:
+        with open(journal_path(root, run_id), "rb") as file:
+            schema, batches = _read(file)
+    except FileNotFoundError:
+        schema = None  # compacted since its driver was seen
+    if schema is None:
+        return SCHEMA.empty_table()
+    return upgrade(complete(pa.Table.from_batches(batches, schema=schema)), version(schema))
+
+
+def _journals(root: str | os.PathLike[str]) -> dict[str, Path]:
+    """The journals under `root`, by run id: names that are not a run id's are not sweeper's."""
+    found = (Path(root) / JOURNAL_DIR).glob(f"*{_SUFFIX}")
+    named = {path.name.removesuffix(_SUFFIX): path for path in found}
+    return {run_id: named[run_id] for run_id in sorted(named) if RUN_ID.fullmatch(run_id)}
+
+
 def live_journals(root: str | os.PathLike[str]) -> set[str]:
     """Run ids whose journal a running driver holds."""
-    live = set()
-    for path in sorted((Path(root) / JOURNAL_DIR).glob(f"[!.]*{_SUFFIX}")):
-        try:
-            with open(path, "rb") as file:
-                fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            live.add(path.name.removesuffix(_SUFFIX))
-        except FileNotFoundError:
-            continue  # compacted while we looked
-    return live
+    return {run_id for run_id, path in _journals(root).items() if _held(path)}
+
+
+def refuse_live(root: str | os.PathLike[str], run_id: str) -> None:
+    """BadInput where a live driver holds the journal of `run_id`: a run has one writer."""
+    if _held(journal_path(root, run_id)):
+        raise _in_use(run_id)
 
 
 def recover(root: str | os.PathLike[str], run_id: str) -> int:
@@ -114,10 +164,16 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
             return 0  # its driver compacted it while we waited for the lock
         schema, batches = _read(file)
         rows = sum(int(batch.num_rows) for batch in batches)
+        metadata = (schema.metadata if schema else None) or {}
+        date, number = (metadata.get(k, b"").decode(errors="replace") for k in (b"date", b"batch"))
         if schema is not None and rows:
-            metadata = schema.metadata
-            directory = partition(root, metadata[b"date"].decode())
-            index = int(metadata[b"batch"])
+            directory = partition(root, date)
+            if not (PARTITION_DIR.fullmatch(directory.name) and number.isdigit()):
+                # not a journal sweeper wrote: its partition would be a path of its choosing
+                reason = "not sweeper's journal"
+                warnings.warn(f"skipped {path}: {reason}", CorruptResults, stacklevel=2)
+                return 0
+            index = int(number)
             if (directory / batch_name(run_id, index)).exists():
                 rows = 0  # compacted already: its driver died before removing the journal
             else:
@@ -132,10 +188,7 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
 
 def leftover_journals(root: str | os.PathLike[str]) -> list[str]:
     """Run ids with a journal that no running driver holds: killed (or stopped on a full disk)."""
-    found = (Path(root) / JOURNAL_DIR).glob(f"[!.]*{_SUFFIX}")
-    names = sorted(path.name.removesuffix(_SUFFIX) for path in found)
-    live = live_journals(root)
-    return [name for name in names if name not in live]
+    return [run_id for run_id, path in _journals(root).items() if not _held(path)]
 
 
 def recover_all(root: Path) -> None:

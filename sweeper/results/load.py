@@ -1,10 +1,11 @@
 """Reading the results back: the files sweeper wrote (`files`), as a pyarrow dataset, as a
 DataFrame of upgraded rows (`load`), and one row per run (`runs`).
 
-Readers take only the folders and names sweeper writes: journals, run records and anything
-else are ignored, and a corrupt file of its own is skipped with a warning. Every file is read
-through the canonical schema and `upgrade`d from the version it was written with, so a reader
-sees every row as today's writer makes it.
+Readers take only the folders and names sweeper writes: run records and anything else are
+ignored, and a corrupt file of its own is skipped with a warning. A journal a killed driver
+left is recovered into its Parquet batch first, so every reader sees what was kept. Every
+file is read through the canonical schema and `upgrade`d from the version it was written
+with, so a reader sees every row as today's writer makes it.
 """
 
 from __future__ import annotations
@@ -23,20 +24,40 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from sweeper.errors import BadInput, CorruptResults
-from sweeper.results.files import BATCH, PARTITION_DIR
-from sweeper.results.schema import DATASET_SCHEMA, PARTITION, RUN_COLUMNS
+from sweeper.results.files import BATCH, PARTITION_DIR, run_name
+from sweeper.results.journal import recover_all
+from sweeper.results.schema import DATASET_SCHEMA, PARTITION, RUN_COLUMNS, SCHEMA
 from sweeper.results.upgrade import KIND_SOURCES, UNVERSIONED, canonical, upgrade, version
 from sweeper.wire import Status
 
 LATEST = "latest"
 
 
+def _foreign(schema: pa.Schema) -> str | None:
+    """Why a Parquet file is not one of sweeper's, or None: its columns are the canonical
+    schema's (older files have fewer: columns are never removed or renamed), run_id one."""
+    unknown = [name for name in schema.names if name not in SCHEMA.names]
+    if unknown:
+        return f"not sweeper's rows (column {unknown[0]!r})"
+    if "run_id" not in schema.names:
+        return "not sweeper's rows (no run_id)"
+    return None
+
+
+def _fingerprint(metadata: pq.FileMetaData) -> str:
+    """The same for two copies of one batch: its footer (row counts, every column chunk's
+    size and statistics; the measured_at of two batches differ)."""
+    return repr(metadata.to_dict())
+
+
 def files(root: str | os.PathLike[str]) -> list[str]:
     """The files sweeper wrote under `root`: its partition folders and its file names only,
     so a README, a stray folder or another tool's file beside them changes nothing. A file
     of sweeper's name whose Parquet footer cannot be read (a disk that filled, a copy cut
-    short) is skipped with a CorruptResults warning that names it."""
+    short), whose columns are not sweeper's (another tool's), or that is a copy of a batch
+    already taken, is skipped with a CorruptResults warning that names it."""
     found = []
+    seen: dict[str, Path] = {}
     for folder in sorted(Path(root).iterdir()):
         if not (folder.is_dir() and PARTITION_DIR.fullmatch(folder.name)):
             continue
@@ -44,9 +65,14 @@ def files(root: str | os.PathLike[str]) -> list[str]:
             if not (BATCH.fullmatch(path.name) and path.is_file()):
                 continue
             try:
-                pq.read_metadata(path)
+                metadata = pq.read_metadata(path)
+                reason = _foreign(metadata.schema.to_arrow_schema())
             except (OSError, pa.ArrowException) as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if reason is None:
+                first = seen.setdefault(_fingerprint(metadata), path)
+                reason = None if first == path else f"a copy of {first}"
+            if reason is not None:
                 warnings.warn(f"skipped {path}: {reason}", CorruptResults, stacklevel=3)
                 continue
             found.append(str(path))
@@ -72,6 +98,7 @@ def read(
     from its schema version; FileNotFoundError where there is no such directory."""
     if not Path(root).is_dir():
         raise FileNotFoundError(f"no results directory at {root}")
+    recover_all(Path(root))  # a killed run's rows count, as a database replays its log on open
     source = dataset(root)
     # kind is implied by other columns in rows from before it: read them with it
     extra = [c for c in KIND_SOURCES if c not in columns] if "kind" in columns else []
@@ -136,11 +163,20 @@ def load(
     return _pandas(read(root, list(columns) if columns else DATASET_SCHEMA.names, filter_))
 
 
+# What `per_run` reads of each row.
+RUN_ROWS = (*RUN_COLUMNS, "status")
+
+
 def runs(root: str | os.PathLike[str]) -> pd.DataFrame:
-    """One row per run under `root`, oldest first: the RUN_COLUMNS, its points, and how many
-    of them failed (a skipped point could not run there, and did not fail). Grouped in
-    Arrow, so only those columns of a large dataset are read."""
-    table = read(root, [*RUN_COLUMNS, "status"])
+    """One row per run under `root`, oldest first (`per_run`); only those columns of a large
+    dataset are read."""
+    return per_run(read(root, RUN_ROWS))
+
+
+def per_run(table: pa.Table) -> pd.DataFrame:
+    """One row per run of `table` (its RUN_ROWS), oldest first: the RUN_COLUMNS, its points,
+    and how many of them failed (a skipped point could not run there, and did not fail).
+    Grouped in Arrow."""
     done = pa.array([Status.OK.value, Status.SKIPPED.value])
     failed = pc.invert(pc.fill_null(pc.is_in(table["status"], value_set=done), False))
     table = table.append_column("failed", pc.cast(failed, pa.int64()))
@@ -169,6 +205,8 @@ def resolve(root: Path, run_id: str) -> str:
     """The run id that `run_id` names: itself when the directory has it, or the newest run
     for `latest`; BadInput otherwise."""
     known = run_ids(root)
+    if run_id != LATEST:
+        run_name(run_id)
     if run_id == LATEST:
         if not known:
             raise BadInput(f"no runs in {root}")

@@ -11,15 +11,17 @@ gets a report, without the link matrix and link peaks.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sweeper.errors import ResultsUnwritable
+from sweeper.errors import CorruptResults, ResultsUnwritable
 from sweeper.plan.spec import SweepSpec
-from sweeper.results.files import write_text
+from sweeper.results.files import run_name, write_text
 from sweeper.topology import Gpu, Node
 
 RECORDS_DIR = "_runs"
@@ -63,7 +65,7 @@ class RunRecord:
 
 
 def path(results: Path, run_id: str) -> Path:
-    return Path(results) / RECORDS_DIR / f"{run_id}.json"
+    return Path(results) / RECORDS_DIR / f"{run_name(run_id)}.json"
 
 
 def save(results: Path, record: RunRecord) -> Path:
@@ -77,9 +79,18 @@ def save(results: Path, record: RunRecord) -> Path:
 
 
 def load(results: Path, run_id: str) -> RunRecord | None:
-    """The run's record, or None when it has none."""
+    """The run's record, or None when it has none, or one that is not a run record (junk,
+    another JSON document, binary bytes: skipped with a CorruptResults warning naming it)."""
+    where = path(results, run_id)
+    if os.path.lexists(where) and not where.is_file():  # a FIFO would block the read
+        warnings.warn(f"skipped {where}: not a regular file", CorruptResults, stacklevel=2)
+        return None
     try:
-        data = json.loads(path(results, run_id).read_text())
+        return RunRecord.from_json(json.loads(where.read_bytes()))
     except FileNotFoundError:
         return None
-    return RunRecord.from_json(data)
+    # what malformed JSON, or JSON of another shape, raises on the way to a record
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        warnings.warn(f"skipped {where}: not a run record ({reason})", CorruptResults, stacklevel=2)
+        return None

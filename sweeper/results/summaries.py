@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sweeper.results.files import write_text
+from sweeper.results.files import run_name, write_text
 
 
 def path(reports_dir: Path, run_id: str) -> Path:
-    return Path(reports_dir) / f"{run_id}.summary.json"
+    return Path(reports_dir) / f"{run_name(run_id)}.summary.json"
 
 
 def write(reports_dir: Path, run_id: str, summary: dict[str, Any]) -> Path:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 from sweeper.errors import ResultsUnwritable
 from sweeper.results.files import next_batch, partition, write_batch
-from sweeper.results.journal import Journal, journal_path, recover
+from sweeper.results.journal import Journal, journal_path, recover, refuse_live
 from sweeper.results.schema import COLUMNS
 from sweeper.results.upgrade import canonical
 
@@ -63,8 +63,9 @@ class _Batch:
 class ResultWriter:
     """Appends rows of one run: each point's rows journaled as they come, and a Parquet batch
     every `batch_rows` rows or `batch_s` seconds. A run id that already has batches (a
-    resumed run) continues after them, its leftover journal recovered first. Raises
-    ResultsUnwritable when the disk refuses a write (full, read-only)."""
+    resumed run) continues after them, its leftover journal recovered first; a run whose
+    journal a live driver holds is BadInput. Raises ResultsUnwritable when the disk refuses
+    a write (full, read-only)."""
 
     def __init__(
         self, root: Path, run_id: str, date: str, batch_rows: int = 256, batch_s: float = 30.0
@@ -75,6 +76,7 @@ class ResultWriter:
         self.date = date
         self.batch_rows = batch_rows
         self.batch_s = batch_s
+        refuse_live(self.root, run_id)
         recover(self.root, run_id)
         self._batch = _Batch(next_batch(self.directory, run_id))
         self._journal: Journal | None = None

@@ -118,3 +118,72 @@ def test_a_partial_run_is_never_ok_its_status_says_how_it_ended(tmp_path: Path) 
         running: ("running", "running"),
     }
     live.flush()
+
+
+@pytest.mark.filterwarnings("default::sweeper.errors.CorruptResults")  # shown, as users see it
+def test_run_records_that_are_not_records_are_skipped_with_a_line_naming_each(
+    tmp_path: Path,
+) -> None:
+    from sweeper.results import records
+
+    results = tmp_path / "results"
+    history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
+    run_ids = history.nights(3)
+    kept = [records.path(results, run_id) for run_id in run_ids]
+    kept[0].parent.mkdir(parents=True, exist_ok=True)
+    kept[0].write_text("{not json")
+    kept[1].write_text("[1, 2]")
+    kept[2].write_bytes(bytes(range(256)))
+    result = CliRunner().invoke(app, ["history", "--results", str(results), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert [run["run_id"] for run in json.loads(result.stdout)] == run_ids
+    lines = result.stderr.splitlines()
+    assert [line.split(": not a run record")[0] for line in lines] == [
+        f"sweeper: warning: skipped {path}" for path in kept
+    ]
+    page = tmp_path / "page.html"
+    shown = CliRunner().invoke(
+        app, ["report", run_ids[2], "--results", str(results), "-o", str(page)]
+    )
+    assert shown.exit_code == 0, shown.output
+    (line,) = shown.stderr.splitlines()
+    assert line.startswith(f"sweeper: warning: skipped {kept[2]}: not a run record")
+    assert page.is_file()
+
+
+@pytest.mark.filterwarnings("default::sweeper.errors.CorruptResults")  # shown, as users see it
+def test_another_tools_parquet_and_a_copied_batch_are_skipped_whatever_their_names(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sweeper.results.load import load
+
+    results = tmp_path / "results"
+    history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
+    run_ids = history.nights(2)
+    rows = len(load(results))
+    batch = next(results.glob(f"date=*/{run_ids[1]}-00000.parquet"))
+    partition = batch.parent
+    foreign = partition / f"{run_ids[1]}-00001.parquet"
+    pq.write_table(pa.table({"x": [1, 2], "y": ["a", "b"]}), foreign)
+    copy = partition / f"{run_ids[1]}-00002.parquet"
+    shutil.copy(batch, copy)
+    result = CliRunner().invoke(app, ["history", "--results", str(results), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout)
+    assert [run["run_id"] for run in listed] == run_ids
+    assert sum(run["points"] for run in listed) == rows
+    assert result.stderr.splitlines() == [
+        f"sweeper: warning: skipped {foreign}: not sweeper's rows (column 'x')",
+        f"sweeper: warning: skipped {copy}: a copy of {batch}",
+    ]
+    page = tmp_path / "page.html"
+    shown = CliRunner().invoke(
+        app, ["report", "latest", "--results", str(results), "-o", str(page)]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert page.is_file()

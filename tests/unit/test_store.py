@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -207,6 +209,7 @@ def _driver(root: Path, batch_rows: int, stop: int) -> subprocess.Popen[str]:
 
 def test_a_driver_killed_mid_run_loses_at_most_the_row_in_flight(tmp_path: Path) -> None:
     from sweeper.results.journal import leftover_journals, recover
+    from sweeper.results.load import files
 
     with _driver(tmp_path, batch_rows=5, stop=10**6) as proc:
         assert proc.stdout is not None
@@ -215,8 +218,8 @@ def test_a_driver_killed_mid_run_loses_at_most_the_row_in_flight(tmp_path: Path)
         acknowledged += [int(line) for line in proc.stdout]  # appended before the kill landed
     safe = len(acknowledged)
 
-    in_batches = len(load(tmp_path))
-    assert in_batches % 5 == 0  # readers see whole batches only, never the journal
+    in_batches = sum(pq.read_metadata(path).num_rows for path in files(tmp_path))
+    assert in_batches % 5 == 0  # whole batches only: the rest is in the journal
     assert leftover_journals(tmp_path) == ["r1"]
     recovered = recover(tmp_path, "r1")
     sizes = sorted(load(tmp_path)["size_bytes"])
@@ -300,3 +303,135 @@ def test_a_disk_that_refuses_writes_is_results_unwritable_and_keeps_the_rows(
     with pytest.raises(ResultsUnwritable, match="No space left on device"):
         writer.append(_row(1))
     assert len(load(tmp_path)) == 1
+
+
+# A live driver: journals one row, says so, and holds its journal until its stdin closes.
+_LIVE = """
+import sys
+from datetime import datetime, timezone
+from sweeper.results.writer import ResultWriter
+
+writer = ResultWriter(sys.argv[1], sys.argv[2], "2026-11-21")
+started = datetime(2026, 11, 21, 23, 0, tzinfo=timezone.utc)
+writer.append({"run_id": sys.argv[2], "run_started_at": started, "size_bytes": 1, "status": "ok"})
+print("live", flush=True)
+sys.stdin.read()
+"""
+
+
+_LIVE_RUN = "20261121T230000Z-abcdef"
+
+
+@contextlib.contextmanager
+def _live_driver(root: Path, run_id: str) -> Iterator[subprocess.Popen[str]]:
+    """A driver of `run_id` (its record written) that has journaled one row and holds its
+    journal until its stdin is closed."""
+    from sweeper.results import records
+
+    records.save(root, records.RunRecord(run_id, "sweeper run", {}, ()))
+    with subprocess.Popen(
+        [sys.executable, "-c", _LIVE, str(root), run_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as live:
+        assert live.stdout is not None
+        assert live.stdout.readline() == "live\n"
+        yield live
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_run_whose_journal_a_live_driver_holds_is_refused_and_left_whole(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from sweeper.cli import app
+    from sweeper.errors import BadInput
+
+    run_id = _LIVE_RUN
+    with _live_driver(tmp_path, run_id) as live:
+        before = _snapshot(tmp_path)
+        resumed = CliRunner().invoke(app, ["run", "--resume", run_id, "--output", str(tmp_path)])
+        assert resumed.exit_code == 2
+        assert resumed.stderr == (
+            f"sweeper: error: run {run_id} is being written by a live driver "
+            "(wait for it to end, or stop it first)\n"
+        )
+        with pytest.raises(BadInput, match="being written by a live driver"):
+            ResultWriter(tmp_path, run_id, "2026-11-21")
+        assert _snapshot(tmp_path) == before
+        live.communicate("")
+    assert live.returncode == 0
+
+
+# A driver killed with every row of its run still in the journal (its record has no end).
+_KILLED_RUN = """
+import os, signal, sys
+from pathlib import Path
+from tests import report_data
+from sweeper.plan.spec import SweepSpec
+from sweeper.results import records
+from sweeper.results.writer import ResultWriter
+
+results, run_id = Path(sys.argv[1]), sys.argv[2]
+writer = ResultWriter(results, run_id, report_data.STARTED.strftime("%Y-%m-%d"), batch_rows=10**6)
+rows = list(report_data.gpu_rows(run_id, "gpu-node-1", 1.0, "WARN", report_data.GRAPH_ONLY, False))
+records.save(results, records.RunRecord.of(run_id, SweepSpec(), ()))
+writer.extend(rows)
+print(len(rows), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _killed_run(results: Path, run_id: str) -> int:
+    """The rows the killed driver journaled, none of them in Parquet."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _KILLED_RUN, str(results), run_id], stdout=subprocess.PIPE, text=True
+    ) as proc:
+        journaled = int(proc.communicate()[0])
+    assert proc.returncode == -signal.SIGKILL
+    assert not list(results.glob("date=*/*.parquet"))
+    return journaled
+
+
+@pytest.mark.parametrize("reader", ["sweeper.load", "report", "compare"])
+def test_every_reader_recovers_a_killed_runs_journal_first(tmp_path: Path, reader: str) -> None:
+    from typer.testing import CliRunner
+
+    import sweeper
+    from sweeper.cli import app
+
+    results = tmp_path / "results"
+    journaled = _killed_run(results, "r1")
+    if reader == "sweeper.load":
+        assert len(sweeper.load(results)) == journaled
+        return
+    args = ["report", "r1"] if reader == "report" else ["compare", "r1", "r1", "--format", "json"]
+    result = CliRunner().invoke(app, [*args, "--results", str(results)])
+    assert result.exit_code == 0, result.output
+    assert len(load(results)) == journaled
+
+
+def test_a_live_run_is_running_in_history_from_its_first_point(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from sweeper.cli import app
+
+    run_id = _LIVE_RUN
+    with _live_driver(tmp_path, run_id) as live:
+        shown = CliRunner().invoke(app, ["history", "--results", str(tmp_path), "--format", "json"])
+        live.communicate("")
+    assert shown.exit_code == 0, shown.output
+    (run,) = json.loads(shown.stdout)
+    assert (run["run_id"], run["points"], run["ended"], run["status"]) == (
+        run_id,
+        1,
+        "running",
+        "running",
+    )
