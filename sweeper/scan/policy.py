@@ -31,7 +31,9 @@ from sweeper.scan.thresholds import Thresholds, judge_groups
 from sweeper.wire import Name
 
 
-class Kind(Name):
+class Scheme(Name):
+    """How a scan picks its internode groups (`--strategy`): adaptive, or a fixed pairing."""
+
     ADAPTIVE = "adaptive"
     RING = "ring"
     BISECT = "bisect"
@@ -41,7 +43,7 @@ class Kind(Name):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Strategy:
-    kind: Kind
+    kind: Scheme
     rounds: int = 0  # random:K
     seed: int = 0  # random matchings; recorded with the scan
 
@@ -49,16 +51,16 @@ class Strategy:
     def parse(cls, text: str, *, seed: int = 0) -> Strategy:
         """`adaptive`, `ring`, `bisect`, `all`, or `random:K`."""
         name, _, count = text.partition(":")
-        kind = Kind(name)
-        if (kind is Kind.RANDOM) != bool(count):
+        kind = Scheme(name)
+        if (kind is Scheme.RANDOM) != bool(count):
             raise ValueError(f"strategy {text!r}: random takes a count (random:5), nothing else")
         rounds = int(count) if count else 0
-        if kind is Kind.RANDOM and rounds < 1:
+        if kind is Scheme.RANDOM and rounds < 1:
             raise ValueError(f"strategy {text!r}: at least one random matching")
         return cls(kind=kind, rounds=rounds, seed=seed)
 
     def __str__(self) -> str:
-        return f"random:{self.rounds}" if self.kind is Kind.RANDOM else str(self.kind)
+        return f"random:{self.rounds}" if self.kind is Scheme.RANDOM else str(self.kind)
 
 
 def blocks(ids: Sequence[str]) -> list[tuple[str, ...]]:
@@ -96,7 +98,7 @@ def waves(
 ) -> Iterator[Wave]:
     """The scan's waves in order. After yielding a wave it reads that wave's outcomes from
     `history`, which the caller extends before asking for the next one."""
-    if strategy.kind is Kind.ADAPTIVE:
+    if strategy.kind is Scheme.ADAPTIVE:
         yield from _Adaptive(fleet, thresholds, history).waves()
         return
     yield gate_wave(fleet)
@@ -145,15 +147,15 @@ def _fixed(strategy: Strategy, nodes: Sequence[str], k: int) -> list[tuple[str, 
     n = len(nodes)
     if n < 2:
         return []
-    if strategy.kind is Kind.RING:
+    if strategy.kind is Scheme.RING:
         # even n: (0,1)(2,3).. then (1,2)(3,4)..(n-1,0); odd n takes a third wave
         edges = [(i, (i + 1) % n) for i in range(n if n > 2 else 1)]
         rounds = [edges[0::2], edges[1::2]] if n % 2 == 0 else _pack_edges(edges)
         return [(nodes[a], nodes[b]) for a, b in rounds[k]] if k < len(rounds) else []
-    if strategy.kind is Kind.BISECT:
+    if strategy.kind is Scheme.BISECT:
         half = n // 2
         return [(nodes[i], nodes[i + half]) for i in range(half)] if k == 0 else []
-    if strategy.kind is Kind.RANDOM:
+    if strategy.kind is Scheme.RANDOM:
         if k >= strategy.rounds:
             return []
         rng = random.Random(strategy.seed)
