@@ -193,7 +193,8 @@ def nightly_command(
     """Sweep a profile, compare the run with the history of this cluster and hardware, write
     the report and a JSON summary beside it; exit 1 on a regression (4: no regression, but
     some points failed)."""
-    from sweeper.commands import nightly  # pandas and Ray: loaded only for a nightly run
+    from sweeper.analysis.regression import Policy  # pandas: loaded only for a nightly run
+    from sweeper.commands import nightly  # and Ray
 
     observer = _observer(format)
     try:
@@ -206,7 +207,7 @@ def nightly_command(
                 reports_dir=reports_dir,
                 cluster_name=cluster_name,
             )
-            night = nightly.run(spec, loaded.nightly.policy(), observer)
+            night = nightly.run(spec, Policy.of(loaded.nightly), observer)
     except SweeperError as exc:
         raise _fail(exc) from None
     if format is Format.json:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis.changes import params_text
+from sweeper.plan.profile import NightlySettings
 from sweeper.results.schema import POINT
 from sweeper.wire import Status
 
@@ -121,6 +122,17 @@ class Policy:
     persistence: int
     checks: tuple[Check, ...]
     bandwidth_min_size_bytes: int
+
+    @classmethod
+    def of(cls, settings: NightlySettings) -> Policy:
+        """The policy a profile's `nightly:` section sets."""
+        return cls(
+            window=settings.window,
+            min_history=settings.min_history,
+            persistence=settings.persistence,
+            checks=(RobustZ(settings.z), RelativeFloor(settings.min_change)),
+            bandwidth_min_size_bytes=settings.bandwidth_min_size,
+        )
 
     @property
     def runs(self) -> int:

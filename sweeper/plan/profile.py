@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -16,9 +16,6 @@ from sweeper.errors import BadInput
 from sweeper.plan.fields import Size
 from sweeper.plan.sizes import SIZE_LIMIT_BYTES
 from sweeper.plan.spec import SweepSpec
-
-if TYPE_CHECKING:
-    from sweeper.analysis.regression import Policy
 
 
 class NightlySettings(BaseModel):
@@ -51,18 +48,6 @@ class NightlySettings(BaseModel):
         if self.min_history > self.window:
             raise ValueError(f"min_history {self.min_history} is more than window {self.window}")
         return self
-
-    def policy(self) -> Policy:
-        # here, not at the top: the rules bring pandas, which `sweeper run` does not need
-        from sweeper.analysis.regression import Policy, RelativeFloor, RobustZ
-
-        return Policy(
-            window=self.window,
-            min_history=self.min_history,
-            persistence=self.persistence,
-            checks=(RobustZ(self.z), RelativeFloor(self.min_change)),
-            bandwidth_min_size_bytes=self.bandwidth_min_size,
-        )
 
 
 class Profile(SweepSpec):

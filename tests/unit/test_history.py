@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sweeper.analysis.regression import Policy
 from sweeper.cli import app
 from sweeper.commands import nightly
 from sweeper.plan.profile import NightlySettings
@@ -17,7 +18,7 @@ from tests.synthetic import History, every_series
 def test_history_lists_runs_oldest_first_with_their_status(tmp_path: Path) -> None:
     results, reports = tmp_path / "results", tmp_path / "reports"
     history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
-    policy = NightlySettings.model_validate({"min_history": 2, "window": 2}).policy()
+    policy = Policy.of(NightlySettings.model_validate({"min_history": 2, "window": 2}))
     clean = history.nights(3)
     slow = history.nights(2, lambda night, series: 2.0 if night >= 3 else 1.0)
     unjudged = history.night()

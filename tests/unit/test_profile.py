@@ -11,6 +11,7 @@ import typer.main
 import yaml
 from typer.testing import CliRunner
 
+from sweeper.analysis.regression import Policy
 from sweeper.cli import app
 from sweeper.errors import BadInput
 from sweeper.plan.profile import Profile, build_spec, load_profile
@@ -44,7 +45,7 @@ def test_a_profile_takes_run_options_as_keys_in_yaml_or_command_line_spelling(
     assert str(spec.mem_limit) == "50%"
     assert spec.world == 4
     assert profile.nightly.window == 7
-    assert profile.nightly.policy().bandwidth_min_size_bytes == 16 * 2**10
+    assert Policy.of(profile.nightly).bandwidth_min_size_bytes == 16 * 2**10
 
 
 def test_a_profile_sets_the_measurement_and_report_options_too(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.analysis.regression import COLUMNS, detect, run_metrics
+from sweeper.analysis.regression import COLUMNS, Policy, detect, run_metrics
 from sweeper.commands import nightly
 from sweeper.plan.profile import NightlySettings
 from sweeper.results.load import load
@@ -22,11 +22,11 @@ def settings(**values: object) -> NightlySettings:
     return NightlySettings.model_validate(values)
 
 
-POLICY = settings().policy()
+POLICY = Policy.of(settings())
 
 
 def alarms(history: History, **values: object) -> pd.DataFrame:
-    verdict = nightly.judge(history.root, history.run_ids[-1], settings(**values).policy())
+    verdict = nightly.judge(history.root, history.run_ids[-1], Policy.of(settings(**values)))
     return verdict.findings
 
 
