@@ -197,7 +197,8 @@ def _modes(
 ) -> list[ResultRow]:
     """One measurement per engine and launch mode, from these ranks' blocks and telemetry."""
     base = replace(base, readings=telemetry.columns([m.telemetry for m in measured]))
-    peak = _pcie_peak_gb_per_s(placement, ranks) if host_link else None
+    # a host copy's share of the GPU's PCIe link: the group's PCIe peak, as a pcie group's
+    peak = placement.link_gb_per_s(Tier.PCIE, ranks) if host_link else None
     link = placement.link_gb_per_s(base.tier, ranks)
     modes = range(len(measured[0].timed))
     timed = [_timed(base, [m.timed[mode] for m in measured], peak) for mode in modes]
@@ -210,18 +211,6 @@ def pct_of_link(busbw_gb_per_s: float | None, link_gb_per_s: float | None) -> fl
     if busbw_gb_per_s is None or not link_gb_per_s:
         return None
     return 100 * busbw_gb_per_s / link_gb_per_s
-
-
-def _pcie_peak_gb_per_s(placement: Placement, ranks: tuple[int, ...]) -> float | None:
-    """The slowest PCIe link of the group's GPUs (NVML's largest generation x width), or None
-    where a GPU's link is unknown."""
-    peaks = []
-    for rank in ranks:
-        member = placement.members[rank]
-        gpus = placement.nodes[member.node].gpus
-        peaks.append(next((g.pcie_gb_per_s for g in gpus if g.index == member.local), None))
-    known = [p for p in peaks if p]
-    return min(known) if known and len(known) == len(peaks) else None
 
 
 def _timed(base: ResultRow, ranks: list[Timed], pcie_peak_gb_per_s: float | None) -> ResultRow:
