@@ -16,6 +16,6 @@ __all__ = ["__version__", "load"]
 
 def load(path: str | os.PathLike[str] = "results") -> pd.DataFrame:
     """Read a results directory into a DataFrame with the canonical column types."""
-    from sweeper.results.load import load as _load
+    from sweeper.results.load import load as _load  # pandas: not for `import sweeper`
 
     return _load(path)

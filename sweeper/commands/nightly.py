@@ -218,7 +218,7 @@ def run(spec: SweepSpec, policy: Policy, observer: Observer) -> Night:
     finished = sweep.run(spec, observer, "nightly")
     verdict = judge(outputs.results, finished.run_id, policy)
     if finished.report and verdict.history:
-        from sweeper.report import build
+        from sweeper.report import build  # plotly and jinja2: the report extra, --report only
 
         # the page again, now that the verdict names the run to compare it with: last night
         build.write(outputs.results, verdict.run_id, finished.report, verdict.history[-1])
