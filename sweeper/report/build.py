@@ -18,7 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from sweeper.errors import BadInput
-from sweeper.report import directory, require_directory, sections
+from sweeper.report import directory, page, require_directory
 from sweeper.report.view import RunView
 from sweeper.results import records
 from sweeper.results.files import require_file, run_name, write_text
@@ -66,7 +66,7 @@ def render(
     """The page for one run's rows (`base`: a baseline run's rows to compare with).
 
     `plotly_src`: a relative path to plotly.min.js instead of inlining it."""
-    found = sections.build(RunView.of(df, run, base))
+    found = page.sections(RunView.of(df, run, base))
     template = _environment().get_template("report.html.j2")
     return template.render(
         run_id=str(df["run_id"].iloc[0]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sweeper import telemetry
+from sweeper.telemetry import ELEMENT_TYPES
 
 # 1: files with no version in their metadata (every sweeper before versions), whose rows may
 # lack kind, launch, engine and variant; 2: every row says all four.
@@ -27,7 +27,7 @@ def _arrow(name: str) -> pa.DataType:
 # GPU telemetry (sweeper.telemetry.Reading), one value per rank in group rank order, read
 # outside the timed blocks: the GPU's state after the point's last block, and what its error
 # counters gained over the point. Null where NVML cannot read it.
-_TELEMETRY = [(name, pa.list_(_arrow(value))) for name, value in telemetry.ELEMENT_TYPES.items()]
+_TELEMETRY = [(name, pa.list_(_arrow(value))) for name, value in ELEMENT_TYPES.items()]
 # pcie_pct_of_peak was added between the trained link and the most it allows, where it stays
 _PCIE_MAX = _TELEMETRY.index(("pcie_max_gen", pa.list_(pa.int32())))
 
