@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -12,6 +15,10 @@ from sweeper.analysis.regression import Policy
 from sweeper.cli import app
 from sweeper.commands import nightly
 from sweeper.plan.profile import NightlySettings
+from sweeper.plan.spec import SweepSpec
+from sweeper.results import records
+from sweeper.results.load import load
+from sweeper.results.writer import ResultWriter
 from tests.synthetic import History, every_series
 
 
@@ -93,9 +100,6 @@ def test_strangers_in_the_results_are_ignored_and_a_corrupt_file_named_in_one_li
 
 
 def test_a_partial_run_is_never_ok_its_status_says_how_it_ended(tmp_path: Path) -> None:
-    from sweeper.plan.spec import SweepSpec
-    from sweeper.results import records
-    from sweeper.results.writer import ResultWriter
 
     results = tmp_path / "results"
     history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
@@ -125,7 +129,6 @@ def test_a_partial_run_is_never_ok_its_status_says_how_it_ended(tmp_path: Path) 
 def test_run_records_that_are_not_records_are_skipped_with_a_line_naming_each(
     tmp_path: Path,
 ) -> None:
-    from sweeper.results import records
 
     results = tmp_path / "results"
     history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
@@ -156,12 +159,6 @@ def test_run_records_that_are_not_records_are_skipped_with_a_line_naming_each(
 def test_another_tools_parquet_and_a_copied_batch_are_skipped_whatever_their_names(
     tmp_path: Path,
 ) -> None:
-    import shutil
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from sweeper.results.load import load
 
     results = tmp_path / "results"
     history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
