@@ -109,7 +109,10 @@ class Node:
 
 
 def _position(gpus: Sequence[Mapping[str, Any]], index: int) -> int:
-    return next(pos for pos, g in enumerate(gpus) if g["index"] == index)
+    for pos, gpu in enumerate(gpus):
+        if gpu["index"] == index:
+            return pos
+    raise ValueError(f"a pair names GPU {index}, which the record does not list")
 
 
 def _nvlink_count(a: Mapping[str, Any], b: Mapping[str, Any], by_bus: Mapping[str, int]) -> int:

@@ -20,26 +20,32 @@ from sweeper.analysis.fits import fit_alpha_beta
 from sweeper.errors import BadInput
 from sweeper.ops.registry import configure_moe, load_plugins, resolve
 from sweeper.plan.estimate import CostModel, Estimate, TierCost, estimate
+from sweeper.plan.inputs import read_text
 from sweeper.plan.placement import Placement, alone, expected_placement
-from sweeper.plan.request import ceiling_bytes, schedule_request
+from sweeper.plan.request import ceiling_bytes, check_groups, schedule_request
 from sweeper.plan.schedule import Planned, Schedule, nothing_to_measure, schedule
 from sweeper.plan.sizes import format_size
-from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
+from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec, check_ranks
 from sweeper.results.load import load
 from sweeper.topology import Node
 from sweeper.wire import Backend, Status
 
 
-def recorded_nodes(path: Path, count: int) -> list[Node]:
-    """A recorded topology (`sweeper topo --format json` of one node, or an NVML record as in
-    tests/data/topologies) replicated `count` times, each copy a node of its own."""
+def recorded_node(path: Path) -> Node:
+    """A recorded topology: `sweeper topo --format json` of one node, or an NVML record as in
+    tests/data/topologies (a node without GPUs lists none: `"gpus": []`)."""
+    text = read_text(path, "--topology", "topology record")
     try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
-        node = Node.from_record(record)
-    except OSError as exc:
-        raise BadInput(f"--topology {path}: {exc.strerror or exc}") from None
+        record = json.loads(text)
+        if not isinstance(record, dict) or not isinstance(record.get("gpus"), list):
+            raise ValueError("no 'gpus' list")
+        return Node.from_record(record)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BadInput(f"--topology {path}: not a topology record ({exc})") from None
+
+
+def replicated(node: Node, count: int) -> list[Node]:
+    """`count` copies of a recorded node, each a node of its own."""
     return [
         dataclasses.replace(node, node_id=f"{node.node_id}-{i}", host=f"{node.host}-{i}")
         for i in range(count)
@@ -73,14 +79,20 @@ def plan_recorded(
     spec: SweepSpec, topology: Path, ops: Sequence[Planned], results: Path | None = None
 ) -> Plan:
     cluster = spec.cluster
-    nodes = recorded_nodes(topology, cluster.nodes)
-    gpus = len(nodes[0].gpus)
+    node = recorded_node(topology)
+    gpus = len(node.gpus)
     backend = cluster.backend or (Backend.NCCL if gpus else Backend.GLOO)
     if backend is Backend.NCCL and not gpus:
         raise BadInput(f"--backend nccl: the topology {topology} has no GPUs")
     per_node = cluster.ranks_per_node or (gpus if backend is Backend.NCCL else DEFAULT_CPU_RANKS)
     if backend is Backend.NCCL and per_node > gpus:
         raise BadInput(f"--gpus-per-node {per_node}: the topology has {gpus} GPUs")
+    try:
+        check_ranks(cluster.nodes, per_node, "--nodes")
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    check_groups(schedule_request(spec, backend, ops), cluster.nodes, per_node)
+    nodes = replicated(node, cluster.nodes)
     placement = expected_placement(backend, nodes, [per_node] * len(nodes))
     return plan_placement(spec, placement, ops, results)
 
@@ -92,8 +104,10 @@ def plan_placement(
     model = CostModel(iters=timing.iters, warmup=timing.warmup, blocks=timing.blocks)
     if results is not None:
         model = fitted(_rows(results), model)
+    request = schedule_request(spec, placement.backend, ops)
+    check_groups(request, len(placement.nodes), max(map(len, placement.by_node), default=0))
     start = time.perf_counter()
-    planned = schedule(placement, schedule_request(spec, placement.backend, ops))
+    planned = schedule(placement, request)
     planning_s = time.perf_counter() - start
     ceiling = ceiling_bytes(spec, placement.backend, placement.nodes)
     return Plan(

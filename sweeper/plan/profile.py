@@ -6,6 +6,7 @@ one named as the user wrote it.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from sweeper.errors import BadInput
 from sweeper.plan.fields import Size
+from sweeper.plan.inputs import read_text
 from sweeper.plan.sizes import SIZE_LIMIT_BYTES
 from sweeper.plan.spec import SweepSpec
 
@@ -65,19 +67,12 @@ class Profile(SweepSpec):
 
 
 def load_profile(path: Path) -> Profile:
-    """A profile from its YAML file; a missing file, bytes that are not UTF-8, bad YAML or a
-    bad key is BadInput naming the file and the key."""
+    """A profile from its YAML file; a missing file, one over FILE_LIMIT_BYTES, bytes that are
+    not UTF-8, bad YAML, a key given twice or a bad key is BadInput naming the file and the
+    key."""
+    text = read_text(path, "--profile", "profile")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"--profile {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        byte = exc.object[exc.start]
-        raise BadInput(
-            f"--profile {path}: not UTF-8 text (byte {byte:#04x} at offset {exc.start})"
-        ) from None
-    try:
-        values = yaml.safe_load(text)
+        values = yaml.load(text, Loader=_OnceLoader)  # a SafeLoader that refuses duplicate keys
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -91,6 +86,24 @@ def load_profile(path: Path) -> Profile:
         return Profile.model_validate(values)
     except ValidationError as exc:
         raise BadInput(f"{path}: {describe(exc, key=True)}", hint=_known_key(exc)) from None
+
+
+class _OnceLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key given twice in one mapping is an error, not the last
+    value silently (YAML 1.2 says keys are unique; PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def _section(path: list[str]) -> type[BaseModel] | None:

@@ -7,6 +7,7 @@ torch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -23,9 +24,14 @@ from sweeper.plan.spec import (
     SweepSpec,
 )
 from sweeper.topology import Node
-from sweeper.wire import Backend, MemLimit, Timing
+from sweeper.wire import Backend, MemLimit, Tier, Timing
 
 DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
+# A plan holds every group it asks for (~0.3 KB each) and takes ~30 us to place one: every
+# tier and pair of 1024 nodes x 8 GPUs is 0.6 million groups, 0.3 GB and 20 s. Four million
+# is a couple of GB and minutes; a request for more is refused before a group is built.
+GROUPS_LIMIT = 4_000_000
+_ON_NODE = frozenset({Tier.NVLINK, Tier.PCIE, Tier.CPU})
 
 
 def mem_limit(spec: SweepSpec, backend: Backend) -> MemLimit | None:
@@ -59,6 +65,33 @@ def schedule_request(spec: SweepSpec, backend: Backend, ops: Sequence[Planned] =
         sees_node_gpus=backend == Backend.NCCL and spec.cluster.gpu_visibility == "node",
         concurrent_pairs=asked.concurrent_pairs,
     )
+
+
+def groups_bound(request: Request, nodes: int, per_node: int) -> int:
+    """At most how many groups `request` asks for on `nodes` nodes of `per_node` ranks,
+    counted from the shape (what `placement.groups` and `gpu_groups` would build), not built."""
+
+    def pairs(n: int) -> int:
+        return n * (n - 1) // 2 if request.pairs else 0
+
+    on_node = len(_ON_NODE.intersection(request.tiers)) * nodes * (per_node + pairs(per_node))
+    internode = 0
+    if Tier.INTERNODE in request.tiers and nodes > 1:
+        internode = (2 if request.force_network else 1) * (2 + pairs(nodes))
+    swept = request.nccl_env.values()
+    variants = 1 + (math.prod(len(values) for values in swept) if swept else 0)
+    return variants * (1 + on_node + internode) + nodes * (per_node + 1)
+
+
+def check_groups(request: Request, nodes: int, per_node: int) -> None:
+    """BadInput where the request asks for more groups than a plan holds (GROUPS_LIMIT)."""
+    bound = groups_bound(request, nodes, per_node)
+    if bound > GROUPS_LIMIT:
+        raise BadInput(
+            f"--tiers {','.join(request.tiers)} on {nodes} nodes x {per_node} ranks: up to "
+            f"{bound} groups; a plan holds at most {GROUPS_LIMIT}",
+            hint="fewer --nodes, --pairs none, fewer tiers or --nccl-env values",
+        )
 
 
 def tier_groups(spec: SweepSpec, placement: Placement) -> list[Group]:

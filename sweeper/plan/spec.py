@@ -35,7 +35,15 @@ from sweeper.plan.fields import (
     or_key_values,
 )
 from sweeper.plan.placement import WORLD
-from sweeper.plan.sizes import INT32_MAX, INT64_MAX, ITERS_LIMIT, SIZE_LIMIT_BYTES, grid, parse_size
+from sweeper.plan.sizes import (
+    INT32_MAX,
+    INT64_MAX,
+    ITERS_LIMIT,
+    SIZE_LIMIT_BYTES,
+    format_size,
+    grid,
+    parse_size,
+)
 from sweeper.wire import REQUESTABLE_TIERS, Backend, Engine, Launch, MemLimit, Timing
 
 # `auto` or a Backend: a literal, so a profile's JSON Schema lists the three as today
@@ -45,6 +53,15 @@ DEFAULT_CPU_RANKS = 2  # CPU ranks per node, unless --gpus-per-node or --world
 GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
 NCCL_NEEDS_CUDA = "--engine nccl: direct NCCL calls need GPU ranks; CPU ranks use torch (gloo)"
 REGISTER_NEEDS_CUDA = "--register-buffers: NCCL registers GPU buffers; CPU ranks have none (gloo)"
+# A rank is a Ray actor with a process of its own (torch alone takes ~0.3 GB): no node holds
+# more than MAX_RANKS_PER_NODE, and a world of MAX_RANKS is 8x the fleet a scan plans (1024
+# nodes x 8 GPUs). Larger counts are refused before anything is built: an embedded Ray asked
+# for a million CPUs grows by gigabytes, a plan for a million nodes for ever.
+MAX_RANKS_PER_NODE = 1024
+MAX_RANKS = 65_536
+# The MoE routing draws tokens x experts random keys of 8 bytes in the driver, per rank: at
+# most 1 GiB of them; a rank's send buffer (tokens x top_k x hidden elements) is a size S.
+MOE_KEYS_LIMIT = 2**27
 
 
 def _needs_cuda(launches: Collection[str], engines: Collection[str], register: bool) -> str | None:
@@ -62,6 +79,25 @@ def _one_of(value: tuple[str, ...], known: tuple[str, ...], what: str) -> tuple[
     if unknown:
         raise ValueError(f"unknown {what} {unknown[0]!r}; known: {', '.join(known)}")
     return tuple(dict.fromkeys(name.lower() for name in value))
+
+
+def check_ranks(nodes: int, per_node: int, option: str) -> None:
+    """ValueError where `nodes` x `per_node` ranks are more than a node or a world holds."""
+    if per_node > MAX_RANKS_PER_NODE:
+        raise ValueError(
+            f"{option}: {per_node} ranks on a node; a node holds at most {MAX_RANKS_PER_NODE} "
+            "(a rank is a process of its own)"
+        )
+    if nodes * per_node > MAX_RANKS:
+        raise ValueError(
+            f"{option}: {nodes} nodes x {per_node} ranks; sweeper plans at most {MAX_RANKS} ranks"
+        )
+
+
+def _bounded(per_node: int | None, nodes: int, option: str) -> int | None:
+    if per_node is not None:
+        check_ranks(nodes, per_node, option)
+    return per_node
 
 
 class MoeSpec(BaseModel):
@@ -87,6 +123,17 @@ class MoeSpec(BaseModel):
     def _top_k(self) -> MoeSpec:
         if self.top_k > self.experts:
             raise ValueError(f"top_k {self.top_k} is more than the {self.experts} experts")
+        if self.tokens * self.experts > MOE_KEYS_LIMIT:
+            raise ValueError(
+                f"tokens {self.tokens} x experts {self.experts}: more routing keys than the "
+                f"driver draws ({MOE_KEYS_LIMIT}, 8 bytes each)"
+            )
+        sent_bytes = self.tokens * self.top_k * self.hidden * 8  # the widest dtype's
+        if sent_bytes > SIZE_LIMIT_BYTES:
+            raise ValueError(
+                f"tokens {self.tokens} x top_k {self.top_k} x hidden {self.hidden}: a rank "
+                f"would send more than the largest size, {format_size(SIZE_LIMIT_BYTES)}"
+            )
         return self
 
 
@@ -271,8 +318,14 @@ class SweepSpec(BaseModel):
     def _ranks_per_node(self) -> int | None:
         """Ranks on each node, from --gpus-per-node or --world; None: the backend's default.
         Read as `cluster.ranks_per_node`."""
+        if self.nodes > MAX_RANKS:
+            raise ValueError(
+                f"--nodes {self.nodes}: more nodes than sweeper plans ranks for ({MAX_RANKS})"
+            )
         if self.world is None:
-            return self.gpus_per_node
+            return _bounded(self.gpus_per_node, self.nodes, "--gpus-per-node")
+        if self.world > MAX_RANKS:
+            raise ValueError(f"--world {self.world}: more ranks than sweeper plans ({MAX_RANKS})")
         if self.world % self.nodes:
             raise ValueError(f"--world {self.world} is not a multiple of --nodes {self.nodes}")
         per_node = self.world // self.nodes
@@ -281,7 +334,7 @@ class SweepSpec(BaseModel):
                 f"--world {self.world} is not --nodes {self.nodes} x --gpus-per-node "
                 f"{self.gpus_per_node}"
             )
-        return per_node
+        return _bounded(per_node, self.nodes, "--world")
 
     @field_validator("nccl_algos")
     @classmethod

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +49,14 @@ from tests import report_data
         (["--iters", "99999999999999999999"], "--iters: Input should be less than or equal to"),
         (["--warmup", "3000000000"], "--warmup: Input should be less than or equal to"),
         (["--world", "99999999999"], "--world: Input should be less than or equal to"),
+        # counts that fit their column but not a cluster are refused before Ray starts
+        (["--world", "1000000"], "--world 1000000: more ranks than sweeper plans (65536)"),
+        (["--nodes", "2147483647"], "--nodes 2147483647: more nodes than sweeper plans ranks"),
+        (["--gpus-per-node", "5000"], "--gpus-per-node: 5000 ranks on a node; a node holds at"),
+        (
+            ["--moe", "tokens=2147483647,hidden=2147483647"],
+            "--moe: tokens 2147483647 x experts 64: more routing keys than the driver draws",
+        ),
         (["--seed", "99999999999999999999"], "--seed: Input should be less than or equal to"),
         (["--seed", "1e23"], "--seed: Input should be a valid integer"),
         (["--max-size", "99999999999T"], "--max-size: '99999999999T' is larger than the largest"),
@@ -75,6 +85,70 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
     assert not out.exists()
+
+
+TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
+DGX = TOPOLOGIES / "dgx-h100-nvswitch.json"
+
+
+def _pair_naming_gpu_99(path: Path) -> None:
+    record = json.loads(DGX.read_text())
+    record["pairs"][0]["b"] = 99
+    path.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize(
+    ("args", "write", "message"),
+    [
+        (["--profile", "/dev/zero"], None, "--profile /dev/zero: larger than 1 MiB, more than a"),
+        (
+            ["--profile", "{file}"],
+            lambda path: path.write_text("iters: 3\n" * 200_000),
+            "--profile {file}: larger than 1 MiB, more than a profile can be",
+        ),
+        (
+            ["--profile", "{file}"],
+            lambda path: path.write_text("max_size: 1M\niters: 3\nmax_size: 2M\n"),
+            "{file}:3: key 'max_size' given twice",
+        ),
+        (
+            ["--topology", "{file}"],
+            lambda path: path.write_text("{}"),
+            "--topology {file}: not a topology record (no 'gpus' list)",
+        ),
+        (
+            ["--topology", "{file}"],
+            _pair_naming_gpu_99,
+            "--topology {file}: not a topology record (a pair names GPU 99, which the record",
+        ),
+        (
+            ["--topology", "/dev/zero"],
+            None,
+            "--topology /dev/zero: larger than 1 MiB, more than a topology record can be",
+        ),
+        (
+            ["--topology", str(DGX), "--nodes", "10000"],
+            None,
+            "--nodes: 10000 nodes x 8 ranks; sweeper plans at most 65536 ranks",
+        ),
+        (
+            ["--topology", str(DGX), "--nodes", "8192", "--tiers", "all"],
+            None,
+            "--tiers nvlink,pcie,internode,cpu on 8192 nodes x 8 ranks: up to 34508803 groups; "
+            "a plan holds at most 4000000",
+        ),
+    ],
+)
+def test_a_plan_input_too_large_or_not_what_it_says_is_one_line_exit_2(
+    tmp_path: Path, args: list[str], write: Callable[[Path], None] | None, message: str
+) -> None:
+    file = tmp_path / "input"
+    if write is not None:
+        write(file)
+    result = CliRunner().invoke(app, ["plan", *(arg.format(file=file) for arg in args)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"sweeper: error: {message.format(file=file)}")
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.usefixtures("isolated_registry")

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from sweeper import telemetry
-from sweeper.commands.plan import recorded_nodes
+from sweeper.commands.plan import recorded_node, replicated
 from sweeper.driver.measurement import ResultRow, RunColumns, of_copy, of_point
 from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.driver.sweep import _row_key
@@ -94,7 +94,7 @@ def test_every_field_is_a_column_of_the_schema() -> None:
 
 def _placement() -> Placement:
     """One DGX node's eight ranks, each on the GPU of its NVML index, as actors report it."""
-    expected = expected_placement("nccl", recorded_nodes(DGX, 1), [8])
+    expected = expected_placement("nccl", replicated(recorded_node(DGX), 1), [8])
     gpus = expected.nodes[0].gpus
     placed = tuple(replace(m, gpu_uuid=gpus[m.local].uuid) for m in expected.members)
     return replace(expected, members=placed)
@@ -285,7 +285,7 @@ ONE_H200 = Path(__file__).parents[1] / "data" / "topologies" / "h200x1.json"
 def test_a_host_copy_is_a_share_of_its_gpus_pcie_peak(
     topology: Path, peak_gb_per_s: float, name: str
 ) -> None:
-    placement = expected_placement("nccl", recorded_nodes(topology, 1), [1])
+    placement = expected_placement("nccl", replicated(recorded_node(topology), 1), [1])
     group = Group(Tier.GPU, "default", (0,))
     point = Point(
         group_id=placement.group_id(group),

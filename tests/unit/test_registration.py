@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sweeper.commands.plan import recorded_nodes
+from sweeper.commands.plan import recorded_node, replicated
 from sweeper.driver.sweep import _check_allocators
 from sweeper.errors import BadInput
 from sweeper.rank.preflight import local_nccl_allocators, no_nccl_allocator
@@ -19,7 +19,7 @@ TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 
 
 def _nodes(count: int = 2) -> list[Node]:
-    return recorded_nodes(TOPOLOGIES / "h200x4-nvswitch.json", count)
+    return replicated(recorded_node(TOPOLOGIES / "h200x4-nvswitch.json"), count)
 
 
 def test_gpus_that_can_allocate_from_nccl_pass() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.commands.plan import Plan, plan_recorded, recorded_nodes
+from sweeper.commands.plan import Plan, plan_recorded, recorded_node, replicated
 from sweeper.ops.registry import REGISTRY, resolve
 from sweeper.plan.estimate import CostModel, estimate
 from sweeper.plan.placement import (
@@ -20,7 +20,7 @@ from sweeper.plan.placement import (
     gpu_groups,
     groups,
 )
-from sweeper.plan.request import schedule_request, tier_groups
+from sweeper.plan.request import GROUPS_LIMIT, groups_bound, schedule_request, tier_groups
 from sweeper.plan.schedule import Request, Schedule, nothing_to_measure, schedule
 from sweeper.plan.spec import SweepSpec
 from sweeper.wire import Tier
@@ -34,7 +34,7 @@ ALL_TIERS = ("nvlink", "pcie", "internode", "cpu")
 @cache
 def placement(path: Path, nodes: int, per_node: int) -> Placement:
     backend = "nccl" if json.loads(path.read_text())["gpus"] else "gloo"
-    return expected_placement(backend, recorded_nodes(path, nodes), [per_node] * nodes)
+    return expected_placement(backend, replicated(recorded_node(path), nodes), [per_node] * nodes)
 
 
 def request(**changes: object) -> Request:
@@ -124,7 +124,7 @@ def test_node_pairs_meet_once_by_the_circle_method_and_no_node_twice_a_wave(node
 
 
 def test_concurrent_pairs_share_a_node_in_circle_rounds() -> None:
-    where = expected_placement("gloo", recorded_nodes(CPU, 1), [4])
+    where = expected_placement("gloo", replicated(recorded_node(CPU), 1), [4])
     isolated = schedule(where, request(tiers=("cpu",)))
     together = schedule(where, request(tiers=("cpu",), concurrent_pairs=True))
     assert [len(w.groups) for w in isolated.waves] == [1] * 7  # all four, then 6 pairs alone
@@ -348,3 +348,25 @@ def test_topo_lists_the_groups_a_run_schedules() -> None:
     planned = schedule(where, schedule_request(spec, "nccl", resolve(spec.ops)))
     scheduled = [g for wave in planned.waves for g in wave.groups]
     assert sorted(tier_groups(spec, where)) == sorted(scheduled)
+
+
+@pytest.mark.parametrize(
+    ("path", "nodes", "per_node", "changes"),
+    [
+        (DGX, 4, 8, {}),
+        (DGX, 3, 8, {"pairs": False, "force_network": False}),
+        (DGX, 2, 8, {"nccl_env": {"NCCL_PROTO": ("LL", "Simple")}}),
+        (TOPOLOGIES / "a100x4-nvlink-pairs.json", 3, 4, {}),
+        (CPU, 5, 3, {"tiers": ("world", *ALL_TIERS)}),
+    ],
+)
+def test_the_group_bound_counted_before_planning_is_never_below_what_is_planned(
+    path: Path, nodes: int, per_node: int, changes: dict[str, object]
+) -> None:
+    asked = request(**changes)
+    planned = schedule(placement(path, nodes, per_node), asked)
+    assert planned.n_groups <= groups_bound(asked, nodes, per_node)
+
+
+def test_a_fleet_of_1024_nodes_of_8_gpus_with_every_tier_is_within_a_plans_groups() -> None:
+    assert groups_bound(request(), 1024, 8) <= GROUPS_LIMIT < groups_bound(request(), 4096, 8)
