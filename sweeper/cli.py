@@ -11,7 +11,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
@@ -36,7 +36,7 @@ from sweeper.commands.options import (
     sweep_options,
 )
 from sweeper.driver import stops
-from sweeper.errors import BadInput, SweeperError, SweeperWarning
+from sweeper.errors import BadInput, InfrastructureError, SweeperError, SweeperWarning
 from sweeper.plan.profile import Profile, build_spec, load_profile
 from sweeper.plan.spec import SweepSpec
 
@@ -113,6 +113,19 @@ def _stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
         observer.close()
 
 
+@contextmanager
+def _printing() -> Iterator[None]:
+    """Where a command prints its result, once the work is done: a stdout that refuses it (a
+    full disk, /dev/full) is one line on stderr and exit 3, not a traceback at exit."""
+    try:
+        yield
+        sys.stdout.flush()
+    except OSError as exc:
+        with suppress(OSError, ValueError):  # what is left in the buffer goes nowhere at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise _fail(InfrastructureError(f"cannot write to stdout: {exc.strerror or exc}")) from None
+
+
 @app.command(
     epilog="Examples: sweeper run | sweeper run --ops all_reduce,all_gather --max-size 4G "
     "--dtypes bfloat16 | sweeper run --nodes 2 --tiers all --force-network | "
@@ -164,12 +177,14 @@ RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
 def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
     """The spec a run was started with, where it is now, and where the run stopped."""
     from sweeper.driver import sweep  # Ray and pandas: loaded only for a sweep
+    from sweeper.report import require_directory  # here: this module's `report` command
 
     given = sorted(k for k, v in options.items() if v is not None and k not in RESUME_MAY_SET)
     if given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise BadInput(f"--resume runs with the run's own options; drop {flags}")
     output = options["output"] or SweepSpec.model_fields["output"].default
+    require_directory(output, f"--output {output}")  # a file there is no results directory
     started, resume = sweep.resumable(output, run_id)
     where = {k: v for k, v in options.items() if k in RESUME_MAY_SET and v is not None}
     return build_spec(None, **{**started, **where, "output": output}), resume
@@ -260,10 +275,11 @@ def compare(
         comparison = compare_.compare(results, base, new, rule)
     except SweeperError as exc:
         raise _fail(exc) from None
-    if format is Format.json:
-        print(json.dumps(compare_.records(comparison, every), indent=1))
-    else:
-        compare_.print_comparison(comparison, every)
+    with _printing():
+        if format is Format.json:
+            print(json.dumps(compare_.records(comparison, every), indent=1))
+        else:
+            compare_.print_comparison(comparison, every)
     if comparison.regressions:
         raise typer.Exit(EXIT_REGRESSION)
 
@@ -290,16 +306,18 @@ def history(
         runs = history_.runs(results, report.directory(results, reports_dir)).tail(last)
     except FileNotFoundError as exc:
         raise _fail(BadInput(str(exc))) from None
-    if format is Format.json:
-        print(json.dumps(history_.records(runs), indent=1))
-    else:
-        history_.print_runs(runs)
+    with _printing():
+        if format is Format.json:
+            print(json.dumps(history_.records(runs), indent=1))
+        else:
+            history_.print_runs(runs)
 
 
 @config_app.command("schema")
 def config_schema() -> None:
     """Print the JSON Schema of a profile (for editors and CI checks)."""
-    print(json.dumps(Profile.model_json_schema(), indent=2))
+    with _printing():
+        print(json.dumps(Profile.model_json_schema(), indent=2))
 
 
 @app.command(epilog="Examples: sweeper topo | sweeper topo --nodes 2 --format json")
@@ -326,10 +344,11 @@ def topo(
         survey = sweep.survey(spec)
     except SweeperError as exc:
         raise _fail(exc) from None
-    if output_format is Format.json:
-        console.print_json(console.topology_json(survey))
-    else:
-        console.print_topology(survey)
+    with _printing():
+        if output_format is Format.json:
+            console.print_json(console.topology_json(survey))
+        else:
+            console.print_topology(survey)
 
 
 # what a plan does not ask: how points are timed and checked, where rows and reports go
@@ -383,10 +402,11 @@ def plan_command(
         found = plan.plan(spec, topology, results)
     except SweeperError as exc:
         raise _fail(exc) from None
-    if format is Format.json:
-        print(json.dumps(plan.records(found), indent=1))
-    else:
-        plan.print_plan(found)
+    with _printing():
+        if format is Format.json:
+            print(json.dumps(plan.records(found), indent=1))
+        else:
+            plan.print_plan(found)
 
 
 @app.command(
@@ -431,6 +451,8 @@ def report(
         require()
         from sweeper.report import browser, build  # plotly: loaded once `require` found it
 
+        if screenshot:  # before the page is written: both or neither
+            browser.require_png(screenshot)
         executable = browser.require(chromium) if screenshot else None
         page = build.write(results, run_id, output, baseline, js)
         print(f"report: {page}")

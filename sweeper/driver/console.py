@@ -4,9 +4,11 @@ plain line per point otherwise, or JSON lines (`--format json`) for machines."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any, TextIO
@@ -171,10 +173,26 @@ class JsonConsole:
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
+        self.lost = False  # the reader went away (`| head`): the sweep goes on without it
 
     def _emit(self, event: str, **fields: Any) -> None:
-        self.out.write(json.dumps({"event": event, **fields}, default=_default) + "\n")
-        self.out.flush()
+        """A line out; a reader that is gone costs the lines, never the sweep: they are a copy
+        of what the results keep, and a run booked for hours is not thrown away because a
+        pipe closed (SIGINT and SIGTERM still stop it). Said once, on stderr."""
+        if self.lost:
+            return
+        try:
+            self.out.write(json.dumps({"event": event, **fields}, default=_default) + "\n")
+            self.out.flush()
+        except OSError as exc:
+            self.lost = True
+            with suppress(OSError, ValueError):  # what is left in the buffer goes nowhere
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self.out.fileno())
+            print(
+                f"sweeper: warning: cannot write to stdout ({exc.strerror or exc}); the run "
+                "goes on, its rows kept in the results",
+                file=sys.stderr,
+            )
 
     def started(self, run: Started) -> None:
         fields = {k: v for k, v in asdict(run).items() if k != "groups"}

@@ -468,6 +468,10 @@ def load_plugins(modules: Iterable[str]) -> None:
     for module in modules:
         try:
             importlib.import_module(module)
+        except SystemExit as exc:  # sys.exit(0) in a plugin would end sweeper having done nothing
+            raise BadInput(
+                f"--plugin {module}: it calls sys.exit({exc.code!r}) as it is imported"
+            ) from None
         except Exception as exc:  # the plugin's own code: whatever it raises
             why = " ".join(str(exc).split())  # one line, whatever the plugin's message spans
             raise BadInput(

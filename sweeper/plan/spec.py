@@ -221,6 +221,7 @@ class SweepSpec(BaseModel):
     )
     engine: CommaList = Field(
         ("torch",),
+        min_length=1,
         description="torch (torch.distributed, what a PyTorch program pays), nccl (NCCL "
         "called directly, as nccl-tests does; needs sweeper-bench[nccl]), or both.",
     )
@@ -341,6 +342,14 @@ class SweepSpec(BaseModel):
     def _nccl_algos(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _one_of(value, NCCL_ALGOS, "NCCL algorithm")
 
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, value: str | None) -> str | None:
+        # recorded on every row, shown in reports and in Prometheus labels: one printable line
+        if value is not None and not value.isprintable():
+            raise ValueError(f"{value!r} holds a control character; a name is one line")
+        return value
+
     @field_validator("nccl_env")
     @classmethod
     def _nccl_env(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
@@ -349,6 +358,9 @@ class SweepSpec(BaseModel):
             knobs.check_name(name)
             if not values:
                 raise ValueError(f"{name}: no value given")
+            # NCCL reads its variables as one line each
+            if unprintable := next((v for v in values if not v.isprintable()), None):
+                raise ValueError(f"{name}: {unprintable!r} holds a control character")
             if twice := seen & set(knobs.names(name)):
                 raise ValueError(f"{', '.join(sorted(twice))} given twice: tie or list it once")
             seen.update(knobs.names(name))

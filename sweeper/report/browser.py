@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.errors import BadInput, InfrastructureError
+from sweeper.report import require_directory
+from sweeper.results.files import require_file
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -100,6 +102,13 @@ def show(at: Page, html: Path) -> None:
     """Open a report and wait until plotly has drawn every figure."""
     at.goto(html.resolve().as_uri())
     at.wait_for_function(_ALL_DRAWN, timeout=_DRAW_TIMEOUT_MS)
+
+
+def require_png(png: Path) -> None:
+    """BadInput where a screenshot cannot be written at `png` (a file in the way of its
+    directory, a name too long, a path that is not a regular file)."""
+    require_directory(png.parent, f"--screenshot {png}")
+    require_file(png, f"--screenshot {png}")
 
 
 def screenshot(html: Path, png: Path, chromium: Path | None = None) -> Path:

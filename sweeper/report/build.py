@@ -102,7 +102,7 @@ def write(
     run_id = resolve(results, run_id)
     base_id = resolve(results, baseline) if baseline else None
     output = output or default_output(results, run_id)
-    if output.is_dir():
+    if os.path.isdir(output):  # False for a name too long, which require_file names
         raise BadInput(f"-o {output} is a directory; -o names the page's file")
     require_directory(output.parent, f"-o {output}")
     require_file(output, f"-o {output}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -15,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.driver.console import JsonConsole
 from tests import report_data
 
 
@@ -45,6 +47,10 @@ from tests import report_data
         (["--nccl-env", "NCCL_PROTO"], "--nccl-env: 'NCCL_PROTO': use KEY=V1,V2"),
         (["--nccl-env", "NCCL_PROTO="], "--nccl-env: NCCL_PROTO: no value given"),
         (["--nccl-env", "NCCL_NVLS_ENABLE=1"], "--nccl-env: NCCL_NVLS_ENABLE stays as sweeper"),
+        (["--engine", ""], "--engine: Tuple should have at least 1 item after validation"),
+        # one line each, as NCCL reads a variable and a row's reader a name
+        (["--nccl-env", "NCCL_PROTO=LL\nX"], "--nccl-env: NCCL_PROTO: 'LL\\nX' holds a control"),
+        (["--cluster-name", "a\nb"], "--cluster-name: 'a\\nb' holds a control character"),
         # every count and size fits the column it is written to (sweeper/results/schema.py)
         (["--iters", "99999999999999999999"], "--iters: Input should be less than or equal to"),
         (["--warmup", "3000000000"], "--warmup: Input should be less than or equal to"),
@@ -168,6 +174,63 @@ def test_a_plugin_that_fails_as_it_is_imported_is_one_line_exit_2_and_writes_not
     assert not out.exists()
 
 
+@pytest.mark.usefixtures("isolated_registry")
+def test_a_plugin_that_exits_as_it_is_imported_is_one_line_exit_2_not_a_silent_exit_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "exiting_plugin.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", "--plugin", "exiting_plugin", "--output", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "sweeper: error: --plugin exiting_plugin: it calls sys.exit(0) as it is imported"
+    )
+    assert not out.exists()
+
+
+def test_a_stdout_that_refuses_the_output_is_one_line_exit_3_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    results = tmp_path / "results"
+    report_data.write_run(results, "r1")
+    commands = [["config", "schema"], ["history", "--results", str(results), "--format", "json"]]
+    with open("/dev/full", "w") as full:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "sweeper", *args],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for args in commands
+        ]
+        ended = [(proc.communicate(timeout=60)[1], proc.returncode) for proc in procs]
+    for stderr, returncode in ended:
+        assert returncode == 3, stderr
+        assert stderr == "sweeper: error: cannot write to stdout: No space left on device\n"
+
+
+class _GoneReader(io.StringIO):
+    """A pipe whose reader has gone (`sweeper run --format json | head -c 2000`)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_json_reader_that_goes_away_costs_its_lines_not_the_sweep(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shown = JsonConsole(_GoneReader())
+    for _ in range(3):
+        shown.close()
+        shown._emit("point", status="ok")  # the sweep goes on: no exception
+    assert capsys.readouterr().err == (
+        "sweeper: warning: cannot write to stdout (Broken pipe); the run goes on, its rows kept "
+        "in the results\n"
+    )
+
+
 @pytest.mark.parametrize("command", ["run", "nightly"])
 def test_a_profile_that_is_not_utf8_text_is_one_line_exit_2_and_writes_nothing(
     tmp_path: Path, command: str
@@ -194,6 +257,18 @@ def test_a_profile_that_is_not_utf8_text_is_one_line_exit_2_and_writes_nothing(
         (["report", "-o", "{dir}"], "-o {dir} is a directory; -o names the page's file"),
         (["report", "-o", "{file}/r.html"], "-o {file}/r.html: {file} is not a directory"),
         (["report", "--js", "{file}"], "--js {file}: {file} is not a directory"),
+        (
+            ["report", "-o", "{dir}/" + "a" * 300 + ".html"],
+            "-o {dir}/" + "a" * 300 + ".html: File name too long",
+        ),
+        (
+            ["report", "--screenshot", "{file}/x.png"],
+            "--screenshot {file}/x.png: {file} is not a directory",
+        ),
+        (
+            ["run", "--resume", "20261122T013412Z-33627a", "--output", "{file}"],
+            "--output {file}: {file} is not a directory",
+        ),
     ],
 )
 def test_a_file_where_a_directory_goes_or_the_reverse_is_one_line_exit_2_and_writes_nothing(
