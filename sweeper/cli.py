@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
 from typer.core import TyperGroup
@@ -41,6 +41,7 @@ from sweeper.plan.profile import Profile, build_spec, load_profile
 from sweeper.plan.spec import SweepSpec
 
 if TYPE_CHECKING:
+    from sweeper.commands.nightly import Night
     from sweeper.driver.console import HumanConsole, JsonConsole
     from sweeper.driver.sweep import Resume
 
@@ -159,13 +160,20 @@ def run(
             from sweeper.driver import sweep  # Ray and pandas: loaded only for a sweep
 
             if resume is None:
-                spec = build_spec(_profile(profile), **options)
-                finished = sweep.run(spec, observer)
+                finished = sweep.run(build_spec(_profile(profile), **options), observer)
             else:
                 spec, stopped = _resumed(resume, {"profile": profile, **options})
-                finished = sweep.run(spec, observer, resume=stopped)
+                if stopped.run_kind == "nightly":  # one nightly run, judged once at its end
+                    from sweeper.commands import nightly
+
+                    policy = nightly.policy_of(stopped.command)
+                    night = nightly.run(spec, policy, observer, stopped)
+                else:
+                    finished = sweep.run(spec, observer, resume=stopped)
     except SweeperError as exc:
         raise _fail(exc) from None
+    if resume is not None and stopped.run_kind == "nightly":
+        _show_night(night, format)
     if finished.failed:
         raise typer.Exit(EXIT_POINTS_FAILED)
 
@@ -225,15 +233,22 @@ def nightly_command(
             night = nightly.run(spec, Policy.of(loaded.nightly), observer)
     except SweeperError as exc:
         raise _fail(exc) from None
-    if format is Format.json:
+    _show_night(night, format)
+
+
+def _show_night(night: Night, output_format: Format) -> NoReturn:
+    """A judged nightly run: its verdict shown, and its exit (1: a regression; 4: none, but
+    some points failed)."""
+    from sweeper.commands import nightly
+
+    if output_format is Format.json:
         event = {"event": "nightly", "summary": str(night.summary)}
         print(json.dumps({**event, **nightly.summary(night.verdict, night.report)}))
     else:
         nightly.print_night(night)
     if len(night.verdict.regressions):
         raise typer.Exit(EXIT_REGRESSION)
-    if night.verdict.failed:
-        raise typer.Exit(EXIT_POINTS_FAILED)
+    raise typer.Exit(EXIT_POINTS_FAILED if night.verdict.failed else 0)
 
 
 Results = Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")]

@@ -13,10 +13,12 @@ until they have a history of their own.
 from __future__ import annotations
 
 import math
+import shlex
 import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -29,6 +31,7 @@ from sweeper import report
 from sweeper.analysis import label
 from sweeper.analysis.regression import COLUMNS, STATUSES, Policy, detect, run_metrics
 from sweeper.errors import BadInput
+from sweeper.plan.profile import NightlySettings, load_profile
 from sweeper.plan.sizes import format_size
 from sweeper.plan.spec import SweepSpec
 from sweeper.results import summaries
@@ -38,6 +41,7 @@ from sweeper.wire import Launch
 
 if TYPE_CHECKING:
     from sweeper.driver.observer import Observer
+    from sweeper.driver.sweep import Resume
 
 VERSIONS = tuple(column for column in RUN_COLUMNS if column.endswith("_version"))
 _METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "time"}
@@ -207,15 +211,16 @@ class Night:
     report: Path | None
 
 
-def run(spec: SweepSpec, policy: Policy, observer: Observer) -> Night:
+def run(spec: SweepSpec, policy: Policy, observer: Observer, resume: Resume | None = None) -> Night:
     """Sweep as `sweeper run` does (run_kind `nightly`, its report included), judge the run
-    against its history, and write the summary beside the report."""
+    against its history, and write the summary beside the report. With `resume`, the rest
+    of a stopped nightly run, judged and summarized once, as one run."""
     from sweeper.driver import sweep  # Ray: only a command that sweeps needs it
 
     outputs = spec.outputs
     reports_dir = report.directory(outputs.results, outputs.reports_dir)
     report.require_directory(reports_dir, f"--reports-dir {reports_dir}")  # the summary's
-    finished = sweep.run(spec, observer, "nightly")
+    finished = sweep.run(spec, observer, "nightly", resume)
     verdict = judge(outputs.results, finished.run_id, policy)
     if finished.report and verdict.history:
         from sweeper.report import build  # plotly and jinja2: the report extra, --report only
@@ -223,6 +228,16 @@ def run(spec: SweepSpec, policy: Policy, observer: Observer) -> Night:
         # the page again, now that the verdict names the run to compare it with: last night
         build.write(outputs.results, verdict.run_id, finished.report, verdict.history[-1])
     return Night(verdict, write_summary(verdict, reports_dir, finished.report), finished.report)
+
+
+def policy_of(command: str) -> Policy:
+    """The regression settings of a nightly run by the command that started it: its
+    profile's `nightly:` section as `--profile` named it, else the defaults (a run record
+    keeps the sweep's options, which these are not)."""
+    words = shlex.split(command)
+    named = [word.split("=", 1)[1] for word in words if word.startswith("--profile=")]
+    named += [after for word, after in pairwise(words) if word == "--profile"]
+    return Policy.of(load_profile(Path(named[-1])).nightly if named else NightlySettings())
 
 
 def _value(finding: Mapping[Hashable, Any], value: float) -> str:

@@ -8,6 +8,7 @@ and the observer (the terminal) as rows as soon as the point is measured.
 from __future__ import annotations
 
 import secrets
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -127,6 +128,8 @@ class Resume:
     started_at: datetime
     recorded: Mapping[PointKey, Recorded]
     rows: frozenset[RowKey]
+    run_kind: str  # the run's own (a nightly run resumed stays one)
+    command: str  # the command line that started it
 
 
 def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
@@ -162,7 +165,14 @@ def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
     else:  # the id is the start, to the second
         begun = datetime.strptime(run_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
     keys = frozenset(_row_key(row) for row in rows)
-    return started.options, Resume(run_id, begun, recorded, keys)
+    kind = str(rows[0]["run_kind"]) if rows else _kind_of(started.command)
+    return started.options, Resume(run_id, begun, recorded, keys, kind, started.command)
+
+
+def _kind_of(command: str) -> str:
+    """A run's kind by the command that started it, where it left no row to say."""
+    words = shlex.split(command)
+    return "nightly" if words[1:2] == ["nightly"] else "run"
 
 
 class _Sweep:
@@ -387,7 +397,8 @@ def run(
     connection = _connect(spec.cluster)
     sweep: _Sweep | None = None
     try:
-        sweep = _Sweep(spec, observer, run_kind, connection, resume)
+        kind = resume.run_kind if resume else run_kind
+        sweep = _Sweep(spec, observer, kind, connection, resume)
         try:
             sweep.run()
         except BaseException as exc:

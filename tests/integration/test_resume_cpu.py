@@ -4,6 +4,7 @@ of a run that was never stopped (gloo ranks on the session's Ray)."""
 from __future__ import annotations
 
 import io
+import json
 import signal
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from sweeper.driver.measurement import ResultRow
 from sweeper.driver.stops import Stopped
 from sweeper.driver.sweep import run
 from sweeper.plan.profile import build_spec
+from sweeper.results import summaries
 from sweeper.results.writer import columns
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -96,3 +98,25 @@ def test_resume_refuses_options_of_its_own_and_unknown_runs(tmp_path: Path) -> N
     assert unknown.exit_code == 2
     assert "no such run" in unknown.stderr
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_a_resumed_nightly_run_stays_one_nightly_run_judged_and_summarized_once(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results"
+    with pytest.raises(Stopped) as stopped:
+        run(build_spec(output=out, **OPTIONS), StopAfter(5), "nightly")
+    run_id = stopped.value.run_id
+    assert run_id is not None
+    assert not summaries.path(tmp_path / "reports", run_id).exists()
+
+    cli = CliRunner()
+    done = cli.invoke(app, ["run", "--resume", run_id, "--output", str(out), "--format", "json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout.splitlines()[-1])["event"] == "nightly"
+    rows = sweeper.load(out)
+    assert len(rows) > 5
+    assert set(rows["run_kind"]) == {"nightly"}
+    assert json.loads(summaries.path(tmp_path / "reports", run_id).read_text())["run_id"] == run_id
+    history = cli.invoke(app, ["history", "--results", str(out), "--format", "json"])
+    assert [(r["run_id"], r["status"]) for r in json.loads(history.stdout)] == [(run_id, "ok")]

@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from sweeper.analysis.regression import Policy
 from sweeper.cli import app
+from sweeper.commands.nightly import policy_of
 from sweeper.errors import BadInput
-from sweeper.plan.profile import Profile, build_spec, load_profile
+from sweeper.plan.profile import NightlySettings, Profile, build_spec, load_profile
 from sweeper.plan.spec import SweepSpec
 from sweeper.wire import REQUESTABLE_TIERS
 
@@ -192,3 +193,13 @@ def test_nccl_env_is_a_profile_mapping_or_command_line_pairs_and_nccl_algos_join
     assert numbers.nccl_env == {"NCCL_MIN_NCHANNELS": ("2", "8")}
     given = build_spec(nccl_env=["NCCL_PROTO=LL,LL", "NCCL_ALGO=Ring"], nccl_algos="ring")
     assert given.nccl_variables() == {"NCCL_PROTO": ("LL",), "NCCL_ALGO": ("Ring",)}
+
+
+def test_a_resumed_nightly_run_is_judged_by_the_profile_its_command_named(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, "max_size: 64M\nnightly:\n  window: 7\n  min_history: 3\n")
+    for command in (f"sweeper nightly --profile {path}", f"sweeper nightly --profile={path}"):
+        assert policy_of(command) == Policy.of(load_profile(path).nightly)
+    assert policy_of("sweeper nightly --output results") == Policy.of(NightlySettings())
+    assert policy_of(f"sweeper nightly --profile {path}").window == 7
