@@ -158,34 +158,25 @@ def test_a_plan_input_too_large_or_not_what_it_says_is_one_line_exit_2(
 
 
 @pytest.mark.usefixtures("isolated_registry")
-def test_a_plugin_that_fails_as_it_is_imported_is_one_line_exit_2_and_writes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("raise RuntimeError('boom')\n", "cannot import it (RuntimeError: boom)"),
+        # not a silent exit 0 having done nothing
+        ("import sys\nsys.exit(0)\n", "it calls sys.exit(0) as it is imported"),
+    ],
+)
+def test_a_plugin_that_fails_or_exits_as_it_is_imported_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, message: str
 ) -> None:
     """The CLI's side; tests/unit/test_collectives.py has the kinds of failure."""
-    (tmp_path / "broken_plugin.py").write_text("raise RuntimeError('boom')\n")
+    (tmp_path / "a_plugin.py").write_text(code)
     monkeypatch.syspath_prepend(tmp_path)
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--plugin", "broken_plugin", "--output", str(out)])
+    result = CliRunner().invoke(app, ["run", "--plugin", "a_plugin", "--output", str(out)])
     assert result.exit_code == 2
-    assert result.stderr.startswith(
-        "sweeper: error: --plugin broken_plugin: cannot import it (RuntimeError: boom)"
-    )
+    assert result.stderr.startswith(f"sweeper: error: --plugin a_plugin: {message}")
     assert len(result.stderr.strip().splitlines()) == 1
-    assert not out.exists()
-
-
-@pytest.mark.usefixtures("isolated_registry")
-def test_a_plugin_that_exits_as_it_is_imported_is_one_line_exit_2_not_a_silent_exit_0(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "exiting_plugin.py").write_text("import sys\nsys.exit(0)\n")
-    monkeypatch.syspath_prepend(tmp_path)
-    out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--plugin", "exiting_plugin", "--output", str(out)])
-    assert result.exit_code == 2
-    assert result.stderr.strip() == (
-        "sweeper: error: --plugin exiting_plugin: it calls sys.exit(0) as it is imported"
-    )
     assert not out.exists()
 
 
