@@ -414,8 +414,11 @@ def _end(sweep: _Sweep, ended: str, stopped_by: BaseException | None = None) -> 
     try:
         sweep.writer.flush()
     finally:
-        ending = records.RunRecord.of(sweep.run_id, plan.spec, tuple(sweep.nodes), ended)
-        records.save(plan.outputs.results, ending)
+        try:
+            ending = records.RunRecord.of(sweep.run_id, plan.spec, tuple(sweep.nodes), ended)
+            records.save(plan.outputs.results, ending)
+        finally:
+            sweep.writer.close()
 
 
 def _report(outputs: OutputOptions, run_id: str) -> Path:
