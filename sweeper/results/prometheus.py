@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from prometheus_client import CollectorRegistry, write_to_textfile
@@ -73,16 +72,21 @@ def _worst(rows: pd.DataFrame, lowest: bool) -> pd.DataFrame:
     return worst
 
 
-def _gauge(name: str, help_: str, unit: str, figures: pd.DataFrame) -> Metric:
+Samples = list[tuple[list[str], float]]  # each series' label values (LABELS) and value
+
+
+def _samples(figures: pd.DataFrame) -> Samples:
+    """Label values as strings, a null one empty (Prometheus reads an empty label as none),
+    made a column at a time: a fleet has a few hundred thousand series."""
+    labels = figures[list(LABELS)].astype("string").fillna("").to_numpy(dtype=object).tolist()
+    return list(zip(labels, figures["value"].astype(float).tolist(), strict=True))
+
+
+def _gauge(name: str, help_: str, unit: str, samples: Samples) -> Metric:
     family = GaugeMetricFamily(name, help_, labels=LABELS, unit=unit)
-    for figure in figures.to_dict("records"):
-        family.add_metric([_label(figure[label]) for label in LABELS], float(figure["value"]))
+    for values, value in samples:
+        family.add_metric(values, value)
     return family
-
-
-def _label(value: Any) -> str:
-    """A cell as a label value: empty where null (Prometheus reads an empty label as none)."""
-    return "" if pd.isna(value) else str(value)
 
 
 def _run(rows: pd.DataFrame) -> list[Metric]:
@@ -91,7 +95,7 @@ def _run(rows: pd.DataFrame) -> list[Metric]:
         return []
     first = rows.iloc[0]
     info = InfoMetricFamily(RUN_INFO, "The run these figures are from, and its software.")
-    info.add_metric([], {column: _label(first[column]) for column in INFO})
+    info.add_metric([], {c: "" if pd.isna(first[c]) else str(first[c]) for c in INFO})
     started = pd.Timestamp(first["run_started_at"])
     ended = pd.Timestamp(pd.concat([rows["measured_at"], rows["ended_at"]]).max())
     end = GaugeMetricFamily(END, "When the run's last point ended.", unit="seconds")
@@ -113,7 +117,7 @@ def figures(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return _worst(busbw, lowest=True), _worst(latency, lowest=False)
 
 
-def _families(busbw: pd.DataFrame, latency: pd.DataFrame, run: list[Metric]) -> list[Metric]:
+def _families(busbw: Samples, latency: Samples, run: list[Metric]) -> list[Metric]:
     return [
         _gauge(
             BUSBW,
@@ -134,19 +138,24 @@ def _families(busbw: pd.DataFrame, latency: pd.DataFrame, run: list[Metric]) -> 
 
 def metrics(rows: pd.DataFrame) -> list[Metric]:
     """One run's rows (`COLUMNS` at least) as metric families, every host's series."""
-    return _families(*figures(rows), _run(rows))
+    busbw, latency = figures(rows)
+    return _families(_samples(busbw), _samples(latency), _run(rows))
+
+
+def _by_host(samples: Samples) -> dict[str, Samples]:
+    of: dict[str, Samples] = {}
+    for sample in samples:
+        of.setdefault(sample[0][0], []).append(sample)  # HOST is the first label
+    return of
 
 
 def per_host(rows: pd.DataFrame) -> dict[str, list[Metric]]:
     """One run's metric families for each host its rows name: the host's own series, and
     the run's (so that each file says which run its figures are from, and when it ended)."""
-    busbw, latency = figures(rows)
+    busbw, latency = (_by_host(_samples(figures_)) for figures_ in figures(rows))
     run = _run(rows)
     named = sorted({host for names in rows["hosts"] for host in names})
-    return {
-        host: _families(busbw[busbw[HOST] == host], latency[latency[HOST] == host], run)
-        for host in named
-    }
+    return {host: _families(busbw.get(host, []), latency.get(host, []), run) for host in named}
 
 
 def series(families: Iterable[Metric]) -> int:
