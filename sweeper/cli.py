@@ -318,11 +318,10 @@ def export(
     from sweeper.commands import export as export_  # pandas: loaded only for an export
 
     try:
-        written = export_.export(results, run_id, prometheus, per_host)
+        said = export_.export(results, run_id, prometheus, per_host)
     except SweeperError as exc:
         raise _fail(exc) from None
-    for path, series in written.items():
-        print(f"prometheus: {path} ({series} series)")
+    print("\n".join(said))
 
 
 @config_app.command("schema")

@@ -33,11 +33,9 @@ def _host_file(directory: Path, host: str) -> Path:
     return _writable(directory / f"{host}.prom", f"--per-host {directory}")
 
 
-def targets(
-    results: Path, run_id: str, path: Path | None, per_host: Path | None
-) -> dict[Path, Sequence[Metric]]:
-    """The files to write and their families; BadInput for no target, no run, or a target
-    that cannot be written."""
+def export(results: Path, run_id: str, path: Path | None, per_host: Path | None) -> list[str]:
+    """Write the run's textfiles; a line saying what each target got. BadInput, nothing
+    written, for no target, no run, or a target that cannot be written."""
     if path is None and per_host is None:
         raise BadInput("nothing to export", hint="give --prometheus PATH or --per-host DIR")
     if path is not None:
@@ -46,17 +44,15 @@ def targets(
         raise BadInput(f"--per-host {per_host}: not a directory")
     rows = load(results, resolve(results, run_id), columns=prometheus.COLUMNS)
     files: dict[Path, Sequence[Metric]] = {}
+    said = []
     if path is not None:
         files[path] = prometheus.metrics(rows)
+        said.append(f"prometheus: {path} ({prometheus.series(files[path])} series)")
     if per_host is not None:
-        for host, families in prometheus.per_host(rows).items():
-            files[_host_file(per_host, host)] = families
-    return files
-
-
-def export(results: Path, run_id: str, path: Path | None, per_host: Path | None) -> dict[Path, int]:
-    """Write the run's textfiles; each file's series count."""
-    files = targets(results, run_id, path, per_host)
+        hosts = {_host_file(per_host, host): f for host, f in prometheus.per_host(rows).items()}
+        files.update(hosts)
+        series = sum(map(prometheus.series, hosts.values()))
+        said.append(f"prometheus: {per_host} ({len(hosts)} files, one per host: {series} series)")
     for target, families in files.items():
         prometheus.write(target, families)
-    return {target: prometheus.series(families) for target, families in files.items()}
+    return said

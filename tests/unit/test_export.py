@@ -186,7 +186,10 @@ def test_sweeper_export_writes_the_latest_run_of_a_results_directory(
     ops = sorted(s.labels["op"] for s in families[prometheus.BUSBW])
     assert ops == ["all_gather", "all_reduce", "send_recv"]
     assert {s.labels["size_bytes"] for s in families[prometheus.BUSBW]} == {"1024"}
-    assert f"{out} (9 series)" in result.stdout
+    assert result.stdout.splitlines() == [
+        f"prometheus: {out} (9 series)",
+        f"prometheus: {hosts} (1 files, one per host: 9 series)",
+    ]
     again = CliRunner().invoke(app, [*args[:-1], str(out), RECORDED_RUN])
     assert again.exit_code == 0, again.output
 
@@ -222,3 +225,16 @@ def test_a_results_directory_without_runs_is_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "no runs" in result.stderr
     assert not out.exists()
+
+
+def test_a_host_file_that_is_not_a_regular_file_stops_every_write(
+    recorded: Path, tmp_path: Path
+) -> None:
+    out, hosts = tmp_path / "sweeper.prom", tmp_path / "textfiles"
+    (hosts / "vm.prom").mkdir(parents=True)
+    args = ["--prometheus", str(out), "--per-host", str(hosts)]
+    result = CliRunner().invoke(app, ["export", "--results", str(recorded), *args])
+    assert result.exit_code == 2, result.output
+    assert "is not a regular file" in result.stderr
+    assert not out.exists()
+    assert [p.name for p in hosts.iterdir()] == ["vm.prom"]
