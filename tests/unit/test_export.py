@@ -14,6 +14,8 @@ from prometheus_client.samples import Sample
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.commands.plan import plan
+from sweeper.plan.profile import build_spec, load_profile
 from sweeper.results import prometheus
 from sweeper.results.load import frame
 
@@ -238,3 +240,27 @@ def test_a_host_file_that_is_not_a_regular_file_stops_every_write(
     assert "is not a regular file" in result.stderr
     assert not out.exists()
     assert [p.name for p in hosts.iterdir()] == ["vm.prom"]
+
+
+def test_the_documented_series_count_is_the_nightly_profiles() -> None:
+    """docs/MONITORING.md's count for jobs/nightly.yaml on 1024 8-GPU nodes, from the plan:
+    the keys of a node do not depend on the node count (only internode world sizes do), so
+    four nodes give them."""
+    root = Path(__file__).parents[2]
+    spec = build_spec(load_profile(root / "jobs" / "nightly.yaml"), nodes=4)
+    found = plan(spec, root / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json")
+    placement, schedule = found.placement, found.schedule
+    keys: dict[int, set[tuple[object, ...]]] = {}
+    for wave in schedule.waves:
+        for group in wave.groups:
+            measured = [s for s in schedule.series(group) if s.skipped is None]
+            for node in {placement.members[rank].node for rank in group.ranks}:
+                keys.setdefault(node, set()).update(
+                    (group.tier, group.variant, group.world_size, s.op, s.dtype) for s in measured
+                )
+    assert spec.timing.engines == ("torch",)  # one engine, and one launch mode each
+    (per_node,) = {len(node_keys) for node_keys in keys.values()}
+    docs = " ".join((root / "docs" / "MONITORING.md").read_text().split())
+    total = 1024 * per_node * 2 + 3
+    assert f"1024 x {per_node} x 2 + 3 = **{total:,} series**" in docs
+    assert f"({2 * per_node} per node, and {2 * per_node + 3} in each" in docs
