@@ -30,6 +30,10 @@ _NO_GPU = "NVML cannot read it (CPU ranks, a GPU or driver without the reading)"
 _PAIR = "rows of no pair (every kind but p2p and copy)"
 
 
+def _microseconds(meaning: str, null: str = _NOT_RUN) -> Described:
+    return Described(meaning=meaning, unit="microseconds", null=null)
+
+
 def _per_rank(meaning: str, unit: str = "") -> Described:
     return Described(
         meaning=f"{meaning}; one value per rank, in group rank order", unit=unit, null=_NO_GPU
@@ -98,30 +102,17 @@ DESCRIBED: dict[str, Described] = {
     # the clock
     "warmup_iters": Described(meaning="untimed iterations before the blocks", null=_NOT_RUN),
     "iters": Described(meaning="iterations per timed block", null=_NOT_RUN),
-    "time_us": Described(
-        meaning="t: the median block's time per iteration, max over ranks",
-        unit="microseconds",
-        null=_NOT_RUN,
+    "time_us": _microseconds("t: the median block's time per iteration, max over ranks"),
+    "time_us_min": _microseconds("the fastest block's time per iteration, max over ranks"),
+    "time_us_p50": _microseconds(
+        "the median of the per-iteration samples", "no samples (`--samples` not given) or not ok"
     ),
-    "time_us_min": Described(
-        meaning="the fastest block's time per iteration, max over ranks",
-        unit="microseconds",
-        null=_NOT_RUN,
+    "time_us_p99": _microseconds(
+        "the 99th percentile of the per-iteration samples",
+        "no samples (`--samples` not given) or not ok",
     ),
-    "time_us_p50": Described(
-        meaning="the median of the per-iteration samples",
-        unit="microseconds",
-        null="no samples (`--samples` not given) or not ok",
-    ),
-    "time_us_p99": Described(
-        meaning="the 99th percentile of the per-iteration samples",
-        unit="microseconds",
-        null="no samples (`--samples` not given) or not ok",
-    ),
-    "time_us_blocks": Described(
-        meaning="each timed block's time per iteration (`time_us` is their median)",
-        unit="microseconds",
-        null=_NOT_RUN,
+    "time_us_blocks": _microseconds(
+        "each timed block's time per iteration (`time_us` is their median)"
     ),
     "algbw_gb_per_s": Described(
         meaning="algorithm bandwidth, S / t", unit="GB/s (1e9 bytes)", null=_NOT_RUN
@@ -157,10 +148,9 @@ DESCRIBED: dict[str, Described] = {
         unit="seconds",
         null="a fixed `--max-size`",
     ),
-    "samples_us": Described(
-        meaning="every timed iteration's time, max over ranks (`--samples`)",
-        unit="microseconds",
-        null="`--samples` not given, or not ok",
+    "samples_us": _microseconds(
+        "every timed iteration's time, max over ranks (`--samples`)",
+        "`--samples` not given, or not ok",
     ),
     "measured_at": Described(meaning="when the row was made", unit="UTC"),
     "src_rank": Described(meaning="the sending rank", null=_PAIR),
