@@ -17,8 +17,8 @@ from sweeper.report.sections import cells
 from sweeper.report.view import RunView
 from sweeper.wire import Kind, Status
 
-# A fit whose median point is this far off it does not describe the curve: noisy times (a
-# busy CPU box), or a curve that bends where NCCL changes protocol or algorithm.
+# A fit whose median relative error is above this does not describe its curve: noisy times
+# (a busy CPU box), or a curve that bends where NCCL changes protocol or algorithm.
 LARGE_FIT_ERROR = 0.25
 
 
@@ -87,7 +87,7 @@ def _off_line(points: pd.DataFrame) -> tuple[Cell, ...]:
         )
     named = (cells.listed(points[c]) for c in ("group_id", "operation", "dtype", "launch"))
     return (
-        cells.num(len(points), "d", "bad"),
+        cells.num(len(points), "d"),
         *named,
         Cell(cells.size_range(points["size_bytes"]), "num"),
         Cell("-", "num"),
