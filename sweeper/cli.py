@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 from typer.core import TyperGroup
 
+from sweeper import __version__
 from sweeper.commands.options import (
     Address,
     Backend,
@@ -77,6 +78,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command's, inherited
 )
 config_app = typer.Typer(
     help="Profiles: YAML files whose keys are `sweeper run`'s options (and `nightly:`).",
@@ -487,7 +489,20 @@ def _warn_in_one_line(
 _show_warning = warnings.showwarning
 
 
+def _version(asked: bool) -> None:
+    if asked:
+        print(f"sweeper-bench {__version__}")  # the distribution's name: `sweeper` is taken
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """sweeper: collective and peer-to-peer bandwidth of a GPU cluster, on Ray."""
     warnings.showwarning = _warn_in_one_line
