@@ -10,6 +10,7 @@ one failed group: the others keep their processes and join a new world with them
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import time
@@ -32,7 +33,7 @@ from ray.util.scheduling_strategies import (
 
 from sweeper.driver.actor import RankActor
 from sweeper.driver.outcome import message
-from sweeper.errors import InfrastructureError
+from sweeper.errors import BadInput, InfrastructureError
 from sweeper.plan.placement import Member, Placement
 from sweeper.plan.spec import MoeSpec
 from sweeper.rank.preflight import local_nccl_allocators
@@ -71,34 +72,86 @@ class Connection:
             ray.shutdown()
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Address:
+    """A Ray cluster to join: its GCS (HOST:PORT), or Ray Client's server (ray://HOST:PORT)."""
+
+    host: str
+    port: int
+    client: bool  # ray://: through Ray Client
+
+    @property
+    def target(self) -> str:
+        """host:port as gRPC takes it (an IPv6 host in brackets)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"ray://{self.target}" if self.client else self.target
+
+
+# A DNS name (labels of letters, digits, '_' and '-'), an IPv4 address, or an IPv6 one
+_HOST = re.compile(r"[\w-]+(\.[\w-]+)*|[0-9a-f.]*:[0-9a-f:.]*", re.ASCII)
+_FORMS = (
+    "give HOST:PORT (the head's GCS, port 6379 by default) or ray://HOST:PORT (Ray Client, "
+    "port 10001 by default), or leave --address and $RAY_ADDRESS unset for an embedded Ray"
+)
+
+
+def parse_address(address: str, named: str) -> Address | None:
+    """The address given as `named` (--address, $RAY_ADDRESS), checked before any connection:
+    BadInput where it is none. None: auto or local, which Ray resolves itself."""
+    if address in ("auto", "local"):
+        return None
+
+    def bad(why: str) -> BadInput:
+        return BadInput(f"{named} {address!r} is no Ray address: {why}", hint=_FORMS)
+
+    if not address.isprintable() or any(c.isspace() for c in address):
+        raise bad("it holds a space or a control character")
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "", address
+    if scheme not in ("", "ray"):
+        raise bad(f"sweeper connects to no {scheme}:// address")
+    parts = urlsplit(f"//{rest}")
+    if parts.path or parts.query or parts.fragment or "@" in parts.netloc:
+        raise bad("nothing may come before the host or after the port")
+    if not parts.hostname:
+        raise bad("no host")
+    if not _HOST.fullmatch(parts.hostname):
+        raise bad(f"{parts.hostname!r} is no host name")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or over 65535
+        port = -1
+    if port is None:
+        raise bad("no port")
+    if not 0 < port <= 65535:
+        raise bad("its port is no number from 1 to 65535")
+    return Address(host=parts.hostname, port=port, client=scheme == "ray")
+
+
 # HTTP/2's connection preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, and its
 # client server behind ray://) answers them with a SETTINGS frame of its own.
 _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 _SETTINGS = 4
 
 
-def _check_reachable(address: str, timeout_s: float) -> None:
-    """Fail within `timeout_s`, not hang, where nothing listens at a host:port address, the
-    port is no port (foo:bar, localhost:99999), or what listens does not speak Ray's gRPC
-    (ray.init would wait for it forever)."""
-    if address in ("auto", "local"):
-        return
+def _check_reachable(address: Address, timeout_s: float) -> None:
+    """Fail within `timeout_s`, not hang, where nothing listens at the address or what
+    listens does not speak Ray's gRPC (ray.init would wait for it forever)."""
     hint = "check --address / $RAY_ADDRESS, or leave both unset for an embedded local Ray"
     try:
-        parts = urlsplit(address if "://" in address else f"tcp://{address}")
-        port = parts.port  # ValueError: not a number, or not in 0-65535
-        if not (parts.hostname and port):
-            return
-        with socket.create_connection((parts.hostname, port), timeout=timeout_s) as conn:
+        with socket.create_connection((address.host, address.port), timeout=timeout_s) as conn:
             conn.sendall(_HTTP2_PREFACE)
             answer = conn.recv(9)
     except TimeoutError:
         raise InfrastructureError(
             f"cannot reach Ray at {address}: no answer within {timeout_s:g} s", hint=hint
         ) from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise InfrastructureError(
-            f"cannot reach Ray at {address}: {getattr(exc, 'strerror', None) or exc}", hint=hint
+            f"cannot reach Ray at {address}: {exc.strerror or exc}", hint=hint
         ) from None
     if len(answer) < 9 or answer[3] != _SETTINGS:
         raise InfrastructureError(f"cannot reach Ray at {address}: it does not speak gRPC")
@@ -108,17 +161,22 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
     """Join the Ray cluster at `address` (default $RAY_ADDRESS), else start an embedded one.
 
     An embedded Ray gets at least `cpu_ranks` logical CPUs, so that many CPU rank actors fit
-    even on a smaller machine. A cluster that does not answer within `timeout_s` is an
-    InfrastructureError. SIGTERM keeps the caller's handler: ray.init would make it
-    `sys.exit`, which dies by SIGABRT in Ray's core instead of stopping the sweep.
+    even on a smaller machine. An address that is none is BadInput, before any connection; a
+    cluster that does not answer within `timeout_s` is an InfrastructureError. SIGTERM keeps
+    the caller's handler: ray.init would make it `sys.exit`, which dies by SIGABRT in Ray's
+    core instead of stopping the sweep.
     """
+    named = "--address" if address else "$RAY_ADDRESS"
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    remote = parse_address(address, named) if address else None
     if ray.is_initialized():
         return Connection(embedded=False, address=None)
-    address = address or os.environ.get("RAY_ADDRESS") or None
     on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
         if address:
-            _check_reachable(address, timeout_s)
+            if remote is not None:
+                _check_reachable(remote, timeout_s)
+                address = str(remote)
             try:
                 ray.init(address=address, namespace="sweeper", log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
