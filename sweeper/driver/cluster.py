@@ -19,7 +19,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import grpc
 import ray
+from ray._private.grpc_utils import init_grpc_channel
+from ray.core.generated import (
+    gcs_service_pb2,
+    gcs_service_pb2_grpc,
+    ray_client_pb2,
+    ray_client_pb2_grpc,
+)
 from ray.util.placement_group import (
     NODE_ID_LABEL_KEY,
     PlacementGroup,
@@ -131,30 +139,51 @@ def parse_address(address: str, named: str) -> Address | None:
     return Address(host=parts.hostname, port=port, client=scheme == "ray")
 
 
-# HTTP/2's connection preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, and its
-# client server behind ray://) answers them with a SETTINGS frame of its own.
-_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-_SETTINGS = 4
-
-
 def _check_reachable(address: Address, timeout_s: float) -> None:
-    """Fail within `timeout_s`, not hang, where nothing listens at the address or what
-    listens does not speak Ray's gRPC (ray.init would wait for it forever)."""
-    hint = "check --address / $RAY_ADDRESS, or leave both unset for an embedded local Ray"
+    """One call to the address that Ray's server answers at once, with `timeout_s` as its
+    deadline: it fails in time where nothing listens, where what listens never answers (a
+    socket that accepts and stays silent, another server that keeps the HTTP/2 connection
+    open), where it is not the Ray server that kind of address names, or where it wants a
+    token. ray.init has no deadline of its own for these: it retries for minutes.
+
+    A gRPC call, not ray.init in a thread given up at the deadline: the call's channel is
+    closed here, so nothing is left running; and not Ray's GCS client, whose C++ core
+    prints lines of its own as it retries. The channel is Ray's, with the token Ray would
+    send."""
+    channel = init_grpc_channel(address.target)
     try:
-        with socket.create_connection((address.host, address.port), timeout=timeout_s) as conn:
-            conn.sendall(_HTTP2_PREFACE)
-            answer = conn.recv(9)
-    except TimeoutError:
-        raise InfrastructureError(
-            f"cannot reach Ray at {address}: no answer within {timeout_s:g} s", hint=hint
-        ) from None
-    except OSError as exc:
-        raise InfrastructureError(
-            f"cannot reach Ray at {address}: {exc.strerror or exc}", hint=hint
-        ) from None
-    if len(answer) < 9 or answer[3] != _SETTINGS:
-        raise InfrastructureError(f"cannot reach Ray at {address}: it does not speak gRPC")
+        if address.client:
+            ping = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
+            ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(ping, timeout=timeout_s)
+        else:
+            gcs = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+            gcs.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout_s)
+    except grpc.RpcError as exc:
+        raise _unreachable(address, exc.code(), exc.details(), timeout_s) from None
+    finally:
+        channel.close()
+
+
+def _unreachable(
+    address: Address, code: grpc.StatusCode, details: str, timeout_s: float
+) -> InfrastructureError:
+    """What a failed first call says, in a line."""
+    server = "Ray Client's server" if address.client else "the head's GCS"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return InfrastructureError(
+            f"cannot reach Ray at {address}: no answer within {timeout_s:g} s",
+            hint=f"is this the port of {server}? a slow network may need more --connect-timeout",
+        )
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return InfrastructureError(
+            f"cannot connect to Ray at {address}: what answers there is not {server}",
+            hint=_FORMS,
+        )
+    # gRPC's details end with the socket's: "... Connection refused", "... Domain name not found]"
+    return InfrastructureError(
+        f"cannot reach Ray at {address}: {details.rsplit(': ', 1)[-1].rstrip(']')}",
+        hint="check --address / $RAY_ADDRESS, or leave both unset for an embedded local Ray",
+    )
 
 
 def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Connection:

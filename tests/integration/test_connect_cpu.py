@@ -1,0 +1,69 @@
+"""Connecting to a Ray cluster: --connect-timeout bounds the whole connection, handshake
+included, for every command that connects."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+from typer.testing import CliRunner
+
+from sweeper.cli import app
+
+# An empty HTTP/2 SETTINGS frame: what a gRPC server answers first
+_SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A port whose server answers the HTTP/2 preface as gRPC does, then never says more
+    (another gRPC server on the wrong port, one that hangs)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            held.append(conn)
+            conn.recv(65536)
+            conn.sendall(_SETTINGS)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+@pytest.mark.parametrize(
+    ("command", "scheme"), [("run", ""), ("run", "ray://"), ("nightly", "ray://"), ("plan", "")]
+)
+def test_a_server_that_answers_the_preface_and_stays_silent_fails_within_the_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent_server: int, command: str, scheme: str
+) -> None:
+    """As host:port and as ray://, for run, nightly and plan (topo connects as plan does):
+    exit 3 in one line within --connect-timeout, nothing written. Before, the handshake
+    hung for minutes, nightly ignored --connect-timeout and plan took none."""
+    ray.shutdown()  # the session's Ray, which a driver would join: the next test starts it
+    monkeypatch.chdir(tmp_path)
+    address = f"{scheme}127.0.0.1:{silent_server}"
+    start = time.monotonic()
+    result = CliRunner().invoke(app, [command, "--address", address, "--connect-timeout", "2"])
+    assert time.monotonic() - start < 2 + 8  # and the first call's imports
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith(
+        f"sweeper: error: cannot reach Ray at {address}: no answer within 2 s"
+    )
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
