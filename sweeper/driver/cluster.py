@@ -58,6 +58,7 @@ MULTICAST_OFF = {
 # The driver's own settings for these libraries reach the actors, like a launcher's would.
 _FORWARDED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "NVSHMEM_", "TORCH_SYMM_MEM_")
 _START_TIMEOUT_S = 120.0
+_LOOPBACK = "127.0.0.1"
 GRACE_S = 10.0  # after one rank failed, how long the others get to return before a rebuild
 
 
@@ -412,10 +413,14 @@ class RankSet:
         return self.infos
 
     def _join(self) -> None:
-        port = ray.get(self.actors[0].listen.remote(), timeout=self.start_timeout_s)
-        host = self.infos[0].ip
+        """Every rank joins one world. Its listeners (rank 0's store, gloo's sockets) are
+        reachable only where their peers are: on loopback where the set is on one node, at
+        each node's own address where it spans nodes; never on every interface."""
+        one_node = len({info.node_id for info in self.infos}) == 1
+        binds = [_LOOPBACK if one_node else info.ip for info in self.infos]
+        port = ray.get(self.actors[0].listen.remote(binds[0]), timeout=self.start_timeout_s)
         joins = [
-            a.join.remote(rank, host, port, self.group_timeout_s)
+            a.join.remote(rank, binds[0], port, self.group_timeout_s, binds[rank])
             for rank, a in enumerate(self.actors)
         ]
         ray.get(joins, timeout=self.start_timeout_s)
