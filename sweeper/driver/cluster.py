@@ -21,7 +21,13 @@ from urllib.parse import urlsplit
 
 import grpc
 import ray
+from ray._private.authentication.authentication_token_setup import (
+    AUTH_MODE_ENV_VAR,
+    _enable_token_auth,
+)
+from ray._private.authentication.authentication_utils import is_token_auth_enabled
 from ray._private.grpc_utils import init_grpc_channel
+from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]  # not in its stub
 from ray.core.generated import (
     gcs_service_pb2,
     gcs_service_pb2_grpc,
@@ -140,6 +146,12 @@ def parse_address(address: str, named: str) -> Address | None:
     return Address(host=parts.hostname, port=port, client=scheme == "ray")
 
 
+_TOKEN_HINT = (
+    "`ray get-auth-token` on the head prints the cluster's token: give it as RAY_AUTH_TOKEN, "
+    "in a file named by RAY_AUTH_TOKEN_PATH, or in ~/.ray/auth_token"
+)
+
+
 def _check_reachable(address: Address, timeout_s: float) -> None:
     """One call to the address that Ray's server answers at once, with `timeout_s` as its
     deadline: it fails in time where nothing listens, where what listens never answers (a
@@ -150,7 +162,17 @@ def _check_reachable(address: Address, timeout_s: float) -> None:
     A gRPC call, not ray.init in a thread given up at the deadline: the call's channel is
     closed here, so nothing is left running; and not Ray's GCS client, whose C++ core
     prints lines of its own as it retries. The channel is Ray's, with the token Ray would
-    send."""
+    send; a cluster that asks for a token where none is sent gets the one Ray finds."""
+    deadline = time.monotonic() + timeout_s
+    failed = _first_call(address, timeout_s)
+    if failed and failed[0] == grpc.StatusCode.UNAUTHENTICATED and _send_token_found():
+        failed = _first_call(address, max(0.0, deadline - time.monotonic()))
+    if failed:
+        raise _unreachable(address, *failed, timeout_s)
+
+
+def _first_call(address: Address, timeout_s: float) -> tuple[grpc.StatusCode, str] | None:
+    """The status code and details of a failed call to the address; None: it answered."""
     channel = init_grpc_channel(address.target)
     try:
         if address.client:
@@ -160,9 +182,23 @@ def _check_reachable(address: Address, timeout_s: float) -> None:
             gcs = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
             gcs.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout_s)
     except grpc.RpcError as exc:
-        raise _unreachable(address, exc.code(), exc.details(), timeout_s) from None
+        return exc.code(), str(exc.details())
     finally:
         channel.close()
+    return None
+
+
+def _send_token_found() -> bool:
+    """Token authentication on, where RAY_AUTH_MODE leaves it unsaid and Ray finds a token
+    (RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH names, ~/.ray/auth_token): the cluster
+    asked for one. Ray turns it on by itself only for a cluster it finds on this machine, so
+    a `ray://` address of a default cluster (token authentication on) fails without it."""
+    if os.environ.get(AUTH_MODE_ENV_VAR) is not None:
+        return False
+    if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+        return False
+    _enable_token_auth()  # Ray's own switch: the variable, and its cached config
+    return True
 
 
 def _unreachable(
@@ -170,6 +206,13 @@ def _unreachable(
 ) -> InfrastructureError:
     """What a failed first call says, in a line."""
     server = "Ray Client's server" if address.client else "the head's GCS"
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        given = (
+            "refused the authentication token given"
+            if is_token_auth_enabled()
+            else ("wants an authentication token, and none was found")
+        )
+        return InfrastructureError(f"Ray at {address} {given}", hint=_TOKEN_HINT)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return InfrastructureError(
             f"cannot reach Ray at {address}: no answer within {timeout_s:g} s",

@@ -4,8 +4,15 @@ ranks' own listeners are reachable only where their peers are."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -103,3 +110,85 @@ def test_the_ranks_of_one_node_listen_on_loopback_alone() -> None:
     assert listening[0], "rank 0 serves the store"
     loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
     assert {rank: set(at) - loopback for rank, at in listening.items()} == {0: set(), 1: set()}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def token_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A Ray head of its own with token authentication on, as a default Ray 2.60 cluster
+    has it, and Ray Client's server: its ray:// address and its token. The head's processes
+    are one process group, ended with it."""
+    root = tmp_path_factory.mktemp("token-head")
+    sessions = Path(tempfile.mkdtemp(prefix="ray-"))  # short: a socket's path fits 107 bytes
+    token = os.urandom(32).hex()
+    client_port = _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "HOME": str(root)}
+    ray_cli = Path(sys.executable).with_name("ray")
+    head = subprocess.Popen(
+        [
+            *(str(ray_cli), "start", "--head", "--block", "--num-cpus", "2"),
+            *("--port", str(_free_port()), "--ray-client-server-port", str(client_port)),
+            *("--include-dashboard", "false", "--disable-usage-stats"),
+            *("--temp-dir", str(sessions)),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and head.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", client_port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        yield f"ray://127.0.0.1:{client_port}", token
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # all gone already
+            os.killpg(head.pid, signal.SIGKILL)  # the head's drain on SIGTERM waits 30 s
+        head.wait()
+        shutil.rmtree(sessions, ignore_errors=True)
+
+
+def test_ray_client_joins_a_cluster_with_token_auth_where_ray_finds_the_token(
+    tmp_path: Path, token_head: tuple[str, str]
+) -> None:
+    """The token in ~/.ray/auth_token, RAY_AUTH_MODE unset: Ray sends it only to a cluster it
+    finds itself, so ray:// failed after 30 s with a line about ports."""
+    address, token = token_head
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text(token)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
+    topo = subprocess.run(
+        [sys.executable, "-m", "sweeper", "topo", "--address", address, "--format", "json"],
+        env={**env, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert topo.returncode == 0, topo.stderr
+    assert json.loads(topo.stdout)["backend"] == "gloo"
+
+
+def test_a_cluster_that_wants_a_token_none_was_found_for_says_so_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token_head: tuple[str, str]
+) -> None:
+    ray.shutdown()  # the session's Ray, which a driver would join: the next test starts it
+    address, _ = token_head
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = CliRunner().invoke(app, ["topo", "--address", address])
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith(
+        f"sweeper: error: Ray at {address} wants an authentication token, and none was found "
+        "(`ray get-auth-token` on the head prints the cluster's token: give it as RAY_AUTH_TOKEN"
+    )
+    assert len(result.stderr.strip().splitlines()) == 1
