@@ -57,7 +57,7 @@ class Groups:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as listener:
             listener.bind((host, 0))
-            listener.listen(self.world_size)
+            listener.listen(socket.SOMAXCONN)  # every peer connects at once
             port: int = listener.getsockname()[1]
             fd = listener.detach()  # the store's now: it closes it
         self.store = TCPStore(
