@@ -128,6 +128,8 @@ def token_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     token = os.urandom(32).hex()
     client_port = _free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "HOME": str(root)}
+    # the server Ray Client starts for each driver: on a loaded machine, more than 30 s
+    env["RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S"] = "120"
     ray_cli = Path(sys.executable).with_name("ray")
     head = subprocess.Popen(
         [
