@@ -205,6 +205,7 @@ def nightly_command(
             spec = build_spec(
                 loaded,
                 address=address,
+                connect_timeout=connect_timeout,
                 output=output,
                 reports_dir=reports_dir,
                 cluster_name=cluster_name,
@@ -364,7 +365,6 @@ def topo(
 
 # what a plan does not ask: how points are timed and checked, where rows and reports go
 PLAN_LEAVES_OUT = (
-    "connect_timeout",
     "launch",
     "engine",
     "register_buffers",
