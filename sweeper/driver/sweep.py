@@ -52,7 +52,7 @@ def new_run_id(now: datetime) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def _backend(asked: Backend | None, gpus: int) -> Backend:
+def choose_backend(asked: Backend | None, gpus: int) -> Backend:
     if asked is None:
         return Backend.NCCL if gpus else Backend.GLOO
     if asked is Backend.NCCL and not gpus:
@@ -97,7 +97,7 @@ def survey(spec: SweepSpec) -> Survey:
     asked = spec.cluster
     connection = _connect(asked)
     try:
-        backend = _backend(asked.backend, connection.gpus())
+        backend = choose_backend(asked.backend, connection.gpus())
         slots, nodes = _layout(asked, backend)
     finally:
         connection.close()
@@ -182,7 +182,7 @@ class _Sweep:
         self.resume = resume
         self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
-        self.plan = request.resolve(spec, _backend(spec.cluster.backend, connection.gpus()))
+        self.plan = request.resolve(spec, choose_backend(spec.cluster.backend, connection.gpus()))
         self.collectives = resolve(self.plan.planning.ops)
         self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
         if self.plan.timing.register:

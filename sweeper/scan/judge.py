@@ -415,3 +415,14 @@ def _healthy_pairs(tests: list[Judged], members: list[set[str]], fleet: Fleet) -
                 )
             )
     return out
+
+
+def named(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts that name something: condemned or unconfirmed, a condemned node's GPUs
+    left out (they go with it)."""
+    down = {v.nodes[0] for v in verdicts if v.subject is Subject.NODE and v.condemned}
+    return [
+        v
+        for v in verdicts
+        if v.health is not Health.HEALTHY and not (v.subject is Subject.GPU and v.nodes[0] in down)
+    ]
