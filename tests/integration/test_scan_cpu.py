@@ -1,108 +1,39 @@
 """`sweeper scan` on a real multi-node Ray cluster on this machine (gloo ranks, one per node):
 the policy's waves on the executor, the rows with their stage, and verdicts that name the
-planted fault, whatever it is.
+faults the simulation plants by default: a slow node, a slow link, a node that leaves.
 
-The faults are test plugins whose delay (50 ms a call) is many times a healthy 1 MiB
-all_reduce on CPU ranks, judged against a quarter of the fleet's median: a healthy group
-would have to run four times slower than the others to fail, a slowed one runs over ten
-times slower.
+One scan of seven nodes holds all three, so its actors start once (and once more when the
+node has left), which costs more than all its waves. The slowdowns are a test plugin's
+(`tests.plugins.faulty_fleet`): 50 ms a call, many times a healthy 1 MiB all_reduce on CPU
+ranks, judged against a quarter of the fleet's median: a healthy group would have to run
+four times slower than the others to fail, a slowed one runs over ten times slower.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 import pytest
 import ray
 from ray.cluster_utils import Cluster
-from typer.testing import CliRunner
 
 import sweeper
-from sweeper.cli import app
 from sweeper.driver import cluster
-from sweeper.driver.scan import ScanSettings, scan_fleet
+from sweeper.driver.scan import Scanned, ScanSettings, scan_fleet
 from sweeper.plan.profile import build_spec
 from sweeper.scan.fleet import Stage, Wave
-from sweeper.scan.judge import Health, Subject
+from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
 from sweeper.scan.thresholds import Thresholds
 from tests.conftest import cluster_nodes, registry_kept
 
 pytestmark = pytest.mark.own_cluster
 
-NODES = 6
-TIMING = ("--iters", "3", "--warmup", "1", "--blocks", "3", "--timeout", "60")
-LIMITS = ("--sigmas", "0", "--min-ratio", "0.25")
-
-
-@pytest.fixture(scope="module")
-def fleet(cluster_head: Cluster) -> Iterator[Cluster]:
-    """Six nodes of one CPU each, beside a head with none: one gloo rank a node."""
-    with cluster_nodes(cluster_head, *[{"num_cpus": 1}] * NODES) as nodes:
-        yield nodes
-
-
-def _order() -> list[str]:
-    """The scan's nodes, in its order (the plugins name nodes by their place in it)."""
-    return [slot.node_id for slot in cluster.choose_nodes("gloo", NODES, 1)]
-
-
-def _scan(tmp_path: Path, *args: str) -> dict[str, Any]:
-    out = tmp_path / "results"
-    run = ["scan", "--backend", "gloo", "--gpus-per-node", "1", *TIMING, *LIMITS]
-    result = CliRunner().invoke(app, [*run, *args, "--output", str(out), "--format", "json"])
-    assert result.exit_code == 1, result.output  # something condemned
-    found: dict[str, Any] = json.loads(result.stdout)
-    return found
-
-
-def _health(found: dict[str, Any], subject: Subject) -> dict[tuple[str, ...], str]:
-    return {
-        tuple(v["nodes"]): v["health"] for v in found["verdicts"] if v["subject"] == subject
-    }
-
-
-def test_a_node_that_slows_every_group_it_is_in_is_named_slow_with_its_evidence(
-    fleet: Cluster, tmp_path: Path
-) -> None:
-    order = _order()
-    with registry_kept():
-        from tests.plugins.slow_node import SLOW_NODE
-
-        found = _scan(tmp_path, "--plugin", "tests.plugins.slow_node", "--op", "slow_node")
-    slow = order[SLOW_NODE]
-    nodes = _health(found, Subject.NODE)
-    assert nodes == {(n,): Health.SLOW if n == slow else Health.HEALTHY for n in order}
-    assert found["condemned"] == [slow]
-    (verdict,) = [v for v in found["verdicts"] if v["name"] == slow]
-    assert verdict["stage"] in (Stage.BISECT, Stage.CONFIRM)
-    assert len(verdict["partners"]) >= 2  # beside different known-good nodes
-    assert verdict["busbw_gb_per_s"] < 0.25 * verdict["fleet_gb_per_s"]
-    assert f"{slow}: all_reduce at 1 MiB" in verdict["evidence"]
-    rows = sweeper.load(tmp_path / "results")
-    assert set(rows["run_kind"]) == {"scan"}
-    assert set(rows["stage"]) >= {Stage.GATE, Stage.SCREEN, Stage.BISECT, Stage.CONFIRM}
-    assert (rows["status"] == "ok").all()
-
-
-def test_a_link_slow_only_between_two_nodes_is_named_as_the_link(
-    fleet: Cluster, tmp_path: Path
-) -> None:
-    order = _order()
-    with registry_kept():
-        from tests.plugins.slow_link import LINK
-
-        found = _scan(tmp_path, "--plugin", "tests.plugins.slow_link", "--op", "slow_link")
-    link = tuple(order[i] for i in LINK)
-    assert _health(found, Subject.NODE) == {(n,): Health.HEALTHY for n in order}
-    links = _health(found, Subject.LINK)
-    assert links.pop(link) == Health.SLOW
-    assert set(links.values()) <= {Health.HEALTHY}
-    assert found["condemned"] == ["-".join(link)]
+NODES = 7
 
 
 class _Leaves:
@@ -123,28 +54,98 @@ class _Leaves:
             time.sleep(0.2)
 
 
-def test_a_node_that_leaves_mid_scan_is_unreachable_and_the_others_get_their_verdicts(
-    fleet: Cluster, tmp_path: Path
-) -> None:
-    extra = fleet.add_node(num_cpus=1)
-    try:
-        fleet.wait_for_nodes()
+@dataclass(frozen=True)
+class _Scan:
+    order: list[str]  # the scan's nodes in its order: the plugin names them by place
+    scanned: Scanned
+    rows: pd.DataFrame
+
+    def verdicts(self, subject: Subject) -> dict[tuple[str, ...], Verdict]:
+        return {v.nodes: v for v in self.scanned.verdicts if v.subject is subject}
+
+
+@pytest.fixture(scope="module")
+def scan(cluster_head: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Scan]:
+    """Seven nodes of one CPU each, beside a head with none: one gloo rank a node. The last
+    node in the scan's order leaves as the screen starts."""
+    with cluster_nodes(cluster_head, *[{"num_cpus": 1}] * NODES) as fleet, registry_kept():
+        order = [slot.node_id for slot in cluster.choose_nodes("gloo", NODES, 1)]
+        leaving = next(n for n in fleet.worker_nodes if n.node_id == order[-1])
+        out = tmp_path_factory.mktemp("scan")
         spec = build_spec(
-            backend="gloo", gpus_per_node=1, iters=3, warmup=1, blocks=3, output=tmp_path
+            backend="gloo",
+            gpus_per_node=1,
+            iters=3,
+            warmup=1,
+            blocks=3,
+            timeout=60,
+            output=out,
+            plugins=["tests.plugins.faulty_fleet"],
         )
         settings = ScanSettings(
             strategy=Strategy.parse("adaptive"),
             thresholds=Thresholds(sigmas=0, min_ratio=0.25),
+            op="faulty",
         )
-        leaves = _Leaves(fleet, extra)
+        leaves = _Leaves(fleet, leaving)
         scanned = scan_fleet(spec, settings, leaves)
-    finally:
-        if extra in fleet.worker_nodes:
-            fleet.remove_node(extra)
-    assert leaves.left
-    nodes = {v.nodes[0]: v for v in scanned.verdicts if v.subject is Subject.NODE}
-    assert len(nodes) == NODES + 1
-    gone = nodes.pop(extra.node_id)
-    assert gone.health is Health.UNREACHABLE
-    assert "left the cluster" in gone.evidence
-    assert {v.health for v in nodes.values()} == {Health.HEALTHY}
+        assert leaves.left
+        yield _Scan(order, scanned, sweeper.load(out))
+
+
+def test_a_node_that_slows_every_group_it_is_in_is_named_slow_with_its_evidence(
+    scan: _Scan,
+) -> None:
+    from tests.plugins.faulty_fleet import SLOW_NODE
+
+    slow = scan.order[SLOW_NODE]
+    verdict = scan.verdicts(Subject.NODE)[(slow,)]
+    assert verdict.health is Health.SLOW
+    assert verdict.stage in (Stage.BISECT, Stage.CONFIRM)
+    assert len(verdict.partners) >= 2  # beside different known-good nodes
+    assert verdict.busbw_gb_per_s is not None
+    assert verdict.fleet_gb_per_s is not None
+    assert verdict.busbw_gb_per_s < 0.25 * verdict.fleet_gb_per_s
+    assert f"{slow}: all_reduce at 1 MiB" in verdict.evidence
+    assert "groups with different partners" in verdict.evidence
+
+
+def test_a_link_slow_only_between_two_nodes_is_named_as_the_link_not_its_ends(
+    scan: _Scan,
+) -> None:
+    from tests.plugins.faulty_fleet import SLOW_LINK
+
+    link = tuple(scan.order[i] for i in SLOW_LINK)
+    links = scan.verdicts(Subject.LINK)
+    assert links.pop(link).health is Health.SLOW
+    assert {v.health for v in links.values()} <= {Health.HEALTHY}
+    nodes = scan.verdicts(Subject.NODE)
+    assert {nodes[(end,)].health for end in link} == {Health.HEALTHY}
+
+
+def test_a_node_that_leaves_mid_scan_is_unreachable_and_every_other_gets_its_verdict(
+    scan: _Scan,
+) -> None:
+    from tests.plugins.faulty_fleet import SLOW_NODE
+
+    gone, slow = scan.order[-1], scan.order[SLOW_NODE]
+    nodes = {nodes[0]: v.health for nodes, v in scan.verdicts(Subject.NODE).items()}
+    assert nodes == {
+        n: Health.UNREACHABLE if n == gone else Health.SLOW if n == slow else Health.HEALTHY
+        for n in scan.order
+    }
+    assert "left the cluster" in scan.verdicts(Subject.NODE)[(gone,)].evidence
+    condemned = sorted(v.name for v in scan.scanned.verdicts if v.condemned)
+    assert len(condemned) == 3  # the slow node, the link, the node that left
+
+
+def test_every_row_says_its_stage_and_the_scan_wave(scan: _Scan) -> None:
+    rows = scan.rows
+    assert set(rows["run_kind"]) == {"scan"}
+    assert set(rows["stage"]) >= {Stage.GATE, Stage.SCREEN, Stage.BISECT, Stage.CONFIRM}
+    waves = {o.group.wave: o.group.stage for o in scan.scanned.outcomes}
+    ran = rows.drop_duplicates("wave").set_index("wave")["stage"].to_dict()
+    assert ran == {w: stage for w, stage in waves.items() if w in ran}
+    gate = rows[rows["stage"] == Stage.GATE]
+    assert (gate["n_nodes"] == 1).all()
+    assert (rows.loc[rows["stage"] != Stage.GATE, "n_nodes"] >= 2).all()
