@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from sweeper.commands.options import (
+    SWEEP_OPTIONS,
     Address,
     Backend,
     ClusterName,
@@ -221,12 +222,29 @@ def nightly_command(
         raise typer.Exit(EXIT_POINTS_FAILED)
 
 
+# the sweep's options a scan takes: where, on how many ranks a node, how each point is timed
+SCAN_SWEEP_OPTIONS = {
+    "address",
+    "connect_timeout",
+    "backend",
+    "gpus_per_node",
+    "iters",
+    "warmup",
+    "blocks",
+    "timeout",
+    "output",
+    "plugin",
+    "cluster_name",
+}
+
+
 @app.command(
     "scan",
     epilog="Examples: sweeper scan | sweeper scan --nodes 64 --domain-label rack | "
     "sweeper scan --strategy random:5 --seed 7 --format json | "
     "sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3",
 )
+@sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
 def scan_command(
     nodes: Annotated[
         int | None, typer.Option(min=1, help="Nodes to scan; default every node.")
@@ -256,21 +274,6 @@ def scan_command(
         float | None, typer.Option(min=0, max=1, help="Share of the fleet's median.")
     ] = None,
     op: Annotated[str, typer.Option(help="The judged operation.")] = "all_reduce",
-    output: Output = None,
-    address: Address = None,
-    connect_timeout: ConnectTimeout = None,
-    backend: Backend = None,
-    gpus_per_node: GpusPerNode = None,
-    iters: Annotated[int | None, typer.Option(min=1, help="Iterations per timed block.")] = None,
-    warmup: Annotated[int | None, typer.Option(min=0, help="Warm-up iterations.")] = None,
-    blocks: Annotated[int | None, typer.Option(min=1, help="Timed blocks per point.")] = None,
-    timeout: Annotated[
-        float | None, typer.Option(min=0, help="Seconds one point may take.")
-    ] = None,
-    plugin: Annotated[
-        list[str] | None, typer.Option(help="A module that registers operations.")
-    ] = None,
-    cluster_name: ClusterName = None,
     simulate: Annotated[
         bool, typer.Option(help="A simulated fleet with planted faults; no cluster.")
     ] = False,
@@ -279,6 +282,7 @@ def scan_command(
     ] = "3",
     seed: Annotated[int, typer.Option(help="Random matchings' and the simulation's seed.")] = 0,
     format: OutputFormat = Format.human,
+    **options: Any,
 ) -> None:
     """A verdict for every node, GPU and link: healthy, slow, failed, unreachable or
     unconfirmed, each with its evidence; exit 1 when something is condemned."""
@@ -292,7 +296,7 @@ def scan_command(
 
             sim = simulated(
                 nodes=nodes or 64,
-                gpus_per_node=gpus_per_node or 8,
+                gpus_per_node=options["gpus_per_node"] or 8,
                 faults=scan_.faults(faults),
                 strategy=chosen,
                 seed=seed,
@@ -313,20 +317,8 @@ def scan_command(
             domain_label=domain_label,
             sizes=scan_.sizes(sizes),
         )
-        spec = build_spec(
-            address=address,
-            connect_timeout=connect_timeout,
-            backend=backend,
-            gpus_per_node=gpus_per_node,
-            iters=iters,
-            warmup=warmup,
-            blocks=blocks,
-            timeout=timeout,
-            seed=seed,
-            output=output,
-            plugins=plugin,
-            cluster_name=cluster_name,
-        )
+        options["plugins"] = options.pop("plugin")
+        spec = build_spec(**options)
         scanned = scan_.run(spec, settings, format is Format.json)
     except SweeperError as exc:
         raise _fail(exc) from None

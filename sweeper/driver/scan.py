@@ -19,12 +19,11 @@ from typing import Any, Protocol
 
 import ray
 
-import sweeper
 from sweeper import report
 from sweeper.driver import cluster, measurement
 from sweeper.driver.executor import Executor
 from sweeper.driver.outcome import PointResult
-from sweeper.driver.sweep import choose_backend, new_run_id
+from sweeper.driver.sweep import choose_backend, new_run_id, run_columns
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import REGISTRY, load_plugins
@@ -190,7 +189,14 @@ class _Scan:
             nodes = [n for n in self.nodes if n.node_id not in self.lost]
             self.ranks = ranks
             self.placement = cluster.placement(self.backend, nodes, infos)
-            self.meta = self.meta or self._metadata(ranks)
+            self.meta = self.meta or run_columns(
+                self.run_id,
+                self.started_at,
+                "scan",
+                self.plan.cluster.name or self.connection.head_host(),
+                self.backend,
+                ranks,
+            )
             self.executor = Executor(
                 ranks,
                 self.placement,
@@ -217,23 +223,6 @@ class _Scan:
         if self.ranks is not None:
             self.ranks.close()
             self.ranks = None
-
-    def _metadata(self, ranks: cluster.RankSet) -> measurement.RunColumns:
-        versions = ranks.versions()
-        return measurement.RunColumns(
-            run_id=self.run_id,
-            run_started_at=self.started_at,
-            run_kind="scan",
-            cluster_name=self.plan.cluster.name or self.connection.head_host(),
-            sweeper_version=sweeper.__version__,
-            ray_version=ray.__version__,
-            torch_version=versions.torch,
-            nccl_version=versions.nccl,
-            cuda_version=versions.cuda,
-            driver_version=versions.driver,
-            gpu_model=versions.gpu_model,
-            backend=self.backend,
-        )
 
     # ---- a wave ----
 
