@@ -72,11 +72,6 @@ class ScanObserver(Protocol):
         """A wave is about to run."""
 
 
-class Quiet:
-    def wave(self, wave: scan.Wave) -> None:
-        pass
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Scanned:
     run_id: str
@@ -88,6 +83,7 @@ class Scanned:
 
 
 def bandwidth_bytes(backend: Backend, nodes: Sequence[Node]) -> int:
+    """The judged operation's bandwidth size on these nodes (GPU_BANDWIDTH_BYTES' rule)."""
     if backend is not Backend.NCCL:
         return CPU_BANDWIDTH_BYTES
     memory = [gpu.memory_total_bytes for node in nodes for gpu in node.gpus]
@@ -109,15 +105,12 @@ class _Scan:
         self,
         spec: SweepSpec,
         settings: ScanSettings,
-        observer: ScanObserver,
         connection: cluster.Connection,
     ) -> None:
         self.connection = connection
         self.settings = settings
-        self.observer = observer
         self.started_at = datetime.now(timezone.utc)
         self.run_id = new_run_id(self.started_at)
-        self.spec = spec
         backend = choose_backend(spec.cluster.backend, connection.gpus())
         self.plan = request.resolve(spec, backend)
         self.backend = backend
@@ -276,18 +269,22 @@ class _Scan:
         self.rows += len(rows)
         self.by_group[done.group].extend(columns(row) for row in rows)
 
+    def _missing(self, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
+        """The groups holding a node that is out of the scan, each missing, saying why."""
+        out = {}
+        for group in groups:
+            if gone := [n for n in group.nodes if n in self.lost]:
+                why = "; ".join(f"{n}: {self.lost[n]}" for n in gone)
+                out[group] = scan.Outcome(group=group, result=scan.Result.MISSING, reason=why)
+        return out
+
     def run_wave(self, wave: scan.Wave) -> list[scan.Outcome]:
         """Every group of the wave at once; each one's outcome, in the wave's order."""
         if self._lose("it left the cluster during the scan"):
             self.close()
         if self.ranks is None:
             self.start()
-        done: dict[scan.Group, scan.Outcome] = {}
-        for group in wave.groups:
-            gone = [n for n in group.nodes if n in self.lost]
-            if gone:
-                reason = "; ".join(f"{n}: {self.lost[n]}" for n in gone)
-                done[group] = scan.Outcome(group=group, result=scan.Result.MISSING, reason=reason)
+        done = self._missing(wave.groups)
         todo = [g for g in wave.groups if g not in done]
         while todo:
             try:
@@ -297,13 +294,7 @@ class _Scan:
                 if not self._lose("it left the cluster during the scan"):
                     raise
                 self.close()
-                for group in todo:
-                    gone = [n for n in group.nodes if n in self.lost]
-                    if gone:
-                        why = "; ".join(f"{n}: {self.lost[n]}" for n in gone)
-                        done[group] = scan.Outcome(
-                            group=group, result=scan.Result.MISSING, reason=why
-                        )
+                done.update(self._missing(todo))
                 todo = [g for g in todo if g not in done]
                 self.start()
         return [done[g] for g in wave.groups]
@@ -334,9 +325,7 @@ class _Scan:
         return out
 
 
-def scan_fleet(
-    spec: SweepSpec, settings: ScanSettings, observer: ScanObserver | None = None
-) -> Scanned:
+def scan_fleet(spec: SweepSpec, settings: ScanSettings, observer: ScanObserver) -> Scanned:
     """A scan: every wave the policy gives, on the cluster; the rows go to the results, and
     the judge's verdicts come back."""
     load_plugins(spec.experiments.plugins)
@@ -349,7 +338,7 @@ def scan_fleet(
         spec.cluster.address, spec.cluster.cpu_ranks, spec.cluster.connect_timeout_s
     )
     try:
-        state = _Scan(spec, settings, observer or Quiet(), connection)
+        state = _Scan(spec, settings, connection)
         records.save(output, records.RunRecord.of(state.run_id, spec, tuple(state.nodes)))
         ended = "interrupted"
         try:
@@ -359,7 +348,7 @@ def scan_fleet(
             outcomes: list[scan.Outcome] = []
             wave = policy.next()
             while wave is not None:
-                state.observer.wave(wave)
+                observer.wave(wave)
                 got = state.run_wave(wave)
                 outcomes += got
                 wave = policy.next(got)
