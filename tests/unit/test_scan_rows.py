@@ -1,14 +1,10 @@
 """A group's rows fold into its scan outcome: the judged figures, each GPU's copies and NVML
-evidence, and missing or failed points that never pass; and `sweeper scan`'s bad input."""
+evidence, and missing or failed points that never pass."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from typer.testing import CliRunner
-
-from sweeper.cli import app
 from sweeper.scan.fleet import Group, Result, Stage
 from sweeper.scan.rows import Asked, outcome
 
@@ -89,31 +85,3 @@ def test_the_gate_reads_each_gpus_slower_copy_and_its_nvml_evidence() -> None:
         "PCIe Gen4 x16 of Gen5 x16",
         "hw_slowdown",
     )
-
-
-@pytest.mark.parametrize(
-    ("args", "line"),
-    [
-        (["--strategy", "random"], "--strategy random: strategy 'random': random takes a count"),
-        (["--sizes", "1M,8"], "--sizes 1M,8: two sizes, the latency one first"),
-        (["--sizes", "8,lots"], "--sizes: 'lots' is not a size"),
-        (["--min-busbw", "wires=3"], "--min-busbw wires=3: TIER=GB/s"),
-        (["--simulate", "--faults", "gremlins"], "--faults gremlins: a count, or names"),
-    ],
-)
-def test_bad_scan_input_is_one_line_and_exit_2_before_any_cluster(
-    args: list[str], line: str
-) -> None:
-    result = CliRunner().invoke(app, ["scan", *args])
-    assert result.exit_code == 2, result.output
-    (only,) = result.stderr.strip().splitlines()
-    assert only.startswith(f"sweeper: error: {line}")
-
-
-def test_the_simulation_prints_its_waves_and_the_verdicts_against_the_planted_truth() -> None:
-    args = ["scan", "--simulate", "--nodes", "16", "--gpus-per-node", "2", "--faults", "slow-node"]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    assert "16 nodes x 2 GPUs, adaptive, seed 0" in result.stdout
-    assert "planted: slow-node" in result.stdout
-    assert "precision 1.00, recall 1.00" in result.stdout
