@@ -182,7 +182,7 @@ class _Scan:
             nodes = [n for n in self.nodes if n.node_id not in self.lost]
             self.ranks = ranks
             self.placement = cluster.placement(self.backend, nodes, infos)
-            self.meta = self.meta or run_columns(
+            shared = self.meta or run_columns(
                 self.run_id,
                 self.started_at,
                 "scan",
@@ -190,6 +190,7 @@ class _Scan:
                 self.backend,
                 ranks,
             )
+            self.meta = replace(shared, nccl_env=infos[0].nccl_env)  # rows name the pinned ring
             self.executor = Executor(
                 ranks,
                 self.placement,
