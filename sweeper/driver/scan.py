@@ -157,8 +157,9 @@ class _Scan:
         )
 
     def start(self) -> None:
-        """An actor set on every node still in the scan; a node whose actors cannot start is
-        out of it (unreachable), and the set starts again without it."""
+        """An actor set on every node still in the scan. Where its actors cannot start because
+        a node is gone from Ray, that node is out (unreachable) and the set starts again
+        without it; any other failure to start stops the scan (exit 3)."""
         while True:
             slots = [s for s in self.slots if s.node_id not in self.lost]
             if not slots:
