@@ -4,9 +4,12 @@ faults the simulation plants by default: a slow node, a slow link, a node that l
 
 One scan of seven nodes holds all three, so its actors start once (and once more when the
 node has left), which costs more than all its waves. The slowdowns are a test plugin's
-(`tests.plugins.faulty_fleet`): 50 ms a call, many times a healthy 1 MiB all_reduce on CPU
-ranks, judged against a quarter of the fleet's median: a healthy group would have to run
-four times slower than the others to fail, a slowed one runs over ten times slower.
+(`tests.plugins.faulty_fleet`): 200 ms a call at the bandwidth size, 64 KiB, over a hundred
+times a healthy all_reduce of it on CPU ranks. So few nodes give the screen three groups, one
+slowed and one missing: the fleet's median is that of a healthy figure and a slowed one,
+about half the healthy, and a group fails below a tenth of that. A slowed group fails by a
+factor of five or more; a healthy one, whose figure drops by up to five times from two
+ranks to three at this latency-bound size, passes by a factor of three or more.
 """
 
 from __future__ import annotations
@@ -84,8 +87,9 @@ def scan(cluster_head: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
         )
         settings = ScanSettings(
             strategy=Strategy.parse("adaptive"),
-            thresholds=Thresholds(sigmas=0, min_ratio=0.25),
+            thresholds=Thresholds(sigmas=0, min_ratio=0.1),
             op="faulty",
+            sizes=(8, 64 << 10),
         )
         leaves = _Leaves(fleet, leaving)
         scanned = scan_fleet(spec, settings, leaves)
@@ -105,8 +109,8 @@ def test_a_node_that_slows_every_group_it_is_in_is_named_slow_with_its_evidence(
     assert len(verdict.partners) >= 2  # beside different known-good nodes
     assert verdict.busbw_gb_per_s is not None
     assert verdict.fleet_gb_per_s is not None
-    assert verdict.busbw_gb_per_s < 0.25 * verdict.fleet_gb_per_s
-    assert f"{slow}: all_reduce at 1 MiB" in verdict.evidence
+    assert verdict.busbw_gb_per_s < 0.1 * verdict.fleet_gb_per_s
+    assert f"{slow}: all_reduce at 64 KiB" in verdict.evidence
     assert "groups with different partners" in verdict.evidence
 
 
