@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 
 from sweeper import __version__
 from sweeper.commands.options import (
+    SWEEP_OPTIONS,
     Address,
     Backend,
     ClusterName,
@@ -222,6 +223,110 @@ def nightly_command(
         raise typer.Exit(EXIT_REGRESSION)
     if night.verdict.failed:
         raise typer.Exit(EXIT_POINTS_FAILED)
+
+
+# the sweep's options a scan takes: where, on how many ranks a node, how each point is timed
+SCAN_SWEEP_OPTIONS = {
+    "address",
+    "connect_timeout",
+    "backend",
+    "gpus_per_node",
+    "iters",
+    "warmup",
+    "blocks",
+    "timeout",
+    "output",
+    "plugin",
+    "cluster_name",
+}
+
+
+@app.command(
+    "scan",
+    epilog="Examples: sweeper scan | sweeper scan --nodes 64 --domain-label rack | "
+    "sweeper scan --strategy random:5 --seed 7 --format json | "
+    "sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3",
+)
+@sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
+def scan_command(
+    nodes: Annotated[
+        int | None, typer.Option(min=1, help="Nodes to scan; default every node.")
+    ] = None,
+    strategy: Annotated[
+        str, typer.Option(help="adaptive, ring, bisect, random:K or all.")
+    ] = "adaptive",
+    domain_label: Annotated[
+        str | None,
+        typer.Option(help="A Ray node label (rack, an NVLink domain): the screen's groups."),
+    ] = None,
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            help="The latency and bandwidth sizes, e.g. 8,1G [default: 8 and 1G, "
+            "or the largest below it that fits; 1M on CPU ranks]."
+        ),
+    ] = None,
+    min_busbw: Annotated[
+        list[str] | None,
+        typer.Option(help="An absolute floor, TIER=GB/s (internode=40); repeatable."),
+    ] = None,
+    sigmas: Annotated[
+        float | None, typer.Option(min=0, help="Robust sigmas below the fleet's median.")
+    ] = None,
+    min_ratio: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Share of the fleet's median.")
+    ] = None,
+    op: Annotated[str, typer.Option(help="The judged operation.")] = "all_reduce",
+    simulate: Annotated[
+        bool, typer.Option(help="A simulated fleet with planted faults; no cluster.")
+    ] = False,
+    faults: Annotated[
+        str, typer.Option(help="--simulate: how many faults, or their names (slow-node,...).")
+    ] = "3",
+    seed: Annotated[int, typer.Option(help="Random matchings' and the simulation's seed.")] = 0,
+    format: OutputFormat = Format.human,
+    **options: Any,
+) -> None:
+    """A verdict for every node, GPU and link: healthy, slow, failed, unreachable or
+    unconfirmed, each with its evidence; exit 1 when something is condemned."""
+    from sweeper.commands import scan as scan_
+
+    try:
+        chosen = scan_.strategy(strategy, seed)
+        limits = scan_.thresholds(min_busbw or [], sigmas, min_ratio)
+        if simulate:
+            from sweeper.scan.simulate import simulate as simulated
+
+            sim = simulated(
+                nodes=nodes or 64,
+                gpus_per_node=options["gpus_per_node"] or 8,
+                faults=scan_.faults(faults),
+                strategy=chosen,
+                seed=seed,
+                thresholds=limits,
+            )
+            if format is Format.json:
+                print(json.dumps(scan_.simulation_record(sim), indent=1, default=str))
+            else:
+                scan_.print_simulation(sim)
+            return
+        from sweeper.driver.scan import ScanSettings  # Ray (not started): the options are good
+
+        settings = ScanSettings(
+            strategy=chosen,
+            thresholds=limits,
+            op=op,
+            nodes=nodes,
+            domain_label=domain_label,
+            sizes=scan_.sizes(sizes),
+        )
+        options["plugins"] = options.pop("plugin")
+        spec = build_spec(**options)
+        scanned = scan_.run(spec, settings, format is Format.json)
+    except SweeperError as exc:
+        raise _fail(exc) from None
+    if any(v.condemned for v in scanned.verdicts):
+        raise typer.Exit(EXIT_REGRESSION)
 
 
 Results = Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")]

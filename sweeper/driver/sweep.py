@@ -52,7 +52,7 @@ def new_run_id(now: datetime) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def _backend(asked: Backend | None, gpus: int) -> Backend:
+def choose_backend(asked: Backend | None, gpus: int) -> Backend:
     if asked is None:
         return Backend.NCCL if gpus else Backend.GLOO
     if asked is Backend.NCCL and not gpus:
@@ -97,7 +97,7 @@ def survey(spec: SweepSpec) -> Survey:
     asked = spec.cluster
     connection = _connect(asked)
     try:
-        backend = _backend(asked.backend, connection.gpus())
+        backend = choose_backend(asked.backend, connection.gpus())
         slots, nodes = _layout(asked, backend)
     finally:
         connection.close()
@@ -182,7 +182,7 @@ class _Sweep:
         self.resume = resume
         self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
-        self.plan = request.resolve(spec, _backend(spec.cluster.backend, connection.gpus()))
+        self.plan = request.resolve(spec, choose_backend(spec.cluster.backend, connection.gpus()))
         self.collectives = resolve(self.plan.planning.ops)
         self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
         if self.plan.timing.register:
@@ -345,22 +345,42 @@ class _Sweep:
     def _metadata(self, ranks: cluster.RankSet) -> RunColumns:
         """The columns every row of this run shares, gathered once."""
         if self._shared is None:
-            versions = ranks.versions()
-            self._shared = RunColumns(
-                run_id=self.run_id,
-                run_started_at=self.started_at,
-                run_kind=self.run_kind,
-                cluster_name=self.plan.cluster.name or self.connection.head_host(),
-                sweeper_version=sweeper.__version__,
-                ray_version=ray.__version__,
-                torch_version=versions.torch,
-                nccl_version=versions.nccl,
-                cuda_version=versions.cuda,
-                driver_version=versions.driver,
-                gpu_model=versions.gpu_model,
-                backend=self.plan.backend,
+            self._shared = run_columns(
+                self.run_id,
+                self.started_at,
+                self.run_kind,
+                self.plan.cluster.name or self.connection.head_host(),
+                self.plan.backend,
+                ranks,
             )
         return self._shared
+
+
+def run_columns(
+    run_id: str,
+    started_at: datetime,
+    run_kind: str,
+    cluster_name: str,
+    backend: Backend,
+    ranks: cluster.RankSet,
+) -> RunColumns:
+    """The columns every row of a run shares: what it is, where, and the software its ranks
+    run (asked of one of them)."""
+    versions = ranks.versions()
+    return RunColumns(
+        run_id=run_id,
+        run_started_at=started_at,
+        run_kind=run_kind,
+        cluster_name=cluster_name,
+        sweeper_version=sweeper.__version__,
+        ray_version=ray.__version__,
+        torch_version=versions.torch,
+        nccl_version=versions.nccl,
+        cuda_version=versions.cuda,
+        driver_version=versions.driver,
+        gpu_model=versions.gpu_model,
+        backend=backend,
+    )
 
 
 def run(

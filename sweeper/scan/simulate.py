@@ -3,17 +3,14 @@ the same policy and judge as a real scan, a cost model that times each wave, and
 verdicts scored against the planted truth. A failing group is an error returned at once: a
 hang would add the point's timeout (`--timeout`, 300 s by default) to its wave.
 
-    python -m sweeper.scan.simulate --nodes 1024 --gpus-per-node 8 --faults 3 --strategy adaptive
+    sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3 --strategy adaptive
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
-import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
 from sweeper.scan.judge import Health, Subject, Verdict, judge
@@ -379,79 +376,3 @@ def simulate(
         verdicts=tuple(verdicts),
         score=score(verdicts, planted),
     )
-
-
-def _report(sim: Simulation) -> dict[str, object]:
-    return {
-        "nodes": sim.nodes,
-        "gpus_per_node": sim.gpus_per_node,
-        "strategy": sim.strategy,
-        "seed": sim.seed,
-        "planted": [asdict(p) for p in sim.planted],
-        "stages": sim.stages(),
-        "waves": len(sim.waves),
-        "groups": sim.groups,
-        "minutes": round(sim.seconds / 60, 2),
-        "precision": round(sim.score.precision, 3),
-        "recall": round(sim.score.recall, 3),
-        "healthy_condemned": list(sim.score.healthy_condemned),
-        "verdicts": [
-            {"name": v.name, "health": str(v.health), "evidence": v.evidence} for v in _named(sim)
-        ],
-    }
-
-
-def _named(sim: Simulation) -> list[Verdict]:
-    """The verdicts that name something: condemned or unconfirmed, a condemned node's GPUs
-    left out (they go with it)."""
-    down = {v.nodes[0] for v in sim.verdicts if v.subject is Subject.NODE and v.condemned}
-    return [
-        v
-        for v in sim.verdicts
-        if v.health is not Health.HEALTHY and not (v.subject is Subject.GPU and v.nodes[0] in down)
-    ]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.scan.simulate", description=__doc__)
-    parser.add_argument("--nodes", type=int, default=64)
-    parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--faults", type=int, default=3, help="how many: the default three first")
-    parser.add_argument("--plant", nargs="*", choices=Fault.values(), help="these faults instead")
-    parser.add_argument("--strategy", default="adaptive")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    args = parser.parse_args(argv)
-    faults = tuple(Fault(f) for f in args.plant) if args.plant is not None else cycle(args.faults)
-    sim = simulate(
-        nodes=args.nodes,
-        gpus_per_node=args.gpus_per_node,
-        faults=faults,
-        strategy=Strategy.parse(args.strategy, seed=args.seed),
-        seed=args.seed,
-    )
-    report = _report(sim)
-    if args.format == "json":
-        json.dump(report, sys.stdout, indent=2, default=str)
-        print()
-        return 0
-    print(
-        f"{sim.nodes} nodes x {sim.gpus_per_node} GPUs, {sim.strategy}, seed {sim.seed}: "
-        f"{len(sim.waves)} waves, {sim.groups} groups, {sim.seconds / 60:.1f} min "
-        f"(actor start {sim.start_s:.0f} s)"
-    )
-    for w in sim.waves:
-        print(
-            f"  wave {w.index:>3} {w.stage:<12} {w.groups:>6} groups of up to {w.largest:>3} "
-            f"nodes {w.seconds:6.1f} s"
-        )
-    planted = ", ".join(f"{p.fault} {'-'.join(p.nodes)}" for p in sim.planted)
-    print(f"planted: {planted or 'nothing'}")
-    for v in _named(sim):
-        print(f"  {v.health:<12} {v.evidence}")
-    print(f"precision {sim.score.precision:.2f}, recall {sim.score.recall:.2f}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
