@@ -44,7 +44,9 @@ DESCRIBED: dict[str, Described] = {
     # the run: the same in every row of one run
     "run_id": Described(meaning="the run, `YYYYMMDDTHHMMSSZ-xxxxxx` (its start and a random tag)"),
     "run_started_at": Described(meaning="when the run started", unit="UTC"),
-    "run_kind": Described(meaning="`run` (sweeper run) or `nightly` (sweeper nightly)"),
+    "run_kind": Described(
+        meaning="`run` (sweeper run), `nightly` (sweeper nightly) or `scan` (sweeper scan)"
+    ),
     "cluster_name": Described(meaning="the profile's cluster name, else the Ray head's host name"),
     "sweeper_version": Described(meaning="sweeper's version"),
     "ray_version": Described(meaning="Ray's version on the driver"),
@@ -198,6 +200,11 @@ DESCRIBED: dict[str, Described] = {
     ),
     "pcie_max_gen": _per_rank("the highest PCIe generation the GPU and its slot allow"),
     "pcie_max_width": _per_rank("the most PCIe lanes the GPU and its slot allow", "lanes"),
+    "stage": Described(
+        meaning="a fleet scan's row: the stage its group belongs to (`gate`, `screen`, "
+        "`cross-domain`, `bisect`, `confirm`)",
+        null="rows of `sweeper run` and `sweeper nightly`",
+    ),
 }
 
 
