@@ -492,14 +492,10 @@ def get(refs: Sequence[Any], timeout_s: float) -> list[Any]:
     GetTimeoutError where some are not in within `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     pending = list(refs)
-    while pending:
-        ready = wait(pending, deadline - time.monotonic())
-        if not ready:
-            break
-        for ref in ready:
-            value = result(ref)
-            if isinstance(value, BaseException):
-                raise value
+    while pending and (ready := wait(pending, deadline - time.monotonic())):
+        failed = [value for value in map(result, ready) if isinstance(value, BaseException)]
+        if failed:
+            raise failed[0]
         pending = [ref for ref in pending if ref not in ready]
     with stops.held():
         return list(ray.get(list(refs), timeout=0))
