@@ -99,6 +99,7 @@ def _connected(asked: ClusterOptions) -> Iterator[cluster.Connection]:
     which leaves SIGTERM to kill the driver mid-cleanup. And ray.init gives SIGTERM a handler
     of its own while it runs, which exits (SystemExit); that is the stop it was meant to be."""
     ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    connection: cluster.Connection | None = None
     try:
         with stops.held():
             connection = _connect(asked)
@@ -109,7 +110,8 @@ def _connected(asked: ClusterOptions) -> Iterator[cluster.Connection]:
         stops.end_descendants()  # what ray.init had started and not yet recorded
         raise stops.taken(signal.SIGTERM) from None
     except Stopped:
-        ray.shutdown()
+        if connection is not None:
+            connection.close()
         raise
     try:
         yield connection
