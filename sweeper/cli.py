@@ -296,6 +296,34 @@ def history(
         history_.print_runs(runs)
 
 
+@app.command(
+    epilog="Examples: sweeper export --prometheus /var/lib/prometheus/node-exporter/sweeper.prom "
+    "| sweeper export 20261122T013412Z-33627a --results /data/results --per-host /data/prom"
+)
+def export(
+    run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
+    results: Results = Path("results"),
+    prometheus: Annotated[
+        Path | None,
+        typer.Option(help="Write every host's series to this file (node_exporter reads *.prom)."),
+    ] = None,
+    per_host: Annotated[
+        Path | None,
+        typer.Option(help="Write one file per host into this directory: <host>.prom."),
+    ] = None,
+) -> None:
+    """Write a run's figures as Prometheus textfiles for node_exporter's textfile collector:
+    bus bandwidth at the largest size, latency at the smallest, the run's versions, duration
+    and end."""
+    from sweeper.commands import export as export_  # pandas: loaded only for an export
+
+    try:
+        said = export_.export(results, run_id, prometheus, per_host)
+    except SweeperError as exc:
+        raise _fail(exc) from None
+    print("\n".join(said))
+
+
 @config_app.command("schema")
 def config_schema() -> None:
     """Print the JSON Schema of a profile (for editors and CI checks)."""

@@ -458,9 +458,12 @@ def _end(sweep: _Sweep, ended: str) -> None:
         try:
             sweep.writer.flush()
         finally:
-            ending = records.RunRecord.of(sweep.run_id, plan.spec, tuple(sweep.nodes), ended)
-            records.save(plan.outputs.results, ending)
-            sweep.ended = ended
+            try:
+                ending = records.RunRecord.of(sweep.run_id, plan.spec, tuple(sweep.nodes), ended)
+                records.save(plan.outputs.results, ending)
+                sweep.ended = ended
+            finally:
+                sweep.writer.close()
 
 
 def _report(outputs: OutputOptions, run_id: str) -> Path:
