@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,7 +158,9 @@ def _complete(proc: subprocess.Popen[str], out: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def stopped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Stopped]:
+def drivers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Future[Stopped]]:
+    """Every moment's driver, started together; each test waits for its own, and fails for
+    its own only (an embedded Ray can time out as it starts on a loaded box)."""
     root = tmp_path_factory.mktemp("signals")
     term, sigint = (signal.SIGTERM,), (signal.SIGINT,)
     moments: dict[str, Callable[[Path], Stopped]] = {
@@ -169,11 +171,10 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Stopped]:
         "complete": lambda out: _drive(out, _complete, term, "--max-size", "1K"),
     }
     with ThreadPoolExecutor(len(moments)) as pool:
-        futures = {
+        return {
             name: pool.submit(drive, root / name.replace(" ", "-"))
             for name, drive in moments.items()
         }
-        return {name: future.result() for name, future in futures.items()}
 
 
 def _run_id(driver: Stopped) -> str:
@@ -202,9 +203,9 @@ def _resume_line(name: str, run_id: str, out: Path) -> str:
 
 
 def test_a_sigterm_while_ray_starts_exits_143_in_one_line_and_leaves_no_ray_process(
-    stopped: dict[str, Stopped],
+    drivers: dict[str, Future[Stopped]],
 ) -> None:
-    driver = stopped["ray starting"]
+    driver = drivers["ray starting"].result()
     assert driver.returncode == 143, driver.stderr
     assert (
         driver.stderr == "sweeper: stopped by SIGTERM before a run started; nothing was written\n"
@@ -214,9 +215,9 @@ def test_a_sigterm_while_ray_starts_exits_143_in_one_line_and_leaves_no_ray_proc
 
 
 def test_a_sigint_while_the_actors_start_marks_the_run_interrupted_and_says_how_to_resume(
-    stopped: dict[str, Stopped],
+    drivers: dict[str, Future[Stopped]],
 ) -> None:
-    driver = stopped["actors starting"]
+    driver = drivers["actors starting"].result()
     run_id = _run_id(driver)
     assert driver.returncode == 130, driver.stderr
     assert driver.stderr == _resume_line("SIGINT", run_id, driver.output)
@@ -226,11 +227,11 @@ def test_a_sigint_while_the_actors_start_marks_the_run_interrupted_and_says_how_
 
 
 def test_a_sigint_while_the_driver_waits_on_a_point_stops_it_and_keeps_every_row(
-    stopped: dict[str, Stopped],
+    drivers: dict[str, Future[Stopped]],
 ) -> None:
     """Ray's wait runs the driver's signal handler; one that raised there was a SystemError
     and exit 1."""
-    driver = stopped["waiting"]
+    driver = drivers["waiting"].result()
     run_id = _run_id(driver)
     assert driver.returncode == 130, driver.stderr
     assert driver.stderr == _resume_line("SIGINT", run_id, driver.output)
@@ -240,11 +241,11 @@ def test_a_sigint_while_the_driver_waits_on_a_point_stops_it_and_keeps_every_row
 
 
 def test_a_second_sigterm_during_the_cleanup_exits_at_once_and_leaves_no_ray_process(
-    stopped: dict[str, Stopped],
+    drivers: dict[str, Future[Stopped]],
 ) -> None:
     """The first SIGTERM's cleanup shuts the embedded Ray down, which took SIGTERM's handler
     with it: the second killed the driver silently, and Ray's agents lived on."""
-    driver = stopped["second signal"]
+    driver = drivers["second signal"].result()
     assert driver.returncode == 143, driver.stderr
     assert len(driver.stderr.splitlines()) == 1
     assert driver.stderr.startswith("sweeper: stopped ")
@@ -254,11 +255,11 @@ def test_a_second_sigterm_during_the_cleanup_exits_at_once_and_leaves_no_ray_pro
 
 
 def test_a_sigterm_after_the_last_point_says_the_run_is_complete(
-    stopped: dict[str, Stopped],
+    drivers: dict[str, Future[Stopped]],
 ) -> None:
     """It lands as the embedded Ray shuts down: it said nothing was written, or the driver
     died of it silently."""
-    driver = stopped["complete"]
+    driver = drivers["complete"].result()
     run_id = _run_id(driver)
     out = driver.output
     assert driver.returncode == 143, driver.stderr
