@@ -45,6 +45,7 @@ from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
 )
 
+from sweeper.driver import stops
 from sweeper.driver.actor import RankActor
 from sweeper.driver.outcome import message
 from sweeper.errors import BadInput, InfrastructureError
@@ -66,6 +67,7 @@ _FORWARDED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "NVSHMEM_", "TORCH_SYMM_
 _START_TIMEOUT_S = 120.0
 _LOOPBACK = "127.0.0.1"
 GRACE_S = 10.0  # after one rank failed, how long the others get to return before a rebuild
+SLICE_S = 0.2  # the longest the driver waits in Ray before it looks for a signal
 
 
 @dataclass
@@ -83,8 +85,11 @@ class Connection:
         return socket.gethostname()
 
     def close(self) -> None:
+        """An embedded Ray is shut down whole (no process of it left): a first signal
+        meanwhile stops the run after it."""
         if self.embedded:
-            ray.shutdown()
+            with stops.held():
+                ray.shutdown()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -332,7 +337,7 @@ def discover(slots: Sequence[NodeSlot]) -> list[Node]:
         ).remote()
         for slot in slots
     ]
-    return [Node.from_record(record) for record in ray.get(refs, timeout=_START_TIMEOUT_S)]
+    return [Node.from_record(record) for record in get(refs, _START_TIMEOUT_S)]
 
 
 def nccl_allocators(slots: Sequence[NodeSlot]) -> list[dict[str, bool] | None]:
@@ -347,7 +352,7 @@ def nccl_allocators(slots: Sequence[NodeSlot]) -> list[dict[str, bool] | None]:
         ).remote()
         for slot in slots
     ]
-    return list(ray.get(refs, timeout=_START_TIMEOUT_S))
+    return get(refs, _START_TIMEOUT_S)
 
 
 def placement(backend: Backend, nodes: Sequence[Node], infos: Sequence[RankInfo]) -> Placement:
@@ -402,7 +407,7 @@ class RankSet:
                 bundle_label_selector=[{NODE_ID_LABEL_KEY: slot.node_id}] * slot.ranks,
             )
             self._pgs.append(pg)
-            if not ray.wait([pg.ready()], timeout=self.start_timeout_s)[0]:
+            if not wait([pg.ready()], self.start_timeout_s):
                 self.close()
                 raise InfrastructureError(
                     f"cannot place {slot.ranks} {self.backend} ranks on {slot.host} "
@@ -440,7 +445,7 @@ class RankSet:
             for i in range(slot.ranks)
         ]
         actors: list[Any] = [self._new_actor(*at) for at in bundles]
-        infos = ray.get([a.info.remote() for a in actors], timeout=self.start_timeout_s)
+        infos = get([a.info.remote() for a in actors], self.start_timeout_s)
         node_order = {slot.node_id: i for i, slot in enumerate(self.slots)}
         order = sorted(
             range(len(actors)),
@@ -461,12 +466,12 @@ class RankSet:
         each node's own address where it spans nodes; never on every interface."""
         one_node = len({info.node_id for info in self.infos}) == 1
         binds = [_LOOPBACK if one_node else info.ip for info in self.infos]
-        port = ray.get(self.actors[0].listen.remote(binds[0]), timeout=self.start_timeout_s)
+        (port,) = get([self.actors[0].listen.remote(binds[0])], self.start_timeout_s)
         joins = [
             a.join.remote(rank, binds[0], port, self.group_timeout_s, binds[rank])
             for rank, a in enumerate(self.actors)
         ]
-        ray.get(joins, timeout=self.start_timeout_s)
+        get(joins, self.start_timeout_s)
         self._open.clear()
 
     def replace_ranks(self, ranks: Sequence[int]) -> None:
@@ -484,7 +489,7 @@ class RankSet:
                 self._renew(rank)
                 fresh.add(rank)
         try:
-            ray.get([self.actors[r].info.remote() for r in fresh], timeout=self.start_timeout_s)
+            get([self.actors[r].info.remote() for r in fresh], self.start_timeout_s)
             self._join()
         except ray.exceptions.RayError as exc:  # a node gone for good cannot take its bundles
             hosts = ", ".join(sorted({self._bundles[r][2].host for r in fresh}))
@@ -500,8 +505,8 @@ class RankSet:
         self.actors[rank] = self._new_actor(*self._bundles[rank])
 
     def versions(self) -> Versions:
-        result: Versions = ray.get(self.actors[0].versions.remote(), timeout=self.start_timeout_s)
-        return result
+        versions: Versions = get([self.actors[0].versions.remote()], self.start_timeout_s)[0]
+        return versions
 
     def _members(self, group_id: str) -> list[Any]:
         """The actors of an open group's members."""
@@ -570,8 +575,8 @@ class RankSet:
     ) -> list[Copied]:
         """The copy-engine matrix of `rank`'s node, timed by that rank's actor."""
         ref = self.actors[rank].copy_matrix.remote(list(sizes), iters, warmup)
-        result: list[Copied] = ray.get(ref, timeout=timeout_s)
-        return result
+        copies: list[Copied] = get([ref], timeout_s)[0]
+        return copies
 
     def kill(self) -> None:
         for actor in self.actors:
@@ -585,14 +590,28 @@ class RankSet:
         self._pgs = []
 
 
+def _wait(refs: Sequence[Any], num_returns: int, timeout_s: float) -> list[Any]:
+    """ray.wait in slices of at most SLICE_S, each with signals held: Ray's wait runs the
+    driver's signal handlers and fails (SystemError) where one raises, so a signal is raised
+    between slices instead, within SLICE_S of its coming."""
+    deadline = time.monotonic() + max(0.0, timeout_s)
+    while True:
+        left = deadline - time.monotonic()
+        with stops.held():
+            ready, _ = ray.wait(
+                list(refs), num_returns=num_returns, timeout=max(0.0, min(SLICE_S, left))
+            )
+        if len(ready) >= num_returns or left <= SLICE_S:
+            return list(ready)
+
+
 def wait(refs: Sequence[Any], timeout_s: float) -> list[Any]:
     """The refs among `refs` whose results are in, waiting up to `timeout_s` for one."""
     if not refs:
         return []
-    ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, timeout_s))
-    if ready:  # and whatever else is in already
-        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
-    return list(ready)
+    if _wait(refs, 1, timeout_s):  # and whatever else is in already
+        return _wait(refs, len(refs), 0)
+    return []
 
 
 def wait_all(refs: Sequence[Any], timeout_s: float) -> dict[Any, Any]:
@@ -600,13 +619,27 @@ def wait_all(refs: Sequence[Any], timeout_s: float) -> dict[Any, Any]:
     `timeout_s`."""
     if not refs:
         return {}
-    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
-    return {ref: result(ref) for ref in ready}
+    return {ref: result(ref) for ref in _wait(refs, len(refs), timeout_s)}
+
+
+def get(refs: Sequence[Any], timeout_s: float) -> list[Any]:
+    """ray.get of `refs`, waited for as `wait` does: the first call's error once it is in,
+    GetTimeoutError where some are not in within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(refs)
+    while pending and (ready := wait(pending, deadline - time.monotonic())):
+        failed = [value for value in map(result, ready) if isinstance(value, BaseException)]
+        if failed:
+            raise failed[0]
+        pending = [ref for ref in pending if ref not in ready]
+    with stops.held():
+        return list(ray.get(list(refs), timeout=0))
 
 
 def result(ref: Any) -> Any:
     """A call's result, or the exception it raised (a dead actor's: RayActorError)."""
     try:
-        return ray.get(ref)
+        with stops.held():
+            return ray.get(ref)
     except Exception as exc:
         return exc
