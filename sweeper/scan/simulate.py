@@ -12,6 +12,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sweeper.plan.estimate import CostModel
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
 from sweeper.scan.judge import Health, Subject, Verdict, judge
 from sweeper.scan.policy import Policy, Strategy, blocks
@@ -26,27 +27,26 @@ class Costs:
     """Every figure the simulation's clock and oracle use, with where it comes from. An
     assumption says so: nothing here was measured on a fleet."""
 
-    # Starting the actor set and joining its world: PERFORMANCE.md's cost model ("starting
-    # an actor set", 15 s), itself no recorded run: an assumption.
-    set_start_s: float = 15.0
+    # Starting the actor set and joining its world: the planner's figure (CostModel), 10.6 s
+    # measured for one NCCL rank on nvidia-h100-x1 (benchmarks/scan_costs.py,
+    # docs/measurements/h100-x1-2026-11-25.md); the actors themselves are added below.
+    set_start_s: float = CostModel.set_start_s
     # Ray creates actors at 389 a second: ray-project/ray release log 1.12.0,
     # release_logs/1.12.0/benchmarks/many_actors.json (10 000 actors in 25.7 s).
     actors_per_s: float = 388.9
     # Creating one NCCL communicator, linear in its ranks. The slope: stock NCCL took ~265 s
     # to initialise at 96k GPUs (Meta, "Collective Communication for 100k+ GPUs", NCCLX,
-    # arXiv:2510.20171): 2.8 ms a rank. The intercept (topology detection, bootstrap of a
-    # small group) is an assumption, 1 s: not measured here (the one-GPU kinds can).
-    comm_base_s: float = 1.0
+    # arXiv:2510.20171): 2.8 ms a rank. The intercept: a group's communicator of one rank,
+    # 23.1 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, h100-x1-2026-11-25.md).
+    comm_base_s: float = 0.0231
     comm_per_rank_s: float = 265.0 / 96_000
-    # Opening a wave's groups on their members: 62 ms for a wave of 4 node pairs on the
-    # 2-core box (docs/measurements/cpu-2026-11-23.md); PERFORMANCE.md's model takes 50 ms.
-    wave_open_s: float = 0.05
-    # A point: the driver's 50 ms (round trips, allocation and fill, first call, check) and
-    # 30 ms of adaptive blocks, 3 blocks of at least 5 iterations, with as long again of
-    # warm-up (PERFORMANCE.md: size and time, cost model; timing.TARGET_POINT_S), plus two
-    # iterations (the first call, the check).
-    point_overhead_s: float = 0.05
-    timed_s: float = 0.03
+    # Opening a wave's groups, a point's overhead and its adaptive timed blocks: the
+    # planner's figures (CostModel; PERFORMANCE.md, cost model), a point's blocks 3 of at
+    # least 5 iterations with as long again of warm-up, plus two iterations (the first call,
+    # the check).
+    wave_open_s: float = CostModel.wave_open_s
+    point_overhead_s: float = CostModel.point_overhead_s
+    timed_s: float = CostModel.adaptive_s
     timed_iterations: int = 15
     # Points a group runs: all_reduce at the smallest size and at the bandwidth size; the
     # gate adds each GPU's h2d and d2h at 256 MiB, all GPUs at once (issue 31).
@@ -58,9 +58,9 @@ class Costs:
     gate_latency_us: float = 35.0
     internode_latency_us: float = 50.0
     copy_latency_us: float = 10.0  # PERFORMANCE.md's `gpu` tier, assumed
-    # Writing a point's row to the journal on the driver (an fsync per point), serial over a
-    # wave's groups: 1 ms, an assumption (no recorded run).
-    row_s: float = 0.001
+    # Journaling a point's rows on the driver (one fsync), serial over a wave's groups:
+    # 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, h100-x1-2026-11-25.md).
+    row_s: float = 0.0032
     # The healthy fleet the oracle measures. Across nodes: 400 GB/s all_reduce busbw, the
     # published H100/H200 + InfiniBand NDR figure (reference.py). An NVLink island: 361 GB/s,
     # 4x H200 nccl-tests all_reduce (h200-x4-2026-11-22.md; the 4-GPU figure stands in for
