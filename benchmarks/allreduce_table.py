@@ -29,10 +29,10 @@ from typing import Any
 
 import pandas as pd
 
+import sweeper
 from sweeper.analysis.summary import label
 from sweeper.ops.registry import REGISTRY, names
 from sweeper.plan.sizes import format_size
-from sweeper.results.writer import columns
 
 HIDDEN = 8192  # vLLM's benchmark: (rows, hidden) bf16 tensors
 ITEMSIZE = 2
@@ -117,12 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="allreduce-"))
     out.mkdir(parents=True, exist_ok=True)
 
-    from sweeper.driver.console import HumanConsole
-    from sweeper.driver.sweep import run
-    from sweeper.plan.profile import build_spec
-
-    finished = run(build_spec(**options(args, out / "results")), HumanConsole(sys.stderr))
-    rows = pd.DataFrame([columns(row) for row in finished.rows])
+    rows = sweeper.run(**options(args, out / "results")).rows
     failed = rows[~rows["status"].isin(["ok", "skipped"])]
     skipped = rows[rows["status"] == "skipped"].drop_duplicates(["op", "algorithm", "engine"])
     world = int(rows["world_size"].max())

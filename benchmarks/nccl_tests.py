@@ -55,11 +55,11 @@ from typing import Any, TypeVar
 
 from pinning import Pinner, pinned, rank_cores
 
+import sweeper
 from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.plan.dtypes import DTYPES, canonical_dtype
 from sweeper.plan.sizes import format_size, parse_size
 from sweeper.rank.timing import graph_unit
-from sweeper.results.writer import columns
 
 Row = Mapping[str, Any]
 T = TypeVar("T")
@@ -555,11 +555,7 @@ def sweeper_options(
 
 
 def run_sweeper(options: Mapping[str, Any]) -> list[Row]:
-    from sweeper.driver.console import HumanConsole
-    from sweeper.driver.sweep import run
-    from sweeper.plan.profile import build_spec
-
-    return [columns(row) for row in run(build_spec(**options), HumanConsole(sys.stderr)).rows]
+    return sweeper.run(**options).rows.to_dict("records")
 
 
 def take_turns(

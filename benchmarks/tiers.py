@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 import pandas as pd
 import ray
 from ray.cluster_utils import Cluster
 
-from sweeper.driver.console import HumanConsole
-from sweeper.driver.sweep import run
-from sweeper.plan.profile import build_spec
-from sweeper.results.writer import columns
+import sweeper
 
 
 def two_nodes_on_this_host(gpus: int, cpus: int) -> Cluster:
@@ -71,22 +67,17 @@ def main() -> int:
         "output": out / "results",
         "backend": args.backend,
     }
-    failed = 0
-    one = run(build_spec(tiers="world,nvlink,pcie", **common), HumanConsole(sys.stderr))
-    failed += one.failed
+    one = sweeper.run(tiers="world,nvlink,pcie", **common)
     nodes = two_nodes_on_this_host(args.gpus, cpus=max(4, args.gpus))
     try:
-        two = run(
-            build_spec(
-                address=nodes.address, nodes=2, tiers="internode", force_network=True, **common
-            ),
-            HumanConsole(sys.stderr),
+        two = sweeper.run(
+            address=nodes.address, nodes=2, tiers="internode", force_network=True, **common
         )
-        failed += two.failed
     finally:
         ray.shutdown()
         nodes.shutdown()
-    rows = pd.DataFrame([columns(row) for row in (*one.rows, *two.rows)])
+    rows = pd.concat([one.rows, two.rows], ignore_index=True)
+    failed = (~rows["status"].isin(["ok", "skipped"])).sum()
     rows["tier"] = rows["tier"] + rows["variant"].map(lambda v: "" if v == "default" else f"/{v}")
     table = rows.pivot_table(
         index=["tier", "group_id"], columns="op", values="busbw_gb_per_s", aggfunc="max", sort=False

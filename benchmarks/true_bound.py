@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -94,13 +94,12 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="true-bound-"))
     out.mkdir(parents=True, exist_ok=True)
-    from sweeper.driver.console import HumanConsole
-    from sweeper.driver.sweep import run
+    import sweeper
     from sweeper.ops.registry import names
-    from sweeper.plan.profile import build_spec
     from sweeper.plan.sizes import parse_mem_limit
 
-    spec = build_spec(
+    clock = time.monotonic()
+    finished = sweeper.run(
         ops=args.ops,
         dtypes=args.dtype,
         min_size=args.min_size,
@@ -110,18 +109,18 @@ def main() -> int:
         warmup=1,
         output=out / "results",
     )
-    finished = run(spec, HumanConsole(sys.stderr))
+    elapsed_s = time.monotonic() - clock
     name_of = names()
     auto: dict[str, dict[str, object]] = {}
-    for row in finished.rows:
-        name = name_of[(row.op, row.algorithm)]
+    for row in finished.rows.to_dict("records"):
+        name = name_of[(row["op"], row["algorithm"])]
         auto[name] = {
-            "bound": row.max_size_bytes,
-            "probe_s": row.probe_s,
-            "n": row.world_size,
-            "statuses": f"{auto.get(name, {}).get('statuses', '')} {row.status}".strip(),
+            "bound": row["max_size_bytes"],
+            "probe_s": row["probe_s"],
+            "n": row["world_size"],
+            "statuses": f"{auto.get(name, {}).get('statuses', '')} {row['status']}".strip(),
         }
-    n = finished.rows[0].world_size
+    n = int(finished.rows["world_size"].iloc[0])
     itemsize = torch.tensor([], dtype=getattr(torch, args.dtype)).element_size()
     jobs = [
         {"name": name, "dtype": args.dtype, "auto_count": int(a["bound"] or 0) // itemsize}
@@ -140,7 +139,7 @@ def main() -> int:
     static = nccl_tests_bound(total)
     lines = [
         f"{n} GPUs, {args.dtype}, mem-limit {args.mem_limit or 'none'}: bounds in GiB "
-        f"(sweeper run: {finished.elapsed_s:.0f} s; each point's status)",
+        f"(sweeper run: {elapsed_s:.0f} s; each point's status)",
         f"{'operation':<28}{'auto':>9}{'true':>9}{'ratio':>8}{'nccl-tests':>12}"
         f"{'probe s':>9}  points",
     ]
@@ -156,7 +155,7 @@ def main() -> int:
     probe = sum(float(a["probe_s"] or 0) for a in auto.values())
     lines.append(
         f"worst ratio {worst:.3f} (must be >= {args.min_ratio}); probing {probe:.1f} s "
-        f"of {finished.elapsed_s:.0f} s ({100 * probe / finished.elapsed_s:.1f}%)"
+        f"of {elapsed_s:.0f} s ({100 * probe / elapsed_s:.1f}%)"
     )
     table = "\n".join(lines)
     print(table)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -11,7 +12,26 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-__all__ = ["__version__", "load"]
+    from sweeper.api import Run, plan, run
+
+__all__ = ["Run", "__version__", "load", "plan", "run"]
+
+# sweeper.api's names, loaded on first use: the spec's model (pydantic) is not needed to read
+# results, nor by the Ray actors, which import this package too
+_API = frozenset({"Run", "plan", "run"})
+# `plan` names both the API's function and the planning subpackage. The subpackage (a
+# docstring) is loaded now, so that loading its modules later binds nothing here, and its
+# name dropped, so that `sweeper.plan` reaches __getattr__ and is the function.
+importlib.import_module("sweeper.plan")
+del globals()["plan"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from sweeper import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load(path: str | os.PathLike[str] = "results") -> pd.DataFrame:

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 import typer
 from typer.core import TyperGroup
 
+from sweeper import __version__
 from sweeper.commands.options import (
+    SWEEP_OPTIONS,
     Address,
     Backend,
     ClusterName,
@@ -78,6 +80,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command's, inherited
 )
 config_app = typer.Typer(
     help="Profiles: YAML files whose keys are `sweeper run`'s options (and `nightly:`).",
@@ -226,6 +229,7 @@ def nightly_command(
             spec = build_spec(
                 loaded,
                 address=address,
+                connect_timeout=connect_timeout,
                 output=output,
                 reports_dir=reports_dir,
                 cluster_name=cluster_name,
@@ -249,6 +253,110 @@ def _show_night(night: Night, output_format: Format) -> NoReturn:
     if len(night.verdict.regressions):
         raise typer.Exit(EXIT_REGRESSION)
     raise typer.Exit(EXIT_POINTS_FAILED if night.verdict.failed else 0)
+
+
+# the sweep's options a scan takes: where, on how many ranks a node, how each point is timed
+SCAN_SWEEP_OPTIONS = {
+    "address",
+    "connect_timeout",
+    "backend",
+    "gpus_per_node",
+    "iters",
+    "warmup",
+    "blocks",
+    "timeout",
+    "output",
+    "plugin",
+    "cluster_name",
+}
+
+
+@app.command(
+    "scan",
+    epilog="Examples: sweeper scan | sweeper scan --nodes 64 --domain-label rack | "
+    "sweeper scan --strategy random:5 --seed 7 --format json | "
+    "sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3",
+)
+@sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
+def scan_command(
+    nodes: Annotated[
+        int | None, typer.Option(min=1, help="Nodes to scan; default every node.")
+    ] = None,
+    strategy: Annotated[
+        str, typer.Option(help="adaptive, ring, bisect, random:K or all.")
+    ] = "adaptive",
+    domain_label: Annotated[
+        str | None,
+        typer.Option(help="A Ray node label (rack, an NVLink domain): the screen's groups."),
+    ] = None,
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            help="The latency and bandwidth sizes, e.g. 8,1G [default: 8 and 1G, "
+            "or the largest below it that fits; 1M on CPU ranks]."
+        ),
+    ] = None,
+    min_busbw: Annotated[
+        list[str] | None,
+        typer.Option(help="An absolute floor, TIER=GB/s (internode=40); repeatable."),
+    ] = None,
+    sigmas: Annotated[
+        float | None, typer.Option(min=0, help="Robust sigmas below the fleet's median.")
+    ] = None,
+    min_ratio: Annotated[
+        float | None, typer.Option(min=0, max=1, help="Share of the fleet's median.")
+    ] = None,
+    op: Annotated[str, typer.Option(help="The judged operation.")] = "all_reduce",
+    simulate: Annotated[
+        bool, typer.Option(help="A simulated fleet with planted faults; no cluster.")
+    ] = False,
+    faults: Annotated[
+        str, typer.Option(help="--simulate: how many faults, or their names (slow-node,...).")
+    ] = "3",
+    seed: Annotated[int, typer.Option(help="Random matchings' and the simulation's seed.")] = 0,
+    format: OutputFormat = Format.human,
+    **options: Any,
+) -> None:
+    """A verdict for every node, GPU and link: healthy, slow, failed, unreachable or
+    unconfirmed, each with its evidence; exit 1 when something is condemned."""
+    from sweeper.commands import scan as scan_
+
+    try:
+        chosen = scan_.strategy(strategy, seed)
+        limits = scan_.thresholds(min_busbw or [], sigmas, min_ratio)
+        if simulate:
+            from sweeper.scan.simulate import simulate as simulated
+
+            sim = simulated(
+                nodes=nodes or 64,
+                gpus_per_node=options["gpus_per_node"] or 8,
+                faults=scan_.faults(faults),
+                strategy=chosen,
+                seed=seed,
+                thresholds=limits,
+            )
+            if format is Format.json:
+                print(json.dumps(scan_.simulation_record(sim), indent=1, default=str))
+            else:
+                scan_.print_simulation(sim)
+            return
+        from sweeper.driver.scan import ScanSettings  # Ray (not started): the options are good
+
+        settings = ScanSettings(
+            strategy=chosen,
+            thresholds=limits,
+            op=op,
+            nodes=nodes,
+            domain_label=domain_label,
+            sizes=scan_.sizes(sizes),
+        )
+        options["plugins"] = options.pop("plugin")
+        spec = build_spec(**options)
+        scanned = scan_.run(spec, settings, format is Format.json)
+    except SweeperError as exc:
+        raise _fail(exc) from None
+    if any(v.condemned for v in scanned.verdicts):
+        raise typer.Exit(EXIT_REGRESSION)
 
 
 Results = Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")]
@@ -328,6 +436,34 @@ def history(
             history_.print_runs(runs)
 
 
+@app.command(
+    epilog="Examples: sweeper export --prometheus /var/lib/prometheus/node-exporter/sweeper.prom "
+    "| sweeper export 20261122T013412Z-33627a --results /data/results --per-host /data/prom"
+)
+def export(
+    run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
+    results: Results = Path("results"),
+    prometheus: Annotated[
+        Path | None,
+        typer.Option(help="Write every host's series to this file (node_exporter reads *.prom)."),
+    ] = None,
+    per_host: Annotated[
+        Path | None,
+        typer.Option(help="Write one file per host into this directory: <host>.prom."),
+    ] = None,
+) -> None:
+    """Write a run's figures as Prometheus textfiles for node_exporter's textfile collector:
+    bus bandwidth at the largest size, latency at the smallest, the run's versions, duration
+    and end."""
+    from sweeper.commands import export as export_  # pandas: loaded only for an export
+
+    try:
+        said = export_.export(results, run_id, prometheus, per_host)
+    except SweeperError as exc:
+        raise _fail(exc) from None
+    print("\n".join(said))
+
+
 @config_app.command("schema")
 def config_schema() -> None:
     """Print the JSON Schema of a profile (for editors and CI checks)."""
@@ -368,7 +504,6 @@ def topo(
 
 # what a plan does not ask: how points are timed and checked, where rows and reports go
 PLAN_LEAVES_OUT = (
-    "connect_timeout",
     "launch",
     "engine",
     "register_buffers",
@@ -496,7 +631,20 @@ def _warn_in_one_line(
 _show_warning = warnings.showwarning
 
 
+def _version(asked: bool) -> None:
+    if asked:
+        print(f"sweeper-bench {__version__}")  # the distribution's name: `sweeper` is taken
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """sweeper: collective and peer-to-peer bandwidth of a GPU cluster, on Ray."""
     warnings.showwarning = _warn_in_one_line

@@ -17,6 +17,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from sweeper.wire import Tier
+
 Record = dict[str, Any]
 
 # NVML_TOPOLOGY_* levels, nearest first, as nvidia-smi topo -m names them.
@@ -30,6 +32,11 @@ _P2P_READ, _P2P_NVLINK = 0, 2
 _NVLINK_GB_PER_S = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 26.5625, 7: 53.125}
 # PCIe per-lane, per-direction GB/s by generation (after encoding).
 _PCIE_LANE_GB_PER_S = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+# The link inside a node that a tier's traffic crosses, and the Gpu field holding its peak.
+GPU_LINKS: dict[Tier, tuple[str, str]] = {
+    Tier.NVLINK: ("NVLink", "nvlink_gb_per_s"),
+    Tier.PCIE: ("PCIe", "pcie_gb_per_s"),
+}
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,13 @@ class Gpu:
     numa_node: int | None
     nvlink_gb_per_s: float  # all active links together, one direction
     pcie_gb_per_s: float | None  # max generation x width (as trained, where known), one direction
+
+
+def link_peak(speeds: Sequence[float | None]) -> float | None:
+    """A group's one-direction link peak: its slowest member's (GPU or node), None unless
+    every member's is known."""
+    known = [speed for speed in speeds if speed]
+    return min(known) if known and len(known) == len(speeds) else None
 
 
 @dataclass(frozen=True)

@@ -369,3 +369,73 @@ def write_run(
         writer.extend(rows[start : start + writer.batch_rows])
     writer.flush()
     records.save(results, h200_record(run_id, host))
+
+
+# A run on two CPU ranks (gloo; a node without NVML), as a busy 2-core box measures it.
+CPU_TOPOLOGY = TOPOLOGY.with_name("cpu-no-nvml.json")
+CPU_GROUP = "cpu:n0r0,1"
+CPU_SIZES = [8 * 4**k for k in range(10)]  # 8 B to 2 MiB
+# all_reduce and its composites: (alpha_us, algorithm bandwidth GB/s); busbw factor 1 at n = 2
+CPU_MODELS = {
+    "native": (500.0, 0.5),
+    "reduce_scatter+all_gather": (600.0, 0.45),
+    "reduce+broadcast": (550.0, 0.4),
+}
+CPU_OFF = 3.0  # every other size of the native call takes this many times as long
+CPU_SKIPPED = "host<->device copies need a GPU: CPU ranks have no device memory"
+
+
+def cpu_record(run_id: str) -> RunRecord:
+    node = Node.from_record(json.loads(CPU_TOPOLOGY.read_text()))
+    return RunRecord(run_id, "sweeper run", {}, (node,), ended="complete")
+
+
+def cpu_rows(run_id: str, spread: float = 0.5) -> Iterator[dict[str, Any]]:
+    """The CPU run's rows: all_reduce and its composites, whose timed blocks vary by
+    `spread` either side of their median (so that with 0.5 none is clearly best), the
+    native call's odd sizes CPU_OFF times off the line through their neighbours (with no
+    GPU readings to say why), and the host copies skipped: they need a GPU."""
+    meta = {
+        **_meta(run_id, "cpu-box", "WARN"),
+        "torch_version": "2.13.0+cpu",
+        "nccl_version": None,
+        "cuda_version": None,
+        "driver_version": None,
+        "gpu_model": None,
+        "backend": "gloo",
+        "nccl_env": [("NCCL_NVLS_ENABLE", "0")],  # what every actor set is given
+        "hosts": ["cpu-box"] * 2,
+        "gpu_uuids": [],
+        "world_size": 2,
+        "dtype": "float32",
+        "tier": "cpu",
+        "variant": "default",
+        "group_id": CPU_GROUP,
+        "op": "all_reduce",
+        "launch": "eager",
+        "engine": "torch",
+        "measured_at": STARTED,
+    }
+    for (algorithm, (alpha, algbw)), (k, size) in product(CPU_MODELS.items(), enumerate(CPU_SIZES)):
+        off = CPU_OFF if algorithm == "native" and k % 2 else 1.0
+        timed = _timed(alpha, algbw, 1.0, size, off)
+        median = timed["time_us"]
+        yield {
+            **meta,
+            "kind": "composite" if algorithm in COMPOSITES else "collective",
+            "algorithm": algorithm,
+            "time_us_blocks": [median * (1 - spread / 2), median, median * (1 + spread)],
+            **timed,
+        }
+    for op in ("h2d", "d2h"):
+        yield {
+            **meta,
+            "kind": "copy",
+            "op": op,
+            "algorithm": "pinned",
+            "size_bytes": 8,
+            "busbw_factor": 1.0,
+            "status": "skipped",
+            "n_wrong": None,
+            "error": CPU_SKIPPED,
+        }

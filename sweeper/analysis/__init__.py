@@ -2,7 +2,7 @@
 latency/bandwidth fits, point-to-point matrices, algorithm tables, run comparisons, and which
 launch mode of a point they read (graph where it was timed both ways)."""
 
-from sweeper.analysis.algorithms import best_per_size, candidate, candidates
+from sweeper.analysis.algorithms import best_per_size, candidate, candidates, ties
 from sweeper.analysis.changes import RegressionRule, mann_whitney_p, point_changes
 from sweeper.analysis.fits import AlphaBeta, fit_alpha_beta, fits
 from sweeper.analysis.launches import launch_costs, preferred
@@ -38,4 +38,5 @@ __all__ = [
     "probe_seconds",
     "summarize",
     "tier_name",
+    "ties",
 ]

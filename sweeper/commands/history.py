@@ -21,7 +21,7 @@ from rich.table import Table
 
 from sweeper.commands.nightly import json_value
 from sweeper.results import summaries
-from sweeper.results.journal import journaled, live_journals
+from sweeper.results.journal import journaled, live_runs
 from sweeper.results.load import RUN_ROWS, per_run, read
 from sweeper.results.records import load as run_record
 
@@ -41,7 +41,7 @@ def runs(results: Path, reports_dir: Path) -> pd.DataFrame:
     before any is Parquet: it shows as `running` from its first point."""
     kept = read(results, RUN_ROWS)
     # after the Parquet: rows compacted in between are then counted in neither, not twice
-    live = live_journals(results)
+    live = live_runs(results)
     pending = [journaled(results, run_id).select(RUN_ROWS).cast(kept.schema) for run_id in live]
     frame = per_run(pa.concat_tables([kept, *pending]))
     frame["ended"] = [_ended(results, run_id, live) for run_id in frame["run_id"]]

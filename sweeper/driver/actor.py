@@ -105,11 +105,11 @@ class RankActor:
     def versions(self) -> Relayed[Versions]:
         return self._call(RankCall.VERSIONS)
 
-    def listen(self) -> Relayed[int]:
-        return self._call(RankCall.LISTEN)
+    def listen(self, host: str) -> Relayed[int]:
+        return self._call(RankCall.LISTEN, host)
 
-    def join(self, rank: int, host: str, port: int, timeout_s: float) -> Relayed[None]:
-        return self._call(RankCall.JOIN, rank, host, port, timeout_s)
+    def join(self, rank: int, host: str, port: int, timeout_s: float, bind: str) -> Relayed[None]:
+        return self._call(RankCall.JOIN, rank, host, port, timeout_s, bind)
 
     def open_group(
         self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]

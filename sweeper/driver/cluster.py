@@ -10,6 +10,7 @@ one failed group: the others keep their processes and join a new world with them
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import time
@@ -18,7 +19,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import grpc
 import ray
+from ray._private.authentication.authentication_token_setup import (
+    AUTH_MODE_ENV_VAR,
+    _enable_token_auth,
+)
+from ray._private.authentication.authentication_utils import is_token_auth_enabled
+from ray._private.grpc_utils import init_grpc_channel
+from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]  # not in its stub
+from ray.core.generated import (
+    gcs_service_pb2,
+    gcs_service_pb2_grpc,
+    ray_client_pb2,
+    ray_client_pb2_grpc,
+)
 from ray.util.placement_group import (
     NODE_ID_LABEL_KEY,
     PlacementGroup,
@@ -30,9 +45,10 @@ from ray.util.scheduling_strategies import (
     PlacementGroupSchedulingStrategy,
 )
 
+from sweeper.driver import stops
 from sweeper.driver.actor import RankActor
 from sweeper.driver.outcome import message
-from sweeper.errors import InfrastructureError
+from sweeper.errors import BadInput, InfrastructureError
 from sweeper.plan.placement import Member, Placement
 from sweeper.plan.spec import MoeSpec
 from sweeper.rank.preflight import local_nccl_allocators
@@ -49,7 +65,9 @@ MULTICAST_OFF = {
 # The driver's own settings for these libraries reach the actors, like a launcher's would.
 _FORWARDED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "NVSHMEM_", "TORCH_SYMM_MEM_")
 _START_TIMEOUT_S = 120.0
+_LOOPBACK = "127.0.0.1"
 GRACE_S = 10.0  # after one rank failed, how long the others get to return before a rebuild
+SLICE_S = 0.2  # the longest the driver waits in Ray before it looks for a signal
 
 
 @dataclass
@@ -67,58 +85,176 @@ class Connection:
         return socket.gethostname()
 
     def close(self) -> None:
+        """An embedded Ray is shut down whole (no process of it left): a first signal
+        meanwhile stops the run after it."""
         if self.embedded:
-            ray.shutdown()
+            with stops.held():
+                ray.shutdown()
 
 
-# HTTP/2's connection preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, and its
-# client server behind ray://) answers them with a SETTINGS frame of its own.
-_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-_SETTINGS = 4
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Address:
+    """A Ray cluster to join: its GCS (HOST:PORT), or Ray Client's server (ray://HOST:PORT)."""
+
+    host: str
+    port: int
+    client: bool  # ray://: through Ray Client
+
+    @property
+    def target(self) -> str:
+        """host:port as gRPC takes it (an IPv6 host in brackets)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"ray://{self.target}" if self.client else self.target
 
 
-def _check_reachable(address: str, timeout_s: float) -> None:
-    """Fail within `timeout_s`, not hang, where nothing listens at a host:port address, the
-    port is no port (foo:bar, localhost:99999), or what listens does not speak Ray's gRPC
-    (ray.init would wait for it forever)."""
+# A DNS name (labels of letters, digits, '_' and '-'), an IPv4 address, or an IPv6 one
+_HOST = re.compile(r"[\w-]+(\.[\w-]+)*|[0-9a-f.]*:[0-9a-f:.]*", re.ASCII)
+_FORMS = (
+    "give HOST:PORT (the head's GCS, port 6379 by default) or ray://HOST:PORT (Ray Client, "
+    "port 10001 by default), or leave --address and $RAY_ADDRESS unset for an embedded Ray"
+)
+
+
+def parse_address(address: str, named: str) -> Address | None:
+    """The address given as `named` (--address, $RAY_ADDRESS), checked before any connection:
+    BadInput where it is none. None: auto or local, which Ray resolves itself."""
     if address in ("auto", "local"):
-        return
-    hint = "check --address / $RAY_ADDRESS, or leave both unset for an embedded local Ray"
+        return None
+
+    def bad(why: str) -> BadInput:
+        return BadInput(f"{named} {address!r} is no Ray address: {why}", hint=_FORMS)
+
+    if not address.isprintable() or any(c.isspace() for c in address):
+        raise bad("it holds a space or a control character")
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "", address
+    if scheme not in ("", "ray"):
+        raise bad(f"sweeper connects to no {scheme}:// address")
+    parts = urlsplit(f"//{rest}")
+    if parts.path or parts.query or parts.fragment or "@" in parts.netloc:
+        raise bad("nothing may come before the host or after the port")
+    if not parts.hostname:
+        raise bad("no host")
+    if not _HOST.fullmatch(parts.hostname):
+        raise bad(f"{parts.hostname!r} is no host name")
     try:
-        parts = urlsplit(address if "://" in address else f"tcp://{address}")
-        port = parts.port  # ValueError: not a number, or not in 0-65535
-        if not (parts.hostname and port):
-            return
-        with socket.create_connection((parts.hostname, port), timeout=timeout_s) as conn:
-            conn.sendall(_HTTP2_PREFACE)
-            answer = conn.recv(9)
-    except TimeoutError:
-        raise InfrastructureError(
-            f"cannot reach Ray at {address}: no answer within {timeout_s:g} s", hint=hint
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise InfrastructureError(
-            f"cannot reach Ray at {address}: {getattr(exc, 'strerror', None) or exc}", hint=hint
-        ) from None
-    if len(answer) < 9 or answer[3] != _SETTINGS:
-        raise InfrastructureError(f"cannot reach Ray at {address}: it does not speak gRPC")
+        port = parts.port
+    except ValueError:  # not a number, or over 65535
+        port = -1
+    if port is None:
+        raise bad("no port")
+    if not 0 < port <= 65535:
+        raise bad("its port is no number from 1 to 65535")
+    return Address(host=parts.hostname, port=port, client=scheme == "ray")
+
+
+_TOKEN_HINT = (
+    "`ray get-auth-token` on the head prints the cluster's token: give it as RAY_AUTH_TOKEN, "
+    "in a file named by RAY_AUTH_TOKEN_PATH, or in ~/.ray/auth_token"
+)
+
+
+def _check_reachable(address: Address, timeout_s: float) -> None:
+    """One call to the address that Ray's server answers at once, with `timeout_s` as its
+    deadline: it fails in time where nothing listens, where what listens never answers (a
+    socket that accepts and stays silent, another server that keeps the HTTP/2 connection
+    open), where it is not the Ray server that kind of address names, or where it wants a
+    token. ray.init has no deadline of its own for these: it retries for minutes.
+
+    A gRPC call, not ray.init in a thread given up at the deadline: the call's channel is
+    closed here, so nothing is left running; and not Ray's GCS client, whose C++ core
+    prints lines of its own as it retries. The channel is Ray's, with the token Ray would
+    send; a cluster that asks for a token where none is sent gets the one Ray finds."""
+    deadline = time.monotonic() + timeout_s
+    failed = _first_call(address, timeout_s)
+    if failed and failed[0] == grpc.StatusCode.UNAUTHENTICATED and _send_token_found():
+        failed = _first_call(address, max(0.0, deadline - time.monotonic()))
+    if failed:
+        raise _unreachable(address, *failed, timeout_s)
+
+
+def _first_call(address: Address, timeout_s: float) -> tuple[grpc.StatusCode, str] | None:
+    """The status code and details of a failed call to the address; None: it answered."""
+    channel = init_grpc_channel(address.target)
+    try:
+        if address.client:
+            ping = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
+            ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(ping, timeout=timeout_s)
+        else:
+            gcs = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+            gcs.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout_s)
+    except grpc.RpcError as exc:
+        return exc.code(), str(exc.details())
+    finally:
+        channel.close()
+    return None
+
+
+def _send_token_found() -> bool:
+    """Token authentication on, where RAY_AUTH_MODE leaves it unsaid and Ray finds a token
+    (RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH names, ~/.ray/auth_token): the cluster
+    asked for one. Ray turns it on by itself only for a cluster it finds on this machine, so
+    a `ray://` address of a default cluster (token authentication on) fails without it."""
+    if os.environ.get(AUTH_MODE_ENV_VAR) is not None:
+        return False
+    if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+        return False
+    _enable_token_auth()  # Ray's own switch: the variable, and its cached config
+    return True
+
+
+def _unreachable(
+    address: Address, code: grpc.StatusCode, details: str, timeout_s: float
+) -> InfrastructureError:
+    """What a failed first call says, in a line."""
+    server = "Ray Client's server" if address.client else "the head's GCS"
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        given = (
+            "refused the authentication token given"
+            if is_token_auth_enabled()
+            else ("wants an authentication token, and none was found")
+        )
+        return InfrastructureError(f"Ray at {address} {given}", hint=_TOKEN_HINT)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return InfrastructureError(
+            f"cannot reach Ray at {address}: no answer within {timeout_s:g} s",
+            hint=f"is this the port of {server}? a slow network may need more --connect-timeout",
+        )
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return InfrastructureError(
+            f"cannot connect to Ray at {address}: what answers there is not {server}",
+            hint=_FORMS,
+        )
+    # gRPC's details end with the socket's: "... Connection refused", "... Domain name not found]"
+    return InfrastructureError(
+        f"cannot reach Ray at {address}: {details.rsplit(': ', 1)[-1].rstrip(']')}",
+        hint="check --address / $RAY_ADDRESS, or leave both unset for an embedded local Ray",
+    )
 
 
 def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Connection:
     """Join the Ray cluster at `address` (default $RAY_ADDRESS), else start an embedded one.
 
     An embedded Ray gets at least `cpu_ranks` logical CPUs, so that many CPU rank actors fit
-    even on a smaller machine. A cluster that does not answer within `timeout_s` is an
-    InfrastructureError. SIGTERM keeps the caller's handler: ray.init would make it
-    `sys.exit`, which dies by SIGABRT in Ray's core instead of stopping the sweep.
+    even on a smaller machine. An address that is none is BadInput, before any connection; a
+    cluster that does not answer within `timeout_s` is an InfrastructureError. SIGTERM keeps
+    the caller's handler: ray.init would make it `sys.exit`, which dies by SIGABRT in Ray's
+    core instead of stopping the sweep.
     """
+    named = "--address" if address else "$RAY_ADDRESS"
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    remote = parse_address(address, named) if address else None
     if ray.is_initialized():
         return Connection(embedded=False, address=None)
-    address = address or os.environ.get("RAY_ADDRESS") or None
     on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
         if address:
-            _check_reachable(address, timeout_s)
+            if remote is not None:
+                _check_reachable(remote, timeout_s)
+                address = str(remote)
             try:
                 ray.init(address=address, namespace="sweeper", log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -201,7 +337,7 @@ def discover(slots: Sequence[NodeSlot]) -> list[Node]:
         ).remote()
         for slot in slots
     ]
-    return [Node.from_record(record) for record in ray.get(refs, timeout=_START_TIMEOUT_S)]
+    return [Node.from_record(record) for record in get(refs, _START_TIMEOUT_S)]
 
 
 def nccl_allocators(slots: Sequence[NodeSlot]) -> list[dict[str, bool] | None]:
@@ -216,7 +352,7 @@ def nccl_allocators(slots: Sequence[NodeSlot]) -> list[dict[str, bool] | None]:
         ).remote()
         for slot in slots
     ]
-    return list(ray.get(refs, timeout=_START_TIMEOUT_S))
+    return get(refs, _START_TIMEOUT_S)
 
 
 def placement(backend: Backend, nodes: Sequence[Node], infos: Sequence[RankInfo]) -> Placement:
@@ -271,7 +407,7 @@ class RankSet:
                 bundle_label_selector=[{NODE_ID_LABEL_KEY: slot.node_id}] * slot.ranks,
             )
             self._pgs.append(pg)
-            if not ray.wait([pg.ready()], timeout=self.start_timeout_s)[0]:
+            if not wait([pg.ready()], self.start_timeout_s):
                 self.close()
                 raise InfrastructureError(
                     f"cannot place {slot.ranks} {self.backend} ranks on {slot.host} "
@@ -309,7 +445,7 @@ class RankSet:
             for i in range(slot.ranks)
         ]
         actors: list[Any] = [self._new_actor(*at) for at in bundles]
-        infos = ray.get([a.info.remote() for a in actors], timeout=self.start_timeout_s)
+        infos = get([a.info.remote() for a in actors], self.start_timeout_s)
         node_order = {slot.node_id: i for i, slot in enumerate(self.slots)}
         order = sorted(
             range(len(actors)),
@@ -325,13 +461,17 @@ class RankSet:
         return self.infos
 
     def _join(self) -> None:
-        port = ray.get(self.actors[0].listen.remote(), timeout=self.start_timeout_s)
-        host = self.infos[0].ip
+        """Every rank joins one world. Its listeners (rank 0's store, gloo's sockets) are
+        reachable only where their peers are: on loopback where the set is on one node, at
+        each node's own address where it spans nodes; never on every interface."""
+        one_node = len({info.node_id for info in self.infos}) == 1
+        binds = [_LOOPBACK if one_node else info.ip for info in self.infos]
+        (port,) = get([self.actors[0].listen.remote(binds[0])], self.start_timeout_s)
         joins = [
-            a.join.remote(rank, host, port, self.group_timeout_s)
+            a.join.remote(rank, binds[0], port, self.group_timeout_s, binds[rank])
             for rank, a in enumerate(self.actors)
         ]
-        ray.get(joins, timeout=self.start_timeout_s)
+        get(joins, self.start_timeout_s)
         self._open.clear()
 
     def replace_ranks(self, ranks: Sequence[int]) -> None:
@@ -349,7 +489,7 @@ class RankSet:
                 self._renew(rank)
                 fresh.add(rank)
         try:
-            ray.get([self.actors[r].info.remote() for r in fresh], timeout=self.start_timeout_s)
+            get([self.actors[r].info.remote() for r in fresh], self.start_timeout_s)
             self._join()
         except ray.exceptions.RayError as exc:  # a node gone for good cannot take its bundles
             hosts = ", ".join(sorted({self._bundles[r][2].host for r in fresh}))
@@ -365,8 +505,8 @@ class RankSet:
         self.actors[rank] = self._new_actor(*self._bundles[rank])
 
     def versions(self) -> Versions:
-        result: Versions = ray.get(self.actors[0].versions.remote(), timeout=self.start_timeout_s)
-        return result
+        versions: Versions = get([self.actors[0].versions.remote()], self.start_timeout_s)[0]
+        return versions
 
     def _members(self, group_id: str) -> list[Any]:
         """The actors of an open group's members."""
@@ -435,8 +575,8 @@ class RankSet:
     ) -> list[Copied]:
         """The copy-engine matrix of `rank`'s node, timed by that rank's actor."""
         ref = self.actors[rank].copy_matrix.remote(list(sizes), iters, warmup)
-        result: list[Copied] = ray.get(ref, timeout=timeout_s)
-        return result
+        copies: list[Copied] = get([ref], timeout_s)[0]
+        return copies
 
     def kill(self) -> None:
         for actor in self.actors:
@@ -450,14 +590,28 @@ class RankSet:
         self._pgs = []
 
 
+def _wait(refs: Sequence[Any], num_returns: int, timeout_s: float) -> list[Any]:
+    """ray.wait in slices of at most SLICE_S, each with signals held: Ray's wait runs the
+    driver's signal handlers and fails (SystemError) where one raises, so a signal is raised
+    between slices instead, within SLICE_S of its coming."""
+    deadline = time.monotonic() + max(0.0, timeout_s)
+    while True:
+        left = deadline - time.monotonic()
+        with stops.held():
+            ready, _ = ray.wait(
+                list(refs), num_returns=num_returns, timeout=max(0.0, min(SLICE_S, left))
+            )
+        if len(ready) >= num_returns or left <= SLICE_S:
+            return list(ready)
+
+
 def wait(refs: Sequence[Any], timeout_s: float) -> list[Any]:
     """The refs among `refs` whose results are in, waiting up to `timeout_s` for one."""
     if not refs:
         return []
-    ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, timeout_s))
-    if ready:  # and whatever else is in already
-        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
-    return list(ready)
+    if _wait(refs, 1, timeout_s):  # and whatever else is in already
+        return _wait(refs, len(refs), 0)
+    return []
 
 
 def wait_all(refs: Sequence[Any], timeout_s: float) -> dict[Any, Any]:
@@ -465,13 +619,27 @@ def wait_all(refs: Sequence[Any], timeout_s: float) -> dict[Any, Any]:
     `timeout_s`."""
     if not refs:
         return {}
-    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
-    return {ref: result(ref) for ref in ready}
+    return {ref: result(ref) for ref in _wait(refs, len(refs), timeout_s)}
+
+
+def get(refs: Sequence[Any], timeout_s: float) -> list[Any]:
+    """ray.get of `refs`, waited for as `wait` does: the first call's error once it is in,
+    GetTimeoutError where some are not in within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(refs)
+    while pending and (ready := wait(pending, deadline - time.monotonic())):
+        failed = [value for value in map(result, ready) if isinstance(value, BaseException)]
+        if failed:
+            raise failed[0]
+        pending = [ref for ref in pending if ref not in ready]
+    with stops.held():
+        return list(ray.get(list(refs), timeout=0))
 
 
 def result(ref: Any) -> Any:
     """A call's result, or the exception it raised (a dead actor's: RayActorError)."""
     try:
-        return ray.get(ref)
+        with stops.held():
+            return ray.get(ref)
     except Exception as exc:
         return exc

@@ -92,6 +92,7 @@ class ResultRow:
     max_size_bytes: int | None = None
     probe_s: float | None = None
     wave: int | None = None
+    stage: str | None = None  # a scan's stage (scan.Stage); null outside a scan
     started_at: datetime | None = None
     ended_at: datetime | None = None
     # a pair's (p2p, copy): who sends to whom

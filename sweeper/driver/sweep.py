@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import secrets
 import shlex
+import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
@@ -19,10 +21,11 @@ from typing import Any
 
 import pandas as pd
 import ray
+from ray._private import ray_constants
 
 import sweeper
 from sweeper import report
-from sweeper.driver import cluster, measurement
+from sweeper.driver import cluster, measurement, stops
 from sweeper.driver.executor import Executor
 from sweeper.driver.measurement import ResultRow, RunColumns
 from sweeper.driver.observer import Finished, Observer, Started
@@ -53,7 +56,7 @@ def new_run_id(now: datetime) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def _backend(asked: Backend | None, gpus: int) -> Backend:
+def choose_backend(asked: Backend | None, gpus: int) -> Backend:
     if asked is None:
         return Backend.NCCL if gpus else Backend.GLOO
     if asked is Backend.NCCL and not gpus:
@@ -88,6 +91,35 @@ def _connect(asked: ClusterOptions) -> cluster.Connection:
     return cluster.connect(asked.address, asked.cpu_ranks, asked.connect_timeout_s)
 
 
+@contextmanager
+def _connected(asked: ClusterOptions) -> Iterator[cluster.Connection]:
+    """A connection that a signal cannot leave half made: a first one while Ray starts stops
+    the run once it has, and the embedded Ray is shut down whatever stopped the run.
+
+    Ray's crash handlers stay off in the driver: ray.shutdown takes them out with SIGTERM's,
+    which leaves SIGTERM to kill the driver mid-cleanup. And ray.init gives SIGTERM a handler
+    of its own while it runs, which exits (SystemExit); that is the stop it was meant to be."""
+    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    connection: cluster.Connection | None = None
+    try:
+        with stops.held():
+            connection = _connect(asked)
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM:
+            raise
+        ray.shutdown()
+        stops.end_descendants()  # what ray.init had started and not yet recorded
+        raise stops.taken(signal.SIGTERM) from None
+    except Stopped:
+        if connection is not None:
+            connection.close()
+        raise
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
 def _layout(asked: ClusterOptions, backend: Backend) -> tuple[list[cluster.NodeSlot], list[Node]]:
     """The chosen nodes and their topology: the part of a sweep before any actor."""
     slots = cluster.choose_nodes(backend, asked.nodes, asked.ranks_per_node)
@@ -98,7 +130,7 @@ def survey(spec: SweepSpec) -> Survey:
     asked = spec.cluster
     connection = _connect(asked)
     try:
-        backend = _backend(asked.backend, connection.gpus())
+        backend = choose_backend(asked.backend, connection.gpus())
         slots, nodes = _layout(asked, backend)
     finally:
         connection.close()
@@ -192,14 +224,25 @@ class _Sweep:
         self.resume = resume
         self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
-        self.plan = request.resolve(spec, _backend(spec.cluster.backend, connection.gpus()))
+        self.plan = request.resolve(spec, choose_backend(spec.cluster.backend, connection.gpus()))
         self.collectives = resolve(self.plan.planning.ops)
         self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
         if self.plan.timing.register:
             _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
         self.rows: list[ResultRow] = []
         self.writer: ResultWriter | None = None
+        self.ended: str | None = None  # what the run record says, once it says how it ended
         self._shared: RunColumns | None = None
+
+    def told(self, stop: Stopped) -> None:
+        """A signal's Stopped learns what it stopped, for its line: nothing written yet, a run
+        to resume, or a complete run (whose report, if it was asked for, is not written)."""
+        if self.writer is None:
+            return
+        outputs = self.plan.outputs
+        stop.run_id, stop.output = self.run_id, outputs.results
+        stop.complete = self.ended == "complete"
+        stop.unreported = stop.complete and outputs.report and bool(self.rows)
 
     def plan_for(self, placement: Placement) -> Schedule:
         return schedule(placement, self.plan.request(self.collectives))
@@ -355,22 +398,42 @@ class _Sweep:
     def _metadata(self, ranks: cluster.RankSet) -> RunColumns:
         """The columns every row of this run shares, gathered once."""
         if self._shared is None:
-            versions = ranks.versions()
-            self._shared = RunColumns(
-                run_id=self.run_id,
-                run_started_at=self.started_at,
-                run_kind=self.run_kind,
-                cluster_name=self.plan.cluster.name or self.connection.head_host(),
-                sweeper_version=sweeper.__version__,
-                ray_version=ray.__version__,
-                torch_version=versions.torch,
-                nccl_version=versions.nccl,
-                cuda_version=versions.cuda,
-                driver_version=versions.driver,
-                gpu_model=versions.gpu_model,
-                backend=self.plan.backend,
+            self._shared = run_columns(
+                self.run_id,
+                self.started_at,
+                self.run_kind,
+                self.plan.cluster.name or self.connection.head_host(),
+                self.plan.backend,
+                ranks,
             )
         return self._shared
+
+
+def run_columns(
+    run_id: str,
+    started_at: datetime,
+    run_kind: str,
+    cluster_name: str,
+    backend: Backend,
+    ranks: cluster.RankSet,
+) -> RunColumns:
+    """The columns every row of a run shares: what it is, where, and the software its ranks
+    run (asked of one of them)."""
+    versions = ranks.versions()
+    return RunColumns(
+        run_id=run_id,
+        run_started_at=started_at,
+        run_kind=run_kind,
+        cluster_name=cluster_name,
+        sweeper_version=sweeper.__version__,
+        ray_version=ray.__version__,
+        torch_version=versions.torch,
+        nccl_version=versions.nccl,
+        cuda_version=versions.cuda,
+        driver_version=versions.driver,
+        gpu_model=versions.gpu_model,
+        backend=backend,
+    )
 
 
 def run(
@@ -394,39 +457,44 @@ def run(
         reports = report.directory(output, outputs.reports_dir)
         report.require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
-    connection = _connect(spec.cluster)
     sweep: _Sweep | None = None
     try:
-        kind = resume.run_kind if resume else run_kind
-        sweep = _Sweep(spec, observer, kind, connection, resume)
-        try:
-            sweep.run()
-        except BaseException as exc:
-            _end(sweep, "interrupted", exc)
-            raise
-        _end(sweep, "complete")
-    finally:
-        connection.close()
-    elapsed = time.monotonic() - clock
-    page = _report(outputs, sweep.run_id) if outputs.report and sweep.rows else None
+        with _connected(spec.cluster) as connection:
+            kind = resume.run_kind if resume else run_kind
+            sweep = _Sweep(spec, observer, kind, connection, resume)
+            try:
+                sweep.run()
+            except BaseException:
+                _end(sweep, "interrupted")
+                raise
+            _end(sweep, "complete")
+        elapsed = time.monotonic() - clock
+        page = _report(outputs, sweep.run_id) if outputs.report and sweep.rows else None
+    except Stopped as stop:
+        if sweep is not None:
+            sweep.told(stop)
+        raise
     finished = Finished(sweep.run_id, tuple(sweep.rows), elapsed, output, page)
     observer.finished(finished)
     return finished
 
 
-def _end(sweep: _Sweep, ended: str, stopped_by: BaseException | None = None) -> None:
+def _end(sweep: _Sweep, ended: str) -> None:
     """What was measured is kept, and the run record says how the run ended, whatever stopped
-    the sweep; a signal's Stopped learns which run it stopped, for the line on resuming."""
+    the sweep. A first signal meanwhile is raised after it: the record then tells the truth."""
     plan = sweep.plan
-    if isinstance(stopped_by, Stopped):
-        stopped_by.run_id, stopped_by.output = sweep.run_id, plan.outputs.results
     if sweep.writer is None:
         return  # stopped before the first row could be written
-    try:
-        sweep.writer.flush()
-    finally:
-        ending = records.RunRecord.of(sweep.run_id, plan.spec, tuple(sweep.nodes), ended)
-        records.save(plan.outputs.results, ending)
+    with stops.held():
+        try:
+            sweep.writer.flush()
+        finally:
+            try:
+                ending = records.RunRecord.of(sweep.run_id, plan.spec, tuple(sweep.nodes), ended)
+                records.save(plan.outputs.results, ending)
+                sweep.ended = ended
+            finally:
+                sweep.writer.close()
 
 
 def _report(outputs: OutputOptions, run_id: str) -> Path:

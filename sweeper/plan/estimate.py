@@ -48,7 +48,9 @@ class CostModel:
     tiers: Mapping[str, TierCost] = field(default_factory=lambda: dict(DEFAULT_TIERS))
     point_overhead_s: float = 0.05  # driver round trips, allocation and fill, first call, check
     wave_open_s: float = 0.05  # opening and closing a wave's groups (members only)
-    set_start_s: float = 15.0  # starting an actor set and joining its world
+    # starting an actor set and joining its world: 10.6 s for one NCCL rank on nvidia-h100-x1
+    # (benchmarks/scan_costs.py, docs/measurements/h100-x1-2026-11-25.md)
+    set_start_s: float = 10.6
     open_per_rank_s: float = 0.003  # serial driver: one group opened on every rank of the set
     adaptive_s: float = 0.03  # timing.TARGET_POINT_S, adaptive blocks together (not imported:
     # timing brings torch)

@@ -17,14 +17,10 @@ from itertools import combinations
 from typing import NamedTuple, Protocol
 
 from sweeper.plan import knobs
-from sweeper.topology import Node
+from sweeper.topology import GPU_LINKS, Node, link_peak
 from sweeper.wire import Backend, Tier
 
 WORLD = "world"  # --tiers: every rank as one group (beside the Tier values)
-_GPU_LINKS: dict[str, str] = {
-    Tier.NVLINK: "nvlink_gb_per_s",
-    Tier.PCIE: "pcie_gb_per_s",
-}  # tier: its Gpu field
 # NCCL reads these once per process: a variant that sets them runs on its own actor set.
 # The swept ones (--nccl-env, --nccl-algos) come beside them: `variants`.
 VARIANTS: dict[str, dict[str, str]] = {
@@ -114,16 +110,14 @@ class Placement:
         no such link (CPU ranks, one GPU alone)."""
         members = [self.members[r] for r in ranks]
         if tier == Tier.INTERNODE:
-            speeds = [self.nodes[node].network_gb_per_s for node in {m.node for m in members}]
-        elif tier in _GPU_LINKS and self.backend == Backend.NCCL:
-            field = _GPU_LINKS[tier]
-            by_index = [{gpu.index: gpu for gpu in node.gpus} for node in self.nodes]
-            gpus = [by_index[m.node].get(m.local) for m in members]
-            speeds = [getattr(gpu, field) if gpu else None for gpu in gpus]
-        else:
+            nodes = {m.node for m in members}
+            return link_peak([self.nodes[node].network_gb_per_s for node in nodes])
+        if tier not in GPU_LINKS or self.backend != Backend.NCCL:
             return None
-        known = [speed for speed in speeds if speed]
-        return min(known) if known and len(known) == len(speeds) else None
+        field = GPU_LINKS[Tier(tier)][1]
+        by_index = [{gpu.index: gpu for gpu in node.gpus} for node in self.nodes]
+        gpus = [by_index[m.node].get(m.local) for m in members]
+        return link_peak([getattr(gpu, field) if gpu else None for gpu in gpus])
 
     def n_nodes(self, ranks: Iterable[int]) -> int:
         return len({self.members[r].node for r in ranks})

@@ -9,6 +9,10 @@ ranks.
 from __future__ import annotations
 
 import datetime
+import fcntl
+import os
+import socket
+import struct
 
 import torch
 import torch.distributed as dist
@@ -47,14 +51,28 @@ class Groups:
         """The group's communicator on an engine."""
         return self.nccl[group_id] if engine == Engine.NCCL else self.torch[group_id]
 
-    def listen(self) -> int:
-        """Rank 0 only, before join: start the rendezvous store on a port the OS picks."""
-        self.store = TCPStore("0.0.0.0", 0, self.world_size, True, wait_for_workers=False)
-        return int(self.store.port)
+    def listen(self, host: str) -> int:
+        """Rank 0 only, before join: start the rendezvous store at `host` (its address alone:
+        torch's own store listens on every interface) on a port the OS picks."""
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as listener:
+            listener.bind((host, 0))
+            listener.listen(socket.SOMAXCONN)  # every peer connects at once
+            port: int = listener.getsockname()[1]
+            fd = listener.detach()  # the store's now: it closes it
+        self.store = TCPStore(
+            host, port, self.world_size, True, wait_for_workers=False, master_listen_fd=fd
+        )
+        return port
 
-    def join(self, rank: int, host: str, port: int, timeout_s: float) -> None:
-        """Join the world group as `rank`; every rank of the set calls this at the same time."""
+    def join(self, rank: int, host: str, port: int, timeout_s: float, bind: str) -> None:
+        """Join the world group as `rank`, with the store at host:port; every rank of the set
+        calls this at the same time. gloo's sockets listen at `bind`, this rank's address
+        for its peers, unless GLOO_SOCKET_IFNAME says otherwise."""
         self.rank = rank
+        interface = interface_of(bind)
+        if interface is not None:
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", interface)
         if self.store is None:
             self.store = TCPStore(host, port, self.world_size, False)
         # The world is not bound to the device (no device_id): torch would then make every
@@ -124,3 +142,21 @@ class Groups:
         self.opened.clear()
         dist.destroy_process_group()
         self.store = None
+
+
+_SIOCGIFADDR = 0x8915  # Linux's ioctl for an interface's IPv4 address
+
+
+def interface_of(address: str) -> str | None:
+    """The network interface that has IPv4 `address` (lo for 127.0.0.1), or None: gloo binds
+    to an interface by name alone (GLOO_SOCKET_IFNAME)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            try:
+                request = struct.pack("256s", name.encode()[:15])
+                answer = fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, request)
+            except OSError:  # no IPv4 address
+                continue
+            if socket.inet_ntoa(answer[20:24]) == address:
+                return name
+    return None

@@ -137,13 +137,15 @@ class Rank:
             gpu_model=torch.cuda.get_device_name(self.device) if cuda else None,
         )
 
-    def listen(self) -> int:
-        """Rank 0 only, before join: start the rendezvous store on a port the OS picks."""
-        return self.groups.listen()
+    def listen(self, host: str) -> int:
+        """Rank 0 only, before join: start the rendezvous store at `host` on a port the OS
+        picks."""
+        return self.groups.listen(host)
 
-    def join(self, rank: int, host: str, port: int, timeout_s: float) -> None:
-        """Join the world group as `rank`; every rank of the set calls this at the same time."""
-        self.groups.join(rank, host, port, timeout_s)
+    def join(self, rank: int, host: str, port: int, timeout_s: float, bind: str) -> None:
+        """Join the world group as `rank`; every rank of the set calls this at the same time.
+        Its sockets listen at `bind`."""
+        self.groups.join(rank, host, port, timeout_s, bind)
 
     def open_group(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
         self.groups.open(group_id, ranks, nodes)

@@ -18,11 +18,9 @@ from sweeper.analysis import preferred, tier_name, why
 from sweeper.analysis.p2p import pair_rows
 from sweeper.analysis.summary import missing
 from sweeper.results.records import RunRecord
-from sweeper.topology import Gpu, Node
-from sweeper.wire import Kind, Status
+from sweeper.topology import GPU_LINKS, Gpu, Node, link_peak
+from sweeper.wire import Kind, Status, Tier
 
-# The link a tier's traffic crosses, and the Gpu field holding its one-direction peak.
-_LINKS = {"nvlink": ("NVLink", "nvlink_gb_per_s"), "pcie": ("PCIe", "pcie_gb_per_s")}
 # Operations over a group, swept over sizes: not the pair matrices (p2p, copy) nor
 # experiments (MoE), which have sections of theirs.
 _COLLECTIVE_KINDS = (Kind.COLLECTIVE, Kind.COMPOSITE)
@@ -110,13 +108,11 @@ def _link_peaks(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[tuple[str, in
     keys = ["tier", "variant", "world_size"]
     for _, part in rows.groupby(keys, sort=False):
         tier, variant, world_size = (part[key].iloc[0] for key in keys)
-        if str(tier) not in _LINKS:
+        if str(tier) not in GPU_LINKS:
             continue
-        name, field = _LINKS[str(tier)]
-        uuids = members(part["gpu_uuids"])
-        speeds = [getattr(by_uuid[u], field) for u in uuids if u in by_uuid]
-        known = [s for s in speeds if s]
-        peak = min(known) if known and len(known) == len(uuids) else None
+        name, field = GPU_LINKS[Tier(str(tier))]
+        gpus = [by_uuid.get(u) for u in members(part["gpu_uuids"])]
+        peak = link_peak([getattr(gpu, field) if gpu else None for gpu in gpus])
         out[(tier_name(str(tier), str(variant)), int(world_size))] = Link(
             name=name, peak_gb_per_s=peak
         )

@@ -1,7 +1,9 @@
 """A run's rows on disk before they are Parquet: `<root>/_journal/<run_id>.arrows`, an Arrow
 IPC stream fsync'd per point. A killed driver loses at most the point in flight: its journal
 is left, and `recover` turns it into the batch it would have become. A live driver holds an
-exclusive lock on its journal, so a reader tells a live run's journal from a dead one's.
+exclusive lock on its journal, so a reader tells a live run's journal from a dead one's, and
+on the run's lock file (`<run_id>.lock` beside it) from its writer's first row to its last,
+between batches too, so a run has one live writer at every moment.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import fcntl
 import os
 import stat
 import warnings
+import weakref
 from pathlib import Path
 from typing import BinaryIO
 
@@ -31,6 +34,7 @@ from sweeper.results.upgrade import complete, upgrade, version
 
 JOURNAL_DIR = "_journal"
 _SUFFIX = ".arrows"
+_LOCK = ".lock"
 
 
 def journal_path(root: str | os.PathLike[str], run_id: str) -> Path:
@@ -96,6 +100,45 @@ def _read(file: BinaryIO) -> tuple[pa.Schema | None, list[pa.RecordBatch]]:
     return reader.schema, batches
 
 
+class RunLock:
+    """The run's one writer, for the writer's whole life: an exclusive `flock` on
+    `_journal/<run_id>.lock`, which the kernel lets go when its process dies however it dies,
+    and which a writer dropped without `release` lets go when it is collected. BadInput where
+    another live driver holds it."""
+
+    def __init__(self, root: str | os.PathLike[str], run_id: str) -> None:
+        path = Path(root) / JOURNAL_DIR / f"{run_name(run_id)}{_LOCK}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            file = open(path, "ab")  # noqa: SIM115 (held until release)
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                file.close()
+                raise _in_use(run_id) from None
+            # a lock file its holder removed while we waited is not the run's lock: take anew
+            if os.fstat(file.fileno()).st_ino == _inode(path):
+                break
+            file.close()
+        self.release = weakref.finalize(self, _unlock, path, file)
+
+
+def _unlock(path: Path, file: BinaryIO) -> None:
+    """Removed while held, so a writer that opened it meanwhile takes a new one."""
+    try:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+    finally:
+        file.close()
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
+
 def _held(path: Path) -> bool:
     """Whether a running driver (this process's included) holds the journal at `path`."""
     try:
@@ -135,14 +178,19 @@ def _journals(root: str | os.PathLike[str]) -> dict[str, Path]:
     return {run_id: named[run_id] for run_id in sorted(named) if RUN_ID.fullmatch(run_id)}
 
 
-def live_journals(root: str | os.PathLike[str]) -> set[str]:
-    """Run ids whose journal a running driver holds."""
-    return {run_id for run_id, path in _journals(root).items() if _held(path)}
+def live_runs(root: str | os.PathLike[str]) -> set[str]:
+    """Run ids a running driver is writing: it holds their lock (or, written by a driver
+    from before run locks, their journal)."""
+    locks = (Path(root) / JOURNAL_DIR).glob(f"*{_LOCK}")
+    named = {path.name.removesuffix(_LOCK): path for path in locks}
+    held = {run_id for run_id, path in named.items() if RUN_ID.fullmatch(run_id) and _held(path)}
+    return held | {run_id for run_id, path in _journals(root).items() if _held(path)}
 
 
 def refuse_live(root: str | os.PathLike[str], run_id: str) -> None:
-    """BadInput where a live driver holds the journal of `run_id`: a run has one writer."""
-    if _held(journal_path(root, run_id)):
+    """BadInput where a live driver is writing `run_id`: a run has one writer."""
+    lock = Path(root) / JOURNAL_DIR / f"{run_name(run_id)}{_LOCK}"
+    if _held(lock) or _held(journal_path(root, run_id)):
         raise _in_use(run_id)
 
 

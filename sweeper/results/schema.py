@@ -100,6 +100,10 @@ SCHEMA = pa.schema(
         # largest generation x width, one direction)
         ("pcie_pct_of_peak", pa.float64()),
         *_TELEMETRY[_PCIE_MAX:],
+        # a fleet scan's row (run_kind `scan`): the stage its group belongs to (scan.Stage:
+        # gate, screen, cross-domain, bisect, confirm); null for every other row, older ones
+        # included, so no upgrade step fills it
+        ("stage", pa.string()),
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )

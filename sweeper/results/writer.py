@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 from sweeper.errors import ResultsUnwritable
 from sweeper.results.files import next_batch, partition, write_batch
-from sweeper.results.journal import Journal, journal_path, recover, refuse_live
+from sweeper.results.journal import Journal, RunLock, journal_path, recover
 from sweeper.results.schema import COLUMNS
 from sweeper.results.upgrade import canonical
 
@@ -76,7 +76,7 @@ class ResultWriter:
         self.date = date
         self.batch_rows = batch_rows
         self.batch_s = batch_s
-        refuse_live(self.root, run_id)
+        self._lock = RunLock(self.root, run_id)
         recover(self.root, run_id)
         self._batch = _Batch(next_batch(self.directory, run_id))
         self._journal: Journal | None = None
@@ -132,6 +132,14 @@ class ResultWriter:
             raise ResultsUnwritable.of(self.root, exc) from None
         self._release(remove=True)
         self._batch = _Batch(batch.index + 1, (), batch.written + len(batch.rows))
+
+    def close(self) -> None:
+        """The run is no longer written: its lock goes. Rows not yet in a batch (a failed
+        flush) stay in their journal for `recover`."""
+        try:
+            self._release(remove=False)
+        finally:
+            self._lock.release()
 
     def _release(self, remove: bool) -> None:
         if self._journal is not None:

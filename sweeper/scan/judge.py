@@ -25,6 +25,7 @@ from sweeper.scan.thresholds import (
     Judged,
     Robust,
     Thresholds,
+    figure,
     gpu_copy_limit,
     judge_groups,
 )
@@ -152,16 +153,16 @@ def _gate_verdicts(
             nodes[node.id] = _node(node.id, Health.UNCONFIRMED, why, Stage.GATE)
         elif not j.passed:
             health = Health.FAILED if j.failure is Failure.FAILED else Health.SLOW
-            figure = j.outcome.busbw_gb_per_s
+            own = j.outcome.busbw_gb_per_s
             why = f"{node.id}: its own GPUs' all_reduce at the gate: {j.why}"
-            if j.fleet_gb_per_s is not None and figure is not None:
-                why += f" (the fleet's {j.fleet_gb_per_s:.0f})"
+            if j.fleet_gb_per_s is not None and own is not None:
+                why += f" (the fleet's {figure(j.fleet_gb_per_s)})"
             nodes[node.id] = Verdict(
                 subject=Subject.NODE,
                 nodes=(node.id,),
                 health=health,
                 stage=Stage.GATE,
-                busbw_gb_per_s=figure,
+                busbw_gb_per_s=own,
                 fleet_gb_per_s=j.fleet_gb_per_s,
                 threshold_gb_per_s=j.threshold_gb_per_s,
                 evidence=why,
@@ -296,7 +297,7 @@ def _culprit(
     total = len(idx) + passed
     if after and all(tests[i].failure is Failure.MISSING for i in after):
         health = Health.UNREACHABLE
-        why = f"{node}: no row came back from its last {len(after)} groups"
+        why = f"{node}: no row came back from its last {len(after)} groups ({last.why})"
     elif passed:
         health = Health.UNCONFIRMED
         why = f"{node}: passed {passed} of {total} groups, failed the others beside different nodes"
@@ -307,8 +308,8 @@ def _culprit(
         health = Health.SLOW
         size = _size(last.outcome.size_bytes)
         why = (
-            f"{node}: all_reduce at {size} {own or 0:.0f} GB/s busbw against the fleet's "
-            f"{fleet or 0:.0f} in {len(idx)} groups with different partners"
+            f"{node}: all_reduce at {size} {figure(own or 0)} GB/s busbw against the fleet's "
+            f"{figure(fleet or 0)} in {len(idx)} groups with different partners"
         )
     if flags:
         why += f"; {', '.join(flags)}"
@@ -366,9 +367,9 @@ def _link(
         if Failure.FAILED in kinds or Failure.MISSING in kinds
         else Health.SLOW
     )
-    figure = (
-        f"all_reduce at {_size(last.outcome.size_bytes)} {own:.0f} GB/s busbw against the "
-        f"fleet's {fleet or 0:.0f}"
+    measured = (
+        f"all_reduce at {_size(last.outcome.size_bytes)} {figure(own)} GB/s busbw against the "
+        f"fleet's {figure(fleet or 0)}"
         if own is not None and Failure.SLOW in kinds
         else f"failed ({last.why})"
     )
@@ -386,7 +387,7 @@ def _link(
         threshold_gb_per_s=last.threshold_gb_per_s,
         tests=len(idx),
         passed=0,
-        evidence=f"{a}-{b}: {figure} in {len(idx)} groups holding both; {ends}",
+        evidence=f"{a}-{b}: {measured} in {len(idx)} groups holding both; {ends}",
     )
 
 
@@ -415,3 +416,14 @@ def _healthy_pairs(tests: list[Judged], members: list[set[str]], fleet: Fleet) -
                 )
             )
     return out
+
+
+def named(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts that name something: condemned or unconfirmed, a condemned node's GPUs
+    left out (they go with it)."""
+    down = {v.nodes[0] for v in verdicts if v.subject is Subject.NODE and v.condemned}
+    return [
+        v
+        for v in verdicts
+        if v.health is not Health.HEALTHY and not (v.subject is Subject.GPU and v.nodes[0] in down)
+    ]

@@ -3,18 +3,16 @@ the same policy and judge as a real scan, a cost model that times each wave, and
 verdicts scored against the planted truth. A failing group is an error returned at once: a
 hang would add the point's timeout (`--timeout`, 300 s by default) to its wave.
 
-    python -m sweeper.scan.simulate --nodes 1024 --gpus-per-node 8 --faults 3 --strategy adaptive
+    sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3 --strategy adaptive
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
-import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
+from sweeper.plan.estimate import CostModel
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
 from sweeper.scan.judge import Health, Subject, Verdict, judge
 from sweeper.scan.policy import Policy, Strategy, blocks
@@ -29,27 +27,26 @@ class Costs:
     """Every figure the simulation's clock and oracle use, with where it comes from. An
     assumption says so: nothing here was measured on a fleet."""
 
-    # Starting the actor set and joining its world: PERFORMANCE.md's cost model ("starting
-    # an actor set", 15 s), itself no recorded run: an assumption.
-    set_start_s: float = 15.0
+    # Starting the actor set and joining its world: the planner's figure (CostModel), 10.6 s
+    # measured for one NCCL rank on nvidia-h100-x1 (benchmarks/scan_costs.py,
+    # docs/measurements/h100-x1-2026-11-25.md); the actors themselves are added below.
+    set_start_s: float = CostModel.set_start_s
     # Ray creates actors at 389 a second: ray-project/ray release log 1.12.0,
     # release_logs/1.12.0/benchmarks/many_actors.json (10 000 actors in 25.7 s).
     actors_per_s: float = 388.9
     # Creating one NCCL communicator, linear in its ranks. The slope: stock NCCL took ~265 s
     # to initialise at 96k GPUs (Meta, "Collective Communication for 100k+ GPUs", NCCLX,
-    # arXiv:2510.20171): 2.8 ms a rank. The intercept (topology detection, bootstrap of a
-    # small group) is an assumption, 1 s: not measured here (the one-GPU kinds can).
-    comm_base_s: float = 1.0
+    # arXiv:2510.20171): 2.8 ms a rank. The intercept: a group's communicator of one rank,
+    # 23.1 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, h100-x1-2026-11-25.md).
+    comm_base_s: float = 0.0231
     comm_per_rank_s: float = 265.0 / 96_000
-    # Opening a wave's groups on their members: 62 ms for a wave of 4 node pairs on the
-    # 2-core box (docs/measurements/cpu-2026-11-23.md); PERFORMANCE.md's model takes 50 ms.
-    wave_open_s: float = 0.05
-    # A point: the driver's 50 ms (round trips, allocation and fill, first call, check) and
-    # 30 ms of adaptive blocks, 3 blocks of at least 5 iterations, with as long again of
-    # warm-up (PERFORMANCE.md: size and time, cost model; timing.TARGET_POINT_S), plus two
-    # iterations (the first call, the check).
-    point_overhead_s: float = 0.05
-    timed_s: float = 0.03
+    # Opening a wave's groups, a point's overhead and its adaptive timed blocks: the
+    # planner's figures (CostModel; PERFORMANCE.md, cost model), a point's blocks 3 of at
+    # least 5 iterations with as long again of warm-up, plus two iterations (the first call,
+    # the check).
+    wave_open_s: float = CostModel.wave_open_s
+    point_overhead_s: float = CostModel.point_overhead_s
+    timed_s: float = CostModel.adaptive_s
     timed_iterations: int = 15
     # Points a group runs: all_reduce at the smallest size and at the bandwidth size; the
     # gate adds each GPU's h2d and d2h at 256 MiB, all GPUs at once (issue 31).
@@ -61,9 +58,9 @@ class Costs:
     gate_latency_us: float = 35.0
     internode_latency_us: float = 50.0
     copy_latency_us: float = 10.0  # PERFORMANCE.md's `gpu` tier, assumed
-    # Writing a point's row to the journal on the driver (an fsync per point), serial over a
-    # wave's groups: 1 ms, an assumption (no recorded run).
-    row_s: float = 0.001
+    # Journaling a point's rows on the driver (one fsync), serial over a wave's groups:
+    # 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, h100-x1-2026-11-25.md).
+    row_s: float = 0.0032
     # The healthy fleet the oracle measures. Across nodes: 400 GB/s all_reduce busbw, the
     # published H100/H200 + InfiniBand NDR figure (reference.py). An NVLink island: 361 GB/s,
     # 4x H200 nccl-tests all_reduce (h200-x4-2026-11-22.md; the 4-GPU figure stands in for
@@ -379,79 +376,3 @@ def simulate(
         verdicts=tuple(verdicts),
         score=score(verdicts, planted),
     )
-
-
-def _report(sim: Simulation) -> dict[str, object]:
-    return {
-        "nodes": sim.nodes,
-        "gpus_per_node": sim.gpus_per_node,
-        "strategy": sim.strategy,
-        "seed": sim.seed,
-        "planted": [asdict(p) for p in sim.planted],
-        "stages": sim.stages(),
-        "waves": len(sim.waves),
-        "groups": sim.groups,
-        "minutes": round(sim.seconds / 60, 2),
-        "precision": round(sim.score.precision, 3),
-        "recall": round(sim.score.recall, 3),
-        "healthy_condemned": list(sim.score.healthy_condemned),
-        "verdicts": [
-            {"name": v.name, "health": str(v.health), "evidence": v.evidence} for v in _named(sim)
-        ],
-    }
-
-
-def _named(sim: Simulation) -> list[Verdict]:
-    """The verdicts that name something: condemned or unconfirmed, a condemned node's GPUs
-    left out (they go with it)."""
-    down = {v.nodes[0] for v in sim.verdicts if v.subject is Subject.NODE and v.condemned}
-    return [
-        v
-        for v in sim.verdicts
-        if v.health is not Health.HEALTHY and not (v.subject is Subject.GPU and v.nodes[0] in down)
-    ]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.scan.simulate", description=__doc__)
-    parser.add_argument("--nodes", type=int, default=64)
-    parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--faults", type=int, default=3, help="how many: the default three first")
-    parser.add_argument("--plant", nargs="*", choices=Fault.values(), help="these faults instead")
-    parser.add_argument("--strategy", default="adaptive")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    args = parser.parse_args(argv)
-    faults = tuple(Fault(f) for f in args.plant) if args.plant is not None else cycle(args.faults)
-    sim = simulate(
-        nodes=args.nodes,
-        gpus_per_node=args.gpus_per_node,
-        faults=faults,
-        strategy=Strategy.parse(args.strategy, seed=args.seed),
-        seed=args.seed,
-    )
-    report = _report(sim)
-    if args.format == "json":
-        json.dump(report, sys.stdout, indent=2, default=str)
-        print()
-        return 0
-    print(
-        f"{sim.nodes} nodes x {sim.gpus_per_node} GPUs, {sim.strategy}, seed {sim.seed}: "
-        f"{len(sim.waves)} waves, {sim.groups} groups, {sim.seconds / 60:.1f} min "
-        f"(actor start {sim.start_s:.0f} s)"
-    )
-    for w in sim.waves:
-        print(
-            f"  wave {w.index:>3} {w.stage:<12} {w.groups:>6} groups of up to {w.largest:>3} "
-            f"nodes {w.seconds:6.1f} s"
-        )
-    planted = ", ".join(f"{p.fault} {'-'.join(p.nodes)}" for p in sim.planted)
-    print(f"planted: {planted or 'nothing'}")
-    for v in _named(sim):
-        print(f"  {v.health:<12} {v.evidence}")
-    print(f"precision {sim.score.precision:.2f}, recall {sim.score.recall:.2f}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -65,6 +65,12 @@ class Robust:
         return min(self.median * thresholds.min_ratio, self.median - thresholds.sigmas * self.sigma)
 
 
+def figure(gb_per_s: float) -> str:
+    """A bandwidth in words: whole GB/s where that says enough, three digits below 100 (CPU
+    ranks move a fraction of a GB/s)."""
+    return f"{gb_per_s:.0f}" if gb_per_s >= 100 else f"{gb_per_s:.3g}"
+
+
 def tier(group: Group) -> Tier:
     return Tier.NVLINK if group.stage is Stage.GATE else Tier.INTERNODE
 
@@ -159,5 +165,5 @@ def _verdict(
             return None, ""
         return Failure.MISSING, "no busbw figure"
     if limit is not None and o.busbw_gb_per_s < limit:
-        return Failure.SLOW, f"busbw {o.busbw_gb_per_s:.0f} GB/s below {limit:.0f}"
+        return Failure.SLOW, f"busbw {figure(o.busbw_gb_per_s)} GB/s below {figure(limit)}"
     return None, ""

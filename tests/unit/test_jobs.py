@@ -1,5 +1,6 @@
 """The schedules and the cluster config: Ray's cluster schema, systemd's own verifier, the
-Kubernetes API schemas (kubernetes-validate, strict), and the ray job submit script."""
+Kubernetes API schemas (kubernetes-validate, strict), the ray job submit script, and the
+Grafana dashboard against what `sweeper export` writes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import copy
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -19,12 +21,17 @@ import kubernetes_validate
 import pytest
 import ray.autoscaler
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from ray.autoscaler._private.util import prepare_config, validate_config
+from typer.testing import CliRunner
+
+from sweeper.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ROOT / "jobs"
 SYSTEMD = JOBS / "systemd"
 K8S_VERSION = "1.31.0"
+RECORDED = ROOT / "tests" / "data" / "results" / "main-2026-11-25"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -61,6 +68,11 @@ def test_the_systemd_timer_runs_the_nightly_service_persistently_and_never_overl
     command = service["Service"]["ExecStart"].split()
     assert command[1:4] == ["nightly", "--profile", "/etc/sweeper/nightly.yaml"]
     assert command[0].endswith("/bin/sweeper")
+    # after every run, a regression's too: ExecStopPost runs whatever ExecStart's exit
+    export = service["Service"]["ExecStopPost"].split()
+    assert export[0] == command[0]
+    assert export[1:4] == ["export", "--results", "results"]  # the profile's output
+    assert export[export.index("--prometheus") + 1].endswith("/sweeper.prom")
     assert timer["Timer"]["Unit"] == "sweeper-nightly.service"
     assert timer["Timer"]["Persistent"] == "true"
     assert timer["Install"]["WantedBy"] == "timers.target"
@@ -123,7 +135,44 @@ def test_the_kubernetes_cronjob_creates_a_rayjob_and_forbids_overlap(tmp_path: P
     assert {"create", "get"} <= set(rule["verbs"])
 
 
-def test_the_rayjob_runs_sweeper_nightly_on_gpu_workers_with_a_dated_submission_id() -> None:
+def _nightly_then_export(
+    argv: list[str], tmp_path: Path, nightly_exit: int
+) -> tuple[int, list[list[str]]]:
+    """Run a job's entrypoint with a stand-in `sweeper` whose nightly exits `nightly_exit`:
+    the entrypoint's exit and the sweeper commands it ran, in order."""
+    bin_, calls = tmp_path / "fake-bin", tmp_path / "calls"
+    bin_.mkdir(exist_ok=True)
+    calls.unlink(missing_ok=True)
+    (bin_ / "sweeper").write_text(
+        "#!/bin/sh\n"
+        f'for arg in "$@"; do printf "%s\\0" "$arg" >> "{calls}"; done\n'
+        f'printf "\\n\\0" >> "{calls}"\n'
+        f'[ "$1" = nightly ] && exit {nightly_exit}\nexit 0\n'
+    )
+    (bin_ / "sweeper").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}"}
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    ran = calls.read_text().split("\n\0") if calls.exists() else []
+    return result.returncode, [call.split("\0")[:-1] for call in ran if call]
+
+
+def _assert_exports_after_the_nightly_and_exits_as_it_did(
+    argv: list[str], tmp_path: Path, results: str, prometheus: str
+) -> list[str]:
+    """The nightly command the entrypoint ran; its export, of `results` to `prometheus`,
+    followed it whatever its exit."""
+    for exit_code in (0, 1, 3):
+        returned, ran = _nightly_then_export(argv, tmp_path, exit_code)
+        assert returned == exit_code
+        nightly, export = ran
+        assert nightly[0] == "nightly"
+        assert export == ["export", "--results", results, "--prometheus", prometheus]
+    return nightly
+
+
+def test_the_rayjob_runs_sweeper_nightly_on_gpu_workers_with_a_dated_submission_id(
+    tmp_path: Path,
+) -> None:
     template = _generated("sweeper-nightly-rayjob").read_text()
     job = yaml.safe_load(template.replace("SUBMISSION_DATE", "20261122-0200"))
     assert (job["apiVersion"], job["kind"]) == ("ray.io/v1", "RayJob")
@@ -131,7 +180,16 @@ def test_the_rayjob_runs_sweeper_nightly_on_gpu_workers_with_a_dated_submission_
     assert DNS_LABEL.match(name)
     assert name == job["spec"]["jobId"] == "sweeper-nightly-20261122-0200"
     spec = job["spec"]
-    assert spec["entrypoint"].startswith("sweeper nightly --profile /etc/sweeper/nightly.yaml")
+    # as the RayJob's submitter passes it through a shell, and Ray's job supervisor again
+    textfile = "/var/lib/prometheus/node-exporter"
+    nightly = _assert_exports_after_the_nightly_and_exits_as_it_did(
+        shlex.split(spec["entrypoint"]),
+        tmp_path,
+        "/var/lib/sweeper/results",
+        f"{textfile}/sweeper.prom",
+    )
+    assert nightly[:3] == ["nightly", "--profile", "/etc/sweeper/nightly.yaml"]
+    assert nightly[nightly.index("--output") + 1] == "/var/lib/sweeper/results"
     assert spec["shutdownAfterJobFinishes"] is True
     assert spec["submissionMode"] == "K8sJobMode"
     cluster = spec["rayClusterSpec"]
@@ -151,6 +209,8 @@ def test_the_rayjob_runs_sweeper_nightly_on_gpu_workers_with_a_dated_submission_
     data = _documents(JOBS / "kubernetes" / "cronjob.yaml")["PersistentVolumeClaim"]
     assert claim == data["metadata"]["name"]
     assert "--output /var/lib/sweeper/results" in spec["entrypoint"]
+    # node_exporter's textfile directory on the head's node
+    assert volumes[mounts[textfile]]["hostPath"]["path"] == textfile
 
 
 @pytest.mark.skipif(not shutil.which("flock"), reason="needs flock (util-linux)")
@@ -162,10 +222,15 @@ def test_the_submit_script_submits_sweeper_nightly_with_a_dated_submission_id(
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     (bin_ / "ray").write_text(
-        f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp_path}/argv"\nexit {exit_code}\n'
+        f'#!/bin/sh\nprintf "%s\\0" "$@" > "{tmp_path}/argv"\nexit {exit_code}\n'
     )
     (bin_ / "ray").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "SWEEPER_DATA": "/data"}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_}:{os.environ['PATH']}",
+        "SWEEPER_DATA": "/data",
+        "SWEEPER_TEXTFILE_DIR": "/textfile",
+    }
     result = subprocess.run(
         [str(JOBS / "submit-nightly.sh")],
         cwd=ROOT,
@@ -175,13 +240,69 @@ def test_the_submit_script_submits_sweeper_nightly_with_a_dated_submission_id(
         check=False,
     )
     assert result.returncode == exit_code, result.stderr
-    argv = (tmp_path / "argv").read_text().splitlines()
+    argv = (tmp_path / "argv").read_text().split("\0")[:-1]
     assert argv[:2] == ["job", "submit"]
     submission_id = argv[argv.index("--submission-id") + 1]
     assert re.fullmatch(r"sweeper-nightly-\d{8}T\d{6}Z", submission_id)
     assert argv[argv.index("--working-dir") + 1] == "jobs"
-    entrypoint = argv[argv.index("--") + 1 :]
-    assert entrypoint == [
-        *("sweeper", "nightly", "--profile", "nightly.yaml"),
+    # Ray's job supervisor runs the entrypoint in a shell, as shlex.join gives it
+    entrypoint = shlex.split(shlex.join(argv[argv.index("--") + 1 :]))
+    nightly = _assert_exports_after_the_nightly_and_exits_as_it_did(
+        entrypoint, tmp_path, "/data/results", "/textfile/sweeper.prom"
+    )
+    assert nightly == [
+        *("nightly", "--profile", "nightly.yaml"),
         *("--output", "/data/results", "--reports-dir", "/data/reports"),
     ]
+
+
+def _exported(tmp_path: Path) -> tuple[set[str], set[str]]:
+    """The metric names and label names `sweeper export` writes for a recorded run."""
+    results, out = tmp_path / "results", tmp_path / "sweeper.prom"
+    shutil.copytree(RECORDED, results)
+    args = ["export", "--results", str(results), "--prometheus", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    samples = [s for f in text_string_to_metric_families(out.read_text()) for s in f.samples]
+    return {s.name for s in samples}, {label for s in samples for label in s.labels}
+
+
+def _queries(dashboard: dict[str, Any]) -> list[str]:
+    targets = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    variables = [
+        v["query"]["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"
+    ]
+    return targets + variables
+
+
+def _labels(query: str) -> set[str]:
+    """The label names a PromQL query groups by, selects on, or lists the values of."""
+    grouped = [name for by in re.findall(r"by \(([^)]*)\)", query) for name in by.split(",")]
+    selected = [
+        name for sel in re.findall(r"\{([^}]*)\}", query) for name in re.findall(r"(\w+)=", sel)
+    ]
+    listed = re.findall(r"label_values\([^,]+, *(\w+)\)", query)
+    return {name.strip() for name in [*grouped, *selected, *listed]}
+
+
+def test_the_grafana_dashboard_queries_only_what_sweeper_export_writes(tmp_path: Path) -> None:
+    dashboard = json.loads((JOBS / "grafana" / "sweeper-dashboard.json").read_text())
+    names, labels = _exported(tmp_path)
+    queries = _queries(dashboard)
+    # metric names: what is left once the label lists are taken out
+    bare = [re.sub(r"by \([^)]*\)|\{[^}]*\}", "", query) for query in queries]
+    queried = {name for query in bare for name in re.findall(r"\bsweeper_\w+", query)}
+    assert queried <= names, queried - names
+    assert "sweeper_busbw_bytes_per_second" in queried
+    used = set().union(*map(_labels, queries))
+    assert used <= labels, used - labels
+    assert {"hostname", "tier", "op", "run_id"} <= used
+    # the node panel: one series per node over time, in bytes per second
+    (busbw,) = (p for p in dashboard["panels"] if p["title"] == "Bus bandwidth per node")
+    assert busbw["type"] == "timeseries"
+    assert busbw["fieldConfig"]["defaults"]["unit"] == "Bps"
+    assert busbw["targets"][0]["expr"].startswith("min by (hostname) ")
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    sources = {t["datasource"]["uid"] for p in dashboard["panels"] for t in p["targets"]}
+    assert sources == {"${datasource}"}

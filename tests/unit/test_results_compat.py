@@ -97,6 +97,7 @@ DTYPES = {
     "pcie_pct_of_peak": _F64,
     "pcie_max_gen": _OBJ,
     "pcie_max_width": _OBJ,
+    "stage": _STR,
     "date": _STR,
 }
 # how many rows have a value in each column: every row, the 24 measured (the 8 h2d rows are

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from typer.testing import CliRunner
 
+from sweeper.cli import app
 from sweeper.scan.fleet import Stage
 from sweeper.scan.judge import Health
 from sweeper.scan.policy import Strategy
@@ -16,7 +18,6 @@ from sweeper.scan.simulate import (
     Fault,
     Simulation,
     cycle,
-    main,
     simulate,
 )
 
@@ -96,11 +97,11 @@ def test_the_cost_model_grows_with_the_groups_ranks_and_the_fleet() -> None:
     assert large.seconds > small.seconds
 
 
-def test_the_entry_point_prints_json_with_the_stages_and_the_score(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    assert main(["--nodes", "32", "--gpus-per-node", "4", "--format", "json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+def test_the_entry_point_prints_json_with_the_stages_and_the_score() -> None:
+    args = ["scan", "--simulate", "--nodes", "32", "--gpus-per-node", "4", "--format", "json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
     assert report["stages"]["gate"] == 1
     assert report["precision"] == 1.0
     assert report["recall"] == 1.0

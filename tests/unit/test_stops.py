@@ -5,10 +5,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from sweeper.driver.stops import SIGNALS, Stopped, graceful
+from sweeper.driver.stops import SIGNALS, Stopped, graceful, held
 
 # Stops itself at "stop": the first signal's Stopped, then a cleanup that a second one cuts.
 _RUN = """
@@ -59,3 +60,62 @@ def test_the_first_signal_stops_the_run_and_the_previous_handlers_come_back() ->
     assert stopped.value.exit_code == 143
     assert stopped.value.line() == "stopped by SIGTERM before a run started; nothing was written"
     assert {signum: signal.getsignal(signum) for signum in SIGNALS} == before
+
+
+def test_a_signal_while_held_is_raised_as_the_block_ends_not_inside_it() -> None:
+    """Ray's C++ waits run the handler and fail where it raises: the driver holds it there."""
+    reached = []
+
+    def stopped_while_held() -> None:
+        with graceful(), held():
+            signal.raise_signal(signal.SIGINT)
+            reached.append(True)
+
+    with pytest.raises(Stopped) as stopped:
+        stopped_while_held()
+    assert reached
+    assert stopped.value.exit_code == 130
+
+
+def test_a_stop_after_the_run_completed_says_so_and_how_to_write_its_report() -> None:
+    stop = Stopped(signal.SIGTERM)
+    stop.run_id, stop.output, stop.complete = "20261125T100341Z-48805f", Path("out"), True
+    assert stop.line() == (
+        "stopped by SIGTERM after run 20261125T100341Z-48805f completed: its rows are in out"
+    )
+    stop.unreported = True
+    assert stop.line().endswith(
+        "; its report was not written: sweeper report 20261125T100341Z-48805f --results out"
+    )
+
+
+# Starts two shells that start a child each, ends them all, and says which are left.
+_FAMILY = """
+import subprocess, time
+from pathlib import Path
+from sweeper.driver.stops import _descendants, end_descendants
+
+def alive(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+for _ in range(2):
+    subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60"])
+while len(_descendants()) < 4:
+    pass
+family = _descendants()
+end_descendants()
+deadline = time.monotonic() + 10  # SIGKILL is delivered, not done, when kill returns
+while any(map(alive, family)) and time.monotonic() < deadline:
+    time.sleep(0.01)
+print([pid for pid in family if alive(pid)])
+"""
+
+
+def test_ending_the_descendants_leaves_none_of_the_processes_started_running() -> None:
+    """A second signal ends an embedded Ray this way: its raylet's agents outlived it."""
+    command = [sys.executable, "-c", _FAMILY]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n", done.stderr

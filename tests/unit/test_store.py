@@ -261,19 +261,21 @@ def test_a_journal_left_after_its_batch_was_written_adds_no_duplicates(tmp_path:
 
 
 def test_a_live_drivers_journal_is_left_to_it(tmp_path: Path) -> None:
-    from sweeper.results.journal import journal_path, leftover_journals, live_journals, recover
+    from sweeper.results.journal import journal_path, leftover_journals, live_runs, recover
 
     writer = ResultWriter(tmp_path, "r1", "2026-11-21")
     writer.append(_row(0))
     writer.flush()
     writer.append(_row(1))
     assert len(pd.read_parquet(tmp_path)) == 1  # plain pandas passes the journal by, too
-    assert live_journals(tmp_path) == {"r1"}
+    assert live_runs(tmp_path) == {"r1"}
     assert leftover_journals(tmp_path) == []
     assert recover(tmp_path, "r1") == 0
     assert journal_path(tmp_path, "r1").exists()
     writer.flush()
-    assert live_journals(tmp_path) == set()
+    assert live_runs(tmp_path) == {"r1"}  # between batches, still its driver's
+    writer.close()
+    assert live_runs(tmp_path) == set()
     assert len(load(tmp_path)) == 2
 
 
@@ -305,7 +307,8 @@ def test_a_disk_that_refuses_writes_is_results_unwritable_and_keeps_the_rows(
     assert len(load(tmp_path)) == 1
 
 
-# A live driver: journals one row, says so, and holds its journal until its stdin closes.
+# A live driver: journals one row (and, between batches, has written it as Parquet), says so,
+# and holds its run until its stdin closes.
 _LIVE = """
 import sys
 from datetime import datetime, timezone
@@ -314,6 +317,8 @@ from sweeper.results.writer import ResultWriter
 writer = ResultWriter(sys.argv[1], sys.argv[2], "2026-11-21")
 started = datetime(2026, 11, 21, 23, 0, tzinfo=timezone.utc)
 writer.append({"run_id": sys.argv[2], "run_started_at": started, "size_bytes": 1, "status": "ok"})
+if sys.argv[3] == "between-batches":
+    writer.flush()
 print("live", flush=True)
 sys.stdin.read()
 """
@@ -323,14 +328,14 @@ _LIVE_RUN = "20261121T230000Z-abcdef"
 
 
 @contextlib.contextmanager
-def _live_driver(root: Path, run_id: str) -> Iterator[subprocess.Popen[str]]:
-    """A driver of `run_id` (its record written) that has journaled one row and holds its
-    journal until its stdin is closed."""
+def _live_driver(root: Path, run_id: str, moment: str) -> Iterator[subprocess.Popen[str]]:
+    """A driver of `run_id` (its record written) that has journaled one row (`in-batch`) or
+    written it as a batch (`between-batches`), alive until its stdin is closed."""
     from sweeper.results import records
 
     records.save(root, records.RunRecord(run_id, "sweeper run", {}, ()))
     with subprocess.Popen(
-        [sys.executable, "-c", _LIVE, str(root), run_id],
+        [sys.executable, "-c", _LIVE, str(root), run_id, moment],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -344,8 +349,9 @@ def _snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.parametrize("moment", ["in-batch", "between-batches"])
 def test_a_run_whose_journal_a_live_driver_holds_is_refused_and_left_whole(
-    tmp_path: Path,
+    tmp_path: Path, moment: str
 ) -> None:
     from typer.testing import CliRunner
 
@@ -353,7 +359,7 @@ def test_a_run_whose_journal_a_live_driver_holds_is_refused_and_left_whole(
     from sweeper.errors import BadInput
 
     run_id = _LIVE_RUN
-    with _live_driver(tmp_path, run_id) as live:
+    with _live_driver(tmp_path, run_id, moment) as live:
         before = _snapshot(tmp_path)
         resumed = CliRunner().invoke(app, ["run", "--resume", run_id, "--output", str(tmp_path)])
         assert resumed.exit_code == 2
@@ -416,7 +422,8 @@ def test_every_reader_recovers_a_killed_runs_journal_first(tmp_path: Path, reade
     assert len(load(results)) == journaled
 
 
-def test_a_live_run_is_running_in_history_from_its_first_point(tmp_path: Path) -> None:
+@pytest.mark.parametrize("moment", ["in-batch", "between-batches"])
+def test_a_live_run_is_running_in_history_from_its_first_point(tmp_path: Path, moment: str) -> None:
     import json
 
     from typer.testing import CliRunner
@@ -424,7 +431,7 @@ def test_a_live_run_is_running_in_history_from_its_first_point(tmp_path: Path) -
     from sweeper.cli import app
 
     run_id = _LIVE_RUN
-    with _live_driver(tmp_path, run_id) as live:
+    with _live_driver(tmp_path, run_id, moment) as live:
         shown = CliRunner().invoke(app, ["history", "--results", str(tmp_path), "--format", "json"])
         live.communicate("")
     assert shown.exit_code == 0, shown.output

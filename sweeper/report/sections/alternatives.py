@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sweeper.analysis import best_per_size, candidate, candidates, knobs, preferred
+from sweeper.analysis import best_per_size, candidate, candidates, knobs, preferred, ties
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section
 from sweeper.report.sections import cells
@@ -33,7 +33,9 @@ def algorithms(view: RunView) -> Section | None:
         if table["candidate"].nunique() < 2:
             continue
         compared.append(op)
-        best = best_per_size(rows, str(op)).set_index(["tier", "world_size", "dtype", "size_bytes"])
+        keys = ["tier", "world_size", "dtype", "size_bytes"]
+        best = best_per_size(rows, str(op)).set_index(keys)
+        tied = ties(rows, str(op)).set_index(keys)["tied"]
         for (tier, world_size, dtype), part in table.groupby(
             ["tier", "world_size", "dtype"], sort=False
         ):
@@ -44,15 +46,19 @@ def algorithms(view: RunView) -> Section | None:
             short = {name: _way(str(op), name) for name in names}
             lines = []
             for size, values in wide[names].iterrows():
-                winner = best.loc[(tier, world_size, dtype, size)]
+                point = (tier, world_size, dtype, size)
+                winner, others = best.loc[point], tied.loc[point]
+                top = str(winner["best"])
                 # the answer first: with many ways the table scrolls sideways
                 lines.append(
                     (
                         cells.size(size),
-                        Cell(short[str(winner["best"])]),
-                        cells.num(winner["speedup"], ".2f"),
+                        _best(short, top, others),
+                        _speedup(winner, op, others),
                         *(
-                            cells.num(values[n], cells.SIG, "best" if n == winner["best"] else "")
+                            cells.num(
+                                values[n], cells.SIG, "best" if n == top and not others else ""
+                            )
                             for n in names
                         ),
                     )
@@ -75,10 +81,26 @@ def algorithms(view: RunView) -> Section | None:
         "algorithms",
         "Algorithms",
         (cells.launch_line(shown["launch"], ways), *blocks),
-        "Every way an operation was performed, side by side, the fastest per size marked; "
+        "Every way an operation was performed, side by side, the fastest per size marked "
+        "where it is fastest by more than the points' own timed blocks vary, else a tie; "
         "speedup is the best's bus bandwidth over the default's (torch.distributed's own "
         "call, NCCL's choice of algorithm).",
     )
+
+
+def _best(short: dict[str, str], top: str, others: tuple[str, ...]) -> Cell:
+    """The fastest way, or a tie with the ways its blocks do not clearly beat (on hover)."""
+    if not others:
+        return Cell(short[top])
+    return Cell("tie", "muted", title=", ".join(short[n] for n in (top, *others)))
+
+
+def _speedup(winner: pd.Series, op: object, others: tuple[str, ...]) -> Cell:
+    """The best's speedup over the default, which means nothing where the default is in a
+    tie."""
+    if others and candidate(str(op), "native", "default") in (winner["best"], *others):
+        return Cell("-", "num muted")
+    return cells.num(winner["speedup"], ".2f")
 
 
 # Swept NCCL variables

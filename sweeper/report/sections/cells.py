@@ -12,7 +12,7 @@ from sweeper.analysis import label, tier_name
 from sweeper.analysis.summary import Row, missing
 from sweeper.report import figures
 from sweeper.report.blocks import Cell, Section, Table, Text
-from sweeper.wire import Launch
+from sweeper.wire import Launch, Status
 
 _MOST_ROWS = 100  # longer tables are cut, saying so
 _LAUNCH_WORDS = {
@@ -43,6 +43,22 @@ def size(value: object) -> Cell:
 def size_range(sizes: pd.Series) -> str:
     low, high = (figures.size_label(float(s)) for s in (sizes.min(), sizes.max()))
     return low if low == high else f"{low} to {high}"
+
+
+def status(state: object) -> Cell:
+    """A point's status: a failure stands out; a skip is what the run expected (an operation
+    these ranks cannot run, says its reason) and reads quietly."""
+    text = str(state)
+    return Cell(text, "" if text == Status.OK else "muted" if text == Status.SKIPPED else "bad")
+
+
+def listed(values: pd.Series, most: int = 3) -> Cell:
+    """A column's different values in one cell, in order: up to `most` by name, else how
+    many (all of them on hover)."""
+    names = [str(v) for v in dict.fromkeys(values)]
+    if len(names) <= most:
+        return Cell(", ".join(names))
+    return Cell(f"{len(names)} different", title=", ".join(names))
 
 
 def short(message: object) -> Cell:

@@ -12,10 +12,14 @@ import pandas as pd
 from sweeper.analysis import fits, launch_costs, summarize, why
 from sweeper.analysis.launches import SMALL_BYTES
 from sweeper.report import figures
-from sweeper.report.blocks import Block, Cell, Figure, Section
+from sweeper.report.blocks import Block, Cell, Figure, Section, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
 from sweeper.wire import Kind, Status
+
+# A fit whose median relative error is above this does not describe its curve: noisy times
+# (a busy CPU box), or a curve that bends where NCCL changes protocol or algorithm.
+LARGE_FIT_ERROR = 0.25
 
 
 def _about(tier: object, world_size: object, operation: object) -> tuple[Cell, ...]:
@@ -48,31 +52,47 @@ def operations(view: RunView) -> Section | None:
     ]
     off = why.off_neighbours(rows, view.gpu_names)
     if not off.empty:
-        lines = [
-            (
-                Cell(str(r["group_id"])),
-                Cell(str(r["operation"])),
-                Cell(str(r["dtype"])),
-                Cell(str(r["launch"])),
-                cells.size(r["size_bytes"]),
-                cells.num(r["time_us"], cells.SIG, "bad"),
-                cells.num(r["expected_us"], cells.SIG),
-                Cell(str(r["why"]), "wrap why"),
-            )
-            for r in cells.records(off)
-        ]
         columns = ("group", "operation", "dtype", "launch", "size", "time us", "neighbours' us")
         caption = (
             f"points more than {why.OFF_FACTOR:g}x off the line through their neighbours "
-            "(log axes); why: their GPUs' readings against those at the neighbouring sizes"
+            "(log axes); why: their GPUs' readings against those at the neighbouring sizes; "
+            "points with the same why in one line"
         )
-        blocks.append(cells.table((*columns, "why"), lines, caption))
+        lines = [_off_line(part) for _, part in off.groupby("why", sort=False)]
+        blocks.append(cells.table(("points", *columns, "why"), lines, caption))
     return Section(
         "operations",
         "Bandwidth and latency by operation",
         tuple(blocks),
         "Bus bandwidth (nccl-tests' busbw) and time per operation against size S, one line "
         "per group; log axes. Failed points are left out (see Status).",
+    )
+
+
+def _off_line(points: pd.DataFrame) -> tuple[Cell, ...]:
+    """Points off their neighbours that share one why: the point itself where it is alone,
+    else what they are and where, with their count."""
+    if len(points) == 1:
+        (r,) = cells.records(points)
+        return (
+            cells.num(1, "d"),
+            Cell(str(r["group_id"])),
+            Cell(str(r["operation"])),
+            Cell(str(r["dtype"])),
+            Cell(str(r["launch"])),
+            cells.size(r["size_bytes"]),
+            cells.num(r["time_us"], cells.SIG, "bad"),
+            cells.num(r["expected_us"], cells.SIG),
+            Cell(str(r["why"]), "wrap why"),
+        )
+    named = (cells.listed(points[c]) for c in ("group_id", "operation", "dtype", "launch"))
+    return (
+        cells.num(len(points), "d"),
+        *named,
+        Cell(cells.size_range(points["size_bytes"]), "num"),
+        Cell("-", "num"),
+        Cell("-", "num"),
+        Cell(str(points["why"].iloc[0]), "wrap why"),
     )
 
 
@@ -180,7 +200,7 @@ def experiments(view: RunView) -> Section | None:
             Cell(str(r["launch"])),
             cells.num(r["time_us"], cells.SIG),
             cells.num(r["busbw_gb_per_s"], cells.SIG),
-            Cell(str(r["status"]), "" if r["status"] == Status.OK else "bad"),
+            cells.status(r["status"]),
         )
         for r in cells.records(rows.sort_values(["operation", "group_id", "knobs", "size_bytes"]))
     ]
@@ -263,6 +283,7 @@ def alpha_beta(view: RunView) -> Section | None:
         )
         for r in cells.records(table)
     ]
+    loose = int((table["rel_error"] > LARGE_FIT_ERROR).sum())
     columns = (
         "tier",
         "ranks",
@@ -273,11 +294,21 @@ def alpha_beta(view: RunView) -> Section | None:
         "median error %",
         "points",
     )
-    return cells.table_section(
+    blocks: list[Block] = [cells.table(columns, lines)]
+    if loose:
+        blocks.append(
+            Text(
+                f"{loose} of {len(lines)} fits have a median error above "
+                f"{100 * LARGE_FIT_ERROR:.0f}%: their times do not follow alpha + S / beta "
+                "(noisy, as on a busy CPU box, or bending where NCCL changes protocol), so "
+                "their alpha and beta are rough.",
+                "why",
+            )
+        )
+    return Section(
         "fits",
         "Latency and bandwidth fits",
-        columns,
-        lines,
+        tuple(blocks),
         "time = alpha + S / beta, fitted per tier, group size and operation (robust, on "
         "relative error) to its CUDA-graph replays where a point was timed both ways: alpha "
         "is the fixed cost of a call, beta the rate the time grows with S (algorithm "

@@ -12,13 +12,21 @@ from sweeper.report.blocks import Block, Cell, Code, Facts, Section, Table, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView, members
 from sweeper.results.records import RunRecord
-from sweeper.wire import Status
+from sweeper.wire import Backend, Status
 
 _LINK_LEGEND = (
     "NV#: joined by # NVLinks (directly or through NVSwitches); PIX: one PCIe switch; "
     "PXB: several PCIe switches; PHB: a PCIe host bridge; NODE: host bridges of one NUMA "
     "node; SYS: across NUMA nodes."
 )
+# Why a node has no NVML (topology.read_nvml's reasons), in words: the first name found in
+# the reason says it
+_NO_NVML = {
+    "LibraryNotFound": "the NVIDIA driver's library (NVML) is not installed",
+    "DriverNotLoaded": "the NVIDIA driver is not loaded",
+    "NoPermission": "NVML refused access",
+    "pynvml": "nvidia-ml-py is not installed",
+}
 
 # Run header
 
@@ -57,7 +65,7 @@ def run_header(view: RunView) -> Section:
         Table(
             ("software", "version"), tuple((Cell(n), Cell(cells.fmt(v, ""))) for n, v in versions)
         ),
-        _nccl_env(df),
+        *(() if first["backend"] == Backend.GLOO else (_nccl_env(df),)),  # gloo reads none
         _inventory(record, hosts),
     ]
     if record is not None:
@@ -96,9 +104,8 @@ def _inventory(record: RunRecord | None, hosts: list[str]) -> Block:
     rows: list[tuple[Cell, ...]] = []
     for position, node in enumerate(record.nodes):
         where = (Cell(f"n{position}"), Cell(node.host), cells.num(node.cpus, "d"))
-        if not node.gpus:
-            reason = Cell(f"none: no NVML ({node.reason})" if node.reason else "none")
-            rows.append((*where, reason, *(Cell("") for _ in columns[len(where) + 1 :])))
+        if not node.gpus:  # why: in the topology section
+            rows.append((*where, Cell("none"), *(Cell("") for _ in columns[len(where) + 1 :])))
         for gpu in node.gpus:
             rows.append(
                 (
@@ -132,6 +139,11 @@ def status(view: RunView) -> Section:
             "Status",
             (Facts(tuple(facts)), Text(f"Every one of the {len(df)} points ran and was exact.")),
         )
+    blocks: list[Block] = [Facts(tuple(facts))]
+    if failed["status"].eq(Status.SKIPPED).all():
+        blocks.append(
+            Text(f"Every point that can run here ran; {len(failed)} cannot, each saying why.")
+        )
     failed = failed.assign(operation=cells.labels(failed), error=failed["error"].fillna(""))
     keys = ["group_id", "operation", "dtype", "status", "error"]
     rows = [
@@ -139,7 +151,7 @@ def status(view: RunView) -> Section:
             Cell(str(group_id)),
             Cell(str(operation)),
             Cell(str(dtype)),
-            Cell(str(state), "bad"),
+            cells.status(state),
             cells.num(len(part), "d"),
             Cell(cells.size_range(part["size_bytes"])),
             cells.short(error),
@@ -147,7 +159,7 @@ def status(view: RunView) -> Section:
         for (group_id, operation, dtype, state, error), part in failed.groupby(keys, sort=False)
     ]
     columns = ("group", "operation", "dtype", "status", "points", "sizes", "why")
-    return Section("status", "Status", (Facts(tuple(facts)), cells.table(columns, rows)))
+    return Section("status", "Status", (*blocks, cells.table(columns, rows)))
 
 
 # Topology
@@ -160,8 +172,7 @@ def topology(view: RunView) -> Section | None:
     blocks: list[Block] = []
     for position, node in enumerate(record.nodes):
         if not node.gpus:
-            reason = f" ({node.reason})" if node.reason else ""
-            blocks.append(Text(f"n{position} {node.host}: no GPUs seen by NVML{reason}."))
+            blocks.append(Text(f"n{position} {node.host}: {no_gpus(node.reason)}."))
             continue
         names = tuple(f"GPU{gpu.index}" for gpu in node.gpus)
         rows = tuple(
@@ -174,6 +185,14 @@ def topology(view: RunView) -> Section | None:
     return Section(
         "topology", "Topology", tuple(blocks), "Links between GPUs, as nvidia-smi topo -m"
     )
+
+
+def no_gpus(reason: str | None) -> str:
+    """Why NVML showed a node no GPUs, in words, with NVML's own where they say more."""
+    if reason is None:
+        return "no GPUs seen by NVML"
+    words = next((w for name, w in _NO_NVML.items() if name in reason), None)
+    return f"no GPUs: {words or f'NVML did not start ({reason})'}"
 
 
 def _link_css(link: str) -> str:

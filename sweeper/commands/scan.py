@@ -1,0 +1,188 @@
+"""`sweeper scan`: a verdict for every node, GPU and link of a fleet, from a real scan
+(`driver.scan`) or a simulated one (`scan.simulate`, the same policy and judge). The options
+are read here into the scan's settings, bad input before Ray starts; the verdicts come out
+as a table or as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
+
+from sweeper.errors import BadInput
+from sweeper.plan.sizes import parse_size
+from sweeper.plan.spec import SweepSpec
+from sweeper.scan.fleet import Wave
+from sweeper.scan.judge import Subject, Verdict, named
+from sweeper.scan.policy import Strategy
+from sweeper.scan.simulate import Fault, Simulation, cycle
+from sweeper.scan.thresholds import Thresholds
+from sweeper.wire import Tier
+
+if TYPE_CHECKING:
+    from sweeper.driver.scan import Scanned, ScanSettings
+
+
+def strategy(text: str, seed: int) -> Strategy:
+    try:
+        return Strategy.parse(text, seed=seed)
+    except ValueError as exc:
+        known = "adaptive, ring, bisect, random:K, all"
+        raise BadInput(f"--strategy {text}: {exc}".rstrip(), hint=f"one of {known}") from None
+
+
+def sizes(text: str | None) -> tuple[int, int] | None:
+    """`--sizes LATENCY,BANDWIDTH` (8,1G): the judged operation's two sizes."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        found = [parse_size(p) for p in parts]
+    except ValueError as exc:
+        raise BadInput(f"--sizes: {exc}") from None
+    if len(found) != 2 or found[0] >= found[1]:
+        raise BadInput(f"--sizes {text}: two sizes, the latency one first (such as 8,1G)")
+    return found[0], found[1]
+
+
+def thresholds(
+    min_busbw: Sequence[str], sigmas: float | None, min_ratio: float | None
+) -> Thresholds:
+    """`--min-busbw internode=40` (GB/s, per tier; a bare figure is the internode tier's) and
+    the relative limits."""
+    floors: dict[Tier, float] = {}
+    for given in min_busbw:
+        tier, _, figure = given.rpartition("=")
+        try:
+            floors[Tier(tier or Tier.INTERNODE)] = float(figure)
+        except ValueError:
+            raise BadInput(
+                f"--min-busbw {given}: TIER=GB/s, such as internode=40 (tiers: "
+                f"{', '.join(Tier.values())})"
+            ) from None
+    limits = Thresholds(min_busbw_gb_per_s=floors)
+    if sigmas is not None:
+        limits = replace(limits, sigmas=sigmas)
+    if min_ratio is not None:
+        limits = replace(limits, min_ratio=min_ratio)
+    return limits
+
+
+def faults(text: str) -> tuple[Fault, ...]:
+    """`--faults 3` (that many: a slow node, a slow link, a dead node, then the others in
+    turn) or names (slow-node,flapping)."""
+    if text.isdigit():
+        return cycle(int(text))
+    try:
+        return tuple(Fault(name.strip()) for name in text.split(",") if name.strip())
+    except ValueError:
+        raise BadInput(
+            f"--faults {text}: a count, or names among {', '.join(Fault.values())}"
+        ) from None
+
+
+class WaveLines:
+    """Each wave as it starts, one line (the table's observer)."""
+
+    def wave(self, wave: Wave) -> None:
+        largest = max(len(g.nodes) for g in wave.groups)
+        print(
+            f"wave {wave.index:>3} {wave.stage:<12} {len(wave.groups):>5} groups of up to "
+            f"{largest} nodes",
+            flush=True,
+        )
+
+
+class NoLines:
+    def wave(self, wave: Wave) -> None:
+        pass
+
+
+def verdict_record(v: Verdict) -> dict[str, Any]:
+    record = {k: v for k, v in asdict(v).items() if v not in (None, (), "")}
+    return {"name": v.name, **record, "pass_ratio": v.pass_ratio}
+
+
+def print_verdicts(verdicts: Sequence[Verdict]) -> None:
+    """Every node's verdict, then the GPUs, links and groups that name something."""
+    shown = [v for v in verdicts if v.subject is Subject.NODE]
+    shown += [v for v in named(verdicts) if v.subject is not Subject.NODE]
+    width = max((len(v.name) for v in shown), default=4)
+    print(f"{'name':<{width}}  {'health':<11}  {'stage':<12}  evidence")
+    for v in shown:
+        print(f"{v.name:<{width}}  {v.health:<11}  {v.stage or '':<12}  {v.evidence}")
+    counts = Counter(str(v.health) for v in verdicts if v.subject is Subject.NODE)
+    print("nodes: " + ", ".join(f"{n} {health}" for health, n in sorted(counts.items())))
+
+
+def simulation_record(sim: Simulation) -> dict[str, Any]:
+    return {
+        "nodes": sim.nodes,
+        "gpus_per_node": sim.gpus_per_node,
+        "strategy": sim.strategy,
+        "seed": sim.seed,
+        "planted": [asdict(p) for p in sim.planted],
+        "stages": sim.stages(),
+        "waves": len(sim.waves),
+        "groups": sim.groups,
+        "minutes": round(sim.seconds / 60, 2),
+        "precision": round(sim.score.precision, 3),
+        "recall": round(sim.score.recall, 3),
+        "healthy_condemned": list(sim.score.healthy_condemned),
+        "verdicts": [
+            {"name": v.name, "health": str(v.health), "evidence": v.evidence}
+            for v in named(sim.verdicts)
+        ],
+    }
+
+
+def print_simulation(sim: Simulation) -> None:
+    print(
+        f"{sim.nodes} nodes x {sim.gpus_per_node} GPUs, {sim.strategy}, seed {sim.seed}: "
+        f"{len(sim.waves)} waves, {sim.groups} groups, {sim.seconds / 60:.1f} min "
+        f"(actor start {sim.start_s:.0f} s)"
+    )
+    for w in sim.waves:
+        print(
+            f"  wave {w.index:>3} {w.stage:<12} {w.groups:>6} groups of up to {w.largest:>3} "
+            f"nodes {w.seconds:6.1f} s"
+        )
+    planted = ", ".join(f"{p.fault} {'-'.join(p.nodes)}" for p in sim.planted)
+    print(f"planted: {planted or 'nothing'}")
+    for v in named(sim.verdicts):
+        print(f"  {v.health:<12} {v.evidence}")
+    print(f"precision {sim.score.precision:.2f}, recall {sim.score.recall:.2f}")
+
+
+def scan_record(scanned: Scanned) -> dict[str, Any]:
+    return {
+        "run_id": scanned.run_id,
+        "nodes": len(scanned.fleet.nodes),
+        "waves": len({o.group.wave for o in scanned.outcomes}),
+        "groups": len(scanned.outcomes),
+        "rows": scanned.rows,
+        "seconds": round(scanned.seconds, 1),
+        "condemned": [v.name for v in scanned.verdicts if v.condemned],
+        "verdicts": [verdict_record(v) for v in scanned.verdicts],
+    }
+
+
+def run(spec: SweepSpec, settings: ScanSettings, machine: bool) -> Scanned:
+    """The scan on the cluster, each wave a line as it starts (JSON: one document at the
+    end); its verdicts printed."""
+    from sweeper.driver.scan import scan_fleet  # Ray: only for a scan of a real cluster
+
+    scanned = scan_fleet(spec, settings, NoLines() if machine else WaveLines())
+    if machine:
+        print(json.dumps(scan_record(scanned), indent=1, default=str))
+    else:
+        print(
+            f"scan {scanned.run_id}: {len(scanned.fleet.nodes)} nodes, "
+            f"{len(scanned.outcomes)} groups, {scanned.rows} rows in {scanned.seconds:.0f} s "
+            f"-> {spec.outputs.results}"
+        )
+        print_verdicts(scanned.verdicts)
+    return scanned

@@ -1,0 +1,181 @@
+"""A run's figures as Prometheus metrics, for node_exporter's textfile collector.
+
+`metrics(rows)` is pure: one run's rows -> metric families. Per host and series (tier,
+variant, operation, algorithm, dtype, world size, engine, launch): the bus bandwidth at the
+largest size that ran ok, and the time at the smallest, in base units; then the run's
+versions as an info series, its duration and its end. A host's figure is the worst of the
+groups it took part in (the lowest bandwidth, the longest time): a group spanning hosts
+counts for every one of them, as any of them may hold its slow link, and the series stays
+one per host whatever the number of groups (a node pair sweep gives each node 1,023).
+Labels take dcgm-exporter's names where it has one (`hostname`), and the Parquet columns'
+elsewhere, so a PromQL join with DCGM series works and an analyst reads one vocabulary.
+
+`per_host(rows)` gives each host its own series and the run's; `write(path, families)`
+writes them through prometheus-client's registry and its atomic `write_to_textfile`. The
+scan's verdicts (a series per node, GPU and link) join them as families of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+from prometheus_client import CollectorRegistry, write_to_textfile
+from prometheus_client.metrics_core import GaugeMetricFamily, InfoMetricFamily, Metric
+
+from sweeper.results.schema import CURVE, RUN_COLUMNS
+from sweeper.wire import Status
+
+BUSBW = "sweeper_busbw_bytes_per_second"
+LATENCY = "sweeper_latency_seconds"
+RUN_INFO = "sweeper_run"  # written as sweeper_run_info, as an info family is
+DURATION = "sweeper_run_duration_seconds"
+END = "sweeper_run_end_timestamp_seconds"
+# What the exporter writes, as Prometheus shows it (dashboards and tests name these).
+NAMES = (BUSBW, LATENCY, f"{RUN_INFO}_info", DURATION, END)
+
+# dcgm-exporter's host label (`Hostname` until 2026, when it became `hostname`); then the
+# row's own columns.
+HOST = "hostname"
+SERIES = ("tier", "variant", "op", "algorithm", "dtype", "world_size", "engine", "launch")
+LABELS = (HOST, *SERIES, "size_bytes")
+# The run's info labels: what it is and which software ran it (its start is in its end and
+# duration).
+INFO = tuple(column for column in RUN_COLUMNS if column != "run_started_at")
+# What the figures are made of: a curve's rows, who ran them, and what they measured.
+MEASURED = ("hosts", "size_bytes", "status", "busbw_gb_per_s", "time_us", "measured_at", "ended_at")
+COLUMNS = tuple(dict.fromkeys([*RUN_COLUMNS, *CURVE, *SERIES, *MEASURED]))
+
+
+def _per_host(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` (one size of each curve) with one row per host each ran on."""
+    hosts = rows["hosts"].map(lambda names: sorted(set(names)))
+    exploded = rows.assign(**{HOST: hosts}).explode(HOST)
+    known: pd.DataFrame = exploded.dropna(subset=[HOST, "value"])
+    return known
+
+
+def _at_size(ok: pd.DataFrame, largest: bool) -> pd.DataFrame:
+    """The rows of each curve at its largest (or smallest) size."""
+    sizes = ok.groupby(list(CURVE), dropna=False)["size_bytes"].transform(
+        "max" if largest else "min"
+    )
+    at: pd.DataFrame = ok[ok["size_bytes"] == sizes]
+    return at
+
+
+def _worst(rows: pd.DataFrame, lowest: bool) -> pd.DataFrame:
+    """Per host, series and size, the worst value of the groups that ran there."""
+    grouped = _per_host(rows).groupby(list(LABELS), dropna=False)["value"]
+    worst: pd.DataFrame = (grouped.min() if lowest else grouped.max()).reset_index()
+    return worst
+
+
+Samples = list[tuple[list[str], float]]  # each series' label values (LABELS) and value
+
+
+def _samples(figures: pd.DataFrame) -> Samples:
+    """Label values as strings, a null one empty (Prometheus reads an empty label as none),
+    made a column at a time: a fleet has a few hundred thousand series."""
+    labels = figures[list(LABELS)].astype("string").fillna("").to_numpy(dtype=object).tolist()
+    return list(zip(labels, figures["value"].astype(float).tolist(), strict=True))
+
+
+def _gauge(name: str, help_: str, unit: str, samples: Samples) -> Metric:
+    family = GaugeMetricFamily(name, help_, labels=LABELS, unit=unit)
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
+
+
+def _run(rows: pd.DataFrame) -> list[Metric]:
+    """The run's info series, duration and end; none for a run without rows."""
+    if rows.empty:
+        return []
+    first = rows.iloc[0]
+    info = InfoMetricFamily(RUN_INFO, "The run these figures are from, and its software.")
+    info.add_metric([], {c: "" if pd.isna(first[c]) else str(first[c]) for c in INFO})
+    started = pd.Timestamp(first["run_started_at"])
+    ended = pd.Timestamp(pd.concat([rows["measured_at"], rows["ended_at"]]).max())
+    end = GaugeMetricFamily(END, "When the run's last point ended.", unit="seconds")
+    end.add_metric([], ended.timestamp())
+    duration = GaugeMetricFamily(
+        DURATION, "How long the run took, from its start to its last point.", unit="seconds"
+    )
+    duration.add_metric([], (ended - started).total_seconds())
+    return [info, duration, end]
+
+
+def figures(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per host, series and size: the lowest bus bandwidth (bytes per second) at each
+    curve's largest ok size, and the longest time (seconds) at its smallest."""
+    ok = rows[rows["status"] == Status.OK.value]
+    largest, smallest = _at_size(ok, largest=True), _at_size(ok, largest=False)
+    busbw = largest.assign(value=largest["busbw_gb_per_s"].astype("Float64") * 1e9)
+    latency = smallest.assign(value=smallest["time_us"].astype("Float64") / 1e6)
+    return _worst(busbw, lowest=True), _worst(latency, lowest=False)
+
+
+def _families(busbw: Samples, latency: Samples, run: list[Metric]) -> list[Metric]:
+    return [
+        _gauge(
+            BUSBW,
+            "Bus bandwidth at the largest size that ran ok: the lowest of the host's groups.",
+            "bytes_per_second",
+            busbw,
+        ),
+        _gauge(
+            LATENCY,
+            "Time of one operation at the smallest size that ran ok: the longest of the "
+            "host's groups.",
+            "seconds",
+            latency,
+        ),
+        *run,
+    ]
+
+
+def metrics(rows: pd.DataFrame) -> list[Metric]:
+    """One run's rows (`COLUMNS` at least) as metric families, every host's series."""
+    busbw, latency = figures(rows)
+    return _families(_samples(busbw), _samples(latency), _run(rows))
+
+
+def _by_host(samples: Samples) -> dict[str, Samples]:
+    of: dict[str, Samples] = {}
+    for sample in samples:
+        of.setdefault(sample[0][0], []).append(sample)  # HOST is the first label
+    return of
+
+
+def per_host(rows: pd.DataFrame) -> dict[str, list[Metric]]:
+    """One run's metric families for each host its rows name: the host's own series, and
+    the run's (so that each file says which run its figures are from, and when it ended)."""
+    busbw, latency = (_by_host(_samples(figures_)) for figures_ in figures(rows))
+    run = _run(rows)
+    named = sorted({host for names in rows["hosts"] for host in names})
+    return {host: _families(busbw.get(host, []), latency.get(host, []), run) for host in named}
+
+
+def series(families: Iterable[Metric]) -> int:
+    """How many series the families hold."""
+    return sum(len(family.samples) for family in families)
+
+
+class _Families:
+    """A collector of families made beforehand, for a registry to write."""
+
+    def __init__(self, families: Sequence[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self.families
+
+
+def write(path: Path, families: Sequence[Metric]) -> None:
+    """The families in Prometheus' text format, written whole or not at all (a temporary
+    name beside `path`, renamed: node_exporter reads only `*.prom`)."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(_Families(families))
+    write_to_textfile(str(path), registry)

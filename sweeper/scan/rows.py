@@ -1,0 +1,117 @@
+"""A group's rows -> its scan `Outcome`: the judged operation's busbw at the bandwidth size and
+its time at the smallest, each GPU's host copies and the NVML evidence its rows carry. A point
+asked for that has no row is missing; one that failed fails the group. Pure: rows are
+mappings of the schema's columns (one made now, through `results.writer.columns`, or one read
+back), so a real scan, a resumed one and the tests fold them alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.scan.fleet import Group, Outcome, Reading, Result
+from sweeper.wire import Kind, Status
+
+Row = Mapping[str, Any]
+HOST_COPIES = ("h2d", "d2h")  # a GPU's own copies the gate judges (the slower of the two)
+_FINE = (Status.OK, Status.SKIPPED)  # a skipped point (a copy on CPU ranks) is no failure
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Asked:
+    """What a scan measures on every group: its judged operation (the rows' `op`) at the
+    smallest size (latency) and at one bandwidth size."""
+
+    op: str = "all_reduce"
+    latency_bytes: int
+    bandwidth_bytes: int
+
+
+def outcome(
+    group: Group,
+    rows: Sequence[Row],
+    expected: Collection[tuple[str, int]],
+    asked: Asked,
+    gpus: Mapping[str, tuple[str, int]] | None = None,
+) -> Outcome:
+    """The group's outcome from its rows. `expected`: the (op, size_bytes) points it was asked
+    for; `gpus`: each GPU's node and index by UUID (none on CPU ranks: no readings)."""
+    got = {(r["op"], r["size_bytes"]) for r in rows}
+    absent = [point for point in expected if point not in got]
+    if not rows or absent:
+        reason = "no row came back" if not rows else f"{len(absent)} point(s) had no row"
+        return Outcome(group=group, result=Result.MISSING, reason=reason)
+    readings = _readings(rows, gpus or {})
+    failed = [r for r in rows if Status(r["status"]) not in _FINE]
+    if failed:
+        first = failed[0]
+        reason = f"{first['op']} at {first['size_bytes']} B: {first['error'] or first['status']}"
+        return Outcome(group=group, result=Result.FAILED, readings=readings, reason=reason)
+    judged = [r for r in rows if r["op"] == asked.op and Status(r["status"]) is Status.OK]
+    return Outcome(
+        group=group,
+        result=Result.OK,
+        busbw_gb_per_s=_best(judged, asked.bandwidth_bytes, "busbw_gb_per_s"),
+        latency_us=_fastest(judged, asked.latency_bytes),
+        size_bytes=asked.bandwidth_bytes,
+        readings=readings,
+    )
+
+
+def _best(rows: Sequence[Row], size: int, column: str) -> float | None:
+    """The highest figure of the point (an engine or launch mode each row); None where the
+    group has one rank (an all_reduce of one moves nothing: its busbw factor is 0)."""
+    values = [r[column] for r in rows if r["size_bytes"] == size and r["world_size"] > 1]
+    known = [float(v) for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _fastest(rows: Sequence[Row], size: int) -> float | None:
+    known = [float(r["time_us"]) for r in rows if r["size_bytes"] == size and r["time_us"]]
+    return min(known) if known else None
+
+
+def _readings(rows: Sequence[Row], gpus: Mapping[str, tuple[str, int]]) -> tuple[Reading, ...]:
+    """Per GPU: its slower host copy (rows of one GPU each) and what NVML said against it
+    around any of its points."""
+    copies: dict[str, float] = {}
+    flags: dict[str, list[str]] = {}
+    for r in rows:
+        uuids = list(r.get("gpu_uuids") or ())
+        copy = r["kind"] == Kind.COPY and r["op"] in HOST_COPIES and r["status"] == Status.OK
+        if copy and len(uuids) == 1 and r["algbw_gb_per_s"] is not None:
+            uuid, rate = uuids[0], float(r["algbw_gb_per_s"])
+            copies[uuid] = min(copies.get(uuid, rate), rate)
+        for i, uuid in enumerate(uuids):
+            for flag in _flags(r, i):
+                if flag not in flags.setdefault(uuid, []):
+                    flags[uuid].append(flag)
+    out = []
+    for uuid in dict.fromkeys([*copies, *flags]):
+        if uuid in gpus:
+            node, index = gpus[uuid]
+            found = tuple(flags.get(uuid, ()))
+            out.append(Reading(node=node, gpu=index, copy_gb_per_s=copies.get(uuid), flags=found))
+    return tuple(sorted(out, key=lambda r: (r.node, r.gpu or 0)))
+
+
+def _at(row: Row, column: str, i: int) -> Any:
+    values = row.get(column)
+    return None if values is None or i >= len(values) else values[i]
+
+
+def _flags(row: Row, i: int) -> list[str]:
+    """What the telemetry of the row's i-th GPU holds against it: uncorrected ECC errors, XIDs,
+    a PCIe link trained below its max under load, hardware slowdowns."""
+    out = []
+    if ecc := _at(row, "ecc_uncorrected_delta", i):
+        out.append(f"{ecc} uncorrected ECC errors")
+    out += [f"xid {code}" for code in _at(row, "xid_codes", i) or ()]
+    gen, top = _at(row, "pcie_gen", i), _at(row, "pcie_max_gen", i)
+    width, widest = _at(row, "pcie_width", i), _at(row, "pcie_max_width", i)
+    if gen and top and width and widest and (gen < top or width < widest):
+        out.append(f"PCIe Gen{gen} x{width} of Gen{top} x{widest}")
+    out += [reason for reason in _at(row, "throttle_reasons", i) or () if reason.startswith("hw_")]
+    return out

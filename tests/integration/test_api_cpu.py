@@ -1,0 +1,43 @@
+"""`sweeper.run` on the session's real local Ray: one small sweep, its rows as a DataFrame."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import sweeper
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def test_run_returns_its_rows_as_load_reads_them_and_its_id(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    done = sweeper.run(
+        world=2,
+        ops=["all_reduce", "all_gather"],
+        max_size="64K",
+        step_factor=8,
+        iters=2,
+        warmup=1,
+        output=results,
+        report=False,
+    )
+    rows = done.rows
+    assert isinstance(rows, pd.DataFrame)
+    assert set(rows["run_id"]) == {done.run_id}
+    assert done.report is None
+    sizes = [8, 64, 512, 4096, 32768]
+    assert sorted(zip(rows["op"], rows["size_bytes"], strict=True)) == sorted(
+        (op, size) for op in ("all_gather", "all_reduce") for size in sizes
+    )
+    assert set(rows["status"]) == {"ok"}
+    assert set(rows["world_size"]) == {2}
+    assert set(rows["backend"]) == {"gloo"}
+    stored = sweeper.load(results)
+    pd.testing.assert_frame_equal(
+        rows.sort_values(["op", "size_bytes"], ignore_index=True),
+        stored.drop(columns="date").sort_values(["op", "size_bytes"], ignore_index=True),
+        check_like=True,
+    )

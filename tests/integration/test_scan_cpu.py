@@ -1,0 +1,155 @@
+"""`sweeper scan` on a real multi-node Ray cluster on this machine (gloo ranks, one per node):
+the policy's waves on the executor, the rows with their stage, and verdicts that name the
+faults the simulation plants by default: a slow node, a slow link, a node that leaves.
+
+One scan of seven nodes holds all three, so its actors start once (and once more when the
+node has left), which costs more than all its waves. The slowdowns are a test plugin's
+(`tests.plugins.faulty_fleet`): 200 ms a call at the bandwidth size, 64 KiB, over a hundred
+times a healthy all_reduce of it on CPU ranks. So few nodes give the screen three groups, one
+slowed and one missing: the fleet's median is that of a healthy figure and a slowed one,
+about half the healthy, and a group fails below a tenth of that. A slowed group fails by a
+factor of five or more; a healthy one, whose figure drops by up to five times from two
+ranks to three at this latency-bound size, passes by a factor of three or more.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+import sweeper
+from sweeper.driver import cluster
+from sweeper.driver.scan import Scanned, ScanSettings, scan_fleet
+from sweeper.plan.profile import build_spec
+from sweeper.scan.fleet import Stage, Wave
+from sweeper.scan.judge import Health, Subject, Verdict
+from sweeper.scan.policy import Strategy
+from sweeper.scan.thresholds import Thresholds
+from tests.conftest import cluster_nodes, registry_kept
+
+pytestmark = pytest.mark.own_cluster
+
+NODES = 7
+
+
+class _Leaves:
+    """Removes a node from the cluster as the scan's first internode wave starts, and waits
+    until Ray has it dead."""
+
+    def __init__(self, head: Cluster, node: Any) -> None:
+        self.head, self.node, self.left = head, node, False
+
+    def wave(self, wave: Wave) -> None:
+        if self.left or wave.stage is Stage.GATE:
+            return
+        self.head.remove_node(self.node)
+        self.left = True
+        deadline = time.monotonic() + 60
+        while any(n["NodeID"] == self.node.node_id and n["Alive"] for n in ray.nodes()):
+            assert time.monotonic() < deadline, "Ray still has the removed node alive"
+            time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class _Scan:
+    order: list[str]  # the scan's nodes in its order: the plugin names them by place
+    scanned: Scanned
+    rows: pd.DataFrame
+
+    def verdicts(self, subject: Subject) -> dict[tuple[str, ...], Verdict]:
+        return {v.nodes: v for v in self.scanned.verdicts if v.subject is subject}
+
+
+@pytest.fixture(scope="module")
+def scan(cluster_head: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Scan]:
+    """Seven nodes of one CPU each, beside a head with none: one gloo rank a node. The last
+    node in the scan's order leaves as the screen starts."""
+    with cluster_nodes(cluster_head, *[{"num_cpus": 1}] * NODES) as fleet, registry_kept():
+        order = [slot.node_id for slot in cluster.choose_nodes("gloo", NODES, 1)]
+        leaving = next(n for n in fleet.worker_nodes if n.node_id == order[-1])
+        out = tmp_path_factory.mktemp("scan")
+        spec = build_spec(
+            backend="gloo",
+            gpus_per_node=1,
+            iters=3,
+            warmup=1,
+            blocks=3,
+            timeout=60,
+            output=out,
+            plugins=["tests.plugins.faulty_fleet"],
+        )
+        settings = ScanSettings(
+            strategy=Strategy.parse("adaptive"),
+            thresholds=Thresholds(sigmas=0, min_ratio=0.1),
+            op="faulty",
+            sizes=(8, 64 << 10),
+        )
+        leaves = _Leaves(fleet, leaving)
+        scanned = scan_fleet(spec, settings, leaves)
+        assert leaves.left
+        yield _Scan(order, scanned, sweeper.load(out))
+
+
+def test_a_node_that_slows_every_group_it_is_in_is_named_slow_with_its_evidence(
+    scan: _Scan,
+) -> None:
+    from tests.plugins.faulty_fleet import SLOW_NODE
+
+    slow = scan.order[SLOW_NODE]
+    verdict = scan.verdicts(Subject.NODE)[(slow,)]
+    assert verdict.health is Health.SLOW
+    assert verdict.stage in (Stage.BISECT, Stage.CONFIRM)
+    assert len(verdict.partners) >= 2  # beside different known-good nodes
+    assert verdict.busbw_gb_per_s is not None
+    assert verdict.fleet_gb_per_s is not None
+    assert verdict.busbw_gb_per_s < 0.1 * verdict.fleet_gb_per_s
+    assert f"{slow}: all_reduce at 64 KiB" in verdict.evidence
+    assert "groups with different partners" in verdict.evidence
+
+
+def test_a_link_slow_only_between_two_nodes_is_named_as_the_link_not_its_ends(
+    scan: _Scan,
+) -> None:
+    from tests.plugins.faulty_fleet import SLOW_LINK
+
+    link = tuple(scan.order[i] for i in SLOW_LINK)
+    links = scan.verdicts(Subject.LINK)
+    assert links.pop(link).health is Health.SLOW
+    assert {v.health for v in links.values()} <= {Health.HEALTHY}
+    nodes = scan.verdicts(Subject.NODE)
+    assert {nodes[(end,)].health for end in link} == {Health.HEALTHY}
+
+
+def test_a_node_that_leaves_mid_scan_is_unreachable_and_every_other_gets_its_verdict(
+    scan: _Scan,
+) -> None:
+    from tests.plugins.faulty_fleet import SLOW_NODE
+
+    gone, slow = scan.order[-1], scan.order[SLOW_NODE]
+    nodes = {nodes[0]: v.health for nodes, v in scan.verdicts(Subject.NODE).items()}
+    assert nodes == {
+        n: Health.UNREACHABLE if n == gone else Health.SLOW if n == slow else Health.HEALTHY
+        for n in scan.order
+    }
+    assert "left the cluster" in scan.verdicts(Subject.NODE)[(gone,)].evidence
+    condemned = sorted(v.name for v in scan.scanned.verdicts if v.condemned)
+    assert len(condemned) == 3  # the slow node, the link, the node that left
+
+
+def test_every_row_says_its_stage_and_the_scan_wave(scan: _Scan) -> None:
+    rows = scan.rows
+    assert set(rows["run_kind"]) == {"scan"}
+    assert set(rows["stage"]) >= {Stage.GATE, Stage.SCREEN, Stage.BISECT, Stage.CONFIRM}
+    waves = {o.group.wave: o.group.stage for o in scan.scanned.outcomes}
+    ran = rows.drop_duplicates("wave").set_index("wave")["stage"].to_dict()
+    assert ran == {w: stage for w, stage in waves.items() if w in ran}
+    gate = rows[rows["stage"] == Stage.GATE]
+    assert (gate["n_nodes"] == 1).all()
+    assert (rows.loc[rows["stage"] != Stage.GATE, "n_nodes"] >= 2).all()

@@ -1,0 +1,271 @@
+"""Issue 30's signals at every moment of a run, not only between points: while Ray starts,
+while the actors start, while the driver waits on a point, a second signal during the first
+one's cleanup, and after the last point (during Ray's shutdown).
+
+Each driver is a `sweeper run` subprocess with an embedded Ray of its own, signalled when a
+marker shows it is at its moment (never after a guessed sleep): its Ray's GCS among its
+children; its rank's process loading tests/plugins/nap.py, which then naps before it reports
+($SWEEPER_TEST_STARTING); its rank napping in a point ($SWEEPER_TEST_NAPPING); its run record
+saying the run is complete. They run two at a time, so imports and Rays overlap; the tests
+only look.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import sweeper
+from tests.integration.test_faults import _history
+
+# One rank: the nap operation at 1, 2 and 4 KiB, each size above the first a point of about
+# 1.5 s (three calls of NAP_S), so a signal after a rank starts napping lands mid-wait.
+SWEEP = (
+    *("--world", "1", "--ops", "nap", "--plugin", "tests.plugins.nap", "--dtypes", "float32"),
+    *("--min-size", "1K", "--max-size", "4K", "--iters", "1", "--warmup", "0", "--blocks", "1"),
+    *("--no-report", "--format", "json"),
+)
+MARKER_S = 300.0  # a loaded two-core box starts an embedded Ray in tens of seconds
+_OWN_RAYS = threading.Semaphore(2)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A driver after its signal(s): how it ended, what it printed, where its rows went, and
+    which of the processes it started outlived it."""
+
+    output: Path
+    returncode: int
+    stdout: list[str]
+    stderr: str
+    left: dict[int, str]
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    return children
+
+
+def _descendants(pid: int) -> set[int]:
+    children, found, todo = _children(), set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _name(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _drive(
+    out: Path,
+    at: Callable[[subprocess.Popen[str], Path], bool],
+    signals: tuple[signal.Signals, ...],
+    *extra: str,
+) -> Stopped:
+    """A driver of SWEEP into `out`, sent `signals` once `at(driver, out)` holds, the second
+    one 0.5 s after the first; every process it starts is watched until it exits. Two run
+    at a time, each with a Ray of its own: more at once can take a loaded two-core box past
+    Ray's own start-up timeout."""
+    with _OWN_RAYS:
+        return _driven(out, at, signals, *extra)
+
+
+def _driven(
+    out: Path,
+    at: Callable[[subprocess.Popen[str], Path], bool],
+    signals: tuple[signal.Signals, ...],
+    *extra: str,
+) -> Stopped:
+    markers = {"SWEEPER_TEST_NAPPING": out.with_suffix(".napping")}
+    if at is _actors_starting:
+        markers["SWEEPER_TEST_STARTING"] = out.with_suffix(".starting")
+    env = {**os.environ, **{variable: str(path) for variable, path in markers.items()}}
+    command = [sys.executable, "-m", "sweeper", "run", *SWEEP, "--output", str(out), *extra]
+    seen: set[int] = set()
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with subprocess.Popen(command, text=True, env=env, **pipes) as proc:  # type: ignore[call-overload]
+        try:
+            deadline = time.monotonic() + MARKER_S
+            while not at(proc, out):
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "the moment never came"
+                seen |= _descendants(proc.pid)
+                time.sleep(0.02)
+            for i, signum in enumerate(signals):
+                if i:
+                    time.sleep(0.5)
+                seen |= _descendants(proc.pid)
+                proc.send_signal(signum)
+            while proc.poll() is None:
+                seen |= _descendants(proc.pid)
+                time.sleep(0.02)
+            stdout, stderr = proc.communicate(timeout=120)
+        finally:
+            proc.kill()  # no-op once it has exited; a hung driver fails, not hangs
+    deadline = time.monotonic() + 15  # an orderly shutdown does not wait for Ray's exits
+    while any(_alive(pid) for pid in seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {pid: _name(pid) or "?" for pid in seen if _alive(pid)}
+    for pid in left:  # fail, and leave nothing behind for the next tests
+        os.kill(pid, signal.SIGKILL)
+    return Stopped(out, proc.returncode, stdout.splitlines(), stderr, left)
+
+
+def _ray_starting(proc: subprocess.Popen[str], out: Path) -> bool:
+    return any(_name(pid) in ("gcs_server", "raylet") for pid in _descendants(proc.pid))
+
+
+def _actors_starting(proc: subprocess.Popen[str], out: Path) -> bool:
+    return out.with_suffix(".starting").exists()
+
+
+def _waiting(proc: subprocess.Popen[str], out: Path) -> bool:
+    return out.with_suffix(".napping").exists()
+
+
+def _complete(proc: subprocess.Popen[str], out: Path) -> bool:
+    return any('"complete"' in record.read_text() for record in (out / "_runs").glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def drivers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Future[Stopped]]:
+    """Every moment's driver, started together; each test waits for its own, and fails for
+    its own only (an embedded Ray can time out as it starts on a loaded box)."""
+    root = tmp_path_factory.mktemp("signals")
+    term, sigint = (signal.SIGTERM,), (signal.SIGINT,)
+    moments: dict[str, Callable[[Path], Stopped]] = {
+        "ray starting": lambda out: _drive(out, _ray_starting, term),
+        "actors starting": lambda out: _drive(out, _actors_starting, sigint),
+        "waiting": lambda out: _drive(out, _waiting, sigint),
+        "second signal": lambda out: _drive(out, _waiting, term * 2),
+        "complete": lambda out: _drive(out, _complete, term, "--max-size", "1K"),
+    }
+    with ThreadPoolExecutor(len(moments)) as pool:
+        return {
+            name: pool.submit(drive, root / name.replace(" ", "-"))
+            for name, drive in moments.items()
+        }
+
+
+def _run_id(driver: Stopped) -> str:
+    started = json.loads(driver.stdout[0])
+    assert started["event"] == "started"
+    return str(started["run_id"])
+
+
+def _reported(driver: Stopped) -> set[tuple[str, int]]:
+    events = [json.loads(line) for line in driver.stdout if line.startswith("{")]
+    return {(e["dtype"], e["size_bytes"]) for e in events if e["event"] == "point"}
+
+
+def _kept(driver: Stopped) -> set[tuple[str, int]]:
+    df = sweeper.load(str(driver.output))
+    keys = set(zip(df["dtype"], df["size_bytes"], strict=True))
+    assert len(keys) == len(df)  # no row twice
+    return keys
+
+
+def _resume_line(name: str, run_id: str, out: Path) -> str:
+    return (
+        f"sweeper: stopped by {name}: run {run_id} interrupted, its rows kept in {out}; "
+        f"resume with: sweeper run --resume {run_id} --output {out}\n"
+    )
+
+
+def test_a_sigterm_while_ray_starts_exits_143_in_one_line_and_leaves_no_ray_process(
+    drivers: dict[str, Future[Stopped]],
+) -> None:
+    driver = drivers["ray starting"].result()
+    assert driver.returncode == 143, driver.stderr
+    assert (
+        driver.stderr == "sweeper: stopped by SIGTERM before a run started; nothing was written\n"
+    )
+    assert not driver.left
+    assert not (driver.output / "_runs").exists()
+
+
+def test_a_sigint_while_the_actors_start_marks_the_run_interrupted_and_says_how_to_resume(
+    drivers: dict[str, Future[Stopped]],
+) -> None:
+    driver = drivers["actors starting"].result()
+    run_id = _run_id(driver)
+    assert driver.returncode == 130, driver.stderr
+    assert driver.stderr == _resume_line("SIGINT", run_id, driver.output)
+    assert not driver.left
+    record = json.loads((driver.output / "_runs" / f"{run_id}.json").read_text())
+    assert record["ended"] == "interrupted"  # with no row yet, `history` does not list it
+
+
+def test_a_sigint_while_the_driver_waits_on_a_point_stops_it_and_keeps_every_row(
+    drivers: dict[str, Future[Stopped]],
+) -> None:
+    """Ray's wait runs the driver's signal handler; one that raised there was a SystemError
+    and exit 1."""
+    driver = drivers["waiting"].result()
+    run_id = _run_id(driver)
+    assert driver.returncode == 130, driver.stderr
+    assert driver.stderr == _resume_line("SIGINT", run_id, driver.output)
+    assert _history(driver.output) == {run_id: "interrupted"}
+    assert _reported(driver) == _kept(driver) == {("float32", 1024)}
+    assert not driver.left
+
+
+def test_a_second_sigterm_during_the_cleanup_exits_at_once_and_leaves_no_ray_process(
+    drivers: dict[str, Future[Stopped]],
+) -> None:
+    """The first SIGTERM's cleanup shuts the embedded Ray down, which took SIGTERM's handler
+    with it: the second killed the driver silently, and Ray's agents lived on."""
+    driver = drivers["second signal"].result()
+    assert driver.returncode == 143, driver.stderr
+    assert len(driver.stderr.splitlines()) == 1
+    assert driver.stderr.startswith("sweeper: stopped ")
+    assert "Traceback" not in driver.stderr
+    assert _reported(driver) <= _kept(driver)  # the journal recovered by load, if need be
+    assert not driver.left
+
+
+def test_a_sigterm_after_the_last_point_says_the_run_is_complete(
+    drivers: dict[str, Future[Stopped]],
+) -> None:
+    """It lands as the embedded Ray shuts down: it said nothing was written, or the driver
+    died of it silently."""
+    driver = drivers["complete"].result()
+    run_id = _run_id(driver)
+    out = driver.output
+    assert driver.returncode == 143, driver.stderr
+    assert driver.stderr == (
+        f"sweeper: stopped by SIGTERM after run {run_id} completed: its rows are in {out}\n"
+    )
+    assert _history(out) == {run_id: "complete"}
+    assert _reported(driver) == _kept(driver) == {("float32", 1024)}
+    assert not driver.left

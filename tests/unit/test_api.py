@@ -1,0 +1,79 @@
+"""The Python API: `sweeper.run` and `sweeper.plan` take `sweeper run`'s and `sweeper plan`'s
+options as keywords, and `import sweeper` stays cheap. (`run` on Ray:
+tests/integration/test_api_cpu.py.)"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sweeper
+from sweeper.commands.plan import Plan
+from sweeper.errors import BadInput
+from sweeper.plan.spec import SweepSpec
+from sweeper.wire import Backend
+
+ROOT = Path(__file__).parents[2]
+DGX = ROOT / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json"
+NIGHTLY = ROOT / "jobs" / "nightly.yaml"
+
+
+def test_the_api_is_exported() -> None:
+    assert {"run", "plan", "Run", "load"} <= set(sweeper.__all__)
+    assert all(getattr(sweeper, name) is not None for name in sweeper.__all__)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        sweeper.no_such_thing  # noqa: B018
+
+
+def test_run_takes_every_sweep_option_and_a_profile_as_keywords() -> None:
+    parameters = inspect.signature(sweeper.run).parameters
+    assert set(parameters) == {*SweepSpec.model_fields, "profile"}
+    assert all(p.kind is p.KEYWORD_ONLY for p in parameters.values())
+    assert parameters["max_size"].default == "auto"
+
+
+def test_plan_takes_the_plan_commands_options_too() -> None:
+    parameters = inspect.signature(sweeper.plan).parameters
+    assert set(parameters) == {*SweepSpec.model_fields, "profile", "topology", "results"}
+
+
+def test_importing_sweeper_loads_neither_torch_nor_ray_nor_pandas_and_plan_needs_no_ray() -> None:
+    script = (
+        "import sys, sweeper\n"
+        "heavy = ('torch', 'ray', 'pandas', 'pydantic')\n"
+        "assert not [m for m in heavy if m in sys.modules], sys.modules.keys()\n"
+        f"sweeper.plan(topology={str(DGX)!r}, nodes=2, max_size='1M')\n"
+        "assert not [m for m in ('torch', 'ray') if m in sys.modules]\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT)
+
+
+def test_plan_on_a_recorded_topology_gives_its_schedule() -> None:
+    found = sweeper.plan(topology=DGX, nodes=2, ops="all_reduce", max_size="64K")
+    assert isinstance(found, Plan)
+    assert found.placement.backend == Backend.NCCL
+    assert len(found.placement.nodes) == 2
+    assert found.spec.ops == ("all_reduce",)
+    assert found.schedule.n_groups == 1  # the world of 16 GPUs
+    assert found.estimate.points == 14  # 8 B to 64 KiB, doubling
+    assert found.fitted_from is None
+
+
+def test_keywords_override_a_profiles_options() -> None:
+    found = sweeper.plan(profile=str(NIGHTLY), topology=DGX, nodes=2, max_size="1G")
+    assert found.spec.max_size == 2**30
+    assert found.spec.tiers != ("world",)  # the profile's
+
+
+def test_a_bad_keyword_value_is_bad_input_before_anything_runs() -> None:
+    with pytest.raises(BadInput, match="--max-size"):
+        sweeper.plan(topology=DGX, max_size="lots")
+    with pytest.raises(BadInput, match="unknown option 'wrld'"):
+        sweeper.run(wrld=2)  # type: ignore[call-arg]

@@ -1,0 +1,43 @@
+"""`sweeper --version`, and `-h` beside `--help` on every command."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import typer.main
+from typer.core import TyperGroup
+from typer.testing import CliRunner
+
+import sweeper
+from sweeper.cli import app
+
+
+def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    yield path
+    if isinstance(command, TyperGroup):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, (*path, name))
+
+
+COMMANDS = list(_commands(typer.main.get_command(app)))
+
+
+def test_version_names_the_distribution_and_its_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"sweeper-bench {sweeper.__version__}\n"
+
+
+def test_every_command_is_walked() -> None:
+    assert {("run",), ("plan",), ("report",), ("config", "schema")} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "sweeper")
+def test_h_is_help_on_every_command(path: tuple[str, ...]) -> None:
+    short = CliRunner().invoke(app, [*path, "-h"])
+    long = CliRunner().invoke(app, [*path, "--help"])
+    assert short.exit_code == long.exit_code == 0
+    assert short.stdout == long.stdout
+    assert "-h, --help" in short.stdout

@@ -1,0 +1,266 @@
+"""`sweeper export --prometheus`: a run's figures as node_exporter textfiles, read back with
+prometheus-client's own parser."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+from typer.testing import CliRunner
+
+from sweeper.cli import app
+from sweeper.commands.plan import plan
+from sweeper.plan.profile import build_spec, load_profile
+from sweeper.results import prometheus
+from sweeper.results.load import frame
+
+RECORDED = Path(__file__).parents[1] / "data" / "results" / "main-2026-11-25"
+RECORDED_RUN = "20261125T063903Z-c4526e"
+STARTED = datetime(2026, 11, 25, 2, 0, tzinfo=timezone.utc)
+SIZES = (8, 2**20, 2**30)
+GB = 1e9
+
+
+def _row(group: str, hosts: list[str], size: int, busbw: float, **extra: Any) -> dict[str, Any]:
+    time_us = size / (busbw * 1e3) + 5.0
+    return {
+        "run_id": "20261125T020000Z-000001",
+        "run_started_at": STARTED,
+        "run_kind": "nightly",
+        "cluster_name": "fleet",
+        "backend": "nccl",
+        "gpu_model": "NVIDIA H200",
+        "sweeper_version": "0.1.0",
+        "nccl_version": "2.28.9",
+        "tier": group.split(":", maxsplit=1)[0],
+        "variant": "default",
+        "group_id": group,
+        "world_size": len(hosts),
+        "hosts": hosts,
+        "kind": "collective",
+        "op": "all_reduce",
+        "algorithm": "native",
+        "dtype": "bfloat16",
+        "engine": "torch",
+        "launch": "graph",
+        "size_bytes": size,
+        "time_us": time_us,
+        "busbw_gb_per_s": busbw,
+        "status": "ok",
+        "measured_at": STARTED + timedelta(minutes=10),
+        **extra,
+    }
+
+
+def _fleet() -> list[dict[str, Any]]:
+    """Two nodes: each one's NVLink pairs (on a, one pair slower), their internode pair, and
+    an all_reduce that ran out of memory at 2 GiB on a."""
+    groups = {
+        ("nvlink:n0g0,1", ("a", "a")): 400.0,
+        ("nvlink:n0g2,3", ("a", "a")): 300.0,
+        ("nvlink:n1g0,1", ("b", "b")): 410.0,
+        ("internode:n0g0+n1g0", ("a", "b")): 45.0,
+    }
+    rows = [
+        _row(group, list(hosts), size, busbw * (1 if size == SIZES[-1] else 0.5))
+        for (group, hosts), busbw in groups.items()
+        for size in SIZES
+    ]
+    oom = {"status": "oom", "time_us": None, "busbw_gb_per_s": None}
+    return [*rows, _row("nvlink:n0g0,1", ["a", "a"], 2**31, 1.0, **oom)]
+
+
+def _parsed(text: str) -> dict[str, list[Sample]]:
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
+def _written(tmp_path: Path, families: list[Any]) -> str:
+    path = tmp_path / "sweeper.prom"
+    prometheus.write(path, families)
+    return path.read_text()
+
+
+def test_busbw_at_the_largest_ok_size_and_latency_at_the_smallest_in_base_units(
+    tmp_path: Path,
+) -> None:
+    families = _parsed(_written(tmp_path, prometheus.metrics(frame(_fleet()))))
+    busbw = {(s.labels["hostname"], s.labels["tier"]): s for s in families[prometheus.BUSBW]}
+    # the worst of a host's groups: a's slower NVLink pair, not its faster one
+    assert busbw["a", "nvlink"].value == pytest.approx(300.0 * GB)
+    assert busbw["b", "nvlink"].value == pytest.approx(410.0 * GB)
+    # the out-of-memory point is not the largest size: the largest that ran ok is
+    assert {s.labels["size_bytes"] for s in busbw.values()} == {str(2**30)}
+    assert busbw["a", "nvlink"].labels == {
+        "hostname": "a",
+        "tier": "nvlink",
+        "variant": "default",
+        "op": "all_reduce",
+        "algorithm": "native",
+        "dtype": "bfloat16",
+        "world_size": "2",
+        "engine": "torch",
+        "launch": "graph",
+        "size_bytes": str(2**30),
+    }
+    latency = {(s.labels["hostname"], s.labels["tier"]): s for s in families[prometheus.LATENCY]}
+    assert latency["a", "nvlink"].labels["size_bytes"] == "8"
+    # the longest of a's pairs at 8 bytes: 5 us plus 8 bytes at half of 300 GB/s, in seconds
+    assert latency["a", "nvlink"].value == pytest.approx((5.0 + 8 / 150e3) / 1e6)
+
+
+def test_a_group_spanning_hosts_counts_for_each_of_them(tmp_path: Path) -> None:
+    families = _parsed(_written(tmp_path, prometheus.metrics(frame(_fleet()))))
+    internode = [s for s in families[prometheus.BUSBW] if s.labels["tier"] == "internode"]
+    assert sorted(s.labels["hostname"] for s in internode) == ["a", "b"]
+    assert [s.value for s in internode] == pytest.approx([45.0 * GB] * 2)
+
+
+def test_the_run_says_which_run_and_software_its_duration_and_end(tmp_path: Path) -> None:
+    families = _parsed(_written(tmp_path, prometheus.metrics(frame(_fleet()))))
+    (info,) = families["sweeper_run_info"]
+    assert info.name == "sweeper_run_info"
+    assert info.value == 1
+    assert info.labels["run_id"] == "20261125T020000Z-000001"
+    assert (info.labels["nccl_version"], info.labels["gpu_model"]) == ("2.28.9", "NVIDIA H200")
+    assert "run_started_at" not in info.labels
+    (duration,) = families[prometheus.DURATION]
+    (end,) = families[prometheus.END]
+    assert duration.value == 600.0
+    assert end.value == (STARTED + timedelta(minutes=10)).timestamp()
+
+
+def test_every_metric_is_in_base_units_with_the_sweeper_prefix(tmp_path: Path) -> None:
+    text = _written(tmp_path, prometheus.metrics(frame(_fleet())))
+    names = {s.name for samples in _parsed(text).values() for s in samples}
+    assert names == set(prometheus.NAMES)
+    assert all(name.startswith("sweeper_") for name in names)
+    units = ("_bytes_per_second", "_seconds", "_info")
+    assert all(name.endswith(units) for name in names)
+
+
+def test_the_series_count_is_per_host_series_times_two_and_three_for_the_run(
+    tmp_path: Path,
+) -> None:
+    """a: its NVLink pairs (one series, the worst) and the internode pair; b: the same."""
+    text = _written(tmp_path, prometheus.metrics(frame(_fleet())))
+    samples = [s for family in _parsed(text).values() for s in family]
+    assert len(samples) == 2 * 2 * 2 + 3
+    assert prometheus.series(prometheus.metrics(frame(_fleet()))) == len(samples)
+
+
+def test_each_host_file_holds_its_own_series_and_the_runs(tmp_path: Path) -> None:
+    per_host = prometheus.per_host(frame(_fleet()))
+    assert sorted(per_host) == ["a", "b"]
+    for host, families in per_host.items():
+        parsed = _parsed(_written(tmp_path, families))
+        measured = [*parsed[prometheus.BUSBW], *parsed[prometheus.LATENCY]]
+        assert {s.labels["hostname"] for s in measured} == {host}
+        assert len(measured) == 2 * 2
+        assert len(parsed[prometheus.END]) == len(parsed["sweeper_run_info"]) == 1
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    """A results directory today's main wrote (a CPU run on host vm), copied: readers may
+    recover journals in place."""
+    return Path(shutil.copytree(RECORDED, tmp_path / "results"))
+
+
+def test_sweeper_export_writes_the_latest_run_of_a_results_directory(
+    recorded: Path, tmp_path: Path
+) -> None:
+    out, hosts = tmp_path / "sweeper.prom", tmp_path / "textfiles"
+    hosts.mkdir()
+    args = ["export", "--results", str(recorded), "--prometheus", str(out)]
+    result = CliRunner().invoke(app, [*args, "--per-host", str(hosts)])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in hosts.iterdir()] == ["vm.prom"]
+    assert (hosts / "vm.prom").read_text() == out.read_text()
+    families = _parsed(out.read_text())
+    (info,) = families["sweeper_run_info"]
+    assert info.labels["run_id"] == RECORDED_RUN
+    # all_gather, all_reduce and send_recv ran on the CPU; the copies were skipped there
+    ops = sorted(s.labels["op"] for s in families[prometheus.BUSBW])
+    assert ops == ["all_gather", "all_reduce", "send_recv"]
+    assert {s.labels["size_bytes"] for s in families[prometheus.BUSBW]} == {"1024"}
+    assert result.stdout.splitlines() == [
+        f"prometheus: {out} (9 series)",
+        f"prometheus: {hosts} (1 files, one per host: 9 series)",
+    ]
+    again = CliRunner().invoke(app, [*args[:-1], str(out), RECORDED_RUN])
+    assert again.exit_code == 0, again.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--prometheus", "{tmp}/missing/sweeper.prom"], "no directory"),
+        (["--prometheus", "{tmp}"], "not a regular file"),
+        (["--per-host", "{tmp}/missing"], "not a directory"),
+        (["--prometheus", "{tmp}/sweeper.prom", "20990101T000000Z-ffffff"], "no run"),
+        ([], "nothing to export"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(
+    recorded: Path, tmp_path: Path, args: list[str], says: str
+) -> None:
+    before = sorted(tmp_path.rglob("*"))
+    given = [arg.format(tmp=tmp_path) for arg in args]
+    result = CliRunner().invoke(app, ["export", "--results", str(recorded), *given])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("sweeper: error: ")
+    assert says in line
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_results_directory_without_runs_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    out = tmp_path / "sweeper.prom"
+    args = ["export", "--results", str(tmp_path / "results"), "--prometheus", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "no runs" in result.stderr
+    assert not out.exists()
+
+
+def test_a_host_file_that_is_not_a_regular_file_stops_every_write(
+    recorded: Path, tmp_path: Path
+) -> None:
+    out, hosts = tmp_path / "sweeper.prom", tmp_path / "textfiles"
+    (hosts / "vm.prom").mkdir(parents=True)
+    args = ["--prometheus", str(out), "--per-host", str(hosts)]
+    result = CliRunner().invoke(app, ["export", "--results", str(recorded), *args])
+    assert result.exit_code == 2, result.output
+    assert "is not a regular file" in result.stderr
+    assert not out.exists()
+    assert [p.name for p in hosts.iterdir()] == ["vm.prom"]
+
+
+def test_the_documented_series_count_is_the_nightly_profiles() -> None:
+    """docs/MONITORING.md's count for jobs/nightly.yaml on 1024 8-GPU nodes, from the plan:
+    the keys of a node do not depend on the node count (only internode world sizes do), so
+    four nodes give them."""
+    root = Path(__file__).parents[2]
+    spec = build_spec(load_profile(root / "jobs" / "nightly.yaml"), nodes=4)
+    found = plan(spec, root / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json")
+    placement, schedule = found.placement, found.schedule
+    keys: dict[int, set[tuple[object, ...]]] = {}
+    for wave in schedule.waves:
+        for group in wave.groups:
+            measured = [s for s in schedule.series(group) if s.skipped is None]
+            for node in {placement.members[rank].node for rank in group.ranks}:
+                keys.setdefault(node, set()).update(
+                    (group.tier, group.variant, group.world_size, s.op, s.dtype) for s in measured
+                )
+    assert spec.timing.engines == ("torch",)  # one engine, and one launch mode each
+    (per_node,) = {len(node_keys) for node_keys in keys.values()}
+    docs = " ".join((root / "docs" / "MONITORING.md").read_text().split())
+    total = 1024 * per_node * 2 + 3
+    assert f"1024 x {per_node} x 2 + 3 = **{total:,} series**" in docs
+    assert f"({2 * per_node} per node, and {2 * per_node + 3} in each" in docs

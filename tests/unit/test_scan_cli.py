@@ -1,0 +1,67 @@
+"""`sweeper scan`'s command line: bad input is one line and exit 2 before any cluster, the
+simulation prints its waves and score, and a scan's verdicts print as a table and as JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from sweeper.cli import app
+from sweeper.commands.scan import print_verdicts, scan_record
+from sweeper.driver.scan import Scanned
+from sweeper.scan.simulate import Fault, fleet_of, simulate
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--strategy", "random"], "--strategy random: strategy 'random': random takes a count"),
+        (["--sizes", "1M,8"], "--sizes 1M,8: two sizes, the latency one first"),
+        (["--sizes", "8,lots"], "--sizes: 'lots' is not a size"),
+        (["--min-busbw", "wires=3"], "--min-busbw wires=3: TIER=GB/s"),
+        (["--simulate", "--faults", "gremlins"], "--faults gremlins: a count, or names"),
+    ],
+)
+def test_bad_scan_input_is_one_line_and_exit_2_before_any_cluster(
+    args: list[str], line: str
+) -> None:
+    result = CliRunner().invoke(app, ["scan", *args])
+    assert result.exit_code == 2, result.output
+    (only,) = result.stderr.strip().splitlines()
+    assert only.startswith(f"sweeper: error: {line}")
+
+
+def test_the_simulation_prints_its_waves_and_the_verdicts_against_the_planted_truth() -> None:
+    args = ["scan", "--simulate", "--nodes", "16", "--gpus-per-node", "2", "--faults", "slow-node"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "16 nodes x 2 GPUs, adaptive, seed 0" in result.stdout
+    assert "planted: slow-node" in result.stdout
+    assert "precision 1.00, recall 1.00" in result.stdout
+
+
+def test_a_scans_verdicts_print_as_a_table_and_a_json_document(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sim = simulate(nodes=16, gpus_per_node=2, faults=(Fault.SLOW_NODE,))
+    scanned = Scanned(
+        run_id="20261125T000000Z-abcdef",
+        fleet=fleet_of(16, 2),
+        outcomes=(),
+        verdicts=sim.verdicts,
+        rows=0,
+        seconds=1.0,
+    )
+    (slow,) = sim.planted
+    print_verdicts(scanned.verdicts)
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["name", "health", "stage", "evidence"]
+    assert table[-1] == "nodes: 15 healthy, 1 slow"
+    assert any(line.startswith(f"{slow.nodes[0]}  slow") for line in table)
+    record = json.loads(json.dumps(scan_record(scanned), default=str))
+    assert record["condemned"] == [slow.nodes[0]]
+    (named,) = [v for v in record["verdicts"] if v["name"] == slow.nodes[0]]
+    assert named["health"] == "slow"
+    assert named["evidence"].startswith(f"{slow.nodes[0]}: all_reduce at 1 GiB")

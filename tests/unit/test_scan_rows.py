@@ -1,0 +1,87 @@
+"""A group's rows fold into its scan outcome: the judged figures, each GPU's copies and NVML
+evidence, and missing or failed points that never pass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweeper.scan.fleet import Group, Result, Stage
+from sweeper.scan.rows import Asked, outcome
+
+ASKED = Asked(latency_bytes=8, bandwidth_bytes=1 << 20)
+EXPECTED = {("all_reduce", 8), ("all_reduce", 1 << 20)}
+PAIR = Group(wave=1, stage=Stage.SCREEN, nodes=("a", "b"))
+GATE = Group(wave=0, stage=Stage.GATE, nodes=("a",))
+
+
+def _row(op: str = "all_reduce", size: int = 1 << 20, **columns: Any) -> dict[str, Any]:
+    return {
+        "op": op,
+        "kind": "collective",
+        "size_bytes": size,
+        "status": "ok",
+        "error": None,
+        "world_size": 2,
+        "busbw_gb_per_s": 40.0,
+        "algbw_gb_per_s": 40.0,
+        "time_us": 30.0 if size == 8 else 500.0,
+        "gpu_uuids": ["GPU-a0", "GPU-b0"],
+        **columns,
+    }
+
+
+def test_a_group_that_ran_gives_busbw_at_the_bandwidth_size_and_latency_at_the_smallest() -> None:
+    rows = [_row(size=8, busbw_gb_per_s=0.1), _row(), _row(busbw_gb_per_s=38.0, launch="graph")]
+    got = outcome(PAIR, rows, EXPECTED, ASKED)
+    assert got.result is Result.OK
+    assert got.busbw_gb_per_s == 40.0  # the best engine or launch mode
+    assert got.latency_us == 30.0
+    assert got.size_bytes == 1 << 20
+
+
+def test_a_point_without_a_row_is_missing_and_a_failed_one_fails_the_group() -> None:
+    assert outcome(PAIR, [], EXPECTED, ASKED).result is Result.MISSING
+    assert outcome(PAIR, [_row()], EXPECTED, ASKED).result is Result.MISSING
+    failed = outcome(
+        PAIR, [_row(size=8), _row(status="timeout", error="point took over 60 s")], EXPECTED, ASKED
+    )
+    assert failed.result is Result.FAILED
+    assert failed.reason == f"all_reduce at {1 << 20} B: point took over 60 s"
+    assert failed.busbw_gb_per_s is None
+
+
+def test_a_gate_of_one_rank_has_no_busbw_and_a_skipped_copy_is_no_failure() -> None:
+    rows = [_row(size=8, world_size=1), _row(world_size=1, busbw_gb_per_s=0.0)]
+    rows.append(_row("h2d", 256 << 20, kind="copy", status="skipped", error="needs a GPU"))
+    got = outcome(GATE, rows, EXPECTED, ASKED)
+    assert got.result is Result.OK
+    assert got.busbw_gb_per_s is None
+
+
+def test_the_gate_reads_each_gpus_slower_copy_and_its_nvml_evidence() -> None:
+    copies = [
+        _row(op, 256 << 20, kind="copy", algbw_gb_per_s=rate, gpu_uuids=[uuid])
+        for op, rate, uuid in (("h2d", 50.0, "GPU-a0"), ("d2h", 45.0, "GPU-a0"))
+    ]
+    copies += [_row("h2d", 256 << 20, kind="copy", algbw_gb_per_s=52.0, gpu_uuids=["GPU-a1"])]
+    island = _row(
+        gpu_uuids=["GPU-a0", "GPU-a1"],
+        xid_codes=[[], [79]],
+        ecc_uncorrected_delta=[0, 2],
+        pcie_gen=[5, 4],
+        pcie_max_gen=[5, 5],
+        pcie_width=[16, 16],
+        pcie_max_width=[16, 16],
+        throttle_reasons=[["gpu_idle"], ["hw_slowdown"]],
+    )
+    gpus = {"GPU-a0": ("a", 0), "GPU-a1": ("a", 1)}
+    got = outcome(GATE, [_row(size=8), island, *copies], EXPECTED, ASKED, gpus)
+    first, second = got.readings
+    assert (first.gpu, first.copy_gb_per_s, first.flags) == (0, 45.0, ())
+    assert (second.gpu, second.copy_gb_per_s) == (1, 52.0)
+    assert second.flags == (
+        "2 uncorrected ECC errors",
+        "xid 79",
+        "PCIe Gen4 x16 of Gen5 x16",
+        "hw_slowdown",
+    )
