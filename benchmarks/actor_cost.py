@@ -46,7 +46,7 @@ from bare import FACTORS, bare_step, free_port, init_bare
 from pinning import Pinner, rank_cores
 
 from sweeper.driver.cluster import MULTICAST_OFF, connect
-from sweeper.plan.sizes import format_size, parse_size
+from sweeper.planning.sizes import format_size, parse_size
 
 Key = tuple[str, int, str]  # operation, size in bytes, step ("bare" or "sweeper")
 PROCESSES = ("plain", "actor", "child")

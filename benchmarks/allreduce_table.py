@@ -32,7 +32,7 @@ import pandas as pd
 import sweeper
 from sweeper.analysis.summary import label
 from sweeper.ops.registry import REGISTRY, names
-from sweeper.plan.sizes import format_size
+from sweeper.planning.sizes import format_size
 
 HIDDEN = 8192  # vLLM's benchmark: (rows, hidden) bf16 tensors
 ITEMSIZE = 2

@@ -80,7 +80,7 @@ from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Observer, Started
 from sweeper.ops import registry
 from sweeper.ops.registry import resolve
-from sweeper.plan.sizes import format_size, parse_size
+from sweeper.planning.sizes import format_size, parse_size
 from sweeper.results.writer import columns
 
 Row = Mapping[str, Any]
@@ -434,7 +434,7 @@ def run_sweeper(
     launch: str,
 ) -> list[Row]:
     from sweeper.driver.sweep import run
-    from sweeper.plan.profile import build_spec
+    from sweeper.planning.profile import build_spec
 
     spec = build_spec(
         ops=",".join(names),

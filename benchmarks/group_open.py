@@ -40,10 +40,10 @@ from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined
 from sweeper.commands.plan import recorded_nodes
 from sweeper.driver.cluster import actor_env
 from sweeper.ops.registry import resolve
-from sweeper.plan.placement import expected_placement
-from sweeper.plan.profile import build_spec
-from sweeper.plan.request import schedule_request
-from sweeper.plan.schedule import schedule
+from sweeper.planning.placement import expected_placement
+from sweeper.planning.profile import build_spec
+from sweeper.planning.request import schedule_request
+from sweeper.planning.schedule import schedule
 
 CPU_NODE = Path(__file__).parents[1] / "tests" / "data" / "topologies" / "cpu-no-nvml.json"
 RANKS_PER_NODE = 2

@@ -57,8 +57,8 @@ from pinning import Pinner, pinned, rank_cores
 
 import sweeper
 from sweeper.driver.cluster import MULTICAST_OFF
-from sweeper.plan.dtypes import DTYPES, canonical_dtype
-from sweeper.plan.sizes import format_size, parse_size
+from sweeper.planning.dtypes import DTYPES, canonical_dtype
+from sweeper.planning.sizes import format_size, parse_size
 from sweeper.rank.timing import graph_unit
 
 Row = Mapping[str, Any]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sweeper.commands.plan import duration, plan_recorded
 from sweeper.ops.registry import resolve
-from sweeper.plan.profile import build_spec, load_profile
+from sweeper.planning.profile import build_spec, load_profile
 
 ROOT = Path(__file__).parents[1]
 RECORD = ROOT / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json"

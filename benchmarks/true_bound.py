@@ -96,7 +96,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     import sweeper
     from sweeper.ops.registry import names
-    from sweeper.plan.sizes import parse_mem_limit
+    from sweeper.planning.sizes import parse_mem_limit
 
     clock = time.monotonic()
     finished = sweeper.run(

@@ -23,7 +23,7 @@ import sweeper
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import run
-from sweeper.plan.profile import build_spec
+from sweeper.planning.profile import build_spec
 
 
 class _Quiet:

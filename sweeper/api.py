@@ -1,7 +1,7 @@
 """sweeper as a library: `run` a sweep and get its rows as a DataFrame, or `plan` one, with the
 keywords of `sweeper run` and `sweeper plan`.
 
-The keywords are the SweepSpec's fields (declared once, in sweeper/plan/spec.py) and the
+The keywords are the SweepSpec's fields (declared once, in sweeper/planning/spec.py) and the
 command's own few, given to each function as its signature (for `help()`, and type checkers
 through the pydantic plugin), and checked by the spec as the command line is.
 """
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pydantic import Field
 
-from sweeper.plan.profile import build_spec, load_profile
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.profile import build_spec, load_profile
+from sweeper.planning.spec import SweepSpec
 
 if TYPE_CHECKING:
     import pandas as pd

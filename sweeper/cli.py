@@ -39,8 +39,8 @@ from sweeper.commands.options import (
 )
 from sweeper.driver import stops
 from sweeper.errors import BadInput, InfrastructureError, SweeperError, SweeperWarning
-from sweeper.plan.profile import Profile, build_spec, load_profile
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.profile import Profile, build_spec, load_profile
+from sweeper.planning.spec import SweepSpec
 
 if TYPE_CHECKING:
     from sweeper.commands.nightly import Night

@@ -95,7 +95,7 @@ REQUESTABLE_TIERS: tuple[Tier, ...] = (Tier.NVLINK, Tier.PCIE, Tier.INTERNODE, T
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MemLimit:
     """`--mem-limit`: bytes, or a fraction of the device's (or the rank's share of the node's)
-    memory, and its spelling (8G, 12.5%): sweeper/plan/sizes.py parses and spells it."""
+    memory, and its spelling (8G, 12.5%): sweeper/planning/sizes.py parses and spells it."""
 
     size_bytes: int | None = None
     fraction: float | None = None

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis.changes import params_text
-from sweeper.plan.profile import NightlySettings
+from sweeper.planning.profile import NightlySettings
 from sweeper.results.schema import POINT
 from sweeper.wire import Status
 

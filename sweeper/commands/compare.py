@@ -19,7 +19,7 @@ from rich.table import Table
 
 from sweeper.analysis import RegressionRule, point_changes
 from sweeper.commands.nightly import json_value, series_name
-from sweeper.plan.sizes import format_size
+from sweeper.planning.sizes import format_size
 from sweeper.results.load import resolve, run_rows
 
 

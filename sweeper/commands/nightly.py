@@ -31,9 +31,9 @@ from sweeper import report
 from sweeper.analysis import label
 from sweeper.analysis.regression import COLUMNS, STATUSES, Policy, detect, run_metrics
 from sweeper.errors import BadInput
-from sweeper.plan.profile import NightlySettings, load_profile
-from sweeper.plan.sizes import format_size
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.profile import NightlySettings, load_profile
+from sweeper.planning.sizes import format_size
+from sweeper.planning.spec import SweepSpec
 from sweeper.results import summaries
 from sweeper.results.load import load, runs
 from sweeper.results.schema import RUN_COLUMNS

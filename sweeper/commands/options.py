@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.spec import SweepSpec
 
 
 class Format(str, Enum):

@@ -19,13 +19,13 @@ import pandas as pd
 from sweeper.analysis.fits import fit_alpha_beta
 from sweeper.errors import BadInput
 from sweeper.ops.registry import configure_moe, load_plugins, resolve
-from sweeper.plan.estimate import CostModel, Estimate, TierCost, estimate
-from sweeper.plan.inputs import read_text
-from sweeper.plan.placement import Placement, alone, expected_placement
-from sweeper.plan.request import ceiling_bytes, check_groups, schedule_request
-from sweeper.plan.schedule import Planned, Schedule, nothing_to_measure, schedule
-from sweeper.plan.sizes import format_size
-from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec, check_ranks
+from sweeper.planning.estimate import CostModel, Estimate, TierCost, estimate
+from sweeper.planning.inputs import read_text
+from sweeper.planning.placement import Placement, alone, expected_placement
+from sweeper.planning.request import ceiling_bytes, check_groups, schedule_request
+from sweeper.planning.schedule import Planned, Schedule, nothing_to_measure, schedule
+from sweeper.planning.sizes import format_size
+from sweeper.planning.spec import DEFAULT_CPU_RANKS, SweepSpec, check_ranks
 from sweeper.results.load import load
 from sweeper.topology import Node
 from sweeper.wire import Backend, Status

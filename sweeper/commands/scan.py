@@ -13,8 +13,8 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import BadInput
-from sweeper.plan.sizes import parse_size
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.sizes import parse_size
+from sweeper.planning.spec import SweepSpec
 from sweeper.scan.fleet import Wave
 from sweeper.scan.judge import Subject, Verdict, named
 from sweeper.scan.policy import Strategy

@@ -21,7 +21,7 @@ from sweeper.analysis import OpSummary, label, probe_seconds, summarize, tier_na
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import Survey
-from sweeper.plan.sizes import format_size
+from sweeper.planning.sizes import format_size
 from sweeper.results.writer import columns
 from sweeper.wire import Status
 

@@ -28,8 +28,8 @@ from sweeper.driver.group import GroupRun, Phase, Shared
 from sweeper.driver.outcome import PointResult
 from sweeper.driver.replay import PointKey, Recorded, Replay
 from sweeper.ops.descriptor import Collective
-from sweeper.plan.placement import Group, Placement
-from sweeper.plan.schedule import Series, Wave
+from sweeper.planning.placement import Group, Placement
+from sweeper.planning.schedule import Series, Wave
 from sweeper.wire import Backend, Timing
 
 POLL_S = 1.0  # the longest the loop sleeps without looking at deadlines

@@ -21,10 +21,10 @@ from sweeper.driver import cluster
 from sweeper.driver.outcome import Outcome, PointResult, executed, refused, skipped
 from sweeper.driver.replay import Replay
 from sweeper.ops.descriptor import Collective
-from sweeper.plan.dtypes import DTYPES
-from sweeper.plan.placement import Group
-from sweeper.plan.schedule import Series
-from sweeper.plan.series import Action, Budgets, MeasurePoint, SeriesRunner
+from sweeper.planning.dtypes import DTYPES
+from sweeper.planning.placement import Group
+from sweeper.planning.schedule import Series
+from sweeper.planning.series import Action, Budgets, MeasurePoint, SeriesRunner
 from sweeper.wire import Point, Status, Timing
 
 

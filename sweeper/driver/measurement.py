@@ -21,8 +21,8 @@ import numpy as np
 from sweeper import telemetry
 from sweeper.driver.outcome import PointResult
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
-from sweeper.plan.placement import Placement
-from sweeper.plan.sizes import format_size
+from sweeper.planning.placement import Placement
+from sweeper.planning.sizes import format_size
 from sweeper.wire import Backend, Copied, Engine, Kind, Launch, RankTimings, Status, Tier, Timed
 
 

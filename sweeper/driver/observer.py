@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sweeper.driver.measurement import ResultRow
-from sweeper.plan.placement import Group
+from sweeper.planning.placement import Group
 from sweeper.wire import Backend, Status
 
 

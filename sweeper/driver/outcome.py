@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sweeper.ops.descriptor import Collective
-from sweeper.plan.dtypes import DTYPES
-from sweeper.plan.placement import Group
-from sweeper.plan.schedule import Series
+from sweeper.planning.dtypes import DTYPES
+from sweeper.planning.placement import Group
+from sweeper.planning.schedule import Series
 from sweeper.wire import Point, Prepared, RankTimings, Status, Timing
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sweeper.plan.schedule import Series
+from sweeper.planning.schedule import Series
 from sweeper.wire import Status
 
 # A point of the plan: a probed series (results.schema.PROBED: group id, the operation by its

@@ -27,12 +27,12 @@ from sweeper.driver.sweep import choose_backend, new_run_id, run_columns
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import REGISTRY, load_plugins
-from sweeper.plan import request
-from sweeper.plan.dtypes import DTYPES
-from sweeper.plan.placement import Group, Placement, classify
-from sweeper.plan.schedule import Series
-from sweeper.plan.schedule import Wave as ExecutorWave
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning import request
+from sweeper.planning.dtypes import DTYPES
+from sweeper.planning.placement import Group, Placement, classify
+from sweeper.planning.schedule import Series
+from sweeper.planning.schedule import Wave as ExecutorWave
+from sweeper.planning.spec import SweepSpec
 from sweeper.results import records
 from sweeper.results.writer import ResultWriter, columns
 from sweeper.scan import fleet as scan

@@ -34,11 +34,11 @@ from sweeper.driver.replay import PointKey, Recorded
 from sweeper.driver.stops import Stopped
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.ops.registry import configure_moe, load_plugins, names, resolve
-from sweeper.plan import request
-from sweeper.plan.estimate import CostModel, estimate
-from sweeper.plan.placement import Group, Placement, alone, expected_placement, variants
-from sweeper.plan.schedule import ActorSet, Schedule, nothing_to_measure, schedule
-from sweeper.plan.spec import ClusterOptions, OutputOptions, SweepSpec
+from sweeper.planning import request
+from sweeper.planning.estimate import CostModel, estimate
+from sweeper.planning.placement import Group, Placement, alone, expected_placement, variants
+from sweeper.planning.schedule import ActorSet, Schedule, nothing_to_measure, schedule
+from sweeper.planning.spec import ClusterOptions, OutputOptions, SweepSpec
 from sweeper.rank.preflight import nccl_available, no_nccl_allocator
 from sweeper.results import records
 from sweeper.results.files import NEW_RUN_ID

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
-from sweeper.plan import knobs
-from sweeper.plan.placement import Shape, Traits
+from sweeper.planning import knobs
+from sweeper.planning.placement import Shape, Traits
 from sweeper.wire import Backend, Kind
 
 if TYPE_CHECKING:

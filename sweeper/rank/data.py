@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from sweeper.ops.descriptor import SUM, Span
-from sweeper.plan.sizing import CHUNK_ELEMENTS
+from sweeper.planning.sizing import CHUNK_ELEMENTS
 
 _PRIME = 65521  # h(i) = (i * 40503 + seed) mod 65521: spread, and no int64 overflow below 2^47
 _MULT = 40503

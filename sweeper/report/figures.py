@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from sweeper.analysis.p2p import PairMatrix
-from sweeper.plan.sizes import format_size
+from sweeper.planning.sizes import format_size
 
 _COLORS = (
     "#1f77b4",

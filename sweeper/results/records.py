@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.errors import CorruptResults, ResultsUnwritable
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.spec import SweepSpec
 from sweeper.results.files import run_name, write_text
 from sweeper.topology import Gpu, Node
 

@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sweeper.plan.estimate import CostModel
+from sweeper.planning.estimate import CostModel
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
 from sweeper.scan.judge import Health, Subject, Verdict, judge
 from sweeper.scan.policy import Policy, Strategy, blocks

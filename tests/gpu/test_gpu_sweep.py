@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import sweeper
 from sweeper.cli import app
 from sweeper.ops.registry import REGISTRY
-from sweeper.plan.placement import ONE_GPU
+from sweeper.planning.placement import ONE_GPU
 from tests.cli_sweep import statuses, sweep
 from tests.gpu.gpus import nccl_allocates
 

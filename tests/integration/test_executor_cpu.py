@@ -14,8 +14,8 @@ from sweeper.driver import cluster
 from sweeper.driver.executor import Executor
 from sweeper.driver.outcome import PointResult
 from sweeper.ops.registry import REGISTRY
-from sweeper.plan.placement import Group
-from sweeper.plan.schedule import Series, Wave
+from sweeper.planning.placement import Group
+from sweeper.planning.schedule import Series, Wave
 from sweeper.wire import Timing
 
 pytestmark = pytest.mark.usefixtures("ray_session")

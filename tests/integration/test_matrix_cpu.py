@@ -11,7 +11,7 @@ import pytest
 
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.sweep import run
-from sweeper.plan.profile import build_spec
+from sweeper.planning.profile import build_spec
 from sweeper.results.writer import columns
 
 pytestmark = pytest.mark.usefixtures("ray_session")

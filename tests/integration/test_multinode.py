@@ -17,7 +17,7 @@ from sweeper.cli import app
 from sweeper.driver import cluster
 from sweeper.driver.sweep import survey
 from sweeper.errors import InfrastructureError
-from sweeper.plan.profile import build_spec
+from sweeper.planning.profile import build_spec
 from tests.conftest import cluster_nodes, registry_kept
 
 pytestmark = pytest.mark.own_cluster

@@ -18,7 +18,7 @@ from sweeper.driver.console import JsonConsole
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.stops import Stopped
 from sweeper.driver.sweep import run
-from sweeper.plan.profile import build_spec
+from sweeper.planning.profile import build_spec
 from sweeper.results import summaries
 from sweeper.results.writer import columns
 

@@ -27,7 +27,7 @@ from ray.cluster_utils import Cluster
 import sweeper
 from sweeper.driver import cluster
 from sweeper.driver.scan import Scanned, ScanSettings, scan_fleet
-from sweeper.plan.profile import build_spec
+from sweeper.planning.profile import build_spec
 from sweeper.scan.fleet import Stage, Wave
 from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy

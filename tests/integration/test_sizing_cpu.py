@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import sweeper
 from sweeper.cli import app
 from sweeper.ops.registry import REGISTRY
-from sweeper.plan.sizing import largest_count
+from sweeper.planning.sizing import largest_count
 from tests.conftest import cluster_nodes
 
 pytestmark = pytest.mark.own_cluster

@@ -13,7 +13,7 @@ from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import run
 from sweeper.ops.registry import REGISTRY
-from sweeper.plan.profile import build_spec
+from sweeper.planning.profile import build_spec
 from sweeper.results.writer import columns
 from tests import cli_sweep
 from tests.cli_runs import Runs

@@ -14,7 +14,7 @@ import pytest
 import sweeper
 from sweeper.commands.plan import Plan
 from sweeper.errors import BadInput
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.spec import SweepSpec
 from sweeper.wire import Backend
 
 ROOT = Path(__file__).parents[2]

@@ -30,7 +30,7 @@ import pinning
 
 from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.ops.registry import REGISTRY
-from sweeper.plan.dtypes import DTYPES
+from sweeper.planning.dtypes import DTYPES
 from sweeper.rank.timing import graph_unit
 
 DATA = Path(__file__).parents[1] / "data" / "nccl_tests"

@@ -8,7 +8,7 @@ import pytest
 from sweeper.errors import BadInput
 from sweeper.ops.descriptor import SUM
 from sweeper.ops.registry import REGISTRY, load_plugins, resolve
-from sweeper.plan.placement import Shape
+from sweeper.planning.placement import Shape
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sweeper.ops.descriptor import SUM, Span
-from sweeper.plan import sizing
+from sweeper.planning import sizing
 from sweeper.rank import data
 
 DTYPES = [
@@ -88,7 +88,7 @@ _PEAK = """
 import sys
 import torch
 from sweeper.ops.descriptor import SUM, Span
-from sweeper.plan import sizing
+from sweeper.planning import sizing
 from sweeper.rank import data
 
 chunk = 1 << 24

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from sweeper.cli import app
 from sweeper.commands.plan import plan
-from sweeper.plan.profile import build_spec, load_profile
+from sweeper.planning.profile import build_spec, load_profile
 from sweeper.results import prometheus
 from sweeper.results.load import frame
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from sweeper.analysis.regression import Policy
 from sweeper.cli import app
 from sweeper.commands import nightly
-from sweeper.plan.profile import NightlySettings
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.profile import NightlySettings
+from sweeper.planning.spec import SweepSpec
 from sweeper.results import records
 from sweeper.results.load import load
 from sweeper.results.writer import ResultWriter

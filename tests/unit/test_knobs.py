@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sweeper.driver import cluster
-from sweeper.plan import knobs
+from sweeper.planning import knobs
 
 RING_ONLY = frozenset({"Broadcast"})
 ALL_REDUCE = frozenset({"AllReduce"})

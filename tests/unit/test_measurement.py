@@ -17,7 +17,7 @@ from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.driver.sweep import _row_key
 from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import REGISTRY
-from sweeper.plan.placement import Group, Placement, expected_placement
+from sweeper.planning.placement import Group, Placement, expected_placement
 from sweeper.results.load import load
 from sweeper.results.schema import COLUMNS, RUN_COLUMNS
 from sweeper.results.writer import ResultWriter

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from sweeper.ops.registry import REGISTRY
-from sweeper.plan.placement import series_counts
+from sweeper.planning.placement import series_counts
 
 
 def test_counts_are_rounded_per_operation_deduplicated_and_ascending() -> None:

@@ -15,8 +15,8 @@ from sweeper.analysis.regression import Policy
 from sweeper.cli import app
 from sweeper.commands.nightly import policy_of
 from sweeper.errors import BadInput
-from sweeper.plan.profile import NightlySettings, Profile, build_spec, load_profile
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.profile import NightlySettings, Profile, build_spec, load_profile
+from sweeper.planning.spec import SweepSpec
 from sweeper.wire import REQUESTABLE_TIERS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 
 from sweeper.analysis.regression import COLUMNS, Policy, detect, run_metrics
 from sweeper.commands import nightly
-from sweeper.plan.profile import NightlySettings
+from sweeper.planning.profile import NightlySettings
 from sweeper.results.load import load
 from tests import report_data
 from tests.synthetic import History, Series, every_series

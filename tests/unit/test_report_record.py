@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.spec import SweepSpec
 from sweeper.results import records
 from sweeper.results.load import load
 from tests import report_data

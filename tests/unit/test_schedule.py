@@ -11,8 +11,8 @@ import pytest
 
 from sweeper.commands.plan import Plan, plan_recorded, recorded_node, replicated
 from sweeper.ops.registry import REGISTRY, resolve
-from sweeper.plan.estimate import CostModel, estimate
-from sweeper.plan.placement import (
+from sweeper.planning.estimate import CostModel, estimate
+from sweeper.planning.placement import (
     ONE_GPU,
     Placement,
     alone,
@@ -20,9 +20,9 @@ from sweeper.plan.placement import (
     gpu_groups,
     groups,
 )
-from sweeper.plan.request import GROUPS_LIMIT, groups_bound, schedule_request, tier_groups
-from sweeper.plan.schedule import Request, Schedule, nothing_to_measure, schedule
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.request import GROUPS_LIMIT, groups_bound, schedule_request, tier_groups
+from sweeper.planning.schedule import Request, Schedule, nothing_to_measure, schedule
+from sweeper.planning.spec import SweepSpec
 from sweeper.wire import Tier
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sweeper.ops.registry import REGISTRY
-from sweeper.plan.schedule import Series
-from sweeper.plan.series import Allocate, Budgets, MeasurePoint, SeriesRunner
-from sweeper.plan.sizing import footprint_bytes
+from sweeper.planning.schedule import Series
+from sweeper.planning.series import Allocate, Budgets, MeasurePoint, SeriesRunner
+from sweeper.planning.sizing import footprint_bytes
 
 ALL_REDUCE = REGISTRY["all_reduce"]
 GRID = (2, 256, 2**15, 2**20)  # float32 elements: 8 B, 1K, 128K, 4M

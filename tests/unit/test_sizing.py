@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sweeper.ops.registry import REGISTRY
-from sweeper.plan.sizes import parse_mem_limit
-from sweeper.plan.sizing import bisect, fits, footprint_bytes, largest_count, scratch_bytes
+from sweeper.planning.sizes import parse_mem_limit
+from sweeper.planning.sizing import bisect, fits, footprint_bytes, largest_count, scratch_bytes
 
 # Per-rank buffer bytes for S = 1 MiB, as (root, another rank), by hand: c is S, b = S/n.
 HAND = {

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from sweeper.errors import BadInput
-from sweeper.plan.dtypes import canonical_dtype
-from sweeper.plan.profile import build_spec
-from sweeper.plan.request import resolve
-from sweeper.plan.sizes import SIZE_LIMIT_BYTES, format_size, parse_size
-from sweeper.plan.spec import DEFAULT_CPU_RANKS, SweepSpec
+from sweeper.planning.dtypes import canonical_dtype
+from sweeper.planning.profile import build_spec
+from sweeper.planning.request import resolve
+from sweeper.planning.sizes import SIZE_LIMIT_BYTES, format_size, parse_size
+from sweeper.planning.spec import DEFAULT_CPU_RANKS, SweepSpec
 from sweeper.results.schema import SCHEMA
 from sweeper.wire import Backend, Engine, Launch
 

@@ -379,7 +379,7 @@ _KILLED_RUN = """
 import os, signal, sys
 from pathlib import Path
 from tests import report_data
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.spec import SweepSpec
 from sweeper.results import records
 from sweeper.results.writer import ResultWriter
 

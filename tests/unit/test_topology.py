@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.plan.placement import Placement, classify, expected_placement, groups
+from sweeper.planning.placement import Placement, classify, expected_placement, groups
 from sweeper.topology import Node
 
 DATA = Path(__file__).parents[1] / "data" / "topologies"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import partial
 
 from sweeper.ops.descriptor import SUM, Buffers, Comm, Layout, Span, Step, torch_group
-from sweeper.plan.placement import Shape
+from sweeper.planning.placement import Shape
 from sweeper.wire import Backend
 
 

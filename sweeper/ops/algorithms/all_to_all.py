@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from sweeper.ops.descriptor import Buffers, Comm, Layout, Pairs, Span, blocks
-from sweeper.plan.placement import Shape
+from sweeper.planning.placement import Shape
 
 if TYPE_CHECKING:
     import torch

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sweeper.ops.descriptor import Buffers, Comm, Layout, Span, Step
-from sweeper.plan.placement import Shape
+from sweeper.planning.placement import Shape
 from sweeper.wire import Backend
 
 if TYPE_CHECKING:

@@ -14,10 +14,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sweeper.errors import BadInput
-from sweeper.plan.fields import Size
-from sweeper.plan.inputs import read_text
-from sweeper.plan.sizes import SIZE_LIMIT_BYTES
-from sweeper.plan.spec import SweepSpec
+from sweeper.planning.fields import Size
+from sweeper.planning.inputs import read_text
+from sweeper.planning.sizes import SIZE_LIMIT_BYTES
+from sweeper.planning.spec import SweepSpec
 
 
 class NightlySettings(BaseModel):

@@ -31,9 +31,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from sweeper.plan import knobs
-from sweeper.plan.dtypes import DTYPES
-from sweeper.plan.placement import (
+from sweeper.planning import knobs
+from sweeper.planning.dtypes import DTYPES
+from sweeper.planning.placement import (
     Group,
     OpShape,
     Placement,

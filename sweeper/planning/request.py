@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sweeper.errors import BadInput
-from sweeper.plan.dtypes import DTYPES
-from sweeper.plan.placement import Group, Placement
-from sweeper.plan.schedule import Planned, Request
-from sweeper.plan.sizes import mem_limit_bytes
-from sweeper.plan.spec import (
+from sweeper.planning.dtypes import DTYPES
+from sweeper.planning.placement import Group, Placement
+from sweeper.planning.schedule import Planned, Request
+from sweeper.planning.sizes import mem_limit_bytes
+from sweeper.planning.spec import (
     ClusterOptions,
     ExperimentOptions,
     OutputOptions,

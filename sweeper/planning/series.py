@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from sweeper.plan.dtypes import DTYPES
-from sweeper.plan.schedule import Series
-from sweeper.plan.sizing import BISECT_STEPS, bisect, largest_count
+from sweeper.planning.dtypes import DTYPES
+from sweeper.planning.schedule import Series
+from sweeper.planning.sizing import BISECT_STEPS, bisect, largest_count
 from sweeper.wire import Status
 
 if TYPE_CHECKING:  # ops sits above planning: the descriptor's type by name only

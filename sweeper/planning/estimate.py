@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sweeper.plan.dtypes import DTYPES
-from sweeper.plan.placement import Group
-from sweeper.plan.schedule import Schedule, Series, collector_paused
+from sweeper.planning.dtypes import DTYPES
+from sweeper.planning.placement import Group
+from sweeper.planning.schedule import Schedule, Series, collector_paused
 from sweeper.wire import Tier
 
 

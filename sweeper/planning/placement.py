@@ -16,7 +16,7 @@ from functools import cached_property
 from itertools import combinations
 from typing import NamedTuple, Protocol
 
-from sweeper.plan import knobs
+from sweeper.planning import knobs
 from sweeper.topology import GPU_LINKS, Node, link_peak
 from sweeper.wire import Backend, Tier
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
-from sweeper.plan.sizes import parse_mem_limit, parse_size
+from sweeper.planning.sizes import parse_mem_limit, parse_size
 from sweeper.wire import MemLimit
 
 

@@ -23,9 +23,9 @@ from pydantic import (
 )
 
 from sweeper.errors import BadInput
-from sweeper.plan import knobs
-from sweeper.plan.dtypes import canonical_dtype
-from sweeper.plan.fields import (
+from sweeper.planning import knobs
+from sweeper.planning.dtypes import canonical_dtype
+from sweeper.planning.fields import (
     SIZE_SCHEMA,
     CommaList,
     MemLimitField,
@@ -34,8 +34,8 @@ from sweeper.plan.fields import (
     key_values,
     or_key_values,
 )
-from sweeper.plan.placement import WORLD
-from sweeper.plan.sizes import (
+from sweeper.planning.placement import WORLD
+from sweeper.planning.sizes import (
     INT32_MAX,
     INT64_MAX,
     ITERS_LIMIT,
