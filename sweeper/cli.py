@@ -41,6 +41,7 @@ from sweeper.driver import stops
 from sweeper.errors import BadInput, InfrastructureError, SweeperError, SweeperWarning
 from sweeper.planning.profile import Profile, build_spec, load_profile
 from sweeper.planning.spec import SweepSpec
+from sweeper.scan import document
 
 if TYPE_CHECKING:
     from sweeper.commands.nightly import Night
@@ -465,10 +466,14 @@ def export(
 
 
 @config_app.command("schema")
-def config_schema() -> None:
-    """Print the JSON Schema of a profile (for editors and CI checks)."""
+def config_schema(
+    verdicts: Annotated[
+        bool, typer.Option("--verdicts", help="The scan summary's schema instead.")
+    ] = False,
+) -> None:
+    """Print the JSON Schema of a profile, or of a scan's summary (for editors and CI checks)."""
     with _printing():
-        print(json.dumps(Profile.model_json_schema(), indent=2))
+        print(json.dumps(document.SCHEMA if verdicts else Profile.model_json_schema(), indent=2))
 
 
 @app.command(epilog="Examples: sweeper topo | sweeper topo --nodes 2 --format json")

@@ -1,7 +1,8 @@
 """`sweeper scan`: a verdict for every node, GPU and link of a fleet, from a real scan
 (`driver.scan`) or a simulated one (`scan.simulate`, the same policy and judge). The options
 are read here into the scan's settings, bad input before Ray starts; the verdicts come out
-as a table or as JSON.
+as a table or as the
+scan's summary document.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sweeper.errors import BadInput
 from sweeper.planning.sizes import parse_size
 from sweeper.planning.spec import SweepSpec
+from sweeper.scan.document import Scanned, document
 from sweeper.scan.fleet import Wave
 from sweeper.scan.judge import Subject, Verdict, named
 from sweeper.scan.policy import Strategy
@@ -23,7 +25,7 @@ from sweeper.scan.thresholds import Thresholds
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:
-    from sweeper.driver.scan import Scanned, ScanSettings
+    from sweeper.driver.scan import ScanSettings
 
 
 def strategy(text: str, seed: int) -> Strategy:
@@ -101,11 +103,6 @@ class NoLines:
         pass
 
 
-def verdict_record(v: Verdict) -> dict[str, Any]:
-    record = {k: v for k, v in asdict(v).items() if v not in (None, (), "")}
-    return {"name": v.name, **record, "pass_ratio": v.pass_ratio}
-
-
 def print_verdicts(verdicts: Sequence[Verdict]) -> None:
     """Every node's verdict, then the GPUs, links and groups that name something."""
     shown = [v for v in verdicts if v.subject is Subject.NODE]
@@ -157,27 +154,14 @@ def print_simulation(sim: Simulation) -> None:
     print(f"precision {sim.score.precision:.2f}, recall {sim.score.recall:.2f}")
 
 
-def scan_record(scanned: Scanned) -> dict[str, Any]:
-    return {
-        "run_id": scanned.run_id,
-        "nodes": len(scanned.fleet.nodes),
-        "waves": len({o.group.wave for o in scanned.outcomes}),
-        "groups": len(scanned.outcomes),
-        "rows": scanned.rows,
-        "seconds": round(scanned.seconds, 1),
-        "condemned": [v.name for v in scanned.verdicts if v.condemned],
-        "verdicts": [verdict_record(v) for v in scanned.verdicts],
-    }
-
-
 def run(spec: SweepSpec, settings: ScanSettings, machine: bool) -> Scanned:
-    """The scan on the cluster, each wave a line as it starts (JSON: one document at the
-    end); its verdicts printed."""
+    """The scan on the cluster, each wave a line as it starts; its verdicts printed as a
+    table, or as the scan's summary document (`scan.document`, the file the run keeps)."""
     from sweeper.driver.scan import scan_fleet  # Ray: only for a scan of a real cluster
 
     scanned = scan_fleet(spec, settings, NoLines() if machine else WaveLines())
     if machine:
-        print(json.dumps(scan_record(scanned), indent=1, default=str))
+        print(json.dumps(document(scanned), indent=1))
     else:
         print(
             f"scan {scanned.run_id}: {len(scanned.fleet.nodes)} nodes, "

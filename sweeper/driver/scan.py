@@ -33,12 +33,14 @@ from sweeper.planning.placement import Group, Placement, classify
 from sweeper.planning.schedule import Series
 from sweeper.planning.schedule import Wave as ExecutorWave
 from sweeper.planning.spec import SweepSpec
-from sweeper.results import records
+from sweeper.results import records, scans
 from sweeper.results.writer import ResultWriter, columns
 from sweeper.scan import fleet as scan
-from sweeper.scan.judge import Verdict, judge
+from sweeper.scan.document import Scanned, document
+from sweeper.scan.judge import judge
 from sweeper.scan.policy import Policy, Strategy
 from sweeper.scan.rows import HOST_COPIES, Asked, Row, outcome
+from sweeper.scan.simulate import WaveRun
 from sweeper.scan.thresholds import Thresholds
 from sweeper.topology import Node
 from sweeper.wire import Backend, Tier
@@ -70,16 +72,6 @@ class ScanSettings:
 class ScanObserver(Protocol):
     def wave(self, wave: scan.Wave) -> None:
         """A wave is about to run."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Scanned:
-    run_id: str
-    fleet: scan.Fleet
-    outcomes: tuple[scan.Outcome, ...]
-    verdicts: tuple[Verdict, ...]
-    rows: int
-    seconds: float
 
 
 def bandwidth_bytes(backend: Backend, nodes: Sequence[Node]) -> int:
@@ -328,8 +320,8 @@ class _Scan:
 
 
 def scan_fleet(spec: SweepSpec, settings: ScanSettings, observer: ScanObserver) -> Scanned:
-    """A scan: every wave the policy gives, on the cluster; the rows go to the results, and
-    the judge's verdicts come back."""
+    """A scan: every wave the policy gives, on the cluster; the rows go to the results, the
+    judge's verdicts come back and go beside them as the scan's summary."""
     load_plugins(spec.experiments.plugins)
     if settings.op not in REGISTRY:
         raise BadInput(f"--op {settings.op}: no such operation")
@@ -348,10 +340,13 @@ def scan_fleet(spec: SweepSpec, settings: ScanSettings, observer: ScanObserver) 
             fleet = state.fleet()
             policy = Policy(fleet, settings.strategy, settings.thresholds)
             outcomes: list[scan.Outcome] = []
+            waves: list[WaveRun] = []
             wave = policy.next()
             while wave is not None:
                 observer.wave(wave)
+                began = time.monotonic()
                 got = state.run_wave(wave)
+                waves.append(_timed(wave, time.monotonic() - began))
                 outcomes += got
                 wave = policy.next(got)
             ended = "complete"
@@ -363,12 +358,27 @@ def scan_fleet(spec: SweepSpec, settings: ScanSettings, observer: ScanObserver) 
             )
     finally:
         connection.close()
-    verdicts = judge(fleet, outcomes, settings.thresholds)
-    return Scanned(
+    scanned = Scanned(
         run_id=state.run_id,
         fleet=fleet,
+        strategy=settings.strategy,
         outcomes=tuple(outcomes),
-        verdicts=tuple(verdicts),
+        verdicts=tuple(judge(fleet, outcomes, settings.thresholds)),
+        waves=tuple(waves),
         rows=state.rows,
         seconds=time.monotonic() - clock,
+        machines=tuple(state.nodes),
+    )
+    scans.save(output, scanned.run_id, document(scanned))
+    return scanned
+
+
+def _timed(wave: scan.Wave, seconds: float) -> WaveRun:
+    largest = max((len(g.nodes) for g in wave.groups), default=0)
+    return WaveRun(
+        index=wave.index,
+        stage=wave.stage,
+        groups=len(wave.groups),
+        largest=largest,
+        seconds=seconds,
     )

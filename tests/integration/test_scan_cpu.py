@@ -26,8 +26,10 @@ from ray.cluster_utils import Cluster
 
 import sweeper
 from sweeper.driver import cluster
-from sweeper.driver.scan import Scanned, ScanSettings, scan_fleet
+from sweeper.driver.scan import ScanSettings, scan_fleet
 from sweeper.planning.profile import build_spec
+from sweeper.results import scans
+from sweeper.scan.document import Scanned, verdicts
 from sweeper.scan.fleet import Stage, Wave
 from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
@@ -62,6 +64,7 @@ class _Scan:
     order: list[str]  # the scan's nodes in its order: the plugin names them by place
     scanned: Scanned
     rows: pd.DataFrame
+    summary: dict[str, Any] | None  # the run's scan summary, as written
 
     def verdicts(self, subject: Subject) -> dict[tuple[str, ...], Verdict]:
         return {v.nodes: v for v in self.scanned.verdicts if v.subject is subject}
@@ -94,7 +97,7 @@ def scan(cluster_head: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
         leaves = _Leaves(fleet, leaving)
         scanned = scan_fleet(spec, settings, leaves)
         assert leaves.left
-        yield _Scan(order, scanned, sweeper.load(out))
+        yield _Scan(order, scanned, sweeper.load(out), scans.load(out, scanned.run_id))
 
 
 def test_a_node_that_slows_every_group_it_is_in_is_named_slow_with_its_evidence(
@@ -112,6 +115,9 @@ def test_a_node_that_slows_every_group_it_is_in_is_named_slow_with_its_evidence(
     assert verdict.busbw_gb_per_s < 0.1 * verdict.fleet_gb_per_s
     assert f"{slow}: all_reduce at 64 KiB" in verdict.evidence
     assert "groups with different partners" in verdict.evidence
+    assert scan.summary is not None  # the run's summary names it, as the judge did
+    assert slow in scan.summary["condemned"]
+    assert verdicts(scan.summary) == list(scan.scanned.verdicts)
 
 
 def test_a_link_slow_only_between_two_nodes_is_named_as_the_link_not_its_ends(

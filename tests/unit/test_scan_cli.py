@@ -9,8 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
-from sweeper.commands.scan import print_verdicts, scan_record
-from sweeper.driver.scan import Scanned
+from sweeper.commands.scan import print_verdicts
+from sweeper.scan.document import Scanned, document
+from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import Fault, fleet_of, simulate
 
 
@@ -49,8 +50,10 @@ def test_a_scans_verdicts_print_as_a_table_and_a_json_document(
     scanned = Scanned(
         run_id="20261125T000000Z-abcdef",
         fleet=fleet_of(16, 2),
+        strategy=Strategy.parse("adaptive"),
         outcomes=(),
         verdicts=sim.verdicts,
+        waves=sim.waves,
         rows=0,
         seconds=1.0,
     )
@@ -60,7 +63,7 @@ def test_a_scans_verdicts_print_as_a_table_and_a_json_document(
     assert table[0].split() == ["name", "health", "stage", "evidence"]
     assert table[-1] == "nodes: 15 healthy, 1 slow"
     assert any(line.startswith(f"{slow.nodes[0]}  slow") for line in table)
-    record = json.loads(json.dumps(scan_record(scanned), default=str))
+    record = json.loads(json.dumps(document(scanned)))
     assert record["condemned"] == [slow.nodes[0]]
     (named,) = [v for v in record["verdicts"] if v["name"] == slow.nodes[0]]
     assert named["health"] == "slow"

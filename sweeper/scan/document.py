@@ -1,0 +1,244 @@
+"""A scan's verdicts as one JSON document, the run's scan summary: `document(scanned)` makes
+it, `SCHEMA` is its JSON Schema (`sweeper config schema --verdicts` prints it), `verdicts(doc)`
+reads the verdicts back. `sweeper scan --format json` prints it, the driver writes it beside
+the run's record, and `sweeper export` turns it into verdict series. Pure.
+
+The shape is stable within a `version`: a field is added only as optional, and anything else
+is a new version. Every key of a verdict is always there (null where it does not apply), so a
+reader never guesses whether a key was left out or does not exist.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.scan.fleet import Fleet, Outcome, Stage
+from sweeper.scan.judge import Health, Subject, Verdict
+from sweeper.scan.policy import Strategy
+from sweeper.scan.simulate import WaveRun
+from sweeper.topology import Gpu
+from sweeper.topology import Node as Machine
+
+VERSION = 1
+KIND = "sweeper.scan"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Scanned:
+    """A finished scan: what ran, how long each wave took, and the judge's verdicts."""
+
+    run_id: str
+    fleet: Fleet
+    strategy: Strategy
+    outcomes: tuple[Outcome, ...]
+    verdicts: tuple[Verdict, ...]
+    waves: tuple[WaveRun, ...]  # each wave as it ran on the cluster, timed
+    rows: int
+    seconds: float  # from connecting to the verdicts
+    machines: tuple[Machine, ...] = ()  # the nodes as discovered: GPU UUIDs, PCI bus ids
+
+
+def _gpus(machines: Sequence[Machine]) -> dict[str, dict[int, Gpu]]:
+    return {m.node_id: {g.index: g for g in m.gpus} for m in machines}
+
+
+def _verdict(v: Verdict, hosts: Mapping[str, str], gpus: Mapping[str, dict[int, Gpu]]) -> Any:
+    known = gpus.get(v.nodes[0], {}).get(v.gpu) if v.gpu is not None else None
+    return {
+        "name": v.name,
+        "subject": str(v.subject),
+        "health": str(v.health),
+        "nodes": list(v.nodes),
+        "hosts": [hosts.get(n, n) for n in v.nodes],
+        "gpu": v.gpu,
+        "uuid": known.uuid if known else None,
+        "pci_bus_id": known.pci_bus_id if known else None,
+        "stage": str(v.stage) if v.stage else None,
+        "partners": list(v.partners),
+        "busbw_gb_per_s": v.busbw_gb_per_s,
+        "fleet_gb_per_s": v.fleet_gb_per_s,
+        "threshold_gb_per_s": v.threshold_gb_per_s,
+        "tests": v.tests,
+        "passed": v.passed,
+        "pass_ratio": v.pass_ratio,
+        "evidence": v.evidence,
+    }
+
+
+def _stages(waves: Sequence[WaveRun]) -> list[dict[str, Any]]:
+    """Each stage in the order it first ran: its waves, groups and seconds together."""
+    out: dict[str, dict[str, Any]] = {}
+    for w in waves:
+        stage = out.setdefault(str(w.stage), {"stage": str(w.stage), "waves": 0, "groups": 0})
+        stage["waves"] += 1
+        stage["groups"] += w.groups
+        stage["seconds"] = round(stage.get("seconds", 0.0) + w.seconds, 3)
+    return list(out.values())
+
+
+def document(scanned: Scanned) -> dict[str, Any]:
+    """The scan's summary: `SCHEMA`'s shape, JSON types only."""
+    hosts = {n.id: n.host for n in scanned.fleet.nodes}
+    gpus = _gpus(scanned.machines)
+    nodes = [v for v in scanned.verdicts if v.subject is Subject.NODE]
+    return {
+        "version": VERSION,
+        "kind": KIND,
+        "run_id": scanned.run_id,
+        "strategy": str(scanned.strategy),
+        "seed": scanned.strategy.seed,
+        "gpu_model": scanned.fleet.gpu_model,
+        "seconds": round(scanned.seconds, 3),
+        "rows": scanned.rows,
+        "groups": len(scanned.outcomes),
+        "nodes": [
+            {
+                "id": n.id,
+                "host": n.host,
+                "gpus": n.gpus,
+                "domain": n.domain,
+            }
+            for n in scanned.fleet.nodes
+        ],
+        "stages": _stages(scanned.waves),
+        "waves": [
+            {
+                "index": w.index,
+                "stage": str(w.stage),
+                "groups": w.groups,
+                "largest": w.largest,
+                "seconds": round(w.seconds, 3),
+            }
+            for w in scanned.waves
+        ],
+        "health": dict(sorted(Counter(str(v.health) for v in nodes).items())),
+        "condemned": [v.name for v in scanned.verdicts if v.condemned],
+        "verdicts": [_verdict(v, hosts, gpus) for v in scanned.verdicts],
+    }
+
+
+def verdicts(doc: Mapping[str, Any]) -> list[Verdict]:
+    """The verdicts of a document `SCHEMA` accepts, as the judge gave them."""
+    return [
+        Verdict(
+            subject=Subject(v["subject"]),
+            nodes=tuple(v["nodes"]),
+            gpu=v["gpu"],
+            health=Health(v["health"]),
+            stage=Stage(v["stage"]) if v["stage"] else None,
+            partners=tuple(v["partners"]),
+            busbw_gb_per_s=v["busbw_gb_per_s"],
+            fleet_gb_per_s=v["fleet_gb_per_s"],
+            threshold_gb_per_s=v["threshold_gb_per_s"],
+            tests=v["tests"],
+            passed=v["passed"],
+            evidence=v["evidence"],
+        )
+        for v in doc["verdicts"]
+    ]
+
+
+def _nullable(kind: str, **more: Any) -> dict[str, Any]:
+    return {"type": [kind, "null"], **more}
+
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_COUNT = {"type": "integer", "minimum": 0}
+_SECONDS = {"type": "number", "minimum": 0}
+_GBPS = _nullable("number", minimum=0, description="GB/s (1e9 bytes per second)")
+_STAGE = {"enum": list(Stage.values())}
+
+
+def _object(description: str, properties: dict[str, Any], *optional: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "properties": properties,
+        "required": [k for k in properties if k not in optional],
+    }
+
+
+_VERDICT = _object(
+    "One node's, GPU's, link's or unseparated group's verdict and its evidence.",
+    {
+        "name": {"type": "string", "description": "node, node/gpuN, a-b (link), a+b (group)"},
+        "subject": {"enum": list(Subject.values())},
+        "health": {"enum": list(Health.values())},
+        "nodes": {**_STRINGS, "minItems": 1, "description": "node ids: one, or a link's ends"},
+        "hosts": {**_STRINGS, "minItems": 1, "description": "the nodes' host names, in order"},
+        "gpu": _nullable("integer", minimum=0, description="a GPU's index on its node"),
+        "uuid": _nullable("string", description="a GPU's UUID, where known"),
+        "pci_bus_id": _nullable("string", description="a GPU's PCI bus id, where known"),
+        "stage": {"enum": [*Stage.values(), None], "description": "where its evidence came from"},
+        "partners": {**_STRINGS, "description": "the node ids it was measured beside"},
+        "busbw_gb_per_s": {**_GBPS, "description": "its median bus bandwidth there, GB/s"},
+        "fleet_gb_per_s": {**_GBPS, "description": "the fleet's median it was compared with"},
+        "threshold_gb_per_s": {**_GBPS, "description": "the threshold it had to reach"},
+        "tests": {**_COUNT, "description": "internode groups it took part in"},
+        "passed": {**_COUNT, "description": "of those, passed"},
+        "pass_ratio": _nullable("number", minimum=0, maximum=1),
+        "evidence": {"type": "string", "description": "one sentence"},
+    },
+)
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "sweeper scan summary",
+    **_object(
+        "A scan's verdict for every node, GPU and link, with the evidence, and how it ran.",
+        {
+            "version": {"const": VERSION},
+            "kind": {"const": KIND},
+            "run_id": {"type": "string"},
+            "strategy": {"type": "string", "description": "adaptive, ring, bisect, random:K, all"},
+            "seed": {"type": "integer", "description": "random:K's matchings"},
+            "gpu_model": _nullable("string"),
+            "seconds": {**_SECONDS, "description": "from connecting to the verdicts"},
+            "rows": _COUNT,
+            "groups": {**_COUNT, "description": "groups measured, every stage"},
+            "nodes": {
+                "type": "array",
+                "items": _object(
+                    "A node of the fleet.",
+                    {
+                        "id": {"type": "string", "description": "its Ray node id"},
+                        "host": {"type": "string"},
+                        "gpus": {**_COUNT, "description": "its ranks (GPUs, or CPU ranks)"},
+                        "domain": _nullable("string", description="its --domain-label value"),
+                    },
+                ),
+            },
+            "stages": {
+                "type": "array",
+                "items": _object(
+                    "A stage, in the order it first ran.",
+                    {"stage": _STAGE, "waves": _COUNT, "groups": _COUNT, "seconds": _SECONDS},
+                ),
+            },
+            "waves": {
+                "type": "array",
+                "items": _object(
+                    "A wave: every group of it at once.",
+                    {
+                        "index": _COUNT,
+                        "stage": _STAGE,
+                        "groups": _COUNT,
+                        "largest": {**_COUNT, "description": "nodes in its largest group"},
+                        "seconds": _SECONDS,
+                    },
+                ),
+            },
+            "health": {
+                "type": "object",
+                "description": "nodes per verdict",
+                "propertyNames": {"enum": list(Health.values())},
+                "additionalProperties": _COUNT,
+            },
+            "condemned": {**_STRINGS, "description": "the names of slow, failed, unreachable"},
+            "verdicts": {"type": "array", "items": _VERDICT},
+        },
+    ),
+}

@@ -1,0 +1,134 @@
+"""A scan's summary document: it is what its JSON Schema says, `sweeper config schema
+--verdicts` prints that schema, the verdicts read back as the judge gave them, and the run
+keeps it beside its record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from sweeper.cli import app
+from sweeper.errors import CorruptResults
+from sweeper.results import scans
+from sweeper.scan.document import SCHEMA, Scanned, document, verdicts
+from sweeper.scan.judge import Subject
+from sweeper.scan.policy import Strategy
+from sweeper.scan.simulate import Fault, fleet_of, simulate
+from sweeper.topology import Gpu, Node
+
+FAULTS = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.DEAD_NODE, Fault.SLOW_GPU)
+
+
+def _machine(node_id: str, host: str, gpus: int) -> Node:
+    return Node(
+        host=host,
+        node_id=node_id,
+        ip="10.0.0.1",
+        gpus=tuple(
+            Gpu(
+                index=i,
+                uuid=f"GPU-{node_id}-{i}",
+                pci_bus_id=f"00000000:{i + 0x18:02X}:00.0",
+                name="NVIDIA H100 80GB HBM3",
+                memory_total_bytes=80 << 30,
+                memory_free_bytes=80 << 30,
+                numa_node=0,
+                nvlink_gb_per_s=450.0,
+                pcie_gb_per_s=64.0,
+            )
+            for i in range(gpus)
+        ),
+        links=(),
+    )
+
+
+def scanned(nodes: int = 32, gpus: int = 4) -> Scanned:
+    """A simulated scan of a fleet with a slow node, a slow link, a dead node and a slow GPU,
+    as the driver records one."""
+    strategy = Strategy.parse("random:3", seed=7)
+    sim = simulate(nodes=nodes, gpus_per_node=gpus, faults=FAULTS, strategy=strategy, seed=7)
+    fleet = fleet_of(nodes, gpus)
+    return Scanned(
+        run_id="20261125T020000Z-000001",
+        fleet=fleet,
+        strategy=strategy,
+        outcomes=(),
+        verdicts=sim.verdicts,
+        waves=sim.waves,
+        rows=0,
+        seconds=sim.seconds,
+        machines=tuple(_machine(n.id, n.host, n.gpus) for n in fleet.nodes),
+    )
+
+
+def test_the_document_is_what_its_schema_says_and_names_every_node_gpu_and_link() -> None:
+    scan = scanned()
+    doc = json.loads(json.dumps(document(scan)))
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
+    assert (doc["version"], doc["strategy"], doc["seed"]) == (1, "random:3", 7)
+    by = {s: [v for v in doc["verdicts"] if v["subject"] == s] for s in Subject.values()}
+    assert [v["nodes"] for v in by["node"]] == [[n.id] for n in scan.fleet.nodes]
+    assert len(by["gpu"]) == 32 * 4
+    assert by["link"], "the scan's pairs are links with verdicts"
+    assert sum(doc["health"].values()) == 32
+    assert set(doc["condemned"]) == {v.name for v in scan.verdicts if v.condemned}
+    gpu = by["gpu"][5]
+    assert gpu["hosts"] == ["host0001"]
+    assert (gpu["gpu"], gpu["uuid"]) == (1, "GPU-n0001-1")
+    assert gpu["pci_bus_id"] == "00000000:19:00.0"
+    # the stages add up their waves
+    assert sum(s["waves"] for s in doc["stages"]) == len(doc["waves"]) == len(scan.waves)
+    assert doc["stages"][0]["stage"] == "gate"
+    assert sum(s["seconds"] for s in doc["stages"]) == pytest.approx(
+        sum(w["seconds"] for w in doc["waves"]), abs=1e-2
+    )
+
+
+def test_a_condemned_verdict_carries_its_evidence_and_the_threshold_it_missed() -> None:
+    doc = document(scanned())
+    slow = [v for v in doc["verdicts"] if v["subject"] == "node" and v["health"] == "slow"]
+    assert slow
+    for v in slow:
+        assert v["stage"] == "screen"  # random:K matchings run as screen waves
+        assert len(v["partners"]) >= 2
+        assert v["busbw_gb_per_s"] < v["threshold_gb_per_s"] < v["fleet_gb_per_s"]
+        assert v["evidence"].startswith(f"{v['nodes'][0]}: ")
+
+
+def test_the_verdicts_read_back_as_the_judge_gave_them() -> None:
+    scan = scanned()
+    assert verdicts(json.loads(json.dumps(document(scan)))) == list(scan.verdicts)
+
+
+def test_a_document_the_schema_refuses() -> None:
+    doc = document(scanned(nodes=8, gpus=1))
+    doc["verdicts"][0]["health"] = "sluggish"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
+    del doc["verdicts"][0]["evidence"]
+    doc["verdicts"][0]["health"] = "slow"
+    with pytest.raises(jsonschema.ValidationError, match="evidence"):
+        jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
+
+
+def test_sweeper_config_schema_verdicts_prints_the_schema() -> None:
+    result = CliRunner().invoke(app, ["config", "schema", "--verdicts"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads(json.dumps(SCHEMA))
+
+
+def test_the_run_keeps_its_summary_beside_its_record(tmp_path: Path) -> None:
+    scan = scanned(nodes=8, gpus=1)
+    doc = document(scan)
+    written = scans.save(tmp_path, scan.run_id, doc)
+    assert written == tmp_path / "_runs" / f"{scan.run_id}.scan.json"
+    assert scans.load(tmp_path, scan.run_id) == json.loads(json.dumps(doc))
+    assert scans.load(tmp_path, "20990101T000000Z-ffffff") is None
+    written.write_text('{"version": 2}')
+    with pytest.warns(CorruptResults, match="not a version 1 scan summary"):
+        assert scans.load(tmp_path, scan.run_id) is None
