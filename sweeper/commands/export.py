@@ -1,6 +1,7 @@
 """`sweeper export`: a run's figures as Prometheus textfiles, for node_exporter's textfile
 collector: one file of every host's series (`--prometheus`), or one per host
-(`--per-host`, `<host>.prom`, each holding its host's series and the run's).
+(`--per-host`, `<host>.prom`, each holding its host's series and the run's); a scan's
+verdicts with them, from its summary.
 
 Every target is checked before the first is written, and each is written whole or not at
 all: bad input writes nothing.
@@ -14,7 +15,7 @@ from pathlib import Path
 from prometheus_client.metrics_core import Metric
 
 from sweeper.errors import BadInput
-from sweeper.results import prometheus
+from sweeper.results import prometheus, scans
 from sweeper.results.files import RUN_ID, require_file
 from sweeper.results.load import load, resolve
 
@@ -42,14 +43,18 @@ def export(results: Path, run_id: str, path: Path | None, per_host: Path | None)
         _writable(path, f"--prometheus {path}")
     if per_host is not None and not per_host.is_dir():
         raise BadInput(f"--per-host {per_host}: not a directory")
-    rows = load(results, resolve(results, run_id), columns=prometheus.COLUMNS)
+    run = resolve(results, run_id)
+    rows = load(results, run, columns=prometheus.COLUMNS)
+    summary = scans.load(results, run)  # a scan's verdicts; None for other runs
     files: dict[Path, Sequence[Metric]] = {}
     said = []
     if path is not None:
-        files[path] = prometheus.metrics(rows)
+        files[path] = prometheus.metrics(rows, summary)
         said.append(f"prometheus: {path} ({prometheus.series(files[path])} series)")
     if per_host is not None:
-        hosts = {_host_file(per_host, host): f for host, f in prometheus.per_host(rows).items()}
+        hosts = {
+            _host_file(per_host, host): f for host, f in prometheus.per_host(rows, summary).items()
+        }
         files.update(hosts)
         series = sum(map(prometheus.series, hosts.values()))
         said.append(f"prometheus: {per_host} ({len(hosts)} files, one per host: {series} series)")

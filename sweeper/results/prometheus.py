@@ -10,15 +10,20 @@ one per host whatever the number of groups (a node pair sweep gives each node 1,
 Labels take dcgm-exporter's names where it has one (`hostname`), and the Parquet columns'
 elsewhere, so a PromQL join with DCGM series works and an analyst reads one vocabulary.
 
+A scan's summary (`results.scans`, the shape `scan.document` owns) adds its verdicts:
+every node's, and each GPU's and link's the scan did not find healthy, enum-style as
+kube-state-metrics writes a pod's phase (a series per verdict, 1 for the one it got, 0 for
+the others), so a node's series stay the same series whatever its verdict.
+
 `per_host(rows)` gives each host its own series and the run's; `write(path, families)`
-writes them through prometheus-client's registry and its atomic `write_to_textfile`. The
-scan's verdicts (a series per node, GPU and link) join them as families of their own.
+writes them through prometheus-client's registry and its atomic `write_to_textfile`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from prometheus_client import CollectorRegistry, write_to_textfile
@@ -32,12 +37,22 @@ LATENCY = "sweeper_latency_seconds"
 RUN_INFO = "sweeper_run"  # written as sweeper_run_info, as an info family is
 DURATION = "sweeper_run_duration_seconds"
 END = "sweeper_run_end_timestamp_seconds"
-# What the exporter writes, as Prometheus shows it (dashboards and tests name these).
+NODE_VERDICT = "sweeper_node_verdict"
+GPU_VERDICT = "sweeper_gpu_verdict"
+LINK_VERDICT = "sweeper_link_verdict"
+# What the exporter writes, as Prometheus shows it (dashboards and tests name these): every
+# run's figures, and a scan's verdicts (unitless: each series is 1 or 0, as a state is).
 NAMES = (BUSBW, LATENCY, f"{RUN_INFO}_info", DURATION, END)
+VERDICT_NAMES = (NODE_VERDICT, GPU_VERDICT, LINK_VERDICT)
+# The judge's verdicts (`scan.judge.Health`), as a version 1 summary writes them.
+VERDICTS = ("healthy", "slow", "failed", "unreachable", "unconfirmed")
 
 # dcgm-exporter's host label (`Hostname` until 2026, when it became `hostname`); then the
 # row's own columns.
 HOST = "hostname"
+PEER = "peer_hostname"  # a link's other end
+# dcgm-exporter's GPU labels: its index on the node, its UUID, its PCI bus id
+GPU_LABELS = ("gpu", "UUID", "pci_bus_id")
 SERIES = ("tier", "variant", "op", "algorithm", "dtype", "world_size", "engine", "launch")
 LABELS = (HOST, *SERIES, "size_bytes")
 # The run's info labels: what it is and which software ran it (its start is in its end and
@@ -117,7 +132,9 @@ def figures(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return _worst(busbw, lowest=True), _worst(latency, lowest=False)
 
 
-def _families(busbw: Samples, latency: Samples, run: list[Metric]) -> list[Metric]:
+def _families(
+    busbw: Samples, latency: Samples, run: list[Metric], verdicts: Sequence[Mapping[str, Any]]
+) -> list[Metric]:
     return [
         _gauge(
             BUSBW,
@@ -133,13 +150,55 @@ def _families(busbw: Samples, latency: Samples, run: list[Metric]) -> list[Metri
             latency,
         ),
         *run,
+        *_verdicts(verdicts),
     ]
 
 
-def metrics(rows: pd.DataFrame) -> list[Metric]:
-    """One run's rows (`COLUMNS` at least) as metric families, every host's series."""
+def _enum(family: GaugeMetricFamily, labels: list[str], health: str) -> None:
+    for verdict in VERDICTS:
+        family.add_metric([*labels, verdict], 1.0 if verdict == health else 0.0)
+
+
+def _verdicts(verdicts: Sequence[Mapping[str, Any]]) -> list[Metric]:
+    """The scan's verdict families; none for a run that was no scan."""
+    if not verdicts:
+        return []
+    node = GaugeMetricFamily(
+        NODE_VERDICT,
+        "The scan's verdict of the node: 1 for it, 0 for the others.",
+        labels=[HOST, "verdict"],
+    )
+    gpu = GaugeMetricFamily(
+        GPU_VERDICT,
+        "The scan's verdict of a GPU it did not find healthy: 1 for it, 0 for the others.",
+        labels=[HOST, *GPU_LABELS, "verdict"],
+    )
+    link = GaugeMetricFamily(
+        LINK_VERDICT,
+        "The scan's verdict of a link between two nodes it did not find healthy: 1 for it, "
+        "0 for the others.",
+        labels=[HOST, PEER, "verdict"],
+    )
+    for v in verdicts:
+        hosts, health = list(v["hosts"]), str(v["health"])
+        if v["subject"] == "node":
+            _enum(node, hosts, health)
+        elif health == "healthy":
+            continue
+        elif v["subject"] == "gpu":
+            ids = [str(v["gpu"]), v["uuid"] or "", v["pci_bus_id"] or ""]
+            _enum(gpu, [hosts[0], *ids], health)
+        elif v["subject"] == "link":
+            _enum(link, hosts, health)
+    return [node, gpu, link]
+
+
+def metrics(rows: pd.DataFrame, summary: Mapping[str, Any] | None = None) -> list[Metric]:
+    """One run's rows (`COLUMNS` at least) as metric families, every host's series, and the
+    verdicts of its scan summary, if it has one."""
     busbw, latency = figures(rows)
-    return _families(_samples(busbw), _samples(latency), _run(rows))
+    verdicts = summary["verdicts"] if summary else []
+    return _families(_samples(busbw), _samples(latency), _run(rows), verdicts)
 
 
 def _by_host(samples: Samples) -> dict[str, Samples]:
@@ -149,13 +208,23 @@ def _by_host(samples: Samples) -> dict[str, Samples]:
     return of
 
 
-def per_host(rows: pd.DataFrame) -> dict[str, list[Metric]]:
-    """One run's metric families for each host its rows name: the host's own series, and
-    the run's (so that each file says which run its figures are from, and when it ended)."""
+def per_host(
+    rows: pd.DataFrame, summary: Mapping[str, Any] | None = None
+) -> dict[str, list[Metric]]:
+    """One run's metric families for each host its rows or its scan summary name: the
+    host's own series and verdicts (a link's in each end's file), and the run's (so that
+    each file says which run its figures are from, and when it ended)."""
     busbw, latency = (_by_host(_samples(figures_)) for figures_ in figures(rows))
     run = _run(rows)
-    named = sorted({host for names in rows["hosts"] for host in names})
-    return {host: _families(busbw.get(host, []), latency.get(host, []), run) for host in named}
+    verdicts: dict[str, list[Mapping[str, Any]]] = {}
+    for v in summary["verdicts"] if summary else []:
+        for host in dict.fromkeys(v["hosts"]):
+            verdicts.setdefault(host, []).append(v)
+    named = sorted({host for names in rows["hosts"] for host in names} | set(verdicts))
+    return {
+        host: _families(busbw.get(host, []), latency.get(host, []), run, verdicts.get(host, []))
+        for host in named
+    }
 
 
 def series(families: Iterable[Metric]) -> int:

@@ -16,8 +16,12 @@ from typer.testing import CliRunner
 from sweeper.cli import app
 from sweeper.commands.plan import plan
 from sweeper.planning.profile import build_spec, load_profile
-from sweeper.results import prometheus
+from sweeper.results import prometheus, scans
 from sweeper.results.load import frame
+from sweeper.scan.document import Scanned, document
+from sweeper.scan.judge import Health
+from sweeper.scan.policy import Strategy
+from sweeper.scan.simulate import Fault, fleet_of, simulate
 
 RECORDED = Path(__file__).parents[1] / "data" / "results" / "main-2026-11-25"
 RECORDED_RUN = "20261125T063903Z-c4526e"
@@ -264,3 +268,78 @@ def test_the_documented_series_count_is_the_nightly_profiles() -> None:
     total = 1024 * per_node * 2 + 3
     assert f"1024 x {per_node} x 2 + 3 = **{total:,} series**" in docs
     assert f"({2 * per_node} per node, and {2 * per_node + 3} in each" in docs
+
+
+def _summary(run_id: str = RECORDED_RUN) -> dict[str, Any]:
+    """A scan's summary: 16 nodes of 2 GPUs, a slow node, a slow link and a slow GPU."""
+    faults = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.SLOW_GPU)
+    strategy = Strategy.parse("adaptive")
+    sim = simulate(nodes=16, gpus_per_node=2, faults=faults, strategy=strategy)
+    scanned = Scanned(
+        run_id=run_id,
+        fleet=fleet_of(16, 2),
+        strategy=strategy,
+        outcomes=(),
+        verdicts=sim.verdicts,
+        waves=sim.waves,
+        rows=0,
+        seconds=sim.seconds,
+    )
+    return document(scanned)
+
+
+def test_a_scans_verdicts_are_a_series_per_node_and_verdict_and_per_condemned_gpu_and_link(
+    tmp_path: Path,
+) -> None:
+    summary = _summary()
+    families = _parsed(_written(tmp_path, prometheus.metrics(frame(_fleet()), summary)))
+    nodes = families[prometheus.NODE_VERDICT]
+    assert len(nodes) == 16 * len(prometheus.VERDICTS)
+    assert Health.values() == prometheus.VERDICTS
+    got = {s.labels["hostname"]: s.labels["verdict"] for s in nodes if s.value == 1}
+    hosts = {v["hosts"][0]: v["health"] for v in summary["verdicts"] if v["subject"] == "node"}
+    assert got == hosts
+    assert "slow" in got.values()
+    named = [v for v in summary["verdicts"] if v["subject"] in ("gpu", "link")]
+    condemned = [v for v in named if v["health"] != "healthy"]
+    gpus, links = families[prometheus.GPU_VERDICT], families[prometheus.LINK_VERDICT]
+    assert len(gpus) + len(links) == len(condemned) * len(prometheus.VERDICTS)
+    assert len(gpus) == len(links) == len(prometheus.VERDICTS)  # the planted slow GPU, link
+    (link,) = {(s.labels["hostname"], s.labels["peer_hostname"]) for s in links if s.value == 1}
+    assert all(host.startswith("host") for host in link)
+    for s in gpus:
+        assert set(s.labels) == {"hostname", "gpu", "UUID", "pci_bus_id", "verdict"}
+    # a run that was no scan writes none of them
+    plain = _parsed(_written(tmp_path, prometheus.metrics(frame(_fleet()))))
+    assert not set(plain) & set(prometheus.VERDICT_NAMES)
+
+
+def test_each_host_file_holds_its_own_verdicts_and_a_link_is_in_each_ends(tmp_path: Path) -> None:
+    summary = _summary()
+    per_host = prometheus.per_host(frame(_fleet()), summary)
+    assert len(per_host) == 2 + 16  # the rows' hosts a and b, and the scan's
+    links: dict[tuple[str, str], set[str]] = {}
+    for host, families in per_host.items():
+        parsed = _parsed(_written(tmp_path, families))
+        if host in ("a", "b"):
+            assert prometheus.NODE_VERDICT not in parsed
+            continue
+        assert {s.labels["hostname"] for s in parsed[prometheus.NODE_VERDICT]} == {host}
+        for s in parsed[prometheus.LINK_VERDICT]:
+            links.setdefault((s.labels["hostname"], s.labels["peer_hostname"]), set()).add(host)
+    assert len(links) == 1
+    assert all(files == set(ends) for ends, files in links.items())
+
+
+def test_sweeper_export_of_a_scan_writes_the_verdicts_of_its_summary(
+    recorded: Path, tmp_path: Path
+) -> None:
+    scans.save(recorded, RECORDED_RUN, _summary())
+    out = tmp_path / "sweeper.prom"
+    args = ["export", "--results", str(recorded), "--prometheus", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    families = _parsed(out.read_text())
+    assert len(families[prometheus.NODE_VERDICT]) == 16 * 5
+    verdicts = sum(len(families.get(name, [])) for name in prometheus.VERDICT_NAMES)
+    assert result.stdout == f"prometheus: {out} ({9 + verdicts} series)\n"
