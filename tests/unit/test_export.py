@@ -270,7 +270,7 @@ def test_the_documented_series_count_is_the_nightly_profiles() -> None:
     assert f"({2 * per_node} per node, and {2 * per_node + 3} in each" in docs
 
 
-def _summary(run_id: str = RECORDED_RUN) -> dict[str, Any]:
+def scan_summary(run_id: str = RECORDED_RUN) -> dict[str, Any]:
     """A scan's summary: 16 nodes of 2 GPUs, a slow node, a slow link and a slow GPU."""
     faults = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.SLOW_GPU)
     strategy = Strategy.parse("adaptive")
@@ -291,7 +291,7 @@ def _summary(run_id: str = RECORDED_RUN) -> dict[str, Any]:
 def test_a_scans_verdicts_are_a_series_per_node_and_verdict_and_per_condemned_gpu_and_link(
     tmp_path: Path,
 ) -> None:
-    summary = _summary()
+    summary = scan_summary()
     families = _parsed(_written(tmp_path, prometheus.metrics(frame(_fleet()), summary)))
     nodes = families[prometheus.NODE_VERDICT]
     assert len(nodes) == 16 * len(prometheus.VERDICTS)
@@ -315,7 +315,7 @@ def test_a_scans_verdicts_are_a_series_per_node_and_verdict_and_per_condemned_gp
 
 
 def test_each_host_file_holds_its_own_verdicts_and_a_link_is_in_each_ends(tmp_path: Path) -> None:
-    summary = _summary()
+    summary = scan_summary()
     per_host = prometheus.per_host(frame(_fleet()), summary)
     assert len(per_host) == 2 + 16  # the rows' hosts a and b, and the scan's
     links: dict[tuple[str, str], set[str]] = {}
@@ -334,7 +334,7 @@ def test_each_host_file_holds_its_own_verdicts_and_a_link_is_in_each_ends(tmp_pa
 def test_sweeper_export_of_a_scan_writes_the_verdicts_of_its_summary(
     recorded: Path, tmp_path: Path
 ) -> None:
-    scans.save(recorded, RECORDED_RUN, _summary())
+    scans.save(recorded, RECORDED_RUN, scan_summary())
     out = tmp_path / "sweeper.prom"
     args = ["export", "--results", str(recorded), "--prometheus", str(out)]
     result = CliRunner().invoke(app, args)

@@ -26,6 +26,8 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.results import scans
+from tests.unit.test_export import RECORDED_RUN, scan_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ROOT / "jobs"
@@ -257,9 +259,11 @@ def test_the_submit_script_submits_sweeper_nightly_with_a_dated_submission_id(
 
 
 def _exported(tmp_path: Path) -> tuple[set[str], set[str]]:
-    """The metric names and label names `sweeper export` writes for a recorded run."""
+    """The metric names and label names `sweeper export` writes for a recorded run, with a
+    scan's summary beside it for the verdicts."""
     results, out = tmp_path / "results", tmp_path / "sweeper.prom"
     shutil.copytree(RECORDED, results)
+    scans.save(results, RECORDED_RUN, scan_summary())
     args = ["export", "--results", str(results), "--prometheus", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -296,7 +300,8 @@ def test_the_grafana_dashboard_queries_only_what_sweeper_export_writes(tmp_path:
     assert "sweeper_busbw_bytes_per_second" in queried
     used = set().union(*map(_labels, queries))
     assert used <= labels, used - labels
-    assert {"hostname", "tier", "op", "run_id"} <= used
+    assert {"hostname", "tier", "op", "run_id", "verdict"} <= used
+    assert {"sweeper_node_verdict", "sweeper_gpu_verdict", "sweeper_link_verdict"} <= queried
     # the node panel: one series per node over time, in bytes per second
     (busbw,) = (p for p in dashboard["panels"] if p["title"] == "Bus bandwidth per node")
     assert busbw["type"] == "timeseries"
