@@ -18,10 +18,11 @@ from sweeper.commands.plan import plan
 from sweeper.planning.profile import build_spec, load_profile
 from sweeper.results import prometheus, scans
 from sweeper.results.load import frame
-from sweeper.scan.document import Scanned, document
+from sweeper.scan.document import document
 from sweeper.scan.judge import Health
 from sweeper.scan.policy import Strategy
-from sweeper.scan.simulate import Fault, fleet_of, simulate
+from sweeper.scan.simulate import Fault
+from tests.unit.test_scan_document import scanned
 
 RECORDED = Path(__file__).parents[1] / "data" / "results" / "main-2026-11-25"
 RECORDED_RUN = "20261125T063903Z-c4526e"
@@ -273,19 +274,8 @@ def test_the_documented_series_count_is_the_nightly_profiles() -> None:
 def scan_summary(run_id: str = RECORDED_RUN) -> dict[str, Any]:
     """A scan's summary: 16 nodes of 2 GPUs, a slow node, a slow link and a slow GPU."""
     faults = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.SLOW_GPU)
-    strategy = Strategy.parse("adaptive")
-    sim = simulate(nodes=16, gpus_per_node=2, faults=faults, strategy=strategy)
-    scanned = Scanned(
-        run_id=run_id,
-        fleet=fleet_of(16, 2),
-        strategy=strategy,
-        outcomes=(),
-        verdicts=sim.verdicts,
-        waves=sim.waves,
-        rows=0,
-        seconds=sim.seconds,
-    )
-    return document(scanned)
+    adaptive = Strategy.parse("adaptive")
+    return document(scanned(16, 2, faults=faults, strategy=adaptive, run_id=run_id))
 
 
 def test_a_scans_verdicts_are_a_series_per_node_and_verdict_and_per_condemned_gpu_and_link(

@@ -21,6 +21,7 @@ from sweeper.scan.simulate import Fault, fleet_of, simulate
 from sweeper.topology import Gpu, Node
 
 FAULTS = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.DEAD_NODE, Fault.SLOW_GPU)
+RANDOM = Strategy.parse("random:3", seed=7)
 
 
 def _machine(node_id: str, host: str, gpus: int) -> Node:
@@ -46,14 +47,20 @@ def _machine(node_id: str, host: str, gpus: int) -> Node:
     )
 
 
-def scanned(nodes: int = 32, gpus: int = 4) -> Scanned:
-    """A simulated scan of a fleet with a slow node, a slow link, a dead node and a slow GPU,
-    as the driver records one."""
-    strategy = Strategy.parse("random:3", seed=7)
-    sim = simulate(nodes=nodes, gpus_per_node=gpus, faults=FAULTS, strategy=strategy, seed=7)
+def scanned(
+    nodes: int = 32,
+    gpus: int = 4,
+    *,
+    faults: tuple[Fault, ...] = FAULTS,
+    strategy: Strategy = RANDOM,
+    run_id: str = "20261125T020000Z-000001",
+) -> Scanned:
+    """A simulated scan of a fleet with planted faults (a slow node, a slow link, a dead node
+    and a slow GPU), as the driver records one."""
+    sim = simulate(nodes=nodes, gpus_per_node=gpus, faults=faults, strategy=strategy, seed=7)
     fleet = fleet_of(nodes, gpus)
     return Scanned(
-        run_id="20261125T020000Z-000001",
+        run_id=run_id,
         fleet=fleet,
         strategy=strategy,
         outcomes=(),
