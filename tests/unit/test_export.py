@@ -18,14 +18,10 @@ from sweeper.commands.plan import plan
 from sweeper.planning.profile import build_spec, load_profile
 from sweeper.results import prometheus, scans
 from sweeper.results.load import frame
-from sweeper.scan.document import document
 from sweeper.scan.judge import Health
-from sweeper.scan.policy import Strategy
-from sweeper.scan.simulate import Fault
-from tests.unit.test_scan_document import scanned
+from tests.scan_data import RECORDED_RUN, scan_summary
 
 RECORDED = Path(__file__).parents[1] / "data" / "results" / "main-2026-11-25"
-RECORDED_RUN = "20261125T063903Z-c4526e"
 STARTED = datetime(2026, 11, 25, 2, 0, tzinfo=timezone.utc)
 SIZES = (8, 2**20, 2**30)
 GB = 1e9
@@ -269,13 +265,6 @@ def test_the_documented_series_count_is_the_nightly_profiles() -> None:
     total = 1024 * per_node * 2 + 3
     assert f"1024 x {per_node} x 2 + 3 = **{total:,} series**" in docs
     assert f"({2 * per_node} per node, and {2 * per_node + 3} in each" in docs
-
-
-def scan_summary(run_id: str = RECORDED_RUN) -> dict[str, Any]:
-    """A scan's summary: 16 nodes of 2 GPUs, a slow node, a slow link and a slow GPU."""
-    faults = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.SLOW_GPU)
-    adaptive = Strategy.parse("adaptive")
-    return document(scanned(16, 2, faults=faults, strategy=adaptive, run_id=run_id))
 
 
 def test_a_scans_verdicts_are_a_series_per_node_and_verdict_and_per_condemned_gpu_and_link(

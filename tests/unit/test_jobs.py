@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from sweeper.cli import app
 from sweeper.results import scans
-from tests.unit.test_export import RECORDED_RUN, scan_summary
+from tests.scan_data import RECORDED_RUN, scan_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ROOT / "jobs"
