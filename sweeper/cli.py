@@ -20,7 +20,10 @@ from typer.core import TyperGroup
 
 from sweeper import __version__
 from sweeper.commands.options import (
+    EXPERIMENTS,
+    MEASURE,
     SWEEP_OPTIONS,
+    WHERE,
     Address,
     Backend,
     ClusterName,
@@ -79,7 +82,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},  # every command's, inherited
 )
 config_app = typer.Typer(
@@ -271,6 +274,10 @@ SCAN_SWEEP_OPTIONS = {
 }
 
 
+# what a scan's verdicts are judged against
+VERDICTS = "Verdicts"
+
+
 @app.command(
     "scan",
     epilog="Examples: sweeper scan | sweeper scan --nodes 64 --domain-label rack | "
@@ -280,40 +287,66 @@ SCAN_SWEEP_OPTIONS = {
 @sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
 def scan_command(
     nodes: Annotated[
-        int | None, typer.Option(min=1, help="Nodes to scan; default every node.")
+        int | None,
+        typer.Option(rich_help_panel=WHERE, min=1, help="Nodes to scan; default every node."),
     ] = None,
     strategy: Annotated[
-        str, typer.Option(help="adaptive, ring, bisect, random:K or all.")
+        str, typer.Option(rich_help_panel=MEASURE, help="adaptive, ring, bisect, random:K or all.")
     ] = "adaptive",
     domain_label: Annotated[
         str | None,
-        typer.Option(help="A Ray node label (rack, an NVLink domain): the screen's groups."),
+        typer.Option(
+            rich_help_panel=WHERE,
+            help="A Ray node label (rack, an NVLink domain): the screen's groups.",
+        ),
     ] = None,
     sizes: Annotated[
         str | None,
         typer.Option(
-            help="The latency and bandwidth sizes, e.g. 8,1G [default: 8 and 1G, "
-            "or the largest below it that fits; 1M on CPU ranks]."
+            rich_help_panel=MEASURE,
+            help="The latency and bandwidth sizes, e.g. 8,1G \\[default: 8 and 1G, "
+            "or the largest below it that fits; 1M on CPU ranks].",
         ),
     ] = None,
     min_busbw: Annotated[
         list[str] | None,
-        typer.Option(help="An absolute floor, TIER=GB/s (internode=40); repeatable."),
+        typer.Option(
+            rich_help_panel=VERDICTS,
+            help="An absolute floor, TIER=GB/s (internode=40); repeatable.",
+        ),
     ] = None,
     sigmas: Annotated[
-        float | None, typer.Option(min=0, help="Robust sigmas below the fleet's median.")
+        float | None,
+        typer.Option(
+            rich_help_panel=VERDICTS, min=0, help="Robust sigmas below the fleet's median."
+        ),
     ] = None,
     min_ratio: Annotated[
-        float | None, typer.Option(min=0, max=1, help="Share of the fleet's median.")
+        float | None,
+        typer.Option(rich_help_panel=VERDICTS, min=0, max=1, help="Share of the fleet's median."),
     ] = None,
-    op: Annotated[str, typer.Option(help="The judged operation.")] = "all_reduce",
+    op: Annotated[
+        str, typer.Option(rich_help_panel=MEASURE, help="The judged operation.")
+    ] = "all_reduce",
     simulate: Annotated[
-        bool, typer.Option(help="A simulated fleet with planted faults; no cluster.")
+        bool,
+        typer.Option(
+            rich_help_panel=EXPERIMENTS, help="A simulated fleet with planted faults; no cluster."
+        ),
     ] = False,
     faults: Annotated[
-        str, typer.Option(help="--simulate: how many faults, or their names (slow-node,...).")
+        str,
+        typer.Option(
+            rich_help_panel=EXPERIMENTS,
+            help="--simulate: how many faults, or their names (slow-node,...).",
+        ),
     ] = "3",
-    seed: Annotated[int, typer.Option(help="Random matchings' and the simulation's seed.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            rich_help_panel=EXPERIMENTS, help="Random matchings' and the simulation's seed."
+        ),
+    ] = 0,
     format: OutputFormat = Format.human,
     **options: Any,
 ) -> None:
@@ -372,14 +405,14 @@ def compare(
     results: Results = Path("results"),
     threshold: Annotated[
         float | None,
-        typer.Option(min=0, help="Smallest change of bus bandwidth that counts [default: 0.05]."),
+        typer.Option(min=0, help="Smallest change of bus bandwidth that counts \\[default: 0.05]."),
     ] = None,
     alpha: Annotated[
         float | None,
         typer.Option(
             min=0,
             max=1,
-            help="Significance level of the test on per-iteration samples [default: 0.01].",
+            help="Significance level of the test on per-iteration samples \\[default: 0.01].",
         ),
     ] = None,
     every: Annotated[

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.markup import escape
 
 from sweeper.planning.spec import SweepSpec
 
@@ -31,21 +32,32 @@ def _help(field: str) -> str:
     if isinstance(default, (tuple, list)):
         default = ",".join(map(str, default))
     shown = "" if default is None or default == {} else f" [default: {default}]"
-    return f"{info.description}{shown}"
+    return escape(f"{info.description}{shown}")  # help is rich markup: brackets are literal
 
 
-def _opt(field: str, *flags: str) -> Any:
-    return typer.Option(*flags, help=_help(field), show_default=False)
+# The help panels `--help` groups options into, by what a user is deciding
+MEASURE = "What to measure"
+WHERE = "Where"
+TIMING = "Timing"
+NCCL = "NCCL"
+OUTPUT = "Output"
+EXPERIMENTS = "Experiments"
 
 
-Address = Annotated[str | None, _opt("address")]
-ConnectTimeout = Annotated[float | None, _opt("connect_timeout")]
-Backend = Annotated[str | None, _opt("backend")]
-World = Annotated[int | None, _opt("world")]
-Nodes = Annotated[int | None, _opt("nodes")]
-GpusPerNode = Annotated[int | None, _opt("gpus_per_node")]
-Pairs = Annotated[str | None, _opt("pairs")]
-ForceNetwork = Annotated[bool | None, _opt("force_network", "--force-network/--no-force-network")]
+def _opt(field: str, panel: str, *flags: str) -> Any:
+    return typer.Option(*flags, help=_help(field), show_default=False, rich_help_panel=panel)
+
+
+Address = Annotated[str | None, _opt("address", WHERE)]
+ConnectTimeout = Annotated[float | None, _opt("connect_timeout", WHERE)]
+Backend = Annotated[str | None, _opt("backend", WHERE)]
+World = Annotated[int | None, _opt("world", WHERE)]
+Nodes = Annotated[int | None, _opt("nodes", WHERE)]
+GpusPerNode = Annotated[int | None, _opt("gpus_per_node", WHERE)]
+Pairs = Annotated[str | None, _opt("pairs", MEASURE)]
+ForceNetwork = Annotated[
+    bool | None, _opt("force_network", MEASURE, "--force-network/--no-force-network")
+]
 
 
 def _directory(value: str) -> Path:
@@ -57,13 +69,21 @@ def _directory(value: str) -> Path:
 
 
 def _dir_opt(field: str) -> Any:
-    return typer.Option(parser=_directory, metavar="<path>", help=_help(field), show_default=False)
+    return typer.Option(
+        parser=_directory,
+        metavar="<path>",
+        help=_help(field),
+        show_default=False,
+        rich_help_panel=OUTPUT,
+    )
 
 
 Output = Annotated[Path | None, _dir_opt("output")]
 ReportsDir = Annotated[Path | None, _dir_opt("reports_dir")]
-ClusterName = Annotated[str | None, _opt("cluster_name")]
-OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
+ClusterName = Annotated[str | None, _opt("cluster_name", OUTPUT)]
+OutputFormat = Annotated[
+    Format, typer.Option(help="human, or json for machines.", rich_help_panel=OUTPUT)
+]
 ProfileFile = Annotated[
     Path | None,
     typer.Option(help="YAML profile: option values (flags given here override them)."),
@@ -78,37 +98,41 @@ SWEEP_OPTIONS: dict[str, Any] = {
     "world": World,
     "nodes": Nodes,
     "gpus_per_node": GpusPerNode,
-    "tiers": Annotated[str | None, _opt("tiers")],
+    "tiers": Annotated[str | None, _opt("tiers", MEASURE)],
     "pairs": Pairs,
     "force_network": ForceNetwork,
-    "gpu_visibility": Annotated[str | None, _opt("gpu_visibility")],
-    "ops": Annotated[str | None, _opt("ops")],
-    "dtypes": Annotated[str | None, _opt("dtypes")],
-    "min_size": Annotated[str | None, _opt("min_size")],
-    "max_size": Annotated[str | None, _opt("max_size")],
-    "mem_limit": Annotated[str | None, _opt("mem_limit")],
-    "step_factor": Annotated[float | None, _opt("step_factor")],
-    "iters": Annotated[int | None, _opt("iters")],
-    "warmup": Annotated[int | None, _opt("warmup")],
-    "launch": Annotated[str | None, _opt("launch")],
-    "engine": Annotated[str | None, _opt("engine")],
+    "gpu_visibility": Annotated[str | None, _opt("gpu_visibility", WHERE)],
+    "ops": Annotated[str | None, _opt("ops", MEASURE)],
+    "dtypes": Annotated[str | None, _opt("dtypes", MEASURE)],
+    "min_size": Annotated[str | None, _opt("min_size", MEASURE)],
+    "max_size": Annotated[str | None, _opt("max_size", MEASURE)],
+    "mem_limit": Annotated[str | None, _opt("mem_limit", MEASURE)],
+    "step_factor": Annotated[float | None, _opt("step_factor", MEASURE)],
+    "iters": Annotated[int | None, _opt("iters", TIMING)],
+    "warmup": Annotated[int | None, _opt("warmup", TIMING)],
+    "launch": Annotated[str | None, _opt("launch", TIMING)],
+    "engine": Annotated[str | None, _opt("engine", TIMING)],
     "register_buffers": Annotated[
-        bool | None, _opt("register_buffers", "--register-buffers/--no-register-buffers")
+        bool | None, _opt("register_buffers", NCCL, "--register-buffers/--no-register-buffers")
     ],
-    "blocks": Annotated[int | None, _opt("blocks")],
-    "check": Annotated[bool | None, _opt("check", "--check/--no-check")],
-    "samples": Annotated[bool | None, _opt("samples", "--samples/--no-samples")],
-    "timeout": Annotated[float | None, _opt("timeout")],
-    "seed": Annotated[int | None, _opt("seed")],
+    "blocks": Annotated[int | None, _opt("blocks", TIMING)],
+    "check": Annotated[bool | None, _opt("check", TIMING, "--check/--no-check")],
+    "samples": Annotated[bool | None, _opt("samples", TIMING, "--samples/--no-samples")],
+    "timeout": Annotated[float | None, _opt("timeout", TIMING)],
+    "seed": Annotated[int | None, _opt("seed", TIMING)],
     "output": Output,
-    "concurrent": Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")],
-    "copy_engine": Annotated[bool | None, _opt("copy_engine", "--copy-engine/--no-copy-engine")],
-    "nccl_algos": Annotated[str | None, _opt("nccl_algos")],
-    "nccl_env": Annotated[list[str] | None, _opt("nccl_env")],
-    "moe": Annotated[str | None, _opt("moe")],
-    "report": Annotated[bool | None, _opt("report", "--report/--no-report")],
+    "concurrent": Annotated[
+        bool | None, _opt("concurrent", EXPERIMENTS, "--concurrent/--isolated")
+    ],
+    "copy_engine": Annotated[
+        bool | None, _opt("copy_engine", EXPERIMENTS, "--copy-engine/--no-copy-engine")
+    ],
+    "nccl_algos": Annotated[str | None, _opt("nccl_algos", NCCL)],
+    "nccl_env": Annotated[list[str] | None, _opt("nccl_env", NCCL)],
+    "moe": Annotated[str | None, _opt("moe", EXPERIMENTS)],
+    "report": Annotated[bool | None, _opt("report", OUTPUT, "--report/--no-report")],
     "reports_dir": ReportsDir,
-    "plugin": Annotated[list[str] | None, _opt("plugins")],
+    "plugin": Annotated[list[str] | None, _opt("plugins", MEASURE)],
     "cluster_name": ClusterName,
 }
 

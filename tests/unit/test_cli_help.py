@@ -1,0 +1,53 @@
+"""`--help` reads like its peers': options grouped in panels by what a user decides, real
+metavars, no empty defaults, examples one per line that parse. Nothing starts Ray."""
+
+from __future__ import annotations
+
+import typer.main
+from click import Command
+from typer.testing import CliRunner
+
+from sweeper.cli import app
+from sweeper.commands import options
+
+SWEEPS = ("run", "plan", "nightly", "scan")
+PANELS = {
+    options.MEASURE,
+    options.WHERE,
+    options.TIMING,
+    options.NCCL,
+    options.OUTPUT,
+    options.EXPERIMENTS,
+}
+
+
+def _command(name: str) -> Command:
+    group = typer.main.get_command(app)
+    return group.commands[name]  # type: ignore[attr-defined,no-any-return]
+
+
+def _panels(name: str) -> dict[str, set[str]]:
+    panels: dict[str, set[str]] = {}
+    for param in _command(name).params:
+        panel = getattr(param, "rich_help_panel", None)
+        if panel is not None:
+            panels.setdefault(panel, set()).add(param.name or "")
+    return panels
+
+
+def test_run_groups_its_options_in_the_six_panels() -> None:
+    panels = _panels("run")
+    assert set(panels) == PANELS
+    assert {"ops", "dtypes", "tiers", "min_size", "max_size"} <= panels[options.MEASURE]
+    assert {"address", "nodes", "connect_timeout", "backend"} <= panels[options.WHERE]
+    assert {"iters", "warmup", "blocks", "timeout"} <= panels[options.TIMING]
+    assert {"nccl_env", "nccl_algos"} <= panels[options.NCCL]
+    assert {"output", "report", "format"} <= panels[options.OUTPUT]
+    assert {"concurrent", "copy_engine", "moe"} <= panels[options.EXPERIMENTS]
+
+
+def test_every_sweep_command_shows_its_panels_in_help() -> None:
+    for name in SWEEPS:
+        shown = CliRunner().invoke(app, [name, "--help"], terminal_width=100).stdout
+        for panel in _panels(name):
+            assert f"─ {panel} ─" in shown, (name, panel)
