@@ -150,9 +150,10 @@ def run(
     resume: Annotated[
         str | None,
         typer.Option(
+            metavar="RUN_ID",
             help="Go on with an interrupted or killed run (its id, from `sweeper history`) "
             "under --output, with the options it was started with: the points it has rows "
-            "for are not measured again."
+            "for are not measured again.",
         ),
     ] = None,
     format: OutputFormat = Format.human,
@@ -288,14 +289,22 @@ VERDICTS = "Verdicts"
 def scan_command(
     nodes: Annotated[
         int | None,
-        typer.Option(rich_help_panel=WHERE, min=1, help="Nodes to scan; default every node."),
+        typer.Option(
+            metavar="N", rich_help_panel=WHERE, min=1, help="Nodes to scan; default every node."
+        ),
     ] = None,
     strategy: Annotated[
-        str, typer.Option(rich_help_panel=MEASURE, help="adaptive, ring, bisect, random:K or all.")
+        str,
+        typer.Option(
+            metavar="STRATEGY",
+            rich_help_panel=MEASURE,
+            help="adaptive, ring, bisect, random:K or all.",
+        ),
     ] = "adaptive",
     domain_label: Annotated[
         str | None,
         typer.Option(
+            metavar="LABEL",
             rich_help_panel=WHERE,
             help="A Ray node label (rack, an NVLink domain): the screen's groups.",
         ),
@@ -303,6 +312,7 @@ def scan_command(
     sizes: Annotated[
         str | None,
         typer.Option(
+            metavar="SIZES",
             rich_help_panel=MEASURE,
             help="The latency and bandwidth sizes, e.g. 8,1G \\[default: 8 and 1G, "
             "or the largest below it that fits; 1M on CPU ranks].",
@@ -311,6 +321,7 @@ def scan_command(
     min_busbw: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="TIER=GB/S",
             rich_help_panel=VERDICTS,
             help="An absolute floor, TIER=GB/s (internode=40); repeatable.",
         ),
@@ -318,25 +329,37 @@ def scan_command(
     sigmas: Annotated[
         float | None,
         typer.Option(
-            rich_help_panel=VERDICTS, min=0, help="Robust sigmas below the fleet's median."
+            metavar="SIGMAS",
+            rich_help_panel=VERDICTS,
+            min=0,
+            help="Robust sigmas below the fleet's median.",
         ),
     ] = None,
     min_ratio: Annotated[
         float | None,
-        typer.Option(rich_help_panel=VERDICTS, min=0, max=1, help="Share of the fleet's median."),
+        typer.Option(
+            metavar="RATIO",
+            rich_help_panel=VERDICTS,
+            min=0,
+            max=1,
+            help="Share of the fleet's median.",
+        ),
     ] = None,
     op: Annotated[
-        str, typer.Option(rich_help_panel=MEASURE, help="The judged operation.")
+        str, typer.Option(metavar="OP", rich_help_panel=MEASURE, help="The judged operation.")
     ] = "all_reduce",
     simulate: Annotated[
         bool,
         typer.Option(
-            rich_help_panel=EXPERIMENTS, help="A simulated fleet with planted faults; no cluster."
+            metavar="",
+            rich_help_panel=EXPERIMENTS,
+            help="A simulated fleet with planted faults; no cluster.",
         ),
     ] = False,
     faults: Annotated[
         str,
         typer.Option(
+            metavar="FAULTS",
             rich_help_panel=EXPERIMENTS,
             help="--simulate: how many faults, or their names (slow-node,...).",
         ),
@@ -344,7 +367,9 @@ def scan_command(
     seed: Annotated[
         int,
         typer.Option(
-            rich_help_panel=EXPERIMENTS, help="Random matchings' and the simulation's seed."
+            metavar="N",
+            rich_help_panel=EXPERIMENTS,
+            help="Random matchings' and the simulation's seed.",
         ),
     ] = 0,
     format: OutputFormat = Format.human,
@@ -392,7 +417,9 @@ def scan_command(
         raise typer.Exit(EXIT_REGRESSION)
 
 
-Results = Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")]
+Results = Annotated[
+    Path, typer.Option(metavar="DIR", help="Results directory (a Parquet dataset).")
+]
 
 
 @app.command(
@@ -405,18 +432,26 @@ def compare(
     results: Results = Path("results"),
     threshold: Annotated[
         float | None,
-        typer.Option(min=0, help="Smallest change of bus bandwidth that counts \\[default: 0.05]."),
+        typer.Option(
+            metavar="RATIO",
+            min=0,
+            help="Smallest change of bus bandwidth that counts \\[default: 0.05].",
+        ),
     ] = None,
     alpha: Annotated[
         float | None,
         typer.Option(
+            metavar="ALPHA",
             min=0,
             max=1,
             help="Significance level of the test on per-iteration samples \\[default: 0.01].",
         ),
     ] = None,
     every: Annotated[
-        bool, typer.Option("--all", help="Every point, not only regressions and improvements.")
+        bool,
+        typer.Option(
+            "--all", metavar="", help="Every point, not only regressions and improvements."
+        ),
     ] = False,
     format: OutputFormat = Format.human,
 ) -> None:
@@ -448,9 +483,12 @@ def history(
     results: Results = Path("results"),
     reports_dir: Annotated[
         Path | None,
-        typer.Option(help="Where the nightly summaries are; default reports/ beside --results."),
+        typer.Option(
+            metavar="DIR",
+            help="Where the nightly summaries are; default reports/ beside --results.",
+        ),
     ] = None,
-    last: Annotated[int, typer.Option(min=1, help="Show the last N runs.")] = 30,
+    last: Annotated[int, typer.Option(metavar="N", min=1, help="Show the last N runs.")] = 30,
     format: OutputFormat = Format.human,
 ) -> None:
     """The runs in a results directory, oldest first, with their status: ok, failed (some
@@ -478,11 +516,16 @@ def export(
     results: Results = Path("results"),
     prometheus: Annotated[
         Path | None,
-        typer.Option(help="Write every host's series to this file (node_exporter reads *.prom)."),
+        typer.Option(
+            metavar="FILE",
+            help="Write every host's series to this file (node_exporter reads *.prom).",
+        ),
     ] = None,
     per_host: Annotated[
         Path | None,
-        typer.Option(help="Write one file per host into this directory: <host>.prom."),
+        typer.Option(
+            metavar="DIR", help="Write one file per host into this directory: <host>.prom."
+        ),
     ] = None,
 ) -> None:
     """Write a run's figures as Prometheus textfiles for node_exporter's textfile collector:
@@ -512,7 +555,9 @@ def topo(
     world: World = None,
     nodes: Nodes = None,
     gpus_per_node: GpusPerNode = None,
-    tiers: Annotated[str, typer.Option(help="Tiers whose groups to list.")] = "all",
+    tiers: Annotated[
+        str, typer.Option(metavar="TIERS", help="Tiers whose groups to list.")
+    ] = "all",
     pairs: Pairs = None,
     force_network: ForceNetwork = None,
     format: OutputFormat = Format.human,
@@ -564,13 +609,16 @@ def plan_command(
     topology: Annotated[
         Path | None,
         typer.Option(
+            metavar="FILE",
             help="A recorded topology (one node's NVML record), replicated --nodes times: "
-            "plan with no cluster."
+            "plan with no cluster.",
         ),
     ] = None,
     results: Annotated[
         Path | None,
-        typer.Option(help="Fit the cost model to the rows of an earlier run's results."),
+        typer.Option(
+            metavar="DIR", help="Fit the cost model to the rows of an earlier run's results."
+        ),
     ] = None,
     format: OutputFormat = Format.human,
     **options: Any,
@@ -599,32 +647,42 @@ def plan_command(
 )
 def report(
     run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
-    results: Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")] = Path(
-        "results"
-    ),
+    results: Results = Path("results"),
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o", help="The HTML file; default reports/<run_id>.html beside --results."
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="The HTML file; default reports/<run_id>.html beside --results.",
         ),
     ] = None,
     baseline: Annotated[
-        str | None, typer.Option(help="A run id of the results to compare with, point by point.")
+        str | None,
+        typer.Option(
+            metavar="RUN_ID", help="A run id of the results to compare with, point by point."
+        ),
     ] = None,
     js: Annotated[
         Path | None,
         typer.Option(
+            metavar="DIR",
             help="Write one shared plotly.min.js into this directory and point at it, "
-            "instead of inlining it (archives of many pages)."
+            "instead of inlining it (archives of many pages).",
         ),
     ] = None,
     screenshot: Annotated[
         Path | None,
-        typer.Option(help="Also save a full-page PNG, through Playwright and Chromium."),
+        typer.Option(
+            metavar="FILE", help="Also save a full-page PNG, through Playwright and Chromium."
+        ),
     ] = None,
     chromium: Annotated[
         Path | None,
-        typer.Option(help="Chromium for --screenshot; default $SWEEPER_CHROMIUM, else on PATH."),
+        typer.Option(
+            metavar="FILE",
+            help="Chromium for --screenshot; default $SWEEPER_CHROMIUM, else on PATH.",
+        ),
     ] = None,
 ) -> None:
     """Write the HTML report of a run: one self-contained page that works offline."""
@@ -675,7 +733,11 @@ def main(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+            "--version",
+            metavar="",
+            callback=_version,
+            is_eager=True,
+            help="Print the version and exit.",
         ),
     ] = False,
 ) -> None:

@@ -31,7 +31,7 @@ def _help(field: str) -> str:
     default = info.default
     if isinstance(default, (tuple, list)):
         default = ",".join(map(str, default))
-    shown = "" if default is None or default == {} else f" [default: {default}]"
+    shown = "" if default in (None, {}, "") else f" [default: {default}]"
     return escape(f"{info.description}{shown}")  # help is rich markup: brackets are literal
 
 
@@ -44,19 +44,22 @@ OUTPUT = "Output"
 EXPERIMENTS = "Experiments"
 
 
-def _opt(field: str, panel: str, *flags: str) -> Any:
-    return typer.Option(*flags, help=_help(field), show_default=False, rich_help_panel=panel)
+def _opt(field: str, panel: str, metavar: str, *flags: str) -> Any:
+    """An option's one declaration; a flag's metavar is "" (it takes no value)."""
+    return typer.Option(
+        *flags, metavar=metavar, help=_help(field), show_default=False, rich_help_panel=panel
+    )
 
 
-Address = Annotated[str | None, _opt("address", WHERE)]
-ConnectTimeout = Annotated[float | None, _opt("connect_timeout", WHERE)]
-Backend = Annotated[str | None, _opt("backend", WHERE)]
-World = Annotated[int | None, _opt("world", WHERE)]
-Nodes = Annotated[int | None, _opt("nodes", WHERE)]
-GpusPerNode = Annotated[int | None, _opt("gpus_per_node", WHERE)]
-Pairs = Annotated[str | None, _opt("pairs", MEASURE)]
+Address = Annotated[str | None, _opt("address", WHERE, "ADDRESS")]
+ConnectTimeout = Annotated[float | None, _opt("connect_timeout", WHERE, "SECONDS")]
+Backend = Annotated[str | None, _opt("backend", WHERE, "BACKEND")]
+World = Annotated[int | None, _opt("world", WHERE, "N")]
+Nodes = Annotated[int | None, _opt("nodes", WHERE, "N")]
+GpusPerNode = Annotated[int | None, _opt("gpus_per_node", WHERE, "N")]
+Pairs = Annotated[str | None, _opt("pairs", MEASURE, "PAIRS")]
 ForceNetwork = Annotated[
-    bool | None, _opt("force_network", MEASURE, "--force-network/--no-force-network")
+    bool | None, _opt("force_network", MEASURE, "", "--force-network/--no-force-network")
 ]
 
 
@@ -71,7 +74,7 @@ def _directory(value: str) -> Path:
 def _dir_opt(field: str) -> Any:
     return typer.Option(
         parser=_directory,
-        metavar="<path>",
+        metavar="DIR",
         help=_help(field),
         show_default=False,
         rich_help_panel=OUTPUT,
@@ -80,13 +83,16 @@ def _dir_opt(field: str) -> Any:
 
 Output = Annotated[Path | None, _dir_opt("output")]
 ReportsDir = Annotated[Path | None, _dir_opt("reports_dir")]
-ClusterName = Annotated[str | None, _opt("cluster_name", OUTPUT)]
+ClusterName = Annotated[str | None, _opt("cluster_name", OUTPUT, "NAME")]
 OutputFormat = Annotated[
-    Format, typer.Option(help="human, or json for machines.", rich_help_panel=OUTPUT)
+    Format,
+    typer.Option(metavar="human|json", help="human, or json for machines.", rich_help_panel=OUTPUT),
 ]
 ProfileFile = Annotated[
     Path | None,
-    typer.Option(help="YAML profile: option values (flags given here override them)."),
+    typer.Option(
+        metavar="FILE", help="YAML profile: option values (flags given here override them)."
+    ),
 ]
 
 # Every sweep option, as `sweeper run --help` lists them; `plugin` is --plugin (repeatable),
@@ -98,41 +104,41 @@ SWEEP_OPTIONS: dict[str, Any] = {
     "world": World,
     "nodes": Nodes,
     "gpus_per_node": GpusPerNode,
-    "tiers": Annotated[str | None, _opt("tiers", MEASURE)],
+    "tiers": Annotated[str | None, _opt("tiers", MEASURE, "TIERS")],
     "pairs": Pairs,
     "force_network": ForceNetwork,
-    "gpu_visibility": Annotated[str | None, _opt("gpu_visibility", WHERE)],
-    "ops": Annotated[str | None, _opt("ops", MEASURE)],
-    "dtypes": Annotated[str | None, _opt("dtypes", MEASURE)],
-    "min_size": Annotated[str | None, _opt("min_size", MEASURE)],
-    "max_size": Annotated[str | None, _opt("max_size", MEASURE)],
-    "mem_limit": Annotated[str | None, _opt("mem_limit", MEASURE)],
-    "step_factor": Annotated[float | None, _opt("step_factor", MEASURE)],
-    "iters": Annotated[int | None, _opt("iters", TIMING)],
-    "warmup": Annotated[int | None, _opt("warmup", TIMING)],
-    "launch": Annotated[str | None, _opt("launch", TIMING)],
-    "engine": Annotated[str | None, _opt("engine", TIMING)],
+    "gpu_visibility": Annotated[str | None, _opt("gpu_visibility", WHERE, "node|own")],
+    "ops": Annotated[str | None, _opt("ops", MEASURE, "OPS")],
+    "dtypes": Annotated[str | None, _opt("dtypes", MEASURE, "DTYPES")],
+    "min_size": Annotated[str | None, _opt("min_size", MEASURE, "SIZE")],
+    "max_size": Annotated[str | None, _opt("max_size", MEASURE, "SIZE")],
+    "mem_limit": Annotated[str | None, _opt("mem_limit", MEASURE, "SIZE|PCT%")],
+    "step_factor": Annotated[float | None, _opt("step_factor", MEASURE, "FACTOR")],
+    "iters": Annotated[int | None, _opt("iters", TIMING, "N")],
+    "warmup": Annotated[int | None, _opt("warmup", TIMING, "N")],
+    "launch": Annotated[str | None, _opt("launch", TIMING, "LAUNCH")],
+    "engine": Annotated[str | None, _opt("engine", TIMING, "ENGINE")],
     "register_buffers": Annotated[
-        bool | None, _opt("register_buffers", NCCL, "--register-buffers/--no-register-buffers")
+        bool | None, _opt("register_buffers", NCCL, "", "--register-buffers/--no-register-buffers")
     ],
-    "blocks": Annotated[int | None, _opt("blocks", TIMING)],
-    "check": Annotated[bool | None, _opt("check", TIMING, "--check/--no-check")],
-    "samples": Annotated[bool | None, _opt("samples", TIMING, "--samples/--no-samples")],
-    "timeout": Annotated[float | None, _opt("timeout", TIMING)],
-    "seed": Annotated[int | None, _opt("seed", TIMING)],
+    "blocks": Annotated[int | None, _opt("blocks", TIMING, "N")],
+    "check": Annotated[bool | None, _opt("check", TIMING, "", "--check/--no-check")],
+    "samples": Annotated[bool | None, _opt("samples", TIMING, "", "--samples/--no-samples")],
+    "timeout": Annotated[float | None, _opt("timeout", TIMING, "SECONDS")],
+    "seed": Annotated[int | None, _opt("seed", TIMING, "N")],
     "output": Output,
     "concurrent": Annotated[
-        bool | None, _opt("concurrent", EXPERIMENTS, "--concurrent/--isolated")
+        bool | None, _opt("concurrent", EXPERIMENTS, "", "--concurrent/--isolated")
     ],
     "copy_engine": Annotated[
-        bool | None, _opt("copy_engine", EXPERIMENTS, "--copy-engine/--no-copy-engine")
+        bool | None, _opt("copy_engine", EXPERIMENTS, "", "--copy-engine/--no-copy-engine")
     ],
-    "nccl_algos": Annotated[str | None, _opt("nccl_algos", NCCL)],
-    "nccl_env": Annotated[list[str] | None, _opt("nccl_env", NCCL)],
-    "moe": Annotated[str | None, _opt("moe", EXPERIMENTS)],
-    "report": Annotated[bool | None, _opt("report", OUTPUT, "--report/--no-report")],
+    "nccl_algos": Annotated[str | None, _opt("nccl_algos", NCCL, "ALGOS")],
+    "nccl_env": Annotated[list[str] | None, _opt("nccl_env", NCCL, "KEY=V1,V2")],
+    "moe": Annotated[str | None, _opt("moe", EXPERIMENTS, "KEY=VALUE,...")],
+    "report": Annotated[bool | None, _opt("report", OUTPUT, "", "--report/--no-report")],
     "reports_dir": ReportsDir,
-    "plugin": Annotated[list[str] | None, _opt("plugins", MEASURE)],
+    "plugin": Annotated[list[str] | None, _opt("plugins", MEASURE, "MODULE")],
     "cluster_name": ClusterName,
 }
 

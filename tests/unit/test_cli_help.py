@@ -51,3 +51,29 @@ def test_every_sweep_command_shows_its_panels_in_help() -> None:
         shown = CliRunner().invoke(app, [name, "--help"], terminal_width=100).stdout
         for panel in _panels(name):
             assert f"─ {panel} ─" in shown, (name, panel)
+
+
+def _helps() -> dict[str, str]:
+    group = typer.main.get_command(app)
+    names = [(n,) for n in group.commands if n != "config"] + [("config", "schema")]  # type: ignore[attr-defined]
+    runner = CliRunner()
+    return {
+        " ".join(n): runner.invoke(app, [*n, "--help"], terminal_width=200).stdout for n in names
+    }
+
+
+def test_options_show_metavars_not_python_types_and_no_empty_default() -> None:
+    for name, shown in _helps().items():
+        options_rows = [line for line in shown.splitlines() if "│ --" in line]
+        assert options_rows, name
+        for row in options_rows:
+            for python_type in ("<str>", "<int", "<float>", "<list[", "<path>", "<Path>"):
+                assert python_type not in row, (name, row)
+        assert "[default: ]" not in shown, name
+
+
+def test_a_size_and_an_nccl_variable_read_as_what_they_take() -> None:
+    shown = _helps()["run"]
+    assert "SIZE" in shown
+    assert "KEY=V1,V2" in shown
+    assert "SECONDS" in shown
