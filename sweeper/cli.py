@@ -92,6 +92,11 @@ config_app = typer.Typer(
 app.add_typer(config_app, name="config")
 
 
+def _examples(*lines: str) -> str:
+    """A command's examples, one a line (help is rich markup, which keeps single line breaks)."""
+    return "\n".join(["Examples:", *(f"  {line}" for line in lines)])
+
+
 def _profile(path: Path | None) -> Profile | None:
     return load_profile(path) if path is not None else None
 
@@ -134,15 +139,19 @@ def _printing() -> Iterator[None]:
 
 
 @app.command(
-    epilog="Examples: sweeper run | sweeper run --ops all_reduce,all_gather --max-size 4G "
-    "--dtypes bfloat16 | sweeper run --nodes 2 --tiers all --force-network | "
-    "sweeper run --ops 'p2p*' --tiers nvlink --concurrent --copy-engine | "
-    "sweeper run --ops 'all_to_all*,moe*' --moe tokens=8192,zipf=1.2 | "
-    "sweeper run --ops 'all_reduce*,reduce_scatter+all_gather' --nccl-algos ring,tree | "
-    "sweeper run --ops all_reduce,all_to_all --nccl-env NCCL_PROTO=LL,LL128,Simple "
-    "--nccl-env NCCL_MAX_NCHANNELS=1,4,32 | "
-    "sweeper run --address ray://head:10001 --format json | sweeper run --no-report | "
-    "sweeper run --profile jobs/nightly.yaml --max-size 1G"
+    epilog=_examples(
+        "sweeper run",
+        "sweeper run --ops all_reduce,all_gather --max-size 4G --dtypes bfloat16",
+        "sweeper run --nodes 2 --tiers all --force-network",
+        "sweeper run --ops 'p2p*' --tiers nvlink --concurrent --copy-engine",
+        "sweeper run --ops 'all_to_all*,moe*' --moe tokens=8192,zipf=1.2",
+        "sweeper run --ops 'all_reduce*,reduce_scatter+all_gather' --nccl-algos ring,tree",
+        "sweeper run --ops all_reduce,all_to_all --nccl-env NCCL_PROTO=LL,LL128,Simple "
+        "--nccl-env NCCL_MAX_NCHANNELS=1,4,32",
+        "sweeper run --address ray://head:10001 --format json",
+        "sweeper run --no-report",
+        "sweeper run --profile jobs/nightly.yaml --max-size 1G",
+    )
 )
 @sweep_options(after="profile")
 def run(
@@ -207,9 +216,12 @@ def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
 
 @app.command(
     "nightly",
-    epilog="Examples: sweeper nightly --profile jobs/nightly.yaml | "
-    "sweeper nightly --profile jobs/nightly.yaml --output /data/results --reports-dir "
-    "/data/reports | sweeper nightly --profile jobs/nightly.yaml --format json",
+    epilog=_examples(
+        "sweeper nightly --profile jobs/nightly.yaml",
+        "sweeper nightly --profile jobs/nightly.yaml --output /data/results "
+        "--reports-dir /data/reports",
+        "sweeper nightly --profile jobs/nightly.yaml --format json",
+    ),
 )
 def nightly_command(
     profile: ProfileFile = None,
@@ -281,9 +293,12 @@ VERDICTS = "Verdicts"
 
 @app.command(
     "scan",
-    epilog="Examples: sweeper scan | sweeper scan --nodes 64 --domain-label rack | "
-    "sweeper scan --strategy random:5 --seed 7 --format json | "
-    "sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3",
+    epilog=_examples(
+        "sweeper scan",
+        "sweeper scan --nodes 64 --domain-label rack",
+        "sweeper scan --strategy random:5 --seed 7 --format json",
+        "sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3",
+    ),
 )
 @sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
 def scan_command(
@@ -423,8 +438,10 @@ Results = Annotated[
 
 
 @app.command(
-    epilog="Examples: sweeper compare 20261121T020000Z-a1b2c3 latest | "
-    "sweeper compare RUN_A RUN_B --results /data/results --threshold 0.03 --all --format json"
+    epilog=_examples(
+        "sweeper compare 20261121T020000Z-a1b2c3 latest",
+        "sweeper compare RUN_A RUN_B --results /data/results --threshold 0.03 --all --format json",
+    )
 )
 def compare(
     base: Annotated[str, typer.Argument(help="The run compared with: a run id, or latest.")],
@@ -476,8 +493,11 @@ def compare(
 
 
 @app.command(
-    epilog="Examples: sweeper history | sweeper history --results /data/results --last 7 | "
-    "sweeper history --format json"
+    epilog=_examples(
+        "sweeper history",
+        "sweeper history --results /data/results --last 7",
+        "sweeper history --format json",
+    )
 )
 def history(
     results: Results = Path("results"),
@@ -508,8 +528,10 @@ def history(
 
 
 @app.command(
-    epilog="Examples: sweeper export --prometheus /var/lib/prometheus/node-exporter/sweeper.prom "
-    "| sweeper export 20261122T013412Z-33627a --results /data/results --per-host /data/prom"
+    epilog=_examples(
+        "sweeper export --prometheus /var/lib/prometheus/node-exporter/sweeper.prom",
+        "sweeper export 20261122T013412Z-33627a --results /data/results --per-host /data/prom",
+    )
 )
 def export(
     run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
@@ -547,7 +569,12 @@ def config_schema() -> None:
         print(json.dumps(Profile.model_json_schema(), indent=2))
 
 
-@app.command(epilog="Examples: sweeper topo | sweeper topo --nodes 2 --format json")
+@app.command(
+    epilog=_examples(
+        "sweeper topo",
+        "sweeper topo --nodes 2 --format json",
+    )
+)
 def topo(
     address: Address = None,
     connect_timeout: ConnectTimeout = None,
@@ -599,9 +626,12 @@ PLAN_LEAVES_OUT = (
 
 @app.command(
     "plan",
-    epilog="Examples: sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json "
-    "--nodes 1024 --profile jobs/nightly.yaml | sweeper plan --tiers all --format json | "
-    "sweeper plan --topology node.json --nodes 16 --tiers all --results results",
+    epilog=_examples(
+        "sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json --nodes 1024 "
+        "--profile jobs/nightly.yaml",
+        "sweeper plan --tiers all --format json",
+        "sweeper plan --topology node.json --nodes 16 --tiers all --results results",
+    ),
 )
 @sweep_options(after="results", leave_out=PLAN_LEAVES_OUT)
 def plan_command(
@@ -641,9 +671,13 @@ def plan_command(
 
 
 @app.command(
-    epilog="Examples: sweeper report | sweeper report 20261122T013412Z-33627a -o run.html | "
-    "sweeper report latest --baseline 20261121T230000Z-a1b2c3 | "
-    "sweeper report --js reports/ -o reports/today.html | sweeper report --screenshot run.png"
+    epilog=_examples(
+        "sweeper report",
+        "sweeper report 20261122T013412Z-33627a -o run.html",
+        "sweeper report latest --baseline 20261121T230000Z-a1b2c3",
+        "sweeper report --js reports/ -o reports/today.html",
+        "sweeper report --screenshot run.png",
+    )
 )
 def report(
     run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",

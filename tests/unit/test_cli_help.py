@@ -3,6 +3,11 @@ metavars, no empty defaults, examples one per line that parse. Nothing starts Ra
 
 from __future__ import annotations
 
+import inspect
+import shlex
+from typing import Any
+
+import pytest
 import typer.main
 from click import Command
 from typer.testing import CliRunner
@@ -77,3 +82,42 @@ def test_a_size_and_an_nccl_variable_read_as_what_they_take() -> None:
     assert "SIZE" in shown
     assert "KEY=V1,V2" in shown
     assert "SECONDS" in shown
+
+
+def _commands() -> dict[str, Command]:
+    group: Any = typer.main.get_command(app)
+    found = {n: c for n, c in group.commands.items() if n != "config"}
+    found.update({f"config {n}": c for n, c in group.commands["config"].commands.items()})
+    return found
+
+
+def _examples(command: Command) -> list[str]:
+    """The examples of a command's epilog, one a line after `Examples:`."""
+    head, *lines = inspect.cleandoc(command.epilog or "").splitlines()
+    assert head == "Examples:"
+    return lines
+
+
+@pytest.mark.parametrize("name", [n for n, c in _commands().items() if c.epilog])
+def test_every_example_is_a_line_of_its_own_that_parses(name: str) -> None:
+    command = _commands()[name]
+    for line in _examples(command):
+        words = shlex.split(line)
+        path = ["sweeper", *name.split()]
+        assert words[: len(path)] == path, line
+        assert "|" not in words, line  # examples are not shell pipes
+        # click parses the line as the command would (options, their values, arguments)
+        # and raises on anything the command does not take; nothing is invoked
+        with command.make_context(" ".join(path), words[len(path) :]) as ctx:
+            assert ctx.command is command
+
+
+def test_examples_are_shown_one_per_line() -> None:
+    for name, command in _commands().items():
+        if not command.epilog:
+            continue
+        wide = {"COLUMNS": "300"}  # rich wraps at the terminal's width
+        shown = CliRunner().invoke(app, [*name.split(), "--help"], env=wide).stdout
+        lines = {line.strip() for line in shown.splitlines()}
+        for example in _examples(command):
+            assert example in lines, (name, example)
