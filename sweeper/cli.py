@@ -32,6 +32,7 @@ from sweeper.commands.options import (
     Format,
     GpusPerNode,
     Nodes,
+    OldOutput,
     Output,
     OutputFormat,
     Pairs,
@@ -161,7 +162,7 @@ def run(
         typer.Option(
             metavar="RUN_ID",
             help="Go on with an interrupted or killed run (its id, from `sweeper history`) "
-            "under --output, with the options it was started with: the points it has rows "
+            "under --results, with the options it was started with: the points it has rows "
             "for are not measured again.",
         ),
     ] = None,
@@ -218,7 +219,7 @@ def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
     "nightly",
     epilog=_examples(
         "sweeper nightly --profile jobs/nightly.yaml",
-        "sweeper nightly --profile jobs/nightly.yaml --output /data/results "
+        "sweeper nightly --profile jobs/nightly.yaml --results /data/results "
         "--reports-dir /data/reports",
         "sweeper nightly --profile jobs/nightly.yaml --format json",
     ),
@@ -228,6 +229,7 @@ def nightly_command(
     address: Address = None,
     connect_timeout: ConnectTimeout = None,
     output: Output = None,
+    old_output: OldOutput = None,
     reports_dir: ReportsDir = None,
     cluster_name: ClusterName = None,
     format: OutputFormat = Format.human,
@@ -282,6 +284,7 @@ SCAN_SWEEP_OPTIONS = {
     "blocks",
     "timeout",
     "output",
+    "old_output",
     "plugin",
     "cluster_name",
 }
@@ -617,6 +620,7 @@ PLAN_LEAVES_OUT = (
     "timeout",
     "seed",
     "output",
+    "old_output",
     "copy_engine",
     "report",
     "reports_dir",

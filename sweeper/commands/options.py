@@ -71,17 +71,49 @@ def _directory(value: str) -> Path:
     return Path(value)
 
 
-def _dir_opt(field: str) -> Any:
+def _dir_opt(field: str, *flags: str, callback: Any = None) -> Any:
     return typer.Option(
+        *flags,
         parser=_directory,
         metavar="DIR",
         help=_help(field),
         show_default=False,
         rich_help_panel=OUTPUT,
+        callback=callback,
     )
 
 
-Output = Annotated[Path | None, _dir_opt("output")]
+_OLD_RESULTS = "sweeper.results_as_output"  # where --output leaves its directory for --results
+
+
+def _old_results(ctx: typer.Context, value: Path | None) -> None:
+    if value is not None:
+        ctx.meta[_OLD_RESULTS] = value
+
+
+def _results(ctx: typer.Context, value: Path | None) -> Path | None:
+    """--results, or the directory its old spelling --output gave (processed first: eager)."""
+    old: Path | None = ctx.meta.get(_OLD_RESULTS)
+    if value is not None and old is not None:
+        raise typer.BadParameter("give the results directory once (--output is its old name)")
+    return value if value is not None else old
+
+
+# The results directory is --results in every command (`report`'s --output is its HTML file).
+# --output, its name in `run`, `nightly` and `scan` in 0.1, still works for a release: a
+# second option, hidden from help and from the command's arguments, that --results takes up.
+Output = Annotated[Path | None, _dir_opt("output", "--results", callback=_results)]
+OldOutput = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        parser=_directory,
+        hidden=True,
+        is_eager=True,
+        expose_value=False,
+        callback=_old_results,
+    ),
+]
 ReportsDir = Annotated[Path | None, _dir_opt("reports_dir")]
 ClusterName = Annotated[str | None, _opt("cluster_name", OUTPUT, "NAME")]
 OutputFormat = Annotated[
@@ -127,6 +159,7 @@ SWEEP_OPTIONS: dict[str, Any] = {
     "timeout": Annotated[float | None, _opt("timeout", TIMING, "SECONDS")],
     "seed": Annotated[int | None, _opt("seed", TIMING, "N")],
     "output": Output,
+    "old_output": OldOutput,
     "concurrent": Annotated[
         bool | None, _opt("concurrent", EXPERIMENTS, "", "--concurrent/--isolated")
     ],
