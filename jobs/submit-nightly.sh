@@ -22,7 +22,7 @@ exec flock --nonblock --conflict-exit-code 75 "${TMPDIR:-/tmp}/sweeper-nightly.l
   ray job submit \
   --submission-id "$submission_id" \
   --working-dir "$(dirname "$profile")" \
-  -- sh -c 'sweeper nightly --profile "$1" --output "$2/results" --reports-dir "$2/reports"
+  -- sh -c 'sweeper nightly --profile "$1" --results "$2/results" --reports-dir "$2/reports"
 status=$?
 sweeper export --results "$2/results" --prometheus "$3"
 exit "$status"' nightly "$(basename "$profile")" "$data" "$textfile"

@@ -20,7 +20,10 @@ from typer.core import TyperGroup
 
 from sweeper import __version__
 from sweeper.commands.options import (
+    EXPERIMENTS,
+    MEASURE,
     SWEEP_OPTIONS,
+    WHERE,
     Address,
     Backend,
     ClusterName,
@@ -29,6 +32,7 @@ from sweeper.commands.options import (
     Format,
     GpusPerNode,
     Nodes,
+    OldOutput,
     Output,
     OutputFormat,
     Pairs,
@@ -78,9 +82,9 @@ app = typer.Typer(
     cls=_Group,
     help="How fast does your GPU cluster really move data? Collective sweeps on Ray.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},  # every command's, inherited
 )
 config_app = typer.Typer(
@@ -88,6 +92,11 @@ config_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(config_app, name="config")
+
+
+def _examples(*lines: str) -> str:
+    """A command's examples, one a line (help is rich markup, which keeps single line breaks)."""
+    return "\n".join(["Examples:", *(f"  {line}" for line in lines)])
 
 
 def _profile(path: Path | None) -> Profile | None:
@@ -132,15 +141,19 @@ def _printing() -> Iterator[None]:
 
 
 @app.command(
-    epilog="Examples: sweeper run | sweeper run --ops all_reduce,all_gather --max-size 4G "
-    "--dtypes bfloat16 | sweeper run --nodes 2 --tiers all --force-network | "
-    "sweeper run --ops 'p2p*' --tiers nvlink --concurrent --copy-engine | "
-    "sweeper run --ops 'all_to_all*,moe*' --moe tokens=8192,zipf=1.2 | "
-    "sweeper run --ops 'all_reduce*,reduce_scatter+all_gather' --nccl-algos ring,tree | "
-    "sweeper run --ops all_reduce,all_to_all --nccl-env NCCL_PROTO=LL,LL128,Simple "
-    "--nccl-env NCCL_MAX_NCHANNELS=1,4,32 | "
-    "sweeper run --address ray://head:10001 --format json | sweeper run --no-report | "
-    "sweeper run --profile jobs/nightly.yaml --max-size 1G"
+    epilog=_examples(
+        "sweeper run",
+        "sweeper run --ops all_reduce,all_gather --max-size 4G --dtypes bfloat16",
+        "sweeper run --nodes 2 --tiers all --force-network",
+        "sweeper run --ops 'p2p*' --tiers nvlink --concurrent --copy-engine",
+        "sweeper run --ops 'all_to_all*,moe*' --moe tokens=8192,zipf=1.2",
+        "sweeper run --ops 'all_reduce*,reduce_scatter+all_gather' --nccl-algos ring,tree",
+        "sweeper run --ops all_reduce,all_to_all --nccl-env NCCL_PROTO=LL,LL128,Simple "
+        "--nccl-env NCCL_MAX_NCHANNELS=1,4,32",
+        "sweeper run --address ray://head:10001 --format json",
+        "sweeper run --no-report",
+        "sweeper run --profile jobs/nightly.yaml --max-size 1G",
+    )
 )
 @sweep_options(after="profile")
 def run(
@@ -148,9 +161,10 @@ def run(
     resume: Annotated[
         str | None,
         typer.Option(
+            metavar="RUN_ID",
             help="Go on with an interrupted or killed run (its id, from `sweeper history`) "
-            "under --output, with the options it was started with: the points it has rows "
-            "for are not measured again."
+            "under --results, with the options it was started with: the points it has rows "
+            "for are not measured again.",
         ),
     ] = None,
     format: OutputFormat = Format.human,
@@ -204,15 +218,19 @@ def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
 
 @app.command(
     "nightly",
-    epilog="Examples: sweeper nightly --profile jobs/nightly.yaml | "
-    "sweeper nightly --profile jobs/nightly.yaml --output /data/results --reports-dir "
-    "/data/reports | sweeper nightly --profile jobs/nightly.yaml --format json",
+    epilog=_examples(
+        "sweeper nightly --profile jobs/nightly.yaml",
+        "sweeper nightly --profile jobs/nightly.yaml --results /data/results "
+        "--reports-dir /data/reports",
+        "sweeper nightly --profile jobs/nightly.yaml --format json",
+    ),
 )
 def nightly_command(
     profile: ProfileFile = None,
     address: Address = None,
     connect_timeout: ConnectTimeout = None,
     output: Output = None,
+    old_output: OldOutput = None,
     reports_dir: ReportsDir = None,
     cluster_name: ClusterName = None,
     format: OutputFormat = Format.human,
@@ -267,54 +285,112 @@ SCAN_SWEEP_OPTIONS = {
     "blocks",
     "timeout",
     "output",
+    "old_output",
     "plugin",
     "cluster_name",
 }
 
 
+# what a scan's verdicts are judged against
+VERDICTS = "Verdicts"
+
+
 @app.command(
     "scan",
-    epilog="Examples: sweeper scan | sweeper scan --nodes 64 --domain-label rack | "
-    "sweeper scan --strategy random:5 --seed 7 --format json | "
-    "sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3",
+    epilog=_examples(
+        "sweeper scan",
+        "sweeper scan --nodes 64 --domain-label rack",
+        "sweeper scan --strategy random:5 --seed 7 --format json",
+        "sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3",
+    ),
 )
 @sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
 def scan_command(
     nodes: Annotated[
-        int | None, typer.Option(min=1, help="Nodes to scan; default every node.")
+        int | None,
+        typer.Option(
+            metavar="N", rich_help_panel=WHERE, min=1, help="Nodes to scan; default every node."
+        ),
     ] = None,
     strategy: Annotated[
-        str, typer.Option(help="adaptive, ring, bisect, random:K or all.")
+        str,
+        typer.Option(
+            metavar="STRATEGY",
+            rich_help_panel=MEASURE,
+            help="adaptive, ring, bisect, random:K or all.",
+        ),
     ] = "adaptive",
     domain_label: Annotated[
         str | None,
-        typer.Option(help="A Ray node label (rack, an NVLink domain): the screen's groups."),
+        typer.Option(
+            metavar="LABEL",
+            rich_help_panel=WHERE,
+            help="A Ray node label (rack, an NVLink domain): the screen's groups.",
+        ),
     ] = None,
     sizes: Annotated[
         str | None,
         typer.Option(
-            help="The latency and bandwidth sizes, e.g. 8,1G [default: 8 and 1G, "
-            "or the largest below it that fits; 1M on CPU ranks]."
+            metavar="SIZES",
+            rich_help_panel=MEASURE,
+            help="The latency and bandwidth sizes, e.g. 8,1G \\[default: 8 and 1G, "
+            "or the largest below it that fits; 1M on CPU ranks].",
         ),
     ] = None,
     min_busbw: Annotated[
         list[str] | None,
-        typer.Option(help="An absolute floor, TIER=GB/s (internode=40); repeatable."),
+        typer.Option(
+            metavar="TIER=GB/S",
+            rich_help_panel=VERDICTS,
+            help="An absolute floor, TIER=GB/s (internode=40); repeatable.",
+        ),
     ] = None,
     sigmas: Annotated[
-        float | None, typer.Option(min=0, help="Robust sigmas below the fleet's median.")
+        float | None,
+        typer.Option(
+            metavar="SIGMAS",
+            rich_help_panel=VERDICTS,
+            min=0,
+            help="Robust sigmas below the fleet's median.",
+        ),
     ] = None,
     min_ratio: Annotated[
-        float | None, typer.Option(min=0, max=1, help="Share of the fleet's median.")
+        float | None,
+        typer.Option(
+            metavar="RATIO",
+            rich_help_panel=VERDICTS,
+            min=0,
+            max=1,
+            help="Share of the fleet's median.",
+        ),
     ] = None,
-    op: Annotated[str, typer.Option(help="The judged operation.")] = "all_reduce",
+    op: Annotated[
+        str, typer.Option(metavar="OP", rich_help_panel=MEASURE, help="The judged operation.")
+    ] = "all_reduce",
     simulate: Annotated[
-        bool, typer.Option(help="A simulated fleet with planted faults; no cluster.")
+        bool,
+        typer.Option(
+            metavar="",
+            rich_help_panel=EXPERIMENTS,
+            help="A simulated fleet with planted faults; no cluster.",
+        ),
     ] = False,
     faults: Annotated[
-        str, typer.Option(help="--simulate: how many faults, or their names (slow-node,...).")
+        str,
+        typer.Option(
+            metavar="FAULTS",
+            rich_help_panel=EXPERIMENTS,
+            help="--simulate: how many faults, or their names (slow-node,...).",
+        ),
     ] = "3",
-    seed: Annotated[int, typer.Option(help="Random matchings' and the simulation's seed.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=EXPERIMENTS,
+            help="Random matchings' and the simulation's seed.",
+        ),
+    ] = 0,
     format: OutputFormat = Format.human,
     **options: Any,
 ) -> None:
@@ -360,12 +436,16 @@ def scan_command(
         raise typer.Exit(EXIT_REGRESSION)
 
 
-Results = Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")]
+Results = Annotated[
+    Path, typer.Option(metavar="DIR", help="Results directory (a Parquet dataset).")
+]
 
 
 @app.command(
-    epilog="Examples: sweeper compare 20261121T020000Z-a1b2c3 latest | "
-    "sweeper compare RUN_A RUN_B --results /data/results --threshold 0.03 --all --format json"
+    epilog=_examples(
+        "sweeper compare 20261121T020000Z-a1b2c3 latest",
+        "sweeper compare RUN_A RUN_B --results /data/results --threshold 0.03 --all --format json",
+    )
 )
 def compare(
     base: Annotated[str, typer.Argument(help="The run compared with: a run id, or latest.")],
@@ -373,18 +453,26 @@ def compare(
     results: Results = Path("results"),
     threshold: Annotated[
         float | None,
-        typer.Option(min=0, help="Smallest change of bus bandwidth that counts [default: 0.05]."),
+        typer.Option(
+            metavar="RATIO",
+            min=0,
+            help="Smallest change of bus bandwidth that counts \\[default: 0.05].",
+        ),
     ] = None,
     alpha: Annotated[
         float | None,
         typer.Option(
+            metavar="ALPHA",
             min=0,
             max=1,
-            help="Significance level of the test on per-iteration samples [default: 0.01].",
+            help="Significance level of the test on per-iteration samples \\[default: 0.01].",
         ),
     ] = None,
     every: Annotated[
-        bool, typer.Option("--all", help="Every point, not only regressions and improvements.")
+        bool,
+        typer.Option(
+            "--all", metavar="", help="Every point, not only regressions and improvements."
+        ),
     ] = False,
     format: OutputFormat = Format.human,
 ) -> None:
@@ -409,16 +497,22 @@ def compare(
 
 
 @app.command(
-    epilog="Examples: sweeper history | sweeper history --results /data/results --last 7 | "
-    "sweeper history --format json"
+    epilog=_examples(
+        "sweeper history",
+        "sweeper history --results /data/results --last 7",
+        "sweeper history --format json",
+    )
 )
 def history(
     results: Results = Path("results"),
     reports_dir: Annotated[
         Path | None,
-        typer.Option(help="Where the nightly summaries are; default reports/ beside --results."),
+        typer.Option(
+            metavar="DIR",
+            help="Where the nightly summaries are; default reports/ beside --results.",
+        ),
     ] = None,
-    last: Annotated[int, typer.Option(min=1, help="Show the last N runs.")] = 30,
+    last: Annotated[int, typer.Option(metavar="N", min=1, help="Show the last N runs.")] = 30,
     format: OutputFormat = Format.human,
 ) -> None:
     """The runs in a results directory, oldest first, with their status: ok, failed (some
@@ -438,19 +532,26 @@ def history(
 
 
 @app.command(
-    epilog="Examples: sweeper export --prometheus /var/lib/prometheus/node-exporter/sweeper.prom "
-    "| sweeper export 20261122T013412Z-33627a --results /data/results --per-host /data/prom"
+    epilog=_examples(
+        "sweeper export --prometheus /var/lib/prometheus/node-exporter/sweeper.prom",
+        "sweeper export 20261122T013412Z-33627a --results /data/results --per-host /data/prom",
+    )
 )
 def export(
     run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
     results: Results = Path("results"),
     prometheus: Annotated[
         Path | None,
-        typer.Option(help="Write every host's series to this file (node_exporter reads *.prom)."),
+        typer.Option(
+            metavar="FILE",
+            help="Write every host's series to this file (node_exporter reads *.prom).",
+        ),
     ] = None,
     per_host: Annotated[
         Path | None,
-        typer.Option(help="Write one file per host into this directory: <host>.prom."),
+        typer.Option(
+            metavar="DIR", help="Write one file per host into this directory: <host>.prom."
+        ),
     ] = None,
 ) -> None:
     """Write a run's figures as Prometheus textfiles for node_exporter's textfile collector:
@@ -476,7 +577,12 @@ def config_schema(
         print(json.dumps(document.SCHEMA if verdicts else Profile.model_json_schema(), indent=2))
 
 
-@app.command(epilog="Examples: sweeper topo | sweeper topo --nodes 2 --format json")
+@app.command(
+    epilog=_examples(
+        "sweeper topo",
+        "sweeper topo --nodes 2 --format json",
+    )
+)
 def topo(
     address: Address = None,
     connect_timeout: ConnectTimeout = None,
@@ -484,7 +590,9 @@ def topo(
     world: World = None,
     nodes: Nodes = None,
     gpus_per_node: GpusPerNode = None,
-    tiers: Annotated[str, typer.Option(help="Tiers whose groups to list.")] = "all",
+    tiers: Annotated[
+        str, typer.Option(metavar="TIERS", help="Tiers whose groups to list.")
+    ] = "all",
     pairs: Pairs = None,
     force_network: ForceNetwork = None,
     format: OutputFormat = Format.human,
@@ -517,6 +625,7 @@ PLAN_LEAVES_OUT = (
     "timeout",
     "seed",
     "output",
+    "old_output",
     "copy_engine",
     "report",
     "reports_dir",
@@ -526,9 +635,12 @@ PLAN_LEAVES_OUT = (
 
 @app.command(
     "plan",
-    epilog="Examples: sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json "
-    "--nodes 1024 --profile jobs/nightly.yaml | sweeper plan --tiers all --format json | "
-    "sweeper plan --topology node.json --nodes 16 --tiers all --results results",
+    epilog=_examples(
+        "sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json --nodes 1024 "
+        "--profile jobs/nightly.yaml",
+        "sweeper plan --tiers all --format json",
+        "sweeper plan --topology node.json --nodes 16 --tiers all --results results",
+    ),
 )
 @sweep_options(after="results", leave_out=PLAN_LEAVES_OUT)
 def plan_command(
@@ -536,13 +648,16 @@ def plan_command(
     topology: Annotated[
         Path | None,
         typer.Option(
+            metavar="FILE",
             help="A recorded topology (one node's NVML record), replicated --nodes times: "
-            "plan with no cluster."
+            "plan with no cluster.",
         ),
     ] = None,
     results: Annotated[
         Path | None,
-        typer.Option(help="Fit the cost model to the rows of an earlier run's results."),
+        typer.Option(
+            metavar="DIR", help="Fit the cost model to the rows of an earlier run's results."
+        ),
     ] = None,
     format: OutputFormat = Format.human,
     **options: Any,
@@ -565,38 +680,52 @@ def plan_command(
 
 
 @app.command(
-    epilog="Examples: sweeper report | sweeper report 20261122T013412Z-33627a -o run.html | "
-    "sweeper report latest --baseline 20261121T230000Z-a1b2c3 | "
-    "sweeper report --js reports/ -o reports/today.html | sweeper report --screenshot run.png"
+    epilog=_examples(
+        "sweeper report",
+        "sweeper report 20261122T013412Z-33627a -o run.html",
+        "sweeper report latest --baseline 20261121T230000Z-a1b2c3",
+        "sweeper report --js reports/ -o reports/today.html",
+        "sweeper report --screenshot run.png",
+    )
 )
 def report(
     run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
-    results: Annotated[Path, typer.Option(help="Results directory (a Parquet dataset).")] = Path(
-        "results"
-    ),
+    results: Results = Path("results"),
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o", help="The HTML file; default reports/<run_id>.html beside --results."
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="The HTML file; default reports/<run_id>.html beside --results.",
         ),
     ] = None,
     baseline: Annotated[
-        str | None, typer.Option(help="A run id of the results to compare with, point by point.")
+        str | None,
+        typer.Option(
+            metavar="RUN_ID", help="A run id of the results to compare with, point by point."
+        ),
     ] = None,
     js: Annotated[
         Path | None,
         typer.Option(
+            metavar="DIR",
             help="Write one shared plotly.min.js into this directory and point at it, "
-            "instead of inlining it (archives of many pages)."
+            "instead of inlining it (archives of many pages).",
         ),
     ] = None,
     screenshot: Annotated[
         Path | None,
-        typer.Option(help="Also save a full-page PNG, through Playwright and Chromium."),
+        typer.Option(
+            metavar="FILE", help="Also save a full-page PNG, through Playwright and Chromium."
+        ),
     ] = None,
     chromium: Annotated[
         Path | None,
-        typer.Option(help="Chromium for --screenshot; default $SWEEPER_CHROMIUM, else on PATH."),
+        typer.Option(
+            metavar="FILE",
+            help="Chromium for --screenshot; default $SWEEPER_CHROMIUM, else on PATH.",
+        ),
     ] = None,
 ) -> None:
     """Write the HTML report of a run: one self-contained page that works offline."""
@@ -647,7 +776,11 @@ def main(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+            "--version",
+            metavar="",
+            callback=_version,
+            is_eager=True,
+            help="Print the version and exit.",
         ),
     ] = False,
 ) -> None:

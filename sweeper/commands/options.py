@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.markup import escape
 
 from sweeper.planning.spec import SweepSpec
 
@@ -30,22 +31,36 @@ def _help(field: str) -> str:
     default = info.default
     if isinstance(default, (tuple, list)):
         default = ",".join(map(str, default))
-    shown = "" if default is None or default == {} else f" [default: {default}]"
-    return f"{info.description}{shown}"
+    shown = "" if default in (None, {}, "") else f" [default: {default}]"
+    return escape(f"{info.description}{shown}")  # help is rich markup: brackets are literal
 
 
-def _opt(field: str, *flags: str) -> Any:
-    return typer.Option(*flags, help=_help(field), show_default=False)
+# The help panels `--help` groups options into, by what a user is deciding
+MEASURE = "What to measure"
+WHERE = "Where"
+TIMING = "Timing"
+NCCL = "NCCL"
+OUTPUT = "Output"
+EXPERIMENTS = "Experiments"
 
 
-Address = Annotated[str | None, _opt("address")]
-ConnectTimeout = Annotated[float | None, _opt("connect_timeout")]
-Backend = Annotated[str | None, _opt("backend")]
-World = Annotated[int | None, _opt("world")]
-Nodes = Annotated[int | None, _opt("nodes")]
-GpusPerNode = Annotated[int | None, _opt("gpus_per_node")]
-Pairs = Annotated[str | None, _opt("pairs")]
-ForceNetwork = Annotated[bool | None, _opt("force_network", "--force-network/--no-force-network")]
+def _opt(field: str, panel: str, metavar: str, *flags: str) -> Any:
+    """An option's one declaration; a flag's metavar is "" (it takes no value)."""
+    return typer.Option(
+        *flags, metavar=metavar, help=_help(field), show_default=False, rich_help_panel=panel
+    )
+
+
+Address = Annotated[str | None, _opt("address", WHERE, "ADDRESS")]
+ConnectTimeout = Annotated[float | None, _opt("connect_timeout", WHERE, "SECONDS")]
+Backend = Annotated[str | None, _opt("backend", WHERE, "BACKEND")]
+World = Annotated[int | None, _opt("world", WHERE, "N")]
+Nodes = Annotated[int | None, _opt("nodes", WHERE, "N")]
+GpusPerNode = Annotated[int | None, _opt("gpus_per_node", WHERE, "N")]
+Pairs = Annotated[str | None, _opt("pairs", MEASURE, "PAIRS")]
+ForceNetwork = Annotated[
+    bool | None, _opt("force_network", MEASURE, "", "--force-network/--no-force-network")
+]
 
 
 def _directory(value: str) -> Path:
@@ -56,17 +71,60 @@ def _directory(value: str) -> Path:
     return Path(value)
 
 
-def _dir_opt(field: str) -> Any:
-    return typer.Option(parser=_directory, metavar="<path>", help=_help(field), show_default=False)
+def _dir_opt(field: str, *flags: str, callback: Any = None) -> Any:
+    return typer.Option(
+        *flags,
+        parser=_directory,
+        metavar="DIR",
+        help=_help(field),
+        show_default=False,
+        rich_help_panel=OUTPUT,
+        callback=callback,
+    )
 
 
-Output = Annotated[Path | None, _dir_opt("output")]
+_OLD_RESULTS = "sweeper.results_as_output"  # where --output leaves its directory for --results
+
+
+def _old_results(ctx: typer.Context, value: Path | None) -> None:
+    if value is not None:
+        ctx.meta[_OLD_RESULTS] = value
+
+
+def _results(ctx: typer.Context, value: Path | None) -> Path | None:
+    """--results, or the directory its old spelling --output gave (processed first: eager)."""
+    old: Path | None = ctx.meta.get(_OLD_RESULTS)
+    if value is not None and old is not None:
+        raise typer.BadParameter("give the results directory once (--output is its old name)")
+    return value if value is not None else old
+
+
+# The results directory is --results in every command (`report`'s --output is its HTML file).
+# --output, its name in `run`, `nightly` and `scan` in 0.1, still works for a release: a
+# second option, hidden from help and from the command's arguments, that --results takes up.
+Output = Annotated[Path | None, _dir_opt("output", "--results", callback=_results)]
+OldOutput = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        parser=_directory,
+        hidden=True,
+        is_eager=True,
+        expose_value=False,
+        callback=_old_results,
+    ),
+]
 ReportsDir = Annotated[Path | None, _dir_opt("reports_dir")]
-ClusterName = Annotated[str | None, _opt("cluster_name")]
-OutputFormat = Annotated[Format, typer.Option(help="human, or json for machines.")]
+ClusterName = Annotated[str | None, _opt("cluster_name", OUTPUT, "NAME")]
+OutputFormat = Annotated[
+    Format,
+    typer.Option(metavar="human|json", help="human, or json for machines.", rich_help_panel=OUTPUT),
+]
 ProfileFile = Annotated[
     Path | None,
-    typer.Option(help="YAML profile: option values (flags given here override them)."),
+    typer.Option(
+        metavar="FILE", help="YAML profile: option values (flags given here override them)."
+    ),
 ]
 
 # Every sweep option, as `sweeper run --help` lists them; `plugin` is --plugin (repeatable),
@@ -78,37 +136,42 @@ SWEEP_OPTIONS: dict[str, Any] = {
     "world": World,
     "nodes": Nodes,
     "gpus_per_node": GpusPerNode,
-    "tiers": Annotated[str | None, _opt("tiers")],
+    "tiers": Annotated[str | None, _opt("tiers", MEASURE, "TIERS")],
     "pairs": Pairs,
     "force_network": ForceNetwork,
-    "gpu_visibility": Annotated[str | None, _opt("gpu_visibility")],
-    "ops": Annotated[str | None, _opt("ops")],
-    "dtypes": Annotated[str | None, _opt("dtypes")],
-    "min_size": Annotated[str | None, _opt("min_size")],
-    "max_size": Annotated[str | None, _opt("max_size")],
-    "mem_limit": Annotated[str | None, _opt("mem_limit")],
-    "step_factor": Annotated[float | None, _opt("step_factor")],
-    "iters": Annotated[int | None, _opt("iters")],
-    "warmup": Annotated[int | None, _opt("warmup")],
-    "launch": Annotated[str | None, _opt("launch")],
-    "engine": Annotated[str | None, _opt("engine")],
+    "gpu_visibility": Annotated[str | None, _opt("gpu_visibility", WHERE, "node|own")],
+    "ops": Annotated[str | None, _opt("ops", MEASURE, "OPS")],
+    "dtypes": Annotated[str | None, _opt("dtypes", MEASURE, "DTYPES")],
+    "min_size": Annotated[str | None, _opt("min_size", MEASURE, "SIZE")],
+    "max_size": Annotated[str | None, _opt("max_size", MEASURE, "SIZE")],
+    "mem_limit": Annotated[str | None, _opt("mem_limit", MEASURE, "SIZE|PCT%")],
+    "step_factor": Annotated[float | None, _opt("step_factor", MEASURE, "FACTOR")],
+    "iters": Annotated[int | None, _opt("iters", TIMING, "N")],
+    "warmup": Annotated[int | None, _opt("warmup", TIMING, "N")],
+    "launch": Annotated[str | None, _opt("launch", TIMING, "LAUNCH")],
+    "engine": Annotated[str | None, _opt("engine", TIMING, "ENGINE")],
     "register_buffers": Annotated[
-        bool | None, _opt("register_buffers", "--register-buffers/--no-register-buffers")
+        bool | None, _opt("register_buffers", NCCL, "", "--register-buffers/--no-register-buffers")
     ],
-    "blocks": Annotated[int | None, _opt("blocks")],
-    "check": Annotated[bool | None, _opt("check", "--check/--no-check")],
-    "samples": Annotated[bool | None, _opt("samples", "--samples/--no-samples")],
-    "timeout": Annotated[float | None, _opt("timeout")],
-    "seed": Annotated[int | None, _opt("seed")],
+    "blocks": Annotated[int | None, _opt("blocks", TIMING, "N")],
+    "check": Annotated[bool | None, _opt("check", TIMING, "", "--check/--no-check")],
+    "samples": Annotated[bool | None, _opt("samples", TIMING, "", "--samples/--no-samples")],
+    "timeout": Annotated[float | None, _opt("timeout", TIMING, "SECONDS")],
+    "seed": Annotated[int | None, _opt("seed", TIMING, "N")],
     "output": Output,
-    "concurrent": Annotated[bool | None, _opt("concurrent", "--concurrent/--isolated")],
-    "copy_engine": Annotated[bool | None, _opt("copy_engine", "--copy-engine/--no-copy-engine")],
-    "nccl_algos": Annotated[str | None, _opt("nccl_algos")],
-    "nccl_env": Annotated[list[str] | None, _opt("nccl_env")],
-    "moe": Annotated[str | None, _opt("moe")],
-    "report": Annotated[bool | None, _opt("report", "--report/--no-report")],
+    "old_output": OldOutput,
+    "concurrent": Annotated[
+        bool | None, _opt("concurrent", EXPERIMENTS, "", "--concurrent/--isolated")
+    ],
+    "copy_engine": Annotated[
+        bool | None, _opt("copy_engine", EXPERIMENTS, "", "--copy-engine/--no-copy-engine")
+    ],
+    "nccl_algos": Annotated[str | None, _opt("nccl_algos", NCCL, "ALGOS")],
+    "nccl_env": Annotated[list[str] | None, _opt("nccl_env", NCCL, "KEY=V1,V2")],
+    "moe": Annotated[str | None, _opt("moe", EXPERIMENTS, "KEY=VALUE,...")],
+    "report": Annotated[bool | None, _opt("report", OUTPUT, "", "--report/--no-report")],
     "reports_dir": ReportsDir,
-    "plugin": Annotated[list[str] | None, _opt("plugins")],
+    "plugin": Annotated[list[str] | None, _opt("plugins", MEASURE, "MODULE")],
     "cluster_name": ClusterName,
 }
 

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any, TextIO
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -69,9 +70,19 @@ def _summaries(run: Finished) -> tuple[list[OpSummary], float]:
     return summarize(run.rows), probe_seconds(run.rows)
 
 
+TEXT_COLUMNS = ("tier", "operation", "engine", "launch")  # the summary table's; the rest numbers
+
+
 def summary_table(run: Finished, summaries: Sequence[OpSummary]) -> Table:
     """Peak busbw and smallest latency per operation, the sweep's closing table."""
-    table = Table(title=f"{run.run_id}: {len(run.rows)} points in {run.elapsed_s:.0f} s")
+    # readable at 80 columns: one space between columns, and the numbers never wrap or
+    # shorten (no_wrap: the text columns give up the width, folded, never cut to "…")
+    table = Table(
+        title=f"{run.run_id}: {len(run.rows)} points in {run.elapsed_s:.0f} s",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0),  # the box's blank divider is the one space between columns
+    )
     columns = (
         "tier",
         "ranks",
@@ -81,13 +92,19 @@ def summary_table(run: Finished, summaries: Sequence[OpSummary]) -> Table:
         "points",
         "failed",
         "skipped",
-        "peak busbw GB/s",
+        "peak busbw\nGB/s",  # "peak busbw" on one line: what a reader looks for
         "at",
-        "min time us",
+        "min time\nus",
         "at",
     )
     for column in columns:
-        table.add_column(column, justify="left" if column in ("tier", "operation") else "right")
+        text = column in TEXT_COLUMNS
+        table.add_column(
+            column,
+            justify="left" if text else "right",
+            no_wrap=not text,
+            overflow="fold",
+        )
     for s in summaries:
         table.add_row(
             s.tier,

@@ -59,7 +59,7 @@ class Stopped(BaseException):
 
 
 def resume_command(run_id: str, output: Path | None) -> str:
-    return f"sweeper run --resume {run_id} --output {output}"
+    return f"sweeper run --resume {run_id} --results {output}"
 
 
 def _at_once(signum: int) -> None:

@@ -173,7 +173,7 @@ def test_a_stopped_or_killed_driver_loses_no_row_it_reported(
     if fault == "SIGTERM":
         assert err.splitlines()[-1] == (
             f"sweeper: stopped by SIGTERM: run {run_id} interrupted, its rows kept in {out}; "
-            f"resume with: sweeper run --resume {run_id} --output {out}"
+            f"resume with: sweeper run --resume {run_id} --results {out}"
         )
         assert "Traceback" not in err
         assert "SIGABRT" not in err

@@ -198,7 +198,7 @@ def _kept(driver: Stopped) -> set[tuple[str, int]]:
 def _resume_line(name: str, run_id: str, out: Path) -> str:
     return (
         f"sweeper: stopped by {name}: run {run_id} interrupted, its rows kept in {out}; "
-        f"resume with: sweeper run --resume {run_id} --output {out}\n"
+        f"resume with: sweeper run --resume {run_id} --results {out}\n"
     )
 
 

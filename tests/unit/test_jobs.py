@@ -191,7 +191,7 @@ def test_the_rayjob_runs_sweeper_nightly_on_gpu_workers_with_a_dated_submission_
         f"{textfile}/sweeper.prom",
     )
     assert nightly[:3] == ["nightly", "--profile", "/etc/sweeper/nightly.yaml"]
-    assert nightly[nightly.index("--output") + 1] == "/var/lib/sweeper/results"
+    assert nightly[nightly.index("--results") + 1] == "/var/lib/sweeper/results"
     assert spec["shutdownAfterJobFinishes"] is True
     assert spec["submissionMode"] == "K8sJobMode"
     cluster = spec["rayClusterSpec"]
@@ -210,7 +210,7 @@ def test_the_rayjob_runs_sweeper_nightly_on_gpu_workers_with_a_dated_submission_
     claim = volumes[mounts["/var/lib/sweeper"]]["persistentVolumeClaim"]["claimName"]
     data = _documents(JOBS / "kubernetes" / "cronjob.yaml")["PersistentVolumeClaim"]
     assert claim == data["metadata"]["name"]
-    assert "--output /var/lib/sweeper/results" in spec["entrypoint"]
+    assert "--results /var/lib/sweeper/results" in spec["entrypoint"]
     # node_exporter's textfile directory on the head's node
     assert volumes[mounts[textfile]]["hostPath"]["path"] == textfile
 
@@ -254,7 +254,7 @@ def test_the_submit_script_submits_sweeper_nightly_with_a_dated_submission_id(
     )
     assert nightly == [
         *("nightly", "--profile", "nightly.yaml"),
-        *("--output", "/data/results", "--reports-dir", "/data/reports"),
+        *("--results", "/data/results", "--reports-dir", "/data/reports"),
     ]
 
 

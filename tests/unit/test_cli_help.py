@@ -1,0 +1,123 @@
+"""`--help` reads like its peers': options grouped in panels by what a user decides, real
+metavars, no empty defaults, examples one per line that parse. Nothing starts Ray."""
+
+from __future__ import annotations
+
+import inspect
+import shlex
+from typing import Any
+
+import pytest
+import typer.main
+from click import Command
+from typer.testing import CliRunner
+
+from sweeper.cli import app
+from sweeper.commands import options
+
+SWEEPS = ("run", "plan", "nightly", "scan")
+PANELS = {
+    options.MEASURE,
+    options.WHERE,
+    options.TIMING,
+    options.NCCL,
+    options.OUTPUT,
+    options.EXPERIMENTS,
+}
+
+
+def _command(name: str) -> Command:
+    group = typer.main.get_command(app)
+    return group.commands[name]  # type: ignore[attr-defined,no-any-return]
+
+
+def _panels(name: str) -> dict[str, set[str]]:
+    panels: dict[str, set[str]] = {}
+    for param in _command(name).params:
+        panel = getattr(param, "rich_help_panel", None)
+        if panel is not None:
+            panels.setdefault(panel, set()).add(param.name or "")
+    return panels
+
+
+def test_run_groups_its_options_in_the_six_panels() -> None:
+    panels = _panels("run")
+    assert set(panels) == PANELS
+    assert {"ops", "dtypes", "tiers", "min_size", "max_size"} <= panels[options.MEASURE]
+    assert {"address", "nodes", "connect_timeout", "backend"} <= panels[options.WHERE]
+    assert {"iters", "warmup", "blocks", "timeout"} <= panels[options.TIMING]
+    assert {"nccl_env", "nccl_algos"} <= panels[options.NCCL]
+    assert {"output", "report", "format"} <= panels[options.OUTPUT]
+    assert {"concurrent", "copy_engine", "moe"} <= panels[options.EXPERIMENTS]
+
+
+def test_every_sweep_command_shows_its_panels_in_help() -> None:
+    for name in SWEEPS:
+        shown = CliRunner().invoke(app, [name, "--help"], terminal_width=100).stdout
+        for panel in _panels(name):
+            assert f"─ {panel} ─" in shown, (name, panel)
+
+
+def _helps() -> dict[str, str]:
+    group = typer.main.get_command(app)
+    names = [(n,) for n in group.commands if n != "config"] + [("config", "schema")]  # type: ignore[attr-defined]
+    runner = CliRunner()
+    return {
+        " ".join(n): runner.invoke(app, [*n, "--help"], terminal_width=200).stdout for n in names
+    }
+
+
+def test_options_show_metavars_not_python_types_and_no_empty_default() -> None:
+    for name, shown in _helps().items():
+        options_rows = [line for line in shown.splitlines() if "│ --" in line]
+        assert options_rows, name
+        for row in options_rows:
+            for python_type in ("<str>", "<int", "<float>", "<list[", "<path>", "<Path>"):
+                assert python_type not in row, (name, row)
+        assert "[default: ]" not in shown, name
+
+
+def test_a_size_and_an_nccl_variable_read_as_what_they_take() -> None:
+    shown = _helps()["run"]
+    assert "SIZE" in shown
+    assert "KEY=V1,V2" in shown
+    assert "SECONDS" in shown
+
+
+def _commands() -> dict[str, Command]:
+    group: Any = typer.main.get_command(app)
+    found = {n: c for n, c in group.commands.items() if n != "config"}
+    found.update({f"config {n}": c for n, c in group.commands["config"].commands.items()})
+    return found
+
+
+def _examples(command: Command) -> list[str]:
+    """The examples of a command's epilog, one a line after `Examples:`."""
+    head, *lines = inspect.cleandoc(command.epilog or "").splitlines()
+    assert head == "Examples:"
+    return lines
+
+
+@pytest.mark.parametrize("name", [n for n, c in _commands().items() if c.epilog])
+def test_every_example_is_a_line_of_its_own_that_parses(name: str) -> None:
+    command = _commands()[name]
+    for line in _examples(command):
+        words = shlex.split(line)
+        path = ["sweeper", *name.split()]
+        assert words[: len(path)] == path, line
+        assert "|" not in words, line  # examples are not shell pipes
+        # click parses the line as the command would (options, their values, arguments)
+        # and raises on anything the command does not take; nothing is invoked
+        with command.make_context(" ".join(path), words[len(path) :]) as ctx:
+            assert ctx.command is command
+
+
+def test_examples_are_shown_one_per_line() -> None:
+    for name, command in _commands().items():
+        if not command.epilog:
+            continue
+        wide = {"COLUMNS": "300"}  # rich wraps at the terminal's width
+        shown = CliRunner().invoke(app, [*name.split(), "--help"], env=wide).stdout
+        lines = {line.strip() for line in shown.splitlines()}
+        for example in _examples(command):
+            assert example in lines, (name, example)
