@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
@@ -67,13 +67,51 @@ def _fail(exc: SweeperError) -> typer.Exit:
 class _Group(TyperGroup):
     """A value an option's type refuses (--seed 1e23, --last 0) is bad input like any other:
     one line naming the option, exit 2, where click would print the usage first. A group
-    parses its commands' options in `invoke`."""
+    parses its commands' options in `invoke`. The usage errors click raises itself (an
+    unknown option, a missing argument) are one line too, where rich help would draw them in
+    a box: the main loop runs them through here instead of printing them."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        def inner() -> Any:
+            return super(_Group, self).main(
+                args, prog_name, complete_var, False, windows_expand_args, **extra
+            )
+
+        if not standalone_mode:
+            return inner()
+        try:
+            code = inner()
+        except typer.TyperException as exc:  # click's usage errors, as Typer vendors click
+            # no arguments: the help is printed already, as typer's own handler assumes
+            if type(exc).__name__ != "NoArgsIsHelpError":
+                ctx = getattr(exc, "ctx", None)
+                where = f" (see {ctx.command_path} -h)" if ctx is not None else ""
+                print(f"sweeper: error: {exc.format_message()}{where}", file=sys.stderr)
+            sys.exit(getattr(exc, "exit_code", 2))
+        except typer.Abort:
+            print("sweeper: aborted", file=sys.stderr)
+            sys.exit(1)
+        # click's own main returns nothing: a command ran to its end, or Exit gave its code
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except typer.BadParameter as exc:
-            named = f"{exc.param.opts[0]}: {exc.message}" if exc.param else exc.format_message()
+            # a missing argument has no message of its own: click's says which
+            named = (
+                f"{exc.param.opts[0]}: {exc.message}"
+                if exc.param and exc.message
+                else exc.format_message()
+            )
             raise _fail(BadInput(named)) from None
 
 

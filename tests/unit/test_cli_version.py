@@ -1,4 +1,5 @@
-"""`sweeper --version`, and `-h` beside `--help` on every command."""
+"""`sweeper --version`, `-h` beside `--help` on every command, and the usage errors click
+raises itself (an unknown option or command, a missing argument) in one line on every command."""
 
 from __future__ import annotations
 
@@ -42,3 +43,25 @@ def test_h_is_help_on_every_command(path: tuple[str, ...]) -> None:
     assert short.exit_code == long.exit_code == 0
     assert short.stdout == long.stdout
     assert re.search(r"--help\s+-h\s", short.stdout)  # one row of the help panel
+
+
+def _one_line(result: Any) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("sweeper: error: ")
+    assert "╭" not in line  # no box
+    return line
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "sweeper")
+def test_an_unknown_option_is_one_line_naming_it_on_every_command(path: tuple[str, ...]) -> None:
+    line = _one_line(CliRunner().invoke(app, [*path, "--no-such-option"]))
+    assert "--no-such-option" in line
+
+
+def test_an_unknown_command_and_a_missing_argument_are_one_line_naming_them() -> None:
+    assert "'nosuch'" in _one_line(CliRunner().invoke(app, ["nosuch"]))
+    assert _one_line(CliRunner().invoke(app, ["compare"])).endswith("Missing argument 'base'.")
+    missing_new = _one_line(CliRunner().invoke(app, ["compare", "latest"]))
+    assert missing_new.endswith("Missing argument 'new'.")
