@@ -168,13 +168,17 @@ def _stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
 @contextmanager
 def _printing() -> Iterator[None]:
     """Where a command prints its result, once the work is done: a stdout that refuses it (a
-    full disk, /dev/full) is one line on stderr and exit 3, not a traceback at exit."""
+    full disk, /dev/full) is one line on stderr and exit 3, not a traceback at exit; a reader
+    that went away (`| head`) ends it quietly with exit 1, as rich does for its tables and
+    Python's documentation does for SIGPIPE."""
     try:
         yield
         sys.stdout.flush()
     except OSError as exc:
         with suppress(OSError, ValueError):  # what is left in the buffer goes nowhere at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if isinstance(exc, BrokenPipeError):
+            raise typer.Exit(1) from None
         raise _fail(InfrastructureError(f"cannot write to stdout: {exc.strerror or exc}")) from None
 
 

@@ -202,6 +202,29 @@ def test_a_stdout_that_refuses_the_output_is_one_line_exit_3_not_a_traceback(
         assert stderr == "sweeper: error: cannot write to stdout: No space left on device\n"
 
 
+@pytest.mark.parametrize("form", ["human", "json"])
+def test_a_reader_that_went_away_ends_the_output_quietly(tmp_path: Path, form: str) -> None:
+    """`sweeper history | head`: no line about a broken pipe, and exit 1 (rich's and Python's
+    way), the table's and the JSON's alike."""
+    results = tmp_path / "results"
+    report_data.write_run(results, "r1")
+    command = [sys.executable, "-m", "sweeper", "history", "--results", str(results)]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    try:
+        done = subprocess.run(
+            [*command, "--format", form],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (1, "")
+
+
 class _GoneReader(io.StringIO):
     """A pipe whose reader has gone (`sweeper run --format json | head -c 2000`)."""
 
