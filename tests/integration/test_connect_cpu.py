@@ -5,7 +5,6 @@ ranks' own listeners are reachable only where their peers are."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -157,27 +156,6 @@ def token_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
             os.killpg(head.pid, signal.SIGKILL)  # the head's drain on SIGTERM waits 30 s
         head.wait()
         shutil.rmtree(sessions, ignore_errors=True)
-
-
-def test_ray_client_joins_a_cluster_with_token_auth_where_ray_finds_the_token(
-    tmp_path: Path, token_head: tuple[str, str]
-) -> None:
-    """The token in ~/.ray/auth_token, RAY_AUTH_MODE unset: Ray sends it only to a cluster it
-    finds itself, so ray:// failed after 30 s with a line about ports."""
-    address, token = token_head
-    (tmp_path / ".ray").mkdir()
-    (tmp_path / ".ray" / "auth_token").write_text(token)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
-    topo = subprocess.run(
-        [sys.executable, "-m", "sweeper", "topo", "--address", address, "--format", "json"],
-        env={**env, "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert topo.returncode == 0, topo.stderr
-    assert json.loads(topo.stdout)["backend"] == "gloo"
 
 
 def test_a_cluster_that_wants_a_token_none_was_found_for_says_so_in_one_line(
