@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 import typer
 from typer.core import TyperGroup
 
-from sweeper import __version__
+from sweeper._version import __version__
 from sweeper.commands.options import (
     EXPERIMENTS,
     MEASURE,

@@ -30,10 +30,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from sweeper import telemetry
 from sweeper.analysis.launches import preferred
 from sweeper.analysis.summary import label, missing
 from sweeper.results.schema import CURVE
+from sweeper.telemetry import COLUMNS
 from sweeper.topology import Node
 from sweeper.wire import Status
 
@@ -73,7 +73,7 @@ ROUTE_WORDS = {
 }
 # The telemetry columns read as evidence: all but the memory clock, which no evidence here
 # compares.
-TELEMETRY = [c for c in telemetry.COLUMNS if c != "mem_clock_mhz"]
+TELEMETRY = [c for c in COLUMNS if c != "mem_clock_mhz"]
 READING_COLUMNS = ["row", "gpu_uuid", *TELEMETRY]
 _COUNTER_COLUMNS = {  # State field: the per-point column it sums
     "nvlink_replays": "nvlink_replay_delta",

@@ -27,13 +27,13 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeper import report
 from sweeper.analysis import label
 from sweeper.analysis.regression import COLUMNS, STATUSES, Policy, detect, run_metrics
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, load_profile
 from sweeper.planning.sizes import format_size
 from sweeper.planning.spec import SweepSpec
+from sweeper.report import directory, require_directory
 from sweeper.results import summaries
 from sweeper.results.load import load, runs
 from sweeper.results.schema import RUN_COLUMNS
@@ -218,8 +218,8 @@ def run(spec: SweepSpec, policy: Policy, observer: Observer, resume: Resume | No
     from sweeper.driver import sweep  # Ray: only a command that sweeps needs it
 
     outputs = spec.outputs
-    reports_dir = report.directory(outputs.results, outputs.reports_dir)
-    report.require_directory(reports_dir, f"--reports-dir {reports_dir}")  # the summary's
+    reports_dir = directory(outputs.results, outputs.reports_dir)
+    require_directory(reports_dir, f"--reports-dir {reports_dir}")  # the summary's
     finished = sweep.run(spec, observer, "nightly", resume)
     verdict = judge(outputs.results, finished.run_id, policy)
     if finished.report and verdict.history:

@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from sweeper import telemetry
 from sweeper.driver.outcome import PointResult
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
 from sweeper.planning.placement import Placement
 from sweeper.planning.sizes import format_size
+from sweeper.telemetry import COLUMNS as TELEMETRY_COLUMNS
+from sweeper.telemetry import columns as telemetry_columns
 from sweeper.wire import Backend, Copied, Engine, Kind, Launch, RankTimings, Status, Tier, Timed
 
 
@@ -109,7 +110,7 @@ class ResultRow:
     # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
     # (last: the writer spreads it after the row's own columns)
     readings: Mapping[str, tuple[Any, ...] | None] = field(
-        default_factory=lambda: dict.fromkeys(telemetry.COLUMNS)
+        default_factory=lambda: dict.fromkeys(TELEMETRY_COLUMNS)
     )
 
 
@@ -197,7 +198,7 @@ def _modes(
     host_link: bool,
 ) -> list[ResultRow]:
     """One measurement per engine and launch mode, from these ranks' blocks and telemetry."""
-    base = replace(base, readings=telemetry.columns([m.telemetry for m in measured]))
+    base = replace(base, readings=telemetry_columns([m.telemetry for m in measured]))
     # a host copy's share of the GPU's PCIe link: the group's PCIe peak, as a pcie group's
     peak = placement.link_gb_per_s(Tier.PCIE, ranks) if host_link else None
     link = placement.link_gb_per_s(base.tier, ranks)

@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 import ray
 
-from sweeper import report
 from sweeper.driver import cluster, measurement
 from sweeper.driver.executor import Executor
 from sweeper.driver.outcome import PointResult
@@ -33,6 +32,7 @@ from sweeper.planning.placement import Group, Placement, classify
 from sweeper.planning.schedule import Series
 from sweeper.planning.schedule import Wave as ExecutorWave
 from sweeper.planning.spec import SweepSpec
+from sweeper.report import require_directory
 from sweeper.results import records, scans
 from sweeper.results.writer import ResultWriter, columns
 from sweeper.scan import fleet as scan
@@ -326,7 +326,7 @@ def scan_fleet(spec: SweepSpec, settings: ScanSettings, observer: ScanObserver) 
     if settings.op not in REGISTRY:
         raise BadInput(f"--op {settings.op}: no such operation")
     output = spec.outputs.results
-    report.require_directory(output, f"--output {output}")
+    require_directory(output, f"--output {output}")
     clock = time.monotonic()
     connection = cluster.connect(
         spec.cluster.address, spec.cluster.cpu_ranks, spec.cluster.connect_timeout_s

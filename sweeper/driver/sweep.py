@@ -23,8 +23,7 @@ import pandas as pd
 import ray
 from ray._private import ray_constants
 
-import sweeper
-from sweeper import report
+from sweeper._version import __version__
 from sweeper.driver import cluster, measurement, stops
 from sweeper.driver.executor import Executor
 from sweeper.driver.measurement import ResultRow, RunColumns
@@ -40,6 +39,7 @@ from sweeper.planning.placement import Group, Placement, alone, expected_placeme
 from sweeper.planning.schedule import ActorSet, Schedule, nothing_to_measure, schedule
 from sweeper.planning.spec import ClusterOptions, OutputOptions, SweepSpec
 from sweeper.rank.preflight import nccl_available, no_nccl_allocator
+from sweeper.report import directory, require, require_directory
 from sweeper.results import records
 from sweeper.results.files import NEW_RUN_ID
 from sweeper.results.journal import recover, refuse_live
@@ -425,7 +425,7 @@ def run_columns(
         run_started_at=started_at,
         run_kind=run_kind,
         cluster_name=cluster_name,
-        sweeper_version=sweeper.__version__,
+        sweeper_version=__version__,
         ray_version=ray.__version__,
         torch_version=versions.torch,
         nccl_version=versions.nccl,
@@ -451,11 +451,11 @@ def run(
             "pip install 'sweeper-bench[nccl]'"
         )
     output = outputs.results
-    report.require_directory(output, f"--output {output}")
+    require_directory(output, f"--output {output}")
     if outputs.report:
-        report.require()
-        reports = report.directory(output, outputs.reports_dir)
-        report.require_directory(reports, f"--reports-dir {reports}")
+        require()
+        reports = directory(output, outputs.reports_dir)
+        require_directory(reports, f"--reports-dir {reports}")
     clock = time.monotonic()
     sweep: _Sweep | None = None
     try:
