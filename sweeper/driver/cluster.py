@@ -298,14 +298,26 @@ class NodeSlot:
     memory_bytes: int = 0  # Ray's `memory` resource of the node: what Ray lets tasks use
 
 
-def choose_nodes(backend: Backend, nodes: int, per_node: int | None) -> list[NodeSlot]:
-    """`nodes` alive nodes with `per_node` GPUs (NCCL) or CPUs (gloo) each, most-equipped first.
+def alive() -> dict[str, dict[str, str]]:
+    """Ray's alive nodes: each one's labels, by node id."""
+    return {n["NodeID"]: n.get("Labels", {}) for n in ray.nodes() if n.get("Alive")}
+
+
+def bundle(backend: Backend) -> dict[str, float]:
+    """What one rank actor holds: a CPU, and its GPU where the ranks are NCCL's."""
+    return {"CPU": 1.0, "GPU": 1.0} if backend == Backend.NCCL else {"CPU": 1.0}
+
+
+def choose_nodes(backend: Backend, nodes: int | None, per_node: int | None) -> list[NodeSlot]:
+    """`nodes` alive nodes (None: every one) with `per_node` GPUs (NCCL) or CPUs (gloo) each,
+    most-equipped first.
 
     Without `per_node`, each node gets as many ranks as the least-equipped chosen one has
     GPUs (NCCL) or 2 (gloo).
     """
     resource = "GPU" if backend == Backend.NCCL else "CPU"
     alive = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get(resource, 0) >= 1]
+    nodes = len(alive) if nodes is None else nodes
     alive.sort(key=lambda n: (-n["Resources"][resource], n["NodeManagerHostname"], n["NodeID"]))
     fits = [n for n in alive if n["Resources"][resource] >= (per_node or 1)]
     if len(fits) < nodes:

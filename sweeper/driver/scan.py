@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Protocol
 
 import ray
 
@@ -85,11 +85,6 @@ def bandwidth_bytes(backend: Backend, nodes: Sequence[Node]) -> int:
     return size
 
 
-def _alive() -> dict[str, dict[str, Any]]:
-    """Ray's alive nodes by id."""
-    return {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
-
-
 class _Scan:
     """One scan's state on the driver, from a connected cluster to the verdicts."""
 
@@ -106,11 +101,7 @@ class _Scan:
         backend = choose_backend(spec.cluster.backend, connection.gpus())
         self.plan = request.resolve(spec, backend)
         self.backend = backend
-        resource = "GPU" if backend is Backend.NCCL else "CPU"
-        count = settings.nodes or sum(
-            1 for n in _alive().values() if n["Resources"].get(resource, 0) >= 1
-        )
-        self.slots = cluster.choose_nodes(backend, count, spec.cluster.ranks_per_node)
+        self.slots = cluster.choose_nodes(backend, settings.nodes, spec.cluster.ranks_per_node)
         self.nodes = cluster.discover(self.slots)
         self.collective = REGISTRY[settings.op]
         self.pair_op = REGISTRY["send_recv"]
@@ -133,7 +124,7 @@ class _Scan:
 
     def fleet(self) -> scan.Fleet:
         label = self.settings.domain_label
-        labels = {i: n.get("Labels", {}) for i, n in _alive().items()}
+        labels = cluster.alive()
         gpu_model = self.meta.gpu_model if self.meta else None
         return scan.Fleet(
             nodes=tuple(
@@ -159,7 +150,7 @@ class _Scan:
             ranks = cluster.RankSet(
                 self.backend,
                 slots,
-                {"CPU": 1.0, "GPU": 1.0} if self.backend is Backend.NCCL else {"CPU": 1.0},
+                cluster.bundle(self.backend),
                 cluster.actor_env(RING if self.backend is Backend.NCCL else {}),
                 group_timeout_s=2 * self.plan.timeout_s,
                 plugins=self.plan.experiments.plugins,
@@ -198,7 +189,7 @@ class _Scan:
 
     def _lose(self, why: str) -> bool:
         """Nodes of the scan Ray no longer has, out of it with `why`; whether there were any."""
-        alive = _alive()
+        alive = cluster.alive()
         gone = [
             s.node_id for s in self.slots if s.node_id not in alive and s.node_id not in self.lost
         ]

@@ -314,7 +314,7 @@ class _Sweep:
         """One variant's waves, on an actor set of its own environment, planned again from
         where its ranks really landed."""
         plan = self.plan
-        bundle = {"CPU": 1.0, "GPU": 1.0} if plan.backend is Backend.NCCL else {"CPU": 1.0}
+        bundle = cluster.bundle(plan.backend)
         ranks = cluster.RankSet(
             plan.backend,
             self.slots,
