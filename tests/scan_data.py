@@ -15,13 +15,22 @@ from sweeper.results.writer import ResultWriter
 from sweeper.scan.document import Scanned, document
 from sweeper.scan.fleet import Outcome, Result, Stage
 from sweeper.scan.policy import Strategy
-from sweeper.scan.simulate import Fault, Simulation, fleet_of, simulate
+from sweeper.scan.simulate import Fault, fleet_of, simulate
 from sweeper.topology import Gpu, Node
+from tests.report_data import SOFTWARE
 
 RECORDED_RUN = "20261125T063903Z-c4526e"  # the run of tests/data/results/main-2026-11-25
 
 FAULTS = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.DEAD_NODE, Fault.SLOW_GPU)
 RANDOM = Strategy.parse("random:3", seed=7)
+ADAPTIVE = Strategy.parse("adaptive")
+STARTED = datetime(2026, 11, 25, 2, 0, tzinfo=timezone.utc)  # a written scan's
+LATENCY_BYTES = 8
+BANDWIDTH_BYTES = 1 << 30
+
+
+def _links(gpus: int) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple("X" if a == b else "NV18" for b in range(gpus)) for a in range(gpus))
 
 
 def machine(node_id: str, host: str, gpus: int) -> Node:
@@ -43,7 +52,7 @@ def machine(node_id: str, host: str, gpus: int) -> Node:
             )
             for i in range(gpus)
         ),
-        links=(),
+        links=_links(gpus),
     )
 
 
@@ -56,14 +65,14 @@ def scanned(
     run_id: str = "20261125T020000Z-000001",
 ) -> Scanned:
     """A simulated scan of a fleet with planted faults (a slow node, a slow link, a dead node
-    and a slow GPU), as the driver records one."""
+    and a slow GPU), as the driver records one, every group's outcome with it."""
     sim = simulate(nodes=nodes, gpus_per_node=gpus, faults=faults, strategy=strategy, seed=7)
     fleet = fleet_of(nodes, gpus)
     return Scanned(
         run_id=run_id,
         fleet=fleet,
         strategy=strategy,
-        outcomes=(),
+        outcomes=sim.outcomes,
         verdicts=sim.verdicts,
         waves=sim.waves,
         rows=0,
@@ -75,17 +84,7 @@ def scanned(
 def scan_summary(run_id: str = RECORDED_RUN) -> dict[str, Any]:
     """A scan's summary: 16 nodes of 2 GPUs, a slow node, a slow link and a slow GPU."""
     faults = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.SLOW_GPU)
-    adaptive = Strategy.parse("adaptive")
-    return document(scanned(16, 2, faults=faults, strategy=adaptive, run_id=run_id))
-
-
-STARTED = datetime(2026, 11, 25, 2, 0, tzinfo=timezone.utc)
-LATENCY_BYTES = 8
-BANDWIDTH_BYTES = 1 << 30
-
-
-def _links(gpus: int) -> tuple[tuple[str, ...], ...]:
-    return tuple(tuple("X" if a == b else "NV18" for b in range(gpus)) for a in range(gpus))
+    return document(scanned(16, 2, faults=faults, strategy=ADAPTIVE, run_id=run_id))
 
 
 def _group_rows(
@@ -104,12 +103,7 @@ def _group_rows(
         "run_started_at": STARTED,
         "run_kind": "scan",
         "cluster_name": "fleet",
-        "sweeper_version": "0.1.0",
-        "ray_version": "2.60.0",
-        "torch_version": "2.11.0+cu130",
-        "nccl_version": "2.28.9",
-        "cuda_version": "13.0",
-        "driver_version": "580.159.04",
+        **SOFTWARE,
         "gpu_model": "NVIDIA H100 80GB HBM3",
         "backend": "nccl",
         "nccl_env": [("NCCL_ALGO", "Ring")],
@@ -162,35 +156,6 @@ def scan_rows(scan: Scanned) -> Iterator[dict[str, Any]]:
     for outcome in scan.outcomes:
         wave = outcome.group.wave
         yield from _group_rows(scan, outcome, starts[wave], took[wave])
-
-
-def simulated_scan(
-    nodes: int,
-    gpus: int,
-    *,
-    faults: tuple[Fault, ...] = FAULTS,
-    strategy: Strategy | None = None,
-    run_id: str = "20261125T020000Z-000002",
-) -> Scanned:
-    """A simulated scan with every group's outcome (the rows' source), as the driver ends one."""
-    strategy = strategy or Strategy.parse("adaptive")
-    sim: Simulation = simulate(
-        nodes=nodes, gpus_per_node=gpus, faults=faults, strategy=strategy, seed=7
-    )
-    fleet = fleet_of(nodes, gpus)
-    return Scanned(
-        run_id=run_id,
-        fleet=fleet,
-        strategy=strategy,
-        outcomes=sim.outcomes,
-        verdicts=sim.verdicts,
-        waves=sim.waves,
-        rows=0,
-        seconds=sim.seconds,
-        machines=tuple(
-            replace(machine(n.id, n.host, n.gpus), links=_links(n.gpus)) for n in fleet.nodes
-        ),
-    )
 
 
 def write_scan(results: Path, scan: Scanned) -> None:

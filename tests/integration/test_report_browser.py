@@ -193,7 +193,7 @@ def test_a_scans_fleet_section_draws_its_map_and_lists_the_condemned(
 ) -> None:
     """A simulated scan's rows, record and summary written as a run, no cluster: 16 nodes,
     a slow node, a slow link, a dead node and a slow GPU."""
-    scan = scan_data.simulated_scan(16, 2)
+    scan = scan_data.scanned(16, 2, strategy=scan_data.ADAPTIVE)
     scan_data.write_scan(tmp_path / "results", scan)
     page = build.write(tmp_path / "results", scan.run_id, tmp_path / "scan.html")
     seen = visit(chromium, page, _hover_first_pair)

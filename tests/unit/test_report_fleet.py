@@ -24,13 +24,13 @@ from sweeper.results.load import run_rows
 from sweeper.scan.document import Scanned, document
 from sweeper.scan.fleet import Result
 from sweeper.scan.judge import Health, Subject, named
-from tests.scan_data import scan_rows, simulated_scan, write_scan
+from tests.scan_data import ADAPTIVE, scan_rows, scanned, write_scan
 
 
 @pytest.fixture(scope="module")
 def scan() -> Scanned:
     """16 nodes of 2 GPUs, adaptive: a slow node, a slow link, a dead node and a slow GPU."""
-    return simulated_scan(16, 2)
+    return scanned(16, 2, strategy=ADAPTIVE)
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +237,7 @@ def test_host_names_and_evidence_from_the_cluster_are_text_on_the_page(view: Run
 
 
 def test_a_1024_node_maps_figure_stays_near_4_mb_of_json() -> None:
-    scan = simulated_scan(1024, 8)
+    scan = scanned(1024, 8, strategy=ADAPTIVE)
     rows = pd.DataFrame(list(scan_rows(scan)))
     shown = fleet.fleet_map(json.loads(json.dumps(document(scan))), rows)
     assert shown.codes.shape == (1024, 1024)
