@@ -173,6 +173,16 @@ def test_where_hosts_repeat_the_map_shows_the_verdicts_alone_and_names_nodes_by_
     assert np.count_nonzero(off) == 2 * len(links)
 
 
+def test_a_scan_with_no_rows_left_still_maps_each_nodes_verdict(
+    scan: Scanned, view: RunView
+) -> None:
+    shown = fleet.fleet_map(_summary(view), view.rows.iloc[:0])
+    assert shown.domains == (("fleet", 0, 16),)
+    nodes = [v for v in scan.verdicts if v.subject is Subject.NODE]
+    assert sorted(np.diag(shown.codes)) == sorted(_code(v.health) for v in nodes)
+    assert np.isnan(shown.busbw_gb_per_s).all()
+
+
 def test_the_verdict_table_lists_exactly_the_condemned_with_their_evidence_and_counts_the_healthy(
     scan: Scanned, view: RunView
 ) -> None:

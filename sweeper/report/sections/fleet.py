@@ -68,8 +68,8 @@ def _groups(rows: pd.DataFrame, position: Mapping[str, int]) -> tuple[pd.DataFra
             "busbw_gb_per_s": ok.groupby(gid)["busbw_gb_per_s"].max().reindex(range(first.sum())),
         }
     )
-    known = groups["nodes"].map(lambda nodes: -1 not in nodes)
-    return groups[known].reset_index(drop=True), bool(known.all())
+    known = np.array([-1 not in nodes for nodes in groups["nodes"]], dtype=bool)
+    return groups.loc[known].reset_index(drop=True), bool(known.all())
 
 
 def _domains(nodes: Sequence[Mapping[str, Any]], groups: pd.DataFrame) -> list[str]:
