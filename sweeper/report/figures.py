@@ -290,6 +290,7 @@ _RESULT_COLORS = {
 }
 _INK = "#1d2329"  # rings: seen on every result's colour
 _MOST_DOMAIN_TICKS = 48
+_DOMAINS_ACROSS = 12
 _UINT16 = 65535
 
 
@@ -337,8 +338,11 @@ def fleet_map(
         **_AXIS,
         "type": "category",
         "showgrid": False,
+        "showline": False,
         "automargin": True,
+        "constrain": "domain",  # square cells: the axes shrink to the map, not the map to them
         "ticks": "",
+        "tickfont": {"size": 10},
         "tickvals": [names[first + size // 2] for _, first, size in shown],
         "ticktext": [text(name) for name, _, _ in shown],
     }
@@ -380,7 +384,8 @@ def fleet_map(
         _layout(
             title={"text": "Nodes measured together, by the worse verdict", "x": 0},
             height=780,
-            xaxis={**axis, "tickangle": -45},
+            # across, domain names side by side overlap beyond a few; the rows name them
+            xaxis={**axis, "tickangle": -45, "showticklabels": len(shown) <= _DOMAINS_ACROSS},
             yaxis={**axis, "autorange": "reversed", "scaleanchor": "x"},
             dragmode="zoom",
             shapes=[
