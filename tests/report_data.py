@@ -77,18 +77,24 @@ def h200_record(run_id: str, host: str = "gpu-node-1") -> RunRecord:
     return RunRecord(run_id, command, {}, (h200_node(host),), ended="complete")
 
 
+# What a GPU run's rows say its software was
+SOFTWARE = {
+    "sweeper_version": "0.1.0",
+    "ray_version": "2.60.0",
+    "torch_version": "2.11.0+cu130",
+    "nccl_version": "2.28.9",
+    "cuda_version": "13.0",
+    "driver_version": "580.159.04",
+}
+
+
 def _meta(run_id: str, host: str, error: str) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "run_started_at": STARTED,
         "run_kind": "run",
         "cluster_name": host,
-        "sweeper_version": "0.1.0",
-        "ray_version": "2.60.0",
-        "torch_version": "2.11.0+cu130",
-        "nccl_version": "2.28.9",
-        "cuda_version": "13.0",
-        "driver_version": "580.159.04",
+        **SOFTWARE,
         "gpu_model": "NVIDIA H200",
         "backend": "nccl",
         "nccl_env": [("NCCL_NVLS_ENABLE", "0"), ("NCCL_DEBUG", error)],

@@ -10,6 +10,7 @@ come from the cluster and are shown as text.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from markupsafe import Markup
 from sweeper.errors import BadInput
 from sweeper.report import directory, page, require_directory
 from sweeper.report.view import RunView
-from sweeper.results import records
+from sweeper.results import records, scans
 from sweeper.results.files import require_file, run_name, write_text
 from sweeper.results.load import resolve, run_rows
 
@@ -62,11 +63,13 @@ def render(
     run: records.RunRecord | None,
     base: pd.DataFrame | None = None,
     plotly_src: str | None = None,
+    scan: Mapping[str, Any] | None = None,
 ) -> str:
-    """The page for one run's rows (`base`: a baseline run's rows to compare with).
+    """The page for one run's rows (`base`: a baseline run's rows to compare with; `scan`:
+    a fleet scan's summary).
 
     `plotly_src`: a relative path to plotly.min.js instead of inlining it."""
-    found = page.sections(RunView.of(df, run, base))
+    found = page.sections(RunView.of(df, run, base, scan))
     template = _environment().get_template("report.html.j2")
     return template.render(
         run_id=str(df["run_id"].iloc[0]),
@@ -113,5 +116,6 @@ def write(
     base = run_rows(results, base_id) if base_id else None
     output.parent.mkdir(parents=True, exist_ok=True)
     src = _shared_js(js_dir, output) if js_dir else None
-    write_text(output, render(df, records.load(results, run_id), base, src))
+    record, scan = records.load(results, run_id), scans.load(results, run_id)
+    write_text(output, render(df, record, base, src, scan))
     return output

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -275,4 +276,157 @@ def change_figure(changes: pd.DataFrame) -> go.Figure:
     sizes = changes["size_bytes"].tolist()
     if sizes:
         figure.update_xaxes(_size_axis(sizes))
+    return figure
+
+
+# A fleet map's results by name, and their colours
+_RESULT_COLORS = {
+    "untested": "#eef1f4",
+    "healthy": "#9fd8a8",
+    "unconfirmed": "#f2c14e",
+    "slow": "#e67e22",
+    "failed": BAD,
+    "unreachable": "#3d434b",
+}
+_INK = "#1d2329"  # rings: seen on every result's colour
+_MOST_DOMAIN_TICKS = 48
+_DOMAINS_ACROSS = 12
+_UINT16 = 65535
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ring:
+    """A map cell ringed in its result's colour, with its text on hover."""
+
+    row: int
+    column: int
+    result: str
+    text: str
+
+
+def _two_bytes(gb_per_s: np.ndarray) -> tuple[np.ndarray, str]:
+    """Figures as whole GB/s, or MB/s where the largest is under 65 GB/s (CPU ranks): two
+    bytes a cell in the figure's JSON; 0 for none."""
+    known = gb_per_s[np.isfinite(gb_per_s)]
+    top = float(known.max()) if known.size else 0.0
+    scale, unit = (1.0, "GB/s") if top * 1e3 > _UINT16 else (1e3, "MB/s")
+    whole = np.rint(np.nan_to_num(gb_per_s, nan=0.0) * scale).clip(0, _UINT16)
+    return whole.astype(np.uint16), unit
+
+
+def fleet_map(
+    labels: Sequence[str],
+    domains: Sequence[tuple[str, int, int]],
+    codes: np.ndarray,
+    gb_per_s: np.ndarray,
+    rings: Sequence[Ring],
+    results: Sequence[str],
+) -> go.Figure:
+    """A node x node map of results: `codes` index `results` (a higher one is worse),
+    `gb_per_s` is each cell's figure on hover; domains (name, first position, size) labelled
+    and divided on both axes; `rings` over the cells they name. A code per cell in one byte
+    and a figure in two keep a 1024-node map near 4 MB of JSON."""
+    names = [text(label) for label in labels]
+    k = len(results)
+    colorscale = [
+        (edge / k, _RESULT_COLORS[name]) for i, name in enumerate(results) for edge in (i, i + 1)
+    ]
+    figures, unit = _two_bytes(gb_per_s)
+    step = max(1, math.ceil(len(domains) / _MOST_DOMAIN_TICKS))
+    shown = domains[::step] if len(domains) > 1 else ()
+    axis = {
+        **_AXIS,
+        "type": "category",
+        "showgrid": False,
+        "showline": False,
+        "automargin": True,
+        "constrain": "domain",  # square cells: the axes shrink to the map, not the map to them
+        "ticks": "",
+        "tickfont": {"size": 10},
+        "tickvals": [names[first + size // 2] for _, first, size in shown],
+        "ticktext": [text(name) for name, _, _ in shown],
+    }
+    figure = go.Figure(
+        go.Heatmap(
+            z=codes.astype(np.int8),
+            x=names,
+            y=names,
+            customdata=figures,
+            zmin=-0.5,
+            zmax=k - 0.5,
+            colorscale=colorscale,
+            colorbar={"tickvals": list(range(k)), "ticktext": list(results), "thickness": 12},
+            hovertemplate=f"%{{y}}<br>%{{x}}<br>best busbw together: %{{customdata}} {unit}"
+            "<extra></extra>",
+        )
+    )
+    if rings:
+        figure.add_trace(
+            go.Scatter(
+                x=[names[r.column] for r in rings],
+                y=[names[r.row] for r in rings],
+                mode="markers",
+                marker={
+                    "symbol": "square-open",
+                    "size": 12,
+                    "color": _INK,
+                    "line": {"width": 2},
+                },
+                text=[text(r.text).replace("\n", "<br>") for r in rings],
+                hovertemplate="%{text}<extra></extra>",
+                showlegend=False,
+            )
+        )
+    edges = [first - 0.5 for _, first, _ in domains[1:]]
+    line = {"color": "#5f6b76", "width": 0.5}
+    end = len(names) - 0.5
+    figure.update_layout(
+        _layout(
+            title={"text": "Nodes measured together, by the worse verdict", "x": 0},
+            height=780,
+            # across, domain names side by side overlap beyond a few; the rows name them
+            xaxis={**axis, "tickangle": -45, "showticklabels": len(shown) <= _DOMAINS_ACROSS},
+            yaxis={**axis, "autorange": "reversed", "scaleanchor": "x"},
+            dragmode="zoom",
+            shapes=[
+                {"type": "line", "x0": e, "x1": e, "y0": -0.5, "y1": end, "line": line}
+                for e in edges
+            ]
+            + [
+                {"type": "line", "y0": e, "y1": e, "x0": -0.5, "x1": end, "line": line}
+                for e in edges
+            ],
+        )
+    )
+    return figure
+
+
+def scan_timeline(waves: pd.DataFrame) -> go.Figure:
+    """Each wave of a scan (frame: index, stage, groups, largest, seconds, start) as a bar
+    from its start to its end, a row and a colour per stage, in the order they ran."""
+    figure = go.Figure()
+    for i, (stage, part) in enumerate(waves.groupby("stage", sort=False)):
+        figure.add_trace(
+            go.Bar(
+                y=[text(stage)] * len(part),
+                x=part["seconds"].to_numpy(dtype=np.float64),
+                base=part["start"].to_numpy(dtype=np.float64),
+                orientation="h",
+                name=text(stage),
+                marker={"color": _COLORS[i % len(_COLORS)], "line": {"color": "white", "width": 1}},
+                customdata=part[["index", "groups", "largest"]].to_numpy(dtype=np.int64),
+                hovertemplate="wave %{customdata[0]}: %{x:.1f} s, %{customdata[1]} groups, "
+                "the largest of %{customdata[2]} nodes<extra>%{fullData.name}</extra>",
+            )
+        )
+    figure.update_layout(
+        _layout(
+            title={"text": "waves in time", "x": 0},
+            height=120 + 36 * waves["stage"].nunique(),
+            showlegend=False,
+            barmode="overlay",
+            xaxis={**_AXIS, "title": {"text": "seconds since the first wave began"}},
+            yaxis={**_AXIS, "type": "category", "autorange": "reversed", "automargin": True},
+        )
+    )
     return figure

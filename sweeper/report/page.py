@@ -4,7 +4,7 @@ section whose data the run lacks is left out)."""
 from __future__ import annotations
 
 from sweeper.report.blocks import Section
-from sweeper.report.sections import alternatives, baseline, collectives, devices, pairs, run
+from sweeper.report.sections import alternatives, baseline, collectives, devices, fleet, pairs, run
 from sweeper.report.view import RunView
 
 
@@ -12,6 +12,7 @@ def sections(view: RunView) -> list[Section]:
     """Every section that has data, in reading order."""
     found = [
         run.run_header(view),
+        fleet.fleet(view),  # a fleet scan's verdicts
         run.status(view),
         run.topology(view),
         devices.gpus(view),

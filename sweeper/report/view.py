@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -50,10 +51,15 @@ class RunView:
     health: why.Health  # every GPU's readings and the evidence of those that differ
     link_peaks: Mapping[tuple[str, int], Link]  # (tier with its variant, group size)
     rank_labels: Mapping[int, str]  # a pair's rank: 'n0 GPU3', else 'rank 5'
+    scan: Mapping[str, Any] | None  # a fleet scan's summary (results.scans); None: no scan
 
     @classmethod
     def of(
-        cls, rows: pd.DataFrame, record: RunRecord | None, base: pd.DataFrame | None = None
+        cls,
+        rows: pd.DataFrame,
+        record: RunRecord | None,
+        base: pd.DataFrame | None = None,
+        scan: Mapping[str, Any] | None = None,
     ) -> RunView:
         nodes = record.nodes if record else ()
         points = preferred(rows)
@@ -72,6 +78,7 @@ class RunView:
             health=why.Health.of(rows),
             link_peaks=_link_peaks(collectives, nodes),
             rank_labels=_rank_labels(pair_rows(rows), nodes),
+            scan=scan,
         )
 
 

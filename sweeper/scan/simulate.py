@@ -282,6 +282,7 @@ class Simulation:
     planted: tuple[Planted, ...]
     waves: tuple[WaveRun, ...]
     start_s: float  # the actor set's start
+    outcomes: tuple[Outcome, ...] = field(repr=False)  # every group's, in the order they ran
     verdicts: tuple[Verdict, ...] = field(repr=False)
     score: Score
 
@@ -373,6 +374,7 @@ def simulate(
         planted=planted,
         waves=tuple(runs),
         start_s=costs.set_start_s + nodes * gpus_per_node / costs.actors_per_s,
+        outcomes=tuple(outcomes),
         verdicts=tuple(verdicts),
         score=score(verdicts, planted),
     )

@@ -4,8 +4,10 @@ files, and text from the cluster shown as text."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -13,8 +15,12 @@ from typer.testing import CliRunner, Result
 from sweeper.cli import app
 from sweeper.errors import BadInput
 from sweeper.report import browser, build
-from tests import report_data
+from sweeper.scan.judge import Subject
+from tests import report_data, scan_data
 from tests.cli_runs import Runs
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytest.importorskip("playwright.sync_api", reason="needs Playwright for Python (the dev extra)")
 
@@ -62,6 +68,7 @@ class Visit:
     sections: dict[str, dict[str, int]] = field(default_factory=dict)
     text: str = ""
     pwned: object = None
+    then: str = ""  # what visit's `then` read of the page
 
 
 _SECTIONS = """() => Object.fromEntries([...document.querySelectorAll("main > section")].map(
@@ -75,7 +82,7 @@ _SECTIONS = """() => Object.fromEntries([...document.querySelectorAll("main > se
   }]))"""
 
 
-def visit(chromium: Path, page_file: Path) -> Visit:
+def visit(chromium: Path, page_file: Path, then: Callable[[Page], str] | None = None) -> Visit:
     seen = Visit()
     with browser.page(chromium) as page:
         page.on("request", lambda request: seen.requests.append(request.url))
@@ -92,6 +99,7 @@ def visit(chromium: Path, page_file: Path) -> Visit:
         seen.sections = page.evaluate(_SECTIONS)
         seen.text = page.inner_text("body")
         seen.pwned = page.evaluate("() => window.__pwned")
+        seen.then = then(page) if then else ""
     return seen
 
 
@@ -168,6 +176,39 @@ def test_a_script_in_a_host_name_is_shown_as_text(chromium: Path, tmp_path: Path
     assert HOSTILE in seen.text  # hosts, the topology caption, the error, the NCCL variable
     assert seen.text.count(HOSTILE) >= 4
     assert seen.requests == [page.resolve().as_uri()]
+
+
+def _hover_first_pair(page: Page) -> str:
+    """What the fleet map (16 nodes) shows on hover over its first row's second cell."""
+    heatmap = page.locator("#fleet .hm image")
+    heatmap.scroll_into_view_if_needed()
+    box = heatmap.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] * 1.5 / 16, box["y"] + box["height"] * 0.5 / 16)
+    return str(page.locator("#fleet .hoverlayer .hovertext").text_content())
+
+
+def test_a_scans_fleet_section_draws_its_map_and_lists_the_condemned(
+    chromium: Path, tmp_path: Path
+) -> None:
+    """A simulated scan's rows, record and summary written as a run, no cluster: 16 nodes,
+    a slow node, a slow link, a dead node and a slow GPU."""
+    scan = scan_data.scanned(16, 2, strategy=scan_data.ADAPTIVE)
+    scan_data.write_scan(tmp_path / "results", scan)
+    page = build.write(tmp_path / "results", scan.run_id, tmp_path / "scan.html")
+    seen = visit(chromium, page, _hover_first_pair)
+    assert seen.requests == [page.resolve().as_uri()]
+    assert_drawn(seen, ("run", "fleet", "status"))
+    assert list(seen.sections)[:2] == ["run", "fleet"]
+    fleet = seen.sections["fleet"]
+    assert fleet["figures"] == 2  # the map and the timeline
+    assert fleet["tables"] == 3  # condemned, unconfirmed, stages
+    for v in scan.verdicts:
+        if v.condemned and not (v.subject is Subject.GPU and v.nodes[0] == "n0008"):
+            assert v.evidence in seen.text
+    assert "Healthy: 13 of 16 nodes" in seen.text
+    assert seen.then.startswith("host0000 healthyhost0001 healthybest busbw together: ")
+    assert seen.then.endswith(" GB/s")
 
 
 def test_pages_sharing_one_plotly_file_load_only_it(chromium: Path, tmp_path: Path) -> None:
