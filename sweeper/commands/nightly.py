@@ -364,11 +364,17 @@ def scan_night(
 def policy_of(command: str) -> Policy:
     """The regression settings of a nightly run by the command that started it: its
     profile's `nightly:` section as `--profile` named it, else the defaults (a run record
-    keeps the sweep's options, which these are not)."""
+    keeps the sweep's options, which these are not). A nightly scan is not resumed: its
+    waves follow from the verdicts so far, which a new scan finds again in minutes."""
     words = shlex.split(command)
     named = [word.split("=", 1)[1] for word in words if word.startswith("--profile=")]
     named += [after for word, after in pairwise(words) if word == "--profile"]
-    return Policy.of(load_profile(Path(named[-1])).nightly if named else NightlySettings())
+    if not named:
+        return Policy.of(NightlySettings())
+    profile = load_profile(Path(named[-1]))
+    if profile.scan is not None:
+        raise BadInput("--resume: a nightly scan is not resumed; run sweeper nightly again")
+    return Policy.of(profile.nightly)
 
 
 def _value(finding: Mapping[Hashable, Any], value: float) -> str:

@@ -219,6 +219,9 @@ def test_a_resumed_nightly_run_is_judged_by_the_profile_its_command_named(
         assert policy_of(command) == Policy.of(load_profile(path).nightly)
     assert policy_of("sweeper nightly --output results") == Policy.of(NightlySettings())
     assert policy_of(f"sweeper nightly --profile {path}").window == 7
+    scan = write(tmp_path, "scan: {strategy: ring}\n")
+    with pytest.raises(BadInput, match="a nightly scan is not resumed"):
+        policy_of(f"sweeper nightly --profile {scan}")
 
 
 def test_a_scan_section_holds_sweeper_scans_settings_and_takes_where_and_timing_keys(
