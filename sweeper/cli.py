@@ -43,7 +43,7 @@ from sweeper.commands.options import (
 )
 from sweeper.driver import stops
 from sweeper.errors import BadInput, InfrastructureError, SweeperError, SweeperWarning
-from sweeper.planning.profile import Profile, build_spec, load_profile
+from sweeper.planning.profile import SCAN_OPTIONS, Profile, build_spec, load_profile
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan import document
 
@@ -316,21 +316,8 @@ def _show_night(night: Night, output_format: Format) -> NoReturn:
     raise typer.Exit(EXIT_POINTS_FAILED if night.verdict.failed else 0)
 
 
-# the sweep's options a scan takes: where, on how many ranks a node, how each point is timed
-SCAN_SWEEP_OPTIONS = {
-    "address",
-    "connect_timeout",
-    "backend",
-    "gpus_per_node",
-    "iters",
-    "warmup",
-    "blocks",
-    "timeout",
-    "output",
-    "old_output",
-    "plugin",
-    "cluster_name",
-}
+# the sweep's options a scan takes, by their names here (--plugin, and --output's old name)
+SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} | {"old_output"}
 
 
 # what a scan's verdicts are judged against

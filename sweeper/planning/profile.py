@@ -64,10 +64,10 @@ class NightlySettings(BaseModel):
 
 
 _THRESHOLDS = Thresholds()  # the judge's defaults, written once, in its module
-# The sweep options a scan takes beside its section (`sweeper scan`'s): where, on how many
-# ranks a node, how each point is timed, where the rows go; the others choose what a sweep
-# measures, which the scan chooses itself.
-SCAN_TAKES = frozenset(
+# The sweep's options a scan takes (`sweeper scan`'s too): where, on how many ranks a node,
+# how each point is timed, where the rows go; the others choose what a sweep measures, which
+# the scan chooses itself.
+SCAN_OPTIONS = frozenset(
     {
         "address",
         "connect_timeout",
@@ -80,10 +80,10 @@ SCAN_TAKES = frozenset(
         "output",
         "plugins",
         "cluster_name",
-        "report",
-        "reports_dir",
     }
 )
+# ... and a profile with a `scan:` section, whose nightly run writes a report
+SCAN_TAKES = SCAN_OPTIONS | {"report", "reports_dir"}
 
 
 class ScanSection(BaseModel):
