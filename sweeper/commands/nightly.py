@@ -25,8 +25,8 @@ node drifting down night after night while still within the fleet's spread.
 
 A nightly scan alarms on two counts, both exit 1: a regression, or a node, GPU or link the
 scan condemned (slow, failed or unreachable). Its summary then has, beside `regressions`,
-`condemned`: one object per condemned verdict, `{"name", "subject", "health", "hosts",
-"gpu", "evidence"}` (the scan summary's fields of the same names), and `scan`: `{"summary"`
+`condemned`: one object per condemned verdict, `{"name", "subject", "health", "nodes",
+"hosts", "gpu", "evidence"}` (the scan summary's fields of the same names), and `scan`: `{"summary"`
 (the scan summary's path), `"strategy"`, `"seed"`, `"nodes"`, `"health"` (nodes per
 verdict)`}`. A nightly sweep's summary has neither key.
 """
@@ -113,7 +113,7 @@ class ScanVerdicts:
         """The condemned verdicts (the summary's `condemned`), each as the nightly summary
         names it."""
         named = set(self.document["condemned"])
-        keys = ("name", "subject", "health", "hosts", "gpu", "evidence")
+        keys = ("name", "subject", "health", "nodes", "hosts", "gpu", "evidence")
         return [
             {key: v[key] for key in keys} for v in self.document["verdicts"] if v["name"] in named
         ]
@@ -401,9 +401,9 @@ def _print_scan(console: Console, scan: ScanVerdicts) -> None:
 
 
 def print_night(night: Night, out: TextIO | None = None) -> None:
-    """The regression table (regressions, then series worse tonight only), and a line of
-    counts, the versions that changed and where the summary is (the sweep said where the
-    report is)."""
+    """The scan's verdicts, if the night was a scan; the regression table (regressions, then
+    series worse tonight only), and a line of counts, the versions that changed and where
+    the summary and a scan's report are."""
     verdict = night.verdict
     console = Console(file=out or sys.stdout, highlight=False, width=160)
     fp = verdict.fingerprint
@@ -452,4 +452,6 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
         console.print(f"{name} changed since the previous run: {before} -> {now}", soft_wrap=True)
     if verdict.failed:
         console.print(f"{verdict.failed} of {verdict.points} points failed (their rows say why)")
+    if verdict.scan is not None and night.report:  # a sweep's observer said where it is
+        console.print(f"report: {night.report}", soft_wrap=True)
     console.print(f"summary: {night.summary}", soft_wrap=True)

@@ -153,10 +153,10 @@ def test_a_nightly_scan_that_condemns_a_node_exits_1_and_names_it_in_the_summary
     assert set(condemned) == set(doc["condemned"])
     healths = {v["health"] for v in condemned.values() if v["subject"] == "node"}
     assert healths == {"slow", "unreachable"}
+    keys = ("name", "subject", "health", "nodes", "hosts", "gpu", "evidence")
     for verdict in doc["verdicts"]:
         if verdict["name"] in condemned:
-            kept = {k: verdict[k] for k in ("subject", "health", "hosts", "gpu", "evidence")}
-            assert condemned[verdict["name"]] == {"name": verdict["name"], **kept}
+            assert condemned[verdict["name"]] == {k: verdict[k] for k in keys}
     assert summary["scan"] == {
         "summary": str(scans.path(fleet.results, summary["run_id"])),
         "strategy": "adaptive",
