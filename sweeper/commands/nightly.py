@@ -58,6 +58,7 @@ from sweeper.analysis.regression import (
     run_metrics,
     scan_metrics,
 )
+from sweeper.commands.scan import NoLines, WaveLines, thresholds
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
 from sweeper.planning.sizes import format_size
@@ -66,6 +67,7 @@ from sweeper.report import directory, require, require_directory
 from sweeper.results import scans, summaries
 from sweeper.results.load import load, runs
 from sweeper.results.schema import RUN_COLUMNS
+from sweeper.scan.policy import Strategy
 from sweeper.wire import Launch
 
 if TYPE_CHECKING:
@@ -318,12 +320,19 @@ def run(
 
 
 def scan_settings(section: ScanSection) -> ScanSettings:
-    """The scan's settings that a profile's `scan:` section gives."""
+    """The scan's settings that a profile's `scan:` section gives; a strategy that is none is
+    BadInput (before Ray starts)."""
     from sweeper.driver.scan import ScanSettings  # Ray (not started)
 
+    try:
+        strategy = Strategy.parse(section.strategy, seed=section.seed)
+    except ValueError as exc:
+        known = "adaptive, ring, bisect, random:K, all"
+        raise BadInput(f"scan.strategy: {exc}", hint=f"one of {known}") from None
+    floors = [f"{tier}={gb_per_s}" for tier, gb_per_s in section.min_busbw_gb_per_s.items()]
     return ScanSettings(
-        strategy=section.strategy_of(),
-        thresholds=section.thresholds(),
+        strategy=strategy,
+        thresholds=thresholds(floors, section.sigmas, section.min_ratio),  # as sweeper scan's
         op=section.op,
         nodes=section.nodes,
         domain_label=section.domain_label,
@@ -337,8 +346,7 @@ def scan_night(
     """Scan the fleet (run_kind `nightly`), each wave a line as it starts (none for JSON),
     judge the judged figures against the earlier nightly scans, and write the report and
     the summary with the scan's condemned verdicts."""
-    from sweeper.commands.scan import NoLines, WaveLines
-    from sweeper.driver.console import JsonConsole
+    from sweeper.driver.console import JsonConsole  # the driver: Ray
     from sweeper.driver.scan import scan_fleet  # Ray: a real cluster's scan
     from sweeper.scan.document import document
 

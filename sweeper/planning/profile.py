@@ -26,8 +26,6 @@ from sweeper.planning.fields import Size
 from sweeper.planning.inputs import read_text
 from sweeper.planning.sizes import SIZE_LIMIT_BYTES
 from sweeper.planning.spec import SweepSpec
-from sweeper.scan.policy import Strategy
-from sweeper.scan.thresholds import Thresholds
 from sweeper.wire import Tier
 
 
@@ -63,7 +61,6 @@ class NightlySettings(BaseModel):
         return self
 
 
-_THRESHOLDS = Thresholds()  # the judge's defaults, written once, in its module
 # The sweep's options a scan takes (`sweeper scan`'s too): where, on how many ranks a node,
 # how each point is timed, where the rows go; the others choose what a sweep measures, which
 # the scan chooses itself.
@@ -88,7 +85,9 @@ SCAN_TAKES = SCAN_OPTIONS | {"report", "reports_dir"}
 
 class ScanSection(BaseModel):
     """The `scan:` section of a profile: `sweeper scan`'s settings, so that `sweeper nightly`
-    scans the fleet (sweeper/driver/scan.py) instead of sweeping."""
+    scans the fleet (sweeper/driver/scan.py) instead of sweeping. Plain values: the scan's
+    own types (its strategy, its thresholds) are made from them, and the strategy checked,
+    by `commands.nightly.scan_settings`, before Ray starts (the scan sits above planning)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -111,18 +110,13 @@ class ScanSection(BaseModel):
         description="Absolute floors, GB/s per tier ({internode: 40}); a tier left out is held "
         "to a share of the reference figure for its GPU model.",
     )
-    sigmas: float = Field(
-        _THRESHOLDS.sigmas, ge=0, description="Robust sigmas below the fleet's median."
+    # None: the judge's own defaults (scan.thresholds.Thresholds)
+    sigmas: float | None = Field(
+        None, ge=0, description="Robust sigmas below the fleet's median; default 4."
     )
-    min_ratio: float = Field(
-        _THRESHOLDS.min_ratio, ge=0, le=1, description="... and below this share of it."
+    min_ratio: float | None = Field(
+        None, ge=0, le=1, description="... and below this share of it; default 0.85."
     )
-
-    @field_validator("strategy")
-    @classmethod
-    def _strategy(cls, text: str) -> str:
-        Strategy.parse(text)
-        return text
 
     @field_validator("sizes")
     @classmethod
@@ -130,16 +124,6 @@ class ScanSection(BaseModel):
         if sizes is not None and sizes[0] >= sizes[1]:
             raise ValueError("two sizes, the latency one first, such as [8, 1G]")
         return sizes
-
-    def strategy_of(self) -> Strategy:
-        return Strategy.parse(self.strategy, seed=self.seed)
-
-    def thresholds(self) -> Thresholds:
-        return Thresholds(
-            sigmas=self.sigmas,
-            min_ratio=self.min_ratio,
-            min_busbw_gb_per_s=dict(self.min_busbw_gb_per_s),
-        )
 
 
 class Profile(SweepSpec):

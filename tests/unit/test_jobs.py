@@ -26,6 +26,7 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.commands.nightly import scan_settings
 from sweeper.planning.profile import build_spec, load_profile
 from sweeper.results import scans
 from sweeper.scan.policy import Scheme
@@ -91,7 +92,7 @@ def test_the_nightly_job_scans_the_fleet_and_the_weekly_one_sweeps_every_pair() 
     jobs/weekly.yaml sweeps every tier, pair and size, as the nightly did before the scan."""
     nightly, weekly = (load_profile(JOBS / f"{job}.yaml") for job in JOBS_RUN)
     assert nightly.scan is not None
-    assert nightly.scan.strategy_of().kind is Scheme.ADAPTIVE
+    assert scan_settings(nightly.scan).strategy.kind is Scheme.ADAPTIVE
     assert weekly.scan is None
     swept = build_spec(weekly)
     assert (swept.pairs, swept.max_size, swept.tiers) == ("all", "auto", REQUESTABLE_TIERS)

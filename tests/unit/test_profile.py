@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from sweeper.analysis.regression import Policy
 from sweeper.cli import app
-from sweeper.commands.nightly import policy_of
+from sweeper.commands.nightly import policy_of, scan_settings
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, Profile, build_spec, load_profile
 from sweeper.planning.spec import SweepSpec
@@ -115,7 +115,6 @@ def test_flags_override_the_profile_and_unset_keys_keep_their_defaults(tmp_path:
             None,
         ),
         ("scan:\n  stratgy: ring\n", "unknown key 'scan.stratgy'", "'scan.strategy'"),
-        ("scan:\n  strategy: random\n", "scan.strategy: strategy 'random': random takes", None),
         ("scan:\n  sizes: [1G, 8]\n", "scan.sizes: two sizes, the latency one first", None),
         ("scan:\n  min_ratio: 2\n", "scan.min_ratio: Input should be less than or equal", None),
         ("scan:\n  min_busbw_gb_per_s: {nic: 40}\n", "scan.min_busbw_gb_per_s.nic", None),
@@ -235,10 +234,12 @@ def test_a_scan_section_holds_sweeper_scans_settings_and_takes_where_and_timing_
     )
     profile = load_profile(write(tmp_path, text))
     assert profile.scan is not None
-    assert str(profile.scan.strategy_of()) == "random:3"
-    assert profile.scan.strategy_of().seed == 7
-    assert profile.scan.sizes == (8, 64 << 10)
-    limits = profile.scan.thresholds()
+    settings = scan_settings(profile.scan)
+    assert str(settings.strategy) == "random:3"
+    assert settings.strategy.seed == 7
+    assert settings.sizes == (8, 64 << 10)
+    assert (settings.op, settings.nodes, settings.domain_label) == ("faulty", 6, "rack")
+    limits = settings.thresholds
     assert limits.min_busbw_gb_per_s == {Tier.INTERNODE: 40.0}
     assert (limits.sigmas, limits.min_ratio) == (0.0, Thresholds().min_ratio)
     assert "scan" not in profile.options()  # the sweep's options, the scan's spec
@@ -249,6 +250,18 @@ def test_a_scan_section_holds_sweeper_scans_settings_and_takes_where_and_timing_
 def test_the_nightly_profile_is_the_fleets_adaptive_scan() -> None:
     profile = load_profile(NIGHTLY)
     assert profile.scan is not None
-    assert str(profile.scan.strategy_of()) == "adaptive"
-    assert profile.scan.thresholds() == Thresholds()  # the judge's defaults, written out
+    settings = scan_settings(profile.scan)
+    assert str(settings.strategy) == "adaptive"
+    assert settings.thresholds == Thresholds(sigmas=4.0, min_ratio=0.85)  # the judge's own
     assert profile.nightly == Profile.model_validate({}).nightly
+
+
+@pytest.mark.parametrize("strategy", ["random", "random:0", "spiral"])
+def test_a_scan_sections_strategy_that_is_none_is_bad_input_naming_the_key(
+    tmp_path: Path, strategy: str
+) -> None:
+    profile = load_profile(write(tmp_path, f"scan:\n  strategy: {strategy}\n"))
+    assert profile.scan is not None
+    with pytest.raises(BadInput, match=r"^scan.strategy: ") as info:
+        scan_settings(profile.scan)
+    assert "\n" not in str(info.value)
