@@ -19,6 +19,7 @@ from pydantic import Field
 
 from sweeper.planning.profile import build_spec, load_profile
 from sweeper.planning.spec import SweepSpec
+from sweeper.results.writer import columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,7 +94,6 @@ def run(**options: Any) -> Run:
     from sweeper.driver import sweep
     from sweeper.driver.console import HumanConsole
     from sweeper.results.load import frame
-    from sweeper.results.writer import columns
 
     observer = HumanConsole(sys.stderr)
     try:

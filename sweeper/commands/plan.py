@@ -24,8 +24,9 @@ from sweeper.planning.inputs import read_text
 from sweeper.planning.placement import Placement, alone, expected_placement
 from sweeper.planning.request import ceiling_bytes, check_groups, schedule_request
 from sweeper.planning.schedule import Planned, Schedule, nothing_to_measure, schedule
+from sweeper.planning.sections import DEFAULT_CPU_RANKS
 from sweeper.planning.sizes import format_size
-from sweeper.planning.spec import DEFAULT_CPU_RANKS, SweepSpec, check_ranks
+from sweeper.planning.spec import SweepSpec, check_ranks
 from sweeper.results.load import load
 from sweeper.topology import Node
 from sweeper.wire import Backend, Status

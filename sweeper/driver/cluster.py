@@ -49,8 +49,8 @@ from sweeper.driver import stops
 from sweeper.driver.actor import RankActor
 from sweeper.driver.outcome import message
 from sweeper.errors import BadInput, InfrastructureError
+from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import Member, Placement
-from sweeper.planning.spec import MoeSpec
 from sweeper.rank.preflight import local_nccl_allocators
 from sweeper.topology import Node, node_record
 from sweeper.wire import Backend, Copied, Limits, MemLimit, Point, RankInfo, Versions

@@ -37,7 +37,8 @@ from sweeper.planning import request
 from sweeper.planning.estimate import CostModel, estimate
 from sweeper.planning.placement import Group, Placement, alone, expected_placement, variants
 from sweeper.planning.schedule import ActorSet, Schedule, nothing_to_measure, schedule
-from sweeper.planning.spec import ClusterOptions, OutputOptions, SweepSpec
+from sweeper.planning.sections import ClusterOptions, OutputOptions
+from sweeper.planning.spec import SweepSpec
 from sweeper.rank.preflight import nccl_available, no_nccl_allocator
 from sweeper.report import directory, require, require_directory
 from sweeper.results import records

@@ -31,8 +31,8 @@ from sweeper.ops.descriptor import (
     blocks,
     per_call,
 )
+from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import PerGpu, Traits
-from sweeper.planning.spec import MoeSpec
 from sweeper.wire import Kind
 
 if TYPE_CHECKING:

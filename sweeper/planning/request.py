@@ -15,14 +15,9 @@ from sweeper.errors import BadInput
 from sweeper.planning.dtypes import DTYPES
 from sweeper.planning.placement import Group, Placement
 from sweeper.planning.schedule import Planned, Request
+from sweeper.planning.sections import ClusterOptions, ExperimentOptions, OutputOptions, PlanOptions
 from sweeper.planning.sizes import mem_limit_bytes
-from sweeper.planning.spec import (
-    ClusterOptions,
-    ExperimentOptions,
-    OutputOptions,
-    PlanOptions,
-    SweepSpec,
-)
+from sweeper.planning.spec import SweepSpec
 from sweeper.topology import Node
 from sweeper.wire import Backend, MemLimit, Tier, Timing
 

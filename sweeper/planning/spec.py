@@ -1,14 +1,12 @@
 """What a sweep is asked to do: the SweepSpec model, whose fields are `sweeper run`'s options
-and a profile's keys, flat as users write them, and the typed sections it is read by
-(cluster, planning, timing, outputs, experiments). Pure: no Ray, no torch. The CLI and YAML
-profiles both end here, so a bad value is rejected once, with the option's (or the profile
-key's) name, before anything starts.
+and a profile's keys, flat as users write them, and how it is read as the typed sections of
+sweeper/planning/sections.py. Pure: no Ray, no torch. The CLI and YAML profiles both end here,
+so a bad value is rejected once, with the option's (or the profile key's) name, before
+anything starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -22,7 +20,6 @@ from pydantic import (
     model_validator,
 )
 
-from sweeper.errors import BadInput
 from sweeper.planning import knobs
 from sweeper.planning.dtypes import canonical_dtype
 from sweeper.planning.fields import (
@@ -34,43 +31,28 @@ from sweeper.planning.fields import (
     key_values,
     or_key_values,
 )
+from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import WORLD
-from sweeper.planning.sizes import (
-    INT32_MAX,
-    INT64_MAX,
-    ITERS_LIMIT,
-    SIZE_LIMIT_BYTES,
-    format_size,
-    grid,
-    parse_size,
+from sweeper.planning.sections import (
+    ClusterOptions,
+    ExperimentOptions,
+    OutputOptions,
+    PlanOptions,
+    TimingOptions,
+    needs_cuda,
 )
-from sweeper.wire import REQUESTABLE_TIERS, Backend, Engine, Launch, MemLimit, Timing
+from sweeper.planning.sizes import INT32_MAX, INT64_MAX, ITERS_LIMIT, grid, parse_size
+from sweeper.wire import REQUESTABLE_TIERS, Backend, Engine, Launch
 
 # `auto` or a Backend: a literal, so a profile's JSON Schema lists the three as today
 BackendAsked = Literal["auto", "nccl", "gloo"]
 NCCL_ALGOS = ("ring", "tree")  # NCCL_ALGO values a variant actor set can pin
-DEFAULT_CPU_RANKS = 2  # CPU ranks per node, unless --gpus-per-node or --world
-GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
-NCCL_NEEDS_CUDA = "--engine nccl: direct NCCL calls need GPU ranks; CPU ranks use torch (gloo)"
-REGISTER_NEEDS_CUDA = "--register-buffers: NCCL registers GPU buffers; CPU ranks have none (gloo)"
 # A rank is a Ray actor with a process of its own (torch alone takes ~0.3 GB): no node holds
 # more than MAX_RANKS_PER_NODE, and a world of MAX_RANKS is 8x the fleet a scan plans (1024
 # nodes x 8 GPUs). Larger counts are refused before anything is built: an embedded Ray asked
 # for a million CPUs grows by gigabytes, a plan for a million nodes for ever.
 MAX_RANKS_PER_NODE = 1024
 MAX_RANKS = 65_536
-# The MoE routing draws tokens x experts random keys of 8 bytes in the driver, per rank: at
-# most 1 GiB of them; a rank's send buffer (tokens x top_k x hidden elements) is a size S.
-MOE_KEYS_LIMIT = 2**27
-
-
-def _needs_cuda(launches: Collection[str], engines: Collection[str], register: bool) -> str | None:
-    """Why CPU ranks (gloo) cannot run what was asked, if they cannot."""
-    if Launch.GRAPH in launches:
-        return GRAPH_NEEDS_CUDA
-    if Engine.NCCL in engines:
-        return NCCL_NEEDS_CUDA
-    return REGISTER_NEEDS_CUDA if register else None
 
 
 def _one_of(value: tuple[str, ...], known: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -98,43 +80,6 @@ def _bounded(per_node: int | None, nodes: int, option: str) -> int | None:
     if per_node is not None:
         check_ranks(nodes, per_node, option)
     return per_node
-
-
-class MoeSpec(BaseModel):
-    """A mixture-of-experts layer whose token dispatch and combine `moe:*` measure."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tokens: int = Field(4096, ge=1, le=INT32_MAX, description="Tokens per rank.")
-    hidden: int = Field(4096, ge=1, le=INT32_MAX, description="Hidden size: elements per token.")
-    top_k: int = Field(2, ge=1, le=INT32_MAX, description="Experts each token is routed to.")
-    experts: int = Field(
-        64, ge=1, le=INT32_MAX, description="Experts in all; expert e lives on rank e mod n."
-    )
-    zipf: float = Field(
-        1.0,
-        ge=0,
-        allow_inf_nan=False,
-        description="Routing skew: expert e is picked ~ (e+1)^-zipf.",
-    )
-    seed: int = Field(0, ge=0, le=INT64_MAX, description="Seed of the routing.")
-
-    @model_validator(mode="after")
-    def _top_k(self) -> MoeSpec:
-        if self.top_k > self.experts:
-            raise ValueError(f"top_k {self.top_k} is more than the {self.experts} experts")
-        if self.tokens * self.experts > MOE_KEYS_LIMIT:
-            raise ValueError(
-                f"tokens {self.tokens} x experts {self.experts}: more routing keys than the "
-                f"driver draws ({MOE_KEYS_LIMIT}, 8 bytes each)"
-            )
-        sent_bytes = self.tokens * self.top_k * self.hidden * 8  # the widest dtype's
-        if sent_bytes > SIZE_LIMIT_BYTES:
-            raise ValueError(
-                f"tokens {self.tokens} x top_k {self.top_k} x hidden {self.hidden}: a rank "
-                f"would send more than the largest size, {format_size(SIZE_LIMIT_BYTES)}"
-            )
-        return self
 
 
 class SweepSpec(BaseModel):
@@ -385,9 +330,9 @@ class SweepSpec(BaseModel):
         return _one_of(value, Engine.values(), "engine")
 
     @model_validator(mode="after")
-    def _graph_needs_cuda(self) -> SweepSpec:
+    def _graphneeds_cuda(self) -> SweepSpec:
         if self.backend == Backend.GLOO.value:
-            refused = _needs_cuda(self.launch, self.engine, self.register_buffers)
+            refused = needs_cuda(self.launch, self.engine, self.register_buffers)
             if refused is not None:
                 raise ValueError(refused)
         return self
@@ -451,105 +396,3 @@ class SweepSpec(BaseModel):
     @property
     def experiments(self) -> ExperimentOptions:
         return ExperimentOptions(moe=self.moe, copy_engine=self.copy_engine, plugins=self.plugins)
-
-
-# The spec's sections: what each part of a sweep reads of it, typed, built from the flat
-# fields users write.
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ClusterOptions:
-    """Where a sweep runs, and on how many ranks."""
-
-    address: str | None  # None: $RAY_ADDRESS, else an embedded Ray
-    connect_timeout_s: float
-    backend: Backend | None  # None: auto, NCCL where the cluster has GPUs, else gloo
-    nodes: int
-    ranks_per_node: int | None  # None: the backend's default (every GPU; 2 CPU ranks)
-    gpu_visibility: Literal["node", "own"]
-    name: str | None  # recorded on every row; None: the head node's host name
-
-    @property
-    def cpu_ranks(self) -> int:
-        """The CPU ranks of a node an embedded Ray must fit."""
-        return self.ranks_per_node or DEFAULT_CPU_RANKS
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PlanOptions:
-    """What a sweep measures: the groups its tiers ask for, operations, dtypes and sizes."""
-
-    tiers: tuple[str, ...]  # Tier values, or WORLD
-    pairs: bool  # with the tiers' groups, every pair of GPUs / of nodes
-    force_network: bool  # internode again with NCCL P2P and SHM off
-    concurrent_pairs: bool  # a node's pairs share its links on purpose
-    ops: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    min_size: int
-    max_size: int | None  # None: auto, the largest that fits in memory (probed)
-    step_factor: float
-    mem_limit: MemLimit | None  # as asked (`request.mem_limit`: CPU ranks' default cap)
-    nccl_env: Mapping[str, tuple[str, ...]]  # swept NCCL variables (--nccl-env, --nccl-algos)
-
-    @property
-    def auto(self) -> bool:
-        return self.max_size is None
-
-    def sizes(self) -> list[int]:
-        """The grid; with auto, up to the largest size accepted (each series stops at its
-        bound)."""
-        return grid(self.min_size, self.max_size or SIZE_LIMIT_BYTES, self.step_factor)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TimingOptions:
-    """How every point is measured, as asked; `timing` resolves it for a backend."""
-
-    iters: int | None  # None: adaptive
-    warmup: int | None  # None: adaptive
-    check: bool
-    samples: bool
-    seed: int
-    launches: tuple[Launch, ...]  # none: graph on GPUs, eager on CPU ranks
-    blocks: int
-    engines: tuple[Engine, ...]
-    register: bool
-    timeout_s: float  # what one point may take
-
-    def timing(self, backend: Backend) -> Timing:
-        """What every point of a run on `backend` is handed: the launch modes as asked, else
-        graph on GPUs and eager on CPU ranks; BadInput where the backend cannot do what was
-        asked (CUDA graphs, the nccl engine, registered buffers on gloo)."""
-        gpus = backend == Backend.NCCL
-        refused = None if gpus else _needs_cuda(self.launches, self.engines, self.register)
-        if refused is not None:
-            raise BadInput(refused)
-        return Timing(
-            iters=self.iters,
-            warmup=self.warmup,
-            check=self.check,
-            samples=self.samples,
-            seed=self.seed,
-            launches=self.launches or (Launch.GRAPH if gpus else Launch.EAGER,),
-            blocks=self.blocks,
-            engines=self.engines,
-            register=self.register,
-        )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OutputOptions:
-    """Where a run's rows and its report go."""
-
-    results: Path
-    report: bool
-    reports_dir: Path | None  # None: reports/ beside the results
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExperimentOptions:
-    """Beyond the collectives' grid: the MoE layer, the copy-engine matrix, plugins."""
-
-    moe: MoeSpec
-    copy_engine: bool
-    plugins: tuple[str, ...]

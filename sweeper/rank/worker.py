@@ -22,8 +22,8 @@ from contextlib import nullcontext
 import torch
 
 from sweeper.ops.registry import REGISTRY, configure_moe, load_plugins
+from sweeper.planning.moe import MoeSpec
 from sweeper.planning.sizing import scratch_bytes
-from sweeper.planning.spec import MoeSpec
 from sweeper.rank import data
 from sweeper.rank.buffers import (
     Ready,

@@ -26,17 +26,24 @@ class Described:
 
 
 _NOT_RUN = "the point did not run (not ok)"
-_NO_GPU = "NVML cannot read it (CPU ranks, a GPU or driver without the reading)"
+_NO_GPU = (
+    "NVML cannot read it (CPU ranks, a GPU or driver without the reading), copy-engine rows, "
+    "points that did not run"
+)
 _PAIR = "rows of no pair (every kind but p2p and copy)"
+_NO_NVLINK = f"{_NO_GPU}, or a GPU without NVLink"
 
 
 def _microseconds(meaning: str, null: str = _NOT_RUN) -> Described:
     return Described(meaning=meaning, unit="microseconds", null=null)
 
 
-def _per_rank(meaning: str, unit: str = "") -> Described:
+def _per_rank(meaning: str, nvml: str, unit: str = "", null: str = _NO_GPU) -> Described:
+    """A GPU telemetry column: `nvml` names the NVML call (sweeper/telemetry.py) it is read by."""
     return Described(
-        meaning=f"{meaning}; one value per rank, in group rank order", unit=unit, null=_NO_GPU
+        meaning=f"{meaning}; from {nvml}; one value per rank, in group rank order",
+        unit=unit,
+        null=null,
     )
 
 
@@ -129,9 +136,16 @@ DESCRIBED: dict[str, Described] = {
         meaning="busbw / algbw for this operation on `world_size` ranks (docs/PERFORMANCE.md)"
     ),
     "busbw_pct_of_link": Described(
-        meaning="busbw as a share of the tier's one-direction link peak (NVML, sysfs)",
+        meaning="busbw as a share of the one-direction peak of the link the group's tier "
+        "crosses, the slowest of its members': for `nvlink` a GPU's active NVLinks at NVML's "
+        "per-link speed (or by NVLink version: 4.0 is 26.5625 GB/s a link, 18 links 478 GB/s); "
+        "for `pcie` and `p2p-off` PCIe generation x width as trained, per lane after encoding "
+        "(gen 4: 1.969 GB/s, gen 5: 3.938); for `internode` the node's active InfiniBand/RoCE "
+        "ports' `rate`, else its Ethernet interfaces' `speed`, from sysfs (a group of one GPU "
+        "per node, which NCCL may send through the NIC nearest its GPU alone, can read low)",
         unit="percent",
-        null="not ok, CPU ranks, or a link whose speed cannot be read",
+        null="not ok; tiers `cpu`, `local` and `gpu` (copies carry `pcie_pct_of_peak`); a link "
+        "whose speed NVML or sysfs cannot give",
     ),
     "status": Described(meaning="how the point ended: `ok`, `oom`, `timeout`, `error`, `skipped`"),
     "error": Described(meaning="why the point is not ok", null="status `ok`"),
@@ -177,30 +191,91 @@ DESCRIBED: dict[str, Described] = {
     "started_at": Described(meaning="when the point's execution started", unit="UTC"),
     "ended_at": Described(meaning="when the point's execution ended", unit="UTC"),
     # GPU telemetry (NVML), read outside the timed blocks
-    "sm_clock_mhz": _per_rank("SM clock after the last timed block", "MHz"),
-    "mem_clock_mhz": _per_rank("memory clock after the last timed block", "MHz"),
-    "power_w": _per_rank("power draw after the last timed block", "W"),
-    "power_limit_w": _per_rank("enforced power limit", "W"),
-    "temperature_c": _per_rank("GPU temperature after the last timed block", "degrees C"),
-    "throttle_reasons": _per_rank("NVML's clock throttle reasons (`sw_power_cap`, ...)"),
-    "ecc_corrected_delta": _per_rank("corrected ECC errors gained over the point", "errors"),
-    "ecc_uncorrected_delta": _per_rank("uncorrected ECC errors gained over the point", "errors"),
-    "nvlink_replay_delta": _per_rank("NVLink replays gained over the point, all links", "events"),
-    "nvlink_crc_delta": _per_rank("NVLink CRC errors gained over the point, all links", "errors"),
-    "nvlink_recovery_delta": _per_rank(
-        "NVLink recoveries gained over the point, all links", "events"
+    "sm_clock_mhz": _per_rank(
+        "SM clock after the last timed block: a GPU below its peers' was held back",
+        "`nvmlDeviceGetClockInfo` (SM)",
+        "MHz",
     ),
-    "xid_codes": _per_rank("XID errors the driver reported during the point"),
-    "pcie_gen": _per_rank("PCIe generation as trained now (idle GPUs train down)"),
-    "pcie_width": _per_rank("PCIe lanes as trained now", "lanes"),
+    "mem_clock_mhz": _per_rank(
+        "memory clock after the last timed block", "`nvmlDeviceGetClockInfo` (MEM)", "MHz"
+    ),
+    "power_w": _per_rank(
+        "power draw after the last timed block (the driver's averaging window, about 1 s on "
+        "most GPUs)",
+        "`nvmlDeviceGetPowerUsage`",
+        "W",
+    ),
+    "power_limit_w": _per_rank("enforced power limit", "`nvmlDeviceGetEnforcedPowerLimit`", "W"),
+    "temperature_c": _per_rank(
+        "GPU temperature after the last timed block",
+        "`nvmlDeviceGetTemperature` (GPU)",
+        "degrees C",
+    ),
+    "throttle_reasons": _per_rank(
+        "the active clock throttle reasons, named: `gpu_idle`, `applications_clocks_setting`, "
+        "`sw_power_cap`, `hw_slowdown`, `sync_boost`, `sw_thermal_slowdown`, "
+        "`hw_thermal_slowdown`, `hw_power_brake_slowdown`, `display_clock_setting`; `gpu_idle` "
+        "after a short point is normal",
+        "`nvmlDeviceGetCurrentClocksThrottleReasons`",
+    ),
+    "ecc_corrected_delta": _per_rank(
+        "corrected ECC errors gained over the point",
+        "`nvmlDeviceGetTotalEccErrors` (volatile)",
+        "errors",
+    ),
+    "ecc_uncorrected_delta": _per_rank(
+        "uncorrected ECC errors gained over the point",
+        "`nvmlDeviceGetTotalEccErrors` (volatile)",
+        "errors",
+    ),
+    "nvlink_replay_delta": _per_rank(
+        "NVLink replays gained over the point, all active links",
+        "`nvmlDeviceGetNvLinkErrorCounter`",
+        "events",
+        _NO_NVLINK,
+    ),
+    "nvlink_crc_delta": _per_rank(
+        "NVLink CRC errors (flit and data) gained over the point, all active links",
+        "`nvmlDeviceGetNvLinkErrorCounter`",
+        "errors",
+        _NO_NVLINK,
+    ),
+    "nvlink_recovery_delta": _per_rank(
+        "NVLink recoveries gained over the point, all active links",
+        "`nvmlDeviceGetNvLinkErrorCounter`",
+        "events",
+        _NO_NVLINK,
+    ),
+    "xid_codes": _per_rank(
+        "XID errors the driver reported during the point (empty: none)",
+        "an event set for `nvmlEventTypeXidCriticalError`",
+        null=f"{_NO_GPU}, or a driver that delivers no events (many VMs and containers)",
+    ),
+    "pcie_gen": _per_rank(
+        "PCIe generation as trained just after the point (an idle GPU trains down, so the "
+        "survey's reading can be lower)",
+        "`nvmlDeviceGetCurrPcieLinkGeneration`",
+    ),
+    "pcie_width": _per_rank(
+        "PCIe lanes as trained just after the point", "`nvmlDeviceGetCurrPcieLinkWidth`", "lanes"
+    ),
     "pcie_pct_of_peak": Described(
         meaning="a host<->device copy's algbw as a share of its GPU's PCIe peak (NVML's "
         "largest generation x width, one direction; the slowest GPU's for several)",
         unit="percent",
         null="rows of no host copy, or a PCIe link NVML cannot read",
     ),
-    "pcie_max_gen": _per_rank("the highest PCIe generation the GPU and its slot allow"),
-    "pcie_max_width": _per_rank("the most PCIe lanes the GPU and its slot allow", "lanes"),
+    "pcie_max_gen": _per_rank(
+        "the highest PCIe generation the GPU and its slot allow: below it, `pcie_gen` shows a "
+        "link that came up slower",
+        "`nvmlDeviceGetMaxPcieLinkGeneration`",
+    ),
+    "pcie_max_width": _per_rank(
+        "the most PCIe lanes the GPU and its slot allow: against `pcie_width`, a link that came "
+        "up at x8 of x16 shows",
+        "`nvmlDeviceGetMaxPcieLinkWidth`",
+        "lanes",
+    ),
     "stage": Described(
         meaning="a fleet scan's row: the stage its group belongs to (`gate`, `screen`, "
         "`cross-domain`, `bisect`, `confirm`)",
@@ -238,7 +313,10 @@ def markdown(schema: pa.Schema = SCHEMA) -> str:
         "engine, and pair or rank where there is one), in the order of "
         "`sweeper/results/schema.py`. Every column is nullable; *null when* says when it is "
         "null (blank: never). GB = 1e9 bytes. The GPU telemetry columns hold a list, one value "
-        "per rank, read through NVML outside the timed blocks.",
+        "per rank, read through NVML before the warm-up and after "
+        "the last check, never inside a timed block; the `*_delta` counters are differences of "
+        "those two readings, so a non-zero value is evidence against the point, and the state "
+        "columns describe the GPU just after its blocks, not an average over them.",
         "",
         "| column | type | unit | meaning | null when |",
         "|---|---|---|---|---|",

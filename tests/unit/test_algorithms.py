@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from sweeper.ops.algorithms import all_to_all, moe
+from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import Group, Shape, rounds
-from sweeper.planning.spec import MoeSpec
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 9])

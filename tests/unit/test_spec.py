@@ -8,8 +8,9 @@ from sweeper.errors import BadInput
 from sweeper.planning.dtypes import canonical_dtype
 from sweeper.planning.profile import build_spec
 from sweeper.planning.request import resolve
+from sweeper.planning.sections import DEFAULT_CPU_RANKS
 from sweeper.planning.sizes import SIZE_LIMIT_BYTES, format_size, parse_size
-from sweeper.planning.spec import DEFAULT_CPU_RANKS, SweepSpec
+from sweeper.planning.spec import SweepSpec
 from sweeper.results.schema import SCHEMA
 from sweeper.wire import Backend, Engine, Launch
 

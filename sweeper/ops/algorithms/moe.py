@@ -13,7 +13,7 @@ from functools import lru_cache, partial
 import numpy as np
 
 from sweeper.ops.descriptor import Buffers, Comm, Layout, Span, Step, torch_group
-from sweeper.planning.spec import MoeSpec
+from sweeper.planning.moe import MoeSpec
 
 
 @lru_cache(maxsize=8)
