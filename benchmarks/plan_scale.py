@@ -1,8 +1,8 @@
 """Planning at fleet scale: N nodes x 8 GPUs (recorded DGX H100 topology), no Ray.
 
-For each node count and each sweep (`--tiers all`, and the nightly profile): groups, waves,
+For each node count and each sweep (`--tiers all`, and the weekly profile): groups, waves,
 planning time, and the estimated duration in waves against one group at a time (the driver
-before waves), with the default cost model. Goal: the nightly profile at 1024 nodes plans
+before waves), with the default cost model. Goal: the weekly profile at 1024 nodes plans
 in under 5 s.
 
     python benchmarks/plan_scale.py [--nodes 16 128 1024]
@@ -19,7 +19,7 @@ from sweeper.planning.profile import build_spec, load_profile
 
 ROOT = Path(__file__).parents[1]
 RECORD = ROOT / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json"
-NIGHTLY = ROOT / "jobs" / "nightly.yaml"
+WEEKLY = ROOT / "jobs" / "weekly.yaml"
 GOAL_S = 5.0
 
 
@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     sweeps = {
         "--tiers all": build_spec(tiers="all"),
-        "nightly": build_spec(load_profile(NIGHTLY)),
+        "weekly": build_spec(load_profile(WEEKLY)),
     }
     print("| nodes | sweep | groups | waves | planning s | estimated | one group at a time |")
     print("|---|---|---|---|---|---|---|")
@@ -44,7 +44,7 @@ def main() -> None:
                 f"| {duration(found.estimate.serial_s)} |",
                 flush=True,
             )
-            if name == "nightly" and nodes >= 1024 and found.planning_s > GOAL_S:
+            if name == "weekly" and nodes >= 1024 and found.planning_s > GOAL_S:
                 slow.append(f"{nodes} nodes: {found.planning_s:.2f} s")
     if slow:
         raise SystemExit(f"planning over {GOAL_S:g} s: {'; '.join(slow)}")

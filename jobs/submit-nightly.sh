@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Submit the nightly run to a running Ray cluster as a Ray job with a dated submission id
 # (sweeper-nightly-20261122T020000Z), wait for it, and exit as it did (ray job submit exits
-# 1 when the job fails: a regression, or any other non-zero exit of sweeper nightly).
+# 1 when the job fails: a regression, a condemned node, GPU or link, or any other non-zero
+# exit of sweeper nightly).
 #
 #   RAY_ADDRESS=http://head:8265 jobs/submit-nightly.sh [PROFILE]
 #
-# PROFILE (default jobs/nightly.yaml) is uploaded with the job. Results and reports stay on
+# PROFILE (default jobs/nightly.yaml, the fleet's scan; jobs/weekly.yaml for the weekly
+# sweep of every pair) is uploaded with the job. Results and reports stay on
 # the head node, under $SWEEPER_DATA (default /var/lib/sweeper), night after night. After
 # the run, failed or not, the job writes its figures for node_exporter's textfile collector
 # on the head node: $SWEEPER_TEXTFILE_DIR/sweeper.prom (default Debian's

@@ -43,7 +43,7 @@ from sweeper.commands.options import (
 )
 from sweeper.driver import stops
 from sweeper.errors import BadInput, InfrastructureError, SweeperError, SweeperWarning
-from sweeper.planning.profile import Profile, build_spec, load_profile
+from sweeper.planning.profile import SCAN_OPTIONS, Profile, build_spec, load_profile
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan import document
 
@@ -194,7 +194,7 @@ def _printing() -> Iterator[None]:
         "--nccl-env NCCL_MAX_NCHANNELS=1,4,32",
         "sweeper run --address ray://head:10001 --format json",
         "sweeper run --no-report",
-        "sweeper run --profile jobs/nightly.yaml --max-size 1G",
+        "sweeper run --profile jobs/weekly.yaml --max-size 1G",
     )
 )
 @sweep_options(after="profile")
@@ -277,9 +277,9 @@ def nightly_command(
     cluster_name: ClusterName = None,
     format: OutputFormat = Format.human,
 ) -> None:
-    """Sweep a profile, compare the run with the history of this cluster and hardware, write
-    the report and a JSON summary beside it; exit 1 on a regression (4: no regression, but
-    some points failed)."""
+    """Sweep a profile (or scan the fleet, with a scan: section), compare the run with the
+    history of this cluster and hardware, write the report and a JSON summary beside it; exit 1
+    on a regression or a condemned node, GPU or link (4: neither, but some points failed)."""
     from sweeper.analysis.regression import Policy  # pandas: loaded only for a nightly run
     from sweeper.commands import nightly  # and Ray
 
@@ -295,15 +295,15 @@ def nightly_command(
                 reports_dir=reports_dir,
                 cluster_name=cluster_name,
             )
-            night = nightly.run(spec, Policy.of(loaded.nightly), observer)
+            night = nightly.run(spec, Policy.of(loaded.nightly), observer, scan=loaded.scan)
     except SweeperError as exc:
         raise _fail(exc) from None
     _show_night(night, format)
 
 
 def _show_night(night: Night, output_format: Format) -> NoReturn:
-    """A judged nightly run: its verdict shown, and its exit (1: a regression; 4: none, but
-    some points failed)."""
+    """A judged nightly run: its verdict shown, and its exit (1: a regression or a condemned
+    node, GPU or link; 4: neither, but some points failed)."""
     from sweeper.commands import nightly
 
     if output_format is Format.json:
@@ -311,26 +311,13 @@ def _show_night(night: Night, output_format: Format) -> NoReturn:
         print(json.dumps({**event, **nightly.summary(night.verdict, night.report)}))
     else:
         nightly.print_night(night)
-    if len(night.verdict.regressions):
+    if len(night.verdict.regressions) or night.verdict.condemned:
         raise typer.Exit(EXIT_REGRESSION)
     raise typer.Exit(EXIT_POINTS_FAILED if night.verdict.failed else 0)
 
 
-# the sweep's options a scan takes: where, on how many ranks a node, how each point is timed
-SCAN_SWEEP_OPTIONS = {
-    "address",
-    "connect_timeout",
-    "backend",
-    "gpus_per_node",
-    "iters",
-    "warmup",
-    "blocks",
-    "timeout",
-    "output",
-    "old_output",
-    "plugin",
-    "cluster_name",
-}
+# the sweep's options a scan takes, by their names here (--plugin, and --output's old name)
+SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} | {"old_output"}
 
 
 # what a scan's verdicts are judged against
@@ -679,7 +666,7 @@ PLAN_LEAVES_OUT = (
     "plan",
     epilog=_examples(
         "sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json --nodes 1024 "
-        "--profile jobs/nightly.yaml",
+        "--profile jobs/weekly.yaml",
         "sweeper plan --tiers all --format json",
         "sweeper plan --topology node.json --nodes 16 --tiers all --results results",
     ),

@@ -14,10 +14,18 @@ median and robust spread (1.4826 x MAD) of up to `window` earlier runs. A value 
 when every check fails (it is beyond the series' own noise by a robust z, and beyond a
 relative floor); the series is a *regression* when the last `persistence` runs, tonight's
 included, were all worse than the baseline of the runs before them.
+
+A scan's series (`scan_metrics`) are its judged figures, named so that they recur night after
+night: a group of the stages that measure every node (the gate: one node's GPUs, and each GPU's
+own copies; the screen's and the cross-domain group) by its stage and its members' host names,
+not by tonight's group id, which numbers nodes in tonight's order. Bisection and confirmation
+groups are left out: they test tonight's suspects beside whichever partners were free, and
+the scan's verdicts already speak for them.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,6 +36,7 @@ import pandas as pd
 from sweeper.analysis.changes import params_text
 from sweeper.planning.profile import NightlySettings
 from sweeper.results.schema import POINT
+from sweeper.scan.thresholds import UNBIASED
 from sweeper.wire import Status
 
 # A point over nights, whatever its size: the sizes are the series' values.
@@ -36,6 +45,9 @@ SERIES = tuple(key for key in POINT if key != "size_bytes")
 COLUMNS = ("run_id", *SERIES, "size_bytes", "time_us", "busbw_gb_per_s", "status")
 MAD_TO_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal noise
 STATUSES = ("regression", "worse", "better", "ok", "new")
+# A scan's rows: the stage and the hosts and GPUs that name its series.
+SCAN_COLUMNS = (*COLUMNS, "stage", "hosts", "gpu_uuids")
+_NAMED_HOSTS = 4  # a group of more hosts is named by its first and last, and a digest
 
 
 @dataclass(frozen=True)
@@ -55,12 +67,54 @@ def run_metrics(rows: pd.DataFrame, bandwidth_min_size_bytes: int) -> pd.DataFra
     columns (`params` as k=v text), metric, value and the size it was measured at. Peak bus
     bandwidth is taken over the sizes of at least `bandwidth_min_size_bytes` (a series with
     none has no peak); the smallest-size time is the time of the smallest size that ran."""
+    ok = _ok(rows)
+    return _metrics(ok[ok["size_bytes"] >= bandwidth_min_size_bytes], ok)
+
+
+def scan_metrics(rows: pd.DataFrame) -> pd.DataFrame:
+    """`run_metrics` of scans (rows of SCAN_COLUMNS): the series of the gate, screen and
+    cross-domain groups, each group named by `scan_group`; the bus bandwidth at a series'
+    largest size (the scan's bandwidth size), the time at its smallest where it ran more than
+    one (the latency size; a GPU's copies run one)."""
+    judged = rows[rows["stage"].isin([str(stage) for stage in UNBIASED])]
+    named = [
+        scan_group(stage, hosts, None if pd.isna(rank) else uuids)
+        for stage, hosts, uuids, rank in zip(
+            judged["stage"], judged["hosts"], judged["gpu_uuids"], judged["rank"], strict=True
+        )
+    ]
+    # ranks are numbered in tonight's node order: the group's name says which GPU
+    ok = _ok(judged.assign(group_id=named, rank=pd.NA, src_rank=pd.NA, dst_rank=pd.NA))
+    sizes = ok.groupby(["run_id", *SERIES], dropna=False, sort=False)["size_bytes"]
+    largest = ok[ok["size_bytes"] == sizes.transform("max")]
+    return _metrics(largest, ok[sizes.transform("nunique") > 1])
+
+
+def scan_group(stage: str, hosts: Sequence[str], gpus: Sequence[str] | None = None) -> str:
+    """A scan group's name night after night: its stage and its hosts (screen:a+b+c), beyond
+    four hosts the first and last, their count and a digest of them all; `gpus`, a GPU's own
+    row: its UUID (gate:a/GPU-...)."""
+    members = sorted(set(hosts))
+    named = "+".join(members)
+    if len(members) > _NAMED_HOSTS:
+        digest = hashlib.sha256(named.encode()).hexdigest()[:8]
+        named = f"{members[0]}..{members[-1]}/{len(members)}#{digest}"
+    gpu = f"/{gpus[0]}" if gpus is not None and len(gpus) == 1 else ""
+    return f"{stage}:{named}{gpu}"
+
+
+def _ok(rows: pd.DataFrame) -> pd.DataFrame:
     ok = rows.loc[rows["status"].isin([Status.OK]), list(COLUMNS)]  # isin: no NA in the mask
-    ok = ok.assign(params=ok["params"].map(params_text))
+    passed: pd.DataFrame = ok.assign(params=ok["params"].map(params_text))
+    return passed
+
+
+def _metrics(large: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
+    """The peak busbw of `large`'s rows and the smallest size's time of `timed`'s, per run
+    and series."""
     keys = ["run_id", *SERIES]
-    large = ok[ok["size_bytes"] >= bandwidth_min_size_bytes]
     peak = large.sort_values("busbw_gb_per_s").drop_duplicates(keys, keep="last")
-    smallest = ok.sort_values("size_bytes").drop_duplicates(keys, keep="first")
+    smallest = timed.sort_values("size_bytes").drop_duplicates(keys, keep="first")
     parts = [
         frame[[*keys, "size_bytes"]].assign(metric=metric.name, value=frame[column])
         for metric, frame, column in (

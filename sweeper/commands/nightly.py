@@ -8,6 +8,27 @@ upgrade that slows a collective is exactly the regression to report, so versions
 compared with the previous run and named in the summary instead. A change of shape (more
 nodes, another GPU count) needs no fingerprint either: its groups are other series, new
 until they have a history of their own.
+
+A profile with a `scan:` section makes the nightly run a fleet scan (`driver.scan`; its rows
+are run_kind `nightly`, its verdicts the scan summary beside its record). Its history is the
+earlier nightly *scans* of the fingerprint: a nightly sweep and a nightly scan measure other
+things and never share one. A scan's series are the figures its judge reads, under names that
+recur night after night (`analysis.regression.scan_metrics`): each node's gate (its own GPUs'
+all_reduce, and each GPU's host copies) by its host name and GPU UUID, and each screen or
+cross-domain group by its members' host names. A screen group is the same group night after
+night while the fleet is (the screen cuts the fleet in its order, by host name); a node
+added, removed or kept out by its gate reshapes some groups, which are then new series. The
+bisection and confirmation groups are no series: they exist only where something failed, with
+whichever partners were free. So the regression table catches what the scan, judging each
+night against the fleet's own median, cannot: the whole fleet slower after an upgrade, or a
+node drifting down night after night while still within the fleet's spread.
+
+A nightly scan alarms on two counts, both exit 1: a regression, or a node, GPU or link the
+scan condemned (slow, failed or unreachable). Its summary then has, beside `regressions`,
+`condemned`: one object per condemned verdict, `{"name", "subject", "health", "nodes",
+"hosts", "gpu", "evidence"}` (the scan summary's fields of the same names), and `scan`: `{"summary"`
+(the scan summary's path), `"strategy"`, `"seed"`, `"nodes"`, `"health"` (nodes per
+verdict)`}`. A nightly sweep's summary has neither key.
 """
 
 from __future__ import annotations
@@ -28,19 +49,30 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.analysis import label
-from sweeper.analysis.regression import COLUMNS, STATUSES, Policy, detect, run_metrics
+from sweeper.analysis.regression import (
+    COLUMNS,
+    SCAN_COLUMNS,
+    STATUSES,
+    Policy,
+    detect,
+    run_metrics,
+    scan_metrics,
+)
+from sweeper.commands.scan import NoLines, WaveLines, thresholds
 from sweeper.errors import BadInput
-from sweeper.planning.profile import NightlySettings, load_profile
+from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
 from sweeper.planning.sizes import format_size
 from sweeper.planning.spec import SweepSpec
-from sweeper.report import directory, require_directory
-from sweeper.results import summaries
+from sweeper.report import directory, require, require_directory
+from sweeper.results import scans, summaries
 from sweeper.results.load import load, runs
 from sweeper.results.schema import RUN_COLUMNS
+from sweeper.scan.policy import Strategy
 from sweeper.wire import Launch
 
 if TYPE_CHECKING:
     from sweeper.driver.observer import Observer
+    from sweeper.driver.scan import ScanSettings
     from sweeper.driver.sweep import Resume
 
 VERSIONS = tuple(column for column in RUN_COLUMNS if column.endswith("_version"))
@@ -71,9 +103,37 @@ def _text(value: Any) -> str | None:
     return None if pd.isna(value) else str(value)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScanVerdicts:
+    """A nightly scan's own verdicts: its scan summary (`scan.document`) and where it is."""
+
+    path: Path
+    document: Mapping[str, Any]
+
+    @property
+    def condemned(self) -> list[dict[str, Any]]:
+        """The condemned verdicts (the summary's `condemned`), each as the nightly summary
+        names it."""
+        named = set(self.document["condemned"])
+        keys = ("name", "subject", "health", "nodes", "hosts", "gpu", "evidence")
+        return [
+            {key: v[key] for key in keys} for v in self.document["verdicts"] if v["name"] in named
+        ]
+
+    def record(self) -> dict[str, Any]:
+        doc = self.document
+        return {
+            "summary": str(self.path),
+            "strategy": doc["strategy"],
+            "seed": doc["seed"],
+            "nodes": len(doc["nodes"]),
+            "health": doc["health"],
+        }
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """A nightly run judged against its history."""
+    """A nightly run judged against its history (and a nightly scan's own verdicts)."""
 
     run_id: str
     run_started_at: datetime
@@ -85,6 +145,12 @@ class Verdict:
     policy: Policy
     points: int
     failed: int
+    scan: ScanVerdicts | None = None
+
+    @property
+    def condemned(self) -> list[dict[str, Any]]:
+        """What the scan condemned; none for a sweep."""
+        return self.scan.condemned if self.scan else []
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -102,8 +168,9 @@ class Verdict:
         }
 
 
-def judge(root: Path, run_id: str, policy: Policy) -> Verdict:
-    """Compare run `run_id` of the results directory `root` with its history."""
+def judge(root: Path, run_id: str, policy: Policy, scan: ScanVerdicts | None = None) -> Verdict:
+    """Compare run `run_id` of the results directory `root` with its history; with `scan`,
+    the run is a nightly scan with these verdicts, compared with the earlier nightly scans."""
     every = runs(root) if Path(root).is_dir() else None
     if every is None or run_id not in set(every["run_id"]):
         raise BadInput(f"run {run_id} measured nothing: no group of its tiers exists here")
@@ -113,10 +180,17 @@ def judge(root: Path, run_id: str, policy: Policy) -> Verdict:
         every["run_kind"].isin(["nightly"])
         & fingerprint.matches(every)
         & (every["run_started_at"] < tonight["run_started_at"])
-    ].tail(policy.runs - 1)
+    ]
+    # a scan is the nightly run with a scan summary: scans and sweeps have histories apart
+    scanned = [scans.path(root, earlier_id).is_file() for earlier_id in earlier["run_id"]]
+    earlier = earlier[pd.Series(scanned, index=earlier.index, dtype=bool) == (scan is not None)]
+    earlier = earlier.tail(policy.runs - 1)
     order = [*earlier["run_id"], run_id]
-    rows = load(root, order, columns=COLUMNS)
-    findings = detect(run_metrics(rows, policy.bandwidth_min_size_bytes), order, policy)
+    if scan is None:
+        metrics = run_metrics(load(root, order, columns=COLUMNS), policy.bandwidth_min_size_bytes)
+    else:
+        metrics = scan_metrics(load(root, order, columns=SCAN_COLUMNS))
+    findings = detect(metrics, order, policy)
     previous = earlier.iloc[-1] if len(earlier) else None
     return Verdict(
         run_id=run_id,
@@ -129,6 +203,7 @@ def judge(root: Path, run_id: str, policy: Policy) -> Verdict:
         policy=policy,
         points=int(tonight["points"]),
         failed=int(tonight["failed"]),
+        scan=scan,
     )
 
 
@@ -168,6 +243,9 @@ def summary(verdict: Verdict, page: Path | None = None) -> dict[str, Any]:
     records = verdict.findings.to_dict("records")
     findings = verdict.findings.assign(series=[series_name(record) for record in records])
     counts = findings["status"].value_counts()
+    scanned = (
+        {"condemned": verdict.condemned, "scan": verdict.scan.record()} if verdict.scan else {}
+    )
     return {
         "run_id": verdict.run_id,
         "run_started_at": verdict.run_started_at.isoformat(),
@@ -189,6 +267,7 @@ def summary(verdict: Verdict, page: Path | None = None) -> dict[str, Any]:
         "points": verdict.points,
         "failed": verdict.failed,
         "regressions": len(verdict.regressions),
+        **scanned,
         "counts": {status: int(counts.get(status, 0)) for status in STATUSES},
         "series": [
             {key: json_value(value) for key, value in record.items()}
@@ -211,15 +290,25 @@ class Night:
     report: Path | None
 
 
-def run(spec: SweepSpec, policy: Policy, observer: Observer, resume: Resume | None = None) -> Night:
+def run(
+    spec: SweepSpec,
+    policy: Policy,
+    observer: Observer,
+    resume: Resume | None = None,
+    *,
+    scan: ScanSection | None = None,
+) -> Night:
     """Sweep as `sweeper run` does (run_kind `nightly`, its report included), judge the run
     against its history, and write the summary beside the report. With `resume`, the rest
-    of a stopped nightly run, judged and summarized once, as one run."""
+    of a stopped nightly run, judged and summarized once, as one run. With `scan` (a
+    profile's `scan:`), scan the fleet instead of sweeping (`scan_night`)."""
     from sweeper.driver import sweep  # Ray: only a command that sweeps needs it
 
     outputs = spec.outputs
     reports_dir = directory(outputs.results, outputs.reports_dir)
     require_directory(reports_dir, f"--reports-dir {reports_dir}")  # the summary's
+    if scan is not None:
+        return scan_night(spec, policy, observer, scan, reports_dir)
     finished = sweep.run(spec, observer, "nightly", resume)
     verdict = judge(outputs.results, finished.run_id, policy)
     if finished.report and verdict.history:
@@ -230,14 +319,70 @@ def run(spec: SweepSpec, policy: Policy, observer: Observer, resume: Resume | No
     return Night(verdict, write_summary(verdict, reports_dir, finished.report), finished.report)
 
 
+def scan_settings(section: ScanSection) -> ScanSettings:
+    """The scan's settings that a profile's `scan:` section gives; a strategy that is none is
+    BadInput (before Ray starts)."""
+    from sweeper.driver.scan import ScanSettings  # Ray (not started)
+
+    try:
+        strategy = Strategy.parse(section.strategy, seed=section.seed)
+    except ValueError as exc:
+        known = "adaptive, ring, bisect, random:K, all"
+        raise BadInput(f"scan.strategy: {exc}", hint=f"one of {known}") from None
+    floors = [f"{tier}={gb_per_s}" for tier, gb_per_s in section.min_busbw_gb_per_s.items()]
+    return ScanSettings(
+        strategy=strategy,
+        thresholds=thresholds(floors, section.sigmas, section.min_ratio),  # as sweeper scan's
+        op=section.op,
+        nodes=section.nodes,
+        domain_label=section.domain_label,
+        sizes=section.sizes,
+    )
+
+
+def scan_night(
+    spec: SweepSpec, policy: Policy, observer: Observer, section: ScanSection, reports_dir: Path
+) -> Night:
+    """Scan the fleet (run_kind `nightly`), each wave a line as it starts (none for JSON),
+    judge the judged figures against the earlier nightly scans, and write the report and
+    the summary with the scan's condemned verdicts."""
+    from sweeper.driver.console import JsonConsole  # the driver: Ray
+    from sweeper.driver.scan import scan_fleet  # Ray: a real cluster's scan
+    from sweeper.scan.document import document
+
+    outputs = spec.outputs
+    if outputs.report:
+        require()  # the report's extra, before Ray starts
+    lines = NoLines() if isinstance(observer, JsonConsole) else WaveLines()
+    scanned = scan_fleet(spec, scan_settings(section), lines, run_kind="nightly")
+    kept = ScanVerdicts(
+        path=scans.path(outputs.results, scanned.run_id), document=document(scanned)
+    )
+    verdict = judge(outputs.results, scanned.run_id, policy, kept)
+    page = None
+    if outputs.report and scanned.rows:
+        from sweeper.report import build  # plotly and jinja2: the report extra
+
+        where = outputs.reports_dir / f"{scanned.run_id}.html" if outputs.reports_dir else None
+        baseline = verdict.history[-1] if verdict.history else None
+        page = build.write(outputs.results, scanned.run_id, where, baseline)
+    return Night(verdict, write_summary(verdict, reports_dir, page), page)
+
+
 def policy_of(command: str) -> Policy:
     """The regression settings of a nightly run by the command that started it: its
     profile's `nightly:` section as `--profile` named it, else the defaults (a run record
-    keeps the sweep's options, which these are not)."""
+    keeps the sweep's options, which these are not). A nightly scan is not resumed: its
+    waves follow from the verdicts so far, which a new scan finds again in minutes."""
     words = shlex.split(command)
     named = [word.split("=", 1)[1] for word in words if word.startswith("--profile=")]
     named += [after for word, after in pairwise(words) if word == "--profile"]
-    return Policy.of(load_profile(Path(named[-1])).nightly if named else NightlySettings())
+    if not named:
+        return Policy.of(NightlySettings())
+    profile = load_profile(Path(named[-1]))
+    if profile.scan is not None:
+        raise BadInput("--resume: a nightly scan is not resumed; run sweeper nightly again")
+    return Policy.of(profile.nightly)
 
 
 def _value(finding: Mapping[Hashable, Any], value: float) -> str:
@@ -250,10 +395,23 @@ def _metric(finding: Mapping[Hashable, Any]) -> str:
     return f"{_METRIC_NAMES.get(finding['metric'], finding['metric'])}{at} ({finding['unit']})"
 
 
+def _print_scan(console: Console, scan: ScanVerdicts) -> None:
+    """The scan's nodes by verdict, and what it condemned with the evidence."""
+    health = ", ".join(f"{n} {verdict}" for verdict, n in scan.document["health"].items())
+    console.print(f"scan: {len(scan.document['nodes'])} nodes: {health}", soft_wrap=True)
+    if condemned := scan.condemned:
+        table = Table(title="condemned by the scan (its summary has every verdict)")
+        for column in ("name", "health", "evidence"):
+            table.add_column(column)
+        for v in condemned:
+            table.add_row(v["name"], v["health"], v["evidence"])
+        console.print(table)
+
+
 def print_night(night: Night, out: TextIO | None = None) -> None:
-    """The regression table (regressions, then series worse tonight only), and a line of
-    counts, the versions that changed and where the summary is (the sweep said where the
-    report is)."""
+    """The scan's verdicts, if the night was a scan; the regression table (regressions, then
+    series worse tonight only), and a line of counts, the versions that changed and where
+    the summary and a scan's report are."""
     verdict = night.verdict
     console = Console(file=out or sys.stdout, highlight=False, width=160)
     fp = verdict.fingerprint
@@ -272,6 +430,8 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
             "history",
             soft_wrap=True,
         )
+    if verdict.scan is not None:
+        _print_scan(console, verdict.scan)
     shown = verdict.findings[verdict.findings["status"].isin(["regression", "worse"])]
     if len(shown):
         table = Table(title="regressions, and series worse tonight (they alarm if it persists)")
@@ -300,4 +460,6 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
         console.print(f"{name} changed since the previous run: {before} -> {now}", soft_wrap=True)
     if verdict.failed:
         console.print(f"{verdict.failed} of {verdict.points} points failed (their rows say why)")
+    if verdict.scan is not None and night.report:  # a sweep's observer said where it is
+        console.print(f"report: {night.report}", soft_wrap=True)
     console.print(f"summary: {night.summary}", soft_wrap=True)

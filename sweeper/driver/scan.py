@@ -93,8 +93,10 @@ class _Scan:
         spec: SweepSpec,
         settings: ScanSettings,
         connection: cluster.Connection,
+        run_kind: str,
     ) -> None:
         self.connection = connection
+        self.run_kind = run_kind
         self.settings = settings
         self.started_at = datetime.now(timezone.utc)
         self.run_id = new_run_id(self.started_at)
@@ -169,7 +171,7 @@ class _Scan:
             shared = self.meta or run_columns(
                 self.run_id,
                 self.started_at,
-                "scan",
+                self.run_kind,
                 self.plan.cluster.name or self.connection.head_host(),
                 self.backend,
                 ranks,
@@ -310,9 +312,12 @@ class _Scan:
         return out
 
 
-def scan_fleet(spec: SweepSpec, settings: ScanSettings, observer: ScanObserver) -> Scanned:
-    """A scan: every wave the policy gives, on the cluster; the rows go to the results, the
-    judge's verdicts come back and go beside them as the scan's summary."""
+def scan_fleet(
+    spec: SweepSpec, settings: ScanSettings, observer: ScanObserver, run_kind: str = "scan"
+) -> Scanned:
+    """A scan: every wave the policy gives, on the cluster; the rows go to the results (as a
+    `run_kind` run: `nightly` for `sweeper nightly`'s), the judge's verdicts come back and go
+    beside them as the scan's summary."""
     load_plugins(spec.experiments.plugins)
     if settings.op not in REGISTRY:
         raise BadInput(f"--op {settings.op}: no such operation")
@@ -323,7 +328,7 @@ def scan_fleet(spec: SweepSpec, settings: ScanSettings, observer: ScanObserver) 
         spec.cluster.address, spec.cluster.cpu_ranks, spec.cluster.connect_timeout_s
     )
     try:
-        state = _Scan(spec, settings, connection)
+        state = _Scan(spec, settings, connection, run_kind)
         records.save(output, records.RunRecord.of(state.run_id, spec, tuple(state.nodes)))
         ended = "interrupted"
         try:

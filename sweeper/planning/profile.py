@@ -1,6 +1,7 @@
-"""YAML profiles: a sweep's options as keys, and the nightly regression settings; and the one
-place option values (a profile's, overridden by the command line's) become a SweepSpec, a bad
-one named as the user wrote it.
+"""YAML profiles: a sweep's options as keys, the nightly regression settings, and a fleet
+scan's settings (a profile with a `scan:` section is a nightly scan); and the one place option
+values (a profile's, overridden by the command line's) become a SweepSpec, a bad one named as
+the user wrote it.
 """
 
 from __future__ import annotations
@@ -8,16 +9,24 @@ from __future__ import annotations
 import difflib
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sweeper.errors import BadInput
 from sweeper.planning.fields import Size
 from sweeper.planning.inputs import read_text
 from sweeper.planning.sizes import SIZE_LIMIT_BYTES
 from sweeper.planning.spec import SweepSpec
+from sweeper.wire import Tier
 
 
 class NightlySettings(BaseModel):
@@ -52,18 +61,99 @@ class NightlySettings(BaseModel):
         return self
 
 
+# The sweep's options a scan takes (`sweeper scan`'s too): where, on how many ranks a node,
+# how each point is timed, where the rows go; the others choose what a sweep measures, which
+# the scan chooses itself.
+SCAN_OPTIONS = frozenset(
+    {
+        "address",
+        "connect_timeout",
+        "backend",
+        "gpus_per_node",
+        "iters",
+        "warmup",
+        "blocks",
+        "timeout",
+        "output",
+        "plugins",
+        "cluster_name",
+    }
+)
+# ... and a profile with a `scan:` section, whose nightly run writes a report
+SCAN_TAKES = SCAN_OPTIONS | {"report", "reports_dir"}
+
+
+class ScanSection(BaseModel):
+    """The `scan:` section of a profile: `sweeper scan`'s settings, so that `sweeper nightly`
+    scans the fleet (sweeper/driver/scan.py) instead of sweeping. Plain values: the scan's
+    own types (its strategy, its thresholds) are made from them, and the strategy checked,
+    by `commands.nightly.scan_settings`, before Ray starts (the scan sits above planning)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: str = Field(
+        "adaptive", description="adaptive, ring, bisect, random:K or all (after the same gate)."
+    )
+    seed: int = Field(0, ge=0, description="random:K's matchings.")
+    nodes: int | None = Field(None, ge=1, description="Nodes to scan; default every node.")
+    domain_label: str | None = Field(
+        None, description="A Ray node label (rack, an NVLink domain): the screen's groups."
+    )
+    op: str = Field("all_reduce", description="The judged operation.")
+    sizes: tuple[Size, Size] | None = Field(
+        None,
+        description="The latency and bandwidth sizes, e.g. [8, 1G]; default 8 and 1G, or the "
+        "largest below it that fits (1M on CPU ranks).",
+    )
+    min_busbw_gb_per_s: dict[Tier, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="Absolute floors, GB/s per tier ({internode: 40}); a tier left out is held "
+        "to a share of the reference figure for its GPU model.",
+    )
+    # None: the judge's own defaults (scan.thresholds.Thresholds)
+    sigmas: float | None = Field(
+        None, ge=0, description="Robust sigmas below the fleet's median; default 4."
+    )
+    min_ratio: float | None = Field(
+        None, ge=0, le=1, description="... and below this share of it; default 0.85."
+    )
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, sizes: tuple[int, int] | None) -> tuple[int, int] | None:
+        if sizes is not None and sizes[0] >= sizes[1]:
+            raise ValueError("two sizes, the latency one first, such as [8, 1G]")
+        return sizes
+
+
 class Profile(SweepSpec):
     """A YAML profile: `sweeper run`'s options as keys (lists as YAML lists or comma
-    strings, sizes as 64M), and a `nightly:` section that `sweeper nightly` reads."""
+    strings, sizes as 64M), a `nightly:` section that `sweeper nightly` reads, and a `scan:`
+    section that makes `sweeper nightly` scan the fleet instead of sweeping."""
 
     nightly: NightlySettings = Field(
         default_factory=NightlySettings,
         description="sweeper nightly: which history to compare with, and regression thresholds.",
     )
+    scan: ScanSection | None = Field(
+        None,
+        description="sweeper nightly scans the fleet (sweeper scan's settings) instead of "
+        "sweeping; the other keys then are where and how each point is timed.",
+    )
+
+    @model_validator(mode="after")
+    def _scan_takes(self) -> Profile:
+        extra = sorted(self.model_fields_set - SCAN_TAKES - {"nightly", "scan"})
+        if self.scan is not None and extra:
+            raise ValueError(
+                f"scan: chooses what a scan measures; drop {', '.join(extra)} (a sweep's "
+                "options), or sweep in a profile without scan:"
+            )
+        return self
 
     def options(self) -> dict[str, Any]:
         """The sweep options the profile sets (not the ones it leaves at their defaults)."""
-        return self.model_dump(exclude_unset=True, exclude={"nightly"})
+        return self.model_dump(exclude_unset=True, exclude={"nightly", "scan"})
 
 
 def load_profile(path: Path) -> Profile:
@@ -111,11 +201,17 @@ def _section(path: list[str]) -> type[BaseModel] | None:
     None where `path` is no section."""
     model: type[BaseModel] = Profile
     for parent in path:
-        section = model.model_fields[parent].annotation
-        if not (isinstance(section, type) and issubclass(section, BaseModel)):
+        annotation = model.model_fields[parent].annotation
+        # an optional section (scan: ScanSection | None) is its model
+        found = [t for t in (annotation, *get_args(annotation)) if _is_model(t)]
+        if not found:
             return None
-        model = section
+        model = found[0]
     return model
+
+
+def _is_model(annotation: object) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _known_key(exc: ValidationError) -> str | None:

@@ -52,7 +52,8 @@ DESCRIBED: dict[str, Described] = {
     "run_id": Described(meaning="the run, `YYYYMMDDTHHMMSSZ-xxxxxx` (its start and a random tag)"),
     "run_started_at": Described(meaning="when the run started", unit="UTC"),
     "run_kind": Described(
-        meaning="`run` (sweeper run), `nightly` (sweeper nightly) or `scan` (sweeper scan)"
+        meaning="`run` (sweeper run), `nightly` (sweeper nightly: a sweep, or a scan where its "
+        "profile has `scan:`) or `scan` (sweeper scan)"
     ),
     "cluster_name": Described(meaning="the profile's cluster name, else the Ray head's host name"),
     "sweeper_version": Described(meaning="sweeper's version"),
@@ -278,7 +279,7 @@ DESCRIBED: dict[str, Described] = {
     "stage": Described(
         meaning="a fleet scan's row: the stage its group belongs to (`gate`, `screen`, "
         "`cross-domain`, `bisect`, `confirm`)",
-        null="rows of `sweeper run` and `sweeper nightly`",
+        null="rows of a sweep (`sweeper run`, a nightly sweep)",
     ),
 }
 

@@ -14,17 +14,23 @@ ranks to three at this latency-bound size, passes by a factor of three or more.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 import ray
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from ray.cluster_utils import Cluster
+from typer.testing import CliRunner
 
 import sweeper
+from sweeper.cli import app
 from sweeper.driver import cluster
 from sweeper.driver.scan import ScanSettings, scan_fleet
 from sweeper.planning.profile import build_spec
@@ -159,3 +165,63 @@ def test_every_row_says_its_stage_and_the_scan_wave(scan: _Scan) -> None:
     gate = rows[rows["stage"] == Stage.GATE]
     assert (gate["n_nodes"] == 1).all()
     assert (rows.loc[rows["stage"] != Stage.GATE, "n_nodes"] >= 2).all()
+
+
+@dataclass(frozen=True)
+class _Night:
+    exit_code: int
+    output: str
+    summary: dict[str, Any]  # the nightly's summary JSON, as written
+    exported: list[Sample]  # `sweeper export --prometheus` of the run, parsed back
+
+
+@pytest.fixture(scope="module")
+def night(scan: _Scan, tmp_path_factory: pytest.TempPathFactory) -> _Night:
+    """`sweeper nightly` of a profile with a `scan:` section, on the same cluster after the
+    scan: the six nodes left (the same node order, so the same slow node and slow link), one
+    timed iteration a block. Two of its three screen groups are slowed, so the fleet's median
+    is a slowed figure: an absolute floor is what fails them, 0.002 GB/s: five times a slowed
+    group's figure (64 KiB in 200 ms), and a healthy one's as long as its all_reduce of 64 KiB
+    takes less than 30 ms, on a loaded machine too."""
+    root = tmp_path_factory.mktemp("night")
+    profile = root / "scan.yaml"
+    profile.write_text(
+        "backend: gloo\ngpus_per_node: 1\niters: 1\nwarmup: 1\nblocks: 3\ntimeout: 60\n"
+        f"output: {root / 'results'}\nreport: false\nplugins: [tests.plugins.faulty_fleet]\n"
+        "scan:\n  op: faulty\n  sizes: [8, 64K]\n  sigmas: 0\n  min_ratio: 0\n"
+        "  min_busbw_gb_per_s: {internode: 0.002}\n"
+    )
+    runner = CliRunner()
+    ran = runner.invoke(app, ["nightly", "--profile", str(profile), "--format", "json"])
+    event = json.loads(ran.stdout.splitlines()[-1])
+    prom = root / "sweeper.prom"
+    export = ["export", "--results", str(root / "results"), "--prometheus", str(prom)]
+    assert runner.invoke(app, export).exit_code == 0
+    families = text_string_to_metric_families(prom.read_text())
+    samples = [sample for family in families for sample in family.samples]
+    summary = json.loads(Path(event["summary"]).read_text())
+    return _Night(ran.exit_code, ran.output, summary, samples)
+
+
+def test_a_nightly_scan_with_a_slow_node_exits_1_and_names_it_in_its_summary_and_metrics(
+    scan: _Scan, night: _Night
+) -> None:
+    from tests.plugins.faulty_fleet import SLOW_LINK, SLOW_NODE
+
+    assert night.exit_code == 1, night.output
+    slow = scan.order[SLOW_NODE]
+    condemned = {v["name"]: v for v in night.summary["condemned"]}
+    assert condemned[slow]["health"] == "slow"
+    assert f"{slow}: all_reduce at 64 KiB" in condemned[slow]["evidence"]
+    # nothing away from the planted faults (on six nodes the bisection's halves cannot all be
+    # padded, so the slow link may be blamed on one of its ends)
+    planted = {slow, *(scan.order[i] for i in SLOW_LINK)}
+    assert {node for v in condemned.values() for node in v["nodes"]} <= planted
+    assert night.summary["regressions"] == 0  # the first nightly scan: every series new
+    assert night.summary["scan"]["nodes"] == NODES - 1
+    (host,) = condemned[slow]["hosts"]
+    verdicts = [s for s in night.exported if s.name == "sweeper_node_verdict" and s.value == 1]
+    assert {"hostname": host, "verdict": "slow"} in [s.labels for s in verdicts]
+    (info,) = (s for s in night.exported if s.name == "sweeper_run_info")
+    assert info.labels["run_id"] == night.summary["run_id"]
+    assert info.labels["run_kind"] == "nightly"

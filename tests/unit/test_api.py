@@ -19,7 +19,7 @@ from sweeper.wire import Backend
 
 ROOT = Path(__file__).parents[2]
 DGX = ROOT / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json"
-NIGHTLY = ROOT / "jobs" / "nightly.yaml"
+WEEKLY = ROOT / "jobs" / "weekly.yaml"
 
 
 def test_the_api_is_exported() -> None:
@@ -67,7 +67,7 @@ def test_plan_on_a_recorded_topology_gives_its_schedule() -> None:
 
 
 def test_keywords_override_a_profiles_options() -> None:
-    found = sweeper.plan(profile=str(NIGHTLY), topology=DGX, nodes=2, max_size="1G")
+    found = sweeper.plan(profile=str(WEEKLY), topology=DGX, nodes=2, max_size="1G")
     assert found.spec.max_size == 2**30
     assert found.spec.tiers != ("world",)  # the profile's
 

@@ -243,12 +243,12 @@ def test_a_host_file_that_is_not_a_regular_file_stops_every_write(
     assert [p.name for p in hosts.iterdir()] == ["vm.prom"]
 
 
-def test_the_documented_series_count_is_the_nightly_profiles() -> None:
-    """docs/MONITORING.md's count for jobs/nightly.yaml on 1024 8-GPU nodes, from the plan:
+def test_the_documented_series_count_is_the_weekly_profiles() -> None:
+    """docs/MONITORING.md's count for jobs/weekly.yaml on 1024 8-GPU nodes, from the plan:
     the keys of a node do not depend on the node count (only internode world sizes do), so
     four nodes give them."""
     root = Path(__file__).parents[2]
-    spec = build_spec(load_profile(root / "jobs" / "nightly.yaml"), nodes=4)
+    spec = build_spec(load_profile(root / "jobs" / "weekly.yaml"), nodes=4)
     found = plan(spec, root / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json")
     placement, schedule = found.placement, found.schedule
     keys: dict[int, set[tuple[object, ...]]] = {}

@@ -1,6 +1,6 @@
-"""The schedules and the cluster config: Ray's cluster schema, systemd's own verifier, the
-Kubernetes API schemas (kubernetes-validate, strict), the ray job submit script, and the
-Grafana dashboard against what `sweeper export` writes."""
+"""The schedules (the nightly scan, the weekly sweep) and the cluster config: Ray's cluster
+schema, systemd's own verifier, the Kubernetes API schemas (kubernetes-validate, strict), the
+ray job submit script, and the Grafana dashboard against what `sweeper export` writes."""
 
 from __future__ import annotations
 
@@ -26,7 +26,11 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.commands.nightly import scan_settings
+from sweeper.planning.profile import build_spec, load_profile
 from sweeper.results import scans
+from sweeper.scan.policy import Scheme
+from sweeper.wire import REQUESTABLE_TIERS
 from tests.scan_data import RECORDED_RUN, scan_summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +38,7 @@ JOBS = ROOT / "jobs"
 SYSTEMD = JOBS / "systemd"
 K8S_VERSION = "1.31.0"
 RECORDED = ROOT / "tests" / "data" / "results" / "main-2026-11-25"
+JOBS_RUN = ("nightly", "weekly")  # a systemd service and timer each
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -48,8 +53,8 @@ def test_cluster_yaml_is_valid_against_rays_own_cluster_schema() -> None:
     (workers,) = (name for name in types if name != head)
     assert types[workers]["resources"]["GPU"] >= 1
     assert "GPU" not in types[head]["resources"]
-    nightly = yaml.safe_load((JOBS / "nightly.yaml").read_text())
-    assert types[workers]["min_workers"] == nightly["nodes"]
+    weekly = yaml.safe_load((JOBS / "weekly.yaml").read_text())  # the scan takes every node
+    assert types[workers]["min_workers"] == weekly["nodes"]
     installs = " ".join(config["setup_commands"])
     assert "pip install" in installs
     assert "$HOME/sweeper[report]" in installs
@@ -64,21 +69,39 @@ def _unit(name: str) -> configparser.ConfigParser:
     return parser
 
 
-def test_the_systemd_timer_runs_the_nightly_service_persistently_and_never_overlapping() -> None:
-    service, timer = _unit("sweeper-nightly.service"), _unit("sweeper-nightly.timer")
+@pytest.mark.parametrize("job", JOBS_RUN)
+def test_the_systemd_timer_runs_the_service_persistently_and_never_overlapping(job: str) -> None:
+    service, timer = _unit(f"sweeper-{job}.service"), _unit(f"sweeper-{job}.timer")
     assert service["Service"]["Type"] == "oneshot"  # active until done: the timer waits
     command = service["Service"]["ExecStart"].split()
-    assert command[1:4] == ["nightly", "--profile", "/etc/sweeper/nightly.yaml"]
+    assert command[1:4] == ["nightly", "--profile", f"/etc/sweeper/{job}.yaml"]
     assert command[0].endswith("/bin/sweeper")
     # after every run, a regression's too: ExecStopPost runs whatever ExecStart's exit
     export = service["Service"]["ExecStopPost"].split()
     assert export[0] == command[0]
     assert export[1:4] == ["export", "--results", "results"]  # the profile's output
     assert export[export.index("--prometheus") + 1].endswith("/sweeper.prom")
-    assert timer["Timer"]["Unit"] == "sweeper-nightly.service"
+    assert timer["Timer"]["Unit"] == f"sweeper-{job}.service"
     assert timer["Timer"]["Persistent"] == "true"
     assert timer["Install"]["WantedBy"] == "timers.target"
-    assert "RAY_AUTH_MODE" not in (SYSTEMD / "sweeper-nightly.service").read_text()
+    assert "RAY_AUTH_MODE" not in (SYSTEMD / f"sweeper-{job}.service").read_text()
+
+
+def test_the_nightly_job_scans_the_fleet_and_the_weekly_one_sweeps_every_pair() -> None:
+    """jobs/nightly.yaml is the adaptive scan after its gate, then regression detection;
+    jobs/weekly.yaml sweeps every tier, pair and size, as the nightly did before the scan."""
+    nightly, weekly = (load_profile(JOBS / f"{job}.yaml") for job in JOBS_RUN)
+    assert nightly.scan is not None
+    assert scan_settings(nightly.scan).strategy.kind is Scheme.ADAPTIVE
+    assert weekly.scan is None
+    swept = build_spec(weekly)
+    assert (swept.pairs, swept.max_size, swept.tiers) == ("all", "auto", REQUESTABLE_TIERS)
+    assert swept.copy_engine
+    # the weekly sweep starts well clear of the nightly scan's night
+    nights = [_unit(f"sweeper-{job}.timer")["Timer"]["OnCalendar"] for job in JOBS_RUN]
+    assert nights[0].endswith("02:00:00")
+    assert nights[1].startswith("Sat ")
+    assert not nights[1].endswith("02:00:00")
 
 
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="needs systemd-analyze")
@@ -89,10 +112,10 @@ def test_systemd_analyze_verifies_the_units(tmp_path: Path) -> None:
     for unit in SYSTEMD.iterdir():
         text = unit.read_text().replace("/opt/sweeper/.venv/bin/sweeper", str(sweeper))
         (tmp_path / unit.name).write_text(text)
-    calendar = _unit("sweeper-nightly.timer")["Timer"]["OnCalendar"]
+    calendars = [_unit(f"sweeper-{job}.timer")["Timer"]["OnCalendar"] for job in JOBS_RUN]
     checks = (
         ["systemd-analyze", "verify", "--man=no", *sorted(map(str, tmp_path.iterdir()))],
-        ["systemd-analyze", "calendar", calendar],
+        *(["systemd-analyze", "calendar", calendar] for calendar in calendars),
     )
     for check in checks:
         result = subprocess.run(check, capture_output=True, text=True, check=False)

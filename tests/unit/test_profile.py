@@ -13,14 +13,16 @@ from typer.testing import CliRunner
 
 from sweeper.analysis.regression import Policy
 from sweeper.cli import app
-from sweeper.commands.nightly import policy_of
+from sweeper.commands.nightly import policy_of, scan_settings
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, Profile, build_spec, load_profile
 from sweeper.planning.spec import SweepSpec
-from sweeper.wire import REQUESTABLE_TIERS
+from sweeper.scan.thresholds import Thresholds
+from sweeper.wire import REQUESTABLE_TIERS, Tier
 
 ROOT = Path(__file__).resolve().parents[2]
 NIGHTLY = ROOT / "jobs" / "nightly.yaml"
+WEEKLY = ROOT / "jobs" / "weekly.yaml"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -77,7 +79,7 @@ def test_the_profile_keys_are_exactly_the_options_of_sweeper_run() -> None:
     shown = [p for p in run.params if not getattr(p, "hidden", False)]
     options = {"plugins" if p.name == "plugin" else p.name for p in shown}
     assert options - {"profile", "format", "resume"} == set(SweepSpec.model_fields)
-    assert set(Profile.model_fields) == set(SweepSpec.model_fields) | {"nightly"}
+    assert set(Profile.model_fields) == set(SweepSpec.model_fields) | {"nightly", "scan"}
 
 
 def test_flags_override_the_profile_and_unset_keys_keep_their_defaults(tmp_path: Path) -> None:
@@ -112,6 +114,11 @@ def test_flags_override_the_profile_and_unset_keys_keep_their_defaults(tmp_path:
             "nccl_env: NCCL_MAX_NCHANNELS given twice: tie or list it once",
             None,
         ),
+        ("scan:\n  stratgy: ring\n", "unknown key 'scan.stratgy'", "'scan.strategy'"),
+        ("scan:\n  sizes: [1G, 8]\n", "scan.sizes: two sizes, the latency one first", None),
+        ("scan:\n  min_ratio: 2\n", "scan.min_ratio: Input should be less than or equal", None),
+        ("scan:\n  min_busbw_gb_per_s: {nic: 40}\n", "scan.min_busbw_gb_per_s.nic", None),
+        ("ops: all\nmax_size: 1G\nscan: {}\n", "drop max_size, ops (a sweep's options)", None),
         ("- ops\n", "a profile is a mapping of option names to values", None),
         ("ops: [all_reduce\n", "", None),
     ],
@@ -154,8 +161,9 @@ def test_a_missing_profile_is_bad_input(tmp_path: Path) -> None:
         load_profile(tmp_path / "nothing.yaml")
 
 
-def test_the_standard_nightly_profile_sweeps_every_tier_up_to_memory() -> None:
-    profile = load_profile(NIGHTLY)
+def test_the_weekly_profile_sweeps_every_tier_up_to_memory() -> None:
+    profile = load_profile(WEEKLY)
+    assert profile.scan is None
     spec = build_spec(profile)
     assert spec.tiers == REQUESTABLE_TIERS
     assert spec.max_size == "auto"
@@ -172,6 +180,11 @@ def test_config_schema_is_json_schema_that_accepts_the_nightly_profile() -> None
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
     validator.validate(yaml.safe_load(NIGHTLY.read_text()))
+    validator.validate(yaml.safe_load(WEEKLY.read_text()))
+    validator.validate({"scan": {"strategy": "random:5", "sizes": [8, "1G"], "sigmas": 3}})
+    validator.validate({"scan": {"min_busbw_gb_per_s": {"internode": 40}}, "backend": "gloo"})
+    with pytest.raises(jsonschema.ValidationError, match="stratgy"):
+        validator.validate({"scan": {"stratgy": "ring"}})
     validator.validate({"ops": "all_reduce,gather", "max_size": "8G", "min_size": 8})
     validator.validate({"moe": "tokens=64,top_k=1", "nccl_algos": ["ring"], "report": False})
     validator.validate({"moe": {"tokens": 64}, "copy_engine": True, "reports_dir": "pages"})
@@ -205,3 +218,50 @@ def test_a_resumed_nightly_run_is_judged_by_the_profile_its_command_named(
         assert policy_of(command) == Policy.of(load_profile(path).nightly)
     assert policy_of("sweeper nightly --output results") == Policy.of(NightlySettings())
     assert policy_of(f"sweeper nightly --profile {path}").window == 7
+    scan = write(tmp_path, "scan: {strategy: ring}\n")
+    with pytest.raises(BadInput, match="a nightly scan is not resumed"):
+        policy_of(f"sweeper nightly --profile {scan}")
+
+
+def test_a_scan_section_holds_sweeper_scans_settings_and_takes_where_and_timing_keys(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "backend: gloo\ngpus_per_node: 1\niters: 3\nblocks: 2\nreport: false\n"
+        "scan:\n  strategy: random:3\n  seed: 7\n  nodes: 6\n  op: faulty\n"
+        "  sizes: [8, 64K]\n  min_busbw_gb_per_s: {internode: 40}\n  sigmas: 0\n"
+        "  domain_label: rack\n"
+    )
+    profile = load_profile(write(tmp_path, text))
+    assert profile.scan is not None
+    settings = scan_settings(profile.scan)
+    assert str(settings.strategy) == "random:3"
+    assert settings.strategy.seed == 7
+    assert settings.sizes == (8, 64 << 10)
+    assert (settings.op, settings.nodes, settings.domain_label) == ("faulty", 6, "rack")
+    limits = settings.thresholds
+    assert limits.min_busbw_gb_per_s == {Tier.INTERNODE: 40.0}
+    assert (limits.sigmas, limits.min_ratio) == (0.0, Thresholds().min_ratio)
+    assert "scan" not in profile.options()  # the sweep's options, the scan's spec
+    spec = build_spec(profile)
+    assert (spec.iters, spec.blocks, spec.report) == (3, 2, False)
+
+
+def test_the_nightly_profile_is_the_fleets_adaptive_scan() -> None:
+    profile = load_profile(NIGHTLY)
+    assert profile.scan is not None
+    settings = scan_settings(profile.scan)
+    assert str(settings.strategy) == "adaptive"
+    assert settings.thresholds == Thresholds(sigmas=4.0, min_ratio=0.85)  # the judge's own
+    assert profile.nightly == Profile.model_validate({}).nightly
+
+
+@pytest.mark.parametrize("strategy", ["random", "random:0", "spiral"])
+def test_a_scan_sections_strategy_that_is_none_is_bad_input_naming_the_key(
+    tmp_path: Path, strategy: str
+) -> None:
+    profile = load_profile(write(tmp_path, f"scan:\n  strategy: {strategy}\n"))
+    assert profile.scan is not None
+    with pytest.raises(BadInput, match=r"^scan.strategy: ") as info:
+        scan_settings(profile.scan)
+    assert "\n" not in str(info.value)
