@@ -3,14 +3,15 @@
 How a run ended (`ended`, from its run record): `complete`, `interrupted` (a signal or an
 error stopped it), `incomplete` (its driver was killed: a record with no end) or `running`
 (a live driver holds its journal). A partial run's status is how it ended; a complete run's:
-`regression` (a nightly run whose summary found one), `failed` (some of its points failed),
-`unjudged` (a nightly run with no summary), else `ok`.
+`condemned` (a nightly scan that condemned a node, GPU or link), `regression` (a nightly run
+whose summary found one), `failed` (some of its points failed), `unjudged` (a nightly run
+with no summary), else `ok`.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Set
+from collections.abc import Hashable, Mapping, Set
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -46,21 +47,27 @@ def runs(results: Path, reports_dir: Path) -> pd.DataFrame:
     frame = per_run(pa.concat_tables([kept, *pending]))
     frame["ended"] = [_ended(results, run_id, live) for run_id in frame["run_id"]]
     nightly = frame["run_kind"].isin(["nightly"])
-    frame["regressions"] = pd.array(
-        [
-            summaries.regressions(reports_dir, run_id) if is_nightly else None
-            for run_id, is_nightly in zip(frame["run_id"], nightly, strict=True)
-        ],
-        dtype="Int64",
-    )
+    found = [
+        summaries.judged(reports_dir, run_id) if is_nightly else None
+        for run_id, is_nightly in zip(frame["run_id"], nightly, strict=True)
+    ]
+    for count in ("regressions", "condemned"):
+        frame[count] = pd.array([getattr(j, count) if j else None for j in found], dtype="Int64")
     status = pd.Series("ok", index=frame.index)
     status[frame["failed"] > 0] = "failed"
     status[nightly & frame["regressions"].isna()] = "unjudged"
     status[frame["regressions"].fillna(0) > 0] = "regression"
+    status[frame["condemned"].fillna(0) > 0] = "condemned"
     partial = frame["ended"] != "complete"
     status[partial] = frame["ended"][partial]
     frame["status"] = status
     return frame
+
+
+def _count(run: Mapping[Hashable, Any]) -> str:
+    """' (3)': how many regressions or condemned a judged status stands for."""
+    counted = {"regression": "regressions", "condemned": "condemned"}.get(run["status"])
+    return f" ({run[counted]})" if counted else ""
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -95,6 +102,6 @@ def print_runs(frame: pd.DataFrame, out: TextIO | None = None) -> None:
             str(run["points"]),
             str(run["failed"]),
             run["ended"],
-            run["status"] + (f" ({run['regressions']})" if run["status"] == "regression" else ""),
+            run["status"] + _count(run),
         )
     console.print(table)

@@ -4,6 +4,7 @@ written by `sweeper nightly`, read by `sweeper history`."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,21 @@ def write(reports_dir: Path, run_id: str, summary: dict[str, Any]) -> Path:
     return write_text(path(reports_dir, run_id), json.dumps(summary, indent=1) + "\n")
 
 
-def regressions(reports_dir: Path, run_id: str) -> int | None:
-    """The regressions a nightly run's summary counted; None when there is no summary."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Judged:
+    """What a nightly run's summary found: regressed series, and what its scan condemned
+    (none for a sweep)."""
+
+    regressions: int
+    condemned: int
+
+
+def judged(reports_dir: Path, run_id: str) -> Judged | None:
+    """The counts a nightly run's summary holds; None when there is no summary."""
     try:
-        return int(json.loads(path(reports_dir, run_id).read_text())["regressions"])
+        summary = json.loads(path(reports_dir, run_id).read_text())
     except FileNotFoundError:
         return None
+    return Judged(
+        regressions=int(summary["regressions"]), condemned=len(summary.get("condemned", ()))
+    )

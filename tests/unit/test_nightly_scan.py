@@ -164,6 +164,10 @@ def test_a_nightly_scan_that_condemns_a_node_exits_1_and_names_it_in_the_summary
         "nodes": NODES,
         "health": doc["health"],
     }
+    # and `sweeper history` lists the night as condemned, with how many
+    listed = CliRunner().invoke(app, ["history", "--results", str(fleet.results)])
+    assert listed.exit_code == 0, listed.output
+    assert f"condemned ({len(condemned)})" in listed.stdout
 
 
 def test_a_nightly_scan_that_condemns_nothing_exits_0_and_the_table_says_so(
