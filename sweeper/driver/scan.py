@@ -284,11 +284,14 @@ class _Scan:
         self.by_group[done.group].extend(columns(row) for row in rows)
 
     def _missing(self, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
-        """The groups holding a node that is out of the scan, each missing, saying why."""
+        """The groups holding a node that is out of the scan, each missing, saying why (which
+        node, where the group holds others: the judge names a gate's node itself)."""
         out = {}
         for group in groups:
             if gone := [n for n in group.nodes if n in self.lost]:
-                why = "; ".join(f"{n}: {self.lost[n]}" for n in gone)
+                why = "; ".join(
+                    self.lost[n] if len(group.nodes) == 1 else f"{n}: {self.lost[n]}" for n in gone
+                )
                 out[group] = scan.Outcome(group=group, result=scan.Result.MISSING, reason=why)
         return out
 
