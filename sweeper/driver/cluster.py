@@ -284,8 +284,15 @@ def actor_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 class StartFailed(Exception):
-    """An actor set's ranks could not form their world: NCCL refused the environment of its
-    variant (an NCCL_ALGO value it cannot parse, say), or a rank died as it joined."""
+    """An actor set's ranks did not start or could not form their world: an actor failed as
+    it started (its constructor raised, its runtime env failed, it did not answer in time),
+    NCCL refused the environment of its variant (an NCCL_ALGO value it cannot parse, say),
+    or a rank died as it joined. `nodes`: the nodes whose actors failed to start, each with
+    why, by node id; empty where the failure names no node."""
+
+    def __init__(self, why: str, nodes: Mapping[str, str] | None = None) -> None:
+        super().__init__(why)
+        self.nodes = dict(nodes or {})
 
 
 @dataclass(frozen=True)
@@ -457,7 +464,7 @@ class RankSet:
             for i in range(slot.ranks)
         ]
         actors: list[Any] = [self._new_actor(*at) for at in bundles]
-        infos = get([a.info.remote() for a in actors], self.start_timeout_s)
+        infos = self._started(actors, [slot for _, _, slot in bundles])
         node_order = {slot.node_id: i for i, slot in enumerate(self.slots)}
         order = sorted(
             range(len(actors)),
@@ -471,6 +478,28 @@ class RankSet:
         except ray.exceptions.RayError as exc:
             raise StartFailed(message(exc)) from exc
         return self.infos
+
+    def _started(self, actors: Sequence[Any], slots: Sequence[NodeSlot]) -> list[RankInfo]:
+        """Each actor's info once all have started; StartFailed naming each node where one
+        did not (its error, or no answer in time), the actors ended. Where none answered,
+        the cluster is at fault, not a node: the failure names none."""
+        refs = [a.info.remote() for a in actors]
+        answered = wait_all(refs, self.start_timeout_s)
+        failed: dict[str, str] = {}
+        for ref, slot in zip(refs, slots, strict=True):
+            if ref not in answered:
+                failed.setdefault(slot.node_id, f"no answer within {self.start_timeout_s:g} s")
+            elif isinstance(answered[ref], BaseException):
+                failed.setdefault(slot.node_id, _start_error(answered[ref]))
+        if failed:
+            for actor in actors:
+                ray.kill(actor, no_restart=True)
+            if not answered:
+                raise StartFailed(f"no actor answered within {self.start_timeout_s:g} s")
+            host = {slot.node_id: slot.host for slot in slots}
+            why = "; ".join(f"{host[node]}: {reason}" for node, reason in failed.items())
+            raise StartFailed(f"actors did not start on {why}", failed)
+        return [answered[ref] for ref in refs]
 
     def _join(self) -> None:
         """Every rank joins one world. Its listeners (rank 0's store, gloo's sockets) are
@@ -600,6 +629,15 @@ class RankSet:
         for pg in self._pgs:
             remove_placement_group(pg)
         self._pgs = []
+
+
+def _start_error(exc: BaseException) -> str:
+    """Why an actor did not start, in one line: where its constructor raised, that error (the
+    last line of the traceback Ray wraps it in, below a line naming the actor's process)."""
+    if isinstance(exc, ray.exceptions.RayActorError) and exc.actor_init_failed:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return f"its constructor raised {lines[-1]}"
+    return message(exc)
 
 
 def _wait(refs: Sequence[Any], num_returns: int, timeout_s: float) -> list[Any]:

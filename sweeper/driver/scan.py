@@ -5,14 +5,15 @@ turned into the executor's groups, every GPU of each member node taking part, an
 existing `Executor`, every group at once. The rows go to the results like any run's, each
 with its stage; each group's rows fold into a scan `Outcome` (`scan.rows`) for the policy and,
 at the end, the judge. Before each wave the fleet's nodes are looked up: a node that left is
-`missing` in every group it would have joined, and the actor set starts again without it.
+`missing` in every group it would have joined, and the actor set starts again without it;
+so is a node whose actors do not start while Ray still has it (the judge: `unreachable`).
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Protocol
@@ -43,7 +44,7 @@ from sweeper.scan.rows import HOST_COPIES, Asked, Row, outcome
 from sweeper.scan.simulate import WaveRun
 from sweeper.scan.thresholds import Thresholds
 from sweeper.topology import Node
-from sweeper.wire import Backend, Tier
+from sweeper.wire import Backend, RankInfo, Tier
 
 GiB = 1 << 30
 DTYPE = "float32"
@@ -83,6 +84,45 @@ def bandwidth_bytes(backend: Backend, nodes: Sequence[Node]) -> int:
     while memory and 2 * size > min(memory) // 4 and size > LATENCY_BYTES:
         size //= 2
     return size
+
+
+Started = tuple[cluster.RankSet, list[RankInfo]]
+
+
+def lose(
+    slots: Sequence[cluster.NodeSlot], lost: dict[str, str], why: str, alive: Container[str]
+) -> bool:
+    """The nodes of `slots` not `alive` (Ray's) and not yet `lost`, put in `lost` with `why`;
+    whether there were any."""
+    gone = [s.node_id for s in slots if s.node_id not in alive and s.node_id not in lost]
+    for node in gone:
+        lost[node] = why
+    return bool(gone)
+
+
+def started(
+    slots: Sequence[cluster.NodeSlot],
+    lost: dict[str, str],
+    start: Callable[[Sequence[cluster.NodeSlot]], Started],
+    alive: Callable[[], Container[str]],
+) -> Started:
+    """`start` on the nodes of `slots` not `lost`. Where the actors of some nodes did not
+    start (the rank set names them: a constructor or runtime env that failed, no answer in
+    time) or the nodes are gone from Ray, those nodes are out (`lost`, unreachable, with
+    why) and the set starts again without them; a failure that names no node and finds none
+    gone stops the scan (InfrastructureError, exit 3)."""
+    while True:
+        left = [s for s in slots if s.node_id not in lost]
+        if not left:
+            raise InfrastructureError("no node of the scan could start its actors")
+        try:
+            return start(left)
+        except (InfrastructureError, cluster.StartFailed, ray.exceptions.RayError) as exc:
+            named = exc.nodes if isinstance(exc, cluster.StartFailed) else {}
+            for node, why in named.items():
+                lost.setdefault(node, f"its actors did not start: {why}")
+            if not lose(slots, lost, f"its actors did not start: {exc}", alive()) and not named:
+                raise InfrastructureError(f"the ranks did not start: {exc}") from exc
 
 
 class _Scan:
@@ -142,62 +182,51 @@ class _Scan:
         )
 
     def start(self) -> None:
-        """An actor set on every node still in the scan. Where its actors cannot start because
-        a node is gone from Ray, that node is out (unreachable) and the set starts again
-        without it; any other failure to start stops the scan (exit 3)."""
-        while True:
-            slots = [s for s in self.slots if s.node_id not in self.lost]
-            if not slots:
-                raise InfrastructureError("no node of the scan could start its actors")
-            ranks = cluster.RankSet(
-                self.backend,
-                slots,
-                cluster.bundle(self.backend),
-                cluster.actor_env(RING if self.backend is Backend.NCCL else {}),
-                group_timeout_s=2 * self.plan.timeout_s,
-                plugins=self.plan.experiments.plugins,
-                start_timeout_s=self.settings.start_timeout_s,
-            )
-            try:
-                infos = ranks.start()
-            except (InfrastructureError, cluster.StartFailed, ray.exceptions.RayError) as exc:
-                ranks.close()
-                if not self._lose(f"its actors did not start: {exc}"):
-                    raise InfrastructureError(f"the ranks did not start: {exc}") from exc
-                continue
-            nodes = [n for n in self.nodes if n.node_id not in self.lost]
-            self.ranks = ranks
-            self.placement = cluster.placement(self.backend, nodes, infos)
-            shared = self.meta or run_columns(
-                self.run_id,
-                self.started_at,
-                self.run_kind,
-                self.plan.cluster.name or self.connection.head_host(),
-                self.backend,
-                ranks,
-            )
-            self.meta = replace(shared, nccl_env=infos[0].nccl_env)  # rows name the pinned ring
-            self.executor = Executor(
-                ranks,
-                self.placement,
-                self._series,
-                {c.name: c for c in (self.collective, self.pair_op, *self.copies)},
-                self.plan.timing,
-                self.plan.timeout_s,
-                self.asked.bandwidth_bytes,
-                self._measured,
-            )
-            return
+        """An actor set on every node still in the scan (`started`); the executor on it."""
+        ranks, infos = started(self.slots, self.lost, self._rank_set, cluster.alive)
+        nodes = [n for n in self.nodes if n.node_id not in self.lost]
+        self.ranks = ranks
+        self.placement = cluster.placement(self.backend, nodes, infos)
+        shared = self.meta or run_columns(
+            self.run_id,
+            self.started_at,
+            self.run_kind,
+            self.plan.cluster.name or self.connection.head_host(),
+            self.backend,
+            ranks,
+        )
+        self.meta = replace(shared, nccl_env=infos[0].nccl_env)  # rows name the pinned ring
+        self.executor = Executor(
+            ranks,
+            self.placement,
+            self._series,
+            {c.name: c for c in (self.collective, self.pair_op, *self.copies)},
+            self.plan.timing,
+            self.plan.timeout_s,
+            self.asked.bandwidth_bytes,
+            self._measured,
+        )
+
+    def _rank_set(self, slots: Sequence[cluster.NodeSlot]) -> Started:
+        """A started actor set on `slots`; closed again where it did not start."""
+        ranks = cluster.RankSet(
+            self.backend,
+            slots,
+            cluster.bundle(self.backend),
+            cluster.actor_env(RING if self.backend is Backend.NCCL else {}),
+            group_timeout_s=2 * self.plan.timeout_s,
+            plugins=self.plan.experiments.plugins,
+            start_timeout_s=self.settings.start_timeout_s,
+        )
+        try:
+            return ranks, ranks.start()
+        except BaseException:
+            ranks.close()
+            raise
 
     def _lose(self, why: str) -> bool:
         """Nodes of the scan Ray no longer has, out of it with `why`; whether there were any."""
-        alive = cluster.alive()
-        gone = [
-            s.node_id for s in self.slots if s.node_id not in alive and s.node_id not in self.lost
-        ]
-        for node in gone:
-            self.lost[node] = why
-        return bool(gone)
+        return lose(self.slots, self.lost, why, cluster.alive())
 
     def close(self) -> None:
         if self.ranks is not None:
@@ -257,11 +286,14 @@ class _Scan:
         self.by_group[done.group].extend(columns(row) for row in rows)
 
     def _missing(self, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
-        """The groups holding a node that is out of the scan, each missing, saying why."""
+        """The groups holding a node that is out of the scan, each missing, saying why (which
+        node, where the group holds others: the judge names a gate's node itself)."""
         out = {}
         for group in groups:
             if gone := [n for n in group.nodes if n in self.lost]:
-                why = "; ".join(f"{n}: {self.lost[n]}" for n in gone)
+                why = "; ".join(
+                    self.lost[n] if len(group.nodes) == 1 else f"{n}: {self.lost[n]}" for n in gone
+                )
                 out[group] = scan.Outcome(group=group, result=scan.Result.MISSING, reason=why)
         return out
 

@@ -2,11 +2,12 @@
 
 `metrics(rows)` is pure: one run's rows -> metric families. Per host and series (tier,
 variant, operation, algorithm, dtype, world size, engine, launch): the bus bandwidth at the
-largest size that ran ok, and the time at the smallest, in base units; then the run's
-versions as an info series, its duration and its end. A host's figure is the worst of the
-groups it took part in (the lowest bandwidth, the longest time): a group spanning hosts
-counts for every one of them, as any of them may hold its slow link, and the series stays
-one per host whatever the number of groups (a node pair sweep gives each node 1,023).
+largest size that ran ok, and the time at the smallest (but a copy's of one size), in base
+units; then the run's versions as an info series, its duration and its end. A host's figure
+is the worst of the groups it took part in (the lowest bandwidth, the longest time): a group
+spanning hosts counts for every one of them, as any of them may hold its slow link, and the
+series stays one per host whatever the number of groups (a node pair sweep gives each node
+1,023).
 Labels take dcgm-exporter's names where it has one (`hostname`), and the Parquet columns'
 elsewhere, so a PromQL join with DCGM series works and an analyst reads one vocabulary.
 
@@ -30,7 +31,7 @@ from prometheus_client import CollectorRegistry, write_to_textfile
 from prometheus_client.metrics_core import GaugeMetricFamily, InfoMetricFamily, Metric
 
 from sweeper.results.schema import CURVE, RUN_COLUMNS
-from sweeper.wire import Status
+from sweeper.wire import Kind, Status
 
 BUSBW = "sweeper_busbw_bytes_per_second"
 LATENCY = "sweeper_latency_seconds"
@@ -59,7 +60,16 @@ LABELS = (HOST, *SERIES, "size_bytes")
 # duration).
 INFO = tuple(column for column in RUN_COLUMNS if column != "run_started_at")
 # What the figures are made of: a curve's rows, who ran them, and what they measured.
-MEASURED = ("hosts", "size_bytes", "status", "busbw_gb_per_s", "time_us", "measured_at", "ended_at")
+MEASURED = (
+    "hosts",
+    "kind",
+    "size_bytes",
+    "status",
+    "busbw_gb_per_s",
+    "time_us",
+    "measured_at",
+    "ended_at",
+)
 COLUMNS = tuple(dict.fromkeys([*RUN_COLUMNS, *CURVE, *SERIES, *MEASURED]))
 
 
@@ -69,15 +79,6 @@ def _per_host(rows: pd.DataFrame) -> pd.DataFrame:
     exploded = rows.assign(**{HOST: hosts}).explode(HOST)
     known: pd.DataFrame = exploded.dropna(subset=[HOST, "value"])
     return known
-
-
-def _at_size(ok: pd.DataFrame, largest: bool) -> pd.DataFrame:
-    """The rows of each curve at its largest (or smallest) size."""
-    sizes = ok.groupby(list(CURVE), dropna=False)["size_bytes"].transform(
-        "max" if largest else "min"
-    )
-    at: pd.DataFrame = ok[ok["size_bytes"] == sizes]
-    return at
 
 
 def _worst(rows: pd.DataFrame, lowest: bool) -> pd.DataFrame:
@@ -124,9 +125,15 @@ def _run(rows: pd.DataFrame) -> list[Metric]:
 
 def figures(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per host, series and size: the lowest bus bandwidth (bytes per second) at each
-    curve's largest ok size, and the longest time (seconds) at its smallest."""
+    curve's largest ok size, and the longest time (seconds) at its smallest. A copy measured
+    at one size only (a scan's gate copies, at 256 MiB) has no latency point: its smallest
+    size is its bandwidth's."""
     ok = rows[rows["status"] == Status.OK.value]
-    largest, smallest = _at_size(ok, largest=True), _at_size(ok, largest=False)
+    sizes = ok.groupby(list(CURVE), dropna=False)["size_bytes"]
+    low, high = sizes.transform("min"), sizes.transform("max")
+    one_size_copy = (ok["kind"] == Kind.COPY.value) & (low == high)
+    largest = ok[ok["size_bytes"] == high]
+    smallest = ok[(ok["size_bytes"] == low) & ~one_size_copy]
     busbw = largest.assign(value=largest["busbw_gb_per_s"].astype("Float64") * 1e9)
     latency = smallest.assign(value=smallest["time_us"].astype("Float64") / 1e6)
     return _worst(busbw, lowest=True), _worst(latency, lowest=False)

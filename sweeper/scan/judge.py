@@ -6,10 +6,13 @@ only until they are separated: the judge explains the failing groups by the fewe
 taking first the node that failed most consistently (its share of failing groups, then their
 count) among those that failed in at least two groups with different partners, and removing
 the groups it explains; a node is blamed only when its failing groups share no other node
-(else that node, or the link to it, explains them as well). Failing pairs left unexplained
-whose ends both passed elsewhere are links. A node in a passing group is cleared as a node.
-Missing data never passes: a node with
-no passing group is at best `unconfirmed`.
+(else that node, or the link to it, explains them as well). Slow groups and groups that
+failed outright (an error, no data) are explained apart: a slow node explains no error. A
+pair slow as a pair whose ends each passed elsewhere is a link, and explains the slow groups
+holding both its ends before any node is blamed for them (a pad beside it is no culprit).
+Failing pairs left unexplained whose ends both passed elsewhere are links. A node in a
+passing group is cleared as a node. Missing data never passes: a node with no passing group
+is at best `unconfirmed`.
 """
 
 from __future__ import annotations
@@ -212,27 +215,19 @@ def _internode(
             else:
                 passes[n] += 1
                 last_pass[n] = max(last_pass.get(n, -1), tests[i].outcome.group.wave)
-    unexplained = set(failing)
-    culprits: dict[str, list[int]] = {}
-    while True:
-        best: tuple[float, int, str] | None = None
-        for n, mine in fails.items():
-            if n in culprits:
-                continue
-            left = [i for i in mine if i in unexplained]
-            if len({frozenset(members[i] - {n}) for i in left}) < 2:
-                continue
-            # all of them beside one other node: that one, or the link between the two,
-            # explains them as well (a slow node's follower down the bisection, a link's end)
-            if set.intersection(*(members[i] - {n} for i in left)):
-                continue
-            key = (len(left) / (len(left) + passes[n]), len(left), n)
-            if best is None or key[:2] > best[:2]:
-                best = key
-        if best is None:
-            break
-        culprits[best[2]] = fails[best[2]]
-        unexplained -= set(fails[best[2]])
+    # a slow node explains slow groups, not errors: a flapping node's error in a group a
+    # slow node was also in stays the flapping node's to explain
+    slow = {i for i in failing if tests[i].failure is Failure.SLOW}
+    # a pair slow as a pair whose ends each passed elsewhere is a link until shown otherwise:
+    # the groups holding both ends are its to explain, not their other members' (a pad)
+    pairs = [
+        members[i] for i in slow if len(members[i]) == 2 and all(passes[n] for n in members[i])
+    ]
+    held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
+    slow_nodes, slow_left = _explain(slow - held, fails, passes, members)
+    broken_nodes, broken_left = _explain(failing - slow, fails, passes, members)
+    culprits = {n: fails[n] for n in fleet.ids if n in slow_nodes | broken_nodes}
+    unexplained = slow_left | held | broken_left
 
     by_link: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i in sorted(unexplained):
@@ -269,6 +264,38 @@ def _internode(
         if all(passes[n] for n in members[i])
     ]
     return verdicts, links, groups
+
+
+def _explain(
+    failing: set[int],
+    fails: dict[str, list[int]],
+    passes: dict[str, int],
+    members: list[set[str]],
+) -> tuple[set[str], set[int]]:
+    """The fewest culprits for the `failing` groups, each node that failed most consistently
+    first (its share of them, then their count), among those that failed in at least two
+    with different partners; and the groups they leave unexplained."""
+    unexplained = set(failing)
+    culprits: set[str] = set()
+    while True:
+        best: tuple[float, int, str] | None = None
+        for n, mine in fails.items():
+            if n in culprits:
+                continue
+            left = [i for i in mine if i in unexplained]
+            if len({frozenset(members[i] - {n}) for i in left}) < 2:
+                continue
+            # all of them beside one other node: that one, or the link between the two,
+            # explains them as well (a slow node's follower down the bisection, a link's end)
+            if set.intersection(*(members[i] - {n} for i in left)):
+                continue
+            key = (len(left) / (len(left) + passes[n]), len(left), n)
+            if best is None or key[:2] > best[:2]:
+                best = key
+        if best is None:
+            return culprits, unexplained
+        culprits.add(best[2])
+        unexplained -= set(fails[best[2]])
 
 
 def _figures(tests: list[Judged], idx: Sequence[int]) -> tuple[float | None, float | None]:

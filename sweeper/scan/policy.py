@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from math import isqrt
 
 from sweeper.scan.fleet import Fleet, Group, Outcome, Stage, Wave
-from sweeper.scan.thresholds import Thresholds, judge_groups
+from sweeper.scan.thresholds import Failure, Judged, Thresholds, judge_groups
 from sweeper.wire import Name
 
 
@@ -245,10 +245,13 @@ class _Adaptive:
         self.index = 0
         self.unresolved: list[str] = []  # members of failures no part reproduced
 
-    def passing(self, wave: Wave) -> list[bool]:
+    def judged(self, wave: Wave) -> list[Judged]:
         groups = set(wave.groups)
         judged = judge_groups(self.fleet, self.history, self.thresholds, only=groups)
-        return [judged[group].passed for group in wave.groups]
+        return [judged[group] for group in wave.groups]
+
+    def passing(self, wave: Wave) -> list[bool]:
+        return [j.passed for j in self.judged(wave)]
 
     def wave(self, stage: Stage, groups: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]) -> Wave:
         made = tuple(
@@ -382,12 +385,23 @@ class _Adaptive:
             probes += [_Probe(problem, a + b, (a, b)) for a, b in sides if a and b]
         return probes, suspects, links
 
+    def doubt(self, nodes: Sequence[str]) -> None:
+        """Known-good nodes no longer known good: no pad again, confirmed at the end."""
+        self.good = [n for n in self.good if n not in nodes]
+        self.unresolved += nodes
+
     def follow(self, probes: list[_Probe], wave: Wave) -> list[_Problem]:
-        """The problems left once a bisect wave's outcomes are in."""
-        results = list(zip(probes, self.passing(wave), strict=True))
+        """The problems left once a bisect wave's outcomes are in. A group that failed with an
+        error puts its pads in doubt: the slowness its tested half may hold explains no
+        error, and a node that fails one time in two passes the screen as often as not."""
+        judged = self.judged(wave)
+        results = [(p, j.passed) for p, j in zip(probes, judged, strict=True)]
         for p, ok in results:
             if ok:
                 self.clear(p.tested)
+        for group, j in zip(wave.groups, judged, strict=True):
+            if j.failure is Failure.FAILED:
+                self.doubt(group.partners)
         problems: list[_Problem] = []
         for problem in dict.fromkeys(p.problem for p in probes):
             mine = [(p, ok) for p, ok in results if p.problem == problem]

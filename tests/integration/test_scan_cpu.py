@@ -10,6 +10,10 @@ slowed and one missing: the fleet's median is that of a healthy figure and a slo
 about half the healthy, and a group fails below a tenth of that. A slowed group fails by a
 factor of five or more; a healthy one, whose figure drops by up to five times from two
 ranks to three at this latency-bound size, passes by a factor of three or more.
+
+The six nodes left then serve two short scans, so no other module starts a cluster for them:
+`sweeper nightly` of a profile with a `scan:` section (its exit, summary and Prometheus file),
+and a scan screened by rack (`--domain-label`) in which one node's ranks refuse to start.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from tests.conftest import cluster_nodes, registry_kept
 pytestmark = pytest.mark.own_cluster
 
 NODES = 7
+RACK = "rack"  # a Ray node label: two racks, for a scan's --domain-label
 
 
 class _Leaves:
@@ -80,7 +85,8 @@ class _Scan:
 def scan(cluster_head: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Scan]:
     """Seven nodes of one CPU each, beside a head with none: one gloo rank a node. The last
     node in the scan's order leaves as the screen starts."""
-    with cluster_nodes(cluster_head, *[{"num_cpus": 1}] * NODES) as fleet, registry_kept():
+    racks = [{"num_cpus": 1, "labels": {RACK: f"r{i % 2}"}} for i in range(NODES)]
+    with cluster_nodes(cluster_head, *racks) as fleet, registry_kept():
         order = [slot.node_id for slot in cluster.choose_nodes("gloo", NODES, 1)]
         leaving = next(n for n in fleet.worker_nodes if n.node_id == order[-1])
         out = tmp_path_factory.mktemp("scan")
@@ -225,3 +231,86 @@ def test_a_nightly_scan_with_a_slow_node_exits_1_and_names_it_in_its_summary_and
     (info,) = (s for s in night.exported if s.name == "sweeper_run_info")
     assert info.labels["run_id"] == night.summary["run_id"]
     assert info.labels["run_kind"] == "nightly"
+
+
+class _Unwatched:
+    def wave(self, wave: Wave) -> None:
+        """Nothing happens to the fleet as a wave starts."""
+
+
+@dataclass(frozen=True)
+class _Refused:
+    node: str  # the node whose ranks did not start
+    scanned: Scanned
+    racks: dict[str, str]  # each node's rack, as Ray labels it
+
+
+@pytest.fixture(scope="module")
+def refused(
+    scan: _Scan, cluster_head: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> _Refused:
+    """A second, short scan of the nodes still there after the first, screened by rack
+    (--domain-label), while one node's ranks fail as they start (`tests.plugins.refuse_start`):
+    Ray still has the node. It is one of the rack with the most nodes left, so each rack
+    keeps two or more."""
+    from ray._private import ray_constants
+
+    from tests.plugins.refuse_start import marker
+
+    racks = {node: labels[RACK] for node, labels in cluster.alive().items() if RACK in labels}
+    by_rack = [[n for n in scan.order if racks.get(n) == rack] for rack in ("r0", "r1")]
+    node = max(by_rack, key=len)[0]
+    worker = next(n for n in cluster_head.worker_nodes if n.node_id == node)
+    (raylet,) = worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET]
+    refusing = marker(raylet.process.pid)
+    out = tmp_path_factory.mktemp("refused")
+    spec = build_spec(
+        backend="gloo",
+        gpus_per_node=1,
+        iters=1,
+        warmup=1,
+        blocks=1,
+        timeout=60,
+        output=out,
+        plugins=["tests.plugins.refuse_start"],
+    )
+    settings = ScanSettings(
+        strategy=Strategy.parse("adaptive"),
+        thresholds=Thresholds(sigmas=0, min_ratio=0.01),
+        sizes=(8, 1024),
+        domain_label=RACK,
+        start_timeout_s=300,  # a loaded box starts five rank processes slowly; the refusal is quick
+    )
+    refusing.touch()
+    try:
+        with registry_kept():
+            scanned = scan_fleet(spec, settings, _Unwatched())
+    finally:
+        refusing.unlink()
+    return _Refused(node, scanned, racks)
+
+
+def test_a_node_whose_ranks_do_not_start_is_unreachable_and_the_scan_goes_on(
+    refused: _Refused,
+) -> None:
+    from tests.plugins.refuse_start import REFUSED
+
+    nodes = {v.nodes[0]: v for v in refused.scanned.verdicts if v.subject is Subject.NODE}
+    assert nodes.pop(refused.node).health is Health.UNREACHABLE
+    assert {v.health for v in nodes.values()} == {Health.HEALTHY}
+    assert len(nodes) == len(refused.racks) - 1  # every node Ray has but it
+    evidence = next(v for v in refused.scanned.verdicts if v.nodes == (refused.node,)).evidence
+    assert "its actors did not start" in evidence
+    assert REFUSED in evidence
+
+
+def test_a_scan_by_domain_label_reads_each_nodes_label_and_screens_each_rack(
+    refused: _Refused,
+) -> None:
+    fleet = refused.scanned.fleet
+    assert {n.id: n.domain for n in fleet.nodes} == {n: refused.racks[n] for n in fleet.ids}
+    screen = [o.group for o in refused.scanned.outcomes if o.group.stage is Stage.SCREEN]
+    gated = set(fleet.ids) - {refused.node}
+    assert sorted(sorted(g.nodes) for g in screen) == sorted(
+        sorted(n for n in gated if refused.racks[n] == rack) for rack in ("r0", "r1")
+    )

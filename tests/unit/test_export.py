@@ -114,6 +114,20 @@ def test_busbw_at_the_largest_ok_size_and_latency_at_the_smallest_in_base_units(
     assert latency["a", "nvlink"].value == pytest.approx((5.0 + 8 / 150e3) / 1e6)
 
 
+def test_a_host_copy_at_one_size_has_a_bandwidth_and_no_latency(tmp_path: Path) -> None:
+    """A scan's gate copies run at 256 MiB only: that size is their bandwidth's, no latency;
+    a copy swept over sizes (a run's copy-engine matrix) keeps its smallest as latency."""
+    copy = {"kind": "copy", "algorithm": "copy_engine", "tier": "gpu"}
+    scanned = [_row("gpu:n0g0", ["a"], 256 << 20, 50.0, **copy, op=op) for op in ("h2d", "d2h")]
+    swept = [_row("gpu:n1g0", ["b"], size, 50.0, **copy, op="d2d") for size in SIZES]
+    rows = frame([*_fleet(), *scanned, *swept])
+    families = _parsed(_written(tmp_path, prometheus.metrics(rows)))
+    busbw = {(s.labels["hostname"], s.labels["op"]) for s in families[prometheus.BUSBW]}
+    assert {("a", "h2d"), ("a", "d2h"), ("b", "d2d")} <= busbw
+    latency = {(s.labels["hostname"], s.labels["op"]) for s in families[prometheus.LATENCY]}
+    assert latency == {("a", "all_reduce"), ("b", "all_reduce"), ("b", "d2d")}
+
+
 def test_a_group_spanning_hosts_counts_for_each_of_them(tmp_path: Path) -> None:
     families = _parsed(_written(tmp_path, prometheus.metrics(frame(_fleet()))))
     internode = [s for s in families[prometheus.BUSBW] if s.labels["tier"] == "internode"]

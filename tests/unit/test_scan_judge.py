@@ -225,3 +225,71 @@ def test_a_node_that_leaves_mid_scan_is_unreachable_and_every_other_verdict_stan
     assert verdicts["n20"].health is Health.UNREACHABLE
     assert "no row came back from its last 3 groups" in verdicts["n20"].evidence
     assert [v.name for v in verdicts.values() if v.condemned] == ["n20"]
+
+
+def measured(
+    wave: int, tested: tuple[int, ...], got: float | Result = 1.0, pads: tuple[int, ...] = ()
+) -> Outcome:
+    """A group of nodes `tested` and known-good `pads` (a bisect's or a confirmation's) at
+    400 GB/s times `got`, or failed with an error."""
+    partners = tuple(f"n{i}" for i in pads)
+    nodes = tuple(f"n{i}" for i in tested) + partners
+    group = Group(
+        wave=wave, stage=Stage.BISECT if pads else Stage.SCREEN, nodes=nodes, partners=partners
+    )
+    if isinstance(got, Result):
+        return Outcome(group=group, result=got, reason="NCCL error: remote closed")
+    return Outcome(group=group, result=Result.OK, busbw_gb_per_s=400 * got, size_bytes=GiB)
+
+
+def screen(slow: dict[int, float]) -> list[Outcome]:
+    """Groups of four nodes, each at the rate `slow` gives its first node (else 1)."""
+    return [measured(1, tuple(range(i, i + 4)), slow.get(i, 1.0)) for i in range(0, 64, 4)]
+
+
+def test_a_flapping_pad_is_not_cleared_by_a_slow_node_it_failed_beside() -> None:
+    """n5 passed the screen and then failed one group in two: as a pad beside the slow n17
+    (slow, which n17 explains), beside n17 again with an error, and in one of its two
+    confirmations. A slow node explains slowness, not the error: n5 is not healthy."""
+    outcomes = gates() + screen({16: 0.55})
+    outcomes += [
+        measured(2, (16, 17), 0.55, pads=(5, 8)),
+        measured(2, (18, 19), pads=(9, 10)),
+        measured(3, (17,), Result.FAILED, pads=(5, 11, 12)),
+        measured(3, (16,), pads=(13, 14, 15)),
+        measured(4, (17,), 0.55, pads=(20,)),
+        measured(4, (5,), Result.FAILED, pads=(22,)),
+        measured(5, (17,), 0.55, pads=(21,)),
+        measured(5, (5,), pads=(23,)),
+    ]
+    verdicts = verdicts_of(outcomes)
+    assert verdicts["n17"].health is Health.SLOW
+    flapping = verdicts["n5"]
+    assert flapping.health in (Health.UNCONFIRMED, Health.SLOW)
+    assert flapping.pass_ratio == 2 / 5
+    assert "passed 2 of 5 groups" in flapping.evidence
+    assert [v.name for v in verdicts.values() if v.condemned] == ["n17"]
+
+
+def test_a_pad_beside_two_slow_links_that_passed_with_other_partners_is_healthy() -> None:
+    """n30 padded a half holding each end of the slow link n40-n41, and one holding n50-n51,
+    and passed twice with other partners: the links explain its failures, not n30."""
+    outcomes = gates() + screen({40: 0.5, 48: 0.5})
+    outcomes += [
+        measured(2, (40, 41), 0.5, pads=(30, 0)),
+        measured(2, (42, 43), pads=(1, 2)),
+        measured(2, (48, 49), pads=(3, 4)),
+        measured(3, (50, 51), 0.5, pads=(30, 6)),
+        measured(4, (30,), pads=(11,)),
+        measured(4, (40,), pads=(7,)),
+        measured(4, (41,), pads=(8,)),
+        measured(4, (50,), pads=(9,)),
+        measured(4, (51,), pads=(10,)),
+        measured(5, (40, 41), 0.5),
+        measured(5, (50, 51), 0.5),
+    ]
+    verdicts = verdicts_of(outcomes)
+    assert verdicts["n30"].health is Health.HEALTHY
+    assert "passed its gate and 2 of 4 internode groups" in verdicts["n30"].evidence
+    condemned = sorted(v.name for v in verdicts.values() if v.condemned)
+    assert condemned == ["n40-n41", "n50-n51"]

@@ -130,6 +130,32 @@ def test_bisection_pads_halves_to_the_shape_with_known_good_nodes_and_confirms_t
     assert {p for ps in partners for p in ps} <= passing
 
 
+def test_the_pads_of_a_group_that_failed_with_an_error_pad_no_more_and_are_confirmed() -> None:
+    """A slow node explains slowness, not an error: the known-good nodes padding a half that
+    failed with one may hold a node that fails one time in two, so each is confirmed."""
+    fleet = fleet_of(64, 8)
+    oracle = Oracle((Planted(fault=Fault.SLOW_NODE, nodes=("n0021",)),), Costs(), 0)
+    policy = Policy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
+    doubted: tuple[str, ...] = ()
+    waves: list[Wave] = []
+    wave = policy.next()
+    while wave is not None:
+        waves.append(wave)
+        got = [oracle.measure(fleet, g) for g in wave.groups]
+        if not doubted and (first := next((g for g in wave.groups if g.partners), None)):
+            doubted = first.partners
+            i = wave.groups.index(first)
+            got[i] = Outcome(group=first, result=Result.FAILED, reason="NCCL error")
+        wave = policy.next(got)
+    after = waves[next(i for i, w in enumerate(waves) if w.stage is Stage.BISECT) + 1 :]
+    assert doubted
+    assert not {p for w in after for g in w.groups for p in g.partners} & set(doubted)
+    confirm = [g for w in waves if w.stage is Stage.CONFIRM for g in w.groups]
+    for node in doubted:
+        partners = [g.partners for g in confirm if g.tested == (node,)]
+        assert len({p for ps in partners for p in ps}) == 2
+
+
 def test_a_node_that_fails_its_gate_stays_out_of_every_internode_group() -> None:
     fleet = fleet_of(16, 4)
     planted = (
