@@ -26,18 +26,14 @@ from sweeper.commands.options import (
     WHERE,
     Address,
     Backend,
-    ClusterName,
     ConnectTimeout,
     ForceNetwork,
     Format,
     GpusPerNode,
     Nodes,
-    OldOutput,
-    Output,
     OutputFormat,
     Pairs,
     ProfileFile,
-    ReportsDir,
     World,
     sweep_options,
 )
@@ -264,37 +260,29 @@ def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
         "sweeper nightly --profile jobs/nightly.yaml",
         "sweeper nightly --profile jobs/nightly.yaml --results /data/results "
         "--reports-dir /data/reports",
+        "sweeper nightly --profile jobs/nightly.yaml --nodes 2 --max-size 1G",
         "sweeper nightly --profile jobs/nightly.yaml --format json",
     ),
 )
+@sweep_options(after="profile")  # every one of run's: flags override the profile's keys
 def nightly_command(
     profile: ProfileFile = None,
-    address: Address = None,
-    connect_timeout: ConnectTimeout = None,
-    output: Output = None,
-    old_output: OldOutput = None,
-    reports_dir: ReportsDir = None,
-    cluster_name: ClusterName = None,
     format: OutputFormat = Format.human,
+    **options: Any,
 ) -> None:
     """Sweep a profile, compare the run with the history of this cluster and hardware, write
     the report and a JSON summary beside it; exit 1 on a regression (4: no regression, but
     some points failed)."""
-    from sweeper.analysis.regression import Policy  # pandas: loaded only for a nightly run
-    from sweeper.commands import nightly  # and Ray
-
+    options["plugins"] = options.pop("plugin")
     observer = _observer(format)
     try:
         with _stoppable(observer):
             loaded = _profile(profile) or Profile()
-            spec = build_spec(
-                loaded,
-                address=address,
-                connect_timeout=connect_timeout,
-                output=output,
-                reports_dir=reports_dir,
-                cluster_name=cluster_name,
-            )
+            spec = build_spec(loaded, **options)
+            # pandas and Ray (not started): once the options are good
+            from sweeper.analysis.regression import Policy
+            from sweeper.commands import nightly
+
             night = nightly.run(spec, Policy.of(loaded.nightly), observer)
     except SweeperError as exc:
         raise _fail(exc) from None
