@@ -10,13 +10,13 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from sweeper._version import __version__
 from sweeper.commands.options import (
@@ -60,6 +60,37 @@ def _fail(exc: SweeperError) -> typer.Exit:
     return typer.Exit(exc.exit_code)
 
 
+class _Argument(TyperArgument):
+    """An argument shown by its metavar alone, RUN_ID (optional: [RUN_ID]), where Typer adds
+    its Python type (<str>) in help and braces ({run_id}) in the usage line."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        return self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+
+
+def _by_metavar(params: Iterable[Any]) -> None:
+    """Help shows what a value is (RUN_ID, FILE), and nothing where none is taken: Typer
+    shows a flag's type (<bool>: --help, the completion options) and an argument's. Done as
+    help is shown, when Typer's own options exist (--help is made then, the completion
+    options after the group); idempotent."""
+    for param in params:
+        if isinstance(param, TyperArgument):
+            param.__class__ = _Argument  # the class Typer builds, with how it is shown
+        elif isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+
+
+class _Command(TyperCommand):
+    """Every command's class: its help by metavar (`_by_metavar`)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _by_metavar(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
 class _Group(TyperGroup):
     """A value an option's type refuses (--seed 1e23, --last 0) is bad input like any other:
     one line naming the option, exit 2, where click would print the usage first. A group
@@ -98,6 +129,10 @@ class _Group(TyperGroup):
         # click's own main returns nothing: a command ran to its end, or Exit gave its code
         sys.exit(code if isinstance(code, int) else 0)
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _by_metavar(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -122,6 +157,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},  # every command's, inherited
 )
 config_app = typer.Typer(
+    cls=_Group,
     help="Profiles: YAML files whose keys are `sweeper run`'s options (and `nightly:`).",
     no_args_is_help=True,
 )
@@ -179,6 +215,7 @@ def _printing() -> Iterator[None]:
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper run",
         "sweeper run --ops all_reduce,all_gather --max-size 4G --dtypes bfloat16",
@@ -191,7 +228,7 @@ def _printing() -> Iterator[None]:
         "sweeper run --address ray://head:10001 --format json",
         "sweeper run --no-report",
         "sweeper run --profile jobs/nightly.yaml --max-size 1G",
-    )
+    ),
 )
 @sweep_options(after="profile")
 def run(
@@ -256,6 +293,7 @@ def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
 
 @app.command(
     "nightly",
+    cls=_Command,
     epilog=_examples(
         "sweeper nightly --profile jobs/nightly.yaml",
         "sweeper nightly --profile jobs/nightly.yaml --results /data/results "
@@ -327,6 +365,7 @@ VERDICTS = "Verdicts"
 
 @app.command(
     "scan",
+    cls=_Command,
     epilog=_examples(
         "sweeper scan",
         "sweeper scan --nodes 64 --domain-label rack",
@@ -466,20 +505,26 @@ def scan_command(
         raise typer.Exit(EXIT_REGRESSION)
 
 
+RunId = Annotated[str, typer.Argument(metavar="RUN_ID", help="A run id of the results, or latest.")]
 Results = Annotated[
     Path, typer.Option(metavar="DIR", help="Results directory (a Parquet dataset).")
 ]
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper compare 20261121T020000Z-a1b2c3 latest",
         "sweeper compare RUN_A RUN_B --results /data/results --threshold 0.03 --all --format json",
-    )
+    ),
 )
 def compare(
-    base: Annotated[str, typer.Argument(help="The run compared with: a run id, or latest.")],
-    new: Annotated[str, typer.Argument(help="The run compared: a run id, or latest.")],
+    base: Annotated[
+        str, typer.Argument(metavar="BASE", help="The run compared with: a run id, or latest.")
+    ],
+    new: Annotated[
+        str, typer.Argument(metavar="NEW", help="The run compared: a run id, or latest.")
+    ],
     results: Results = Path("results"),
     threshold: Annotated[
         float | None,
@@ -527,11 +572,12 @@ def compare(
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper history",
         "sweeper history --results /data/results --last 7",
         "sweeper history --format json",
-    )
+    ),
 )
 def history(
     results: Results = Path("results"),
@@ -562,13 +608,14 @@ def history(
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper export --prometheus /var/lib/prometheus/node-exporter/sweeper.prom",
         "sweeper export 20261122T013412Z-33627a --results /data/results --per-host /data/prom",
-    )
+    ),
 )
 def export(
-    run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
+    run_id: RunId = "latest",
     results: Results = Path("results"),
     prometheus: Annotated[
         Path | None,
@@ -596,7 +643,7 @@ def export(
     print("\n".join(said))
 
 
-@config_app.command("schema")
+@config_app.command("schema", cls=_Command)
 def config_schema(
     verdicts: Annotated[
         bool, typer.Option("--verdicts", help="The scan summary's schema instead.")
@@ -608,10 +655,11 @@ def config_schema(
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper topo",
         "sweeper topo --nodes 2 --format json",
-    )
+    ),
 )
 def topo(
     address: Address = None,
@@ -665,6 +713,7 @@ PLAN_LEAVES_OUT = (
 
 @app.command(
     "plan",
+    cls=_Command,
     epilog=_examples(
         "sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json --nodes 1024 "
         "--profile jobs/nightly.yaml",
@@ -710,16 +759,17 @@ def plan_command(
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper report",
         "sweeper report 20261122T013412Z-33627a -o run.html",
         "sweeper report latest --baseline 20261121T230000Z-a1b2c3",
         "sweeper report --js reports/ -o reports/today.html",
         "sweeper report --screenshot run.png",
-    )
+    ),
 )
 def report(
-    run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
+    run_id: RunId = "latest",
     results: Results = Path("results"),
     output: Annotated[
         Path | None,
