@@ -10,13 +10,13 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from sweeper._version import __version__
 from sweeper.commands.options import (
@@ -26,24 +26,26 @@ from sweeper.commands.options import (
     WHERE,
     Address,
     Backend,
-    ClusterName,
     ConnectTimeout,
     ForceNetwork,
     Format,
     GpusPerNode,
     Nodes,
-    OldOutput,
-    Output,
     OutputFormat,
     Pairs,
     ProfileFile,
-    ReportsDir,
     World,
     sweep_options,
 )
 from sweeper.driver import stops
 from sweeper.errors import BadInput, InfrastructureError, SweeperError, SweeperWarning
-from sweeper.planning.profile import SCAN_OPTIONS, Profile, build_spec, load_profile
+from sweeper.planning.profile import (
+    SCAN_OPTIONS,
+    SCAN_TAKES,
+    Profile,
+    build_spec,
+    load_profile,
+)
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan import document
 
@@ -62,6 +64,37 @@ def _fail(exc: SweeperError) -> typer.Exit:
     hint = f" ({exc.hint})" if exc.hint else ""
     print(f"sweeper: error: {exc}{hint}", file=sys.stderr)
     return typer.Exit(exc.exit_code)
+
+
+class _Argument(TyperArgument):
+    """An argument shown by its metavar alone, RUN_ID (optional: [RUN_ID]), where Typer adds
+    its Python type (<str>) in help and braces ({run_id}) in the usage line."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        return self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+
+
+def _by_metavar(params: Iterable[Any]) -> None:
+    """Help shows what a value is (RUN_ID, FILE), and nothing where none is taken: Typer
+    shows a flag's type (<bool>: --help, the completion options) and an argument's. Done as
+    help is shown, when Typer's own options exist (--help is made then, the completion
+    options after the group); idempotent."""
+    for param in params:
+        if isinstance(param, TyperArgument):
+            param.__class__ = _Argument  # the class Typer builds, with how it is shown
+        elif isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+
+
+class _Command(TyperCommand):
+    """Every command's class: its help by metavar (`_by_metavar`)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _by_metavar(self.get_params(ctx))
+        super().format_help(ctx, formatter)
 
 
 class _Group(TyperGroup):
@@ -102,6 +135,10 @@ class _Group(TyperGroup):
         # click's own main returns nothing: a command ran to its end, or Exit gave its code
         sys.exit(code if isinstance(code, int) else 0)
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _by_metavar(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -126,6 +163,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},  # every command's, inherited
 )
 config_app = typer.Typer(
+    cls=_Group,
     help="Profiles: YAML files whose keys are `sweeper run`'s options (and `nightly:`).",
     no_args_is_help=True,
 )
@@ -183,6 +221,7 @@ def _printing() -> Iterator[None]:
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper run",
         "sweeper run --ops all_reduce,all_gather --max-size 4G --dtypes bfloat16",
@@ -195,7 +234,7 @@ def _printing() -> Iterator[None]:
         "sweeper run --address ray://head:10001 --format json",
         "sweeper run --no-report",
         "sweeper run --profile jobs/weekly.yaml --max-size 1G",
-    )
+    ),
 )
 @sweep_options(after="profile")
 def run(
@@ -260,41 +299,40 @@ def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
 
 @app.command(
     "nightly",
+    cls=_Command,
     epilog=_examples(
         "sweeper nightly --profile jobs/nightly.yaml",
         "sweeper nightly --profile jobs/nightly.yaml --results /data/results "
         "--reports-dir /data/reports",
+        "sweeper nightly --profile jobs/nightly.yaml --nodes 2 --max-size 1G",
         "sweeper nightly --profile jobs/nightly.yaml --format json",
     ),
 )
+@sweep_options(after="profile")  # every one of run's: flags override the profile's keys
 def nightly_command(
     profile: ProfileFile = None,
-    address: Address = None,
-    connect_timeout: ConnectTimeout = None,
-    output: Output = None,
-    old_output: OldOutput = None,
-    reports_dir: ReportsDir = None,
-    cluster_name: ClusterName = None,
     format: OutputFormat = Format.human,
+    **options: Any,
 ) -> None:
     """Sweep a profile (or scan the fleet, with a scan: section), compare the run with the
     history of this cluster and hardware, write the report and a JSON summary beside it; exit 1
     on a regression or a condemned node, GPU or link (4: neither, but some points failed)."""
-    from sweeper.analysis.regression import Policy  # pandas: loaded only for a nightly run
-    from sweeper.commands import nightly  # and Ray
-
+    options["plugins"] = options.pop("plugin")
     observer = _observer(format)
     try:
         with _stoppable(observer):
             loaded = _profile(profile) or Profile()
-            spec = build_spec(
-                loaded,
-                address=address,
-                connect_timeout=connect_timeout,
-                output=output,
-                reports_dir=reports_dir,
-                cluster_name=cluster_name,
-            )
+            given = sorted(k for k, v in options.items() if v is not None)
+            if loaded.scan is not None and (
+                sweeps := [k for k in given if k not in NIGHTLY_SCAN_TAKES]
+            ):
+                flags = ", ".join("--" + k.replace("_", "-") for k in sweeps)
+                raise BadInput(f"the profile's scan: chooses what a scan measures; drop {flags}")
+            spec = build_spec(loaded, **options)
+            # pandas and Ray (not started): once the options are good
+            from sweeper.analysis.regression import Policy
+            from sweeper.commands import nightly
+
             night = nightly.run(spec, Policy.of(loaded.nightly), observer, scan=loaded.scan)
     except SweeperError as exc:
         raise _fail(exc) from None
@@ -316,6 +354,8 @@ def _show_night(night: Night, output_format: Format) -> NoReturn:
     raise typer.Exit(EXIT_POINTS_FAILED if night.verdict.failed else 0)
 
 
+# what a nightly of a profile with a scan: section takes, by the names here
+NIGHTLY_SCAN_TAKES = SCAN_TAKES | {"old_output"}
 # the sweep's options a scan takes, by their names here (--plugin, and --output's old name)
 SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} | {"old_output"}
 
@@ -326,6 +366,7 @@ VERDICTS = "Verdicts"
 
 @app.command(
     "scan",
+    cls=_Command,
     epilog=_examples(
         "sweeper scan",
         "sweeper scan --nodes 64 --domain-label rack",
@@ -465,20 +506,26 @@ def scan_command(
         raise typer.Exit(EXIT_REGRESSION)
 
 
+RunId = Annotated[str, typer.Argument(metavar="RUN_ID", help="A run id of the results, or latest.")]
 Results = Annotated[
     Path, typer.Option(metavar="DIR", help="Results directory (a Parquet dataset).")
 ]
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper compare 20261121T020000Z-a1b2c3 latest",
         "sweeper compare RUN_A RUN_B --results /data/results --threshold 0.03 --all --format json",
-    )
+    ),
 )
 def compare(
-    base: Annotated[str, typer.Argument(help="The run compared with: a run id, or latest.")],
-    new: Annotated[str, typer.Argument(help="The run compared: a run id, or latest.")],
+    base: Annotated[
+        str, typer.Argument(metavar="BASE", help="The run compared with: a run id, or latest.")
+    ],
+    new: Annotated[
+        str, typer.Argument(metavar="NEW", help="The run compared: a run id, or latest.")
+    ],
     results: Results = Path("results"),
     threshold: Annotated[
         float | None,
@@ -526,11 +573,12 @@ def compare(
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper history",
         "sweeper history --results /data/results --last 7",
         "sweeper history --format json",
-    )
+    ),
 )
 def history(
     results: Results = Path("results"),
@@ -545,7 +593,8 @@ def history(
     format: OutputFormat = Format.human,
 ) -> None:
     """The runs in a results directory, oldest first, with their status: ok, failed (some
-    points failed), regression, or unjudged (a nightly run without its summary)."""
+    points failed), regression, condemned (a nightly scan condemned a node, GPU or link), or
+    unjudged (a nightly run without its summary)."""
     from sweeper import report  # here: this module's `report` command has its name
     from sweeper.commands import history as history_  # pandas: loaded only for a history
 
@@ -561,13 +610,14 @@ def history(
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper export --prometheus /var/lib/prometheus/node-exporter/sweeper.prom",
         "sweeper export 20261122T013412Z-33627a --results /data/results --per-host /data/prom",
-    )
+    ),
 )
 def export(
-    run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
+    run_id: RunId = "latest",
     results: Results = Path("results"),
     prometheus: Annotated[
         Path | None,
@@ -595,7 +645,7 @@ def export(
     print("\n".join(said))
 
 
-@config_app.command("schema")
+@config_app.command("schema", cls=_Command)
 def config_schema(
     verdicts: Annotated[
         bool, typer.Option("--verdicts", help="The scan summary's schema instead.")
@@ -607,10 +657,11 @@ def config_schema(
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper topo",
         "sweeper topo --nodes 2 --format json",
-    )
+    ),
 )
 def topo(
     address: Address = None,
@@ -664,6 +715,7 @@ PLAN_LEAVES_OUT = (
 
 @app.command(
     "plan",
+    cls=_Command,
     epilog=_examples(
         "sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json --nodes 1024 "
         "--profile jobs/weekly.yaml",
@@ -709,16 +761,17 @@ def plan_command(
 
 
 @app.command(
+    cls=_Command,
     epilog=_examples(
         "sweeper report",
         "sweeper report 20261122T013412Z-33627a -o run.html",
         "sweeper report latest --baseline 20261121T230000Z-a1b2c3",
         "sweeper report --js reports/ -o reports/today.html",
         "sweeper report --screenshot run.png",
-    )
+    ),
 )
 def report(
-    run_id: Annotated[str, typer.Argument(help="A run id of the results, or latest.")] = "latest",
+    run_id: RunId = "latest",
     results: Results = Path("results"),
     output: Annotated[
         Path | None,

@@ -5,6 +5,7 @@ ranks' own listeners are reachable only where their peers are."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -117,52 +118,126 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+# How long a Ray process may take to start, or a driver to join and survey, before the test
+# fails naming it: a few seconds on an idle 2-core box, ten times that on a loaded one
+WAIT_S = 120
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return "\n".join(text.splitlines()[-lines:]) or "(empty)"
+
+
+def _wait_listening(port: int, what: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Until something listens at `port`, for at most WAIT_S; a process that exits first, or
+    the time running out, fails the test naming what it waited on and the process's log."""
+    deadline = time.monotonic() + WAIT_S
+    while process.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        time.sleep(0.2)
+    state = f"exited {process.returncode}" if process.poll() is not None else f"{WAIT_S} s passed"
+    pytest.fail(f"{what} at port {port} never listened ({state}); its log:\n{_log_tail(log)}")
+
+
+# Ray Client's server, connected to the cluster at argv[2] before it listens at argv[1]; it
+# serves while its handle lives
+_SERVE = """
+import sys, threading
+from ray.util.client.server.server import init_and_serve
+serving = init_and_serve("127.0.0.1", int(sys.argv[1]), address=sys.argv[2], log_to_driver=False)
+threading.Event().wait()
+"""
+
+
 @pytest.fixture(scope="module")
-def token_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def token_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
     """A Ray head of its own with token authentication on, as a default Ray 2.60 cluster
-    has it, and Ray Client's server: its ray:// address and its token. The head's processes
-    are one process group, ended with it."""
+    has it, and a Ray Client server in front of it: its ray:// address, its token, and the
+    server's log. Each process and its children are one process group, ended with it.
+
+    The Ray Client server is a driver itself, connected before it listens (Ray's
+    init_and_serve). The head's own server starts a server process for each driver as it
+    calls, through Ray's runtime-env shim: two interpreters that import Ray, 3-8 s on the
+    2-core box, more when it is loaded. It takes the shim for that server (the shim's command
+    line names the server's module) and polls it at once with gRPC's reconnect backoff (1 s,
+    growing 1.6x a try): a server up at 70 s is seen at 113 s, and one run in three waited
+    over 120 s. What the driver does, the token included, is the same."""
     root = tmp_path_factory.mktemp("token-head")
     sessions = Path(tempfile.mkdtemp(prefix="ray-"))  # short: a socket's path fits 107 bytes
     token = os.urandom(32).hex()
-    client_port = _free_port()
+    gcs_port, client_port = _free_port(), _free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "HOME": str(root)}
-    # the server Ray Client starts for each driver: on a loaded machine, more than 30 s
-    env["RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S"] = "120"
     ray_cli = Path(sys.executable).with_name("ray")
-    head = subprocess.Popen(
-        [
-            *(str(ray_cli), "start", "--head", "--block", "--num-cpus", "2"),
-            *("--port", str(_free_port()), "--ray-client-server-port", str(client_port)),
-            *("--include-dashboard", "false", "--disable-usage-stats"),
-            *("--temp-dir", str(sessions)),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    head_log, server_log = root / "head.log", root / "client-server.log"
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(command: list[str], log: Path) -> subprocess.Popen[bytes]:
+        with log.open("wb") as out:
+            started.append(
+                subprocess.Popen(command, env=env, stdout=out, stderr=out, start_new_session=True)
+            )
+        return started[-1]
+
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and head.poll() is None:
-            try:
-                socket.create_connection(("127.0.0.1", client_port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.5)
-        yield f"ray://127.0.0.1:{client_port}", token
+        head = start(
+            [
+                *(str(ray_cli), "start", "--head", "--block", "--num-cpus", "2"),
+                *("--port", str(gcs_port), "--ray-client-server-port", str(_free_port())),
+                *("--include-dashboard", "false", "--disable-usage-stats"),
+                *("--temp-dir", str(sessions)),
+            ],
+            head_log,
+        )
+        _wait_listening(gcs_port, "the head's GCS", head, head_log)
+        serve = [sys.executable, "-c", _SERVE, str(client_port), f"127.0.0.1:{gcs_port}"]
+        server = start(serve, server_log)
+        # it listens once its ray.init returned: the head's raylet has registered
+        _wait_listening(client_port, "Ray Client's server", server, server_log)
+        yield f"ray://127.0.0.1:{client_port}", token, server_log
     finally:
-        with contextlib.suppress(ProcessLookupError):  # all gone already
-            os.killpg(head.pid, signal.SIGKILL)  # the head's drain on SIGTERM waits 30 s
-        head.wait()
+        for process in reversed(started):
+            with contextlib.suppress(ProcessLookupError):  # all gone already
+                os.killpg(process.pid, signal.SIGKILL)  # the head's drain on SIGTERM waits 30 s
+            process.wait()
         shutil.rmtree(sessions, ignore_errors=True)
 
 
+def test_ray_client_joins_a_cluster_with_token_auth_where_ray_finds_the_token(
+    tmp_path: Path, token_head: tuple[str, str, Path]
+) -> None:
+    """The token in ~/.ray/auth_token, RAY_AUTH_MODE unset: Ray sends it only to a cluster it
+    finds itself, so ray:// failed after 30 s with a line about ports."""
+    address, token, server_log = token_head
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text(token)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH_")}
+    command = [sys.executable, "-m", "sweeper", "topo", "--address", address, "--format", "json"]
+    try:
+        topo = subprocess.run(
+            command,
+            env={**env, "HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        said = exc.stderr if isinstance(exc.stderr, str) else (exc.stderr or b"").decode()
+        pytest.fail(
+            f"sweeper topo through {address} still running after {WAIT_S} s; its stderr:\n{said}\n"
+            f"Ray Client's server:\n{_log_tail(server_log)}"
+        )
+    assert topo.returncode == 0, f"{topo.stderr}\nRay Client's server:\n{_log_tail(server_log)}"
+    assert json.loads(topo.stdout)["backend"] == "gloo"
+
+
 def test_a_cluster_that_wants_a_token_none_was_found_for_says_so_in_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token_head: tuple[str, str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token_head: tuple[str, str, Path]
 ) -> None:
     ray.shutdown()  # the session's Ray, which a driver would join: the next test starts it
-    address, _ = token_head
+    address, _, _ = token_head
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     result = CliRunner().invoke(app, ["topo", "--address", address])

@@ -4,7 +4,9 @@ metavars, no empty defaults, examples one per line that parse. Nothing starts Ra
 from __future__ import annotations
 
 import inspect
+import re
 import shlex
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -121,3 +123,42 @@ def test_examples_are_shown_one_per_line() -> None:
         lines = {line.strip() for line in shown.splitlines()}
         for example in _examples(command):
             assert example in lines, (name, example)
+
+
+def _paths(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every command of the app, by the words that name it: () is `sweeper` itself."""
+    yield path
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _paths(sub, (*path, name))
+
+
+# What Typer and click show for a value's type where no metavar says what it is
+TYPE_PLACEHOLDER = re.compile(
+    r"<(bool|str|int|float|path|Path|list\[[^>]*|tuple|datetime|UUID|choice)[^>]*>"
+    r"|(?<![\w$])(TEXT|INTEGER|BOOLEAN|FLOAT|PATH|FILENAME|DIRECTORY)(?=\s{2}|\s*│)"
+)
+
+
+@pytest.mark.parametrize(
+    "path", list(_paths(typer.main.get_command(app))), ids=lambda p: " ".join(p) or "sweeper"
+)
+def test_help_shows_no_type_placeholder_and_no_empty_default(path: tuple[str, ...]) -> None:
+    """Typer's own options (--help, --version, the completion options) and the arguments
+    (RUN_ID) read as the options do: a flag shows nothing, a value what it is."""
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    shown = result.stdout
+    assert TYPE_PLACEHOLDER.search(shown) is None, TYPE_PLACEHOLDER.search(shown)
+    assert "[default: ]" not in shown
+    (usage,) = [line for line in shown.splitlines() if "Usage:" in line]
+    assert "{" not in usage, usage  # Typer's braces around a required argument
+
+
+def test_arguments_show_their_metavar_in_usage_and_help() -> None:
+    def shown(*words: str) -> str:
+        return CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": "200"}).stdout
+
+    assert "sweeper compare [OPTIONS] BASE NEW" in shown("compare")
+    for name in ("report", "export"):
+        assert f"sweeper {name} [OPTIONS] [RUN_ID]" in shown(name)
+        assert re.search(r"│\s+RUN_ID\s+A run id", shown(name))

@@ -62,6 +62,6 @@ def test_an_unknown_option_is_one_line_naming_it_on_every_command(path: tuple[st
 
 def test_an_unknown_command_and_a_missing_argument_are_one_line_naming_them() -> None:
     assert "'nosuch'" in _one_line(CliRunner().invoke(app, ["nosuch"]))
-    assert _one_line(CliRunner().invoke(app, ["compare"])).endswith("Missing argument 'base'.")
+    assert _one_line(CliRunner().invoke(app, ["compare"])).endswith("Missing argument 'BASE'.")
     missing_new = _one_line(CliRunner().invoke(app, ["compare", "latest"]))
-    assert missing_new.endswith("Missing argument 'new'.")
+    assert missing_new.endswith("Missing argument 'NEW'.")

@@ -173,3 +173,30 @@ def test_ci_runs_the_quick_start_as_written() -> None:
     assert not missing
     order = [ci.index(line) for line in quick_start]
     assert order == sorted(order)
+
+
+def _targets() -> Iterator[tuple[str, Token]]:
+    """Each link's and image's target in the README, with its token."""
+    for token in MarkdownIt("commonmark").parse(README.read_text()):
+        for child in token.children or []:
+            if child.type == "image":
+                yield str(child.attrs["src"]), child
+            elif child.type == "link_open":
+                yield str(child.attrs["href"]), child
+
+
+def test_every_link_and_image_in_the_repo_exists() -> None:
+    local = [
+        target.split("#")[0]
+        for target, _ in _targets()
+        if not re.match(r"[a-z]+:", target) and not target.startswith("#")
+    ]
+    assert local
+    missing = [target for target in local if not (ROOT / target).exists()]
+    assert not missing
+
+
+def test_the_report_screenshot_is_shown_with_alt_text() -> None:
+    images = {target: image for target, image in _targets() if image.type == "image"}
+    assert "docs/report.png" in images
+    assert len(images["docs/report.png"].content) > 20  # alt text that says what it shows
