@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -139,3 +140,15 @@ def isolated_registry() -> Iterator[None]:
     """Operations a test's plugin registers are gone after it (and registered again next time)."""
     with registry_kept():
         yield
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """The headless Chromium the report's browser tests open pages in; skipped without one."""
+    from sweeper.errors import BadInput
+    from sweeper.report import browser
+
+    try:
+        return browser.find_chromium()
+    except BadInput as exc:
+        pytest.skip(str(exc))

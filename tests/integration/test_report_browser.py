@@ -13,7 +13,6 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from sweeper.cli import app
-from sweeper.errors import BadInput
 from sweeper.report import browser, build
 from sweeper.scan.judge import Subject
 from tests import report_data, scan_data
@@ -49,14 +48,6 @@ GPU_SECTIONS = (
     "experiments",
     "baseline",
 )
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    try:
-        return browser.find_chromium()
-    except BadInput as exc:
-        pytest.skip(str(exc))
 
 
 @dataclass

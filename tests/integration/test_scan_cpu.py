@@ -45,6 +45,7 @@ from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
 from sweeper.scan.thresholds import Thresholds
 from tests.conftest import cluster_nodes, registry_kept
+from tests.integration.test_report_browser import assert_drawn, visit
 
 pytestmark = pytest.mark.own_cluster
 
@@ -193,7 +194,7 @@ def night(scan: _Scan, tmp_path_factory: pytest.TempPathFactory) -> _Night:
     profile = root / "scan.yaml"
     profile.write_text(
         "backend: gloo\ngpus_per_node: 1\niters: 1\nwarmup: 1\nblocks: 3\ntimeout: 60\n"
-        f"output: {root / 'results'}\nreport: false\nplugins: [tests.plugins.faulty_fleet]\n"
+        f"output: {root / 'results'}\nplugins: [tests.plugins.faulty_fleet]\n"
         "scan:\n  op: faulty\n  sizes: [8, 64K]\n  sigmas: 0\n  min_ratio: 0\n"
         "  min_busbw_gb_per_s: {internode: 0.002}\n"
     )
@@ -231,6 +232,20 @@ def test_a_nightly_scan_with_a_slow_node_exits_1_and_names_it_in_its_summary_and
     (info,) = (s for s in night.exported if s.name == "sweeper_run_info")
     assert info.labels["run_id"] == night.summary["run_id"]
     assert info.labels["run_kind"] == "nightly"
+
+
+def test_a_nightly_scans_report_names_the_slow_node_in_its_fleet_section(
+    chromium: Path, scan: _Scan, night: _Night
+) -> None:
+    from tests.plugins.faulty_fleet import SLOW_NODE
+
+    seen = visit(chromium, Path(night.summary["report"]))
+    assert seen.requests == [Path(night.summary["report"]).resolve().as_uri()]
+    assert_drawn(seen, ("run", "fleet"))
+    assert list(seen.sections)[:2] == ["run", "fleet"]
+    slow = scan.order[SLOW_NODE]
+    (named,) = (v for v in night.summary["condemned"] if v["name"] == slow)
+    assert named["evidence"] in seen.text
 
 
 class _Unwatched:
