@@ -8,10 +8,11 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import asdict
 from datetime import datetime
+from functools import partial
 from typing import Any, TextIO, cast
 
 from rich import box
@@ -135,13 +136,11 @@ class _Lossy(io.TextIOBase):
         self.lost = False
 
     def write(self, text: str) -> int:
-        with self._kept():
-            self.out.write(text)
+        self._tried(partial(self.out.write, text))
         return len(text)
 
     def flush(self) -> None:
-        with self._kept():
-            self.out.flush()
+        self._tried(self.out.flush)
 
     def isatty(self) -> bool:
         return self.out.isatty()
@@ -149,12 +148,11 @@ class _Lossy(io.TextIOBase):
     def fileno(self) -> int:
         return self.out.fileno()
 
-    @contextmanager
-    def _kept(self) -> Iterator[None]:
+    def _tried(self, call: Callable[[], object]) -> None:
         if self.lost:
             return
         try:
-            yield
+            call()
         except OSError as exc:
             self.lost = True
             with suppress(OSError, ValueError):  # what is left in the buffer goes nowhere
