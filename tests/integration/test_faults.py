@@ -222,8 +222,9 @@ def _terminal_driver(address: str, out: Path) -> Faulted:
 @pytest.fixture(scope="module")
 def faulted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Faulted]:
     """SIGTERM, kill -9, Ctrl-C, a lost head and a closed stdout, each to a driver of its own,
-    all started at once.
-    Everything happens here, while the session's Ray is sure to be up; the tests only look."""
+    as many at once as the session's Ray has CPUs for their ranks (4), in that order: the
+    last starts as the first ends. Everything happens here, while the session's Ray is sure
+    to be up; the tests only look."""
     import ray
 
     start_ray_session()
@@ -236,8 +237,19 @@ def faulted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Faulted]:
         "head lost": lambda out: _headless_driver(address, out),
         "unread": lambda out: _unread_driver(address, out),
     }
+    cpus = threading.Semaphore(int(ray.cluster_resources()["CPU"]))
+
+    def holding(fault: Callable[[Path], Faulted], out: Path) -> Faulted:
+        try:
+            return fault(out)
+        finally:
+            cpus.release()
+
+    futures = {}
     with ThreadPoolExecutor(len(faults)) as pool:
-        futures = {name: pool.submit(fault, root / name) for name, fault in faults.items()}
+        for name, fault in faults.items():
+            cpus.acquire()  # a driver whose rank found no CPU would wait on another's end
+            futures[name] = pool.submit(holding, fault, root / name)
         return {name: future.result() for name, future in futures.items()}
 
 
