@@ -127,9 +127,9 @@ class _Relay:
         while True:
             try:
                 client, _ = self.server.accept()
+                upstream = socket.create_connection(self.gcs)
             except OSError:  # cut
                 return
-            upstream = socket.create_connection(self.gcs)
             self.sockets += [client, upstream]
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
