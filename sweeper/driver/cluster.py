@@ -9,12 +9,16 @@ one failed group: the others keep their processes and join a new world with them
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import signal
 import socket
+import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,7 +52,7 @@ from ray.util.scheduling_strategies import (
 from sweeper.driver import stops
 from sweeper.driver.actor import RankActor
 from sweeper.driver.outcome import message
-from sweeper.errors import BadInput, InfrastructureError
+from sweeper.errors import BadInput, InfrastructureError, SweeperError
 from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import Member, Placement
 from sweeper.rank.preflight import local_nccl_allocators
@@ -74,6 +78,7 @@ SLICE_S = 0.2  # the longest the driver waits in Ray before it looks for a signa
 class Connection:
     embedded: bool
     address: str | None
+    watch: HeadWatch | None = None  # none for Ray Client, whose driver runs on the head
 
     def gpus(self) -> int:
         return int(ray.cluster_resources().get("GPU", 0))
@@ -87,9 +92,33 @@ class Connection:
     def close(self) -> None:
         """An embedded Ray is shut down whole (no process of it left): a first signal
         meanwhile stops the run after it."""
+        if head_lost():
+            self._abandon()
+            return
+        if self.watch is not None:
+            self.watch.stop()
         if self.embedded:
             with stops.held():
                 ray.shutdown()
+
+    def _abandon(self) -> None:
+        """With the head lost, Ray is left as it is: ray.shutdown, and the interpreter's exit
+        after it, would wait on the gone GCS until Ray's core worker ends the process itself
+        (exit 1). The process ends at the start of its exit instead, once its lines are out,
+        with exit 3. An embedded Ray's processes are ended; the watch stays on, to end the
+        process where it does not end in time, with nothing more to say."""
+        atexit.register(_end_now)  # atexit runs the last registered first: before Ray's
+        if self.embedded:
+            stops.end_descendants()
+        if self.watch is not None:
+            self.watch.epitaph = None
+
+
+def _end_now() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(HeadLost.exit_code)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -235,6 +264,97 @@ def _unreachable(
     )
 
 
+class HeadLost(SweeperError):
+    """The head's GCS stopped answering mid-run. Exit 3 as an InfrastructureError, but not
+    one: what goes on without a node that left (the scan) must not go on without the head."""
+
+    exit_code = 3
+
+    def __init__(self, address: str) -> None:
+        super().__init__(f"lost the Ray head at {address}")
+        self.address = address
+
+
+class HeadWatch:
+    """Asks the head's GCS whether it answers, every second, from a thread of its own.
+
+    Where the GCS is gone, Ray's core worker retries for $RAY_gcs_rpc_server_reconnect_timeout_s
+    (60 s) and then ends the driver itself, exit 1, with a line of Ray's, whatever the driver
+    was doing: no row flushed, no line of sweeper's. After a third of that time the watch
+    calls the head lost, and the driver's next wait raises HeadLost: the run ends as any
+    error ends it, rows flushed and record marked. After two thirds the driver is stuck in a
+    call that needs the GCS, and the watch ends the process itself, with `epitaph` as its
+    line (given the GCS's address; none: said already) and exit 3: the rows shown are in the
+    journal already (synced point by point)."""
+
+    def __init__(self, gcs: str) -> None:
+        host, port = gcs.rsplit(":", 1)  # as Ray gives it: HOST:PORT, or [IPV6]:PORT
+        self.address = gcs
+        self.gcs = Address(host=host.strip("[]"), port=int(port), client=False)
+        limit = float(os.environ.get(_RAY_GCS_TIMEOUT_VAR) or _RAY_GCS_TIMEOUT_S)
+        self.lost_after_s, self.exit_after_s = limit / 3, 2 * limit / 3
+        self.lost = False
+        self.epitaph: Callable[[str], str] | None = lambda gcs: f"lost the Ray head at {gcs}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="sweeper-head", daemon=True)
+
+    def start(self) -> HeadWatch:
+        _WATCHES.append(self)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self in _WATCHES:
+            _WATCHES.remove(self)
+
+    def _watch(self) -> None:
+        down_since: float | None = None
+        while not self._stop.wait(_CHECK_S):
+            if self._answers():
+                down_since = None
+                continue
+            now = time.monotonic()
+            down_since = now if down_since is None else down_since
+            self.lost = self.lost or now - down_since >= self.lost_after_s
+            if now - down_since >= self.exit_after_s and not self._stop.is_set():
+                self._exit()
+
+    def _answers(self) -> bool:
+        """Whether the GCS answers at all: a refusal (a token it does not take) is an answer."""
+        failed = _first_call(self.gcs, _CHECK_S)
+        return failed is None or failed[0] not in _DOWN
+
+    def _exit(self) -> None:
+        if sys.stdout.isatty():  # a progress bar hid the cursor
+            sys.stdout.write(stops.SHOW_CURSOR)
+            sys.stdout.flush()
+        if self.epitaph is not None:
+            sys.stderr.write(f"sweeper: error: {self.epitaph(self.address)}\n")
+            sys.stderr.flush()
+        stops.end_descendants()  # an embedded Ray's processes, where its GCS died
+        os._exit(HeadLost.exit_code)
+
+
+# Ray's core worker ends the driver once the GCS has not answered for this long (its default)
+_RAY_GCS_TIMEOUT_VAR = "RAY_gcs_rpc_server_reconnect_timeout_s"
+_RAY_GCS_TIMEOUT_S = 60.0
+_CHECK_S = 1.0
+_DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+_WATCHES: list[HeadWatch] = []  # the connections' watches, while they are on
+
+
+def head_lost() -> bool:
+    """Whether a watch has called the head lost: nothing is left to ask of it."""
+    return any(watch.lost for watch in _WATCHES)
+
+
+def _watched(connection: Connection) -> Connection:
+    """The connection, with a watch on its GCS."""
+    connection.watch = HeadWatch(str(ray.get_runtime_context().gcs_address)).start()
+    return connection
+
+
 def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Connection:
     """Join the Ray cluster at `address` (default $RAY_ADDRESS), else start an embedded one.
 
@@ -248,7 +368,7 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
     address = address or os.environ.get("RAY_ADDRESS") or None
     remote = parse_address(address, named) if address else None
     if ray.is_initialized():
-        return Connection(embedded=False, address=None)
+        return _watched(Connection(embedded=False, address=None))
     on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
         if address:
@@ -259,7 +379,8 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
                 ray.init(address=address, namespace="sweeper", log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
-            return Connection(embedded=False, address=address)
+            joined = Connection(embedded=False, address=address)
+            return joined if remote is not None and remote.client else _watched(joined)
         ray.init(
             address="local",
             num_cpus=max(os.cpu_count() or 1, cpu_ranks),
@@ -268,7 +389,7 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
             log_to_driver=False,
             configure_logging=False,
         )
-        return Connection(embedded=True, address=None)
+        return _watched(Connection(embedded=True, address=None))
     finally:
         if on_sigterm is not None:  # None: a handler not set from Python, which Ray leaves be
             signal.signal(signal.SIGTERM, on_sigterm)
@@ -620,13 +741,14 @@ class RankSet:
         return copies
 
     def kill(self) -> None:
-        for actor in self.actors:
+        """End the actors; with the head lost, nothing is asked of it: they end with it."""
+        for actor in [] if head_lost() else self.actors:
             ray.kill(actor, no_restart=True)
         self.actors = []
 
     def close(self) -> None:
         self.kill()
-        for pg in self._pgs:
+        for pg in [] if head_lost() else self._pgs:
             remove_placement_group(pg)
         self._pgs = []
 
@@ -643,9 +765,12 @@ def _start_error(exc: BaseException) -> str:
 def _wait(refs: Sequence[Any], num_returns: int, timeout_s: float) -> list[Any]:
     """ray.wait in slices of at most SLICE_S, each with signals held: Ray's wait runs the
     driver's signal handlers and fails (SystemError) where one raises, so a signal is raised
-    between slices instead, within SLICE_S of its coming."""
+    between slices instead, within SLICE_S of its coming; and HeadLost, once the head is."""
     deadline = time.monotonic() + max(0.0, timeout_s)
     while True:
+        for watch in _WATCHES:
+            if watch.lost:
+                raise HeadLost(watch.address)
         left = deadline - time.monotonic()
         with stops.held():
             ready, _ = ray.wait(

@@ -3,15 +3,17 @@ plain line per point otherwise, or JSON lines (`--format json`) for machines."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any, TextIO
+from functools import partial
+from typing import Any, TextIO, cast
 
 from rich import box
 from rich.console import Console
@@ -123,11 +125,51 @@ def summary_table(run: Finished, summaries: Sequence[OpSummary]) -> Table:
     return table
 
 
+class _Lossy(io.TextIOBase):
+    """Where a sweep's lines go (stdout). A reader that went away (`| head`), or a stdout that
+    refuses them, costs the lines, never the sweep: they are a copy of what the results keep,
+    and a run booked for hours is not thrown away because a pipe closed (SIGINT and SIGTERM
+    still stop it). Said once, on stderr."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.lost = False
+
+    def write(self, text: str) -> int:
+        self._tried(partial(self.out.write, text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._tried(self.out.flush)
+
+    def isatty(self) -> bool:
+        return self.out.isatty()
+
+    def fileno(self) -> int:
+        return self.out.fileno()
+
+    def _tried(self, call: Callable[[], object]) -> None:
+        if self.lost:
+            return
+        try:
+            call()
+        except OSError as exc:
+            self.lost = True
+            with suppress(OSError, ValueError):  # what is left in the buffer goes nowhere
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self.out.fileno())
+            print(
+                f"sweeper: warning: cannot write to stdout ({exc.strerror or exc}); the run "
+                "goes on, its rows kept in the results",
+                file=sys.stderr,
+            )
+
+
 class HumanConsole:
     """A progress bar with ETA over points on a terminal; a line per point elsewhere."""
 
     def __init__(self, out: TextIO | None = None) -> None:
-        self.console = Console(file=out or sys.stdout, highlight=False)
+        lossy = cast(TextIO, _Lossy(out or sys.stdout))  # a text stream, not typeshed's IO
+        self.console = Console(file=lossy, highlight=False)
         self.live = self.console.is_terminal
         if not self.live:  # a log or a pipe: wide enough that the closing table does not wrap
             self.console.width = max(self.console.width, 140)
@@ -189,27 +231,11 @@ class JsonConsole:
     """One JSON object per line: a `started` event, a `point` per row, a `finished` summary."""
 
     def __init__(self, out: TextIO | None = None) -> None:
-        self.out = out or sys.stdout
-        self.lost = False  # the reader went away (`| head`): the sweep goes on without it
+        self.out = _Lossy(out or sys.stdout)
 
     def _emit(self, event: str, **fields: Any) -> None:
-        """A line out; a reader that is gone costs the lines, never the sweep: they are a copy
-        of what the results keep, and a run booked for hours is not thrown away because a
-        pipe closed (SIGINT and SIGTERM still stop it). Said once, on stderr."""
-        if self.lost:
-            return
-        try:
-            self.out.write(json.dumps({"event": event, **fields}, default=_default) + "\n")
-            self.out.flush()
-        except OSError as exc:
-            self.lost = True
-            with suppress(OSError, ValueError):  # what is left in the buffer goes nowhere
-                os.dup2(os.open(os.devnull, os.O_WRONLY), self.out.fileno())
-            print(
-                f"sweeper: warning: cannot write to stdout ({exc.strerror or exc}); the run "
-                "goes on, its rows kept in the results",
-                file=sys.stderr,
-            )
+        self.out.write(json.dumps({"event": event, **fields}, default=_default) + "\n")
+        self.out.flush()
 
     def started(self, run: Started) -> None:
         fields = {k: v for k, v in asdict(run).items() if k != "groups"}

@@ -234,6 +234,18 @@ class _Sweep:
         self.writer: ResultWriter | None = None
         self.ended: str | None = None  # what the run record says, once it says how it ended
         self._shared: RunColumns | None = None
+        if connection.watch is not None:
+            connection.watch.epitaph = self.lost
+
+    def lost(self, address: str) -> str:
+        """The line of a run whose head was lost: what was kept, and how to go on."""
+        if self.writer is None:
+            return f"lost the Ray head at {address} before a run started; nothing was written"
+        resume = stops.resume_command(self.run_id, self.plan.outputs.results)
+        return (
+            f"lost the Ray head at {address} mid-run: {len(self.rows)} rows written, "
+            f"resume with: {resume}"
+        )
 
     def told(self, stop: Stopped) -> None:
         """A signal's Stopped learns what it stopped, for its line: nothing written yet, a run
@@ -475,6 +487,10 @@ def run(
         if sweep is not None:
             sweep.told(stop)
         raise
+    except cluster.HeadLost as lost:
+        if sweep is None:
+            raise
+        raise InfrastructureError(sweep.lost(lost.address)) from None
     finished = Finished(sweep.run_id, tuple(sweep.rows), elapsed, output, page)
     observer.finished(finished)
     return finished

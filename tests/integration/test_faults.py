@@ -1,8 +1,9 @@
-"""The fault catalogue of issue 16: real drivers, real signals, real file systems.
+"""The fault catalogue of issues 16 and 30: real drivers, real signals, real file systems, a
+head lost.
 
 The drivers run as subprocesses that join the session's Ray (so each pays for its imports,
-not for a cluster), all three at once so that those imports and their actors' starts overlap,
-and sweep one CPU rank far longer than it takes to deliver a fault after the first points.
+not for a cluster), all at once so that those imports and their actors' starts overlap, and
+sweep one CPU rank far longer than it takes to deliver a fault after the first points.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,6 +93,7 @@ class Faulted:
     stdout: list[str]  # --format json: its events, one a line
     stderr: str
     screen: bytes = b""  # on a terminal: what it drew there
+    joined: str = ""  # the address it joined, where not the session's Ray's own
 
 
 def _json_driver(address: str, out: Path, signum: signal.Signals) -> Faulted:
@@ -106,6 +108,81 @@ def _json_driver(address: str, out: Path, signum: signal.Signals) -> Faulted:
         finally:
             proc.kill()  # no-op once it has exited; a hung driver fails, not hangs
     return Faulted(out, proc.returncode, [*lines, *rest.splitlines()], err)
+
+
+class _Relay:
+    """A TCP relay in front of the session's GCS, on the GCS's own host (Ray looks for a raylet
+    on the host its GCS address names). A driver that joins through it loses its GCS, as when
+    the head dies, once the relay is cut; the session's Ray, which other tests share, runs on."""
+
+    def __init__(self, gcs: str) -> None:
+        host, port = gcs.rsplit(":", 1)
+        self.gcs = (host, int(port))
+        self.server = socket.create_server((host, 0))
+        self.address = f"{host}:{self.server.getsockname()[1]}"
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+                upstream = socket.create_connection(self.gcs)
+            except OSError:  # cut
+                return
+            self.sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:  # cut
+            pass
+
+    def cut(self) -> None:
+        """Nothing listens any more, and what was connected is reset."""
+        self.server.close()
+        for sock in self.sockets:
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+def _headless_driver(gcs: str, out: Path) -> Faulted:
+    """The driver's GCS gone once it has reported three points, its rank measuring on. Ray's
+    core worker would end it (exit 1) after 6 s of retries here, where it waits 60 by default."""
+    relay = _Relay(gcs)
+    env = {**os.environ, "RAY_gcs_rpc_server_reconnect_timeout_s": "6"}
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    with _driver(relay.address, out, "--format", "json", env=env, **pipes) as proc:
+        assert proc.stdout is not None
+        try:
+            lines = [proc.stdout.readline() for _ in range(4)]  # started, and three points
+            relay.cut()
+            rest, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()  # no-op once it has exited; a hung driver fails, not hangs
+    return Faulted(out, proc.returncode, [*lines, *rest.splitlines()], err, joined=relay.address)
+
+
+def _unread_driver(address: str, out: Path) -> Faulted:
+    """A reader of its lines that went away before the first (`sweeper run | head -1`, once it
+    has its line), four points to measure."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        short = ("--min-size", "2K", "--max-size", "2K")
+        with _driver(address, out, *short, stdout=write, stderr=subprocess.PIPE) as proc:
+            try:
+                _, err = proc.communicate(timeout=120)
+            finally:
+                proc.kill()  # no-op once it has exited; a hung driver fails, not hangs
+    finally:
+        os.close(write)
+    return Faulted(out, proc.returncode, [], err)
 
 
 def _terminal_driver(address: str, out: Path) -> Faulted:
@@ -144,8 +221,10 @@ def _terminal_driver(address: str, out: Path) -> Faulted:
 
 @pytest.fixture(scope="module")
 def faulted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Faulted]:
-    """SIGTERM, kill -9 and Ctrl-C, each to a driver of its own, the three started at once.
-    Everything happens here, while the session's Ray is sure to be up; the tests only look."""
+    """SIGTERM, kill -9, Ctrl-C, a lost head and a closed stdout, each to a driver of its own,
+    as many at once as the session's Ray has CPUs for their ranks (4), in that order: the
+    last starts as the first ends. Everything happens here, while the session's Ray is sure
+    to be up; the tests only look."""
     import ray
 
     start_ray_session()
@@ -155,9 +234,22 @@ def faulted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Faulted]:
         "SIGTERM": lambda out: _json_driver(address, out, signal.SIGTERM),
         "SIGKILL": lambda out: _json_driver(address, out, signal.SIGKILL),
         "Ctrl-C": lambda out: _terminal_driver(address, out),
+        "head lost": lambda out: _headless_driver(address, out),
+        "unread": lambda out: _unread_driver(address, out),
     }
+    cpus = threading.Semaphore(int(ray.cluster_resources()["CPU"]))
+
+    def holding(fault: Callable[[Path], Faulted], out: Path) -> Faulted:
+        try:
+            return fault(out)
+        finally:
+            cpus.release()
+
+    futures = {}
     with ThreadPoolExecutor(len(faults)) as pool:
-        futures = {name: pool.submit(fault, root / name) for name, fault in faults.items()}
+        for name, fault in faults.items():
+            cpus.acquire()  # a driver whose rank found no CPU would wait on another's end
+            futures[name] = pool.submit(holding, fault, root / name)
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -195,6 +287,42 @@ def test_ctrl_c_on_a_terminal_restores_the_cursor_and_says_how_to_resume(
     assert err.splitlines()[-1].startswith(f"sweeper: stopped by SIGINT: run {run_id} interrupted")
     assert _history(out) == {run_id: "interrupted"}
     assert _on_disk(out)
+
+
+def test_a_head_lost_mid_run_ends_it_with_one_line_and_exit_3_and_keeps_the_rows(
+    faulted: dict[str, Faulted],
+) -> None:
+    """Before Ray's core worker would end the driver, sweeper ends it: the rows it showed on
+    disk, the run interrupted, and how to resume."""
+    driver = faulted["head lost"]
+    out, err = driver.output, driver.stderr
+    assert driver.returncode == 3, err
+    run_id = json.loads(driver.stdout[0])["run_id"]
+    reported = _points(driver.stdout)
+    assert err.splitlines()[-1] == (
+        f"sweeper: error: lost the Ray head at {driver.joined} mid-run: {len(reported)} rows "
+        f"written, resume with: sweeper run --resume {run_id} --results {out}"
+    )
+    assert "Traceback" not in err
+    assert "The program will terminate" not in err  # Ray's own line, as it ends a driver
+    assert _history(out) == {run_id: "interrupted"}
+    assert _on_disk(out) == reported
+
+
+def test_a_closed_stdout_costs_the_lines_not_the_run(faulted: dict[str, Faulted]) -> None:
+    """The terminal's lines are a copy of the rows: the run goes on to its end, every row
+    written, with one warning line and the run's own exit code."""
+    driver = faulted["unread"]
+    out, err = driver.output, driver.stderr
+    assert driver.returncode == 0, err
+    warning = (
+        "sweeper: warning: cannot write to stdout (Broken pipe); the run goes on, its rows "
+        "kept in the results"
+    )
+    assert [line for line in err.splitlines() if line.startswith("sweeper")] == [warning]
+    (run_id,) = _history(out)
+    assert _history(out) == {run_id: "complete"}
+    assert len(_on_disk(out)) == 4
 
 
 @contextmanager
