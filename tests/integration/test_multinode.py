@@ -58,8 +58,8 @@ def test_a_node_lost_for_good_stops_a_rebuild_with_one_line_naming_it(gpu_nodes:
         ranks = cluster.RankSet("gloo", [slot], {"CPU": 1.0})
         try:
             ranks.start()  # within the default bound: a loaded machine starts ranks slowly
-            # the rebuild's actors can never start: a short bound ends the wait
-            ranks.start_timeout_s = 5
+            # the rebuild's actors can never start: the shortest bound ends the wait soonest
+            ranks.start_timeout_s = 1
             gpu_nodes.remove_node(lost)
             with pytest.raises(InfrastructureError) as stopped:
                 ranks.replace_ranks([0, 1])
