@@ -38,6 +38,7 @@ from sweeper.cli import app
 from sweeper.driver import cluster
 from sweeper.driver.scan import ScanSettings, scan_fleet
 from sweeper.planning.profile import build_spec
+from sweeper.planning.spec import SweepSpec
 from sweeper.results import scans
 from sweeper.scan.document import Scanned, verdicts
 from sweeper.scan.fleet import Stage, Wave
@@ -71,6 +72,21 @@ class _Leaves:
             time.sleep(0.2)
 
 
+def _spec(out: Path, plugin: str, *, iters: int, blocks: int) -> SweepSpec:
+    """A scan's spec: one gloo rank a node, a point timed `iters` times in each of `blocks`
+    blocks, with a test plugin."""
+    return build_spec(
+        backend="gloo",
+        gpus_per_node=1,
+        iters=iters,
+        warmup=1,
+        blocks=blocks,
+        timeout=60,
+        output=out,
+        plugins=[plugin],
+    )
+
+
 @dataclass(frozen=True)
 class _Scan:
     order: list[str]  # the scan's nodes in its order: the plugin names them by place
@@ -91,16 +107,7 @@ def scan(cluster_head: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
         order = [slot.node_id for slot in cluster.choose_nodes("gloo", NODES, 1)]
         leaving = next(n for n in fleet.worker_nodes if n.node_id == order[-1])
         out = tmp_path_factory.mktemp("scan")
-        spec = build_spec(
-            backend="gloo",
-            gpus_per_node=1,
-            iters=3,
-            warmup=1,
-            blocks=3,
-            timeout=60,
-            output=out,
-            plugins=["tests.plugins.faulty_fleet"],
-        )
+        spec = _spec(out, "tests.plugins.faulty_fleet", iters=3, blocks=3)
         settings = ScanSettings(
             strategy=Strategy.parse("adaptive"),
             thresholds=Thresholds(sigmas=0, min_ratio=0.1),
@@ -279,16 +286,7 @@ def refused(
     (raylet,) = worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET]
     refusing = marker(raylet.process.pid)
     out = tmp_path_factory.mktemp("refused")
-    spec = build_spec(
-        backend="gloo",
-        gpus_per_node=1,
-        iters=1,
-        warmup=1,
-        blocks=1,
-        timeout=60,
-        output=out,
-        plugins=["tests.plugins.refuse_start"],
-    )
+    spec = _spec(out, "tests.plugins.refuse_start", iters=1, blocks=1)
     settings = ScanSettings(
         strategy=Strategy.parse("adaptive"),
         thresholds=Thresholds(sigmas=0, min_ratio=0.01),
