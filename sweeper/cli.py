@@ -179,6 +179,17 @@ def _profile(path: Path | None) -> Profile | None:
     return load_profile(path) if path is not None else None
 
 
+def _sweep_profile(path: Path | None) -> Profile | None:
+    """A profile to sweep by: one with a scan: section is refused, not swept without it."""
+    loaded = _profile(path)
+    if loaded is not None and loaded.scan is not None:
+        raise BadInput(
+            f"--profile {path} has a scan: section: `sweeper nightly --profile {path}` scans "
+            "the fleet with it; a sweep takes a profile without one"
+        )
+    return loaded
+
+
 def _observer(output_format: Format) -> HumanConsole | JsonConsole:
     """What a sweep shows while it works, for `run` and `nightly` alike."""
     # brings Ray and pandas, which `sweeper --help` need not load
@@ -259,7 +270,7 @@ def run(
             from sweeper.driver import sweep  # Ray and pandas: loaded only for a sweep
 
             if resume is None:
-                finished = sweep.run(build_spec(_profile(profile), **options), observer)
+                finished = sweep.run(build_spec(_sweep_profile(profile), **options), observer)
             else:
                 spec, stopped = _resumed(resume, {"profile": profile, **options})
                 if stopped.run_kind == "nightly":  # one nightly run, judged once at its end
@@ -747,7 +758,7 @@ def plan_command(
     and the estimated duration (in waves, and one group at a time)."""
     options["plugins"] = options.pop("plugin")
     try:
-        spec = build_spec(_profile(profile), **options)
+        spec = build_spec(_sweep_profile(profile), **options)
         from sweeper.commands import plan  # pandas (the cost model): once the options are good
 
         found = plan.plan(spec, topology, results)

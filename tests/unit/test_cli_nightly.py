@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import typer.main
 from typer.testing import CliRunner
 
@@ -65,5 +66,20 @@ def test_a_scan_profile_refuses_the_flags_that_choose_what_a_sweep_measures(
     assert result.exit_code == 2
     assert result.stderr == (
         "sweeper: error: the profile's scan: chooses what a scan measures; drop --nodes, --ops\n"
+    )
+    assert not results.exists()
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_a_sweep_refuses_a_scan_profile_in_one_line(tmp_path: Path, command: str) -> None:
+    profile = tmp_path / "scan.yaml"
+    profile.write_text("scan:\n  strategy: adaptive\n")
+    results = tmp_path / "results"
+    given = ["--profile", str(profile)] + (["--results", str(results)] if command == "run" else [])
+    result = CliRunner().invoke(app, [command, *given])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"sweeper: error: --profile {profile} has a scan: section: `sweeper nightly --profile "
+        f"{profile}` scans the fleet with it; a sweep takes a profile without one\n"
     )
     assert not results.exists()
