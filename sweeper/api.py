@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pydantic import Field
 
-from sweeper.planning.profile import build_spec, load_profile
+from sweeper.planning.profile import build_spec, load_sweep_profile
 from sweeper.planning.spec import SweepSpec
 from sweeper.results.writer import columns
 
@@ -69,7 +69,7 @@ def _spec(options: dict[str, Any]) -> SweepSpec:
     """The spec of the options given (a profile's, overridden by the rest); BadInput as the
     command line's."""
     profile = options.pop("profile", None)
-    return build_spec(load_profile(Path(profile)) if profile is not None else None, **options)
+    return build_spec(load_sweep_profile(Path(profile)) if profile is not None else None, **options)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)

@@ -45,6 +45,7 @@ from sweeper.planning.profile import (
     Profile,
     build_spec,
     load_profile,
+    load_sweep_profile,
 )
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan import document
@@ -180,14 +181,7 @@ def _profile(path: Path | None) -> Profile | None:
 
 
 def _sweep_profile(path: Path | None) -> Profile | None:
-    """A profile to sweep by: one with a scan: section is refused, not swept without it."""
-    loaded = _profile(path)
-    if loaded is not None and loaded.scan is not None:
-        raise BadInput(
-            f"--profile {path} has a scan: section: `sweeper nightly --profile {path}` scans "
-            "the fleet with it; a sweep takes a profile without one"
-        )
-    return loaded
+    return load_sweep_profile(path) if path is not None else None
 
 
 def _observer(output_format: Format) -> HumanConsole | JsonConsole:

@@ -178,6 +178,18 @@ def load_profile(path: Path) -> Profile:
         raise BadInput(f"{path}: {describe(exc, key=True)}", hint=_known_key(exc)) from None
 
 
+def load_sweep_profile(path: Path) -> Profile:
+    """A profile to sweep by (`sweeper run`, `sweeper plan`, `sweeper.run`): one with a
+    scan: section is BadInput, not swept without it (the scan is `sweeper nightly`'s)."""
+    loaded = load_profile(path)
+    if loaded.scan is not None:
+        raise BadInput(
+            f"--profile {path} has a scan: section: `sweeper nightly --profile {path}` scans "
+            "the fleet with it; a sweep takes a profile without one"
+        )
+    return loaded
+
+
 class _OnceLoader(yaml.SafeLoader):
     """YAML's safe loader, but a key given twice in one mapping is an error, not the last
     value silently (YAML 1.2 says keys are unique; PyYAML keeps the last)."""

@@ -77,3 +77,11 @@ def test_a_bad_keyword_value_is_bad_input_before_anything_runs() -> None:
         sweeper.plan(topology=DGX, max_size="lots")
     with pytest.raises(BadInput, match="unknown option 'wrld'"):
         sweeper.run(wrld=2)  # type: ignore[call-arg]
+
+
+def test_a_scan_profile_is_bad_input_to_a_sweep() -> None:
+    nightly = WEEKLY.parent / "nightly.yaml"  # the fleet's nightly scan
+    with pytest.raises(BadInput, match="has a scan: section"):
+        sweeper.plan(profile=str(nightly), topology=DGX)
+    with pytest.raises(BadInput, match="has a scan: section"):
+        sweeper.run(profile=str(nightly))
