@@ -58,7 +58,7 @@ from sweeper.analysis.regression import (
     run_metrics,
     scan_metrics,
 )
-from sweeper.commands.scan import NoLines, WaveLines, thresholds
+from sweeper.commands.scan import NoLines, WaveLines, strategy, thresholds
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
 from sweeper.planning.sizes import format_size
@@ -67,7 +67,6 @@ from sweeper.report import directory, require, require_directory
 from sweeper.results import scans, summaries
 from sweeper.results.load import load, runs
 from sweeper.results.schema import RUN_COLUMNS
-from sweeper.scan.policy import Strategy
 from sweeper.wire import Launch
 
 if TYPE_CHECKING:
@@ -324,14 +323,10 @@ def scan_settings(section: ScanSection) -> ScanSettings:
     BadInput (before Ray starts)."""
     from sweeper.driver.scan import ScanSettings  # Ray (not started)
 
-    try:
-        strategy = Strategy.parse(section.strategy, seed=section.seed)
-    except ValueError as exc:
-        known = "adaptive, ring, bisect, random:K, all"
-        raise BadInput(f"scan.strategy: {exc}", hint=f"one of {known}") from None
+    chosen = strategy(section.strategy, section.seed, "scan.strategy")
     floors = [f"{tier}={gb_per_s}" for tier, gb_per_s in section.min_busbw_gb_per_s.items()]
     return ScanSettings(
-        strategy=strategy,
+        strategy=chosen,
         thresholds=thresholds(floors, section.sigmas, section.min_ratio),  # as sweeper scan's
         op=section.op,
         nodes=section.nodes,
@@ -363,7 +358,7 @@ def scan_night(
     if outputs.report and scanned.rows:
         from sweeper.report import build  # plotly and jinja2: the report extra
 
-        where = outputs.reports_dir / f"{scanned.run_id}.html" if outputs.reports_dir else None
+        where = build.default_output(outputs.results, scanned.run_id, outputs.reports_dir)
         baseline = verdict.history[-1] if verdict.history else None
         page = build.write(outputs.results, scanned.run_id, where, baseline)
     return Night(verdict, write_summary(verdict, reports_dir, page), page)

@@ -28,12 +28,14 @@ if TYPE_CHECKING:
     from sweeper.driver.scan import ScanSettings
 
 
-def strategy(text: str, seed: int) -> Strategy:
+def strategy(text: str, seed: int, given_as: str | None = None) -> Strategy:
+    """The strategy `text` names; BadInput naming where it was given (default `--strategy`)."""
     try:
         return Strategy.parse(text, seed=seed)
     except ValueError as exc:
         known = "adaptive, ring, bisect, random:K, all"
-        raise BadInput(f"--strategy {text}: {exc}".rstrip(), hint=f"one of {known}") from None
+        where = given_as or f"--strategy {text}"
+        raise BadInput(f"{where}: {exc}".rstrip(), hint=f"one of {known}") from None
 
 
 def sizes(text: str | None) -> tuple[int, int] | None:

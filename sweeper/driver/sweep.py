@@ -517,5 +517,6 @@ def _end(sweep: _Sweep, ended: str) -> None:
 def _report(outputs: OutputOptions, run_id: str) -> Path:
     from sweeper.report import build  # the report's extra (jinja2, plotly): --report only
 
-    where = outputs.reports_dir / f"{run_id}.html" if outputs.reports_dir else None
-    return build.write(outputs.results, run_id, where)
+    return build.write(
+        outputs.results, run_id, build.default_output(outputs.results, run_id, outputs.reports_dir)
+    )

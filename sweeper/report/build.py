@@ -31,9 +31,10 @@ PLOTLY_JS = "plotly.min.js"
 _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
-def default_output(results: Path, run_id: str) -> Path:
-    """reports/<run_id>.html beside the results directory (./reports for ./results)."""
-    return directory(results) / f"{run_name(run_id)}.html"
+def default_output(results: Path, run_id: str, reports_dir: Path | None = None) -> Path:
+    """<run_id>.html in `reports_dir`, else in reports/ beside the results directory
+    (./reports for ./results)."""
+    return directory(results, reports_dir) / f"{run_name(run_id)}.html"
 
 
 def _figure_json(figure: Any) -> Markup:
