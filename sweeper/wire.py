@@ -111,6 +111,20 @@ class MemLimit:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class MoeLayer:
+    """The mixture-of-experts layer whose token dispatch and combine `moe:*` measure, as every
+    rank routes its tokens (sweeper/ops/algorithms/moe.py); `--moe`'s keys, validated by
+    sweeper/planning/moe.py. A record, not the spec's model: no rank loads pydantic."""
+
+    tokens: int = 4096
+    hidden: int = 4096
+    top_k: int = 2
+    experts: int = 64
+    zipf: float = 1.0
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Limits:
     """How much memory a rank may use: `--mem-limit`, and for CPU ranks their share of the
     node's memory (Ray's `memory` resource of the node over the ranks placed on it)."""

@@ -53,11 +53,10 @@ from sweeper.driver import stops
 from sweeper.driver.actor import RankActor
 from sweeper.driver.outcome import message
 from sweeper.errors import BadInput, InfrastructureError, SweeperError
-from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import Member, Placement
 from sweeper.rank.preflight import local_nccl_allocators
 from sweeper.topology import Node, node_record
-from sweeper.wire import Backend, Copied, Limits, MemLimit, Point, RankInfo, Versions
+from sweeper.wire import Backend, Copied, Limits, MemLimit, MoeLayer, Point, RankInfo, Versions
 
 # Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
 # program that uses it can take the host's GPUs out of service.
@@ -526,7 +525,7 @@ class RankSet:
     group_timeout_s: float = 600.0
     plugins: tuple[str, ...] = ()
     mem_limit: MemLimit | None = None
-    moe: MoeSpec | None = None
+    moe: MoeLayer | None = None
     nccl_engine: bool = False  # each group also gets its own NCCL communicator
     start_timeout_s: float = _START_TIMEOUT_S  # an actor's start, join, leave; a group's open
     actors: list[Any] = field(default_factory=list)

@@ -31,9 +31,8 @@ from sweeper.ops.descriptor import (
     blocks,
     per_call,
 )
-from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import PerGpu, Traits
-from sweeper.wire import Kind
+from sweeper.wire import Kind, MoeLayer
 
 if TYPE_CHECKING:
     import torch
@@ -207,7 +206,7 @@ def _torch_variant(name: str, op: str, algorithm: str, **more: Any) -> Collectiv
     return Collective(name=name, op=op, algorithm=algorithm, torch_only=True, core=False, **more)
 
 
-def _moe(spec: MoeSpec, combine: bool) -> Collective:
+def _moe(spec: MoeLayer, combine: bool) -> Collective:
     step = "combine" if combine else "dispatch"
     return _torch_variant(
         f"moe:{step}",
@@ -216,7 +215,7 @@ def _moe(spec: MoeSpec, combine: bool) -> Collective:
         factor=_one,
         layout=lambda count, n, rank: moe.layout(spec, combine, n, rank),
         bind=partial(moe.bind, spec, combine),
-        params=tuple((k, str(v)) for k, v in spec.model_dump().items()),
+        params=tuple((f.name, str(getattr(spec, f.name))) for f in dataclasses.fields(spec)),
         kind=Kind.EXPERIMENT,
         traits=Traits(fixed_count=lambda n: moe.busiest(spec, n, combine)),
     )
@@ -429,8 +428,8 @@ REGISTRY: dict[str, Collective] = _registry(
     _one_way("p2p", 0),
     _one_way("p2p:reverse", 1),
     _pair("p2p:bi", "bi", _p2p_both_layout, _p2p_both, per_rank_chunks=True, direction=(0, 1)),
-    _moe(MoeSpec(), combine=False),
-    _moe(MoeSpec(), combine=True),
+    _moe(MoeLayer(), combine=False),
+    _moe(MoeLayer(), combine=True),
     # Host<->device copies of each GPU: its PCIe link (or C2C), one way and both at once;
     # and within its memory, the roof.
     _DEVICE_COPY,
@@ -446,7 +445,7 @@ REGISTRY: dict[str, Collective] = _registry(
 )
 
 
-def configure_moe(spec: MoeSpec) -> None:
+def configure_moe(spec: MoeLayer) -> None:
     """The MoE entries for this sweep's layer (the driver and every rank do the same)."""
     for combine in (False, True):
         entry = _moe(spec, combine)

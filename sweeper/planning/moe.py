@@ -1,6 +1,7 @@
 """The mixture-of-experts layer whose token dispatch and combine `moe:*` measure: `--moe`'s
 keys (a profile's `moe:` mapping), validated once, then handed to the driver and every rank
-(sweeper/ops/algorithms/moe.py routes the tokens). Pure: no Ray, no torch.
+as the record they route tokens by (`wire.MoeLayer`; sweeper/ops/algorithms/moe.py). Pure:
+no Ray, no torch.
 """
 
 from __future__ import annotations
@@ -8,10 +9,12 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sweeper.planning.sizes import INT32_MAX, INT64_MAX, SIZE_LIMIT_BYTES, format_size
+from sweeper.wire import MoeLayer
 
 # The MoE routing draws tokens x experts random keys of 8 bytes in the driver, per rank: at
 # most 1 GiB of them; a rank's send buffer (tokens x top_k x hidden elements) is a size S.
 MOE_KEYS_LIMIT = 2**27
+DEFAULT = MoeLayer()
 
 
 class MoeSpec(BaseModel):
@@ -19,19 +22,26 @@ class MoeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tokens: int = Field(4096, ge=1, le=INT32_MAX, description="Tokens per rank.")
-    hidden: int = Field(4096, ge=1, le=INT32_MAX, description="Hidden size: elements per token.")
-    top_k: int = Field(2, ge=1, le=INT32_MAX, description="Experts each token is routed to.")
+    tokens: int = Field(DEFAULT.tokens, ge=1, le=INT32_MAX, description="Tokens per rank.")
+    hidden: int = Field(
+        DEFAULT.hidden, ge=1, le=INT32_MAX, description="Hidden size: elements per token."
+    )
+    top_k: int = Field(
+        DEFAULT.top_k, ge=1, le=INT32_MAX, description="Experts each token is routed to."
+    )
     experts: int = Field(
-        64, ge=1, le=INT32_MAX, description="Experts in all; expert e lives on rank e mod n."
+        DEFAULT.experts,
+        ge=1,
+        le=INT32_MAX,
+        description="Experts in all; expert e lives on rank e mod n.",
     )
     zipf: float = Field(
-        1.0,
+        DEFAULT.zipf,
         ge=0,
         allow_inf_nan=False,
         description="Routing skew: expert e is picked ~ (e+1)^-zipf.",
     )
-    seed: int = Field(0, ge=0, le=INT64_MAX, description="Seed of the routing.")
+    seed: int = Field(DEFAULT.seed, ge=0, le=INT64_MAX, description="Seed of the routing.")
 
     @model_validator(mode="after")
     def _top_k(self) -> MoeSpec:
@@ -49,3 +59,7 @@ class MoeSpec(BaseModel):
                 f"would send more than the largest size, {format_size(SIZE_LIMIT_BYTES)}"
             )
         return self
+
+    def layer(self) -> MoeLayer:
+        """The layer as the driver and the ranks route it."""
+        return MoeLayer(**self.model_dump())

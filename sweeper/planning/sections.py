@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from sweeper.errors import BadInput
-from sweeper.planning.moe import MoeSpec
 from sweeper.planning.sizes import SIZE_LIMIT_BYTES, grid
-from sweeper.wire import Backend, Engine, Launch, MemLimit, Timing
+from sweeper.wire import Backend, Engine, Launch, MemLimit, MoeLayer, Timing
 
 DEFAULT_CPU_RANKS = 2  # CPU ranks per node, unless --gpus-per-node or --world
 GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
@@ -125,6 +124,6 @@ class OutputOptions:
 class ExperimentOptions:
     """Beyond the collectives' grid: the MoE layer, the copy-engine matrix, plugins."""
 
-    moe: MoeSpec
+    moe: MoeLayer
     copy_engine: bool
     plugins: tuple[str, ...]

@@ -395,4 +395,6 @@ class SweepSpec(BaseModel):
 
     @property
     def experiments(self) -> ExperimentOptions:
-        return ExperimentOptions(moe=self.moe, copy_engine=self.copy_engine, plugins=self.plugins)
+        return ExperimentOptions(
+            moe=self.moe.layer(), copy_engine=self.copy_engine, plugins=self.plugins
+        )

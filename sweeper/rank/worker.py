@@ -22,7 +22,6 @@ from contextlib import nullcontext
 import torch
 
 from sweeper.ops.registry import REGISTRY, configure_moe, load_plugins
-from sweeper.planning.moe import MoeSpec
 from sweeper.planning.sizing import scratch_bytes
 from sweeper.rank import data
 from sweeper.rank.buffers import (
@@ -43,6 +42,7 @@ from sweeper.wire import (
     Backend,
     Copied,
     Limits,
+    MoeLayer,
     Point,
     Prepared,
     RankInfo,
@@ -64,7 +64,7 @@ class Rank:
         backend: Backend,
         plugins: tuple[str, ...] = (),
         limits: Limits | None = None,
-        moe: MoeSpec | None = None,
+        moe: MoeLayer | None = None,
         nccl_engine: bool = False,
         *,
         facts: RayFacts,

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from itertools import combinations
 
 import numpy as np
 import pytest
 
 from sweeper.ops.algorithms import all_to_all, moe
-from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import Group, Shape, rounds
+from sweeper.wire import MoeLayer
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 9])
@@ -62,17 +63,17 @@ def test_hierarchical_needs_equal_ranks_on_several_nodes(nodes: tuple[int, ...],
 
 
 def test_moe_routing_sends_every_token_to_top_k_experts_reproducibly() -> None:
-    spec = MoeSpec(tokens=1000, top_k=3, experts=12, zipf=1.1, seed=7)
+    spec = MoeLayer(tokens=1000, top_k=3, experts=12, zipf=1.1, seed=7)
     routed = moe.routing(spec, 4)
     assert (routed.sum(axis=1) == 1000 * 3).all()
     moe.routing.cache_clear()
     assert np.array_equal(moe.routing(spec, 4), routed)
-    assert not np.array_equal(moe.routing(spec.model_copy(update={"seed": 8}), 4), routed)
+    assert not np.array_equal(moe.routing(replace(spec, seed=8), 4), routed)
 
 
 def test_moe_skew_loads_the_first_experts_rank() -> None:
-    flat = moe.routing(MoeSpec(tokens=4000, experts=16, zipf=0.0), 4).sum(axis=0)
-    skewed = moe.routing(MoeSpec(tokens=4000, experts=16, zipf=2.0), 4).sum(axis=0)
+    flat = moe.routing(MoeLayer(tokens=4000, experts=16, zipf=0.0), 4).sum(axis=0)
+    skewed = moe.routing(MoeLayer(tokens=4000, experts=16, zipf=2.0), 4).sum(axis=0)
     assert flat.max() / flat.min() < 1.1
     assert list(skewed) == sorted(skewed, reverse=True)  # rank 0 holds expert 0, the hottest
     assert skewed[0] > 1.5 * skewed[1]
@@ -80,7 +81,7 @@ def test_moe_skew_loads_the_first_experts_rank() -> None:
 
 @pytest.mark.parametrize("combine", [False, True])
 def test_moe_splits_agree_between_sender_and_receiver(combine: bool) -> None:
-    spec, n = MoeSpec(tokens=50, hidden=4, top_k=2, experts=6, zipf=1.0), 3
+    spec, n = MoeLayer(tokens=50, hidden=4, top_k=2, experts=6, zipf=1.0), 3
     layouts = [moe.layout(spec, combine, n, r) for r in range(n)]
     for lay in layouts:
         assert lay.recv == sum(s.length for s in lay.expected)

@@ -1,6 +1,6 @@
 """A mixture-of-experts layer's all-to-all-v: token dispatch to experts and the combine back.
 
-Routing is drawn once, deterministically, from the MoE spec: each of a rank's tokens picks
+Routing is drawn once, deterministically, from the MoE layer: each of a rank's tokens picks
 `top_k` distinct experts with probability ~ (e+1)^-zipf (Gumbel top-k), and expert e lives
 on rank e mod n. Every rank computes the same n x n matrix of routed tokens, so every rank
 knows all split sizes, and the check knows what each received block must hold.
@@ -13,11 +13,11 @@ from functools import lru_cache, partial
 import numpy as np
 
 from sweeper.ops.descriptor import Buffers, Comm, Layout, Span, Step, torch_group
-from sweeper.planning.moe import MoeSpec
+from sweeper.wire import MoeLayer
 
 
 @lru_cache(maxsize=8)
-def routing(spec: MoeSpec, n: int) -> np.ndarray:
+def routing(spec: MoeLayer, n: int) -> np.ndarray:
     """tokens[i, j]: (token, expert) pairs rank i sends to experts living on rank j."""
     weights = np.log(np.arange(1, spec.experts + 1, dtype=np.float64) ** -spec.zipf)
     owner = np.arange(spec.experts) % n
@@ -30,19 +30,19 @@ def routing(spec: MoeSpec, n: int) -> np.ndarray:
     return out
 
 
-def busiest(spec: MoeSpec, n: int, combine: bool) -> int:
+def busiest(spec: MoeLayer, n: int, combine: bool) -> int:
     """Elements the busiest rank sends: the point's S, in elements."""
     matrix = routing(spec, n).T if combine else routing(spec, n)
     return int(matrix.sum(axis=1).max()) * spec.hidden
 
 
-def _splits(spec: MoeSpec, n: int, combine: bool) -> np.ndarray:
+def _splits(spec: MoeLayer, n: int, combine: bool) -> np.ndarray:
     """Elements rank i sends to rank j in this direction."""
     matrix = routing(spec, n)
     return (matrix.T if combine else matrix) * spec.hidden
 
 
-def layout(spec: MoeSpec, combine: bool, n: int, rank: int) -> Layout:
+def layout(spec: MoeLayer, combine: bool, n: int, rank: int) -> Layout:
     """Send blocks in destination order; receive blocks in source order, block i holding
     what rank i put at its offset for me."""
     splits = _splits(spec, n, combine)
@@ -56,7 +56,7 @@ def layout(spec: MoeSpec, combine: bool, n: int, rank: int) -> Layout:
     return Layout(send, offset, (Span(0, send, rank, 0),), tuple(expected))
 
 
-def bind(spec: MoeSpec, combine: bool, buf: Buffers, comm: Comm) -> Step:
+def bind(spec: MoeLayer, combine: bool, buf: Buffers, comm: Comm) -> Step:
     import torch.distributed as dist  # where it runs, the rank's process: the registry loads none
 
     splits = _splits(spec, comm.size, combine)
