@@ -1,10 +1,13 @@
 """The executor on real rank actors (the session's Ray, gloo), with waves written by hand:
-shapes of schedule and failures that a sweep through the CLI does not give on CPU ranks."""
+shapes of schedule and failures that a sweep through the CLI does not give on CPU ranks.
+
+The tests share one set of four rank actors (starting them costs more than the tests'
+points), each test with an executor of its own in a world of its own.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,40 +17,50 @@ from sweeper.driver import cluster
 from sweeper.driver.executor import Executor
 from sweeper.driver.outcome import PointResult
 from sweeper.ops.registry import REGISTRY
-from sweeper.planning.placement import Group
+from sweeper.planning.placement import Group, Placement
 from sweeper.planning.schedule import Series, Wave
 from sweeper.wire import Timing
+from tests.conftest import start_ray_session
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 COUNTS = (1, 256)  # float32 elements: 4 B and 1 KiB
 
 
-@contextmanager
-def executor(world: int) -> Iterator[tuple[Executor, cluster.RankSet, list[PointResult]]]:
-    """An executor over `world` gloo rank actors, every group running all_reduce at COUNTS;
-    the rows it hands on, in order."""
-    slots = cluster.choose_nodes("gloo", 1, world)
+@pytest.fixture(scope="module")
+def four() -> Iterator[tuple[cluster.RankSet, Placement]]:
+    """Four gloo rank actors (the widest test's groups) and where they sit."""
+    start_ray_session()
+    slots = cluster.choose_nodes("gloo", 1, 4)
     ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0})
-    measured: list[PointResult] = []
     try:
-        placement = cluster.placement("gloo", cluster.discover(slots), ranks.start())
-        yield (
-            Executor(
-                ranks,
-                placement,
-                lambda group: [Series("all_reduce", "float32", COUNTS)],
-                {"all_reduce": REGISTRY["all_reduce"]},
-                Timing(iters=2, warmup=1, blocks=1),
-                timeout_s=30,
-                max_size_bytes=1024,
-                emit=measured.append,
-            ),
-            ranks,
-            measured,
-        )
+        yield ranks, cluster.placement("gloo", cluster.discover(slots), ranks.start())
     finally:
         ranks.close()
+
+
+Run = tuple[Executor, cluster.RankSet, list[PointResult]]
+
+
+@pytest.fixture
+def executor(four: tuple[cluster.RankSet, Placement]) -> Run:
+    """An executor over the four actors, every group running all_reduce at COUNTS; the rows
+    it hands on, in order. The actors join a new world first: an earlier test's groups are
+    gone from it, and an actor that test killed is new."""
+    ranks, placement = four
+    ranks.replace_ranks(())
+    measured: list[PointResult] = []
+    run = Executor(
+        ranks,
+        placement,
+        lambda group: [Series("all_reduce", "float32", COUNTS)],
+        {"all_reduce": REGISTRY["all_reduce"]},
+        Timing(iters=2, warmup=1, blocks=1),
+        timeout_s=30,
+        max_size_bytes=1024,
+        emit=measured.append,
+    )
+    return run, ranks, measured
 
 
 def _rows(measured: list[PointResult]) -> list[tuple[Group, int, str]]:
@@ -60,16 +73,22 @@ def _every(
     return [(group, count, status(group)) for group in groups for count in COUNTS]
 
 
-def test_two_groups_of_the_same_ranks_in_one_world_both_run() -> None:
+def test_two_groups_of_the_same_ranks_in_one_world_both_run(executor: Run) -> None:
     """As a node's NVLink island and then its GPUs' copies at once (`--tiers all` on nodes of
     NVSwitch): the second group of ranks 0 and 1 opens in a new world, for torch would find
     the first one's rendezvous in the old world's store under the same name (the worker
     refuses to open it there)."""
     island, again = Group("cpu", "default", (0, 1)), Group("world", "default", (0, 1))
     between = Group("cpu", "default", (1, 2))
-    with executor(3) as (run, _, measured):
-        run.run([Wave(0, (island,)), Wave(1, (between,)), Wave(2, (again,))])
+    run, _, measured = executor
+    run.run([Wave(0, (island,)), Wave(1, (between,)), Wave(2, (again,))])
     assert _rows(measured) == _every((island, between, again), lambda _: "ok")
+
+
+def _rank_pids(ranks: cluster.RankSet) -> list[int]:
+    """Each rank's process, as its actor says now (an earlier test may have replaced one since
+    the set's start)."""
+    return [info.pid for info in cluster.get([a.info.remote() for a in ranks.actors], 30)]
 
 
 def _loads(pid: int, library: str) -> bool:
@@ -80,32 +99,34 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def test_a_rank_runs_without_ray_and_its_actor_without_torch() -> None:
+def test_a_rank_runs_without_ray_and_its_actor_without_torch(executor: Run) -> None:
     """Each rank runs in a process its actor started, with no Ray in it; the actor carries
     the rank's results pickled (actor.Relayed), so only the rank's process loads torch."""
     pair = Group("cpu", "default", (0, 1))
-    with executor(2) as (run, ranks, measured):
-        run.run([Wave(0, (pair,))])
-        for rank in (info.pid for info in ranks.infos):
-            actor = _parent(rank)
-            assert _loads(rank, "libtorch")
-            assert not _loads(rank, "_raylet")
-            assert _loads(actor, "_raylet")
-            assert not _loads(actor, "libtorch")
+    run, ranks, measured = executor
+    run.run([Wave(0, (pair,))])
+    for rank in _rank_pids(ranks):
+        actor = _parent(rank)
+        assert _loads(rank, "libtorch")
+        assert not _loads(rank, "_raylet")
+        assert _loads(actor, "_raylet")
+        assert not _loads(actor, "libtorch")
     assert _rows(measured) == _every((pair,), lambda _: "ok")
 
 
-def test_a_group_whose_actor_died_while_idle_fails_its_points_and_the_wave_goes_on() -> None:
+def test_a_group_whose_actor_died_while_idle_fails_its_points_and_the_wave_goes_on(
+    executor: Run,
+) -> None:
     """Rank 1's actor dies between waves: its next group does not open, each of that group's
     points is an error row saying so, the wave's other group measures every point, and the
     rank's new actor works in the next wave."""
     dead, alive, after = (Group("cpu", "default", r) for r in ((1, 2), (0, 3), (1, 3)))
-    with executor(4) as (run, ranks, measured):
-        run.run_wave(Wave(0, (Group("cpu", "default", (0, 1)),)))
-        measured.clear()
-        ray.kill(ranks.actors[1], no_restart=True)
-        run.run_wave(Wave(1, (dead, alive)))
-        run.run_wave(Wave(2, (after,)))
+    run, ranks, measured = executor
+    run.run_wave(Wave(0, (Group("cpu", "default", (0, 1)),)))
+    measured.clear()
+    ray.kill(ranks.actors[1], no_restart=True)
+    run.run_wave(Wave(1, (dead, alive)))
+    run.run_wave(Wave(2, (after,)))
     assert sorted(_rows(measured)) == sorted(
         _every((dead, alive, after), lambda g: "error" if g == dead else "ok")
     )
