@@ -51,7 +51,7 @@ from sweeper.planning.spec import SweepSpec
 from sweeper.scan import document
 
 if TYPE_CHECKING:
-    from sweeper.commands.nightly import Night
+    from sweeper.commands.nightly_run import Night
     from sweeper.driver.console import HumanConsole, JsonConsole
     from sweeper.driver.sweep import Resume
 
@@ -268,7 +268,7 @@ def run(
             else:
                 spec, stopped = _resumed(resume, {"profile": profile, **options})
                 if stopped.run_kind == "nightly":  # one nightly run, judged once at its end
-                    from sweeper.commands import nightly
+                    from sweeper.commands import nightly_run as nightly
 
                     policy = nightly.policy_of(stopped.command)
                     night = nightly.run(spec, policy, observer, stopped)
@@ -336,7 +336,7 @@ def nightly_command(
             spec = build_spec(loaded, **options)
             # pandas and Ray (not started): once the options are good
             from sweeper.analysis.regression import Policy
-            from sweeper.commands import nightly
+            from sweeper.commands import nightly_run as nightly
 
             night = nightly.run(spec, Policy.of(loaded.nightly), observer, scan=loaded.scan)
     except SweeperError as exc:
@@ -347,7 +347,7 @@ def nightly_command(
 def _show_night(night: Night, output_format: Format) -> NoReturn:
     """A judged nightly run: its verdict shown, and its exit (1: a regression or a condemned
     node, GPU or link; 4: neither, but some points failed)."""
-    from sweeper.commands import nightly
+    from sweeper.commands import nightly_run as nightly
 
     if output_format is Format.json:
         event = {"event": "nightly", "summary": str(night.summary)}
@@ -560,7 +560,7 @@ def compare(
     """Two runs point by point: each point's change, significance where both runs kept
     samples, and which points regressed; exit 1 on a regression."""
     from sweeper.analysis import RegressionRule  # pandas too
-    from sweeper.commands import compare as compare_  # pandas: loaded only for a comparison
+    from sweeper.commands import compare_runs as compare_  # pandas: loaded only for a comparison
 
     given = {"threshold": threshold, "alpha": alpha}
     rule = RegressionRule(**{name: value for name, value in given.items() if value is not None})
@@ -601,7 +601,7 @@ def history(
     points failed), regression, condemned (a nightly scan condemned a node, GPU or link), or
     unjudged (a nightly run without its summary)."""
     from sweeper import report  # here: this module's `report` command has its name
-    from sweeper.commands import history as history_  # pandas: loaded only for a history
+    from sweeper.commands import history_runs as history_  # pandas: loaded only for a history
 
     try:
         runs = history_.runs(results, report.directory(results, reports_dir)).tail(last)
@@ -641,7 +641,7 @@ def export(
     """Write a run's figures as Prometheus textfiles for node_exporter's textfile collector:
     bus bandwidth at the largest size, latency at the smallest, the run's versions, duration
     and end."""
-    from sweeper.commands import export as export_  # pandas: loaded only for an export
+    from sweeper.commands import export_textfiles as export_  # pandas: loaded only for an export
 
     try:
         said = export_.export(results, run_id, prometheus, per_host)
@@ -753,7 +753,8 @@ def plan_command(
     options["plugins"] = options.pop("plugin")
     try:
         spec = build_spec(_sweep_profile(profile), **options)
-        from sweeper.commands import plan  # pandas (the cost model): once the options are good
+        # pandas (the cost model): once the options are good
+        from sweeper.commands import plan_estimate as plan
 
         found = plan.plan(spec, topology, results)
     except SweeperError as exc:

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.analysis import RegressionRule, point_changes
-from sweeper.commands.nightly import json_value, series_name
+from sweeper.commands.nightly_run import json_value, series_name
 from sweeper.planning.sizes import format_size
 from sweeper.results.load import resolve, run_rows
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.commands.nightly import json_value
+from sweeper.commands.nightly_run import json_value
 from sweeper.results import summaries
 from sweeper.results.journal import journaled, live_runs
 from sweeper.results.load import RUN_ROWS, per_run, read
