@@ -58,7 +58,7 @@ from sweeper.analysis.regression import (
     run_metrics,
     scan_metrics,
 )
-from sweeper.commands.scan import NoLines, WaveLines, strategy, thresholds
+from sweeper.commands.scan import NoLines, WaveLines, parse_strategy, thresholds
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
 from sweeper.planning.sizes import format_size
@@ -323,7 +323,7 @@ def scan_settings(section: ScanSection) -> ScanSettings:
     BadInput (before Ray starts)."""
     from sweeper.driver.scan import ScanSettings  # Ray (not started)
 
-    chosen = strategy(section.strategy, section.seed, "scan.strategy")
+    chosen = parse_strategy(section.strategy, section.seed, "scan.strategy")
     floors = [f"{tier}={gb_per_s}" for tier, gb_per_s in section.min_busbw_gb_per_s.items()]
     return ScanSettings(
         strategy=chosen,

@@ -1,0 +1,72 @@
+"""`sweeper compare`: two runs of a results directory point by point (`compare_runs`); exit 1
+on a regression."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sweeper.commands.common import EXIT_REGRESSION, examples, fail, printing
+from sweeper.commands.options import Format, OutputFormat, Results
+from sweeper.errors import SweeperError
+
+EXAMPLES = examples(
+    "sweeper compare 20261121T020000Z-a1b2c3 latest",
+    "sweeper compare RUN_A RUN_B --results /data/results --threshold 0.03 --all --format json",
+)
+
+
+def compare(
+    base: Annotated[
+        str, typer.Argument(metavar="BASE", help="The run compared with: a run id, or latest.")
+    ],
+    new: Annotated[
+        str, typer.Argument(metavar="NEW", help="The run compared: a run id, or latest.")
+    ],
+    results: Results = Path("results"),
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            metavar="RATIO",
+            min=0,
+            help="Smallest change of bus bandwidth that counts \\[default: 0.05].",
+        ),
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option(
+            metavar="ALPHA",
+            min=0,
+            max=1,
+            help="Significance level of the test on per-iteration samples \\[default: 0.01].",
+        ),
+    ] = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all", metavar="", help="Every point, not only regressions and improvements."
+        ),
+    ] = False,
+    format: OutputFormat = Format.human,
+) -> None:
+    """Two runs point by point: each point's change, significance where both runs kept
+    samples, and which points regressed; exit 1 on a regression."""
+    from sweeper.analysis import RegressionRule  # pandas too
+    from sweeper.commands import compare_runs  # pandas: loaded only for a comparison
+
+    given = {"threshold": threshold, "alpha": alpha}
+    rule = RegressionRule(**{name: value for name, value in given.items() if value is not None})
+    try:
+        comparison = compare_runs.compare(results, base, new, rule)
+    except SweeperError as exc:
+        raise fail(exc) from None
+    with printing():
+        if format is Format.json:
+            print(json.dumps(compare_runs.records(comparison, every), indent=1))
+        else:
+            compare_runs.print_comparison(comparison, every)
+    if comparison.regressions:
+        raise typer.Exit(EXIT_REGRESSION)

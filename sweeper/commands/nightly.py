@@ -1,0 +1,86 @@
+"""`sweeper nightly`: a profile swept (or, with a scan: section, the fleet scanned) and judged
+against the history of its cluster and hardware (`nightly_run`), its verdict shown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import typer
+
+from sweeper.commands.common import (
+    EXIT_POINTS_FAILED,
+    EXIT_REGRESSION,
+    examples,
+    fail,
+    stoppable,
+    sweep_console,
+)
+from sweeper.commands.options import Format, OutputFormat, ProfileFile, sweep_options
+from sweeper.errors import BadInput, SweeperError
+from sweeper.planning.profile import SCAN_TAKES, Profile, build_spec, load_profile
+
+if TYPE_CHECKING:
+    from sweeper.commands.nightly_run import Night
+
+# what a nightly of a profile with a scan: section takes, by the names here
+NIGHTLY_SCAN_TAKES = SCAN_TAKES | {"old_output"}
+
+EXAMPLES = examples(
+    "sweeper nightly --profile jobs/nightly.yaml",
+    "sweeper nightly --profile jobs/nightly.yaml --results /data/results "
+    "--reports-dir /data/reports",
+    "sweeper nightly --profile jobs/nightly.yaml --nodes 2 --max-size 1G",
+    "sweeper nightly --profile jobs/nightly.yaml --format json",
+)
+
+
+@sweep_options(after="profile")  # every one of run's: flags override the profile's keys
+def nightly(
+    profile: ProfileFile = None,
+    format: OutputFormat = Format.human,
+    **options: Any,
+) -> None:
+    """Sweep a profile (or scan the fleet, with a scan: section), compare the run with the
+    history of this cluster and hardware, write the report and a JSON summary beside it; exit 1
+    on a regression or a condemned node, GPU or link (4: neither, but some points failed)."""
+    options["plugins"] = options.pop("plugin")
+    observer = sweep_console(format)
+    try:
+        with stoppable(observer):
+            loaded = _profile(profile) or Profile()
+            given = sorted(k for k, v in options.items() if v is not None)
+            if loaded.scan is not None and (
+                sweeps := [k for k in given if k not in NIGHTLY_SCAN_TAKES]
+            ):
+                flags = ", ".join("--" + k.replace("_", "-") for k in sweeps)
+                raise BadInput(f"the profile's scan: chooses what a scan measures; drop {flags}")
+            spec = build_spec(loaded, **options)
+            # pandas and Ray (not started): once the options are good
+            from sweeper.analysis.regression import Policy
+            from sweeper.commands import nightly_run
+
+            night = nightly_run.run(spec, Policy.of(loaded.nightly), observer, scan=loaded.scan)
+    except SweeperError as exc:
+        raise fail(exc) from None
+    show_night(night, format)
+
+
+def _profile(path: Path | None) -> Profile | None:
+    return load_profile(path) if path is not None else None
+
+
+def show_night(night: Night, output_format: Format) -> NoReturn:
+    """A judged nightly run: its verdict shown, and its exit (1: a regression or a condemned
+    node, GPU or link; 4: neither, but some points failed)."""
+    from sweeper.commands import nightly_run  # pandas: the night is judged already
+
+    if output_format is Format.json:
+        event = {"event": "nightly", "summary": str(night.summary)}
+        print(json.dumps({**event, **nightly_run.summary(night.verdict, night.report)}))
+    else:
+        nightly_run.print_night(night)
+    if len(night.verdict.regressions) or night.verdict.condemned:
+        raise typer.Exit(EXIT_REGRESSION)
+    raise typer.Exit(EXIT_POINTS_FAILED if night.verdict.failed else 0)

@@ -1,0 +1,77 @@
+"""`sweeper plan`: the schedule a sweep would run and its estimated duration
+(`plan_estimate`), with no sweep."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sweeper.commands.common import examples, fail, printing, sweep_profile
+from sweeper.commands.options import Format, OutputFormat, ProfileFile, sweep_options
+from sweeper.errors import SweeperError
+from sweeper.planning.profile import build_spec
+
+# what a plan does not ask: how points are timed and checked, where rows and reports go
+PLAN_LEAVES_OUT = (
+    "launch",
+    "engine",
+    "register_buffers",
+    "check",
+    "samples",
+    "timeout",
+    "seed",
+    "output",
+    "old_output",
+    "copy_engine",
+    "report",
+    "reports_dir",
+    "cluster_name",
+)
+
+EXAMPLES = examples(
+    "sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json --nodes 1024 "
+    "--profile jobs/weekly.yaml",
+    "sweeper plan --tiers all --format json",
+    "sweeper plan --topology node.json --nodes 16 --tiers all --results results",
+)
+
+
+@sweep_options(after="results", leave_out=PLAN_LEAVES_OUT)
+def plan(
+    profile: ProfileFile = None,
+    topology: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="A recorded topology (one node's NVML record), replicated --nodes times: "
+            "plan with no cluster.",
+        ),
+    ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR", help="Fit the cost model to the rows of an earlier run's results."
+        ),
+    ] = None,
+    format: OutputFormat = Format.human,
+    **options: Any,
+) -> None:
+    """The schedule a sweep would run: actor sets, waves of groups that share no link, points,
+    and the estimated duration (in waves, and one group at a time)."""
+    options["plugins"] = options.pop("plugin")
+    try:
+        spec = build_spec(sweep_profile(profile), **options)
+        # pandas (the cost model): once the options are good
+        from sweeper.commands import plan_estimate
+
+        found = plan_estimate.plan(spec, topology, results)
+    except SweeperError as exc:
+        raise fail(exc) from None
+    with printing():
+        if format is Format.json:
+            print(json.dumps(plan_estimate.records(found), indent=1))
+        else:
+            plan_estimate.print_plan(found)
