@@ -37,7 +37,7 @@ from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]
 
-from sweeper.commands.plan import recorded_nodes
+from sweeper.commands.plan_estimate import recorded_nodes
 from sweeper.driver.cluster import actor_env
 from sweeper.ops.registry import resolve
 from sweeper.planning.placement import expected_placement

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweeper.commands.plan import duration, plan_recorded
+from sweeper.commands.plan_estimate import duration, plan_recorded
 from sweeper.ops.registry import resolve
 from sweeper.planning.profile import build_spec, load_profile
 

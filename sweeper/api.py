@@ -24,7 +24,7 @@ from sweeper.results.writer import columns
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sweeper.commands.plan import Plan
+    from sweeper.commands.plan_estimate import Plan
 
 Keywords = ParamSpec("Keywords")
 Returned = TypeVar("Returned")
@@ -111,7 +111,7 @@ def plan(**options: Any) -> Plan:
     needed; without it, the cluster's nodes are asked for through Ray."""
     topology, results = options.pop("topology", None), options.pop("results", None)
     spec = _spec(options)
-    from sweeper.commands import plan as planned  # pandas (the cost model): not at import
+    from sweeper.commands import plan_estimate as planned  # pandas (the cost model): not at import
 
     return planned.plan(
         spec,

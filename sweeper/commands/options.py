@@ -127,6 +127,12 @@ ProfileFile = Annotated[
     ),
 ]
 
+# What the commands that read a run (compare, history, export, report) take
+RunId = Annotated[str, typer.Argument(metavar="RUN_ID", help="A run id of the results, or latest.")]
+Results = Annotated[
+    Path, typer.Option(metavar="DIR", help="Results directory (a Parquet dataset).")
+]
+
 # Every sweep option, as `sweeper run --help` lists them; `plugin` is --plugin (repeatable),
 # the spec's `plugins`.
 SWEEP_OPTIONS: dict[str, Any] = {

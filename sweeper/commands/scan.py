@@ -11,9 +11,22 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from sweeper.errors import BadInput
+import typer
+
+from sweeper.commands.common import EXIT_REGRESSION, examples, fail
+from sweeper.commands.options import (
+    EXPERIMENTS,
+    MEASURE,
+    SWEEP_OPTIONS,
+    WHERE,
+    Format,
+    OutputFormat,
+    sweep_options,
+)
+from sweeper.errors import BadInput, SweeperError
+from sweeper.planning.profile import SCAN_OPTIONS, build_spec
 from sweeper.planning.sizes import parse_size
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan.document import Scanned, document
@@ -21,14 +34,158 @@ from sweeper.scan.fleet import Wave
 from sweeper.scan.judge import Subject, Verdict, named
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import Fault, Simulation, cycle
+from sweeper.scan.simulate import simulate as simulated
 from sweeper.scan.thresholds import Thresholds
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:
     from sweeper.driver.scan import ScanSettings
 
+# the sweep's options a scan takes, by their names here (--plugin, and --output's old name)
+SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} | {"old_output"}
 
-def strategy(text: str, seed: int, given_as: str | None = None) -> Strategy:
+
+# what a scan's verdicts are judged against
+VERDICTS = "Verdicts"
+
+
+EXAMPLES = examples(
+    "sweeper scan",
+    "sweeper scan --nodes 64 --domain-label rack",
+    "sweeper scan --strategy random:5 --seed 7 --format json",
+    "sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3",
+)
+
+
+@sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
+def scan(
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", rich_help_panel=WHERE, min=1, help="Nodes to scan; default every node."
+        ),
+    ] = None,
+    strategy: Annotated[
+        str,
+        typer.Option(
+            metavar="STRATEGY",
+            rich_help_panel=MEASURE,
+            help="adaptive, ring, bisect, random:K or all.",
+        ),
+    ] = "adaptive",
+    domain_label: Annotated[
+        str | None,
+        typer.Option(
+            metavar="LABEL",
+            rich_help_panel=WHERE,
+            help="A Ray node label (rack, an NVLink domain): the screen's groups.",
+        ),
+    ] = None,
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            metavar="SIZES",
+            rich_help_panel=MEASURE,
+            help="The latency and bandwidth sizes, e.g. 8,1G \\[default: 8 and 1G, "
+            "or the largest below it that fits; 1M on CPU ranks].",
+        ),
+    ] = None,
+    min_busbw: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="TIER=GB/S",
+            rich_help_panel=VERDICTS,
+            help="An absolute floor, TIER=GB/s (internode=40); repeatable.",
+        ),
+    ] = None,
+    sigmas: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SIGMAS",
+            rich_help_panel=VERDICTS,
+            min=0,
+            help="Robust sigmas below the fleet's median.",
+        ),
+    ] = None,
+    min_ratio: Annotated[
+        float | None,
+        typer.Option(
+            metavar="RATIO",
+            rich_help_panel=VERDICTS,
+            min=0,
+            max=1,
+            help="Share of the fleet's median.",
+        ),
+    ] = None,
+    op: Annotated[
+        str, typer.Option(metavar="OP", rich_help_panel=MEASURE, help="The judged operation.")
+    ] = "all_reduce",
+    simulate: Annotated[
+        bool,
+        typer.Option(
+            metavar="",
+            rich_help_panel=EXPERIMENTS,
+            help="A simulated fleet with planted faults; no cluster.",
+        ),
+    ] = False,
+    faults: Annotated[
+        str,
+        typer.Option(
+            metavar="FAULTS",
+            rich_help_panel=EXPERIMENTS,
+            help="--simulate: how many faults, or their names (slow-node,...).",
+        ),
+    ] = "3",
+    seed: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=EXPERIMENTS,
+            help="Random matchings' and the simulation's seed.",
+        ),
+    ] = 0,
+    format: OutputFormat = Format.human,
+    **options: Any,
+) -> None:
+    """A verdict for every node, GPU and link: healthy, slow, failed, unreachable or
+    unconfirmed, each with its evidence; exit 1 when something is condemned."""
+    try:
+        chosen = parse_strategy(strategy, seed)
+        limits = thresholds(min_busbw or [], sigmas, min_ratio)
+        if simulate:
+            sim = simulated(
+                nodes=nodes or 64,
+                gpus_per_node=options["gpus_per_node"] or 8,
+                faults=parse_faults(faults),
+                strategy=chosen,
+                seed=seed,
+                thresholds=limits,
+            )
+            if format is Format.json:
+                print(json.dumps(simulation_record(sim), indent=1, default=str))
+            else:
+                print_simulation(sim)
+            return
+        from sweeper.driver.scan import ScanSettings  # Ray (not started): the options are good
+
+        settings = ScanSettings(
+            strategy=chosen,
+            thresholds=limits,
+            op=op,
+            nodes=nodes,
+            domain_label=domain_label,
+            sizes=parse_sizes(sizes),
+        )
+        options["plugins"] = options.pop("plugin")
+        spec = build_spec(**options)
+        scanned = run(spec, settings, format is Format.json)
+    except SweeperError as exc:
+        raise fail(exc) from None
+    if any(v.condemned for v in scanned.verdicts):
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def parse_strategy(text: str, seed: int, given_as: str | None = None) -> Strategy:
     """The strategy `text` names; BadInput naming where it was given (default `--strategy`)."""
     try:
         return Strategy.parse(text, seed=seed)
@@ -38,7 +195,7 @@ def strategy(text: str, seed: int, given_as: str | None = None) -> Strategy:
         raise BadInput(f"{where}: {exc}".rstrip(), hint=f"one of {known}") from None
 
 
-def sizes(text: str | None) -> tuple[int, int] | None:
+def parse_sizes(text: str | None) -> tuple[int, int] | None:
     """`--sizes LATENCY,BANDWIDTH` (8,1G): the judged operation's two sizes."""
     if text is None:
         return None
@@ -75,7 +232,7 @@ def thresholds(
     return limits
 
 
-def faults(text: str) -> tuple[Fault, ...]:
+def parse_faults(text: str) -> tuple[Fault, ...]:
     """`--faults 3` (that many: a slow node, a slow link, a dead node, then the others in
     turn) or names (slow-node,flapping)."""
     if text.isdigit():

@@ -87,7 +87,7 @@ class ScanSection(BaseModel):
     """The `scan:` section of a profile: `sweeper scan`'s settings, so that `sweeper nightly`
     scans the fleet (sweeper/driver/scan.py) instead of sweeping. Plain values: the scan's
     own types (its strategy, its thresholds) are made from them, and the strategy checked,
-    by `commands.nightly.scan_settings`, before Ray starts (the scan sits above planning)."""
+    by `commands.nightly_run.scan_settings`, before Ray starts (the scan sits above planning)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import sweeper
-from sweeper.commands.plan import Plan
+from sweeper.commands.plan_estimate import Plan
 from sweeper.errors import BadInput
 from sweeper.planning.spec import SweepSpec
 from sweeper.wire import Backend

@@ -14,7 +14,7 @@ from prometheus_client.samples import Sample
 from typer.testing import CliRunner
 
 from sweeper.cli import app
-from sweeper.commands.plan import plan
+from sweeper.commands.plan_estimate import plan
 from sweeper.planning.profile import build_spec, load_profile
 from sweeper.results import prometheus, scans
 from sweeper.results.load import frame

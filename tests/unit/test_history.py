@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from sweeper.analysis.regression import Policy
 from sweeper.cli import app
-from sweeper.commands import nightly
+from sweeper.commands import nightly_run as nightly
 from sweeper.planning.profile import NightlySettings
 from sweeper.planning.spec import SweepSpec
 from sweeper.results import records

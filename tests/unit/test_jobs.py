@@ -26,7 +26,7 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 from typer.testing import CliRunner
 
 from sweeper.cli import app
-from sweeper.commands.nightly import scan_settings
+from sweeper.commands.nightly_run import scan_settings
 from sweeper.planning.profile import build_spec, load_profile
 from sweeper.results import scans
 from sweeper.scan.policy import Scheme

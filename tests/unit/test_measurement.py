@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from sweeper import telemetry
-from sweeper.commands.plan import recorded_node, replicated
+from sweeper.commands.plan_estimate import recorded_node, replicated
 from sweeper.driver.measurement import ResultRow, RunColumns, of_copy, of_point
 from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.driver.sweep import _row_key

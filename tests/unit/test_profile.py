@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from sweeper.analysis.regression import Policy
 from sweeper.cli import app
-from sweeper.commands.nightly import policy_of, scan_settings
+from sweeper.commands.nightly_run import policy_of, scan_settings
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, Profile, build_spec, load_profile
 from sweeper.planning.spec import SweepSpec

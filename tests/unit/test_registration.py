@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sweeper.commands.plan import recorded_node, replicated
+from sweeper.commands.plan_estimate import recorded_node, replicated
 from sweeper.driver.sweep import _check_allocators
 from sweeper.errors import BadInput
 from sweeper.rank.preflight import local_nccl_allocators, no_nccl_allocator

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.commands.plan import Plan, plan_recorded, recorded_node, replicated
+from sweeper.commands.plan_estimate import Plan, plan_recorded, recorded_node, replicated
 from sweeper.ops.registry import REGISTRY, resolve
 from sweeper.planning.estimate import CostModel, estimate
 from sweeper.planning.placement import (
