@@ -37,7 +37,7 @@ from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]
 
-from sweeper.commands.plan_estimate import recorded_nodes
+from sweeper.commands.plan_estimate import recorded_node, replicated
 from sweeper.driver.cluster import actor_env
 from sweeper.ops.registry import resolve
 from sweeper.planning.placement import expected_placement
@@ -133,7 +133,7 @@ def wave_of_pairs(nodes: int) -> list[tuple[int, ...]]:
         ops="all_reduce",
     )
     placement = expected_placement(
-        "gloo", recorded_nodes(CPU_NODE, nodes), [RANKS_PER_NODE] * nodes
+        "gloo", replicated(recorded_node(CPU_NODE), nodes), [RANKS_PER_NODE] * nodes
     )
     planned = schedule(placement, schedule_request(spec, "gloo", resolve(spec.ops)))
     wave = max(planned.waves, key=lambda w: len(w.groups))
