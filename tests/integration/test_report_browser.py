@@ -4,7 +4,9 @@ files, and text from the cluster shown as text."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +21,7 @@ from tests import report_data, scan_data
 from tests.cli_runs import Runs
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import Browser, Page
 
 pytest.importorskip("playwright.sync_api", reason="needs Playwright for Python (the dev extra)")
 
@@ -74,24 +76,72 @@ _SECTIONS = """() => Object.fromEntries([...document.querySelectorAll("main > se
 
 
 def visit(chromium: Path, page_file: Path, then: Callable[[Page], str] | None = None) -> Visit:
-    seen = Visit()
+    """`page_file` in a Chromium of its own (the product's browser.page), closed after."""
     with browser.page(chromium) as page:
-        page.on("request", lambda request: seen.requests.append(request.url))
-        page.on("console", lambda m: seen.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda exc: seen.errors.append(str(exc)))
-        # Anything that is not one of the page's files fails, so a stray fetch cannot pass.
-        page.route(
-            "**/*",
-            lambda route: (
-                route.continue_() if route.request.url.startswith("file://") else route.abort()
-            ),
-        )
-        browser.show(page, page_file)
-        seen.sections = page.evaluate(_SECTIONS)
-        seen.text = page.inner_text("body")
-        seen.pwned = page.evaluate("() => window.__pwned")
-        seen.then = then(page) if then else ""
+        return _seen(page, page_file, then)
+
+
+def _seen(page: Page, page_file: Path, then: Callable[[Page], str] | None) -> Visit:
+    seen = Visit()
+    page.on("request", lambda request: seen.requests.append(request.url))
+    page.on("console", lambda m: seen.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: seen.errors.append(str(exc)))
+    # Anything that is not one of the page's files fails, so a stray fetch cannot pass.
+    page.route(
+        "**/*",
+        lambda route: (
+            route.continue_() if route.request.url.startswith("file://") else route.abort()
+        ),
+    )
+    browser.show(page, page_file)
+    seen.sections = page.evaluate(_SECTIONS)
+    seen.text = page.inner_text("body")
+    seen.pwned = page.evaluate("() => window.__pwned")
+    seen.then = then(page) if then else ""
     return seen
+
+
+@dataclass(frozen=True)
+class OneChromium:
+    """One Chromium, started with the product's arguments, for the module's visits (each
+    start costs seconds of CPU), each in a browser context of its own: a fresh profile that
+    sees only its page's requests and console errors. Playwright runs in a thread of its own,
+    as its sync API starts once a thread and the screenshot test's `sweeper report` starts it
+    in the test's."""
+
+    thread: ThreadPoolExecutor
+    launched: Browser
+
+    def visit(self, page_file: Path, then: Callable[[Page], str] | None = None) -> Visit:
+        return self.thread.submit(self._visit, page_file, then).result()
+
+    def _visit(self, page_file: Path, then: Callable[[Page], str] | None) -> Visit:
+        context = self.launched.new_context(viewport=browser.VIEWPORT)  # type: ignore[arg-type]
+        try:
+            return _seen(context.new_page(), page_file, then)
+        finally:
+            context.close()
+
+
+def _launch(chromium: Path, stack: ExitStack) -> Browser:
+    from playwright.sync_api import sync_playwright
+
+    pw = stack.enter_context(sync_playwright())
+    launched = pw.chromium.launch(
+        executable_path=str(chromium), headless=True, args=list(browser.CHROMIUM_ARGS)
+    )
+    stack.callback(launched.close)
+    return launched
+
+
+@pytest.fixture(scope="module")
+def one_chromium(chromium: Path) -> Iterator[OneChromium]:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium") as thread:
+        stack = ExitStack()
+        try:
+            yield OneChromium(thread, thread.submit(_launch, chromium, stack).result())
+        finally:
+            thread.submit(stack.close).result()
 
 
 def assert_drawn(seen: Visit, expected: tuple[str, ...]) -> None:
@@ -121,8 +171,10 @@ def gpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build.write(root / "results", "new", root / "report.html", baseline="base")
 
 
-def test_a_real_sweeps_report_draws_every_section_offline(chromium: Path, cpu_report: Path) -> None:
-    seen = visit(chromium, cpu_report)
+def test_a_real_sweeps_report_draws_every_section_offline(
+    one_chromium: OneChromium, cpu_report: Path
+) -> None:
+    seen = one_chromium.visit(cpu_report)
     assert seen.requests == [cpu_report.resolve().as_uri()]
     assert_drawn(seen, CPU_SECTIONS)
     assert seen.sections["operations"]["figures"] == 5
@@ -131,8 +183,10 @@ def test_a_real_sweeps_report_draws_every_section_offline(chromium: Path, cpu_re
     assert cpu_report.stat().st_size < SIX_MB
 
 
-def test_gpu_sections_draw_matrices_and_algorithm_tables(chromium: Path, gpu_report: Path) -> None:
-    seen = visit(chromium, gpu_report)
+def test_gpu_sections_draw_matrices_and_algorithm_tables(
+    one_chromium: OneChromium, gpu_report: Path
+) -> None:
+    seen = one_chromium.visit(gpu_report)
     assert seen.requests == [gpu_report.resolve().as_uri()]
     assert_drawn(seen, GPU_SECTIONS)
     assert seen.sections["p2p"]["figures"] == 6  # p2p uni, bi, copy uni: bandwidth, latency
@@ -145,11 +199,11 @@ def test_gpu_sections_draw_matrices_and_algorithm_tables(chromium: Path, gpu_rep
 
 
 def test_a_swept_nccl_variable_gets_a_section_of_figures_and_best_value_tables(
-    chromium: Path, tmp_path: Path
+    one_chromium: OneChromium, tmp_path: Path
 ) -> None:
     report_data.write_run(tmp_path / "results", "r1", knobs=True)
     page = build.write(tmp_path / "results", "r1", tmp_path / "r1.html")
-    seen = visit(chromium, page)
+    seen = one_chromium.visit(page)
     assert_drawn(seen, ("nccl-algo", "nccl-proto"))
     proto = seen.sections["nccl-proto"]
     assert proto["figures"] == proto["tables"] == 2  # all_reduce and all_gather
@@ -158,10 +212,12 @@ def test_a_swept_nccl_variable_gets_a_section_of_figures_and_best_value_tables(
     assert "default busbw GB/s" in seen.text
 
 
-def test_a_script_in_a_host_name_is_shown_as_text(chromium: Path, tmp_path: Path) -> None:
+def test_a_script_in_a_host_name_is_shown_as_text(
+    one_chromium: OneChromium, tmp_path: Path
+) -> None:
     report_data.write_run(tmp_path / "results", "r1", host=HOSTILE, error=f"</script>{HOSTILE}")
     page = build.write(tmp_path / "results", "r1", tmp_path / "r1.html")
-    seen = visit(chromium, page)
+    seen = one_chromium.visit(page)
     assert seen.pwned is None
     assert seen.errors == []
     assert HOSTILE in seen.text  # hosts, the topology caption, the error, the NCCL variable
@@ -180,14 +236,14 @@ def _hover_first_pair(page: Page) -> str:
 
 
 def test_a_scans_fleet_section_draws_its_map_and_lists_the_condemned(
-    chromium: Path, tmp_path: Path
+    one_chromium: OneChromium, tmp_path: Path
 ) -> None:
     """A simulated scan's rows, record and summary written as a run, no cluster: 16 nodes,
     a slow node, a slow link, a dead node and a slow GPU."""
     scan = scan_data.scanned(16, 2, strategy=scan_data.ADAPTIVE)
     scan_data.write_scan(tmp_path / "results", scan)
     page = build.write(tmp_path / "results", scan.run_id, tmp_path / "scan.html")
-    seen = visit(chromium, page, _hover_first_pair)
+    seen = one_chromium.visit(page, _hover_first_pair)
     assert seen.requests == [page.resolve().as_uri()]
     assert_drawn(seen, ("run", "fleet", "status"))
     assert list(seen.sections)[:2] == ["run", "fleet"]
@@ -202,12 +258,14 @@ def test_a_scans_fleet_section_draws_its_map_and_lists_the_condemned(
     assert seen.then.endswith(" GB/s")
 
 
-def test_pages_sharing_one_plotly_file_load_only_it(chromium: Path, tmp_path: Path) -> None:
+def test_pages_sharing_one_plotly_file_load_only_it(
+    one_chromium: OneChromium, tmp_path: Path
+) -> None:
     report_data.write_run(tmp_path / "results", "r1", health=True)
     page = build.write(
         tmp_path / "results", "r1", tmp_path / "site" / "r1.html", js_dir=tmp_path / "js"
     )
-    seen = visit(chromium, page)
+    seen = one_chromium.visit(page)
     assert seen.requests == [page.resolve().as_uri(), (tmp_path / "js" / "plotly.min.js").as_uri()]
     assert_drawn(seen, GPU_SECTIONS[:-1])
 

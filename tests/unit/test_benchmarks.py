@@ -14,7 +14,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -215,15 +216,35 @@ def test_a_fidelity_json_reads_back_into_its_points() -> None:
     assert fidelity.read_points(figures) == points
 
 
-def _fidelity(*args: str) -> subprocess.CompletedProcess[str]:
-    script = Path(fidelity.__file__)
-    return subprocess.run(
-        [sys.executable, str(script), *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@dataclass(frozen=True)
+class _Done:
+    """What fidelity.py's command did: its exit status and its output."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_fidelity(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., _Done]:
+    """fidelity.py's command in this process, which has imported it already (a process of its
+    own spends seconds importing torch again): with --repeats 0 it starts nothing."""
+    for name in MULTICAST_OFF:  # main() sets them for its bare loop; put back after the test
+        monkeypatch.delenv(name, raising=False)
+
+    def run(*args: str) -> _Done:
+        monkeypatch.setattr(sys, "argv", [fidelity.__file__, *args])
+        capsys.readouterr()
+        try:
+            code = fidelity.main()
+        except SystemExit as exc:  # argparse's error
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return _Done(code, out, err)
+
+    return run
 
 
 def _stored(path: Path, world: int, *points: fidelity.Compared) -> str:
@@ -232,16 +253,18 @@ def _stored(path: Path, world: int, *points: fidelity.Compared) -> str:
     return str(path)
 
 
-def test_stored_pairs_are_gated_again_joined_without_a_gpu(tmp_path: Path) -> None:
+def test_stored_pairs_are_gated_again_joined_without_a_gpu(
+    tmp_path: Path, run_fidelity: Callable[..., _Done]
+) -> None:
     # One command's 12 pairs put the point over the bound; with a second command's 20 they
     # do not: the gate reads the joined median.
     over = _stored(tmp_path / "a.json", 1, _compared(**_spread(*[1.05] * 5, *[1.15] * 7)))
     more = _stored(tmp_path / "b.json", 1, _compared(**_spread(*[1.0] * 20)))
     again = ["--repeats", "0", "--confirm", "0", "--with", over]
-    alone = _fidelity(*again, "--out", str(tmp_path / "alone"))
+    alone = run_fidelity(*again, "--out", str(tmp_path / "alone"))
     assert alone.returncode == 1, alone.stderr
     assert "FAIL all_reduce 8B eager: time ratio 1.150 > 1.1" in alone.stdout
-    joined = _fidelity(*again, "--with", more, "--out", str(tmp_path / "joined"))
+    joined = run_fidelity(*again, "--with", more, "--out", str(tmp_path / "joined"))
     assert joined.returncode == 0, joined.stderr
     assert joined.stdout.splitlines()[2].split()[6] == "32"  # the point's pairs
     written = json.loads((tmp_path / "joined" / "fidelity.json").read_text())
@@ -250,10 +273,12 @@ def test_stored_pairs_are_gated_again_joined_without_a_gpu(tmp_path: Path) -> No
 
 
 def test_stored_pairs_of_another_world_are_refused_and_nothing_is_written(
-    tmp_path: Path,
+    tmp_path: Path, run_fidelity: Callable[..., _Done]
 ) -> None:
     two = _stored(tmp_path / "two.json", 2, _compared())
-    done = _fidelity("--repeats", "0", "--with", two, "--world", "1", "--out", str(tmp_path / "o"))
+    done = run_fidelity(
+        "--repeats", "0", "--with", two, "--world", "1", "--out", str(tmp_path / "o")
+    )
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1].endswith("2 ranks of bfloat16, not 1 of bfloat16")
     assert not (tmp_path / "o").exists()
