@@ -95,6 +95,20 @@ def cluster_nodes(head: Cluster, *nodes: Mapping[str, Any]) -> Iterator[Cluster]
                 head.remove_node(node)
 
 
+@pytest.fixture(scope="session")
+def fake_nodes(cluster_head: Cluster) -> Iterator[Cluster]:
+    """Four nodes of 2 (fake) GPUs each beside the head, started once for test_multinode and
+    test_sizing_cpu (their modules run last, so no other module's cluster sees these nodes).
+    Two have 2 CPUs and Ray's default `memory`; the other two 3 CPUs, so gloo ranks go to them
+    first, and `memory` of 2 GiB and of 40 MiB: what their CPU ranks may use, which
+    test_sizing_cpu's budgets come from."""
+    plain = {"num_cpus": 2, "num_gpus": 2}
+    rich = {"num_cpus": 3, "num_gpus": 2, "memory": 2 * 2**30}
+    poor = {"num_cpus": 3, "num_gpus": 2, "memory": 40 * 2**20}
+    with cluster_nodes(cluster_head, plain, plain, rich, poor) as nodes:
+        yield nodes
+
+
 def _gpu_count() -> int:
     import torch
 
@@ -104,9 +118,15 @@ def _gpu_count() -> int:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A module with a cluster of its own shuts the session's Ray down; after it, the next
     # test of the session's Ray starts it again (seconds on two cores, each time). Last,
-    # those modules leave one start of it for the whole session. The sort is stable: the
-    # order within each part is the collected one.
-    items.sort(key=lambda item: item.get_closest_marker("own_cluster") is not None)
+    # those modules leave one start of it for the whole session; and last of them, those on
+    # fake_nodes, which stay up to the session's end. The sort is stable: the order within
+    # each part is the collected one.
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("own_cluster") is not None,
+            "fake_nodes" in item.fixturenames,
+        )
+    )
     if _gpu_count():
         return
     skip = pytest.mark.skip(reason="needs NVIDIA GPUs; none here")
