@@ -40,6 +40,7 @@ def _sweep(out: Path, *args: str) -> pd.DataFrame:
             "--mem-limit",
             "256M",
             *("--iters", "2", "--warmup", "1"),  # bounds and OOM rows, not timing
+            "--no-report",  # the rows alone
             "--output",
             str(out),
             *args,
