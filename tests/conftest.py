@@ -70,7 +70,10 @@ def cluster_head() -> Iterator[Cluster]:
     from ray.cluster_utils import Cluster
 
     ray.shutdown()  # the session's Ray: the next test that needs it starts it again
-    head = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    # No dashboard modules, no log monitor: every driver of it leaves workers' logs where they
+    # are (log_to_driver=False), and the two took CPU all the while the head was up.
+    quiet = {"include_dashboard": False, "include_log_monitor": False}
+    head = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, **quiet})
     yield head
     head.shutdown()
 
