@@ -65,7 +65,8 @@ def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
 def cluster_head() -> Iterator[Cluster]:
     """The head of a fake multi-node Ray cluster on this machine (ray.cluster_utils), with no
     CPU of its own. Each module marked own_cluster adds its nodes with `cluster_nodes` and
-    removes them after, so the head (its GCS) starts once for all of them."""
+    removes them after (or, last, runs on `fake_nodes`), so the head (its GCS) starts once
+    for all of them."""
     import ray
     from ray.cluster_utils import Cluster
 
