@@ -65,12 +65,16 @@ def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
 def cluster_head() -> Iterator[Cluster]:
     """The head of a fake multi-node Ray cluster on this machine (ray.cluster_utils), with no
     CPU of its own. Each module marked own_cluster adds its nodes with `cluster_nodes` and
-    removes them after, so the head (its GCS) starts once for all of them."""
+    removes them after (or, last, runs on `fake_nodes`), so the head (its GCS) starts once
+    for all of them."""
     import ray
     from ray.cluster_utils import Cluster
 
     ray.shutdown()  # the session's Ray: the next test that needs it starts it again
-    head = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    # No dashboard modules, no log monitor: every driver of it leaves workers' logs where they
+    # are (log_to_driver=False), and the two took CPU all the while the head was up.
+    quiet = {"include_dashboard": False, "include_log_monitor": False}
+    head = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, **quiet})
     yield head
     head.shutdown()
 
@@ -95,6 +99,20 @@ def cluster_nodes(head: Cluster, *nodes: Mapping[str, Any]) -> Iterator[Cluster]
                 head.remove_node(node)
 
 
+@pytest.fixture(scope="session")
+def fake_nodes(cluster_head: Cluster) -> Iterator[Cluster]:
+    """Four nodes of 2 (fake) GPUs each beside the head, started once for test_multinode and
+    test_sizing_cpu (their modules run last, so no other module's cluster sees these nodes).
+    Two have 2 CPUs and Ray's default `memory`; the other two 3 CPUs, so gloo ranks go to them
+    first, and `memory` of 2 GiB and of 40 MiB: what their CPU ranks may use, which
+    test_sizing_cpu's budgets come from."""
+    plain = {"num_cpus": 2, "num_gpus": 2}
+    rich = {"num_cpus": 3, "num_gpus": 2, "memory": 2 * 2**30}
+    poor = {"num_cpus": 3, "num_gpus": 2, "memory": 40 * 2**20}
+    with cluster_nodes(cluster_head, plain, plain, rich, poor) as nodes:
+        yield nodes
+
+
 def _gpu_count() -> int:
     import torch
 
@@ -104,9 +122,15 @@ def _gpu_count() -> int:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A module with a cluster of its own shuts the session's Ray down; after it, the next
     # test of the session's Ray starts it again (seconds on two cores, each time). Last,
-    # those modules leave one start of it for the whole session. The sort is stable: the
-    # order within each part is the collected one.
-    items.sort(key=lambda item: item.get_closest_marker("own_cluster") is not None)
+    # those modules leave one start of it for the whole session; and last of them, those on
+    # fake_nodes, which stay up to the session's end. The sort is stable: the order within
+    # each part is the collected one.
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("own_cluster") is not None,
+            "fake_nodes" in item.fixturenames,
+        )
+    )
     if _gpu_count():
         return
     skip = pytest.mark.skip(reason="needs NVIDIA GPUs; none here")

@@ -1,10 +1,10 @@
-"""A real multi-node Ray cluster on one machine (several raylets, fake GPU resources)."""
+"""A real multi-node Ray cluster on one machine (several raylets, fake GPU resources): the
+session's `fake_nodes` (tests/conftest.py), four nodes of 2 GPUs, two of them with 3 CPUs."""
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -18,19 +18,12 @@ from sweeper.driver import cluster
 from sweeper.driver.sweep import survey
 from sweeper.errors import InfrastructureError
 from sweeper.planning.profile import build_spec
-from tests.conftest import cluster_nodes, registry_kept
+from tests.conftest import registry_kept
 
 pytestmark = pytest.mark.own_cluster
 
 
-@pytest.fixture(scope="module")
-def gpu_nodes(cluster_head: Cluster) -> Iterator[Cluster]:
-    """Four nodes of 2 CPUs and 2 (fake) GPUs each, beside a head with no CPU."""
-    with cluster_nodes(cluster_head, *[{"num_cpus": 2, "num_gpus": 2}] * 4) as nodes:
-        yield nodes
-
-
-def test_nodes_get_one_pinned_actor_per_gpu(gpu_nodes: Cluster) -> None:
+def test_nodes_get_one_pinned_actor_per_gpu(fake_nodes: Cluster) -> None:
     slots = cluster.choose_nodes("nccl", 2, None)
     assert [slot.ranks for slot in slots] == [2, 2]
     assert len({slot.node_id for slot in slots}) == 2
@@ -47,12 +40,12 @@ def test_nodes_get_one_pinned_actor_per_gpu(gpu_nodes: Cluster) -> None:
         assert sorted(g for (g,) in gpus) == ["0", "1"]  # each actor one GPU, none shared
 
 
-def test_a_node_lost_for_good_stops_a_rebuild_with_one_line_naming_it(gpu_nodes: Cluster) -> None:
+def test_a_node_lost_for_good_stops_a_rebuild_with_one_line_naming_it(fake_nodes: Cluster) -> None:
     """A rebuild after the node is gone: the new actors' bundles are pinned to it, so they never
     start, and the run stops with an infrastructure error (exit 3) instead of a traceback."""
-    lost = gpu_nodes.add_node(num_cpus=3)  # the most CPUs: chosen first
+    lost = fake_nodes.add_node(num_cpus=4)  # the most CPUs: chosen first
     try:
-        gpu_nodes.wait_for_nodes()
+        fake_nodes.wait_for_nodes()
         (slot,) = cluster.choose_nodes("gloo", 1, 2)
         assert slot.node_id == lost.node_id
         ranks = cluster.RankSet("gloo", [slot], {"CPU": 1.0})
@@ -60,14 +53,14 @@ def test_a_node_lost_for_good_stops_a_rebuild_with_one_line_naming_it(gpu_nodes:
             ranks.start()  # within the default bound: a loaded machine starts ranks slowly
             # the rebuild's actors can never start: the shortest bound ends the wait soonest
             ranks.start_timeout_s = 1
-            gpu_nodes.remove_node(lost)
+            fake_nodes.remove_node(lost)
             with pytest.raises(InfrastructureError) as stopped:
                 ranks.replace_ranks([0, 1])
         finally:
             ranks.close()
-    finally:  # the module's other tests count the nodes
-        if lost in gpu_nodes.worker_nodes:
-            gpu_nodes.remove_node(lost)
+    finally:  # the other tests on fake_nodes count them
+        if lost in fake_nodes.worker_nodes:
+            fake_nodes.remove_node(lost)
     assert str(stopped.value).startswith(
         f"cannot restart the actors of rank(s) 0, 1 on {slot.host}: GetTimeoutError"
     )
@@ -75,7 +68,7 @@ def test_a_node_lost_for_good_stops_a_rebuild_with_one_line_naming_it(gpu_nodes:
 
 
 def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
-    gpu_nodes: Cluster, tmp_path: Path
+    fake_nodes: Cluster, tmp_path: Path
 ) -> None:
     for args, message in (
         (["--nodes", "5"], "asked for 5 node(s) with 1+ GPU each; the cluster has 4"),
@@ -87,7 +80,7 @@ def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
     assert not (tmp_path / "r").exists()
 
 
-def test_discovery_reports_cpu_nodes_as_such(gpu_nodes: Cluster) -> None:
+def test_discovery_reports_cpu_nodes_as_such(fake_nodes: Cluster) -> None:
     found = survey(build_spec(backend="gloo", nodes=3, gpus_per_node=2, tiers="all"))
     assert [node.nvml for node in found.nodes] == [False, False, False]
     assert len({node.node_id for node in found.nodes}) == 3
@@ -108,7 +101,7 @@ def _sweep(tmp_path: Path, nodes: int, *args: str, exit_code: int = 0) -> pd.Dat
 
 
 @pytest.fixture(scope="module")
-def two_nodes_of_two(gpu_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+def two_nodes_of_two(fake_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     """One gloo sweep on two of the nodes, two ranks each, to 1K, for the two tests below
     (they only look): all_reduce, and all_to_all native, hierarchical and mesh2d, on each
     node's pair, on one rank of each node, and on all four ranks. Its actors take longer
@@ -161,7 +154,7 @@ def _span(rows: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp]:
 
 
 @pytest.fixture(scope="module")
-def one_wave(gpu_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+def one_wave(fake_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     """One gloo sweep of two test plugins on the four nodes, for the two tests below (they
     only look): each node's pair a group, the four in one wave. Each group runs
     `slow` first, which sleeps before every call, so the groups are seen running at once,

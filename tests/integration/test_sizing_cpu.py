@@ -1,36 +1,27 @@
 """--max-size auto and out-of-memory on real gloo ranks whose budgets differ.
 
-Two Ray nodes on this machine: Ray's `memory` resource of a node is what its CPU ranks may
-use, so one node is given 2 GiB (its rank then held to --mem-limit 256M) and the other 40 MiB."""
+Two Ray nodes on this machine, a rank each: Ray's `memory` resource of a node is what its CPU
+ranks may use, so one node is given 2 GiB (its rank then held to --mem-limit 256M) and the other
+40 MiB. They are two of the session's `fake_nodes` (tests/conftest.py), which test_multinode
+runs on too: the two with 3 CPUs, to which gloo ranks go first."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from ray.cluster_utils import Cluster
 from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.sizing import largest_count
-from tests.conftest import cluster_nodes
 
 pytestmark = pytest.mark.own_cluster
 
 MIB = 2**20
 TIMEOUT_S = 30
-
-
-@pytest.fixture(scope="module")
-def unequal_nodes(cluster_head: Cluster) -> Iterator[Cluster]:
-    """Beside a head with no CPU, a node of 2 GiB and one of 40 MiB, a CPU each."""
-    rich, poor = {"num_cpus": 1, "memory": 2 * 2**30}, {"num_cpus": 1, "memory": 40 * MIB}
-    with cluster_nodes(cluster_head, rich, poor) as nodes:
-        yield nodes
 
 
 def _sweep(out: Path, *args: str) -> pd.DataFrame:
@@ -49,6 +40,7 @@ def _sweep(out: Path, *args: str) -> pd.DataFrame:
             "--mem-limit",
             "256M",
             *("--iters", "2", "--warmup", "1"),  # bounds and OOM rows, not timing
+            "--no-report",  # the rows alone
             "--output",
             str(out),
             *args,
@@ -65,7 +57,7 @@ def _no_point_waited(df: pd.DataFrame) -> None:
     assert gaps.max() < TIMEOUT_S / 4
 
 
-@pytest.mark.usefixtures("unequal_nodes")
+@pytest.mark.usefixtures("fake_nodes")
 def test_auto_bound_is_agreed_from_the_poorest_rank(tmp_path: Path) -> None:
     df = _sweep(tmp_path / "r", "--ops", "all_reduce,all_gather,all_to_all")
     assert (df["status"] == "ok").all()
@@ -84,7 +76,7 @@ def test_auto_bound_is_agreed_from_the_poorest_rank(tmp_path: Path) -> None:
         assert (rows.loc[~first, "probe_s"] > 0).all()  # the probing so far, on each row
 
 
-@pytest.mark.usefixtures("unequal_nodes")
+@pytest.mark.usefixtures("fake_nodes")
 def test_sizes_that_do_not_fit_the_poorest_rank_are_oom_rows(tmp_path: Path) -> None:
     df = _sweep(
         tmp_path / "r", "--ops", "all_reduce,all_to_all", "--min-size", "4M", "--max-size", "64M"
