@@ -52,9 +52,10 @@ def _sweep(out: Path, *args: str) -> pd.DataFrame:
 
 def _no_point_waited(df: pd.DataFrame) -> None:
     """A rank left waiting in a collective its peer skipped would hold its point to the
-    timeout: every point here is done in a fraction of it."""
+    timeout, so the point's row would come the whole timeout after the one before it; every
+    point here takes a fraction of it (under 20 s with fifty processes queued for two cores)."""
     gaps = df["measured_at"].diff().dropna().dt.total_seconds()
-    assert gaps.max() < TIMEOUT_S / 4
+    assert gaps.max() < TIMEOUT_S
 
 
 @pytest.mark.usefixtures("fake_nodes")
