@@ -567,7 +567,6 @@ class RankSet:
                 runtime_env={"env_vars": dict(self.env)},
             )
             .remote(
-                self.world_size,
                 self.backend,
                 self.plugins,
                 Limits(mem_limit=self.mem_limit, host_share_bytes=slot.memory_bytes // slot.ranks),
@@ -629,8 +628,9 @@ class RankSet:
         one_node = len({info.node_id for info in self.infos}) == 1
         binds = [_LOOPBACK if one_node else info.ip for info in self.infos]
         (port,) = get([self.actors[0].listen.remote(binds[0])], self.start_timeout_s)
+        size = len(self.actors)
         joins = [
-            a.join.remote(rank, binds[0], port, self.group_timeout_s, binds[rank])
+            a.join.remote(rank, size, binds[0], port, self.group_timeout_s, binds[rank])
             for rank, a in enumerate(self.actors)
         ]
         get(joins, self.start_timeout_s)
