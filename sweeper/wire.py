@@ -228,7 +228,7 @@ class RankCall(Name):
     INFO = "info"
     VERSIONS = "versions"
     LISTEN = "listen"
-    JOIN = "join"
+    JOIN = "join"  # a world, with its size: the next may have fewer ranks (a node dropped)
     OPEN_GROUP = "open_group"
     CLOSE_GROUP = "close_group"
     LEAVE = "leave"

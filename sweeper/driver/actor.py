@@ -108,8 +108,10 @@ class RankActor:
     def listen(self, host: str) -> Relayed[int]:
         return self._call(RankCall.LISTEN, host)
 
-    def join(self, rank: int, host: str, port: int, timeout_s: float, bind: str) -> Relayed[None]:
-        return self._call(RankCall.JOIN, rank, host, port, timeout_s, bind)
+    def join(
+        self, rank: int, world_size: int, host: str, port: int, timeout_s: float, bind: str
+    ) -> Relayed[None]:
+        return self._call(RankCall.JOIN, rank, world_size, host, port, timeout_s, bind)
 
     def open_group(
         self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]

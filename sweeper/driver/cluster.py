@@ -4,7 +4,9 @@ A `RankSet` is one set of rank actors with one environment (NCCL reads its varia
 per process, so a variant that changes them gets its own set) and one world process group.
 It opens a wave's groups on their members only, issues calls to a group's members without
 waiting (the executor waits on many groups at once, with `wait`), and replaces the actors of
-one failed group: the others keep their processes and join a new world with them.
+one failed group: the others keep their processes and join a new world with them. It drops
+nodes (gone, or whose actors did not start) the same way: the ranks of the others keep their
+processes and join a smaller world.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -407,8 +409,10 @@ class StartFailed(Exception):
     """An actor set's ranks did not start or could not form their world: an actor failed as
     it started (its constructor raised, its runtime env failed, it did not answer in time),
     NCCL refused the environment of its variant (an NCCL_ALGO value it cannot parse, say),
-    or a rank died as it joined. `nodes`: the nodes whose actors failed to start, each with
-    why, by node id; empty where the failure names no node."""
+    or a rank died as it joined or left. `nodes`: the nodes whose actors failed to start,
+    each with why, by node id; empty where the failure names no node. Where it names nodes,
+    the set keeps the other nodes' actors, started and in no world yet: `RankSet.drop`
+    those nodes to go on without them, or `close` the set."""
 
     def __init__(self, why: str, nodes: Mapping[str, str] | None = None) -> None:
         super().__init__(why)
@@ -528,6 +532,7 @@ class RankSet:
     moe: MoeLayer | None = None
     nccl_engine: bool = False  # each group also gets its own NCCL communicator
     start_timeout_s: float = _START_TIMEOUT_S  # an actor's start, join, leave; a group's open
+    actors_started: int = field(default=0, init=False)  # by this set, replacements included
     actors: list[Any] = field(default_factory=list)
     infos: list[RankInfo] = field(default_factory=list)
     _pgs: list[PlacementGroup] = field(default_factory=list)
@@ -555,6 +560,7 @@ class RankSet:
                 )
 
     def _new_actor(self, pg: PlacementGroup, bundle: int, slot: NodeSlot) -> Any:
+        self.actors_started += 1
         return (
             ray.remote(RankActor)
             .options(
@@ -566,7 +572,6 @@ class RankSet:
                 runtime_env={"env_vars": dict(self.env)},
             )
             .remote(
-                self.world_size,
                 self.backend,
                 self.plugins,
                 Limits(mem_limit=self.mem_limit, host_share_bytes=slot.memory_bytes // slot.ranks),
@@ -576,50 +581,54 @@ class RankSet:
         )
 
     def start(self) -> list[RankInfo]:
+        """An actor on every bundle, then one world of them all, ranks in physical order.
+        StartFailed where some did not start (see there) or they could not join."""
         if not self._pgs:
             self._place()
-        bundles = [
+        self._bundles = [
             (pg, i, slot)
             for pg, slot in zip(self._pgs, self.slots, strict=True)
             for i in range(slot.ranks)
         ]
-        actors: list[Any] = [self._new_actor(*at) for at in bundles]
-        infos = self._started(actors, [slot for _, _, slot in bundles])
-        node_order = {slot.node_id: i for i, slot in enumerate(self.slots)}
-        order = sorted(
-            range(len(actors)),
-            key=lambda i: (node_order[infos[i].node_id], infos[i].gpu_pci_bus_id or "", i),
-        )
-        self.actors = [actors[i] for i in order]
-        self._bundles = [bundles[i] for i in order]
-        self.infos = [replace(infos[i], rank=rank) for rank, i in enumerate(order)]
+        self.actors = [self._new_actor(*at) for at in self._bundles]
+        self._order(self._started())
         try:
             self._join()
         except ray.exceptions.RayError as exc:
             raise StartFailed(message(exc)) from exc
         return self.infos
 
-    def _started(self, actors: Sequence[Any], slots: Sequence[NodeSlot]) -> list[RankInfo]:
+    def _started(self) -> list[RankInfo]:
         """Each actor's info once all have started; StartFailed naming each node where one
-        did not (its error, or no answer in time), the actors ended. Where none answered,
-        the cluster is at fault, not a node: the failure names none."""
-        refs = [a.info.remote() for a in actors]
+        did not (its error, or no answer in time). Where none answered, the cluster is at
+        fault, not a node: the failure names none."""
+        refs = [a.info.remote() for a in self.actors]
         answered = wait_all(refs, self.start_timeout_s)
         failed: dict[str, str] = {}
-        for ref, slot in zip(refs, slots, strict=True):
+        for ref, (_, _, slot) in zip(refs, self._bundles, strict=True):
             if ref not in answered:
                 failed.setdefault(slot.node_id, f"no answer within {self.start_timeout_s:g} s")
             elif isinstance(answered[ref], BaseException):
                 failed.setdefault(slot.node_id, _start_error(answered[ref]))
         if failed:
-            for actor in actors:
-                ray.kill(actor, no_restart=True)
             if not answered:
                 raise StartFailed(f"no actor answered within {self.start_timeout_s:g} s")
-            host = {slot.node_id: slot.host for slot in slots}
+            host = {slot.node_id: slot.host for slot in self.slots}
             why = "; ".join(f"{host[node]}: {reason}" for node, reason in failed.items())
             raise StartFailed(f"actors did not start on {why}", failed)
         return [answered[ref] for ref in refs]
+
+    def _order(self, infos: Sequence[RankInfo]) -> None:
+        """The actors (with their bundles and `infos`, one each) numbered in physical order:
+        node by node as `slots` has them, then by PCI bus id."""
+        node_order = {slot.node_id: i for i, slot in enumerate(self.slots)}
+        order = sorted(
+            range(len(infos)),
+            key=lambda i: (node_order[infos[i].node_id], infos[i].gpu_pci_bus_id or "", i),
+        )
+        self.actors = [self.actors[i] for i in order]
+        self._bundles = [self._bundles[i] for i in order]
+        self.infos = [replace(infos[i], rank=rank) for rank, i in enumerate(order)]
 
     def _join(self) -> None:
         """Every rank joins one world. Its listeners (rank 0's store, gloo's sockets) are
@@ -628,12 +637,45 @@ class RankSet:
         one_node = len({info.node_id for info in self.infos}) == 1
         binds = [_LOOPBACK if one_node else info.ip for info in self.infos]
         (port,) = get([self.actors[0].listen.remote(binds[0])], self.start_timeout_s)
+        size = len(self.actors)
         joins = [
-            a.join.remote(rank, binds[0], port, self.group_timeout_s, binds[rank])
+            a.join.remote(rank, size, binds[0], port, self.group_timeout_s, binds[rank])
             for rank, a in enumerate(self.actors)
         ]
         get(joins, self.start_timeout_s)
         self._open.clear()
+
+    def drop(self, nodes: Collection[str]) -> list[RankInfo]:
+        """The set without `nodes` (gone from Ray, or whose actors did not start): their
+        actors killed, their placement groups removed; every other actor leaves its world
+        (where it is in one) and joins a new one of fewer ranks, numbered again in physical
+        order, its process kept. Groups open before are gone. StartFailed where no actor is
+        left, or one left does not leave, answer or join in time: `close` the set then."""
+        kept = [i for i, (_, _, slot) in enumerate(self._bundles) if slot.node_id not in nodes]
+        for i, actor in enumerate(self.actors):
+            if i not in kept:
+                ray.kill(actor, no_restart=True)
+        for pg, slot in zip(self._pgs, self.slots, strict=True):
+            if slot.node_id in nodes:
+                remove_placement_group(pg)
+        self._pgs = [
+            pg for pg, s in zip(self._pgs, self.slots, strict=True) if s.node_id not in nodes
+        ]
+        self.slots = [slot for slot in self.slots if slot.node_id not in nodes]
+        self.actors = [self.actors[i] for i in kept]
+        self._bundles = [self._bundles[i] for i in kept]
+        self.infos = []
+        if not self.actors:
+            raise StartFailed("no rank is left")
+        try:
+            # each actor runs its calls in order: its info once it has left (or started)
+            left = [a.leave.remote() for a in self.actors]
+            infos = get(left + [a.info.remote() for a in self.actors], self.start_timeout_s)
+            self._order(infos[len(left) :])
+            self._join()
+        except ray.exceptions.RayError as exc:
+            raise StartFailed(f"the ranks left could not join again: {message(exc)}") from exc
+        return self.infos
 
     def replace_ranks(self, ranks: Sequence[int]) -> None:
         """New actors for `ranks` (a failed group's: killed, or dead; or none) on the same
@@ -650,7 +692,10 @@ class RankSet:
                 self._renew(rank)
                 fresh.add(rank)
         try:
-            get([self.actors[r].info.remote() for r in fresh], self.start_timeout_s)
+            renewed = sorted(fresh)
+            infos = get([self.actors[r].info.remote() for r in renewed], self.start_timeout_s)
+            for rank, info in zip(renewed, infos, strict=True):
+                self.infos[rank] = replace(info, rank=rank)
             self._join()
         except ray.exceptions.RayError as exc:  # a node gone for good cannot take its bundles
             hosts = ", ".join(sorted({self._bundles[r][2].host for r in fresh}))

@@ -5,18 +5,20 @@ turned into the executor's groups, every GPU of each member node taking part, an
 existing `Executor`, every group at once. The rows go to the results like any run's, each
 with its stage; each group's rows fold into a scan `Outcome` (`scan.rows`) for the policy and,
 at the end, the judge. Before each wave the fleet's nodes are looked up: a node that left is
-`missing` in every group it would have joined, and the actor set starts again without it;
-so is a node whose actors do not start while Ray still has it (the judge: `unreachable`).
+`missing` in every group it would have joined, and the actor set goes on without it: the
+other nodes' ranks keep their processes and join a smaller world (`RankSet.drop`), and only
+where they cannot does the set start again. So is a node whose actors do not start while Ray
+still has it (the judge: `unreachable`): the actors that did start join without it.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Collection, Container, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import ray
 
@@ -86,7 +88,15 @@ def bandwidth_bytes(backend: Backend, nodes: Sequence[Node]) -> int:
     return size
 
 
-Started = tuple[cluster.RankSet, list[RankInfo]]
+class Forming(Protocol):
+    """What `started` asks of an actor set (`cluster.RankSet`)."""
+
+    def start(self) -> list[RankInfo]: ...
+    def drop(self, nodes: Collection[str]) -> list[RankInfo]: ...
+    def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=Forming)
 
 
 def lose(
@@ -103,26 +113,44 @@ def lose(
 def started(
     slots: Sequence[cluster.NodeSlot],
     lost: dict[str, str],
-    start: Callable[[Sequence[cluster.NodeSlot]], Started],
+    new_set: Callable[[Sequence[cluster.NodeSlot]], S],
     alive: Callable[[], Container[str]],
-) -> Started:
-    """`start` on the nodes of `slots` not `lost`. Where the actors of some nodes did not
-    start (the rank set names them: a constructor or runtime env that failed, no answer in
-    time) or the nodes are gone from Ray, those nodes are out (`lost`, unreachable, with
-    why) and the set starts again without them; a failure that names no node and finds none
-    gone stops the scan (InfrastructureError, exit 3)."""
-    while True:
-        left = [s for s in slots if s.node_id not in lost]
-        if not left:
-            raise InfrastructureError("no node of the scan could start its actors")
-        try:
-            return start(left)
-        except (InfrastructureError, cluster.StartFailed, ray.exceptions.RayError) as exc:
-            named = exc.nodes if isinstance(exc, cluster.StartFailed) else {}
-            for node, why in named.items():
-                lost.setdefault(node, f"its actors did not start: {why}")
-            if not lose(slots, lost, f"its actors did not start: {exc}", alive()) and not named:
-                raise InfrastructureError(f"the ranks did not start: {exc}") from exc
+    running: S | None = None,
+) -> tuple[S, list[RankInfo]]:
+    """An actor set on the nodes of `slots` not `lost`, started, and its ranks: `running`
+    (the scan's set, some of its nodes lost since it started) without the lost nodes, its
+    other ranks joined again in their processes (`drop`); else a `new_set`, started.
+
+    Where the actors of some nodes did not start (the set names them: a constructor or
+    runtime env that failed, no answer in time) or the nodes are gone from Ray, those nodes
+    are out (`lost`, unreachable, with why). The others' actors, started already, then join
+    without them; where they cannot (a drop that failed, a failure that names no node), a
+    new set starts without them. A new set's failure that names no node and finds none gone
+    stops the scan (InfrastructureError, exit 3); the set is closed whenever one escapes."""
+    ranks, rejoin = running, running is not None
+    try:
+        while True:
+            if not any(s.node_id not in lost for s in slots):
+                raise InfrastructureError("no node of the scan could start its actors")
+            if ranks is None:
+                ranks = new_set([s for s in slots if s.node_id not in lost])
+            try:
+                return ranks, ranks.drop(lost) if rejoin else ranks.start()
+            except (InfrastructureError, cluster.StartFailed, ray.exceptions.RayError) as exc:
+                named = exc.nodes if isinstance(exc, cluster.StartFailed) else {}
+                for node, why in named.items():
+                    lost.setdefault(node, f"its actors did not start: {why}")
+                gone = lose(slots, lost, f"its actors did not start: {exc}", alive())
+                if not (rejoin or gone or named):
+                    raise InfrastructureError(f"the ranks did not start: {exc}") from exc
+                rejoin = bool(named)  # the other nodes' actors started: they join without
+                if not rejoin:
+                    ranks.close()
+                    ranks = None
+    except BaseException:
+        if ranks is not None:
+            ranks.close()
+        raise
 
 
 class _Scan:
@@ -156,6 +184,7 @@ class _Scan:
         )
         self.rows = 0
         self.ranks: cluster.RankSet | None = None
+        self.sets: list[cluster.RankSet] = []  # every actor set made, for the actors started
         self.placement: Placement | None = None
         self.meta: measurement.RunColumns | None = None
         self.executor: Executor | None = None
@@ -182,8 +211,9 @@ class _Scan:
         )
 
     def start(self) -> None:
-        """An actor set on every node still in the scan (`started`); the executor on it."""
-        ranks, infos = started(self.slots, self.lost, self._rank_set, cluster.alive)
+        """An actor set on every node still in the scan (`started`): the set so far without
+        the nodes lost since, else a new one; the placement and the executor on it."""
+        ranks, infos = started(self.slots, self.lost, self._rank_set, cluster.alive, self.ranks)
         nodes = [n for n in self.nodes if n.node_id not in self.lost]
         self.ranks = ranks
         self.placement = cluster.placement(self.backend, nodes, infos)
@@ -207,8 +237,8 @@ class _Scan:
             self._measured,
         )
 
-    def _rank_set(self, slots: Sequence[cluster.NodeSlot]) -> Started:
-        """A started actor set on `slots`; closed again where it did not start."""
+    def _rank_set(self, slots: Sequence[cluster.NodeSlot]) -> cluster.RankSet:
+        """A new actor set on `slots`, not started."""
         ranks = cluster.RankSet(
             self.backend,
             slots,
@@ -218,11 +248,12 @@ class _Scan:
             plugins=self.plan.experiments.plugins,
             start_timeout_s=self.settings.start_timeout_s,
         )
-        try:
-            return ranks, ranks.start()
-        except BaseException:
-            ranks.close()
-            raise
+        self.sets.append(ranks)
+        return ranks
+
+    @property
+    def actors_started(self) -> int:
+        return sum(ranks.actors_started for ranks in self.sets)
 
     def _lose(self, why: str) -> bool:
         """Nodes of the scan Ray no longer has, out of it with `why`; whether there were any."""
@@ -300,8 +331,6 @@ class _Scan:
     def run_wave(self, wave: scan.Wave) -> list[scan.Outcome]:
         """Every group of the wave at once; each one's outcome, in the wave's order."""
         if self._lose("it left the cluster during the scan"):
-            self.close()
-        if self.ranks is None:
             self.start()
         done = self._missing(wave.groups)
         todo = [g for g in wave.groups if g not in done]
@@ -312,7 +341,6 @@ class _Scan:
             except InfrastructureError:  # a node left mid-wave: without it, the rest again
                 if not self._lose("it left the cluster during the scan"):
                     raise
-                self.close()
                 done.update(self._missing(todo))
                 todo = [g for g in todo if g not in done]
                 self.start()
@@ -394,6 +422,7 @@ def scan_fleet(
         verdicts=tuple(judge(fleet, outcomes, settings.thresholds)),
         waves=tuple(waves),
         rows=state.rows,
+        actors_started=state.actors_started,
         seconds=time.monotonic() - clock,
         machines=tuple(state.nodes),
     )

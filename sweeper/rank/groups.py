@@ -1,9 +1,10 @@
 """The rank's world and the groups it opens in it: each group a torch process group (the torch
 engine's `TorchComm`) and, with the nccl engine, an NCCL communicator of its own (`NcclComm`).
 
-Every rank of a set joins the world together (and leaves it together when failed peers are
-replaced); a group opens on its members only, while other groups of the wave open on other
-ranks.
+Every rank of a set joins the world together, the world's size given with the join (and
+leaves it together when failed peers are replaced, or when a node's ranks are dropped: the
+next world may be smaller); a group opens on its members only, while other groups of the
+wave open on other ranks.
 """
 
 from __future__ import annotations
@@ -30,19 +31,19 @@ class Groups:
 
     def __init__(
         self,
-        world_size: int,
         backend: Backend,
         device: torch.device,
         stream: torch.cuda.Stream | None,
         nccl_engine: bool,
     ) -> None:
         self.rank = -1  # given at join(), once the driver has put the set in physical order
-        self.world_size = world_size
+        self.world_size = 0  # given at join() too: a world may have fewer ranks than the last
         self.backend = backend
         self.device = device
         self.stream = stream  # the one the nccl engine's calls go to
         self.nccl_engine = nccl_engine
         self.store: TCPStore | None = None
+        self._listener: int | None = None  # rank 0's, from listen() to join(): the store's
         self.torch: dict[str, TorchComm] = {}
         self.opened: set[tuple[int, ...]] = set()  # rank sets with a group in this world
         self.nccl: dict[str, NcclComm] = {}
@@ -52,29 +53,35 @@ class Groups:
         return self.nccl[group_id] if engine == Engine.NCCL else self.torch[group_id]
 
     def listen(self, host: str) -> int:
-        """Rank 0 only, before join: start the rendezvous store at `host` (its address alone:
-        torch's own store listens on every interface) on a port the OS picks."""
+        """Rank 0 only, before join: a socket for the rendezvous store at `host` (its address
+        alone: torch's own store listens on every interface), on a port the OS picks. The
+        store starts on it at join(), which gives the world's size; peers that connect
+        before wait in its backlog."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as listener:
             listener.bind((host, 0))
             listener.listen(socket.SOMAXCONN)  # every peer connects at once
             port: int = listener.getsockname()[1]
-            fd = listener.detach()  # the store's now: it closes it
-        self.store = TCPStore(
-            host, port, self.world_size, True, wait_for_workers=False, master_listen_fd=fd
-        )
+            self._listener = listener.detach()
         return port
 
-    def join(self, rank: int, host: str, port: int, timeout_s: float, bind: str) -> None:
-        """Join the world group as `rank`, with the store at host:port; every rank of the set
-        calls this at the same time. gloo's sockets listen at `bind`, this rank's address
-        for its peers, unless GLOO_SOCKET_IFNAME says otherwise."""
-        self.rank = rank
+    def join(
+        self, rank: int, world_size: int, host: str, port: int, timeout_s: float, bind: str
+    ) -> None:
+        """Join a world of `world_size` ranks as `rank`, with the store at host:port; every
+        rank of the set calls this at the same time. gloo's sockets listen at `bind`, this
+        rank's address for its peers, unless GLOO_SOCKET_IFNAME says otherwise."""
+        self.rank, self.world_size = rank, world_size
         interface = interface_of(bind)
         if interface is not None:
             os.environ.setdefault("GLOO_SOCKET_IFNAME", interface)
-        if self.store is None:
-            self.store = TCPStore(host, port, self.world_size, False)
+        if self._listener is not None:  # the store's now: it closes the socket
+            fd, self._listener = self._listener, None
+            self.store = TCPStore(
+                host, port, world_size, True, wait_for_workers=False, master_listen_fd=fd
+            )
+        else:
+            self.store = TCPStore(host, port, world_size, False)
         # The world is not bound to the device (no device_id): torch would then make every
         # subgroup by splitting the world's communicator (ncclCommSplit, a collective over
         # every rank of the world), which a group opened on its members only never completes.
@@ -134,14 +141,19 @@ class Groups:
             direct.destroy()
 
     def leave(self) -> None:
-        """Drop every group and the world, to join a new world with replaced peers."""
+        """Drop every group and the world, to join a new world with replaced peers or fewer
+        ranks. A rank in no world (new, or gone from one already) has nothing to leave."""
         for direct in self.nccl.values():
             direct.destroy()
         self.nccl.clear()
         self.torch.clear()
         self.opened.clear()
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
         self.store = None
+        if self._listener is not None:  # listened, never joined
+            os.close(self._listener)
+            self._listener = None
 
 
 _SIOCGIFADDR = 0x8915  # Linux's ioctl for an interface's IPv4 address

@@ -3,8 +3,9 @@ and relayed to by its Ray actor (driver/actor.py, through rank/process.py): the 
 actor calls, which keeps the rank's device, its groups (`groups.py`) and the point it holds
 (`buffers.py`), and times that point (`execution.py`).
 
-Every rank of a set joins the world group together (and leaves it together when failed
-peers are replaced). Everything after that is called on one group's members only, while
+Every rank of a set joins the world group together, told its size then (and leaves it
+together when failed peers are replaced or a node's ranks are dropped, to join a smaller
+world). Everything after that is called on one group's members only, while
 other groups of the wave run on other ranks: open the group (local synchronization, no
 world-wide step), prepare a point (allocate and fill; report success), then, only when
 every member prepared, execute it; release, close. The driver waits on the calls of a whole
@@ -60,7 +61,6 @@ class Rank:
 
     def __init__(
         self,
-        world_size: int,
         backend: Backend,
         plugins: tuple[str, ...] = (),
         limits: Limits | None = None,
@@ -86,7 +86,7 @@ class Rank:
         # engine's bound calls name, graphs are captured and replayed on, and events time.
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self.watch = Watch.open(self._gpu_uuid()) if self.device.type == "cuda" else None
-        self.groups = Groups(world_size, backend, self.device, self.stream, nccl_engine)
+        self.groups = Groups(backend, self.device, self.stream, nccl_engine)
         self.ready: Ready | None = None
 
     @property
@@ -138,14 +138,16 @@ class Rank:
         )
 
     def listen(self, host: str) -> int:
-        """Rank 0 only, before join: start the rendezvous store at `host` on a port the OS
+        """Rank 0 only, before join: the rendezvous store's port at `host`, one the OS
         picks."""
         return self.groups.listen(host)
 
-    def join(self, rank: int, host: str, port: int, timeout_s: float, bind: str) -> None:
-        """Join the world group as `rank`; every rank of the set calls this at the same time.
-        Its sockets listen at `bind`."""
-        self.groups.join(rank, host, port, timeout_s, bind)
+    def join(
+        self, rank: int, world_size: int, host: str, port: int, timeout_s: float, bind: str
+    ) -> None:
+        """Join a world of `world_size` ranks as `rank`; every rank of the set calls this at
+        the same time. Its sockets listen at `bind`."""
+        self.groups.join(rank, world_size, host, port, timeout_s, bind)
 
     def open_group(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
         self.groups.open(group_id, ranks, nodes)
@@ -157,7 +159,8 @@ class Rank:
 
     def leave(self) -> None:
         """Drop every group and the world, to join a new world with replaced peers (a
-        failed group's actors); this rank's process, device and buffers' allocator stay."""
+        failed group's actors) or without a node's ranks; this rank's process, device and
+        buffers' allocator stay."""
         self.release()
         self.groups.leave()
 

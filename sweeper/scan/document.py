@@ -38,6 +38,10 @@ class Scanned:
     waves: tuple[WaveRun, ...]  # each wave as it ran on the cluster, timed
     rows: int
     seconds: float  # from connecting to the verdicts
+    # Rank actors started, each a process of its own: one a rank where no node left or
+    # failed to start, or where the other nodes' ranks joined again without it; more where
+    # an actor set started again (a drop that failed) or a failed group's were replaced.
+    actors_started: int = 0
     machines: tuple[Machine, ...] = ()  # the nodes as discovered: GPU UUIDs, PCI bus ids
 
 
@@ -94,6 +98,7 @@ def document(scanned: Scanned) -> dict[str, Any]:
         "seconds": round(scanned.seconds, 3),
         "rows": scanned.rows,
         "groups": len(scanned.outcomes),
+        "actors_started": scanned.actors_started,
         "nodes": [
             {
                 "id": n.id,
@@ -199,6 +204,10 @@ SCHEMA: dict[str, Any] = {
             "seconds": {**_SECONDS, "description": "from connecting to the verdicts"},
             "rows": _COUNT,
             "groups": {**_COUNT, "description": "groups measured, every stage"},
+            "actors_started": {
+                **_COUNT,
+                "description": "rank actors started: one a rank, more where a set started again",
+            },
             "nodes": {
                 "type": "array",
                 "items": _object(
@@ -240,5 +249,6 @@ SCHEMA: dict[str, Any] = {
             "condemned": {**_STRINGS, "description": "the names of slow, failed, unreachable"},
             "verdicts": {"type": "array", "items": _VERDICT},
         },
+        "actors_started",
     ),
 }

@@ -2,8 +2,9 @@
 the policy's waves on the executor, the rows with their stage, and verdicts that name the
 faults the simulation plants by default: a slow node, a slow link, a node that leaves.
 
-One scan of seven nodes holds all three, so its actors start once (and once more when the
-node has left), which costs more than all its waves. The slowdowns are a test plugin's
+One scan of seven nodes holds all three, so its actors start once, which costs more than all
+its waves: when the node has left, the six others' ranks join a smaller world in the
+processes they started in. The slowdowns are a test plugin's
 (`tests.plugins.faulty_fleet`): 200 ms a call at the bandwidth size, 64 KiB, over a hundred
 times a healthy all_reduce of it on CPU ranks. So few nodes give the screen three groups, one
 slowed and one missing: the fleet's median is that of a healthy figure and a slowed one,
@@ -169,6 +170,15 @@ def test_a_node_that_leaves_mid_scan_is_unreachable_and_every_other_gets_its_ver
     assert len(condemned) == 3  # the slow node, the link, the node that left
 
 
+def test_the_ranks_of_the_nodes_left_keep_their_processes_when_a_node_leaves(
+    scan: _Scan,
+) -> None:
+    # one rank a node, each started once: the six left measured the later waves in theirs
+    assert scan.scanned.actors_started == NODES
+    assert scan.summary is not None
+    assert scan.summary["actors_started"] == NODES
+
+
 def test_every_row_says_its_stage_and_the_scan_wave(scan: _Scan) -> None:
     rows = scan.rows
     assert set(rows["run_kind"]) == {"scan"}
@@ -315,6 +325,12 @@ def test_a_node_whose_ranks_do_not_start_is_unreachable_and_the_scan_goes_on(
     evidence = next(v for v in refused.scanned.verdicts if v.nodes == (refused.node,)).evidence
     assert "its actors did not start" in evidence
     assert REFUSED in evidence
+
+
+def test_the_ranks_that_started_join_without_the_node_whose_ranks_did_not(
+    refused: _Refused,
+) -> None:
+    assert refused.scanned.actors_started == len(refused.racks)  # none started twice
 
 
 def test_a_scan_by_domain_label_reads_each_nodes_label_and_screens_each_rack(

@@ -1,36 +1,61 @@
-"""The scan's actor set starts again without the nodes whose actors did not start, and stops
-where a failure names no node; the rank set's boundary is a fake that fails as told."""
+"""The scan's actor set goes on without the nodes whose actors did not start, or that left:
+the other nodes' actors join again without them, and only where they cannot does a set start
+again; it stops where a failure names no node. The rank set's boundary is a fake that fails
+as told."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
 
 import pytest
 
 from sweeper.driver import cluster
-from sweeper.driver.scan import Started, started
+from sweeper.driver.scan import started
 from sweeper.errors import InfrastructureError
+from sweeper.wire import RankInfo
 
 SLOTS = [cluster.NodeSlot(f"n{i}", f"host{i}", 1) for i in range(4)]
 ALIVE = {s.node_id for s in SLOTS}
 
 
+class _Set:
+    """A rank set on `slots` whose start and drop fail with the next of its sets' `failures`
+    (None: it succeeds)."""
+
+    def __init__(self, sets: _RankSets, slots: Sequence[cluster.NodeSlot]) -> None:
+        self.sets, self.nodes, self.closed = sets, [s.node_id for s in slots], False
+
+    def _next(self, how: str) -> list[RankInfo]:
+        self.sets.asked.append(self.nodes)
+        self.sets.how.append(how)
+        failure = self.sets.failures.pop(0)
+        if failure is not None:
+            raise failure
+        return []
+
+    def start(self) -> list[RankInfo]:
+        return self._next("start")
+
+    def drop(self, nodes: Collection[str]) -> list[RankInfo]:
+        self.nodes = [n for n in self.nodes if n not in nodes]
+        return self._next("drop")
+
+    def close(self) -> None:
+        self.closed = True
+
+
 class _RankSets:
-    """Each start fails with the next of `failures` (None: it starts), and says which nodes
-    it was asked for."""
+    """Makes the fake sets, and says which nodes each start or drop was on, and which it was."""
 
     def __init__(self, *failures: Exception | None) -> None:
         self.failures = list(failures)
         self.asked: list[list[str]] = []
+        self.how: list[str] = []
+        self.made: list[_Set] = []
 
-    def __call__(self, slots: Sequence[cluster.NodeSlot]) -> Started:
-        self.asked.append([s.node_id for s in slots])
-        failure = self.failures.pop(0)
-        if failure is not None:
-            raise failure
-        ranks: Any = "ranks"
-        return ranks, []
+    def __call__(self, slots: Sequence[cluster.NodeSlot]) -> _Set:
+        self.made.append(_Set(self, slots))
+        return self.made[-1]
 
 
 def test_the_nodes_whose_actors_did_not_start_are_out_with_why_and_the_rest_start() -> None:
@@ -44,6 +69,39 @@ def test_the_nodes_whose_actors_did_not_start_are_out_with_why_and_the_rest_star
     }
 
 
+def test_the_actors_that_started_join_without_the_nodes_whose_actors_did_not() -> None:
+    failed = cluster.StartFailed("host2: boom", {"n2": "RuntimeError: boom"})
+    rank_sets = _RankSets(failed, None)
+    ranks, _ = started(SLOTS, {}, rank_sets, lambda: ALIVE)
+    assert rank_sets.how == ["start", "drop"]
+    assert rank_sets.made == [ranks]  # one set, no actor started twice
+    assert not ranks.closed
+
+
+def test_a_set_that_lost_a_node_goes_on_with_the_others_ranks() -> None:
+    rank_sets = _RankSets(None, None)
+    ranks, _ = started(SLOTS, {}, rank_sets, lambda: ALIVE)
+    lost = {"n1": "it left the cluster during the scan"}
+    again, _ = started(SLOTS, lost, rank_sets, lambda: ALIVE - {"n1"}, ranks)
+    assert again is ranks
+    assert rank_sets.how == ["start", "drop"]
+    assert rank_sets.asked[-1] == ["n0", "n2", "n3"]
+    assert lost == {"n1": "it left the cluster during the scan"}
+
+
+def test_a_set_whose_others_cannot_join_again_starts_again_without_the_lost_node() -> None:
+    rank_sets = _RankSets(None, cluster.StartFailed("the ranks left could not join"), None)
+    ranks, _ = started(SLOTS, {}, rank_sets, lambda: ALIVE)
+    lost = {"n1": "it left the cluster during the scan"}
+    again, _ = started(SLOTS, lost, rank_sets, lambda: ALIVE - {"n1"}, ranks)
+    assert rank_sets.how == ["start", "drop", "start"]
+    assert rank_sets.asked[-1] == ["n0", "n2", "n3"]
+    assert ranks.closed
+    assert rank_sets.made == [ranks, again]
+    assert not again.closed
+    assert list(lost) == ["n1"]
+
+
 def test_a_node_gone_from_ray_is_out_when_the_failure_names_none() -> None:
     rank_sets, lost = _RankSets(InfrastructureError("cannot place"), None), {}
     started(SLOTS, lost, rank_sets, lambda: ALIVE - {"n1"})
@@ -54,9 +112,11 @@ def test_a_node_gone_from_ray_is_out_when_the_failure_names_none() -> None:
 
 def test_a_failure_that_names_no_node_stops_the_scan() -> None:
     lost: dict[str, str] = {}
+    rank_sets = _RankSets(cluster.StartFailed("NCCL refused"))
     with pytest.raises(InfrastructureError, match="the ranks did not start: NCCL refused"):
-        started(SLOTS, lost, _RankSets(cluster.StartFailed("NCCL refused")), lambda: ALIVE)
+        started(SLOTS, lost, rank_sets, lambda: ALIVE)
     assert lost == {}
+    assert [ranks.closed for ranks in rank_sets.made] == [True]
 
 
 def test_no_node_left_to_start_stops_the_scan() -> None:
