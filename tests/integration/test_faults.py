@@ -121,16 +121,27 @@ class _Relay:
         self.server = socket.create_server((host, 0))
         self.address = f"{host}:{self.server.getsockname()[1]}"
         self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()  # a connection accepted as the relay is cut is closed too
+        self.was_cut = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
         while True:
             try:
                 client, _ = self.server.accept()
-                upstream = socket.create_connection(self.gcs)
             except OSError:  # cut
                 return
-            self.sockets += [client, upstream]
+            try:
+                upstream = socket.create_connection(self.gcs)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                if self.was_cut:
+                    client.close()
+                    upstream.close()
+                    return
+                self.sockets += [client, upstream]
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
@@ -144,11 +155,13 @@ class _Relay:
 
     def cut(self) -> None:
         """Nothing listens any more, and what was connected is reset."""
-        self.server.close()
-        for sock in self.sockets:
-            with suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+        with self.lock:
+            self.was_cut = True
+            self.server.close()
+            for sock in self.sockets:
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
 
 
 def _headless_driver(gcs: str, out: Path) -> Faulted:
