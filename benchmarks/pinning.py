@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 RANK_ACTOR = b"ray::Rank"  # how Ray names the process of sweeper's rank actor (RankActor)
+TEMPLATE = b"sweeper.rank.template"  # in the command line of the process that forks ranks
 
 
 def rank_cores(n: int) -> set[int]:
@@ -39,10 +40,11 @@ def pinned(argv: Sequence[str], cores: set[int]) -> list[str]:
 
 class Pinner:
     """Keeps the main thread of each measured process on `cores` and its other threads on the
-    rest, from the moment it appears to the end. Measured: the processes sweeper's rank actors
-    start (the actors themselves only relay calls: all their threads go to the rest), processes
-    whose command line starts with one of `prefixes`, and `pids`. Threads appear late (NCCL's
-    at a communicator's first use), so it looks again every `every_s`.
+    rest, from the moment it appears to the end. Measured: the rank processes that sweeper's
+    rank actors start or their node's template forks (the actors themselves only relay calls:
+    all their threads go to the rest; the template makes none), processes whose command line
+    starts with one of `prefixes`, and `pids`. Threads appear late (NCCL's at a communicator's
+    first use), so it looks again every `every_s`.
 
     `away()` first: the benchmark's own process (and what it starts from then on: Ray, the
     bare loop) leaves the measuring cores."""
@@ -61,7 +63,8 @@ class Pinner:
         self.every_s = every_s
         self.placed: set[tuple[int, int]] = set()  # (process, thread)
         self.actors: set[int] = set()  # rank actors seen
-        self.ranks: set[int] = set()  # the processes they started
+        self.templates: set[int] = set()  # the processes that fork ranks (rank/template.py)
+        self.ranks: set[int] = set()  # the processes they started or forked
         self.lock = threading.Lock()  # a process is placed whole before `watch` changes a role
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
@@ -84,16 +87,19 @@ class Pinner:
             self.placed = {(pid, tid) for pid, tid in self.placed if pid not in pids}
 
     def _calls(self, proc: Path) -> bool | None:
-        """True: a process whose main thread issues the measured calls (one watched, one a rank
-        actor started, one of `prefixes`); False: a rank actor, which relays them; None: not
+        """True: a process whose main thread issues the measured calls (one watched, a rank
+        process, one of `prefixes`); False: a rank actor, which relays them; None: not
         one to place."""
         pid = int(proc.name)
         command = (proc / "cmdline").read_bytes()
+        stat = (proc / "stat").read_text()
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
         if command.startswith(RANK_ACTOR):
             self.actors.add(pid)
-        stat = (proc / "stat").read_text()
-        if int(stat[stat.rindex(")") + 2 :].split()[1]) in self.actors:  # its parent
+        elif parent in self.actors | self.templates:  # a rank process it started or forked
             self.ranks.add(pid)
+        elif TEMPLATE in command:
+            self.templates.add(pid)
         if pid in self.pids or pid in self.ranks:
             return True
         if pid in self.actors:

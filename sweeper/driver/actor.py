@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 
 import ray
 
+from sweeper.rank.template import IDLE_S, Setting, address, digest, shared
 from sweeper.wire import (
     Copied,
     Point,
@@ -62,27 +63,85 @@ class Relayed(Generic[T]):
         return pickle.loads, (self.pickled,)
 
 
+def rank_process() -> tuple[Connection, subprocess.Popen[bytes] | None]:
+    """A connection to this actor's own rank process, which has sent its pid: forked by the
+    node's template (started here where there is none yet), else a fresh interpreter (then
+    returned too, for the actor to hold)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the actor's imports
+    setting = Setting(env=env, path=list(sys.path), cwd=os.getcwd())
+    raylet = int(os.environ.get("RAY_RAYLET_PID", os.getppid()))
+    name = digest(setting, raylet)
+    for _ in range(2):  # once more where the template idled out as this connected
+        sock = _connect(address(name))
+        if sock is None:
+            template = ["-m", "sweeper.rank.template", name, str(raylet), str(IDLE_S)]
+            try:  # returns once the template holds its name (or another one does)
+                subprocess.run(
+                    [sys.executable, *template],
+                    check=False,
+                    env=shared(env),  # no actor's own: each rank takes its actor's after the fork
+                    stdin=subprocess.DEVNULL,
+                    timeout=60,
+                )
+            except subprocess.TimeoutExpired:
+                break
+            sock = _connect(address(name))
+        if sock is None:
+            break
+        conn = _handed(sock, setting)
+        if conn is not None:
+            return conn, None
+    return _fresh(env)
+
+
+def _connect(name: str) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(name)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _handed(sock: socket.socket, setting: Setting) -> Connection | None:
+    """The rank forked for this actor, given its stdout, stderr and setting; None where the
+    template went before it forked."""
+    try:
+        socket.send_fds(sock, [b"\0"], [1, 2])
+        conn = Connection(sock.detach())
+        conn.send(setting)
+        conn.recv()  # the rank's pid: it is forked
+    except (OSError, EOFError):
+        sock.close()
+        return None
+    return conn
+
+
+def _fresh(env: dict[str, str]) -> tuple[Connection, subprocess.Popen[bytes]]:
+    ours, theirs = socket.socketpair()
+    # A fresh interpreter, not multiprocessing's spawn, which would run Ray's worker
+    # script again as the child's main module and so load Ray into the rank's process.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sweeper.rank.process", str(theirs.fileno()), str(os.getpid())],
+        pass_fds=(theirs.fileno(),),
+        env=env,
+    )
+    theirs.close()
+    conn = Connection(ours.detach())
+    try:
+        conn.recv()  # its pid: it runs
+    except EOFError:
+        os._exit(1)
+    return conn, process
+
+
 class RankActor:
     """The actor: `args` are worker.Rank's, given to it with what Ray told this actor. Each
     method is Rank's, its result Relayed."""
 
     def __init__(self, *args: Any) -> None:
-        ours, theirs = socket.socketpair()
-        # A fresh interpreter, not multiprocessing's spawn, which would run Ray's worker
-        # script again as the child's main module and so load Ray into the rank's process.
-        self._process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sweeper.rank.process",
-                str(theirs.fileno()),
-                str(os.getpid()),
-            ],
-            pass_fds=(theirs.fileno(),),
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},  # the actor's imports
-        )
-        theirs.close()
-        self._conn = Connection(ours.detach())
+        self._conn, self._fresh = rank_process()
         self._conn.send((args, ray_facts()))
         self._reply()
 

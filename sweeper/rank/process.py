@@ -1,6 +1,9 @@
-"""The rank's process (`python -m sweeper.rank.process FD PARENT`): a fresh interpreter its
-Ray actor (driver/actor.py) starts, which runs the rank and answers each call the actor
-relays over a socket pair. It loads no Ray; it dies with its actor (PR_SET_PDEATHSIG).
+"""The rank's process: serves one rank (worker.Rank) to its Ray actor (driver/actor.py), which
+relays each call over a socket. It loads no Ray and dies with its actor.
+
+It is forked by its node's template (rank/template.py), which has loaded torch already, or,
+where there is none (a kernel without pidfds), a fresh interpreter its actor starts
+(`python -m sweeper.rank.process FD PARENT`), which dies with it by PR_SET_PDEATHSIG.
 """
 
 from __future__ import annotations
@@ -12,21 +15,27 @@ import signal
 import sys
 from multiprocessing.connection import Connection
 
-_PR_SET_PDEATHSIG = 1  # prctl(2)
+_PR_SET_NAME = 15  # prctl(2)
+_PR_SET_PDEATHSIG = 1
 
 
-def _die_with(parent: int) -> None:
+def die_with(parent: int) -> None:
     """SIGKILL for this process when its parent dies; at once if it already has."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(1)
 
 
-def serve(fd: int, parent: int) -> None:
-    """The rank, from the arguments its actor sends first, then each call the actor relays,
-    until the actor goes."""
-    _die_with(parent)
-    conn = Connection(fd)
+def _named() -> None:
+    """`sweeper-rank` in ps's COMMAND and top: a forked rank's command line is its template's."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, b"sweeper-rank")
+
+
+def serve(conn: Connection) -> None:
+    """Its pid first, then the rank, from the arguments its actor sends, then each call the
+    actor relays, until the actor goes."""
+    _named()
+    conn.send(os.getpid())
     args, facts = conn.recv()
     from sweeper.rank.worker import Rank  # torch takes seconds to load: bound to the actor first
 
@@ -53,4 +62,5 @@ def serve(fd: int, parent: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    die_with(int(sys.argv[2]))
+    serve(Connection(int(sys.argv[1])))

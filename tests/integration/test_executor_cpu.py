@@ -7,8 +7,10 @@ points), each test with an executor of its own in a world of its own.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
@@ -89,18 +91,19 @@ def _loads(pid: int, library: str) -> bool:
     return library in Path(f"/proc/{pid}/maps").read_text()
 
 
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+def _pid(actor: Any) -> int:
+    return int(ray.get(actor.__ray_call__.remote(lambda _: os.getpid())))
 
 
 def test_a_rank_runs_without_ray_and_its_actor_without_torch(executor: Run) -> None:
-    """Each rank runs in a process its actor started, with no Ray in it; the actor carries
-    the rank's results pickled (actor.Relayed), so only the rank's process loads torch."""
+    """Each rank runs in a process of its own (forked by its node's template), with no Ray in
+    it; the actor carries the rank's results pickled (actor.Relayed), so only the rank's
+    process loads torch."""
     pair = Group("cpu", "default", (0, 1))
     run, ranks, measured = executor
     run.run([Wave(0, (pair,))])
-    for rank in (info.pid for info in ranks.infos):  # replaced ranks' too
-        actor = _parent(rank)
+    actors = [_pid(actor) for actor in ranks.actors]  # replaced ranks' too
+    for rank, actor in zip((info.pid for info in ranks.infos), actors, strict=True):
         assert _loads(rank, "libtorch")
         assert not _loads(rank, "_raylet")
         assert _loads(actor, "_raylet")

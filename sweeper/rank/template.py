@@ -1,0 +1,205 @@
+"""A node's rank-process template (`python -m sweeper.rank.template DIGEST RAYLET IDLE_S`): a
+process that has loaded the rank's code (torch above all) once and forks one rank process
+per actor that asks, so a rank starts in hundredths of a CPU-second instead of the seconds a
+fresh interpreter takes to import torch (2.6-3.1 CPU-s each on the 2-core box).
+
+An actor that finds no template for its node and setting starts one (driver/actor.py); every
+actor of the node with the same setting (interpreter, import path, sweeper's and torch's
+files, environment but for what each actor or set has of its own) then uses it. It listens on
+an abstract Unix socket named after that setting and serves only its own user. A rank it
+forks takes its actor's environment, import path, working directory and stdout/stderr before
+anything runs, then is served as a fresh one is (rank/process.py). It never touches CUDA:
+a child initialises CUDA for itself, after the fork.
+
+Lifetimes: a rank dies with its actor (the template watches each actor's pidfd and kills its
+rank) and with the template (PR_SET_PDEATHSIG); the template ends with its node's raylet, or
+after `IDLE_S` with no rank alive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from sweeper.rank.process import die_with, serve
+
+IDLE_S = 300.0  # a nightly's next run on a long-lived cluster imports torch once again
+# What a rank's process reads only after the fork, so actors that differ in it share a template:
+# Ray's GPU choice (read as CUDA initialises), the job (every driver is one), and NCCL's
+# variables (read as its first communicator initialises).
+_OWN = frozenset({"CUDA_VISIBLE_DEVICES", "RAY_JOB_ID"})
+_OWN_PREFIXES = ("NCCL_",)
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Setting:
+    """What an actor's rank process takes from it, sent after the fork."""
+
+    env: Mapping[str, str]
+    path: Sequence[str]
+    cwd: str
+
+
+def address(digest: str) -> str:
+    """The template's abstract socket name: per user and setting, never a file to clean up."""
+    return f"\0sweeper-rank-template-{os.getuid()}-{digest}"
+
+
+def shared(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment every actor a template serves has alike: its own, less what each rank
+    reads only after its fork."""
+    return {k: v for k, v in env.items() if k not in _OWN and not k.startswith(_OWN_PREFIXES)}
+
+
+def digest(setting: Setting, raylet: int) -> str:
+    """Which template serves an actor of this setting on the node of this raylet. The code's
+    files count by their size and time, so a template never serves code edited since it
+    loaded it."""
+    torch = importlib.util.find_spec("torch")
+    files = sorted(Path(__file__).parents[1].rglob("*.py"))
+    if torch is not None and torch.origin is not None:
+        files.append(Path(torch.origin))
+    stamps = [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    env = sorted(shared(setting.env).items())
+    key = repr((sys.executable, raylet, tuple(setting.path), setting.cwd, env, stamps))
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def main(digest: str, raylet: int, idle_s: float) -> None:
+    """Claims the name, leaves its starter (which waits for this to return), loads the rank's
+    code and forks ranks until the node's raylet goes or it idles out. Returns at once where
+    another process holds the name or this kernel has no pidfds: the actor then finds the
+    other one, or starts its rank from a fresh interpreter."""
+    try:
+        raylet_fd = os.pidfd_open(raylet)
+    except (AttributeError, OSError):  # Linux before 5.3, or the raylet is gone
+        return
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(address(digest))
+    except OSError:
+        return
+    listener.listen(socket.SOMAXCONN)
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    # Nothing of its starter's: an actor's log held open would outlive that actor; each rank
+    # gets its own actor's stdout and stderr, and a template that fails leaves its actors to
+    # start fresh interpreters, which say why.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    import torch  # the seconds each rank saves: loaded once, here, after the name is ours
+
+    import sweeper.rank.worker  # noqa: F401
+
+    if torch.cuda.is_initialized():  # a child could not use CUDA: leave the ranks fresh
+        return
+    _Forks(listener, raylet_fd, idle_s).serve()
+
+
+class _Forks:
+    """The template's loop: accepts each actor, forks its rank, kills the rank when the actor
+    dies and reaps it when it exits."""
+
+    def __init__(self, listener: socket.socket, raylet_fd: int, idle_s: float) -> None:
+        self.listener = listener
+        self.raylet_fd = raylet_fd
+        self.idle_s = idle_s
+        self.ranks: dict[int, tuple[int, int]] = {}  # rank's pidfd -> (its pid, actor's pidfd)
+        self.actors: dict[int, int] = {}  # a live actor's pidfd -> its rank's pid
+
+    def serve(self) -> None:
+        while True:
+            watched = [self.listener.fileno(), self.raylet_fd, *self.ranks, *self.actors]
+            timeout = None if self.ranks else self.idle_s
+            ready, _, _ = select.select(watched, [], [], timeout)
+            if not ready or self.raylet_fd in ready:
+                return  # the ranks left die with this process
+            for fd in ready:
+                if fd in self.actors:  # its rank goes too, reaped as its own pidfd turns ready
+                    os.kill(self.actors.pop(fd), signal.SIGKILL)
+                elif fd in self.ranks:
+                    self._reap(fd)
+            if self.listener.fileno() in ready:
+                self._accept()
+
+    def _reap(self, rank_fd: int) -> None:
+        pid, actor_fd = self.ranks.pop(rank_fd)
+        os.waitpid(pid, 0)
+        os.close(rank_fd)
+        self.actors.pop(actor_fd, None)
+        os.close(actor_fd)
+
+    def _accept(self) -> None:
+        conn, _ = self.listener.accept()
+        actor, uid, _ = _PEERCRED.unpack(
+            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+        )
+        if uid != os.getuid():  # the name is public; forking for another user is not
+            conn.close()
+            return
+        try:
+            actor_fd = os.pidfd_open(actor)
+        except OSError:  # the actor is gone already
+            conn.close()
+            return
+        inherited = [self.listener.fileno(), self.raylet_fd, actor_fd]
+        inherited += [fd for rank_fd, (_, actor) in self.ranks.items() for fd in (rank_fd, actor)]
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_rank(conn, os.getppid(), inherited))
+        conn.close()
+        self.ranks[os.pidfd_open(pid)] = (pid, actor_fd)
+        self.actors[actor_fd] = pid
+
+
+def _rank(conn: socket.socket, template: int, inherited: Sequence[int]) -> int:
+    """The forked child's life, and its exit status: it must never return into the loop."""
+    try:
+        _become_rank(conn, template, inherited)
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return 0
+
+
+def _become_rank(conn: socket.socket, template: int, inherited: Sequence[int]) -> None:
+    """In the forked child: the actor's stdout and stderr, environment, import path and
+    working directory, then the rank's calls until the actor goes."""
+    die_with(template)
+    for fd in inherited:
+        os.close(fd)
+    _, fds, _, _ = socket.recv_fds(conn, 1, 2)
+    if len(fds) != 2:  # the actor went before it sent them
+        return
+    for fd, target in zip(fds, (1, 2), strict=True):
+        os.dup2(fd, target)
+        os.close(fd)
+    channel = Connection(conn.detach())
+    setting: Setting = channel.recv()
+    os.environ.clear()
+    os.environ.update(setting.env)
+    sys.path[:] = setting.path
+    os.chdir(setting.cwd)
+    serve(channel)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]))
