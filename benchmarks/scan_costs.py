@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from sweeper.driver import cluster
+from sweeper.driver.connection import connect
 from sweeper.results.writer import ResultWriter
 from sweeper.wire import Backend
 
@@ -138,7 +139,7 @@ def main() -> None:
     journal = rows(args.points, args.rows, args.repeats)
     figures[f"rows: one point of {args.rows} journaled"] = _summary(journal["point"])
     figures[f"rows: {args.points} points as one batch"] = _summary(journal["batch"])
-    connection = cluster.connect(None, world)
+    connection = connect(None, world)
     try:
         figures[f"actor set: {world} {backend} ranks"] = _summary(
             actor_set(backend, world, args.repeats)

@@ -239,6 +239,12 @@ class RankCall(Name):
     RELEASE = "release"
 
 
+# The variables an actor set carries of its own, the driver's and its variant's settings of the
+# ranks' libraries: each library reads them as a communicator or group starts, never as it is
+# imported, so ranks of sets that differ in them can be forked by one template (rank/template.py).
+SET_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "NVSHMEM_", "TORCH_SYMM_MEM_")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RayFacts:
     """What Ray told the rank's actor, for the rank's own process (which has no Ray)."""

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from sweeper.driver import cluster
+from sweeper.driver import cluster, connection
 from sweeper.driver.group import GroupRun, Phase, Shared
 from sweeper.driver.outcome import PointResult
 from sweeper.driver.replay import PointKey, Recorded, Replay
@@ -104,7 +104,7 @@ class Executor:
                 continue
             waiting = [ref for run in live for ref in run.waiting()]
             soonest = min(run.deadline for run in live) - time.monotonic()
-            ready = set(cluster.wait(waiting, min(POLL_S, soonest)))
+            ready = set(connection.wait(waiting, min(POLL_S, soonest)))
             for run in live:
                 run.collect(ready)
 

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from sweeper.driver import cluster
+from sweeper.driver import cluster, connection
 from sweeper.driver.outcome import Outcome, PointResult, executed, refused, skipped
 from sweeper.driver.replay import Replay
 from sweeper.ops.descriptor import Collective
@@ -137,7 +137,7 @@ class GroupRun:
         past the deadline, a timeout."""
         for ref in self.refs:
             if ref in ready and ref not in self._results:
-                self._results[ref] = value = cluster.result(ref)
+                self._results[ref] = value = connection.result(ref)
                 if isinstance(value, BaseException):  # the others: a grace, not the timeout
                     self.deadline = min(self.deadline, time.monotonic() + cluster.GRACE_S)
         if len(self._results) == len(self.refs):

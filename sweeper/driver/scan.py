@@ -23,6 +23,7 @@ from typing import Protocol, TypeVar
 import ray
 
 from sweeper.driver import cluster, measurement
+from sweeper.driver.connection import Connection, connect
 from sweeper.driver.executor import Executor
 from sweeper.driver.outcome import PointResult
 from sweeper.driver.sweep import choose_backend, new_run_id, run_columns
@@ -160,7 +161,7 @@ class _Scan:
         self,
         spec: SweepSpec,
         settings: ScanSettings,
-        connection: cluster.Connection,
+        connection: Connection,
         run_kind: str,
     ) -> None:
         self.connection = connection
@@ -384,7 +385,7 @@ def scan_fleet(
     output = spec.outputs.results
     require_directory(output, f"--output {output}")
     clock = time.monotonic()
-    connection = cluster.connect(
+    connection = connect(
         spec.cluster.address, spec.cluster.cpu_ranks, spec.cluster.connect_timeout_s
     )
     try:

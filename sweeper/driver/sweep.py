@@ -25,6 +25,7 @@ from ray._private import ray_constants
 
 from sweeper._version import __version__
 from sweeper.driver import cluster, measurement, stops
+from sweeper.driver.connection import Connection, HeadLost, connect
 from sweeper.driver.executor import Executor
 from sweeper.driver.measurement import ResultRow, RunColumns
 from sweeper.driver.observer import Finished, Observer, Started
@@ -88,12 +89,12 @@ class Survey:
     groups: tuple[Group, ...]
 
 
-def _connect(asked: ClusterOptions) -> cluster.Connection:
-    return cluster.connect(asked.address, asked.cpu_ranks, asked.connect_timeout_s)
+def _connect(asked: ClusterOptions) -> Connection:
+    return connect(asked.address, asked.cpu_ranks, asked.connect_timeout_s)
 
 
 @contextmanager
-def _connected(asked: ClusterOptions) -> Iterator[cluster.Connection]:
+def _connected(asked: ClusterOptions) -> Iterator[Connection]:
     """A connection that a signal cannot leave half made: a first one while Ray starts stops
     the run once it has, and the embedded Ray is shut down whatever stopped the run.
 
@@ -101,7 +102,7 @@ def _connected(asked: ClusterOptions) -> Iterator[cluster.Connection]:
     which leaves SIGTERM to kill the driver mid-cleanup. And ray.init gives SIGTERM a handler
     of its own while it runs, which exits (SystemExit); that is the stop it was meant to be."""
     ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
-    connection: cluster.Connection | None = None
+    connection: Connection | None = None
     try:
         with stops.held():
             connection = _connect(asked)
@@ -216,7 +217,7 @@ class _Sweep:
         spec: SweepSpec,
         observer: Observer,
         run_kind: str,
-        connection: cluster.Connection,
+        connection: Connection,
         resume: Resume | None = None,
     ) -> None:
         self.observer = observer
@@ -487,7 +488,7 @@ def run(
         if sweep is not None:
             sweep.told(stop)
         raise
-    except cluster.HeadLost as lost:
+    except HeadLost as lost:
         if sweep is None:
             raise
         raise InfrastructureError(sweep.lost(lost.address)) from None

@@ -33,13 +33,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from sweeper.rank.process import die_with, serve
+from sweeper.wire import SET_ENV_PREFIXES
 
 IDLE_S = 300.0  # a nightly's next run on a long-lived cluster imports torch once again
 # What a rank's process reads only after the fork, so actors that differ in it share a template:
-# Ray's GPU choice (read as CUDA initialises), the job (every driver is one), and NCCL's
-# variables (read as its first communicator initialises).
+# Ray's GPU choice (read as CUDA initialises), the job (every driver is one), and the actor
+# set's library settings (wire.SET_ENV_PREFIXES).
 _OWN = frozenset({"CUDA_VISIBLE_DEVICES", "RAY_JOB_ID"})
-_OWN_PREFIXES = ("NCCL_",)
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -60,7 +60,7 @@ def address(digest: str) -> str:
 def shared(env: Mapping[str, str]) -> dict[str, str]:
     """The environment every actor a template serves has alike: its own, less what each rank
     reads only after its fork."""
-    return {k: v for k, v in env.items() if k not in _OWN and not k.startswith(_OWN_PREFIXES)}
+    return {k: v for k, v in env.items() if k not in _OWN and not k.startswith(SET_ENV_PREFIXES)}
 
 
 def digest(setting: Setting, raylet: int) -> str:

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
-from sweeper.driver.cluster import Address, parse_address
+from sweeper.driver.connection import Address, parse_address
 from sweeper.errors import BadInput
 
 
