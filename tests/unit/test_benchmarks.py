@@ -479,9 +479,18 @@ def test_pinned_commands_run_on_the_given_cores_only() -> None:
     assert done.stdout.split() == ["Cpus_allowed_list:", str(core.pop())]
 
 
-def test_pinner_keeps_a_ranks_calling_thread_on_its_cores_and_everything_else_off() -> None:
-    # A process named as Ray names a rank actor, which starts the rank's own process: a main
-    # thread that makes the calls, and a second thread besides it.
+@pytest.mark.parametrize(
+    ("parent", "parent_placed"),
+    [
+        (["ray::RankActor.execute", "-c"], True),  # an actor that starts its rank's process
+        (["python", "-c"], False),  # its node's rank template, which forks it (placed: never)
+    ],
+)
+def test_pinner_keeps_a_ranks_calling_thread_on_its_cores_and_everything_else_off(
+    parent: list[str], parent_placed: bool
+) -> None:
+    # A process named as Ray names a rank actor, or as a rank template is named, which starts
+    # the rank's own process: a main thread that makes the calls, and a second thread besides.
     rank_script = (
         "import threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); "
         "print('ready', flush=True); time.sleep(60)"
@@ -490,7 +499,8 @@ def test_pinner_keeps_a_ranks_calling_thread_on_its_cores_and_everything_else_of
     actor_script = f"import subprocess; subprocess.run([{sys.executable!r}, '-c', {rank_script!r}])"
     cores = pinning.rank_cores(1)
     pinner = pinning.Pinner(cores, every_s=0.01)
-    argv = ["ray::RankActor.execute", "-c", actor_script]
+    argv = [*parent, actor_script, *([] if parent_placed else ["sweeper.rank.template"])]
+    unplaced = os.sched_getaffinity(0)
     with subprocess.Popen(
         argv, executable=sys.executable, stdout=subprocess.PIPE, text=True
     ) as actor:
@@ -504,10 +514,11 @@ def test_pinner_keeps_a_ranks_calling_thread_on_its_cores_and_everything_else_of
                 for pid in (actor.pid, rank)
             }
             pinner.start()
+            # what it places; a sweep sees the parent before its child, so by then it has
+            # passed the parent too
+            placed = {(p, t) for p, ts in threads.items() if parent_placed or p == rank for t in ts}
             for _ in range(3000):  # it looks every 10 ms; 30 s is far more than it needs
-                if all(
-                    (pid, tid) in pinner.placed for pid, tids in threads.items() for tid in tids
-                ):
+                if placed <= pinner.placed:
                     break
                 time.sleep(0.01)
             affinity = {tid: os.sched_getaffinity(tid) for tids in threads.values() for tid in tids}
@@ -517,8 +528,15 @@ def test_pinner_keeps_a_ranks_calling_thread_on_its_cores_and_everything_else_of
                 os.kill(pid, signal.SIGKILL)
             actor.kill()
     pinner.check()
+    parent_threads = threads[actor.pid]
     assert affinity == {
-        tid: cores if tid == rank else pinner.rest for tids in threads.values() for tid in tids
+        tid: cores
+        if tid == rank
+        else unplaced
+        if tid in parent_threads and not parent_placed
+        else pinner.rest
+        for tids in threads.values()
+        for tid in tids
     }
     assert [len(tids) for tids in threads.values()] == [1, 2]
 
