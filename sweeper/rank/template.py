@@ -159,7 +159,12 @@ class _Forks:
             return
         inherited = [self.listener.fileno(), self.raylet_fd, actor_fd]
         inherited += [fd for rank_fd, (_, actor) in self.ranks.items() for fd in (rank_fd, actor)]
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no memory or pids for it now: the actor's rank starts fresh, or fails
+            conn.close()
+            os.close(actor_fd)
+            return
         if pid == 0:
             os._exit(_rank(conn, os.getppid(), inherited))
         conn.close()

@@ -4,8 +4,10 @@ driver/actor.rank_process), and the real template between them."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.rank import template
 from sweeper.rank.template import Setting, digest
 
 # An actor: its rank process, started as RankActor starts it (or, with FRESH, as it does where
@@ -201,3 +204,31 @@ def test_a_fresh_rank_process_is_its_actors_child_and_dies_with_it(
         actor.process.kill()
         actor.process.communicate()
         raylet.kill()
+
+
+def test_a_fork_that_fails_closes_that_actors_connection_and_the_template_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel refusing a fork (no memory, no pids) costs that actor its template, which it
+    then goes without (actor.rank_process reads the closed connection as no template), and
+    costs the template nothing: no rank, no descriptor left open."""
+    name = f"\0sweeper-test-fork-{os.getpid()}"
+    with (
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener,
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as actor,
+    ):
+        listener.bind(name)
+        listener.listen()
+        forks = template._Forks(listener, os.pidfd_open(os.getpid()), idle_s=1.0)
+        actor.connect(name)
+        descriptors = len(os.listdir("/proc/self/fd"))
+
+        def refused() -> int:
+            raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+        monkeypatch.setattr(os, "fork", refused)
+        forks._accept()
+        assert actor.recv(1) == b""
+        assert (forks.ranks, forks.actors) == ({}, {})
+        assert len(os.listdir("/proc/self/fd")) == descriptors
+        os.close(forks.raylet_fd)
