@@ -5,7 +5,8 @@ fidelity.py's ratio is sweeper (its whole harness) over the bare loop (a plain p
 splits it. The same steps of each operation, bare.py's and sweeper's own (ops/registry.py's
 bind, on a stream of the rank's own as the worker runs it), are timed in three processes,
 resident on the same GPU: a plain one (as the bare loop), a Ray actor's own, and a plain one
-the actor started (no Ray in it), where sweeper's ranks run (sweeper/rank/process.py):
+the actor started (no Ray in it), as sweeper's ranks run in processes with no Ray in them
+(sweeper/rank/process.py; forked by their node's template, rank/template.py, not the actor):
 
 - process: bare.py's step in the actor over the same step in the plain process, what running
   in a Ray worker's process costs (why the ranks run in a process of their own);
