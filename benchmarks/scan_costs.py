@@ -1,9 +1,12 @@
 """The fleet scan's cost-model figures that one machine can measure (sweeper/scan/simulate.py's
 `Costs`): starting an actor set, creating a communicator, and writing a point's rows.
 
-- `actor set`: sweeper's own `RankSet.start()` on the embedded Ray: placing the bundles,
-  starting one rank actor per GPU (each starts its rank process), and joining the world; then
-  `close()`. NCCL ranks where there are GPUs, else `--world` gloo ranks.
+- `actor set`: sweeper's own `RankSet.start()` on an embedded Ray started for it: placing the
+  bundles, starting one rank actor per GPU (each gets its rank process from its node's
+  template), and joining the world; then `close()`. `first`: the first set on the Ray, which
+  starts the node's template (one torch import), as a scan's first set does on every node;
+  `again`: a second set, its ranks forked by the template already there. NCCL ranks where
+  there are GPUs, else `--world` gloo ranks.
 - `communicator`: in a plain process, world size 1, what NCCL (gloo on a CPU box) pays to
   make a communicator: `init_process_group` bound to the device (NCCL creates the world's
   communicator at once), then `new_group([0])` and its first 8-byte all_reduce (a group's
@@ -26,7 +29,6 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -39,28 +41,28 @@ from sweeper.results.writer import ResultWriter
 from sweeper.wire import Backend
 
 
-def _timed(step: Callable[[], object], repeats: int) -> list[float]:
-    """Wall seconds of `step`, `repeats` times after one thrown away."""
-    out = []
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        step()
-        out.append(time.perf_counter() - start)
-    return out[1:]
-
-
-def actor_set(backend: Backend, world: int, repeats: int) -> list[float]:
-    slots = cluster.choose_nodes(backend, 1, world)
+def actor_sets(backend: Backend, world: int, repeats: int) -> dict[str, list[float]]:
+    """An actor set started and closed twice on an embedded Ray started for it: first as a
+    scan's set starts (its node's rank template starts with it, importing torch once), then
+    again (its ranks forked by that template, as a set that replaces one is)."""
     bundle = {"CPU": 1.0, "GPU": 1.0} if backend == Backend.NCCL else {"CPU": 1.0}
-
-    def start_and_close() -> None:
-        ranks = cluster.RankSet(backend, slots, bundle, env=cluster.actor_env())
+    first: list[float] = []
+    again: list[float] = []
+    for _ in range(repeats + 1):
+        connection = connect(None, world)
         try:
-            ranks.start()
+            slots = cluster.choose_nodes(backend, 1, world)
+            for times in (first, again):
+                ranks = cluster.RankSet(backend, slots, bundle, env=cluster.actor_env())
+                start = time.perf_counter()
+                try:
+                    ranks.start()
+                finally:
+                    ranks.close()
+                times.append(time.perf_counter() - start)
         finally:
-            ranks.close()
-
-    return _timed(start_and_close, repeats)
+            connection.close()
+    return {"first": first[1:], "again": again[1:]}
 
 
 def communicator(backend: Backend, repeats: int) -> dict[str, list[float]]:
@@ -139,13 +141,9 @@ def main() -> None:
     journal = rows(args.points, args.rows, args.repeats)
     figures[f"rows: one point of {args.rows} journaled"] = _summary(journal["point"])
     figures[f"rows: {args.points} points as one batch"] = _summary(journal["batch"])
-    connection = connect(None, world)
-    try:
-        figures[f"actor set: {world} {backend} ranks"] = _summary(
-            actor_set(backend, world, args.repeats)
-        )
-    finally:
-        connection.close()
+    sets = actor_sets(backend, world, args.repeats)
+    figures[f"actor set: {world} {backend} ranks, first"] = _summary(sets["first"])
+    figures[f"actor set: {world} {backend} ranks, again"] = _summary(sets["again"])
 
     device = torch.cuda.get_device_name(0) if gpus else "cpu"
     print(f"{device}, {backend}, {args.repeats} repeats after one warm-up")
