@@ -71,7 +71,10 @@ def digest(setting: Setting, raylet: int) -> str:
     files = sorted(Path(__file__).parents[1].rglob("*.py"))
     if torch is not None and torch.origin is not None:
         files.append(Path(torch.origin))
-    stamps = [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    stamps = []
+    for f in files:
+        stat = f.stat()
+        stamps.append((str(f), stat.st_size, stat.st_mtime_ns))
     env = sorted(shared(setting.env).items())
     key = repr((sys.executable, raylet, tuple(setting.path), setting.cwd, env, stamps))
     return hashlib.sha256(key.encode()).hexdigest()[:24]
@@ -158,7 +161,7 @@ class _Forks:
             conn.close()
             return
         inherited = [self.listener.fileno(), self.raylet_fd, actor_fd]
-        inherited += [fd for rank_fd, (_, actor) in self.ranks.items() for fd in (rank_fd, actor)]
+        inherited += [*self.ranks, *(watched for _, watched in self.ranks.values())]
         try:
             pid = os.fork()
         except OSError:  # no memory or pids for it now: the actor's rank starts fresh, or fails
