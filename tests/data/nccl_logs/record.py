@@ -1,5 +1,6 @@
 """Records NCCL's own INFO output for a few collectives on every GPU of this host, one
 process per GPU, under whatever NCCL_* variables the caller set (NVLS stays off)."""
+
 import os
 import sys
 
@@ -11,7 +12,9 @@ import torch.multiprocessing as mp
 def work(rank: int, world: int, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
+    dist.init_process_group(
+        "nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank)
+    )
     for n in (256, 2**18, 2**24):
         x = torch.ones(n, device="cuda", dtype=torch.float32)
         dist.all_reduce(x)
