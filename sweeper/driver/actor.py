@@ -28,7 +28,9 @@ from typing import Any, Generic, TypeVar
 
 import ray
 
-from sweeper.rank.template import IDLE_S, Setting, address, digest, shared
+from sweeper.rank import rendezvous
+from sweeper.rank.rendezvous import Unusable
+from sweeper.rank.template import IDLE_S, Setting, digest, shared
 from sweeper.wire import (
     Copied,
     Point,
@@ -66,47 +68,58 @@ class Relayed(Generic[T]):
 def rank_process() -> tuple[Connection, subprocess.Popen[bytes] | None]:
     """A connection to this actor's own rank process, which has sent its pid: forked by the
     node's template (started here where there is none yet), else a fresh interpreter (then
-    returned too, for the actor to hold)."""
+    returned too, for the actor to hold). A template that cannot be used safely costs one
+    line on this actor's stderr."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the actor's imports
     setting = Setting(env=env, path=list(sys.path), cwd=os.getcwd())
     raylet = int(os.environ.get("RAY_RAYLET_PID", os.getppid()))
-    name = digest(setting, raylet)
-    for _ in range(2):  # once more where the template idled out as this connected
-        sock = _connect(address(name))
-        if sock is None:
-            template = ["-m", "sweeper.rank.template", name, str(raylet), str(IDLE_S)]
-            try:  # returns once the template holds its name (or another one does)
-                subprocess.run(
-                    [sys.executable, *template],
-                    check=False,
-                    env=shared(env),  # no actor's own: each rank takes its actor's after the fork
-                    stdin=subprocess.DEVNULL,
-                    timeout=60,
-                )
-            except subprocess.TimeoutExpired:
-                break
-            sock = _connect(address(name))
-        if sock is None:
-            break
-        conn = _handed(sock, setting)
-        if conn is not None:
-            return conn, None
+    try:
+        conn = _forked(setting, raylet)
+    except Unusable as why:
+        print(f"sweeper: {why}; this rank starts in a fresh interpreter", file=sys.stderr)
+        conn = None
+    if conn is not None:
+        return conn, None
     return _fresh(env)
 
 
-def _connect(name: str) -> socket.socket | None:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _forked(setting: Setting, raylet: int) -> Connection | None:
+    """The rank forked for this actor by its node's template; None where there is none."""
+    name = digest(setting, raylet)
+    directory = rendezvous.directory()
     try:
-        sock.connect(name)
-    except OSError:
-        sock.close()
+        for _ in range(2):  # once more where the template idled out as this connected
+            sock = rendezvous.connect(directory, name)
+            if sock is None and _started(name, raylet, setting):
+                sock = rendezvous.connect(directory, name)
+            if sock is None:
+                return None
+            conn = _handed(sock, setting)
+            if conn is not None:
+                return conn
         return None
-    return sock
+    finally:
+        os.close(directory)
+
+
+def _started(name: str, raylet: int, setting: Setting) -> bool:
+    """Starts the template; returns once it listens (or another one holds its socket)."""
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "sweeper.rank.template", name, str(raylet), str(IDLE_S)],
+            check=False,
+            env=shared(setting.env),  # no actor's own: each rank takes its own after the fork
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _handed(sock: socket.socket, setting: Setting) -> Connection | None:
-    """The rank forked for this actor, given its stdout, stderr and setting; None where the
-    template went before it forked."""
+    """The rank forked for this actor by the template `sock` reaches (proven: rendezvous),
+    given its stdout, stderr and setting; None where the template went before it forked."""
     try:
         socket.send_fds(sock, [b"\0"], [1, 2])
         conn = Connection(sock.detach())

@@ -6,7 +6,9 @@ fresh interpreter takes to import torch (2.6-3.1 CPU-s each on the 2-core box).
 An actor that finds no template for its node and setting starts one (driver/actor.py); every
 actor of the node with the same setting (interpreter, import path, sweeper's and torch's
 files, environment but for what each actor or set has of its own) then uses it. It listens on
-an abstract Unix socket named after that setting and serves only its own user. A rank it
+a socket named after that setting in a directory only its user can enter, and serves only its
+own uid; each actor checks that the listener is its user's template before it sends anything
+(rank/rendezvous.py). A rank it
 forks takes its actor's environment, import path, working directory and stdout/stderr before
 anything runs, then is served as a fresh one is (rank/process.py). It never touches CUDA:
 a child initialises CUDA for itself, after the fork.
@@ -24,7 +26,6 @@ import os
 import select
 import signal
 import socket
-import struct
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from sweeper.rank import rendezvous
 from sweeper.rank.process import die_with, serve
 from sweeper.wire import SET_ENV_PREFIXES
 
@@ -40,7 +42,6 @@ IDLE_S = 300.0  # a nightly's next run on a long-lived cluster imports torch onc
 # Ray's GPU choice (read as CUDA initialises), the job (every driver is one), and the actor
 # set's library settings (wire.SET_ENV_PREFIXES).
 _OWN = frozenset({"CUDA_VISIBLE_DEVICES", "RAY_JOB_ID"})
-_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,11 +51,6 @@ class Setting:
     env: Mapping[str, str]
     path: Sequence[str]
     cwd: str
-
-
-def address(digest: str) -> str:
-    """The template's abstract socket name: per user and setting, never a file to clean up."""
-    return f"\0sweeper-rank-template-{os.getuid()}-{digest}"
 
 
 def shared(env: Mapping[str, str]) -> dict[str, str]:
@@ -81,23 +77,34 @@ def digest(setting: Setting, raylet: int) -> str:
 
 
 def main(digest: str, raylet: int, idle_s: float) -> None:
-    """Claims the name, leaves its starter (which waits for this to return), loads the rank's
-    code and forks ranks until the node's raylet goes or it idles out. Returns at once where
-    another process holds the name or this kernel has no pidfds: the actor then finds the
-    other one, or starts its rank from a fresh interpreter."""
+    """Claims the socket, leaves its starter (which waits for this to return) once it listens,
+    loads the rank's code and forks ranks until the node's raylet goes or it idles out.
+    Returns at once where another template holds the socket, the directory is not this user's
+    alone, or this kernel has no pidfds: the actor then finds the other one, or starts its rank
+    from a fresh interpreter."""
     try:
         raylet_fd = os.pidfd_open(raylet)
     except (AttributeError, OSError):  # Linux before 5.3, or the raylet is gone
         return
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        listener.bind(address(digest))
-    except OSError:
+        directory = rendezvous.directory()
+        claimed = rendezvous.claim(directory, digest)
+    except (rendezvous.Unusable, OSError):  # the actor says why as it goes without
         return
-    listener.listen(socket.SOMAXCONN)
+    if claimed is None:
+        return
+    listener, lock = claimed
+    ready, told = os.pipe()
     if os.fork():
+        os.close(told)
+        os.read(ready, 1)  # end of file: the child listens, or is gone
         os._exit(0)
+    os.close(ready)
     os.setsid()
+    # Actors check the credentials the kernel took from the process that called listen():
+    # this one, whose command line names the template and its digest.
+    listener.listen(socket.SOMAXCONN)
+    os.close(told)
     # Nothing of its starter's: an actor's log held open would outlive that actor; each rank
     # gets its own actor's stdout and stderr, and a template that fails leaves its actors to
     # start fresh interpreters, which say why.
@@ -105,23 +112,29 @@ def main(digest: str, raylet: int, idle_s: float) -> None:
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
-    import torch  # the seconds each rank saves: loaded once, here, after the name is ours
+    try:
+        import torch  # the seconds each rank saves: loaded once, here, after the name is ours
 
-    import sweeper.rank.worker  # noqa: F401
+        import sweeper.rank.worker  # noqa: F401
 
-    if torch.cuda.is_initialized():  # a child could not use CUDA: leave the ranks fresh
-        return
-    _Forks(listener, raylet_fd, idle_s).serve()
+        if torch.cuda.is_initialized():  # a child could not use CUDA: leave the ranks fresh
+            return
+        _Forks(listener, raylet_fd, idle_s, claim=(directory, lock)).serve()
+    finally:
+        rendezvous.release(directory, digest)
 
 
 class _Forks:
     """The template's loop: accepts each actor, forks its rank, kills the rank when the actor
     dies and reaps it when it exits."""
 
-    def __init__(self, listener: socket.socket, raylet_fd: int, idle_s: float) -> None:
+    def __init__(
+        self, listener: socket.socket, raylet_fd: int, idle_s: float, claim: Sequence[int]
+    ) -> None:
         self.listener = listener
         self.raylet_fd = raylet_fd
         self.idle_s = idle_s
+        self.claim = claim  # its directory and lock, which no rank keeps
         self.ranks: dict[int, tuple[int, int]] = {}  # rank's pidfd -> (its pid, actor's pidfd)
         self.actors: dict[int, int] = {}  # a live actor's pidfd -> its rank's pid
 
@@ -149,10 +162,8 @@ class _Forks:
 
     def _accept(self) -> None:
         conn, _ = self.listener.accept()
-        actor, uid, _ = _PEERCRED.unpack(
-            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        )
-        if uid != os.getuid():  # the name is public; forking for another user is not
+        actor, uid = rendezvous.peer(conn)
+        if uid != os.getuid():  # its directory keeps others out; forking for them never
             conn.close()
             return
         try:
@@ -160,7 +171,7 @@ class _Forks:
         except OSError:  # the actor is gone already
             conn.close()
             return
-        inherited = [self.listener.fileno(), self.raylet_fd, actor_fd]
+        inherited = [self.listener.fileno(), self.raylet_fd, actor_fd, *self.claim]
         inherited += [*self.ranks, *(watched for _, watched in self.ranks.values())]
         try:
             pid = os.fork()

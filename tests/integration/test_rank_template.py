@@ -219,7 +219,7 @@ def test_a_fork_that_fails_closes_that_actors_connection_and_the_template_goes_o
     ):
         listener.bind(name)
         listener.listen()
-        forks = template._Forks(listener, os.pidfd_open(os.getpid()), idle_s=1.0)
+        forks = template._Forks(listener, os.pidfd_open(os.getpid()), idle_s=1.0, claim=())
         actor.connect(name)
         descriptors = len(os.listdir("/proc/self/fd"))
 
