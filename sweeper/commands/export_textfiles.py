@@ -9,15 +9,19 @@ all: bad input writes nothing.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from pathlib import Path
 
 from prometheus_client.metrics_core import Metric
 
-from sweeper.errors import BadInput
+from sweeper.errors import BadInput, ResultsUnwritable
 from sweeper.results import prometheus, scans
 from sweeper.results.files import RUN_ID, require_file
 from sweeper.results.load import load, resolve
+
+# A disk that is full or failing: infrastructure (exit 3), where other refusals are bad input
+_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO)
 
 
 def _writable(path: Path, named: str) -> Path:
@@ -59,5 +63,11 @@ def export(results: Path, run_id: str, path: Path | None, per_host: Path | None)
         series = sum(map(prometheus.series, hosts.values()))
         said.append(f"prometheus: {per_host} ({len(hosts)} files, one per host: {series} series)")
     for target, families in files.items():
-        prometheus.write(target, families)
+        try:
+            prometheus.write(target, families)
+        except OSError as exc:
+            if exc.errno in _DISK_ERRORS:
+                raise ResultsUnwritable(f"cannot write {target}: {exc.strerror}") from None
+            # a place no file can be made (/proc, a folder we may not enter): the user's choice
+            raise BadInput(f"cannot write {target}: {exc.strerror or exc}") from None
     return said

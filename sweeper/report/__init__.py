@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 from sweeper.errors import BadInput
+from sweeper.results.files import check_directory
 
 _LIBRARIES = ("plotly", "jinja2")
 # Room for a run's first batches, its record and a report; less is a disk about to fill.
@@ -42,12 +43,18 @@ def require_directory(path: Path, named: str) -> None:
     """BadInput, before anything is written, where directory `path` cannot be made or written:
     it, or the nearest of its parents that exists, is a file or is not writable (a read-only
     file system; permissions, except for root), a name in it is longer than its file system
-    takes, or that file system has less than MIN_FREE_BYTES free. `named` (the option and
-    its value) starts the message."""
+    takes, that file system has less than MIN_FREE_BYTES free, a link on the way leads
+    nowhere (dangling, or a loop), or sweeper must not write there (`files.check_directory`:
+    another user's link or shared directory). `named` (the option and its value) starts the
+    message."""
     # os.path.exists: False for a name too long to look up, where Path.exists raises
-    existing = next((p for p in (path, *path.parents) if os.path.exists(p)), None)
-    if existing is None:
+    chain = (path, *path.parents)
+    found = next((i for i, p in enumerate(chain) if os.path.exists(p)), None)
+    if found is None:
         return
+    existing = chain[found]
+    if found and os.path.islink(chain[found - 1]):  # it is there, and leads nowhere
+        raise BadInput(f"{named}: {chain[found - 1]} is a link to nothing (dangling, or a loop)")
     if not existing.is_dir():
         raise BadInput(f"{named}: {existing} is not a directory")
     longest = os.pathconf(existing, "PC_NAME_MAX")
@@ -59,3 +66,7 @@ def require_directory(path: Path, named: str) -> None:
     free = shutil.disk_usage(existing).free
     if free < MIN_FREE_BYTES:
         raise BadInput(f"{named}: only {free // 1024} KiB free on {existing}'s file system")
+    try:
+        check_directory(existing)
+    except BadInput as exc:
+        raise BadInput(f"{named}: {exc}", hint=exc.hint) from None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.report import require_directory
-from sweeper.results.files import require_file
+from sweeper.results.files import atomic_write, require_file
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -112,18 +112,18 @@ def require_png(png: Path) -> None:
 
 
 def screenshot(html: Path, png: Path, chromium: Path | None = None) -> Path:
-    """A full-page PNG of a report, as a 1280-pixel-wide window shows it."""
+    """A full-page PNG of a report, as a 1280-pixel-wide window shows it, written as every
+    file of sweeper's is (`files.atomic_write`: no link planted at `png` is followed)."""
     executable = require(chromium)
     from playwright.sync_api import Error
 
-    png.parent.mkdir(parents=True, exist_ok=True)
     try:
         with page(executable) as at:
             show(at, html)
-            at.screenshot(path=str(png), full_page=True)
+            image = at.screenshot(full_page=True)
     except Error as exc:  # Chromium would not start, or the page would not draw
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InfrastructureError(
             f"Chromium at {executable} could not show {html}: {first}"
         ) from None
-    return png
+    return atomic_write(png, lambda file: file.write(image))

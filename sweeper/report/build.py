@@ -22,7 +22,14 @@ from sweeper.errors import BadInput
 from sweeper.report import directory, page, require_directory
 from sweeper.report.view import RunView
 from sweeper.results import records, scans
-from sweeper.results.files import require_file, run_name, write_text
+from sweeper.results.files import (
+    NotAFile,
+    open_directory,
+    read_bounded,
+    require_file,
+    run_name,
+    write_text,
+)
 from sweeper.results.load import resolve, run_rows
 
 PLOTLY_JS = "plotly.min.js"
@@ -83,10 +90,13 @@ def render(
 
 def _shared_js(js_dir: Path, page: Path) -> str:
     """Write plotly.min.js into js_dir (once) and return its path relative to the page."""
-    js_dir.mkdir(parents=True, exist_ok=True)
     target = js_dir / PLOTLY_JS
     code = _plotly_js()
-    if not target.exists() or target.read_text(encoding="utf-8") != code:
+    try:
+        same = read_bounded(target, limit=len(code.encode())) == code.encode()
+    except (FileNotFoundError, NotAFile):  # none, or not plotly's: written anew
+        same = False
+    if not same:
         write_text(target, code)
     return Path(os.path.relpath(target.resolve(), page.parent.resolve())).as_posix()
 
@@ -101,10 +111,13 @@ def write(
     """Write the report of `run_id` (or `latest`) of a results directory; returns its path.
 
     Bad input (no such directory or run, a run id that is not one, a page or script path
-    that a file or directory is in the way of, or that is not a regular file) raises
-    BadInput before anything is written."""
+    that a file or directory is in the way of, or that is not a regular file, an `output`
+    whose directory is not there: `export` makes none either) raises BadInput before
+    anything is written."""
     run_id = resolve(results, run_id)
     base_id = resolve(results, baseline) if baseline else None
+    if output is not None and not os.path.isdir(output.parent):
+        raise BadInput(f"-o {output}: no directory {output.parent}")
     output = output or default_output(results, run_id)
     if os.path.isdir(output):  # False for a name too long, which require_file names
         raise BadInput(f"-o {output} is a directory; -o names the page's file")
@@ -115,7 +128,7 @@ def write(
         require_file(js_dir / PLOTLY_JS, f"--js {js_dir}")
     df = run_rows(results, run_id)
     base = run_rows(results, base_id) if base_id else None
-    output.parent.mkdir(parents=True, exist_ok=True)
+    os.close(open_directory(output.parent))  # made, and judged, before --js points at it
     src = _shared_js(js_dir, output) if js_dir else None
     record, scan = records.load(results, run_id), scans.load(results, run_id)
     write_text(output, render(df, record, base, src, scan))

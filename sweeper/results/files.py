@@ -1,23 +1,34 @@
-"""Where sweeper's files live under a results directory, and the one way it writes them.
+"""Where sweeper's files live under a results directory, and the one way it writes and
+opens them.
 
 Layout: `<root>/date=YYYY-MM-DD/<run_id>-<batch>.parquet`, hive-partitioned by the run's
-start date (UTC). Every file is written by `atomic_write`: to a hidden `_inflight-` name
-beside it (readers skip `_` and `.` names), then renamed into place, so a reader never sees
-half a file, and a write that fails leaves nothing behind.
+start date (UTC). Every file is written by `atomic_write`: made new (`O_CREAT|O_EXCL|
+O_NOFOLLOW`) under a hidden `_inflight-` name beside it (readers skip `_` and `.` names),
+then renamed into place, both through a descriptor of its directory, so a reader never sees
+half a file, a write that fails leaves nothing behind, and no link planted in a shared
+directory turns the write into one of another file. A file sweeper reads there is opened
+without waiting and without following a link, and read only where it is a regular file
+(`open_regular`), so a FIFO or a device planted under its name hangs no reader.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import re
+import secrets
+import stat
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweeper.errors import BadInput
+from sweeper.errors import BadInput, SweeperWarning
 from sweeper.results.schema import SCHEMA
 
 # What `ResultWriter` writes, and nothing else: hidden and in-flight names start with _ or .
@@ -28,6 +39,14 @@ NEW_RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}")
 # Any run id a file is named by (older runs' and other tools' included): one file name, no
 # path, not hidden from readers (`_`, `.`), within every file system's name limit.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+# The most sweeper reads of a JSON file of its own (a run record, a scan's or a nightly
+# summary): a run record of 8,192 nodes of 8 GPUs is about 40 MiB.
+JSON_LIMIT_BYTES = 64 * 2**20
+
+
+class NotAFile(OSError):
+    """What sweeper would read in a results or reports directory is not a regular file it
+    wrote: a link, a FIFO, a device, a folder, or more bytes than such a file holds."""
 
 
 def run_name(run_id: str) -> str:
@@ -70,38 +89,159 @@ def next_batch(directory: Path, run_id: str) -> int:
     return max(taken, default=-1) + 1
 
 
-def atomic_write(target: Path, write: Callable[[Path], object]) -> Path:
-    """`write(path)` to a hidden name beside `target`, renamed to `target` once written
+def _trusted(uid: int) -> bool:
+    return uid in (os.geteuid(), 0)
+
+
+def _judge(path: Path, directory: os.stat_result) -> None:
+    """BadInput where another user owns `path` and every user may write in it without the
+    sticky bit: anyone may rename its entries (a subdirectory sweeper enters among them), so
+    where its files land would be theirs to say. Where it is ours (or root's), a warning
+    (once a directory): no link is followed there, but anyone may remove or replace
+    sweeper's files in it."""
+    shared = directory.st_mode & stat.S_IWOTH and not directory.st_mode & stat.S_ISVTX
+    if not shared:
+        return
+    if not _trusted(directory.st_uid):
+        raise BadInput(
+            f"{path} is owned by uid {directory.st_uid} and any user may write in it "
+            "(no sticky bit): sweeper writes nothing there",
+            hint=f"chmod +t {path}, or use a directory of your own",
+        )
+    _warn_shared(path)
+
+
+@functools.cache  # once a directory, however many files are written there
+def _warn_shared(path: Path) -> None:
+    warnings.warn(
+        f"{path} may be written by any user (no sticky bit): they may remove or replace "
+        f"sweeper's files there (chmod +t {path})",
+        SweeperWarning,
+        stacklevel=5,
+    )
+
+
+def _open_directory(path: Path) -> int:
+    """A descriptor of the directory `path`, following a link there only where it is ours
+    (or root's), as Linux's fs.protected_symlinks follows one in a sticky directory; BadInput
+    for another user's."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW)
+    except OSError as exc:
+        link = os.lstat(path)
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not stat.S_ISLNK(link.st_mode):
+            raise
+        if not _trusted(link.st_uid):
+            raise BadInput(
+                f"{path} is a link owned by uid {link.st_uid}: sweeper writes through no "
+                "other user's link"
+            ) from None
+    return os.open(path, flags)
+
+
+def _checked(path: Path) -> int:
+    fd = _open_directory(path)
+    try:
+        _judge(path, os.fstat(fd))
+        _judge(path.parent, os.stat(path.parent))  # where `path` itself may be swapped
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_directory(path: Path) -> None:
+    """BadInput, before anything is written, where sweeper must not write in the existing
+    directory `path` (`open_directory`); a warning where others may remove its files."""
+    os.close(_checked(path))
+
+
+def open_directory(path: Path) -> int:
+    """A descriptor of directory `path` (made, with its parents, where missing) to make and
+    rename files through (`dir_fd=`): they are then made in that directory, whatever is
+    renamed into its path meanwhile. BadInput where `path` is a link another user owns, or
+    it or the directory it is in is another user's and any user may write there without the
+    sticky bit (`_judge`), or where the directory it is made in is."""
+    existing = next((p for p in (path, *path.parents) if os.path.lexists(p)), path)
+    if existing != path:  # the folders made in it are as safe as it is
+        check_directory(existing)
+    path.mkdir(parents=True, exist_ok=True)
+    return _checked(path)
+
+
+def create(directory: int, name: str) -> int:
+    """A new file `name` in the directory open at `directory`, for writing: made by this
+    call (FileExistsError where anything, a link included, has the name)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(name, flags, 0o666, dir_fd=directory)
+
+
+def _inflight(name: str) -> str:
+    """A hidden name of its own for a file being written as `name`: readers skip `_`, and
+    its end is no file type (node_exporter reads every `*.prom`)."""
+    token = secrets.token_hex(8)
+    hidden = f"_inflight-{name}.{token}"
+    return hidden if len(os.fsencode(hidden)) <= 255 else f"_inflight-{token}"
+
+
+def atomic_write(target: Path, write: Callable[[BinaryIO], object]) -> Path:
+    """`write(file)` into a new hidden file beside `target`, renamed to `target` once written
     whole. Whatever fails (a full disk, a signal), the hidden file is removed (as far as a
     read-only disk allows: readers skip it either way) and the error raised. A `target` that
-    is not a regular file is BadInput, nothing written."""
+    is not a regular file, or a directory sweeper must not write in (`open_directory`), is
+    BadInput, nothing written. A link at `target` is replaced, never written through."""
     require_file(target, str(target))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    inflight = target.with_name(f"_inflight-{target.name}")
+    directory = open_directory(target.parent)
     try:
-        write(inflight)
-        os.replace(inflight, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            inflight.unlink(missing_ok=True)
-        raise
+        hidden = _inflight(target.name)
+        try:
+            with os.fdopen(create(directory, hidden), "wb") as file:
+                write(file)
+            os.replace(hidden, target.name, src_dir_fd=directory, dst_dir_fd=directory)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(hidden, dir_fd=directory)
+            raise
+    finally:
+        os.close(directory)
     return target
 
 
+def open_regular(path: Path) -> BinaryIO:
+    """`path` open for reading, where it is a regular file: opened without waiting (a FIFO
+    opens at once) and without following a link, then checked. FileNotFoundError where there
+    is none; NotAFile where it is anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotAFile("a symbolic link, not a regular file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotAFile("not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def read_bounded(path: Path, limit: int = JSON_LIMIT_BYTES) -> bytes:
+    """The bytes of the regular file at `path` (`open_regular`); NotAFile where it holds
+    more than `limit`, read no further than a byte past it."""
+    too_large = NotAFile(f"larger than {limit // 2**20} MiB, more than sweeper writes there")
+    with open_regular(path) as file:
+        if os.fstat(file.fileno()).st_size > limit:
+            raise too_large  # refused unread
+        data = file.read(limit + 1)  # grown since: a byte past the bound
+    if len(data) > limit:
+        raise too_large
+    return data
+
+
 def write_text(target: Path, text: str) -> Path:
-    return atomic_write(target, lambda path: path.write_text(text, encoding="utf-8"))
+    return atomic_write(target, lambda file: file.write(text.encode()))
 
 
 def write_batch(directory: Path, run_id: str, batch: int, table: pa.Table) -> None:
     """Batch `batch` of the run, its schema version in the file's metadata."""
     rows = table.replace_schema_metadata(SCHEMA.metadata)
-    atomic_write(directory / batch_name(run_id, batch), lambda path: pq.write_table(rows, path))
-
-
-def fsync_directory(directory: Path) -> None:
-    """A new name in `directory` survives a power cut once the directory itself is synced."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic_write(directory / batch_name(run_id, batch), lambda file: pq.write_table(rows, file))

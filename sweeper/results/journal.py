@@ -9,6 +9,7 @@ between batches too, so a run has one live writer at every moment.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import stat
@@ -23,8 +24,11 @@ from sweeper.errors import BadInput, CorruptResults, ResultsUnwritable, SweeperW
 from sweeper.results.files import (
     PARTITION_DIR,
     RUN_ID,
+    NotAFile,
     batch_name,
-    fsync_directory,
+    create,
+    open_directory,
+    open_regular,
     partition,
     run_name,
     write_batch,
@@ -49,23 +53,30 @@ class Journal:
     `recover` can tell a live run's journal from one a killed driver left."""
 
     def __init__(self, path: Path, date: str, batch: int) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        hidden = path.with_name(f".{path.name}.new")
+        directory = open_directory(path.parent)
+        hidden = f".{path.name}.new"
         self.path = path
-        # unbuffered: a write the disk refused is not tried again when the file is closed
-        self.file: BinaryIO = open(hidden, "wb", buffering=0)  # noqa: SIM115
         try:
-            fcntl.flock(self.file, fcntl.LOCK_EX)
-            schema = SCHEMA.with_metadata({**SCHEMA.metadata, b"batch": str(batch), b"date": date})
-            self.stream = pa.ipc.new_stream(self.file, schema)
-            if _held(path):  # another process's journal: a run has one live writer
-                raise _in_use(path.name.removesuffix(_SUFFIX))
-            os.replace(hidden, path)
-            fsync_directory(path.parent)
-        except BaseException:
-            self.file.close()
-            hidden.unlink(missing_ok=True)
-            raise
+            # a killed writer's (the run's lock is ours), or a link planted there: made anew
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(hidden, dir_fd=directory)
+            # unbuffered: a write the disk refused is not tried again when the file is closed
+            self.file: BinaryIO = os.fdopen(create(directory, hidden), "wb", buffering=0)
+            try:
+                fcntl.flock(self.file, fcntl.LOCK_EX)
+                metadata = {**SCHEMA.metadata, b"batch": str(batch), b"date": date}
+                self.stream = pa.ipc.new_stream(self.file, SCHEMA.with_metadata(metadata))
+                if _held(path):  # another process's journal: a run has one live writer
+                    raise _in_use(path.name.removesuffix(_SUFFIX))
+                os.replace(hidden, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+                os.fsync(directory)  # the new name survives a power cut
+            except BaseException:
+                self.file.close()
+                with contextlib.suppress(OSError):
+                    os.unlink(hidden, dir_fd=directory)
+                raise
+        finally:
+            os.close(directory)
 
     def write(self, table: pa.Table) -> None:
         self.stream.write_table(table)
@@ -85,10 +96,7 @@ class Journal:
 
 def _read(file: BinaryIO) -> tuple[pa.Schema | None, list[pa.RecordBatch]]:
     """A journal's schema and every complete write in it: reading stops at the write that
-    was in flight when its driver died. What is not a regular file (a link to a device,
-    which reads for ever) has none."""
-    if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-        return None, []
+    was in flight when its driver died."""
     try:
         reader = pa.ipc.open_stream(pa.py_buffer(file.read()))
     except (OSError, pa.ArrowException):
@@ -108,9 +116,9 @@ class RunLock:
 
     def __init__(self, root: str | os.PathLike[str], run_id: str) -> None:
         path = Path(root) / JOURNAL_DIR / f"{run_name(run_id)}{_LOCK}"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(open_directory(path.parent))
         while True:
-            file = open(path, "ab")  # noqa: SIM115 (held until release)
+            file = _lock_file(path)
             try:
                 fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -121,6 +129,23 @@ class RunLock:
                 break
             file.close()
         self.release = weakref.finalize(self, _unlock, path, file)
+
+
+def _lock_file(path: Path) -> BinaryIO:
+    """The run's lock file, made where missing: never a link followed, nor a FIFO waited on
+    (BadInput: something not sweeper's has its name)."""
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    planted = BadInput(f"{path} is not a regular file: not sweeper's lock, remove it")
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise planted from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise planted
+    return os.fdopen(fd, "rb")
 
 
 def _unlock(path: Path, file: BinaryIO) -> None:
@@ -142,12 +167,12 @@ def _inode(path: Path) -> int | None:
 def _held(path: Path) -> bool:
     """Whether a running driver (this process's included) holds the journal at `path`."""
     try:
-        with open(path, "rb") as file:
+        with open_regular(path) as file:
             fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
-    except FileNotFoundError:
-        return False  # none, or compacted while we looked
+    except (FileNotFoundError, NotAFile):
+        return False  # none, compacted while we looked, or not sweeper's
     return False
 
 
@@ -162,10 +187,10 @@ def journaled(root: str | os.PathLike[str], run_id: str) -> pa.Table:
     """The rows in the journal of `run_id` as today's (a live driver's: read, not taken);
     none where it has no journal."""
     try:
-        with open(journal_path(root, run_id), "rb") as file:
+        with open_regular(journal_path(root, run_id)) as file:
             schema, batches = _read(file)
-    except FileNotFoundError:
-        schema = None  # compacted since its driver was seen
+    except (FileNotFoundError, NotAFile):
+        schema = None  # compacted since its driver was seen, or not sweeper's
     if schema is None:
         return SCHEMA.empty_table()
     return upgrade(complete(pa.Table.from_batches(batches, schema=schema)), version(schema))
@@ -200,8 +225,11 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
     its rows already in their batch, or a live driver still writing it)."""
     path = journal_path(root, run_id)
     try:
-        file = open(path, "rb")  # noqa: SIM115 (closed below, after the lock)
+        file = open_regular(path)
     except FileNotFoundError:
+        return 0
+    except NotAFile as exc:  # a FIFO there would hang every reader
+        warnings.warn(f"skipped {path}: {exc}", CorruptResults, stacklevel=2)
         return 0
     with file:
         try:

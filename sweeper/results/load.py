@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from sweeper.errors import BadInput, CorruptResults
-from sweeper.results.files import BATCH, PARTITION_DIR, run_name
-from sweeper.results.journal import recover_all
+from sweeper.errors import BadInput, CorruptResults, SweeperWarning
+from sweeper.results.files import BATCH, PARTITION_DIR, open_regular, run_name
+from sweeper.results.journal import live_runs, recover_all
 from sweeper.results.schema import DATASET_SCHEMA, PARTITION, RUN_COLUMNS, SCHEMA
 from sweeper.results.upgrade import KIND_SOURCES, UNVERSIONED, canonical, upgrade, version
 from sweeper.wire import Status
@@ -53,19 +53,21 @@ def _fingerprint(metadata: pq.FileMetaData) -> str:
 def files(root: str | os.PathLike[str]) -> list[str]:
     """The files sweeper wrote under `root`: its partition folders and its file names only,
     so a README, a stray folder or another tool's file beside them changes nothing. A file
-    of sweeper's name whose Parquet footer cannot be read (a disk that filled, a copy cut
-    short), whose columns are not sweeper's (another tool's), or that is a copy of a batch
-    already taken, is skipped with a CorruptResults warning that names it."""
+    of sweeper's name that is not a regular file (a FIFO, a device, a link, a folder), whose
+    Parquet footer cannot be read (a disk that filled, a copy cut short), whose columns are
+    not sweeper's (another tool's), or that is a copy of a batch already taken, is skipped
+    with a CorruptResults warning that names it."""
     found = []
     seen: dict[str, Path] = {}
     for folder in sorted(Path(root).iterdir()):
         if not (folder.is_dir() and PARTITION_DIR.fullmatch(folder.name)):
             continue
         for path in sorted(folder.iterdir()):
-            if not (BATCH.fullmatch(path.name) and path.is_file()):
+            if not BATCH.fullmatch(path.name):
                 continue
             try:
-                metadata = pq.read_metadata(path)
+                with open_regular(path) as file:  # a FIFO would hang the read
+                    metadata = pq.read_metadata(file)
                 reason = _foreign(metadata.schema.to_arrow_schema())
             except (OSError, pa.ArrowException) as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -160,7 +162,17 @@ def load(
         filter_ = ds.field("run_id") == run_id
     elif run_id is not None:
         filter_ = ds.field("run_id").isin(list(run_id))
-    return _pandas(read(root, list(columns) if columns else DATASET_SCHEMA.names, filter_))
+    rows = _pandas(read(root, list(columns) if columns else DATASET_SCHEMA.names, filter_))
+    asked = None if run_id is None else {run_id} if isinstance(run_id, str) else set(run_id)
+    if "run_id" in rows:  # a live run before its first batch is running, not absent
+        for live in sorted(live_runs(root) - set(rows["run_id"].dropna())):
+            if asked is None or live in asked:
+                warnings.warn(
+                    f"run {live} is running: none of its rows are in a batch in {root} yet",
+                    SweeperWarning,
+                    stacklevel=2,
+                )
+    return rows
 
 
 # What `per_run` reads of each row.
@@ -211,6 +223,11 @@ def resolve(root: Path, run_id: str) -> str:
         if not known:
             raise BadInput(f"no runs in {root}")
         return known[-1]
+    if run_id not in known and run_id in live_runs(root):  # before its first batch
+        raise BadInput(
+            f"run {run_id} is running: none of its rows are in a batch in {root} yet",
+            hint="sweeper history counts them; once it ends, its rows are all there",
+        )
     if run_id not in known:
         recent = ", ".join(known[-3:]) or "none"
         raise BadInput(f"no run {run_id!r} in {root}", hint=f"latest runs there: {recent}")

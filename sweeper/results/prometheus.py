@@ -17,7 +17,7 @@ kube-state-metrics writes a pod's phase (a series per verdict, 1 for the one it 
 the others), so a node's series stay the same series whatever its verdict.
 
 `per_host(rows)` gives each host its own series and the run's; `write(path, families)`
-writes them through prometheus-client's registry and its atomic `write_to_textfile`.
+writes them as prometheus-client's registry formats them, through `files.atomic_write`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from prometheus_client import CollectorRegistry, write_to_textfile
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, InfoMetricFamily, Metric
 
+from sweeper.results.files import atomic_write
 from sweeper.results.schema import CURVE, RUN_COLUMNS
 from sweeper.wire import Kind, Status
 
@@ -254,4 +255,5 @@ def write(path: Path, families: Sequence[Metric]) -> None:
     name beside `path`, renamed: node_exporter reads only `*.prom`)."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_Families(families))
-    write_to_textfile(str(path), registry)
+    text = generate_latest(registry)
+    atomic_write(path, lambda file: file.write(text))

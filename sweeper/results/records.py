@@ -11,7 +11,6 @@ gets a report, without the link matrix and link peaks.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 import warnings
@@ -21,7 +20,7 @@ from typing import Any
 
 from sweeper.errors import CorruptResults, ResultsUnwritable
 from sweeper.planning.spec import SweepSpec
-from sweeper.results.files import run_name, write_text
+from sweeper.results.files import RUN_ID, read_bounded, run_name, write_text
 from sweeper.topology import Gpu, Node
 
 RECORDS_DIR = "_runs"
@@ -80,17 +79,32 @@ def save(results: Path, record: RunRecord) -> Path:
 
 def load(results: Path, run_id: str) -> RunRecord | None:
     """The run's record, or None when it has none, or one that is not a run record (junk,
-    another JSON document, binary bytes: skipped with a CorruptResults warning naming it)."""
+    another JSON document, binary bytes, JSON nested past Python's recursion limit, a file
+    over JSON_LIMIT_BYTES, a FIFO or a link: skipped with a CorruptResults warning naming
+    it)."""
     where = path(results, run_id)
-    if os.path.lexists(where) and not where.is_file():  # a FIFO would block the read
-        warnings.warn(f"skipped {where}: not a regular file", CorruptResults, stacklevel=2)
-        return None
     try:
-        return RunRecord.from_json(json.loads(where.read_bytes()))
+        data = read_bounded(where)
     except FileNotFoundError:
         return None
+    except OSError as exc:  # not a regular file (a FIFO would block the read), or too large
+        warnings.warn(f"skipped {where}: {exc.strerror or exc}", CorruptResults, stacklevel=2)
+        return None
+    try:
+        return RunRecord.from_json(json.loads(data))
+    except RecursionError:
+        reason = "nested deeper than Python's recursion limit"
     # what malformed JSON, or JSON of another shape, raises on the way to a record
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        warnings.warn(f"skipped {where}: not a run record ({reason})", CorruptResults, stacklevel=2)
-        return None
+    warnings.warn(f"skipped {where}: not a run record ({reason})", CorruptResults, stacklevel=2)
+    return None
+
+
+def run_ids(results: Path) -> list[str]:
+    """The runs that have a record in `results` (a run stopped before its first row has
+    nothing else), by name: a scan's summary beside them, and names that are no run id's,
+    are not records."""
+    found = (Path(results) / RECORDS_DIR).glob("*.json")
+    named = (where.name.removesuffix(".json") for where in found)
+    return sorted(r for r in named if RUN_ID.fullmatch(r) and not r.endswith(".scan"))

@@ -5,13 +5,12 @@ verdicts document (`scan.document`), written by the scan's driver, read by `swee
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from pathlib import Path
 from typing import Any
 
 from sweeper.errors import CorruptResults, ResultsUnwritable
-from sweeper.results.files import run_name, write_text
+from sweeper.results.files import read_bounded, run_name, write_text
 from sweeper.results.records import RECORDS_DIR
 
 VERSION = 1  # the document versions this reader knows
@@ -33,14 +32,18 @@ def load(results: Path, run_id: str) -> dict[str, Any] | None:
     """The scan's summary; None for a run that was no scan, or a file that is not a summary
     this sweeper reads (skipped with a CorruptResults warning naming it)."""
     where = path(results, run_id)
-    if os.path.lexists(where) and not where.is_file():  # a FIFO would block the read
-        warnings.warn(f"skipped {where}: not a regular file", CorruptResults, stacklevel=2)
-        return None
     try:
-        summary = json.loads(where.read_bytes())
+        summary = json.loads(read_bounded(where))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:  # not a regular file (a FIFO would block the read), or too large
+        warnings.warn(f"skipped {where}: {exc.strerror or exc}", CorruptResults, stacklevel=2)
+        return None
+    except RecursionError:
+        why = f"skipped {where}: nested deeper than Python's recursion limit"
+        warnings.warn(why, CorruptResults, stacklevel=2)
+        return None
+    except ValueError as exc:
         warnings.warn(f"skipped {where}: {exc}", CorruptResults, stacklevel=2)
         return None
     if not isinstance(summary, dict) or summary.get("version") != VERSION:

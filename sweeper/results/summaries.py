@@ -4,11 +4,13 @@ written by `sweeper nightly`, read by `sweeper history`."""
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweeper.results.files import run_name, write_text
+from sweeper.errors import CorruptResults
+from sweeper.results.files import read_bounded, run_name, write_text
 
 
 def path(reports_dir: Path, run_id: str) -> Path:
@@ -30,11 +32,22 @@ class Judged:
 
 
 def judged(reports_dir: Path, run_id: str) -> Judged | None:
-    """The counts a nightly run's summary holds; None when there is no summary."""
+    """The counts a nightly run's summary holds; None when there is no summary, or a file
+    that is not one (skipped with a CorruptResults warning naming it)."""
+    where = path(reports_dir, run_id)
     try:
-        summary = json.loads(path(reports_dir, run_id).read_text())
+        summary = json.loads(read_bounded(where))
+        return Judged(
+            regressions=int(summary["regressions"]), condemned=len(summary.get("condemned", ()))
+        )
     except FileNotFoundError:
         return None
-    return Judged(
-        regressions=int(summary["regressions"]), condemned=len(summary.get("condemned", ()))
-    )
+    except OSError as exc:  # not a regular file (a FIFO would block the read), or too large
+        reason = exc.strerror or str(exc)
+    except RecursionError:
+        reason = "nested deeper than Python's recursion limit"
+    # what malformed JSON, or JSON of another shape, raises on the way to the counts
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        reason = f"not a nightly summary ({str(exc).splitlines()[0] if str(exc) else exc!r})"
+    warnings.warn(f"skipped {where}: {reason}", CorruptResults, stacklevel=2)
+    return None

@@ -4,6 +4,7 @@ keyed on it, a write that fails leaves nothing, and statuses go to disk as plain
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -63,8 +64,8 @@ def test_a_write_that_fails_leaves_nothing_and_the_old_file_whole(tmp_path: Path
     target = tmp_path / "page.html"
     target.write_text("before")
 
-    def half(path: Path) -> None:
-        path.write_text("half a")
+    def half(file: BinaryIO) -> None:
+        file.write(b"half a")
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):

@@ -294,17 +294,33 @@ def test_a_writer_for_a_run_that_has_rows_recovers_its_journal_and_continues(
 def test_a_disk_that_refuses_writes_is_results_unwritable_and_keeps_the_rows(
     tmp_path: Path,
 ) -> None:
-    """/dev/full refuses every write with ENOSPC, as a full disk does."""
+    """A disk filled after the first batch (a tmpfs of 1 MiB, where root can mount one)
+    refuses the next journal with ENOSPC."""
     from sweeper.errors import ResultsUnwritable
-    from sweeper.results.journal import JOURNAL_DIR
 
-    writer = ResultWriter(tmp_path, "r1", "2026-11-21")
-    writer.append(_row(0))
-    writer.flush()
-    (tmp_path / JOURNAL_DIR / ".r1.arrows.new").symlink_to("/dev/full")
-    with pytest.raises(ResultsUnwritable, match="No space left on device"):
-        writer.append(_row(1))
-    assert len(load(tmp_path)) == 1
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        writer = ResultWriter(disk, "r1", "2026-11-21")
+        writer.append(_row(0))
+        writer.flush()
+        with open(disk / "ballast", "wb", buffering=0) as ballast:
+            with contextlib.suppress(OSError):  # ENOSPC: the disk is full
+                while True:
+                    ballast.write(bytes(4096))
+            with pytest.raises(ResultsUnwritable, match="No space left on device"):
+                writer.append(_row(1))
+        assert len(load(disk)) == 1
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
 
 
 # A live driver: journals one row (and, between batches, has written it as Parquet), says so,
