@@ -3,7 +3,7 @@ latency/bandwidth fits, point-to-point matrices, algorithm tables, run compariso
 launch mode of a point they read (graph where it was timed both ways)."""
 
 from sweeper.analysis.algorithms import best_per_size, candidate, candidates, ties
-from sweeper.analysis.changes import RegressionRule, mann_whitney_p, point_changes
+from sweeper.analysis.changes import RegressionRule, point_changes
 from sweeper.analysis.fits import AlphaBeta, fit_alpha_beta, fits
 from sweeper.analysis.launches import launch_costs, preferred
 from sweeper.analysis.p2p import PairMatrix, mad_outliers, pair_matrices, pair_table
@@ -30,7 +30,6 @@ __all__ = [
     "launch_costs",
     "launch_modes",
     "mad_outliers",
-    "mann_whitney_p",
     "pair_matrices",
     "pair_table",
     "point_changes",

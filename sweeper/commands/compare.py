@@ -35,15 +35,6 @@ def compare(
             help="Smallest change of bus bandwidth that counts \\[default: 0.05].",
         ),
     ] = None,
-    alpha: Annotated[
-        float | None,
-        typer.Option(
-            metavar="ALPHA",
-            min=0,
-            max=1,
-            help="Significance level of the test on per-iteration samples \\[default: 0.01].",
-        ),
-    ] = None,
     every: Annotated[
         bool,
         typer.Option(
@@ -52,13 +43,12 @@ def compare(
     ] = False,
     format: OutputFormat = Format.human,
 ) -> None:
-    """Two runs point by point: each point's change, significance where both runs kept
-    samples, and which points regressed; exit 1 on a regression."""
+    """Two runs point by point: each point's change against the noise two runs of it show,
+    and its verdict (regression, improvement, unclear, unchanged); exit 1 on a regression."""
     from sweeper.analysis import RegressionRule  # pandas too
     from sweeper.commands import compare_runs  # pandas: loaded only for a comparison
 
-    given = {"threshold": threshold, "alpha": alpha}
-    rule = RegressionRule(**{name: value for name, value in given.items() if value is not None})
+    rule = RegressionRule() if threshold is None else RegressionRule(threshold=threshold)
     try:
         comparison = compare_runs.compare(results, base, new, rule)
     except SweeperError as exc:

@@ -1,9 +1,10 @@
 """`sweeper compare`: two runs of a results directory, point by point.
 
 The changes are `analysis.changes.point_changes`, the same the report's baseline section
-shows: each point's bus bandwidth and time in both runs, the change, a Mann-Whitney test
-of the per-iteration samples where both runs kept them (`--samples`), and whether the
-point regressed or improved under a `RegressionRule`.
+shows: each point's bus bandwidth and time in both runs, the change, the noise two runs of
+it show (its size class's floor, its blocks' spread, its series' scatter), and its verdict
+under a `RegressionRule`: regression, improvement, unclear (a change the noise can explain)
+or unchanged.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.analysis import RegressionRule, point_changes
+from sweeper.analysis.changes import VERDICTS
 from sweeper.commands.nightly_run import json_value, series_name
 from sweeper.planning.sizes import format_size
 from sweeper.results.load import resolve, run_rows
@@ -37,6 +39,11 @@ class Comparison:
     @property
     def improvements(self) -> int:
         return int(self.changes["improvement"].sum())
+
+    def counts(self) -> dict[str, int]:
+        """Points of both runs per verdict, every verdict named."""
+        counts = self.changes["verdict"].value_counts()
+        return {verdict: int(counts.get(verdict, 0)) for verdict in VERDICTS}
 
 
 def compare(results: Path, base: str, new: str, rule: RegressionRule) -> Comparison:
@@ -68,10 +75,11 @@ def records(comparison: Comparison, every: bool) -> dict[str, Any]:
     return {
         "base": comparison.base,
         "new": comparison.new,
-        "rule": {"threshold": comparison.rule.threshold, "alpha": comparison.rule.alpha},
+        "rule": {"threshold": comparison.rule.threshold, "k": comparison.rule.k},
         "points": int((comparison.changes["present"] == "both").sum()),
         "regressions": comparison.regressions,
         "improvements": comparison.improvements,
+        "counts": comparison.counts(),
         "changes": [
             {str(key): json_value(value) for key, value in point.items()}
             for point in _shown(comparison, every).to_dict("records")
@@ -86,32 +94,33 @@ def _number(value: float, spec: str) -> str:
 def print_comparison(comparison: Comparison, every: bool, out: TextIO | None = None) -> None:
     console = Console(file=out or sys.stdout, highlight=False, width=160)
     changes, rule = comparison.changes, comparison.rule
+    counts = comparison.counts()
     console.print(
         f"{comparison.new} against {comparison.base}: "
         f"{int((changes['present'] == 'both').sum())} points in both, "
-        f"{comparison.regressions} regressions, {comparison.improvements} improvements "
-        f"(a change of at least {rule.threshold:.0%} in bus bandwidth, with p < {rule.alpha:g} "
-        "where both runs kept samples; or failed only now)",
+        + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+        + f" (a change of bus bandwidth counts beyond {rule.threshold:.0%} and the noise of "
+        "its point: its size's floor, and "
+        f"{rule.k:g}x its runs' blocks' spread and its series' scatter; or a point failed "
+        "only now; unclear: a change the noise can explain)",
         soft_wrap=True,
     )
     shown = _shown(comparison, every)
     if shown.empty:
         return
     table = Table()
-    columns = ("", "series", "size", "base GB/s", "GB/s", "change", "p")
+    columns = ("", "series", "size", "base GB/s", "GB/s", "change", "noise")
     for column in (*columns, "status"):
         table.add_column(column, justify="right" if column in columns[2:] else "left")
     for point in shown.to_dict("records"):
-        verdict = "regression" if point["regression"] else ""
-        verdict = "improvement" if point["improvement"] else verdict
         table.add_row(
-            verdict,
+            "" if pd.isna(point["verdict"]) else str(point["verdict"]),
             series_name(point),
             format_size(int(point["size_bytes"])),
             _number(point["base_busbw_gb_per_s"], ".3g"),
             _number(point["new_busbw_gb_per_s"], ".3g"),
             _number(point["busbw_change"], "+.1%"),
-            _number(point["p_value"], ".2g"),
+            _number(point["noise"], ".1%"),
             f"{point['base_status']} -> {point['new_status']}"
             if point["present"] == "both"
             else f"only in {point['present']}",

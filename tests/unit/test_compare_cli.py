@@ -9,16 +9,30 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.results import records
+from sweeper.results.writer import ResultWriter
 from tests import report_data
+
+
+def write_run(root: Path, run_id: str, slow: float = 1.0) -> None:
+    """The synthetic H200 node's run, each point with three blocks 0.1% either side of its
+    time, as a steady GPU times them."""
+    writer = ResultWriter(root, run_id, report_data.STARTED.strftime("%Y-%m-%d"))
+    for row in report_data.gpu_rows(run_id, slow=slow):
+        t = row.get("time_us")
+        blocks = None if t is None else [t * 0.999, t, t * 1.001]
+        writer.append({**row, "time_us_blocks": blocks})
+    writer.flush()
+    records.save(root, report_data.h200_record(run_id))
 
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     """Three runs of the synthetic H200 node: one, the same again, and one 25% slower."""
     root = tmp_path / "results"
-    report_data.write_run(root, "monday")
-    report_data.write_run(root, "tuesday")
-    report_data.write_run(root, "wednesday", slow=1.25)
+    write_run(root, "monday")
+    write_run(root, "tuesday")
+    write_run(root, "wednesday", slow=1.25)
     return root
 
 
@@ -32,7 +46,7 @@ def test_a_slower_run_exits_1_and_names_the_points_that_regressed(results: Path)
     assert code == 1, out
     first = out.splitlines()[0]
     assert first.startswith("wednesday against tuesday: ")
-    assert "regressions" in first
+    assert " regression, 0 improvement, " in first
     table = [line for line in out.splitlines() if line.startswith("│ regression")]
     assert any("nvlink:n0g2,3 p2p (uni) bfloat16 graph 2->3" in line for line in table)
     assert any("-20.0%" in line for line in table)
@@ -41,7 +55,7 @@ def test_a_slower_run_exits_1_and_names_the_points_that_regressed(results: Path)
 def test_the_same_measurements_again_exit_0(results: Path) -> None:
     code, out, _ = compare(results, "monday", "tuesday")
     assert code == 0, out
-    assert " 0 regressions, 0 improvements" in out
+    assert " 0 regression, 0 improvement, 0 unclear, " in out
     assert "│" not in out  # nothing to tabulate
 
 
@@ -50,23 +64,34 @@ def test_json_lists_every_point_with_its_change(results: Path) -> None:
     assert code == 1
     comparison = json.loads(out)
     assert (comparison["base"], comparison["new"]) == ("tuesday", "wednesday")
-    assert comparison["rule"] == {"threshold": 0.05, "alpha": 0.01}
+    assert comparison["rule"] == {"threshold": 0.05, "k": 3.0}
     changes = comparison["changes"]
     ran = [c for c in changes if c["new_status"] == "ok"]
     assert len(ran) == comparison["points"] - 1  # the point out of memory in both
-    assert comparison["regressions"] == len(ran)
     assert all(c["busbw_change"] == pytest.approx(1 / 1.25 - 1) for c in ran)
+    # 20% less: beyond the floor from 64 KiB, within it (50%) below
+    small = [c for c in ran if c["size_bytes"] < 64 * 2**10]
+    assert {c["verdict"] for c in small} == {"unclear"}
+    assert comparison["regressions"] == len(ran) - len(small) > 0
+    counts = comparison["counts"]
+    assert counts == {
+        "regression": len(ran) - len(small),
+        "improvement": 0,
+        "unclear": len(small),
+        "unchanged": 1,
+    }
     pair = next(c for c in changes if c["op"] == "p2p")
     assert isinstance(pair["src_rank"], int)
     oom = next(c for c in changes if c["new_status"] == "oom")
     assert oom["busbw_change"] is None
     assert not oom["regression"]
+    assert oom["verdict"] == "unchanged"  # out of memory in both
 
 
 def test_a_threshold_above_the_change_exits_0(results: Path) -> None:
-    code, out, _ = compare(results, "tuesday", "wednesday", "--threshold", "0.25")
+    code, out, _ = compare(results, "tuesday", "wednesday", "--threshold", "0.3")
     assert code == 0, out
-    assert "at least 25%" in out
+    assert "beyond 30%" in out
 
 
 @pytest.mark.parametrize(
