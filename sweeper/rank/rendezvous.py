@@ -49,11 +49,11 @@ def directory() -> int:
             if _owned_alone(os.fstat(base)):
                 return _made(base, runtime, "sweeper")
             os.close(base)
-    temporary = tempfile.gettempdir()
     try:
+        temporary = tempfile.gettempdir()
         base = os.open(temporary, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise Unusable(f"cannot open the temporary directory {temporary}: {exc.strerror}") from exc
+    except OSError as exc:  # gettempdir's too: none of its candidates is writable
+        raise Unusable(f"no temporary directory for the rank template: {exc}") from exc
     return _made(base, temporary, f"sweeper-{os.getuid()}")
 
 
@@ -123,9 +123,9 @@ def _prove(sock: socket.socket, digest: str) -> None:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         executable = os.stat(f"/proc/{pid}/exe")
+        ours = os.stat(sys.executable)
     except OSError as exc:
         raise Unusable(f"cannot tell what holds the rank template's socket (pid {pid})") from exc
-    ours = os.stat(sys.executable)
     template = [b"-m", b"sweeper.rank.template", digest.encode()]
     same = (executable.st_dev, executable.st_ino) == (ours.st_dev, ours.st_ino)
     if argv[1:4] != template or not same:

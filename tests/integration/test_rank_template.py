@@ -82,7 +82,9 @@ def raylet() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def _actor(raylet: int, cwd: Path, **env: str) -> Actor:
-    environ = {**os.environ, "RAY_RAYLET_PID": str(raylet), **env}
+    # Its template's socket in the test's directory, so none a test kills is left in /tmp.
+    environ = {**os.environ, "RAY_RAYLET_PID": str(raylet), "TMPDIR": str(cwd), **env}
+    environ.pop("XDG_RUNTIME_DIR", None)
     process = subprocess.Popen(
         [sys.executable, "-c", _ACTOR], cwd=cwd, env=environ, stdout=subprocess.PIPE, text=True
     )
