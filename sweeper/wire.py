@@ -184,6 +184,34 @@ class Block:
         return self.seconds / self.iters
 
 
+# The `transport` of a row that went through NCCL where NCCL's output told nothing
+UNKNOWN_TRANSPORT = "unknown"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Link:
+    """A connection NCCL set up from a rank of a communicator to a peer, in NCCL's own words
+    (sweeper/fabric/nccl_log.py reads them from its INFO lines)."""
+
+    src: int | None  # NCCL's ranks of the communicator; None for NVLS (the group as one)
+    dst: int | None  # None for NVLS and CollNet (a network that reduces)
+    via: str  # what follows NCCL's "via": P2P/CUMEM, SHM/direct/direct, NET/IB/0/GDRDMA, NVLS
+    device: str | None = None  # a NET connection's device, as the net plugin named it: mlx5_0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fabric:
+    """What NCCL set up for one group's communicator in one engine, as one rank's NCCL said,
+    and what that rank's node offers its network (the tier contract, sweeper/fabric)."""
+
+    links: tuple[Link, ...] = ()  # every connection of this rank's so far
+    channels: int | None = None  # the communicator's collective channels
+    calls: tuple[tuple[str, str], ...] = ()  # the point's first call: (algorithm, protocol)
+    unknown: str | None = None  # why NCCL's output could not be read (then nothing else is)
+    rdma_devices: tuple[str, ...] = ()  # the node's active RDMA ports: mlx5_0/1
+    peer_memory: bool = False  # the kernel's peer-memory module (GPUDirect RDMA) is loaded
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Timed:
     """A point's blocks in one engine and launch mode on one rank."""
@@ -196,6 +224,7 @@ class Timed:
     note: str | None = None  # why it ran eagerly where a graph was asked for
     skipped: str | None = None  # why there is nothing to time (then there are no blocks)
     registered: bool = False  # its buffers registered with this engine's communicator
+    fabric: Fabric | None = None  # None: not through NCCL (gloo ranks)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

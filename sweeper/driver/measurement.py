@@ -19,12 +19,26 @@ from typing import Any
 import numpy as np
 
 from sweeper.driver.outcome import PointResult
+from sweeper.fabric.contract import breaches
+from sweeper.fabric.nccl_log import spelled, summary
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
 from sweeper.planning.placement import Placement
 from sweeper.planning.sizes import format_size
 from sweeper.telemetry import COLUMNS as TELEMETRY_COLUMNS
 from sweeper.telemetry import columns as telemetry_columns
-from sweeper.wire import Backend, Copied, Engine, Kind, Launch, RankTimings, Status, Tier, Timed
+from sweeper.wire import (
+    UNKNOWN_TRANSPORT,
+    Backend,
+    Copied,
+    Engine,
+    Fabric,
+    Kind,
+    Launch,
+    RankTimings,
+    Status,
+    Tier,
+    Timed,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,6 +121,14 @@ class ResultRow:
     # a host<->device copy: algbw against its GPU's PCIe link (NVML's largest generation x
     # width, one direction; the slowest of a group's where one row stands for several)
     pcie_pct_of_peak: float | None = None
+    # what NCCL set up for the group's communicator in this engine, as its INFO lines said
+    # (sweeper/fabric), and how that holds to the tier's contract
+    transport: str | None = None
+    transport_flag: str | None = None
+    nccl_connections: tuple[str, ...] | None = None
+    nccl_channels: int | None = None
+    nccl_algo: str | None = None
+    nccl_proto: str | None = None
     # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
     # (last: the writer spreads it after the row's own columns)
     readings: Mapping[str, tuple[Any, ...] | None] = field(
@@ -229,6 +251,7 @@ def _timed(base: ResultRow, ranks: list[Timed], pcie_peak_gb_per_s: float | None
     wrong = f"{n_wrong} elements wrong ({format_size(base.size_bytes)})" if n_wrong else None
     return replace(
         mine,
+        **_fabric(base, [t.fabric for t in ranks if t.fabric is not None]),
         launch_note=next((t.note for t in ranks if t.note), None),
         registered=all(t.registered for t in ranks),
         warmup_iters=max(t.warmup_iters for t in ranks),
@@ -246,6 +269,28 @@ def _timed(base: ResultRow, ranks: list[Timed], pcie_peak_gb_per_s: float | None
         error=wrong or mine.error,
         pcie_pct_of_peak=None if pcie_peak_gb_per_s is None else 100 * algbw / pcie_peak_gb_per_s,
     )
+
+
+def _fabric(base: ResultRow, fabrics: list[Fabric]) -> dict[str, Any]:
+    """The transport columns of a measurement from its ranks' accounts of NCCL: none for
+    what does not go through NCCL (gloo ranks, copies); `unknown` where NCCL's output could
+    not be read on a rank, or told of no connection in a group of several GPUs."""
+    if not fabrics or base.kind == Kind.COPY:
+        return {}
+    links = [link for fabric in fabrics for link in fabric.links]
+    calls = [call for fabric in fabrics for call in fabric.calls]
+    channels = [fabric.channels for fabric in fabrics if fabric.channels is not None]
+    known = summary(links)
+    if (known is None and base.world_size > 1) or any(f.unknown for f in fabrics):
+        known = UNKNOWN_TRANSPORT
+    return {
+        "transport": known,
+        "transport_flag": breaches(base.tier, fabrics),
+        "nccl_connections": tuple(sorted({spelled(link) for link in links})) or None,
+        "nccl_channels": max(channels, default=None),
+        "nccl_algo": "+".join(dict.fromkeys(algo for algo, _ in calls)) or None,
+        "nccl_proto": "+".join(dict.fromkeys(proto for _, proto in calls)) or None,
+    }
 
 
 def of_copy(

@@ -29,7 +29,7 @@ from sweeper.rank.timing import (
     calibrate,
     graph_unit,
 )
-from sweeper.wire import Engine, Launch, Timed, Timing
+from sweeper.wire import Engine, Fabric, Launch, Timed, Timing
 
 EMPTY_GRAPH = (
     "nothing to time: the CUDA graph holds no GPU work (NCCL moves nothing for an in-place "
@@ -68,12 +68,27 @@ class Execution:
                 ]
                 continue
             step = r.collective.bind(r.buffers, self.groups.comm(engine, r.point.group_id))
-            step()  # first call: connections, lazy buffers, kernel loads (capture needs them)
+            fabric = self._first(engine, step)
             mine = self._launches(engine, step, timing)
             n_wrong = r.check(step) if timing.check else None
             registered = r.registration is not None
-            timed += [replace(t, n_wrong=n_wrong, registered=registered) for t in mine]
+            timed += [
+                replace(t, n_wrong=n_wrong, registered=registered, fabric=fabric) for t in mine
+            ]
         return tuple(timed)
+
+    def _first(self, engine: Engine, step: Step) -> Fabric | None:
+        """The first call (connections, lazy buffers, kernel loads: a capture needs them), and
+        what NCCL set up for the group's communicator in `engine` by then. What NCCL said
+        before it came from the group's torch communicator (its agreements and barriers)."""
+        debug = self.groups.nccl_debug
+        group_id = self.ready.point.group_id
+        if debug is not None:
+            debug.take((group_id, Engine.TORCH))
+        step()
+        if debug is None:
+            return None
+        return debug.fabric((group_id, engine), debug.take((group_id, engine)))
 
     def _launches(self, engine: Engine, step: Step, timing: Timing) -> list[Timed]:
         timed: list[Timed] = []

@@ -21,6 +21,7 @@ from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
 from sweeper.ops.descriptor import Comm
 from sweeper.rank.nccl import NcclComm, unique_id
+from sweeper.rank.nccl_debug import NcclDebug
 from sweeper.rank.torch_engine import TorchComm
 from sweeper.wire import Backend, Engine
 
@@ -35,6 +36,7 @@ class Groups:
         device: torch.device,
         stream: torch.cuda.Stream | None,
         nccl_engine: bool,
+        nccl_debug: NcclDebug | None = None,
     ) -> None:
         self.rank = -1  # given at join(), once the driver has put the set in physical order
         self.world_size = 0  # given at join() too: a world may have fewer ranks than the last
@@ -47,6 +49,7 @@ class Groups:
         self.torch: dict[str, TorchComm] = {}
         self.opened: set[tuple[int, ...]] = set()  # rank sets with a group in this world
         self.nccl: dict[str, NcclComm] = {}
+        self.nccl_debug = nccl_debug  # what NCCL said as each communicator started
 
     def comm(self, engine: Engine, group_id: str) -> Comm:
         """The group's communicator on an engine."""
@@ -98,13 +101,18 @@ class Groups:
             dist.all_reduce(torch.zeros(1, device=self.device), group=world)
             torch.cuda.synchronize(self.device)
         self.torch["world"] = TorchComm(world, self.rank, self.world_size)
+        if self.nccl_debug is not None:
+            self.nccl_debug.take(("world", Engine.TORCH))
 
     def open(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> None:
         """Called on the group's members only (local synchronization: no rank outside the
         group takes part, so the groups of a wave open at the same time). A group of every
         rank is the world group itself."""
+        debug = self.nccl_debug
         if len(ranks) == self.world_size:
             group = self.torch["world"].group
+            if debug is not None:
+                debug.share(("world", Engine.TORCH), (group_id, Engine.TORCH))
         elif ranks in self.opened:
             # torch names the group by its ranks (and the groups alive, the world alone here):
             # a second one would take the first's rendezvous keys from the world's store
@@ -118,8 +126,12 @@ class Groups:
                 device_id=self.device if self.device.type == "cuda" else None,
             )
         self.torch[group_id] = TorchComm(group, ranks.index(self.rank), len(ranks), nodes)
+        if debug is not None:
+            debug.take((group_id, Engine.TORCH))
         if self.nccl_engine:
             self.nccl[group_id] = self._nccl_comm(group_id, ranks, nodes)
+            if debug is not None:
+                debug.take((group_id, Engine.NCCL))
 
     def _nccl_comm(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> NcclComm:
         """The group's own NCCL communicator: its first rank makes the unique id and passes it
@@ -133,6 +145,8 @@ class Groups:
         return NcclComm(uid, ranks.index(self.rank), len(ranks), nodes, self.stream)
 
     def close(self, group_id: str) -> None:
+        if self.nccl_debug is not None:
+            self.nccl_debug.forget(group_id)
         comm = self.torch.pop(group_id, None)
         if comm is not None and comm.group is not dist.group.WORLD:
             dist.destroy_process_group(comm.group)
@@ -147,6 +161,8 @@ class Groups:
             direct.destroy()
         self.nccl.clear()
         self.torch.clear()
+        if self.nccl_debug is not None:
+            self.nccl_debug.heard.clear()
         self.opened.clear()
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -36,6 +36,7 @@ from sweeper.rank.buffers import (
 from sweeper.rank.copy_matrix import copy_matrix
 from sweeper.rank.execution import Execution
 from sweeper.rank.groups import Groups
+from sweeper.rank.nccl_debug import NcclDebug
 from sweeper.rank.timing import CudaTimer, HostTimer, Timer
 from sweeper.telemetry import Watch
 from sweeper.topology import nvml_driver_version
@@ -70,11 +71,13 @@ class Rank:
         facts: RayFacts,
     ) -> None:
         self.facts = facts
+        cuda = backend == Backend.NCCL
+        # before NCCL's first call: it reads its debug variables once, as it first logs
+        self.nccl_debug = NcclDebug.start() if cuda else None
         load_plugins(plugins)
         if moe is not None:
             configure_moe(moe)
         self.limits = limits or Limits()
-        cuda = backend == Backend.NCCL
         self.device = self._device(facts.gpu_ids) if cuda else torch.device("cpu")
         if self.device.type == "cuda" and self.limits.mem_limit is not None:
             # The allocator itself refuses past the cap, so a small cap gives real OOMs.
@@ -86,7 +89,7 @@ class Rank:
         # engine's bound calls name, graphs are captured and replayed on, and events time.
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self.watch = Watch.open(self._gpu_uuid()) if self.device.type == "cuda" else None
-        self.groups = Groups(backend, self.device, self.stream, nccl_engine)
+        self.groups = Groups(backend, self.device, self.stream, nccl_engine, self.nccl_debug)
         self.ready: Ready | None = None
 
     @property
@@ -124,7 +127,14 @@ class Rank:
             ray_gpu_ids=self.facts.gpu_ids,
             gpu_uuid=uuid,
             gpu_pci_bus_id=bus,
-            nccl_env=tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NCCL_"))),
+            nccl_env=self._nccl_env(),
+        )
+
+    def _nccl_env(self) -> tuple[tuple[str, str], ...]:
+        """The NCCL variables of this rank's environment, less the debug output sweeper set."""
+        ours = self.nccl_debug.added if self.nccl_debug is not None else ()
+        return tuple(
+            sorted((k, v) for k, v in os.environ.items() if k.startswith("NCCL_") and k not in ours)
         )
 
     def versions(self) -> Versions:

@@ -32,6 +32,10 @@ _NO_GPU = (
 )
 _PAIR = "rows of no pair (every kind but p2p and copy)"
 _NO_NVLINK = f"{_NO_GPU}, or a GPU without NVLink"
+_TRANSPORT_NULL = (
+    "not through NCCL (gloo ranks, copies), a group of one GPU, a point that did not run, "
+    "rows written before sweeper read it (but NCCL's: `unknown`)"
+)
 
 
 def _microseconds(meaning: str, null: str = _NOT_RUN) -> Described:
@@ -281,6 +285,51 @@ DESCRIBED: dict[str, Described] = {
         "`cross-domain`, `bisect`, `confirm`)",
         null="rows of a sweep (`sweeper run`, a nightly sweep)",
     ),
+    "transport": Described(
+        meaning="the transport NCCL set up between the group's GPUs for this engine's "
+        "communicator, from NCCL's own INFO lines: `P2P/<mode>` (`CUMEM`, `IPC`, `direct`, "
+        "`indirect`; `/read`, `/CE`), `SHM` (through host memory), `NET/<plugin>` "
+        "(`NET/Socket`: TCP; `NET/IB`, `NET/AWS Libfabric`: RDMA) with `+GDRDMA` where "
+        "GPUDirect RDMA carries it, `NVLS`, `CollNet/<plugin>`; several: `mixed:` and each, "
+        "comma-separated (an internode group's P2P inside a node and NET between nodes). "
+        "`unknown` where NCCL's output could not be read (the user's NCCL_DEBUG settings leave "
+        "nothing readable) or told of no connection, and on NCCL rows written before sweeper "
+        "read it",
+        null=_TRANSPORT_NULL,
+    ),
+    "transport_flag": Described(
+        meaning="where the transport breaks the tier's contract, why, and what to check: an "
+        "`nvlink` group through SHM or NET, a `pcie` group through NET, an `internode` group "
+        "over NET/Socket where its nodes have active RDMA ports, an RDMA NET connection "
+        "without GPUDirect RDMA on a node whose peer-memory module (nvidia_peermem, "
+        "nv_peer_mem) is loaded; `; ` between several",
+        null=f"the contract holds, or cannot be judged; {_TRANSPORT_NULL}",
+    ),
+    "nccl_connections": Described(
+        meaning="each connection NCCL set up on the group's communicator, every rank's, once: "
+        "`0->1 P2P/CUMEM`, `3->0 NET/IB/0/GDRDMA (mlx5_0)` (NCCL's ranks of the "
+        "communicator, then NCCL's words after `via`, and the net plugin's device), "
+        "`0 COLLNET/SHARP/0`, `NVLS`",
+        null=f"no connection known; {_TRANSPORT_NULL}",
+    ),
+    "nccl_channels": Described(
+        meaning="the collective channels of the group's communicator (the most over its "
+        "ranks), as NCCL said when it started",
+        null=f"not said; {_TRANSPORT_NULL}",
+    ),
+    "nccl_algo": Described(
+        meaning="the algorithm NCCL chose for the point's first call (`RING`, `TREE`, `NVLS`, "
+        "`NVLS_TREE`, `COLLNET_DIRECT`, `COLLNET_CHAIN`, `PAT`; `+` between several: a "
+        "composite's calls)",
+        null="NCCL printed no TUNING line for it: sweeper does not ask for them (they print a "
+        "line per call, inside timed loops), so only where the user set "
+        "NCCL_DEBUG_SUBSYS with TUNING into a NCCL_DEBUG_FILE; point-to-point calls; "
+        f"{_TRANSPORT_NULL}",
+    ),
+    "nccl_proto": Described(
+        meaning="the protocol NCCL chose for the point's first call (`LL`, `LL128`, `SIMPLE`)",
+        null="as `nccl_algo`",
+    ),
 }
 
 
@@ -317,6 +366,16 @@ def markdown(schema: pa.Schema = SCHEMA) -> str:
         "the last check, never inside a timed block; the `*_delta` counters are differences of "
         "those two readings, so a non-zero value is evidence against the point, and the state "
         "columns describe the GPU just after its blocks, not an average over them.",
+        "",
+        "The transport columns (`transport` to `nccl_proto`) are NCCL's own account, read from "
+        "its INFO lines in each rank's process after each communicator starts and after each "
+        "point's first (untimed) call. Where the user set none of NCCL_DEBUG, "
+        "NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE (environment or NCCL's configuration files), "
+        "the rank sets them, before NCCL starts, to INFO for the INIT and NET subsystems into "
+        "a memory file of its own: debug output variables, which change none of NCCL's "
+        "choices, printed as communicators start and connect, never per call. Where the user "
+        "set any of them, sweeper sets nothing and reads their NCCL_DEBUG_FILE where it is "
+        "INFO with INIT; else `unknown`. The rows' `nccl_env` leaves out what sweeper set.",
         "",
         "| column | type | unit | meaning | null when |",
         "|---|---|---|---|---|",

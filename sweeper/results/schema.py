@@ -12,8 +12,9 @@ import pyarrow as pa
 from sweeper.telemetry import ELEMENT_TYPES
 
 # 1: files with no version in their metadata (every sweeper before versions), whose rows may
-# lack kind, launch, engine and variant; 2: every row says all four.
-SCHEMA_VERSION = 2
+# lack kind, launch, engine and variant; 2: every row says all four; 3: a row that ran through
+# NCCL says the transport NCCL used (`unknown` where its output told nothing).
+SCHEMA_VERSION = 3
 VERSION_KEY = b"sweeper.schema_version"
 
 
@@ -104,6 +105,16 @@ SCHEMA = pa.schema(
         # gate, screen, cross-domain, bisect, confirm); null for every other row, older ones
         # included, so no upgrade step fills it
         ("stage", pa.string()),
+        # what NCCL set up for the group's communicator in the row's engine, from NCCL's own
+        # INFO lines (sweeper/fabric): the transport in one word (P2P/CUMEM, SHM, NET/Socket,
+        # NET/IB+GDRDMA, NVLS, mixed:...), where it breaks the tier's contract and why, each
+        # connection, the collective channels, the point's algorithm and protocol
+        ("transport", pa.string()),
+        ("transport_flag", pa.string()),
+        ("nccl_connections", pa.list_(pa.string())),
+        ("nccl_channels", pa.int32()),
+        ("nccl_algo", pa.string()),
+        ("nccl_proto", pa.string()),
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sweeper.results.schema import SCHEMA, VERSION_KEY
-from sweeper.wire import Engine, Launch
+from sweeper.wire import UNKNOWN_TRANSPORT, Backend, Engine, Kind, Launch
 
 UNVERSIONED = 1
 # What rows from before a column existed were: eager calls through torch.distributed, of the
@@ -70,8 +70,33 @@ def _to_2(table: pa.Table) -> pa.Table:
     return table
 
 
+# What a row needs to say for its transport to be known to be unknown (version 3).
+TRANSPORT_SOURCES = ("transport", "backend", "kind", "world_size", "time_us")
+
+
+def _to_3(table: pa.Table) -> pa.Table:
+    """`transport` is `unknown` on a row that ran through NCCL (nccl ranks, a group of more
+    than one GPU, not a copy) before sweeper read it from NCCL; every other row keeps null.
+    A table read without TRANSPORT_SOURCES keeps its transport as read."""
+    names = table.column_names
+    if not all(source in names for source in TRANSPORT_SOURCES):
+        return table
+    through_nccl = pc.and_(
+        pc.and_(
+            pc.equal(table["backend"], Backend.NCCL.value),
+            pc.not_equal(table["kind"], Kind.COPY.value),
+        ),
+        pc.and_(pc.greater(table["world_size"], 1), pc.is_valid(table["time_us"])),
+    )
+    unknown = pc.if_else(
+        pc.fill_null(through_nccl, False), UNKNOWN_TRANSPORT, pa.scalar(None, pa.string())
+    )
+    filled = pc.coalesce(table["transport"], unknown)
+    return table.set_column(names.index("transport"), "transport", filled)
+
+
 # Each step brings a table of the version before `to` up to it; the last is SCHEMA_VERSION.
-STEPS: tuple[tuple[int, Callable[[pa.Table], pa.Table]], ...] = ((2, _to_2),)
+STEPS: tuple[tuple[int, Callable[[pa.Table], pa.Table]], ...] = ((2, _to_2), (3, _to_3))
 
 
 def upgrade(table: pa.Table, since: int) -> pa.Table:

@@ -25,8 +25,10 @@ from sweeper.wire import (
     Block,
     Copied,
     Engine,
+    Fabric,
     Kind,
     Launch,
+    Link,
     Point,
     RankTimings,
     Tier,
@@ -366,3 +368,54 @@ def test_a_collective_has_no_pcie_share() -> None:
         RUN, _placement(), _done("all_reduce", (0, 1), _ran(_timed(1e-3), _timed(1e-3)))
     )
     assert made.pcie_pct_of_peak is None
+
+
+def _through(
+    *vias: str, channels: int | None = None, calls: tuple[tuple[str, str], ...] = ()
+) -> Fabric:
+    links = tuple(Link(src=0, dst=i + 1, via=via) for i, via in enumerate(vias))
+    return Fabric(links=links, channels=channels, calls=calls)
+
+
+def _fabric_rows(*fabrics: Fabric | None, name: str = "all_reduce") -> list[ResultRow]:
+    per_rank = [replace(_timed(1e-3), fabric=fabric) for fabric in fabrics]
+    return of_point(RUN, _placement(), _done(name, (0, 1), _ran(*per_rank)))
+
+
+def _fabric_row(*fabrics: Fabric | None) -> ResultRow:
+    (made,) = _fabric_rows(*fabrics)
+    return made
+
+
+def test_a_row_says_the_transport_every_rank_of_its_group_saw_nccl_set_up() -> None:
+    made = _fabric_row(
+        _through("P2P/CUMEM", channels=24, calls=(("RING", "LL"),)),
+        _through("P2P/CUMEM", channels=24),  # NCCL prints TUNING on rank 0 only
+    )
+
+    assert (made.transport, made.transport_flag) == ("P2P/CUMEM", None)
+    assert made.nccl_connections == ("0->1 P2P/CUMEM",)
+    assert (made.nccl_channels, made.nccl_algo, made.nccl_proto) == (24, "RING", "LL")
+
+
+def test_an_nvlink_group_through_host_memory_says_so_on_its_row() -> None:
+    made = _fabric_row(_through("SHM/direct/direct"), _through("SHM/direct/direct"))
+
+    assert made.tier == "nvlink"
+    assert made.transport == "SHM"
+    assert made.transport_flag is not None
+    assert made.transport_flag.startswith("nvlink group through SHM")
+
+
+def test_a_rank_whose_nccl_output_was_unreadable_makes_the_transport_unknown() -> None:
+    made = _fabric_row(_through("P2P/CUMEM"), Fabric(unknown="NCCL_DEBUG=WARN (set by the user)"))
+
+    assert made.transport == "unknown"
+
+
+def test_rows_of_no_nccl_have_no_transport() -> None:
+    gloo = _fabric_row(None, None)
+    copies = _fabric_rows(_through("P2P/CUMEM"), _through("P2P/CUMEM"), name="h2d")
+
+    assert (gloo.transport, gloo.nccl_connections, gloo.nccl_channels) == (None, None, None)
+    assert [copy.transport for copy in copies] == [None, None]  # a row per GPU

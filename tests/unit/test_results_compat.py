@@ -11,10 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 import sweeper
 from sweeper.results import records
 from sweeper.results.load import runs
+from sweeper.results.schema import SCHEMA
+from sweeper.results.upgrade import upgrade
 
 OLD = Path(__file__).parents[1] / "data" / "results" / "main-2026-11-25"
 RUN = "20261125T063903Z-c4526e"
@@ -98,6 +101,12 @@ DTYPES = {
     "pcie_max_gen": _OBJ,
     "pcie_max_width": _OBJ,
     "stage": _STR,
+    "transport": _STR,  # gloo's: null, as rows that go through no NCCL
+    "transport_flag": _STR,
+    "nccl_connections": _OBJ,
+    "nccl_channels": "Int32",
+    "nccl_algo": _STR,
+    "nccl_proto": _STR,
     "date": _STR,
 }
 # how many rows have a value in each column: every row, the 24 measured (the 8 h2d rows are
@@ -176,3 +185,27 @@ def test_a_run_written_before_the_results_package_is_one_complete_run() -> None:
     assert kept.options["ops"] == ["all_reduce", "all_gather", "send_recv", "h2d"]
     assert [node.host for node in kept.nodes] == ["vm"]
     assert kept.nodes[0].gpus == ()
+
+
+def test_nccl_rows_from_before_transports_were_read_say_unknown_and_others_stay_null() -> None:
+    ran = {"backend": "nccl", "kind": "collective", "world_size": 4, "time_us": 12.5}
+    rows = [
+        ran,
+        ran | {"kind": "copy"},  # the copy engine's: no NCCL
+        ran | {"backend": "gloo"},
+        ran | {"world_size": 1},  # a group of one GPU connects to no peer
+        ran | {"time_us": None},  # did not run
+    ]
+    version_2 = pa.Table.from_pylist(rows, schema=SCHEMA)
+
+    upgraded = upgrade(version_2, since=2)
+
+    assert upgraded["transport"].to_pylist() == ["unknown", None, None, None, None]
+    assert upgraded.drop_columns(["transport"]).equals(version_2.drop_columns(["transport"]))
+
+
+def test_a_row_that_says_its_transport_keeps_it() -> None:
+    said = {"backend": "nccl", "kind": "collective", "world_size": 4, "time_us": 1.0}
+    table = pa.Table.from_pylist([said | {"transport": "SHM"}], schema=SCHEMA)
+
+    assert upgrade(table, since=2)["transport"].to_pylist() == ["SHM"]

@@ -1,0 +1,200 @@
+"""NCCL's own account of what it set up, captured in the rank's process: its debug output
+(INFO lines) read after each communicator starts and after each point's first call, and
+folded per group and engine into what the rows say (`wire.Fabric`).
+
+NCCL reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE once per process, as it first
+logs; its configuration files (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf) fill in
+what the environment lacks. Where none of the three is set anywhere, the rank sets them before
+NCCL starts: INFO for the INIT and NET subsystems only (each communicator's setup and its
+connections, which NCCL prints as it makes them, never per call), into a memfd of its own,
+which no other process can open or replace and which is gone with the process. They are debug
+output variables: none changes what NCCL chooses. Where the user set any of them, sweeper
+sets nothing and reads what their settings make readable (INFO or TRACE with INIT, into a file
+it can open), else the rows say `unknown`.
+
+Lines carry no communicator, so they are attributed by when they came: a group's and engine's
+lines are those NCCL wrote while that communicator was the one starting or called.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sweeper.fabric import node
+from sweeper.fabric.nccl_log import Reading, net_device, read
+from sweeper.wire import Fabric, Link
+
+VARIABLES = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
+# Setup and connections: the COLL and TUNING subsystems print a line per call, inside timed loops
+SUBSYSTEMS = "INIT,NET"
+_CHUNK = 1 << 20
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02  # fallocate(2)
+
+Key = tuple[str, str]  # a group id and an engine
+
+
+def conf_files(environ: Mapping[str, str]) -> tuple[Path, ...]:
+    """The files NCCL fills its variables from (src/misc/param.cc), in its order."""
+    user = environ.get("NCCL_CONF_FILE")
+    first = Path(user) if user else Path.home() / ".nccl.conf"
+    return first, Path("/etc/nccl.conf")
+
+
+def configured(environ: Mapping[str, str], files: tuple[Path, ...]) -> dict[str, str]:
+    """NCCL's debug variables as NCCL will see them: the environment's, then each file's
+    `NAME=VALUE` lines (not `#`) for those it lacks."""
+    found = {name: environ[name] for name in VARIABLES if name in environ}
+    for path in files:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            name, equals, value = line.partition("=")
+            if equals and not line.startswith("#") and name in VARIABLES:
+                found.setdefault(name, value)
+    return found
+
+
+def unreadable(settings: Mapping[str, str]) -> str | None:
+    """Why the user's own debug settings give sweeper nothing to read; None where they do."""
+    level = settings.get("NCCL_DEBUG", "").upper()
+    if level not in ("INFO", "TRACE"):
+        return f"NCCL_DEBUG={settings.get('NCCL_DEBUG', '')} (set by the user) prints no INFO"
+    subsystems = settings.get("NCCL_DEBUG_SUBSYS")
+    if subsystems is not None:  # NCCL's default is INIT,BOOTSTRAP,ENV
+        named = {name.upper() for name in subsystems.lstrip("^").split(",")}
+        inverted = subsystems.startswith("^")
+        if (inverted and "INIT" in named) or (not inverted and not named & {"INIT", "ALL"}):
+            return f"NCCL_DEBUG_SUBSYS={subsystems} (set by the user) leaves INIT out"
+    if not settings.get("NCCL_DEBUG_FILE"):
+        return "NCCL's INFO output goes to the rank's stdout (the user set NCCL_DEBUG)"
+    return None
+
+
+def expanded(path: str, pid: int) -> str:
+    """NCCL_DEBUG_FILE as NCCL expands it: %h the host's name (to its first dot), %p the
+    pid, %% a %."""
+    out, chars = [], iter(path)
+    for char in chars:
+        if char != "%":
+            out.append(char)
+            continue
+        code = next(chars, "")
+        names = {"h": socket.gethostname().split(".")[0], "p": str(pid), "%": "%"}
+        out.append(names.get(code, "%" + code))
+    return "".join(out)
+
+
+@dataclass
+class NcclDebug:
+    """One rank process's capture: where NCCL writes, how far it has been read, and what each
+    group's communicator in each engine has set up so far."""
+
+    path: str | None  # the file NCCL writes, read from `fd` (opened at the first read)
+    own: bool  # sweeper's memfd, set up by `start`; else the user's file
+    unknown: str | None = None
+    added: tuple[str, ...] = ()  # the variables sweeper set, which the rows' nccl_env leave out
+    fd: int | None = None
+    offset: int = 0
+    rest: bytes = b""  # a line NCCL has not finished writing
+    devices: dict[tuple[str, int], str] = field(default_factory=dict)
+    heard: dict[Key, Reading] = field(default_factory=dict)
+    node: Fabric = field(default_factory=Fabric)  # what this node offers: every record has it
+
+    @classmethod
+    def start(
+        cls, environ: MutableMapping[str, str] = os.environ, files: tuple[Path, ...] | None = None
+    ) -> NcclDebug:
+        """Before NCCL's first call in this process: sweeper's own capture where the user set
+        no debug variable in `environ` or NCCL's configuration `files`, else a reader of
+        theirs (or nothing, and why)."""
+        facts = Fabric(rdma_devices=node.rdma_devices(), peer_memory=node.peer_memory())
+        settings = configured(environ, conf_files(environ) if files is None else files)
+        if settings:
+            why = unreadable(settings)
+            if why is not None:
+                return cls(path=None, own=False, unknown=why, node=facts)
+            path = expanded(settings["NCCL_DEBUG_FILE"], os.getpid())
+            return cls(path=path, own=False, node=facts)
+        fd = os.memfd_create("sweeper-nccl-debug", os.MFD_CLOEXEC)
+        path = f"/proc/self/fd/{fd}"
+        if not os.path.exists(path):  # no /proc: NCCL would write to stdout instead
+            os.close(fd)
+            return cls(path=None, own=True, unknown="no /proc to hand NCCL its file", node=facts)
+        environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS=SUBSYSTEMS, NCCL_DEBUG_FILE=path)
+        return cls(path=path, own=True, added=VARIABLES, fd=fd, node=facts)
+
+    def take(self, key: Key) -> Reading:
+        """What NCCL wrote since the last take, as `key`'s (a communicator that started, or
+        was called, since): added to what `key` has set up, and returned."""
+        found = read(line.decode(errors="replace") for line in self._lines()).get(
+            os.getpid(), Reading()
+        )
+        self.devices.update(found.devices)
+        was = self.heard.get(key, Reading())
+        self.heard[key] = Reading(
+            links=tuple(dict.fromkeys(was.links + found.links)),
+            channels=was.channels if was.channels is not None else found.channels,
+        )
+        return found
+
+    def share(self, source: Key, key: Key) -> None:
+        """`key` names the communicator `source` names (a group of every rank is the world)."""
+        self.heard[key] = self.heard.get(source, Reading())
+
+    def forget(self, group_id: str) -> None:
+        """A closed group's communicators: their records go."""
+        self.heard = {key: r for key, r in self.heard.items() if key[0] != group_id}
+
+    def fabric(self, key: Key, first: Reading) -> Fabric:
+        """What `key`'s communicator has set up on this rank, with its first call's choices
+        (`first`, the take right after it) and this node's facts."""
+        if self.unknown is not None:
+            return replace(self.node, unknown=self.unknown)
+        heard = self.heard.get(key, Reading())
+        return replace(
+            self.node,
+            links=tuple(self._named(link) for link in heard.links),
+            channels=heard.channels,
+            calls=first.calls,
+        )
+
+    def _named(self, link: Link) -> Link:
+        device = net_device(link.via)
+        name = self.devices.get(device) if device is not None else None
+        return link if name is None else replace(link, device=name)
+
+    def _lines(self) -> list[bytes]:
+        """The whole lines NCCL wrote since the last call."""
+        if self.unknown is not None or self.path is None:
+            return []
+        if self.fd is None:
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError as exc:
+                self.unknown = f"cannot read NCCL_DEBUG_FILE {self.path}: {exc.strerror}"
+                return []
+        chunks = [self.rest]
+        while chunk := os.pread(self.fd, _CHUNK, self.offset):
+            chunks.append(chunk)
+            self.offset += len(chunk)
+        *lines, self.rest = b"".join(chunks).split(b"\n")
+        if self.own and self.offset == 0:
+            # NCCL set up its output before this process set the variables (a parent's)
+            self.unknown = "NCCL wrote no INFO line: its debug output was set up elsewhere"
+        elif self.own:  # what is read is not needed again: its memory goes back
+            _punch(self.fd, self.offset - len(self.rest))
+        return lines
+
+
+def _punch(fd: int, length: int) -> None:
+    """Frees the first `length` bytes of a file whose writer goes on at its own offset."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+    libc.fallocate(fd, mode, ctypes.c_long(0), ctypes.c_long(length))  # best effort
