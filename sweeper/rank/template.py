@@ -8,10 +8,9 @@ actor of the node with the same setting (interpreter, import path, sweeper's and
 files, environment but for what each actor or set has of its own) then uses it. It listens on
 a socket named after that setting in a directory only its user can enter, and serves only its
 own uid; each actor checks that the listener is its user's template before it sends anything
-(rank/rendezvous.py). A rank it
-forks takes its actor's environment, import path, working directory and stdout/stderr before
-anything runs, then is served as a fresh one is (rank/process.py). It never touches CUDA:
-a child initialises CUDA for itself, after the fork.
+(rank/rendezvous.py). A rank it forks takes its actor's environment, import path, working
+directory and stdout/stderr before anything runs, then is served as a fresh one is
+(rank/process.py). It never touches CUDA: a child initialises CUDA for itself, after the fork.
 
 Lifetimes: a rank dies with its actor (the template watches each actor's pidfd and kills its
 rank) and with the template (PR_SET_PDEATHSIG); the template ends with its node's raylet, or
