@@ -35,6 +35,9 @@ def test_run_returns_its_rows_as_load_reads_them_and_its_id(tmp_path: Path) -> N
     assert set(rows["status"]) == {"ok"}
     assert set(rows["world_size"]) == {2}
     assert set(rows["backend"]) == {"gloo"}
+    # gloo ranks go through no NCCL: no transport, and nothing for its contract to judge
+    fabric = ["transport", "transport_flag", "nccl_connections", "nccl_channels", "nccl_algo"]
+    assert rows[fabric].isna().all().all()
     stored = sweeper.load(results)
     pd.testing.assert_frame_equal(
         rows.sort_values(["op", "size_bytes"], ignore_index=True),
