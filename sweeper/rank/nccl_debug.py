@@ -23,6 +23,7 @@ import os
 import socket
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 
 from sweeper.fabric import node
@@ -184,17 +185,23 @@ class NcclDebug:
         while chunk := os.pread(self.fd, _CHUNK, self.offset):
             chunks.append(chunk)
             self.offset += len(chunk)
-        *lines, self.rest = b"".join(chunks).split(b"\n")
         if self.own and self.offset == 0:
             # NCCL set up its output before this process set the variables (a parent's)
             self.unknown = "NCCL wrote no INFO line: its debug output was set up elsewhere"
-        elif self.own:  # what is read is not needed again: its memory goes back
+        if len(chunks) == 1:  # nothing new
+            return []
+        *lines, self.rest = b"".join(chunks).split(b"\n")
+        if self.own:  # what is read is not needed again: its memory goes back
             _punch(self.fd, self.offset - len(self.rest))
         return lines
 
 
+@cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _punch(fd: int, length: int) -> None:
     """Frees the first `length` bytes of a file whose writer goes on at its own offset."""
-    libc = ctypes.CDLL(None, use_errno=True)
     mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
-    libc.fallocate(fd, mode, ctypes.c_long(0), ctypes.c_long(length))  # best effort
+    _libc().fallocate(fd, mode, ctypes.c_long(0), ctypes.c_long(length))  # best effort
