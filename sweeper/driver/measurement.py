@@ -40,6 +40,9 @@ from sweeper.wire import (
     Timed,
 )
 
+# The most connections a row lists: 16 GPUs' all-to-all, each pair both ways
+MAX_CONNECTIONS = 256
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunColumns:
@@ -286,11 +289,20 @@ def _fabric(base: ResultRow, fabrics: list[Fabric]) -> dict[str, Any]:
     return {
         "transport": known,
         "transport_flag": breaches(base.tier, fabrics),
-        "nccl_connections": tuple(sorted({spelled(link) for link in links})) or None,
+        "nccl_connections": _listed(sorted({spelled(link) for link in links})),
         "nccl_channels": max(channels, default=None),
         "nccl_algo": "+".join(dict.fromkeys(algo for algo, _ in calls)) or None,
         "nccl_proto": "+".join(dict.fromkeys(proto for _, proto in calls)) or None,
     }
+
+
+def _listed(connections: list[str]) -> tuple[str, ...] | None:
+    """A group's connections as a row lists them: at most MAX_CONNECTIONS (a large group's
+    all-to-all connects every pair), then how many more there were."""
+    if len(connections) <= MAX_CONNECTIONS:
+        return tuple(connections) or None
+    more = len(connections) - MAX_CONNECTIONS
+    return (*connections[:MAX_CONNECTIONS], f"... and {more} more")
 
 
 def of_copy(

@@ -309,7 +309,7 @@ DESCRIBED: dict[str, Described] = {
         meaning="each connection NCCL set up on the group's communicator, every rank's, once: "
         "`0->1 P2P/CUMEM`, `3->0 NET/IB/0/GDRDMA (mlx5_0)` (NCCL's ranks of the "
         "communicator, then NCCL's words after `via`, and the net plugin's device), "
-        "`0 COLLNET/SHARP/0`, `NVLS`",
+        "`0 COLLNET/SHARP/0`, `NVLS`; at most 256, then `... and N more`",
         null=f"no connection known; {_TRANSPORT_NULL}",
     ),
     "nccl_channels": Described(

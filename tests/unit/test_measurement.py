@@ -12,7 +12,13 @@ import pytest
 
 from sweeper import telemetry
 from sweeper.commands.plan_estimate import recorded_node, replicated
-from sweeper.driver.measurement import ResultRow, RunColumns, of_copy, of_point
+from sweeper.driver.measurement import (
+    MAX_CONNECTIONS,
+    ResultRow,
+    RunColumns,
+    of_copy,
+    of_point,
+)
 from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.driver.sweep import _row_key
 from sweeper.ops.descriptor import Collective
@@ -419,3 +425,13 @@ def test_rows_of_no_nccl_have_no_transport() -> None:
 
     assert (gloo.transport, gloo.nccl_connections, gloo.nccl_channels) == (None, None, None)
     assert [copy.transport for copy in copies] == [None, None]  # a row per GPU
+
+
+def test_a_large_groups_connections_are_listed_up_to_a_bound_and_counted_beyond() -> None:
+    vias = ["P2P/CUMEM"] * (MAX_CONNECTIONS + 5)  # a peer each
+    made = _fabric_row(_through(*vias), _through("P2P/CUMEM"))
+
+    assert made.nccl_connections is not None
+    assert len(made.nccl_connections) == MAX_CONNECTIONS + 1
+    assert made.nccl_connections[-1] == "... and 5 more"
+    assert made.transport == "P2P/CUMEM"
