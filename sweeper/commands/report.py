@@ -69,7 +69,8 @@ def report(
         if screenshot:  # before the page is written: both or neither
             browser.require_png(screenshot)
         executable = browser.require(chromium) if screenshot else None
-        page = build.write(results, run_id, output, baseline, js)
+        # -o into a missing directory is refused, as `export` refuses it; reports/ is made
+        page = build.write(results, run_id, output, baseline, js, make_directory=output is None)
         print(f"report: {page}")
         if screenshot:
             print(f"screenshot: {browser.screenshot(page, screenshot, executable)}")

@@ -107,16 +107,18 @@ def write(
     output: Path | None = None,
     baseline: str | None = None,
     js_dir: Path | None = None,
+    *,
+    make_directory: bool = True,
 ) -> Path:
     """Write the report of `run_id` (or `latest`) of a results directory; returns its path.
 
     Bad input (no such directory or run, a run id that is not one, a page or script path
-    that a file or directory is in the way of, or that is not a regular file, an `output`
-    whose directory is not there: `export` makes none either) raises BadInput before
-    anything is written."""
+    that a file or directory is in the way of, or that is not a regular file, and without
+    `make_directory` a page whose directory is not there) raises BadInput before anything
+    is written."""
     run_id = resolve(results, run_id)
     base_id = resolve(results, baseline) if baseline else None
-    if output is not None and not os.path.isdir(output.parent):
+    if output is not None and not make_directory and not os.path.isdir(output.parent):
         raise BadInput(f"-o {output}: no directory {output.parent}")
     output = output or default_output(results, run_id)
     if os.path.isdir(output):  # False for a name too long, which require_file names
