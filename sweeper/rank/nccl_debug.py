@@ -39,6 +39,16 @@ _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02  # fallocate(2)
 Key = tuple[str, str]  # a group id and an engine
 
 
+def nccl_variables(
+    environ: Mapping[str, str], leave_out: tuple[str, ...] = ()
+) -> tuple[tuple[str, str], ...]:
+    """The NCCL variables of `environ`, sorted, less `leave_out` (the debug output sweeper
+    set, which the rows' nccl_env do not list: the user's settings are what they say)."""
+    return tuple(
+        sorted((k, v) for k, v in environ.items() if k.startswith("NCCL_") and k not in leave_out)
+    )
+
+
 def conf_files(environ: Mapping[str, str]) -> tuple[Path, ...]:
     """The files NCCL fills its variables from (src/misc/param.cc), in its order."""
     user = environ.get("NCCL_CONF_FILE")

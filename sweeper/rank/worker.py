@@ -36,7 +36,7 @@ from sweeper.rank.buffers import (
 from sweeper.rank.copy_matrix import copy_matrix
 from sweeper.rank.execution import Execution
 from sweeper.rank.groups import Groups
-from sweeper.rank.nccl_debug import NcclDebug
+from sweeper.rank.nccl_debug import NcclDebug, nccl_variables
 from sweeper.rank.timing import CudaTimer, HostTimer, Timer
 from sweeper.telemetry import Watch
 from sweeper.topology import nvml_driver_version
@@ -127,14 +127,7 @@ class Rank:
             ray_gpu_ids=self.facts.gpu_ids,
             gpu_uuid=uuid,
             gpu_pci_bus_id=bus,
-            nccl_env=self._nccl_env(),
-        )
-
-    def _nccl_env(self) -> tuple[tuple[str, str], ...]:
-        """The NCCL variables of this rank's environment, less the debug output sweeper set."""
-        ours = self.nccl_debug.added if self.nccl_debug is not None else ()
-        return tuple(
-            sorted((k, v) for k, v in os.environ.items() if k.startswith("NCCL_") and k not in ours)
+            nccl_env=nccl_variables(os.environ, self.nccl_debug.added if self.nccl_debug else ()),
         )
 
     def versions(self) -> Versions:

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.rank.nccl_debug import NcclDebug, configured, expanded, unreadable
+from sweeper.rank.nccl_debug import (
+    NcclDebug,
+    configured,
+    expanded,
+    nccl_variables,
+    unreadable,
+)
 from sweeper.wire import Link
 
 RECORDED = Path(__file__).parents[1] / "data" / "nccl_logs" / "h200-x4-2026-11-27"
@@ -48,6 +54,17 @@ def test_where_the_user_set_nothing_the_rank_asks_nccl_for_setup_lines_only() ->
     assert environ["NCCL_NVLS_ENABLE"] == "0"  # nothing else is touched
     assert debug.added == ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
     assert debug.unknown is None
+
+
+def test_the_rows_nccl_env_lists_the_users_variables_not_the_debug_output_sweeper_set() -> None:
+    environ = {"NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1", "PATH": "/bin"}
+
+    debug = NcclDebug.start(environ, files=())
+
+    assert nccl_variables(environ, debug.added) == (
+        ("NCCL_NVLS_ENABLE", "0"),
+        ("NCCL_P2P_DISABLE", "1"),
+    )
 
 
 def test_its_file_is_nameless_and_its_own() -> None:
