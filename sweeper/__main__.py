@@ -1,3 +1,3 @@
-from sweeper.cli import app
+from sweeper.entry import main
 
-app(prog_name="sweeper")
+main()

@@ -59,7 +59,7 @@ def stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
             yield
     except stops.Stopped as stop:
         observer.close()
-        print(f"sweeper: {stop.line()}", file=sys.stderr)
+        stops.say(stop)
         raise typer.Exit(stop.exit_code) from None
     finally:
         observer.close()

@@ -2,8 +2,9 @@
 head, and wait on Ray's calls so that a signal or a lost head ends the wait, never Ray.
 
 An address is checked as bad input before any connection, and the whole handshake is bounded
-by the caller's timeout. A `HeadWatch` asks the GCS every second whether it answers; once it
-has not for a third of Ray's own limit, the driver's next wait raises `HeadLost`. Every wait
+by the caller's timeout. An embedded Ray runs on loopback. A `HeadWatch` asks the GCS every
+second whether it answers; once it has not for a third of Ray's own limit (at once, once a
+signal has asked the driver to stop), the driver's next wait raises `HeadLost`. Every wait
 (`wait`, `wait_all`, `get`, `result`) holds signals while it is inside Ray, whose wait would
 fail where a handler raises, and lets them in between slices of `SLICE_S`.
 """
@@ -18,14 +19,15 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
 import ray
+from ray._private import ray_constants
 from ray._private.authentication.authentication_token_setup import (
     AUTH_MODE_ENV_VAR,
     _enable_token_auth,
@@ -90,7 +92,7 @@ def _end_now() -> None:
     for stream in (sys.stdout, sys.stderr):
         with suppress(OSError, ValueError):
             stream.flush()
-    os._exit(HeadLost.exit_code)
+    os._exit(stops.exit_code(otherwise=HeadLost.exit_code))  # a signal's, where one stopped it
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -257,7 +259,13 @@ class HeadWatch:
     error ends it, rows flushed and record marked. After two thirds the driver is stuck in a
     call that needs the GCS, and the watch ends the process itself, with `epitaph` as its
     line (given the GCS's address; none: said already) and exit 3: the rows shown are in the
-    journal already (synced point by point)."""
+    journal already (synced point by point).
+
+    Once a signal has asked the driver to stop, nothing of a head that does not answer is
+    waited for: it is lost at once, and the process ends after `STOPPING_EXIT_S` more with the
+    signal's line and code. A SIGTERM to the whole process group (what `timeout`, systemd and
+    Kubernetes send) ends an embedded Ray's GCS with the driver: the head's loss is the
+    signal's doing."""
 
     def __init__(self, gcs: str) -> None:
         host, port = gcs.rsplit(":", 1)  # as Ray gives it: HOST:PORT, or [IPV6]:PORT
@@ -288,9 +296,20 @@ class HeadWatch:
                 continue
             now = time.monotonic()
             down_since = now if down_since is None else down_since
-            self.lost = self.lost or now - down_since >= self.lost_after_s
-            if now - down_since >= self.exit_after_s and not self._stop.is_set():
+            stopping = stops.signalled() is not None
+            lost_after, exit_after = (
+                (0.0, STOPPING_EXIT_S) if stopping else (self.lost_after_s, self.exit_after_s)
+            )
+            self.lost = self.lost or now - down_since >= lost_after
+            if now - down_since >= exit_after and not self._stop.is_set():
                 self._exit()
+
+    def gone(self) -> bool:
+        """Whether the head is lost: called so by the watch, or, once a signal has asked the
+        driver to stop, not answering now."""
+        if not self.lost and stops.signalled() is not None and not self._answers():
+            self.lost = True
+        return self.lost
 
     def _answers(self) -> bool:
         """Whether the GCS answers at all: a refusal (a token it does not take) is an answer."""
@@ -298,6 +317,9 @@ class HeadWatch:
         return failed is None or failed[0] not in _DOWN
 
     def _exit(self) -> None:
+        signum = stops.signalled()
+        if signum is not None:  # the head went with the signal: it is the signal's line
+            stops.end_told(signum)
         if sys.stdout.isatty():  # a progress bar hid the cursor
             sys.stdout.write(stops.SHOW_CURSOR)
             sys.stdout.flush()
@@ -312,13 +334,14 @@ class HeadWatch:
 _RAY_GCS_TIMEOUT_VAR = "RAY_gcs_rpc_server_reconnect_timeout_s"
 _RAY_GCS_TIMEOUT_S = 60.0
 _CHECK_S = 1.0
+STOPPING_EXIT_S = 5.0  # a stopping driver stuck in a call to a head that is gone ends after it
 _DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 _WATCHES: list[HeadWatch] = []  # the connections' watches, while they are on
 
 
 def head_lost() -> bool:
-    """Whether a watch has called the head lost: nothing is left to ask of it."""
-    return any(watch.lost for watch in _WATCHES)
+    """Whether the head is lost (`HeadWatch.gone`): nothing is left to ask of it."""
+    return any([watch.gone() for watch in _WATCHES])
 
 
 def _watched(connection: Connection) -> Connection:
@@ -334,7 +357,7 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
     even on a smaller machine. An address that is none is BadInput, before any connection; a
     cluster that does not answer within `timeout_s` is an InfrastructureError. SIGTERM keeps
     the caller's handler: ray.init would make it `sys.exit`, which dies by SIGABRT in Ray's
-    core instead of stopping the sweep.
+    core instead of stopping the sweep. An embedded Ray listens on loopback (`_on_loopback`).
     """
     named = "--address" if address else "$RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -353,18 +376,35 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
                 raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
             joined = Connection(embedded=False, address=address)
             return joined if remote is not None and remote.client else _watched(joined)
-        ray.init(
-            address="local",
-            num_cpus=max(os.cpu_count() or 1, cpu_ranks),
-            include_dashboard=False,
-            namespace="sweeper",
-            log_to_driver=False,
-            configure_logging=False,
-        )
+        with _on_loopback():
+            ray.init(
+                address="local",
+                num_cpus=max(os.cpu_count() or 1, cpu_ranks),
+                include_dashboard=False,
+                namespace="sweeper",
+                log_to_driver=False,
+                configure_logging=False,
+            )
         return _watched(Connection(embedded=True, address=None))
     finally:
         if on_sigterm is not None:  # None: a handler not set from Python, which Ray leaves be
             signal.signal(signal.SIGTERM, on_sigterm)
+
+
+@contextmanager
+def _on_loopback() -> Iterator[None]:
+    """An embedded Ray started on loopback: its GCS, raylet, workers, agents and autoscaler
+    metrics listen on 127.0.0.1 alone, where Ray would bind every interface (or the host's
+    address), as for a node that others join. Ray puts a node on loopback only where it runs
+    no cluster (macOS, Windows): `ray.init` turns a loopback `_node_ip_address` into the
+    host's. Its switch is turned for the embedded Ray's start alone: a cluster joined later
+    in the process is joined at this host's address."""
+    cluster = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = cluster
 
 
 def _wait(refs: Sequence[Any], num_returns: int, timeout_s: float) -> list[Any]:

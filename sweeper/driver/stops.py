@@ -2,16 +2,21 @@
 the driver's cleanup sees (rows written, the run record marked, Ray closed); a second signal
 ends the process at once. What was measured is on disk either way (see sweeper/results/).
 
+The command line's handlers come first (`install`, before the command line is imported) and
+stay until the process ends (`exiting`), so a signal at any moment is told in one line: what
+was kept is told by the run that registered itself (`tell`).
+
 Ray's C++ code runs Python's signal handlers while it waits (ray.get, ray.wait) and cannot
 take an exception from one (SystemError): the driver calls into Ray `held()`, in short slices.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +36,10 @@ class Stopped(BaseException):
         self.signum = signum
         self.run_id: str | None = None
         self.output: Path | None = None
+        self.command = "run"  # the command that resumes the run
         self.complete = False
         self.unreported = False
+        self.exiting = False  # the command had ended: only the process's exit was left
 
     @property
     def exit_code(self) -> int:
@@ -42,6 +49,8 @@ class Stopped(BaseException):
     def line(self) -> str:
         """What the user reads: what stopped, what was kept, how to go on."""
         name = signal.Signals(self.signum).name
+        if self.run_id is None and self.exiting:
+            return f"stopped by {name} as sweeper exited"
         if self.run_id is None:
             return f"stopped by {name} before a run started; nothing was written"
         if self.complete:
@@ -54,25 +63,46 @@ class Stopped(BaseException):
             return f"{line}{self.output}"
         return (
             f"stopped by {name}: run {self.run_id} interrupted, its rows kept in {self.output}; "
-            f"resume with: {resume_command(self.run_id, self.output)}"
+            f"resume with: {resume_command(self.run_id, self.output, self.command)}"
         )
 
 
-def resume_command(run_id: str, output: Path | None) -> str:
-    return f"sweeper run --resume {run_id} --results {output}"
+def resume_command(run_id: str, output: Path | None, command: str = "run") -> str:
+    return f"sweeper {command} --resume {run_id} --results {output}"
 
 
 def _at_once(signum: int) -> None:
     """The second signal: no more cleanup. Rows already handed to the writer are in its
     journal, which `sweeper history` or a resume turns into Parquet."""
-    if sys.stdout.isatty():
-        sys.stdout.write(SHOW_CURSOR)
-        sys.stdout.flush()
     name = signal.Signals(signum).name
-    sys.stderr.write(f"sweeper: stopped at once by a second {name}; measured rows are kept\n")
-    sys.stderr.flush()
+    _end(f"stopped at once by a second {name}; measured rows are kept", 128 + signum)
+
+
+def end_told(signum: int) -> None:
+    """End the process now with the line of a stop by `signum`, as its run tells it: where
+    nothing is left to clean up (the command has ended), or nothing can be (the head is gone).
+    Where the stop's line is out already, the process only ends."""
+    if _BASE.said is not None:
+        _flushed()
+        os._exit(_BASE.said)
+    stop = stopped(signum)
+    _end(stop.line(), stop.exit_code)
+
+
+def _end(line: str, code: int) -> None:
+    if sys.stdout.isatty():  # a progress bar hid the cursor
+        sys.stdout.write(SHOW_CURSOR)
+    _flushed()
+    sys.stderr.write(f"sweeper: {line}\n")
+    _flushed()
     end_descendants()
-    os._exit(128 + signum)
+    os._exit(code)
+
+
+def _flushed() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):  # a closed pipe, a closed stream
+            stream.flush()
 
 
 def end_descendants() -> None:
@@ -113,24 +143,102 @@ def _send(pids: set[int], signum: signal.Signals) -> None:
 
 @dataclass
 class _Stopping:
-    """The signals seen while `graceful` is on: whether one came, the depth of `held` blocks,
-    and a first signal that came within one, raised when the outermost ends."""
+    """The signals seen while `graceful` is on: the first one, the depth of `held` blocks, a
+    first signal that came within one (raised when the outermost ends), and what tells a
+    stop's line (`tell`)."""
 
-    stopping: bool = False
+    signum: int | None = None
     holding: int = 0
     kept: int | None = None
+    teller: Callable[[Stopped], None] | None = None
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.stopping:
+        if _BASE.exiting or _BASE.said is not None:
+            end_told(signum)  # the command has ended, or its stop's line is out
+        if self.signum is not None:
             _at_once(signum)
-        self.stopping = True
+        self.signum = signum
         if self.holding:
             self.kept = signum
             return
-        raise Stopped(signum)
+        raise stopped(signum)
 
 
-_ON: list[_Stopping] = []  # graceful()'s, innermost last, while it is on
+@dataclass
+class _Process(_Stopping):
+    """The command line's own handling, once `install`ed: whether a stop's line is out (its
+    exit code), and whether the command has ended and the process exits (with what code)."""
+
+    installed: bool = False
+    said: int | None = None
+    exiting: bool = False
+    code: int | None = None
+
+
+_BASE = _Process()
+_ON: list[_Stopping] = []  # _BASE once installed, then graceful()'s, innermost last, while on
+
+
+def install() -> None:
+    """The command line's handlers, before anything heavy is imported and until the process
+    ends: a first signal raises Stopped where Python runs (an import, a command that is not
+    a sweep), a second ends the process at once, and once the command has ended (`exiting`)
+    a signal ends the process at once with its line. The process ends without Python's
+    teardown of its modules, which runs with the default handlers: no line, for a second."""
+    _BASE.installed = True
+    _ON.append(_BASE)
+    for signum in SIGNALS:
+        signal.signal(signum, _BASE.handle)
+    atexit.register(_exit)  # the first registered, so the last to run
+
+
+def say(stop: Stopped) -> None:
+    """A stop's one line, on stderr; any later signal only ends the process."""
+    print(f"sweeper: {stop.line()}", file=sys.stderr)
+    if _BASE.installed:
+        _BASE.said = stop.exit_code
+
+
+def exiting(code: object) -> None:
+    """The command has ended with `code` (SystemExit's): a signal from now on ends the process
+    at once, told as the stop of what the command did."""
+    if _BASE.installed:
+        _BASE.exiting = True
+        _BASE.code = code if isinstance(code, int) else None if code else 0
+
+
+def exit_code(otherwise: int) -> int:
+    """The code the command line ends with, where it has ended; else `otherwise`."""
+    return otherwise if _BASE.code is None else _BASE.code
+
+
+def _exit() -> None:
+    """The last of the exit's steps that run Python: the process ends here, its handlers on."""
+    if _BASE.code is not None:
+        _flushed()
+        os._exit(_BASE.code)
+
+
+def signalled() -> int | None:
+    """The first signal that asked this process to stop, if one did."""
+    return next((state.signum for state in reversed(_ON) if state.signum is not None), None)
+
+
+def tell(teller: Callable[[Stopped], None]) -> None:
+    """From now on, a stop's line is told by `teller` (a run: what it kept, how to go on),
+    until the process ends where the command line's handlers are on."""
+    if _ON:
+        _ON[-1].teller = teller
+
+
+def stopped(signum: int) -> Stopped:
+    """The Stopped of a signal, told by the innermost teller."""
+    stop = Stopped(signum)
+    stop.exiting = _BASE.exiting
+    teller = next((state.teller for state in reversed(_ON) if state.teller), None)
+    if teller is not None:
+        teller(stop)
+    return stop
 
 
 @contextmanager
@@ -145,6 +253,8 @@ def graceful() -> Iterator[None]:
         yield
     finally:
         _ON.remove(state)
+        if _ON and state.teller:  # its run is what a later stop tells of, to the exit
+            _ON[-1].teller = state.teller
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -165,12 +275,12 @@ def held() -> Iterator[None]:
         state.holding -= 1
         if not state.holding and state.kept is not None:
             signum, state.kept = state.kept, None
-            raise Stopped(signum)
+            raise stopped(signum)
 
 
 def taken(signum: int) -> Stopped:
     """The Stopped of a signal that another handler took (ray.init's, while it runs): the next
     one exits at once, as after any first signal."""
     if _ON:
-        _ON[-1].stopping = True
-    return Stopped(signum)
+        _ON[-1].signum = _ON[-1].signum or signum
+    return stopped(signum)

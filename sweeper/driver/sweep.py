@@ -234,6 +234,7 @@ class _Sweep:
         self.rows: list[ResultRow] = []
         self.writer: ResultWriter | None = None
         self.ended: str | None = None  # what the run record says, once it says how it ended
+        self.reported = False  # its report written
         self._shared: RunColumns | None = None
         if connection.watch is not None:
             connection.watch.epitaph = self.lost
@@ -256,7 +257,7 @@ class _Sweep:
         outputs = self.plan.outputs
         stop.run_id, stop.output = self.run_id, outputs.results
         stop.complete = self.ended == "complete"
-        stop.unreported = stop.complete and outputs.report and bool(self.rows)
+        stop.unreported = stop.complete and outputs.report and bool(self.rows) and not self.reported
 
     def plan_for(self, placement: Placement) -> Schedule:
         return schedule(placement, self.plan.request(self.collectives))
@@ -476,6 +477,7 @@ def run(
         with _connected(spec.cluster) as connection:
             kind = resume.run_kind if resume else run_kind
             sweep = _Sweep(spec, observer, kind, connection, resume)
+            stops.tell(sweep.told)  # what a signal stops, from now until the process ends
             try:
                 sweep.run()
             except BaseException:
@@ -484,10 +486,7 @@ def run(
             _end(sweep, "complete")
         elapsed = time.monotonic() - clock
         page = _report(outputs, sweep.run_id) if outputs.report and sweep.rows else None
-    except Stopped as stop:
-        if sweep is not None:
-            sweep.told(stop)
-        raise
+        sweep.reported = page is not None
     except HeadLost as lost:
         if sweep is None:
             raise

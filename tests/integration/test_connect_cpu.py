@@ -112,6 +112,72 @@ def test_the_ranks_of_one_node_listen_on_loopback_alone() -> None:
     assert {rank: set(at) - loopback for rank, at in listening.items()} == {0: set(), 1: set()}
 
 
+# sweeper's embedded Ray, started as `sweeper run` starts it; it waits for a line on stdin
+_EMBEDDED = """
+import sys
+from sweeper.driver.connection import connect
+
+connection = connect(None, 1)
+print("up", flush=True)
+sys.stdin.readline()
+connection.close()
+"""
+_LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
+
+
+def _family(pid: int) -> set[int]:
+    """`pid` and its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = {pid}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _listeners(pid: int) -> dict[str, set[str]]:
+    """Where each process of `pid`'s family listens on TCP, by its name (hex, as /proc has it)."""
+    found: dict[str, set[str]] = {}
+    for member in _family(pid):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            name = Path(f"/proc/{member}/cmdline").read_bytes().split(b"\0")[:3]
+            label = " ".join(part.decode(errors="replace")[-40:] for part in name)
+            at = _listening(member)
+            if at:
+                found[f"{member} {label}"] = set(at)
+    return found
+
+
+def test_the_embedded_ray_listens_on_loopback_alone() -> None:
+    """Its GCS, raylet, workers, agents and autoscaler metrics server: before, all but the
+    agents listened on every interface (the metrics on 0.0.0.0:44217, with no token), and a
+    host's other users could reach them. Looked at as it starts, until the autoscaler's
+    metrics server listens (where port 44217 is free) or for 5 s: none listens elsewhere."""
+    command = [sys.executable, "-c", _EMBEDDED]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
+    with subprocess.Popen(command, text=True, **pipes) as proc:  # type: ignore[call-overload]
+        try:
+            assert proc.stdout.readline() == "up\n", proc.communicate()
+            deadline = time.monotonic() + 5
+            while True:
+                listeners = _listeners(proc.pid)
+                elsewhere = {who: at - _LOOPBACK for who, at in listeners.items() if at - _LOOPBACK}
+                assert not elsewhere, listeners
+                metrics = any("monitor.py" in who for who in listeners)
+                if metrics or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert any("gcs_server" in who for who in listeners), listeners
+            assert any("raylet" in who for who in listeners), listeners
+        finally:
+            proc.communicate("\n", timeout=60)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -1,12 +1,15 @@
 """Issue 30's signals at every moment of a run, not only between points: while Ray starts,
 while the actors start, while the driver waits on a point, a second signal during the first
-one's cleanup, and after the last point (during Ray's shutdown).
+one's cleanup, and after the last point (during Ray's shutdown); and issue 40's and 45's:
+while Python imports the command line, as the process exits after the run, and a SIGTERM to
+the whole process group (an embedded Ray's processes get it too).
 
 Each driver is a `sweeper run` subprocess with an embedded Ray of its own, signalled when a
 marker shows it is at its moment (never after a guessed sleep): its Ray's GCS among its
 children; its rank's process loading tests/plugins/nap.py, which then naps before it reports
 ($SWEEPER_TEST_STARTING); its rank napping in a point ($SWEEPER_TEST_NAPPING); its run record
-saying the run is complete. They run two at a time, so imports and Rays overlap; the tests
+saying the run is complete; its exit, held by tests/plugins/slow_exit.py
+($SWEEPER_TEST_EXITING). They run two at a time, so imports and Rays overlap; the tests
 only look.
 """
 
@@ -42,14 +45,16 @@ _OWN_RAYS = threading.Semaphore(2)
 
 @dataclass(frozen=True)
 class Stopped:
-    """A driver after its signal(s): how it ended, what it printed, where its rows went, and
-    which of the processes it started outlived it."""
+    """A driver after its signal(s): how it ended, what it printed, where its rows went,
+    which of the processes it started outlived it, and the seconds from the (first) signal
+    to its exit."""
 
     output: Path
     returncode: int
     stdout: list[str]
     stderr: str
     left: dict[int, str]
+    took_s: float
 
 
 def _children() -> dict[int, list[int]]:
@@ -91,13 +96,15 @@ def _drive(
     at: Callable[[subprocess.Popen[str], Path], bool],
     signals: tuple[signal.Signals, ...],
     *extra: str,
+    group: bool = False,
 ) -> Stopped:
     """A driver of SWEEP into `out`, sent `signals` once `at(driver, out)` holds, the second
-    one 0.5 s after the first; every process it starts is watched until it exits. Two run
-    at a time, each with a Ray of its own: more at once can take a loaded two-core box past
-    Ray's own start-up timeout."""
+    one 0.5 s after the first (to its whole process group, where `group`: it leads a session
+    of its own, as under `timeout`, systemd or Kubernetes); every process it starts is
+    watched until it exits. Two run at a time, each with a Ray of its own: more at once can
+    take a loaded two-core box past Ray's own start-up timeout."""
     with _OWN_RAYS:
-        return _driven(out, at, signals, *extra)
+        return _driven(out, at, signals, *extra, group=group)
 
 
 def _driven(
@@ -105,15 +112,21 @@ def _driven(
     at: Callable[[subprocess.Popen[str], Path], bool],
     signals: tuple[signal.Signals, ...],
     *extra: str,
+    group: bool,
 ) -> Stopped:
     markers = {"SWEEPER_TEST_NAPPING": out.with_suffix(".napping")}
     if at is _actors_starting:
         markers["SWEEPER_TEST_STARTING"] = out.with_suffix(".starting")
+    if at is _exiting:
+        markers["SWEEPER_TEST_EXITING"] = out.with_suffix(".exiting")
+        extra = (*extra, "--plugin", "tests.plugins.slow_exit")
     env = {**os.environ, **{variable: str(path) for variable, path in markers.items()}}
     command = [sys.executable, "-m", "sweeper", "run", *SWEEP, "--output", str(out), *extra]
     seen: set[int] = set()
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-    with subprocess.Popen(command, text=True, env=env, **pipes) as proc:  # type: ignore[call-overload]
+    with subprocess.Popen(  # type: ignore[call-overload]
+        command, text=True, env=env, start_new_session=group, **pipes
+    ) as proc:
         try:
             deadline = time.monotonic() + MARKER_S
             while not at(proc, out):
@@ -121,14 +134,19 @@ def _driven(
                 assert time.monotonic() < deadline, "the moment never came"
                 seen |= _descendants(proc.pid)
                 time.sleep(0.02)
+            signalled = time.monotonic()
             for i, signum in enumerate(signals):
                 if i:
                     time.sleep(0.5)
                 seen |= _descendants(proc.pid)
-                proc.send_signal(signum)
+                if group:
+                    os.killpg(proc.pid, signum)
+                else:
+                    proc.send_signal(signum)
             while proc.poll() is None:
                 seen |= _descendants(proc.pid)
                 time.sleep(0.02)
+            took_s = time.monotonic() - signalled
             stdout, stderr = proc.communicate(timeout=120)
         finally:
             proc.kill()  # no-op once it has exited; a hung driver fails, not hangs
@@ -138,7 +156,7 @@ def _driven(
     left = {pid: _name(pid) or "?" for pid in seen if _alive(pid)}
     for pid in left:  # fail, and leave nothing behind for the next tests
         os.kill(pid, signal.SIGKILL)
-    return Stopped(out, proc.returncode, stdout.splitlines(), stderr, left)
+    return Stopped(out, proc.returncode, stdout.splitlines(), stderr, left, took_s)
 
 
 def _ray_starting(proc: subprocess.Popen[str], out: Path) -> bool:
@@ -157,6 +175,10 @@ def _complete(proc: subprocess.Popen[str], out: Path) -> bool:
     return any('"complete"' in record.read_text() for record in (out / "_runs").glob("*.json"))
 
 
+def _exiting(proc: subprocess.Popen[str], out: Path) -> bool:
+    return out.with_suffix(".exiting").exists()
+
+
 @pytest.fixture(scope="module")
 def drivers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Future[Stopped]]:
     """Every moment's driver, started together; each test waits for its own, and fails for
@@ -169,6 +191,8 @@ def drivers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Future[Stoppe
         "waiting": lambda out: _drive(out, _waiting, sigint),
         "second signal": lambda out: _drive(out, _waiting, term * 2),
         "complete": lambda out: _drive(out, _complete, term, "--max-size", "1K"),
+        "group": lambda out: _drive(out, _waiting, term, group=True),
+        "exiting": lambda out: _drive(out, _exiting, term, "--max-size", "1K"),
     }
     with ThreadPoolExecutor(len(moments)) as pool:
         return {
@@ -269,3 +293,87 @@ def test_a_sigterm_after_the_last_point_says_the_run_is_complete(
     assert _history(out) == {run_id: "complete"}
     assert _reported(driver) == _kept(driver) == {("float32", 1024)}
     assert not driver.left
+
+
+def test_a_sigterm_to_the_process_group_mid_run_exits_143_at_once_and_keeps_every_row(
+    drivers: dict[str, Future[Stopped]],
+) -> None:
+    """What `timeout`, systemd and Kubernetes send: the embedded Ray's GCS dies of it with the
+    driver. Before, the driver waited on the gone GCS and said it had lost the head, exit 3,
+    40 s later."""
+    driver = drivers["group"].result()
+    run_id = _run_id(driver)
+    assert driver.returncode == 143, driver.stderr
+    assert driver.stderr == _resume_line("SIGTERM", run_id, driver.output)
+    assert driver.took_s < 15  # the time a stuck call is given (5 s), and a loaded box's
+    assert _history(driver.output) == {run_id: "interrupted"}
+    assert _reported(driver) == _kept(driver) == {("float32", 1024)}
+    assert not driver.left
+
+
+def test_a_sigterm_as_the_driver_exits_after_the_run_says_the_run_is_complete(
+    drivers: dict[str, Future[Stopped]],
+) -> None:
+    """After the `finished` event, in the driver's last Python (its atexit callbacks): the
+    default handler was back there, and the driver died of the signal without a line."""
+    driver = drivers["exiting"].result()
+    run_id = _run_id(driver)
+    assert json.loads(driver.stdout[-1])["event"] == "finished"
+    assert driver.returncode == 143, driver.stderr
+    assert driver.stderr == (
+        f"sweeper: stopped by SIGTERM after run {run_id} completed: "
+        f"its rows are in {driver.output}\n"
+    )
+    assert _history(driver.output) == {run_id: "complete"}
+    assert not driver.left
+
+
+# `python -m sweeper`, its first import of typer (the command line's first heavy one) held
+# until a signal: it touches argv[1] and naps, so the signal lands while Python imports
+_IMPORTING = """
+import importlib.abc, pathlib, runpy, sys, time
+
+class Held(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "typer":
+            pathlib.Path(marker).touch()
+            time.sleep(60)
+
+marker = sys.argv.pop(1)
+sys.meta_path.insert(0, Held())
+runpy.run_module("sweeper", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_python_imports_the_command_line_is_one_line_and_its_code(
+    tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    """The first second or two of every command: SIGTERM killed it silently and SIGINT gave a
+    traceback, before the handlers came with the sweep."""
+    marker, out = tmp_path / "importing", tmp_path / "results"
+    command = [sys.executable, "-c", _IMPORTING, str(marker), "run", "--output", str(out)]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            deadline = time.monotonic() + 60
+            while not marker.exists():
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "the import never came"
+                time.sleep(0.02)
+            proc.send_signal(signum)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == code, stderr
+    assert (
+        stderr == f"sweeper: stopped by {signum.name} before a run started; nothing was written\n"
+    )
+    assert not out.exists()
+
+
+def test_the_console_script_starts_where_python_m_sweeper_does() -> None:
+    """The installed `sweeper` runs the entry that installs the handlers before it imports
+    the command line, as `python -m sweeper` does; `sweeper.cli:app` was the Typer app."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11's
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"] == {"sweeper": "sweeper.entry:main"}

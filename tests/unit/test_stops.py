@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.driver.stops import SIGNALS, Stopped, graceful, held
+from sweeper.driver.connection import HeadWatch
+from sweeper.driver.stops import SIGNALS, Stopped, graceful, held, signalled, tell
 
 # Stops itself at "stop": the first signal's Stopped, then a cleanup that a second one cuts.
 _RUN = """
@@ -119,3 +120,67 @@ def test_ending_the_descendants_leaves_none_of_the_processes_started_running() -
     command = [sys.executable, "-c", _FAMILY]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n", done.stderr
+
+
+def test_a_stop_is_told_by_the_run_that_registered_itself() -> None:
+    """The run names itself on every stop from then on, wherever the signal lands (the
+    driver's cleanup, its report, its exit), not only where an `except` learns of it."""
+
+    def told(stop: Stopped) -> None:
+        stop.run_id, stop.output, stop.complete = "20261127T100341Z-48805f", Path("out"), True
+
+    def stopped_after_telling() -> None:
+        with graceful():
+            tell(told)
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(Stopped) as stopped:
+        stopped_after_telling()
+    assert stopped.value.line() == (
+        "stopped by SIGINT after run 20261127T100341Z-48805f completed: its rows are in out"
+    )
+
+
+# The command line's handlers, its command ended (exit 0): only the process's exit is left.
+_EXITING = """
+import time
+from sweeper.driver import stops
+
+stops.install()
+stops.exiting(0)
+print("exiting", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_once_the_command_has_ended_ends_the_process_with_its_line(
+    signum: signal.Signals, code: int
+) -> None:
+    """As the process exits (its atexit callbacks), where a raised Stopped would be lost."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _EXITING], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "exiting\n"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code
+    assert err == f"sweeper: stopped by {signum.name} as sweeper exited\n"
+
+
+def test_once_a_signal_came_a_head_that_does_not_answer_is_lost_at_once() -> None:
+    """A SIGTERM to the process group ends an embedded Ray's GCS with the driver: its cleanup
+    asks nothing of it, where it waited on the gone GCS for 40 s and called the head lost."""
+    watch = HeadWatch("127.0.0.1:9")  # nothing listens: a GCS that is gone
+    assert not watch.gone()  # a third of Ray's limit, without a signal
+    seen = []
+
+    def signalled_while_held() -> None:
+        with graceful(), held():
+            signal.raise_signal(signal.SIGTERM)
+            seen.append((signalled(), watch.gone()))
+
+    with pytest.raises(Stopped):
+        signalled_while_held()
+    assert seen == [(signal.SIGTERM, True)]
