@@ -6,8 +6,9 @@ NCCL reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE once per process, a
 logs; its configuration files (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf) fill in
 what the environment lacks. Where none of the three is set anywhere, the rank sets them before
 NCCL starts: INFO for the INIT and NET subsystems only (each communicator's setup and its
-connections, which NCCL prints as it makes them, never per call), into a memfd of its own,
-which no other process can open or replace and which is gone with the process. They are debug
+connections, which NCCL prints as it makes them, never per call), into a memfd of its own:
+it has no name in any directory, so nothing can be planted in its place, and it goes with the
+process, however that ends. They are debug
 output variables: none changes what NCCL chooses. Where the user set any of them, sweeper
 sets nothing and reads what their settings make readable (INFO or TRACE with INIT, into a file
 it can open), else the rows say `unknown`.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import pwd
 import socket
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
@@ -50,10 +52,17 @@ def nccl_variables(
 
 
 def conf_files(environ: Mapping[str, str]) -> tuple[Path, ...]:
-    """The files NCCL fills its variables from (src/misc/param.cc), in its order."""
-    user = environ.get("NCCL_CONF_FILE")
-    first = Path(user) if user else Path.home() / ".nccl.conf"
-    return first, Path("/etc/nccl.conf")
+    """The files NCCL fills its variables from (src/misc/param.cc), in its order: the user's
+    (NCCL_CONF_FILE, else .nccl.conf in the home directory the password database gives), then
+    the system's."""
+    system = Path("/etc/nccl.conf")
+    if user := environ.get("NCCL_CONF_FILE"):
+        return Path(user), system
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:  # no entry for this uid: NCCL reads no home file either
+        return (system,)
+    return Path(home) / ".nccl.conf", system
 
 
 def configured(environ: Mapping[str, str], files: tuple[Path, ...]) -> dict[str, str]:

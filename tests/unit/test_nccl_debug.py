@@ -7,6 +7,7 @@ what it does with NCCL_DEBUG_FILE: opens the path for writing and writes whole l
 from __future__ import annotations
 
 import os
+import pwd
 import socket
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from sweeper.rank.nccl_debug import (
     NcclDebug,
+    conf_files,
     configured,
     expanded,
     nccl_variables,
@@ -189,6 +191,14 @@ def test_debug_settings_in_nccls_configuration_file_are_the_users_too(tmp_path: 
 
     assert environ == {}
     assert debug.take((GROUP, TORCH)).links == (Link(src=0, dst=1, via="P2P/CUMEM"),)
+
+
+def test_nccls_configuration_files_are_the_users_then_the_systems() -> None:
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    system = Path("/etc/nccl.conf")
+
+    assert conf_files({}) == (home / ".nccl.conf", system)
+    assert conf_files({"NCCL_CONF_FILE": "/site/nccl.conf"}) == (Path("/site/nccl.conf"), system)
 
 
 def test_the_environment_wins_over_nccls_configuration_file(tmp_path: Path) -> None:
