@@ -247,7 +247,8 @@ def test_a_sigint_while_the_actors_start_marks_the_run_interrupted_and_says_how_
     assert driver.stderr == _resume_line("SIGINT", run_id, driver.output)
     assert not driver.left
     record = json.loads((driver.output / "_runs" / f"{run_id}.json").read_text())
-    assert record["ended"] == "interrupted"  # with no row yet, `history` does not list it
+    assert record["ended"] == "interrupted"  # written before the actors started, and again
+    assert _history(driver.output) == {run_id: "interrupted"}  # with no row: it was missing
 
 
 def test_a_sigint_while_the_driver_waits_on_a_point_stops_it_and_keeps_every_row(
