@@ -15,7 +15,7 @@ from sweeper.results.writer import ResultWriter
 from sweeper.scan.document import Scanned, document
 from sweeper.scan.fleet import Outcome, Result, Stage
 from sweeper.scan.policy import Strategy
-from sweeper.scan.simulate import Fault, fleet_of, simulate
+from sweeper.scan.simulate import Fault, fleet_of, plant, run
 from sweeper.topology import Gpu, Node
 from tests.report_data import SOFTWARE
 
@@ -66,8 +66,8 @@ def scanned(
 ) -> Scanned:
     """A simulated scan of a fleet with planted faults (a slow node, a slow link, a dead node
     and a slow GPU), as the driver records one, every group's outcome with it."""
-    sim = simulate(nodes=nodes, gpus_per_node=gpus, faults=faults, strategy=strategy, seed=7)
     fleet = fleet_of(nodes, gpus)
+    sim = run(fleet, plant(fleet, faults, 7), strategy=strategy, seed=7)
     return Scanned(
         run_id=run_id,
         fleet=fleet,
@@ -78,6 +78,7 @@ def scanned(
         rows=0,
         seconds=sim.seconds,
         machines=tuple(machine(n.id, n.host, n.gpus) for n in fleet.nodes),
+        findings=sim.findings,
     )
 
 

@@ -19,6 +19,7 @@ from sweeper.scan.fleet import Fleet, Outcome, Stage
 from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import WaveRun
+from sweeper.scan.thresholds import Finding
 from sweeper.topology import Gpu
 from sweeper.topology import Node as Machine
 
@@ -43,6 +44,7 @@ class Scanned:
     # an actor set started again (a drop that failed) or a failed group's were replaced.
     actors_started: int = 0
     machines: tuple[Machine, ...] = ()  # the nodes as discovered: GPU UUIDs, PCI bus ids
+    findings: tuple[Finding, ...] = ()  # the fleet as a subject (`thresholds.findings`)
 
 
 def _gpus(machines: Sequence[Machine]) -> dict[str, dict[int, Gpu]]:
@@ -58,6 +60,7 @@ def _verdict(v: Verdict, hosts: Mapping[str, str], gpus: Mapping[str, dict[int, 
         "nodes": list(v.nodes),
         "hosts": [hosts.get(n, n) for n in v.nodes],
         "gpu": v.gpu,
+        "peer_gpu": v.peer_gpu,
         "uuid": known.uuid if known else None,
         "pci_bus_id": known.pci_bus_id if known else None,
         "stage": str(v.stage) if v.stage else None,
@@ -65,6 +68,7 @@ def _verdict(v: Verdict, hosts: Mapping[str, str], gpus: Mapping[str, dict[int, 
         "busbw_gb_per_s": v.busbw_gb_per_s,
         "fleet_gb_per_s": v.fleet_gb_per_s,
         "threshold_gb_per_s": v.threshold_gb_per_s,
+        "threshold_source": v.threshold_source,
         "tests": v.tests,
         "passed": v.passed,
         "pass_ratio": v.pass_ratio,
@@ -121,6 +125,19 @@ def document(scanned: Scanned) -> dict[str, Any]:
         ],
         "health": dict(sorted(Counter(str(v.health) for v in nodes).items())),
         "condemned": [v.name for v in scanned.verdicts if v.condemned],
+        "findings": [
+            {
+                "kind": f.kind,
+                "off": f.off,
+                "figure_gb_per_s": f.figure_gb_per_s,
+                "threshold_gb_per_s": f.threshold_gb_per_s,
+                "source": f.source,
+                "below": f.below,
+                "groups": f.groups,
+                "evidence": f.evidence,
+            }
+            for f in scanned.findings
+        ],
         "verdicts": [_verdict(v, hosts, gpus) for v in scanned.verdicts],
     }
 
@@ -132,12 +149,14 @@ def verdicts(doc: Mapping[str, Any]) -> list[Verdict]:
             subject=Subject(v["subject"]),
             nodes=tuple(v["nodes"]),
             gpu=v["gpu"],
+            peer_gpu=v.get("peer_gpu"),
             health=Health(v["health"]),
             stage=Stage(v["stage"]) if v["stage"] else None,
             partners=tuple(v["partners"]),
             busbw_gb_per_s=v["busbw_gb_per_s"],
             fleet_gb_per_s=v["fleet_gb_per_s"],
             threshold_gb_per_s=v["threshold_gb_per_s"],
+            threshold_source=v.get("threshold_source") or "",
             tests=v["tests"],
             passed=v["passed"],
             evidence=v["evidence"],
@@ -175,6 +194,7 @@ _VERDICT = _object(
         "nodes": {**_STRINGS, "minItems": 1, "description": "node ids: one, or a link's ends"},
         "hosts": {**_STRINGS, "minItems": 1, "description": "the nodes' host names, in order"},
         "gpu": _nullable("integer", minimum=0, description="a GPU's index on its node"),
+        "peer_gpu": _nullable("integer", minimum=0, description="an NVLink's other GPU"),
         "uuid": _nullable("string", description="a GPU's UUID, where known"),
         "pci_bus_id": _nullable("string", description="a GPU's PCI bus id, where known"),
         "stage": {"enum": [*Stage.values(), None], "description": "where its evidence came from"},
@@ -182,11 +202,21 @@ _VERDICT = _object(
         "busbw_gb_per_s": {**_GBPS, "description": "its median bus bandwidth there, GB/s"},
         "fleet_gb_per_s": {**_GBPS, "description": "the fleet's median it was compared with"},
         "threshold_gb_per_s": {**_GBPS, "description": "the threshold it had to reach"},
+        "threshold_source": {
+            "type": "string",
+            "description": "where the threshold came from: the fleet's median, the reference "
+            "table (with its source), a flag",
+        },
         "tests": {**_COUNT, "description": "internode groups it took part in"},
         "passed": {**_COUNT, "description": "of those, passed"},
         "pass_ratio": _nullable("number", minimum=0, maximum=1),
         "evidence": {"type": "string", "description": "one sentence"},
+        "retest": {
+            "type": "string",
+            "description": "a condemned verdict's: the command that scans its subject again",
+        },
     },
+    "retest",
 )
 
 SCHEMA: dict[str, Any] = {
@@ -247,8 +277,29 @@ SCHEMA: dict[str, Any] = {
                 "additionalProperties": _COUNT,
             },
             "condemned": {**_STRINGS, "description": "the names of slow, failed, unreachable"},
+            "findings": {
+                "type": "array",
+                "items": _object(
+                    "The fleet as a subject: a threshold the fleet as a whole misses (off: no "
+                    "node is condemned on it alone), or none absolute to hold it to.",
+                    {
+                        "kind": {"enum": ["gate", "internode"]},
+                        "off": {"type": "boolean"},
+                        "figure_gb_per_s": {**_GBPS, "description": "the fleet's median"},
+                        "threshold_gb_per_s": _GBPS,
+                        "source": {
+                            "type": "string",
+                            "description": "where the threshold came from",
+                        },
+                        "below": {**_COUNT, "description": "groups under the threshold"},
+                        "groups": {**_COUNT, "description": "groups that measure every node"},
+                        "evidence": {"type": "string"},
+                    },
+                ),
+            },
             "verdicts": {"type": "array", "items": _VERDICT},
         },
         "actors_started",
+        "findings",
     ),
 }

@@ -5,6 +5,7 @@ the judge reads outcomes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sweeper.wire import Name
@@ -15,10 +16,11 @@ class Stage(Name):
     run as `screen` waves after the same gate."""
 
     GATE = "gate"  # every node's own GPUs and NVML health, all nodes at once
-    SCREEN = "screen"  # disjoint internode groups (~sqrt(N) nodes, or a domain each)
-    CROSS_DOMAIN = "cross-domain"  # one representative of each passing group, together
-    BISECT = "bisect"  # halves of a failing group, padded back to its shape
-    CONFIRM = "confirm"  # each suspect beside known-good partners
+    ISOLATE = "isolate"  # inside a suspect node: each GPU alone, then disjoint GPU pairs
+    SCREEN = "screen"  # all_to_all over the lines of an affine plane: every node pair once
+    CROSS_DOMAIN = "cross-domain"  # older scans' rows: one representative of each group
+    BISECT = "bisect"  # parts of a failing group, down to the node or the pair
+    CONFIRM = "confirm"  # each suspect beside known-good partners, each pad it failed beside
 
 
 class Result(Name):
@@ -43,47 +45,87 @@ class Fleet:
     gpu_model: str | None = None  # "H100", "H200": picks the reference figures
     ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _by_id: dict[str, Node] = field(init=False, repr=False, compare=False)
+    _gpus: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ids", tuple(node.id for node in self.nodes))
         object.__setattr__(self, "_by_id", {node.id: node for node in self.nodes})
+        object.__setattr__(self, "_gpus", {node.id: node.gpus for node in self.nodes})
 
     def node(self, node_id: str) -> Node:
         return self._by_id[node_id]
 
+    def gpus(self, nodes: Iterable[str]) -> int:
+        """The GPUs (ranks) of these nodes together."""
+        return sum(map(self._gpus.__getitem__, nodes))
+
+
+# What each stage's test runs, and so which traffic it carries: a ring all_reduce crosses ring
+# neighbours only (a slow pair that are not neighbours slows nothing), an all_to_all every
+# pair of its members (each sends to each directly), a pair's send_recv its one path. The
+# gate's all_reduce is inside one node (NVLink); every test across nodes is an all_to_all.
+OPS = {
+    "gate": "all_reduce",
+    "isolate": "send_recv",  # a GPU pair; a GPU alone: its own copies (h2d, d2h, d2d)
+    "screen": "all_to_all",
+    "cross-domain": "all_reduce",
+    "bisect": "all_to_all",
+    "confirm": "all_to_all",
+}
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Group:
-    """Nodes measured together, every GPU of each taking part. `partners` are the members
-    put in as known-good (padding or confirmation partners); the others are under test."""
+    """Nodes measured together, every GPU of each taking part, or (`gpus`, one node's
+    isolation) some of one node's GPUs. `partners` are the members put in as known-good
+    (padding or confirmation partners); the others are under test."""
 
     wave: int
     stage: Stage
     nodes: tuple[str, ...]
     partners: tuple[str, ...] = ()
+    gpus: tuple[int, ...] = ()  # the node's GPUs taking part; empty: all of them
 
     @property
     def tested(self) -> tuple[str, ...]:
         return tuple(n for n in self.nodes if n not in self.partners)
 
+    @property
+    def op(self) -> str:
+        return OPS[str(self.stage)]
+
     def ranks(self, fleet: Fleet) -> int:
-        return sum(fleet.node(n).gpus for n in self.nodes)
+        if self.gpus:
+            return len(self.gpus)
+        return fleet.gpus(self.nodes)
+
+    def holds(self, fleet: Fleet) -> set[tuple[str, int]]:
+        """The GPUs it occupies."""
+        if self.gpus:
+            return {(self.nodes[0], g) for g in self.gpus}
+        return {(n, g) for n in self.nodes for g in range(fleet.node(n).gpus)}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Wave:
-    """Groups that share no node, run at once."""
+    """Groups that share no node (groups of some of one node's GPUs: no GPU), run at once."""
 
     index: int
     stage: Stage
     groups: tuple[Group, ...]
 
     def __post_init__(self) -> None:
-        seen: set[str] = set()
+        whole: set[str] = set()
+        parts: set[tuple[str, int]] = set()
         for group in self.groups:
-            if seen.intersection(group.nodes):
-                raise ValueError(f"wave {self.index}: groups share {seen & set(group.nodes)}")
-            seen.update(group.nodes)
+            mine = {(group.nodes[0], g) for g in group.gpus}
+            shared = whole & set(group.nodes) or parts & mine
+            if shared or (not group.gpus and {n for n, _ in parts} & set(group.nodes)):
+                raise ValueError(f"wave {self.index}: groups share {shared or group.nodes}")
+            if group.gpus:
+                parts |= mine
+            else:
+                whole.update(group.nodes)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,6 +136,8 @@ class Reading:
     gpu: int | None = None
     copy_gb_per_s: float | None = None  # gate: the GPU's own copies (h2d), null elsewhere
     flags: tuple[str, ...] = ()  # NVML or sysfs evidence against it: "xid 79", "nic at 200 of 400"
+    sm_clock_mhz: float | None = None  # compared with its node's other GPUs
+    at_power_cap: bool = False  # drawing its enforced limit, or held by the power cap
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,6 +149,8 @@ class Outcome:
     size_bytes: int = 1 << 30  # the bandwidth size it ran
     readings: tuple[Reading, ...] = field(default=())
     reason: str = ""  # the error, for `failed` and `missing`
+    op: str = "all_reduce"  # the operation its figures are of (`Group.op`, or the scan's --op)
+    unanswered: tuple[str, ...] = ()  # nodes whose ranks did not answer (a hang, timed out)
 
     def flags(self, node: str) -> tuple[str, ...]:
         return tuple(f for r in self.readings if r.node == node for f in r.flags)

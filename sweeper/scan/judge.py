@@ -1,25 +1,38 @@
-"""Outcomes -> a verdict for every node and GPU, and for every link a pair test measured or the
-evidence condemns, each with its evidence. Pure.
+"""Outcomes -> a verdict for every node and GPU, for every NVLink and node pair a test measured
+as a pair or the evidence condemns, each with its evidence; and the fleet's findings. Pure.
 
-The gate speaks for each node's own GPUs. Across nodes a failing group blames its members
-only until they are separated: the judge explains the failing groups by the fewest culprits,
-taking first the node that failed most consistently (its share of failing groups, then their
-count) among those that failed in at least two groups with different partners, and removing
-the groups it explains; a node is blamed only when its failing groups share no other node
-(else that node, or the link to it, explains them as well). Slow groups and groups that
-failed outright (an error, no data) are explained apart: a slow node explains no error. A
-pair slow as a pair whose ends each passed elsewhere is a link, and explains the slow groups
-holding both its ends before any node is blamed for them (a pad beside it is no culprit).
-Failing pairs left unexplained whose ends both passed elsewhere are links. A node in a
-passing group is cleared as a node. Missing data never passes: a node with no passing group
-is at best `unconfirmed`.
+Inside a node: the gate speaks for each GPU (its copies, its NVML readings) and, where the
+node was isolated (`Stage.ISOLATE`: its gate failed or its GPUs disagree in telemetry), its
+pairs do: a GPU is slow when most of its pairs, and at least two, fall below the node's other
+pairs (`PEER_SHARE` of their median), an NVLink when its pair alone does; the GPU's SM clock
+against its peers' and its power cap go into the evidence. A GPU is `healthy` only on tests
+that measured it on its own or beside each peer: on a gate that passed, or on its pairs; one
+that only took part in a failed gate is `unconfirmed`.
+
+Across nodes a failing group blames its members only until they are separated (`explain`):
+a group that timed out is explained by the nodes that did not answer (`failed`, whatever
+passed before); a pair slow as a pair whose ends each passed elsewhere is a link and explains
+the slow groups holding both its ends; then the judge takes, as culprits, the nodes that
+failed most consistently (their share of failing groups, then their count) among those that
+failed in at least two groups with different partners, at least FAIL_SHARE of theirs,
+removing the groups each explains.
+Slow groups and groups that failed outright are explained apart: a slow node explains no
+error. A culprit that also passed is `flaky`, with its pass ratio: the rule that tells flaky
+from a one-off is two failures of its own, beside different partners (the policy re-tests a
+node with one beside `CONFIRMS` known-good partners). A node in a passing group is cleared
+as a node, with the figure of its passing groups. Missing data never passes: a node with no
+passing group is at best `unconfirmed`.
+
+Every figure is judged against a threshold that names its source (`thresholds`); a threshold
+the fleet as a whole misses is a fleet finding (`thresholds.findings`), on which no node is
+condemned.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from statistics import median
 
 from sweeper.scan.fleet import Fleet, Outcome, Reading, Stage
@@ -31,8 +44,22 @@ from sweeper.scan.thresholds import (
     figure,
     gpu_copy_limit,
     judge_groups,
+    measure,
+    unit,
 )
 from sweeper.wire import Name
+
+# A node is a culprit only where this share of its groups, or more, fail with no other
+# culprit to explain them: every node shares a screen group with every other, so a healthy
+# node also sits in the one group of each slow pair and beside each faulty node (2 of its 38
+# at 1024 nodes where it shares two slow pairs' groups), while a node failing one test in two
+# fails half. A node failing less often than this is not told from its neighbours' faults.
+FAIL_SHARE = 0.25
+# A clock this far below its peers' median is evidence: analysis.why's rule for the report
+# (not imported from there: it loads pandas, which the scan's pure modules do without).
+CLOCK_SHARE = 0.95
+# A GPU pair this far below the median of its node's pairs is slow (the fleet's own min_ratio).
+PEER_SHARE = 0.85
 
 
 class Health(Name):
@@ -41,15 +68,17 @@ class Health(Name):
     FAILED = "failed"  # an error, a hang, wrong data, NVML evidence
     UNREACHABLE = "unreachable"  # its actors never started, or it left
     UNCONFIRMED = "unconfirmed"  # a suspect the scan did not separate from its partners
+    FLAKY = "flaky"  # passes and failures of its own: its pass ratio says how often
 
 
-CONDEMNED = (Health.SLOW, Health.FAILED, Health.UNREACHABLE)
+CONDEMNED = (Health.SLOW, Health.FAILED, Health.UNREACHABLE, Health.FLAKY)
 
 
 class Subject(Name):
     NODE = "node"
     GPU = "gpu"
-    LINK = "link"
+    NVLINK = "nvlink"  # two GPUs of one node
+    LINK = "link"  # two nodes: the path between them
     GROUP = "group"  # a failing group whose culprit was not separated
 
 
@@ -58,13 +87,15 @@ class Verdict:
     subject: Subject
     nodes: tuple[str, ...]
     gpu: int | None = None
+    peer_gpu: int | None = None  # an NVLink's other GPU
     health: Health
     stage: Stage | None = None  # where the deciding evidence came from
     partners: tuple[str, ...] = ()  # the nodes it was measured beside in that evidence
     busbw_gb_per_s: float | None = None  # its median figure there
     fleet_gb_per_s: float | None = None  # the fleet's median it was compared with
     threshold_gb_per_s: float | None = None
-    tests: int = 0  # internode groups it took part in
+    threshold_source: str = ""  # where the threshold came from
+    tests: int = 0  # groups it took part in (internode; a GPU's: inside its node)
     passed: int = 0
     evidence: str = ""  # one sentence
 
@@ -72,6 +103,8 @@ class Verdict:
     def name(self) -> str:
         if self.subject is Subject.GPU:
             return f"{self.nodes[0]}/gpu{self.gpu}"
+        if self.subject is Subject.NVLINK:
+            return f"{self.nodes[0]}/gpu{self.gpu}-gpu{self.peer_gpu}"
         return ("-" if self.subject is Subject.LINK else "+").join(self.nodes)
 
     @property
@@ -86,8 +119,9 @@ class Verdict:
 def judge(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> list[Verdict]:
     judged = judge_groups(fleet, outcomes, thresholds)
     gates = {j.outcome.group.nodes[0]: j for j in judged.values() if _gate(j)}
-    gpus, nodes = _gate_verdicts(fleet, gates, outcomes, thresholds)
-    tests = [j for j in judged.values() if not _gate(j)]
+    inside = [j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE]
+    gpus, nodes = _gate_verdicts(fleet, gates, inside, outcomes, thresholds)
+    tests = [j for j in judged.values() if _across(j)]
     verdicts, links, groups = _internode(fleet, tests, nodes)
     return [*verdicts, *gpus, *links, *groups]
 
@@ -96,70 +130,134 @@ def _gate(j: Judged) -> bool:
     return j.outcome.group.stage is Stage.GATE
 
 
+def _across(j: Judged) -> bool:
+    return j.outcome.group.stage not in (Stage.GATE, Stage.ISOLATE)
+
+
 def _size(size_bytes: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+    for name, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if size_bytes >= 1 << shift and size_bytes % (1 << shift) == 0:
-            return f"{size_bytes >> shift} {unit}"
+            return f"{size_bytes >> shift} {name}"
     return f"{size_bytes} B"
 
 
+# ---- inside a node ----
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Inside:
+    """What a node's isolation found: its slow GPUs and NVLinks, each GPU's pairs, and what
+    its telemetry says against each GPU."""
+
+    slow_gpus: dict[int, list[Judged]] = field(default_factory=dict)
+    slow_links: dict[tuple[int, int], Judged] = field(default_factory=dict)
+    pairs: dict[int, list[Judged]] = field(default_factory=dict)
+    median_gb_per_s: float | None = None
+    telemetry: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def named(self) -> bool:
+        return bool(self.slow_gpus or self.slow_links)
+
+
+def telemetry(readings: Iterable[Reading]) -> dict[int, str]:
+    """Each GPU whose telemetry disagrees with its node's other GPUs', and how: an SM clock
+    under CLOCK_SHARE of theirs (analysis.why's rule), or the power cap holding it while most
+    of them are not held."""
+    by_gpu = {r.gpu: r for r in readings if r.gpu is not None}
+    clocks = {g: r.sm_clock_mhz for g, r in by_gpu.items() if r.sm_clock_mhz}
+    capped = {g for g, r in by_gpu.items() if r.at_power_cap}
+    out: dict[int, str] = {}
+    for g in by_gpu:
+        said = []
+        others = [c for h, c in clocks.items() if h != g]
+        if g in clocks and others and clocks[g] < CLOCK_SHARE * median(others):
+            said.append(f"SM clock {clocks[g]:.0f} MHz against its peers' {median(others):.0f}")
+        if g in capped and len(capped) * 2 < len(by_gpu):
+            said.append("at its power cap while its peers are not")
+        if said:
+            out[g] = ", ".join(said)
+    return out
+
+
+def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside:
+    """A node's pairs of GPUs against each other: a GPU below PEER_SHARE of the median of the
+    node's pairs in most of its pairs, and at least two, is slow; a slow pair of two GPUs
+    neither of which is, is its NVLink."""
+    pairs = [
+        j for j in inside if j.outcome.group.nodes == (node,) and len(j.outcome.group.gpus) == 2
+    ]
+    figures = [v for j in pairs if (v := j.figure_gb_per_s) is not None]
+    said = telemetry(gate.outcome.readings) if gate else {}
+    if len(figures) < 3:
+        # too few pairs to hold one against the others (a node of two or three GPUs): a
+        # slow gate with one GPU whose telemetry disagrees names that GPU
+        slow_gate = gate is not None and gate.failure is Failure.SLOW
+        alone = slow_gate and len(said) == 1
+        return Inside(slow_gpus={g: [] for g in said} if alone else {}, telemetry=said)
+    mid = median(figures)
+    low = [j for j in pairs if j.figure_gb_per_s is None or j.figure_gb_per_s < PEER_SHARE * mid]
+    by_gpu: dict[int, list[Judged]] = defaultdict(list)
+    for j in pairs:
+        for g in j.outcome.group.gpus:
+            by_gpu[g].append(j)
+    slow = {
+        g: [j for j in mine if j in low]
+        for g, mine in by_gpu.items()
+        if sum(j in low for j in mine) >= 2 and 2 * sum(j in low for j in mine) > len(mine)
+    }
+    links = {
+        (a, b): j for j in low for a, b in [j.outcome.group.gpus] if a not in slow and b not in slow
+    }
+    return Inside(
+        slow_gpus=slow, slow_links=links, pairs=dict(by_gpu), median_gb_per_s=mid, telemetry=said
+    )
+
+
 def _gate_verdicts(
-    fleet: Fleet, gates: dict[str, Judged], outcomes: Sequence[Outcome], thresholds: Thresholds
+    fleet: Fleet,
+    gates: dict[str, Judged],
+    inside: list[Judged],
+    outcomes: Sequence[Outcome],
+    thresholds: Thresholds,
 ) -> tuple[list[Verdict], dict[str, Verdict]]:
-    """Each GPU's verdict, and the nodes the gate already decides (the others go on)."""
+    """Each GPU's and NVLink's verdict, and the nodes the gate and isolation decide (the
+    others go on)."""
     copies = gpu_copy_limit(outcomes)
     low = copies.limit(thresholds) if copies else None
     gpus: list[Verdict] = []
     nodes: dict[str, Verdict] = {}
     for node in fleet.nodes:
         j = gates.get(node.id)
-        if j is None or j.failure is Failure.MISSING:
-            why = j.why if j else "no gate result"
-            nodes[node.id] = _node(node.id, Health.UNREACHABLE, f"{node.id}: {why}", Stage.GATE)
-            gpus += [
-                Verdict(
-                    subject=Subject.GPU,
-                    nodes=(node.id,),
-                    gpu=g,
-                    health=Health.UNREACHABLE,
-                    stage=Stage.GATE,
-                    evidence=f"{node.id}/gpu{g}: its node did not answer",
-                )
-                for g in range(node.gpus)
-            ]
+        if j is None or j.failure is Failure.MISSING or j.outcome.unanswered:
+            nodes[node.id], mine = _gone(node.id, node.gpus, j)
+            gpus += mine
             continue
         readings = {r.gpu: r for r in j.outcome.readings if r.gpu is not None}
         found = {
             g: _gpu(f"{node.id}/gpu{g}", readings.get(g), copies, low) for g in range(node.gpus)
         }
+        seen = isolated(node.id, inside, j)
+        for g, pairs in seen.slow_gpus.items():
+            if found.get(g) is None:
+                found[g] = _slow_gpu(node.id, g, pairs, seen)
         bad = [f"gpu{g} {why.split(': ', 1)[1]}" for g, (_, why) in _condemned(found).items()]
         for g, verdict in found.items():
-            name = f"{node.id}/gpu{g}"
-            if verdict is not None:
-                health, why = verdict
-            elif j.passed or j.failure is Failure.SLOW or bad:
-                health, why = Health.HEALTHY, f"{name}: its gate's copies and health readings"
-            else:
-                health, why = Health.UNCONFIRMED, f"{name}: its node's gate failed ({j.why})"
-            gpus.append(
-                Verdict(
-                    subject=Subject.GPU,
-                    nodes=(node.id,),
-                    gpu=g,
-                    health=health,
-                    stage=Stage.GATE,
-                    evidence=why,
-                )
-            )
-        if bad:
-            why = f"{node.id}: left out of the internode stages: its " + "; ".join(bad)
+            gpus.append(_gpu_verdict(node.id, g, verdict, j, seen))
+        for (a, b), pair in seen.slow_links.items():
+            gpus.append(_nvlink(node.id, a, b, pair, seen))
+        if bad or seen.slow_links:
+            named = bad + [f"NVLink gpu{a}-gpu{b}" for a, b in seen.slow_links]
+            why = f"{node.id}: left out of the internode stages: its " + "; ".join(named)
             nodes[node.id] = _node(node.id, Health.UNCONFIRMED, why, Stage.GATE)
         elif not j.passed:
             health = Health.FAILED if j.failure is Failure.FAILED else Health.SLOW
-            own = j.outcome.busbw_gb_per_s
+            own = j.figure_gb_per_s
             why = f"{node.id}: its own GPUs' all_reduce at the gate: {j.why}"
             if j.fleet_gb_per_s is not None and own is not None:
-                why += f" (the fleet's {figure(j.fleet_gb_per_s)})"
+                why += f" (the fleet's {figure(j.fleet_gb_per_s)}; threshold: {j.source})"
+            if seen.pairs:
+                why += "; no GPU or NVLink of it stands out from the others in pairs"
             nodes[node.id] = Verdict(
                 subject=Subject.NODE,
                 nodes=(node.id,),
@@ -168,9 +266,123 @@ def _gate_verdicts(
                 busbw_gb_per_s=own,
                 fleet_gb_per_s=j.fleet_gb_per_s,
                 threshold_gb_per_s=j.threshold_gb_per_s,
+                threshold_source=j.source,
                 evidence=why,
             )
     return gpus, nodes
+
+
+def _gone(node: str, count: int, j: Judged | None) -> tuple[Verdict, list[Verdict]]:
+    """A node that did not answer at its gate (a hang: failed) or brought nothing back
+    (unreachable), and its GPUs with it."""
+    hung = j is not None and bool(j.outcome.unanswered)
+    health = Health.FAILED if hung else Health.UNREACHABLE
+    why = j.why if j else "no gate result"
+    if hung:
+        why = f"did not answer at its gate ({why}); left out of every later wave"
+    verdict = _node(node, health, f"{node}: {why}", Stage.GATE)
+    mine = [
+        Verdict(
+            subject=Subject.GPU,
+            nodes=(node,),
+            gpu=g,
+            health=health,
+            stage=Stage.GATE,
+            evidence=f"{node}/gpu{g}: its node did not answer",
+        )
+        for g in range(count)
+    ]
+    return verdict, mine
+
+
+def _slow_gpu(node: str, g: int, pairs: list[Judged], seen: Inside) -> tuple[Health, str]:
+    if not pairs:
+        return Health.SLOW, (
+            f"{node}/gpu{g}: its node's gate is slow and it alone disagrees with its peers "
+            f"in telemetry: {seen.telemetry[g]}"
+        )
+    values = [j.figure_gb_per_s or 0.0 for j in pairs]
+    peers = sorted({p for j in pairs for p in j.outcome.group.gpus if p != g})
+    why = (
+        f"{node}/gpu{g}: {pairs[0].outcome.op} {figure(median(values))} GB/s in "
+        f"{len(pairs)} of its {len(seen.pairs.get(g, []))} pairs (with gpu "
+        f"{', '.join(map(str, peers))}) against the median {figure(seen.median_gb_per_s or 0)} "
+        f"of its node's pairs (threshold {PEER_SHARE:.0%} of it)"
+    )
+    if g in seen.telemetry:
+        why += f"; {seen.telemetry[g]}"
+    return Health.SLOW, why
+
+
+def _gpu_verdict(
+    node: str, g: int, verdict: tuple[Health, str] | None, gate: Judged, seen: Inside
+) -> Verdict:
+    name = f"{node}/gpu{g}"
+    pairs = seen.pairs.get(g, [])
+    figures = [v for j in pairs if (v := j.figure_gb_per_s) is not None]
+    copy = next((r.copy_gb_per_s for r in gate.outcome.readings if r.gpu == g), None)
+    copies = f", host copies {copy:.1f} GB/s" if copy is not None else ""
+    if verdict is not None:
+        health, why = verdict
+    elif pairs and max(figures, default=0.0) >= PEER_SHARE * (seen.median_gb_per_s or 0.0):
+        health = Health.HEALTHY
+        why = (
+            f"{name}: in pairs with each other GPU of its node {figure(median(figures or [0]))} "
+            f"GB/s against their median {figure(seen.median_gb_per_s or 0)}{copies}"
+        )
+    elif gate.passed:
+        health = Health.HEALTHY
+        own = gate.figure_gb_per_s
+        ran = f" at {figure(own)} GB/s" if own is not None else ""
+        why = f"{name}: its node's gate, all_reduce with its peers{ran}{copies}"
+    else:
+        health = Health.UNCONFIRMED
+        why = f"{name}: took part only in its node's failed gate ({gate.why})"
+    if verdict is None and g in seen.telemetry:
+        why += f"; {seen.telemetry[g]}"
+    return Verdict(
+        subject=Subject.GPU,
+        nodes=(node,),
+        gpu=g,
+        health=health,
+        stage=Stage.ISOLATE if pairs else Stage.GATE,
+        busbw_gb_per_s=median(figures) if figures else gate.figure_gb_per_s,
+        fleet_gb_per_s=seen.median_gb_per_s if pairs else gate.fleet_gb_per_s,
+        threshold_gb_per_s=(
+            PEER_SHARE * seen.median_gb_per_s
+            if pairs and seen.median_gb_per_s
+            else gate.threshold_gb_per_s
+        ),
+        threshold_source=(
+            f"{PEER_SHARE:.0%} of the median of its node's pairs" if pairs else gate.source
+        ),
+        tests=len(pairs) + 1,
+        passed=sum(j.passed for j in pairs) + gate.passed,
+        evidence=why,
+    )
+
+
+def _nvlink(node: str, a: int, b: int, pair: Judged, seen: Inside) -> Verdict:
+    mid = seen.median_gb_per_s or 0.0
+    own = pair.figure_gb_per_s
+    return Verdict(
+        subject=Subject.NVLINK,
+        nodes=(node,),
+        gpu=a,
+        peer_gpu=b,
+        health=Health.SLOW if own is not None else Health.FAILED,
+        stage=Stage.ISOLATE,
+        busbw_gb_per_s=own,
+        fleet_gb_per_s=mid,
+        threshold_gb_per_s=PEER_SHARE * mid,
+        threshold_source=f"{PEER_SHARE:.0%} of the median of its node's pairs",
+        tests=1,
+        evidence=(
+            f"{node}/gpu{a}-gpu{b}: {pair.outcome.op} "
+            f"{figure(own) + ' GB/s' if own is not None else pair.why} against the median "
+            f"{figure(mid)} of its node's pairs, each GPU fine beside the others"
+        ),
+    )
 
 
 def _gpu(
@@ -189,7 +401,7 @@ def _gpu(
     return None
 
 
-def _condemned(found: dict[int, tuple[Health, str] | None]) -> dict[int, tuple[Health, str]]:
+def _condemned(found: Mapping[int, tuple[Health, str] | None]) -> dict[int, tuple[Health, str]]:
     return {g: v for g, v in found.items() if v is not None}
 
 
@@ -199,43 +411,85 @@ def _node(node: str, health: Health, evidence: str, stage: Stage | None = None) 
     )
 
 
-def _internode(
-    fleet: Fleet, tests: list[Judged], decided: dict[str, Verdict]
-) -> tuple[list[Verdict], list[Verdict], list[Verdict]]:
-    order = {n: i for i, n in enumerate(fleet.ids)}
+# ---- across nodes ----
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Explained:
+    """The internode groups' failures, each explained by a node that did not answer, a link,
+    a culprit node, or none (`unexplained`: a fault among its members not yet separated)."""
+
+    tests: list[Judged]
+    members: list[set[str]]
+    passes: dict[str, list[int]]
+    fails: dict[str, list[int]]
+    hung: dict[str, list[int]]
+    culprits: dict[str, list[int]]
+    pairs: list[set[str]]  # slow as a pair, both ends passing elsewhere: links until shown not
+    unexplained: set[int]
+
+    def known_good(self, node: str) -> bool:
+        """Whether it passed beside at least two different sets of partners."""
+        seen: set[frozenset[str]] = set()
+        for i in self.passes.get(node, []):
+            seen.add(frozenset(self.members[i]))
+            if len(seen) > 1:
+                return True
+        return False
+
+
+def explain(tests: list[Judged]) -> Explained:
     members = [set(j.outcome.group.nodes) for j in tests]
     failing = {i for i, j in enumerate(tests) if not j.passed}
     fails: dict[str, list[int]] = defaultdict(list)
-    passes: dict[str, int] = defaultdict(int)
-    last_pass: dict[str, int] = {}
+    passes: dict[str, list[int]] = defaultdict(list)
     for i, group in enumerate(members):
         for n in group:
-            if i in failing:
-                fails[n].append(i)
-            else:
-                passes[n] += 1
-                last_pass[n] = max(last_pass.get(n, -1), tests[i].outcome.group.wave)
-    # a slow node explains slow groups, not errors: a flapping node's error in a group a
-    # slow node was also in stays the flapping node's to explain
-    slow = {i for i in failing if tests[i].failure is Failure.SLOW}
-    # a pair slow as a pair whose ends each passed elsewhere is a link until shown otherwise:
-    # the groups holding both ends are its to explain, not their other members' (a pad)
+            (fails if i in failing else passes)[n].append(i)
+    hung: dict[str, list[int]] = defaultdict(list)
+    for i in sorted(failing):
+        for n in tests[i].outcome.unanswered:
+            hung[n].append(i)
+    timed_out = {i for mine in hung.values() for i in mine}
+    # a slow node explains slow groups, not errors: a flaky node's error in a group a slow
+    # node was also in stays the flaky node's to explain
+    slow = {i for i in failing - timed_out if tests[i].failure is Failure.SLOW}
     pairs = [
         members[i] for i in slow if len(members[i]) == 2 and all(passes[n] for n in members[i])
     ]
     held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
     slow_nodes, slow_left = _explain(slow - held, fails, passes, members)
-    broken_nodes, broken_left = _explain(failing - slow, fails, passes, members)
-    culprits = {n: fails[n] for n in fleet.ids if n in slow_nodes | broken_nodes}
-    unexplained = slow_left | held | broken_left
+    broken_nodes, broken_left = _explain(failing - slow - timed_out, fails, passes, members)
+    culprits = {
+        n: [i for i in fails[n] if i not in timed_out]
+        for n in fails
+        if n in slow_nodes | broken_nodes and n not in hung
+    }
+    return Explained(
+        tests=tests,
+        members=members,
+        passes=dict(passes),
+        fails=dict(fails),
+        hung=dict(hung),
+        culprits=culprits,
+        pairs=pairs,
+        unexplained=slow_left | held | broken_left,
+    )
 
+
+def _internode(
+    fleet: Fleet, tests: list[Judged], decided: dict[str, Verdict]
+) -> tuple[list[Verdict], list[Verdict], list[Verdict]]:
+    order = {n: i for i, n in enumerate(fleet.ids)}
+    e = explain(tests)
+    unexplained = set(e.unexplained)
     by_link: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i in sorted(unexplained):
-        if len(members[i]) == 2:
-            a, b = sorted(members[i], key=order.__getitem__)
+        if len(e.members[i]) == 2:
+            a, b = sorted(e.members[i], key=order.__getitem__)
             by_link[a, b].append(i)
-    for (a, b), _ in list(by_link.items()):
-        both = [i for i in unexplained if {a, b} <= members[i]]
+    for a, b in list(by_link):
+        both = [i for i in unexplained if {a, b} <= e.members[i]]
         by_link[a, b] = both
         unexplained -= set(both)
 
@@ -243,14 +497,14 @@ def _internode(
     for node in fleet.ids:
         if node in decided:
             verdicts.append(decided[node])
-        elif node in culprits:
-            mine = culprits[node]
-            after = [i for i in mine if tests[i].outcome.group.wave > last_pass.get(node, -1)]
-            verdicts.append(_culprit(node, tests, mine, after, passes[node], members))
+        elif node in e.hung:
+            verdicts.append(_hung(node, e))
+        elif node in e.culprits:
+            verdicts.append(_culprit(node, e))
         else:
-            verdicts.append(_bystander(node, fails.get(node, []), passes[node], len(fleet.ids)))
-    links = [_link(link, tests, idx, passes) for link, idx in by_link.items()]
-    links += _healthy_pairs(tests, members, fleet)
+            verdicts.append(_bystander(node, e, len(fleet.ids)))
+    links = [_link(link, e, idx) for link, idx in by_link.items()]
+    links += _healthy_pairs(e, fleet)
     groups = [
         Verdict(
             subject=Subject.GROUP,
@@ -261,36 +515,37 @@ def _internode(
             f"({tests[i].why}); every member passed elsewhere: a link among them",
         )
         for i in sorted(unexplained)
-        if all(passes[n] for n in members[i])
+        if all(e.passes.get(n) for n in e.members[i])
     ]
     return verdicts, links, groups
 
 
 def _explain(
     failing: set[int],
-    fails: dict[str, list[int]],
-    passes: dict[str, int],
+    fails: Mapping[str, list[int]],
+    passes: Mapping[str, list[int]],
     members: list[set[str]],
 ) -> tuple[set[str], set[int]]:
     """The fewest culprits for the `failing` groups, each node that failed most consistently
     first (its share of them, then their count), among those that failed in at least two
-    with different partners; and the groups they leave unexplained."""
+    with different partners and FAIL_SHARE of theirs; and the groups they leave unexplained."""
     unexplained = set(failing)
     culprits: set[str] = set()
+    keys = {i: frozenset(members[i]) for i in failing}
     while True:
         best: tuple[float, int, str] | None = None
         for n, mine in fails.items():
             if n in culprits:
                 continue
             left = [i for i in mine if i in unexplained]
-            if len({frozenset(members[i] - {n}) for i in left}) < 2:
+            if len(left) < 2 or len({keys[i] for i in left}) < 2:
                 continue
             # all of them beside one other node: that one, or the link between the two,
             # explains them as well (a slow node's follower down the bisection, a link's end)
             if set.intersection(*(members[i] - {n} for i in left)):
                 continue
-            key = (len(left) / (len(left) + passes[n]), len(left), n)
-            if best is None or key[:2] > best[:2]:
+            key = (len(left) / (len(left) + len(passes.get(n, []))), len(left), n)
+            if key[0] >= FAIL_SHARE and (best is None or key[:2] > best[:2]):
                 best = key
         if best is None:
             return culprits, unexplained
@@ -299,35 +554,63 @@ def _explain(
 
 
 def _figures(tests: list[Judged], idx: Sequence[int]) -> tuple[float | None, float | None]:
-    own = [v for i in idx if (v := tests[i].outcome.busbw_gb_per_s) is not None]
+    own = [v for i in idx if (v := tests[i].figure_gb_per_s) is not None]
     fleet = [v for i in idx if (v := tests[i].fleet_gb_per_s) is not None]
     return (median(own) if own else None), (median(fleet) if fleet else None)
 
 
-def _culprit(
-    node: str,
-    tests: list[Judged],
-    idx: list[int],
-    after: list[int],
-    passed: int,
-    members: list[set[str]],
-) -> Verdict:
-    """A node that explains failing groups; `after`: those after its last pass."""
+def _threshold(tests: list[Judged], idx: Sequence[int]) -> tuple[float | None, str]:
+    last = tests[max(idx)] if idx else None
+    return (last.threshold_gb_per_s, last.source) if last else (None, "")
+
+
+def _hung(node: str, e: Explained) -> Verdict:
+    """A node that did not answer in a group: the group's hang is its, not its partners'."""
+    idx = e.hung[node]
+    first = e.tests[idx[0]].outcome.group
+    passed = len(e.passes.get(node, []))
+    return Verdict(
+        subject=Subject.NODE,
+        nodes=(node,),
+        health=Health.FAILED,
+        stage=first.stage,
+        partners=tuple(n for n in first.nodes if n != node),
+        tests=passed + len(e.fails.get(node, [])),
+        passed=passed,
+        evidence=(
+            f"{node}: did not answer in {len(idx)} group(s), first wave {first.wave} "
+            f"({e.tests[idx[0]].why}); its partners answered; left out of every later wave"
+            + (f" (it had passed {passed} groups before)" if passed else "")
+        ),
+    )
+
+
+def _culprit(node: str, e: Explained) -> Verdict:
+    """A node that explains failing groups."""
+    tests = e.tests
+    idx = e.culprits[node]
     kinds = Counter(tests[i].failure for i in idx)
     partners = sorted(
         {p for i in idx for p in tests[i].outcome.group.partners if p != node}
-        | {p for i in idx if len(members[i]) == 2 for p in members[i] if p != node}
+        | {p for i in idx if len(e.members[i]) == 2 for p in e.members[i] if p != node}
     )
     own, fleet = _figures(tests, idx)
+    threshold, source = _threshold(tests, idx)
     last = tests[idx[-1]]
     flags = sorted({f for i in idx for f in tests[i].outcome.flags(node)})
+    passed = len(e.passes.get(node, []))
     total = len(idx) + passed
+    last_pass = max((tests[i].outcome.group.wave for i in e.passes.get(node, [])), default=-1)
+    after = [i for i in idx if tests[i].outcome.group.wave > last_pass]
     if after and all(tests[i].failure is Failure.MISSING for i in after):
         health = Health.UNREACHABLE
         why = f"{node}: no row came back from its last {len(after)} groups ({last.why})"
     elif passed:
-        health = Health.UNCONFIRMED
-        why = f"{node}: passed {passed} of {total} groups, failed the others beside different nodes"
+        health = Health.FLAKY
+        why = (
+            f"{node}: passed {passed} of {total} groups and failed the others beside "
+            f"different nodes ({last.why})"
+        )
     elif kinds[Failure.FAILED] >= kinds[Failure.SLOW]:  # the kind most of them show
         health = Health.FAILED
         why = f"{node}: failed {len(idx)} of {total} groups beside different nodes ({last.why})"
@@ -335,8 +618,9 @@ def _culprit(
         health = Health.SLOW
         size = _size(last.outcome.size_bytes)
         why = (
-            f"{node}: all_reduce at {size} {figure(own or 0)} GB/s busbw against the fleet's "
-            f"{figure(fleet or 0)} in {len(idx)} groups with different partners"
+            f"{node}: {last.outcome.op} at {size} {figure(own or 0)} GB/s "
+            f"{unit(last.outcome)} against the fleet's {figure(fleet or 0)} in {len(idx)} "
+            f"groups with different partners (threshold {figure(threshold or 0)}: {source})"
         )
     if flags:
         why += f"; {', '.join(flags)}"
@@ -348,23 +632,41 @@ def _culprit(
         partners=tuple(partners),
         busbw_gb_per_s=own,
         fleet_gb_per_s=fleet,
-        threshold_gb_per_s=last.threshold_gb_per_s,
+        threshold_gb_per_s=threshold,
+        threshold_source=source,
         tests=total,
         passed=passed,
         evidence=why,
     )
 
 
-def _bystander(node: str, failed: list[int], passed: int, fleet_size: int) -> Verdict:
-    total = len(failed) + passed
-    if passed:
-        why = f"{node}: passed its gate and {passed} of {total} internode groups"
+def _bystander(node: str, e: Explained, fleet_size: int) -> Verdict:
+    failed = e.fails.get(node, [])
+    passing = e.passes.get(node, [])
+    total = len(failed) + len(passing)
+    if passing:
+        own, fleet = _figures(e.tests, passing)
+        threshold, source = _threshold(e.tests, passing)
+        ran = (
+            f": {measure(e.tests[passing[-1]].outcome)} {figure(own)} GB/s, the fleet's "
+            f"{figure(fleet or 0)} (threshold {figure(threshold or 0)}: {source})"
+            if own is not None
+            else ""
+        )
+        own_failures = [i for i in failed if i in e.unexplained]
+        why = f"{node}: passed its gate and {len(passing)} of {total} internode groups{ran}"
+        if own_failures:
+            why += f"; {len(own_failures)} failing group(s) beside it that no culprit explains"
         return Verdict(
             subject=Subject.NODE,
             nodes=(node,),
             health=Health.HEALTHY,
+            busbw_gb_per_s=own,
+            fleet_gb_per_s=fleet,
+            threshold_gb_per_s=threshold,
+            threshold_source=source,
             tests=total,
-            passed=passed,
+            passed=len(passing),
             evidence=why,
         )
     if not total and fleet_size == 1:
@@ -379,12 +681,13 @@ def _bystander(node: str, failed: list[int], passed: int, fleet_size: int) -> Ve
     )
 
 
-def _link(
-    link: tuple[str, str], tests: list[Judged], idx: list[int], passes: dict[str, int]
-) -> Verdict:
+def _link(link: tuple[str, str], e: Explained, idx: list[int]) -> Verdict:
     a, b = link
+    tests = e.tests
     own, fleet = _figures(tests, idx)
+    threshold, source = _threshold(tests, idx)
     last = tests[max(idx)]
+    passes = {n: len(e.passes.get(n, [])) for n in link}
     separated = passes[a] and passes[b]
     kinds = {tests[i].failure for i in idx}
     health = (
@@ -395,8 +698,9 @@ def _link(
         else Health.SLOW
     )
     measured = (
-        f"all_reduce at {_size(last.outcome.size_bytes)} {figure(own)} GB/s busbw against the "
-        f"fleet's {figure(fleet or 0)}"
+        f"{last.outcome.op} at {_size(last.outcome.size_bytes)} {figure(own)} GB/s "
+        f"{unit(last.outcome)} against the fleet's {figure(fleet or 0)} "
+        f"(threshold {figure(threshold or 0)}: {source})"
         if own is not None and Failure.SLOW in kinds
         else f"failed ({last.why})"
     )
@@ -411,25 +715,26 @@ def _link(
         partners=link,
         busbw_gb_per_s=own,
         fleet_gb_per_s=fleet,
-        threshold_gb_per_s=last.threshold_gb_per_s,
+        threshold_gb_per_s=threshold,
+        threshold_source=source,
         tests=len(idx),
         passed=0,
         evidence=f"{a}-{b}: {measured} in {len(idx)} groups holding both; {ends}",
     )
 
 
-def _healthy_pairs(tests: list[Judged], members: list[set[str]], fleet: Fleet) -> list[Verdict]:
+def _healthy_pairs(e: Explained, fleet: Fleet) -> list[Verdict]:
     """Links measured as a pair and never failing as one."""
     seen: dict[tuple[str, str], list[int]] = defaultdict(list)
     order = {n: i for i, n in enumerate(fleet.ids)}
-    for i, nodes in enumerate(members):
+    for i, nodes in enumerate(e.members):
         if len(nodes) == 2:
             a, b = sorted(nodes, key=order.__getitem__)
             seen[a, b].append(i)
     out = []
     for (a, b), idx in seen.items():
-        if all(tests[i].passed for i in idx):
-            own, fleet_median = _figures(tests, idx)
+        if all(e.tests[i].passed for i in idx):
+            own, fleet_median = _figures(e.tests, idx)
             out.append(
                 Verdict(
                     subject=Subject.LINK,
@@ -452,5 +757,6 @@ def named(verdicts: Sequence[Verdict]) -> list[Verdict]:
     return [
         v
         for v in verdicts
-        if v.health is not Health.HEALTHY and not (v.subject is Subject.GPU and v.nodes[0] in down)
+        if v.health is not Health.HEALTHY
+        and not (v.subject in (Subject.GPU, Subject.NVLINK) and v.nodes[0] in down)
     ]

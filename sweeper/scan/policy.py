@@ -1,15 +1,24 @@
 """The next wave of a scan, from the fleet and the outcomes so far. Pure and deterministic
 (given the strategy's seed): a real scan and a simulation call the same function.
 
-Every strategy starts with the gate (each node alone, all at once); a node that fails its
-gate stays out of the internode stages (`excluded` says why). Then:
+Every strategy starts with the gate (each node alone, all at once), then isolates the nodes
+whose gate failed or whose GPUs disagree in telemetry (`to_isolate`): each GPU alone, then
+every pair of its GPUs, disjoint pairs in one wave (n - 1 waves for n GPUs, all such nodes at
+once). A node that fails its gate, or whose GPU or NVLink its isolation names, stays out of
+the internode stages (`excluded` says why). Then:
 
-- `adaptive`: screen disjoint groups of ~sqrt(N) nodes (or one domain each); one group of a
-  representative per passing group (cross-domain); bisect each failing group into halves
-  padded back to its shape with known-good nodes, down to single nodes, and where both halves
-  pass but the whole failed, probe across the boundary (halves of each side, two at a time)
-  down to one pair; confirm each suspect node with two different known-good partners, and
-  each suspect link by each end beside a known-good partner and the pair again.
+- `adaptive`: the screen is an all_to_all (every member sends to every other directly) over
+  the lines of an affine plane (`affine`): q + 1 waves of disjoint groups of at most q nodes,
+  q the smallest prime with q^2 >= N, and every pair of nodes in exactly one group, so a slow
+  pair anywhere slows one test (with a domain label, a first wave of one group a domain).
+  A node that does not answer leaves every later wave. The judge's explanation (`explain`)
+  then names suspects: culprit nodes, and failing groups no culprit explains. The rest of
+  every group a culprit or a hang explains is tested again (a second fault it hid); each
+  failing group no culprit explains is bisected to the pair (its halves, then across them:
+  halves of each side two at a time); each suspect node is tested beside `CONFIRMS` different
+  known-good partners (passed beside at least two different partners, never padding beside
+  a failure since), a link's ends each beside one and the pair again, and a pad a probe
+  failed beside is tested again beside two others before it is trusted or blamed.
 - `ring` (node i with i+1: 2 waves), `bisect` (i with i + N/2: 1 wave), `random:K` (K seeded
   random perfect matchings), `all` (every pair: N-1 waves by the circle method).
 
@@ -23,12 +32,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import isqrt
 
 from sweeper.scan.fleet import Fleet, Group, Outcome, Stage, Wave
+from sweeper.scan.judge import Explained, explain, isolated, telemetry
 from sweeper.scan.thresholds import Failure, Judged, Thresholds, judge_groups
 from sweeper.wire import Name
+
+# Known-good partners each suspect node is tested beside: with its screen's q + 1 tests, a
+# node failing one test in two shows both passes and failures (flaky) but once in 2^(q+4)
+CONFIRMS = 3
 
 
 class Scheme(Name):
@@ -79,15 +93,76 @@ def gate_wave(fleet: Fleet) -> Wave:
     return Wave(index=0, stage=Stage.GATE, groups=tuple(gate_group(n) for n in fleet.ids))
 
 
-def excluded(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> dict[str, str]:
-    """Nodes kept out of the internode stages, each with the reason its gate gave."""
+def to_isolate(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> list[str]:
+    """The nodes to isolate: those whose gate ran and failed (slow, an error, NVML evidence),
+    or whose GPUs disagree in telemetry; not those that did not answer."""
     gates = [o for o in outcomes if o.group.stage is Stage.GATE]
     judged = judge_groups(fleet, gates, thresholds)
-    out = {n: "no gate result" for n in fleet.ids}
+    out = []
     for group, j in judged.items():
-        node = group.nodes[0]
-        if j.passed:
+        answered = j.failure is not Failure.MISSING and not j.outcome.unanswered
+        if answered and (not j.passed or telemetry(j.outcome.readings)):
+            out.append(group.nodes[0])
+    return sorted(out, key=fleet.ids.index)
+
+
+def isolate_waves(fleet: Fleet, nodes: Sequence[str], start: int) -> list[Wave]:
+    """Each GPU of each node alone, then its GPUs in pairs: the circle method's n - 1 rounds
+    of disjoint pairs (n rounds where n is odd), every node's round k in one wave."""
+    made: list[list[Group]] = []
+    alone: list[tuple[str, tuple[int, ...]]] = [
+        (n, (g,)) for n in nodes for g in range(fleet.node(n).gpus)
+    ]
+    rounds: list[list[tuple[str, tuple[int, ...]]]] = [alone]
+    for n in nodes:
+        for k, pairs in enumerate(_rounds(fleet.node(n).gpus)):
+            while len(rounds) <= k + 1:
+                rounds.append([])
+            rounds[k + 1] += [(n, pair) for pair in pairs]
+    for i, batch in enumerate(r for r in rounds if r):
+        made.append(
+            [Group(wave=start + i, stage=Stage.ISOLATE, nodes=(n,), gpus=g) for n, g in batch]
+        )
+    return [
+        Wave(index=start + i, stage=Stage.ISOLATE, groups=tuple(groups))
+        for i, groups in enumerate(made)
+    ]
+
+
+def _rounds(count: int) -> list[list[tuple[int, int]]]:
+    """Every pair of `count` GPUs in rounds of disjoint pairs (the circle method)."""
+    ring: list[int | None] = [*range(count), None] if count % 2 else list(range(count))
+    m = len(ring)
+    out = []
+    for k in range(m - 1):
+        rest = ring[1:]
+        turned = [ring[0], *rest[k:], *rest[:k]]
+        pairs = [(turned[i], turned[m - 1 - i]) for i in range(m // 2)]
+        out.append([(min(a, b), max(a, b)) for a, b in pairs if a is not None and b is not None])
+    return [r for r in out if r]
+
+
+def excluded(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> dict[str, str]:
+    """Nodes kept out of the internode stages, each with the reason its gate or its isolation
+    gave."""
+    mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
+    judged = judge_groups(fleet, mine, thresholds)
+    gates = {
+        j.outcome.group.nodes[0]: j for j in judged.values() if j.outcome.group.stage is Stage.GATE
+    }
+    inside = [j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE]
+    out = {n: "no gate result" for n in fleet.ids}
+    for node, j in gates.items():
+        seen = isolated(node, inside, j)
+        if seen.named:
+            named = [f"gpu{g}" for g in seen.slow_gpus] + [
+                f"gpu{a}-gpu{b}" for a, b in seen.slow_links
+            ]
+            out[node] = f"isolated: slow {', '.join(named)}"
+        elif j.passed:
             del out[node]
+        elif j.outcome.unanswered:
+            out[node] = f"gate: did not answer ({j.why})"
         else:
             out[node] = f"gate {j.failure}: {j.why}"
     return out
@@ -98,17 +173,20 @@ def waves(
 ) -> Iterator[Wave]:
     """The scan's waves in order. After yielding a wave it reads that wave's outcomes from
     `history`, which the caller extends before asking for the next one."""
-    if strategy.kind is Scheme.ADAPTIVE:
-        yield from _Adaptive(fleet, thresholds, history).waves()
-        return
     yield gate_wave(fleet)
+    inside = isolate_waves(fleet, to_isolate(fleet, history, thresholds), 1)
+    yield from inside
+    start = 1 + len(inside)
+    if strategy.kind is Scheme.ADAPTIVE:
+        yield from _Adaptive(fleet, thresholds, history, start).waves()
+        return
     out = excluded(fleet, history, thresholds)
     nodes = [n for n in fleet.ids if n not in out]
     k = 0
     while pairs := _fixed(strategy, nodes, k):
+        groups = tuple(Group(wave=start + k, stage=Stage.SCREEN, nodes=p) for p in pairs)
+        yield Wave(index=start + k, stage=Stage.SCREEN, groups=groups)
         k += 1
-        groups = tuple(Group(wave=k, stage=Stage.SCREEN, nodes=p) for p in pairs)
-        yield Wave(index=k, stage=Stage.SCREEN, groups=groups)
 
 
 class Policy:
@@ -189,24 +267,54 @@ def _pack_edges(edges: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
 # ---- adaptive ----
 
 
+def smallest_prime(at_least: int) -> int:
+    n = max(2, at_least)
+    while any(n % d == 0 for d in range(2, isqrt(n) + 1)):
+        n += 1
+    return n
+
+
+def affine(nodes: Sequence[str]) -> list[list[tuple[str, ...]]]:
+    """The screen's design: the nodes on the points of the affine plane AG(2, q), q the
+    smallest prime with q^2 >= N, node i at (i // q, i % q); its q + 1 parallel classes of
+    lines (y = m x + b for each slope m, and x = c), each class a wave of disjoint groups.
+    Two points lie on exactly one line, so every pair of nodes shares exactly one group.
+    Points no node holds are left out rather than padded (a pair of real nodes keeps its one
+    line), so a class's lines hold N/q nodes or fewer; lines of one node are dropped."""
+    n = len(nodes)
+    q = smallest_prime(isqrt(n - 1) + 1 if n > 1 else 2)
+    classes: list[list[tuple[str, ...]]] = []
+    for slope in range(q + 1):
+        lines = []
+        for b in range(q):
+            if slope == q:
+                points = [b * q + y for y in range(q)]
+            else:
+                points = [x * q + (slope * x + b) % q for x in range(q)]
+            line = tuple(nodes[i] for i in sorted(points) if i < n)
+            if len(line) > 1:
+                lines.append(line)
+        if lines:
+            classes.append(lines)
+    return classes
+
+
 @dataclass(frozen=True, slots=True)
 class _Split:
-    """A failing group's members under test: which of them fails? `recheck`: not known to
-    fail yet (the rest of a group once its culprits are out), so tested whole first."""
+    """Members of a failing group no culprit explains: which pair of them fails? `recheck`:
+    not known to fail (the rest of a group a culprit explains), so tested whole first."""
 
     nodes: tuple[str, ...]
-    shape: int
     recheck: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class _Cross:
-    """Two halves that each passed while their union failed: a link between a node of one and
-    a node of the other. `diagonal`: the next probes are (A1+B1, A2+B2), else (A1+B2, A2+B1)."""
+    """Two parts that each passed while their union failed: a pair with an end in each.
+    `diagonal`: the next probes are (A1+B1, A2+B2), else (A1+B2, A2+B1)."""
 
     left: tuple[str, ...]
     right: tuple[str, ...]
-    shape: int
     diagonal: bool = True
 
 
@@ -223,7 +331,7 @@ def _members(problem: _Problem) -> tuple[str, ...]:
 class _Probe:
     problem: _Problem
     tested: tuple[str, ...]
-    halves: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # the cross probe's sides
+    halves: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # a cross probe's sides
 
 
 def _halves(nodes: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -231,29 +339,34 @@ def _halves(nodes: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return nodes[:cut], nodes[cut:]
 
 
-class _Adaptive:
-    """The adaptive scan as a generator of waves; after each one it reads that wave's outcomes
-    from `history`, which its caller fills."""
+Test = tuple[tuple[str, ...], tuple[str, ...]]  # the nodes under test, their known-good pads
 
-    def __init__(self, fleet: Fleet, thresholds: Thresholds, history: list[Outcome]) -> None:
+
+class _Adaptive:
+    """The adaptive scan after the gate and the isolation, as a generator of waves; after
+    each one it reads that wave's outcomes from `history`, which its caller fills."""
+
+    def __init__(
+        self, fleet: Fleet, thresholds: Thresholds, history: list[Outcome], start: int
+    ) -> None:
         self.fleet = fleet
         self.thresholds = thresholds
         self.history = history
-        self.order = {n: i for i, n in enumerate(fleet.ids)}
-        self.good: list[str] = []  # known-good nodes, in the order they were cleared
-        self.cursor = 0  # where the next padding starts, so partners change between waves
-        self.index = 0
-        self.unresolved: list[str] = []  # members of failures no part reproduced
+        self.index = start
+        self.gone: set[str] = set()  # did not answer: out of every later wave
+        self.doubted: set[str] = set()  # a probe failed beside it as a pad: no pad again
+        self.cursor = 0  # where the next pad is taken, so partners change between tests
 
     def judged(self, wave: Wave) -> list[Judged]:
-        groups = set(wave.groups)
-        judged = judge_groups(self.fleet, self.history, self.thresholds, only=groups)
+        judged = judge_groups(self.fleet, self.history, self.thresholds, only=set(wave.groups))
         return [judged[group] for group in wave.groups]
 
-    def passing(self, wave: Wave) -> list[bool]:
-        return [j.passed for j in self.judged(wave)]
+    def explained(self) -> Explained:
+        judged = judge_groups(self.fleet, self.history, self.thresholds)
+        inside = (Stage.GATE, Stage.ISOLATE)
+        return explain([j for j in judged.values() if j.outcome.group.stage not in inside])
 
-    def wave(self, stage: Stage, groups: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]) -> Wave:
+    def wave(self, stage: Stage, groups: Sequence[Test]) -> Wave:
         made = tuple(
             Group(wave=self.index, stage=stage, nodes=nodes + pads, partners=pads)
             for nodes, pads in groups
@@ -261,12 +374,141 @@ class _Adaptive:
         self.index += 1
         return Wave(index=self.index - 1, stage=stage, groups=made)
 
-    def clear(self, nodes: Sequence[str]) -> None:
-        known = set(self.good)
-        self.good.extend(n for n in nodes if n not in known)
+    def answered(self, wave: Wave) -> list[Judged]:
+        """The wave's judged outcomes, the nodes that did not answer out from now on."""
+        judged = self.judged(wave)
+        for j in judged:
+            self.gone.update(j.outcome.unanswered)
+        return judged
 
-    def pads(self, count: int, busy: set[str]) -> tuple[str, ...]:
-        free = [n for n in self.good if n not in busy]
+    def waves(self) -> Iterator[Wave]:
+        out = excluded(self.fleet, self.history, self.thresholds)
+        nodes = [n for n in self.fleet.ids if n not in out]
+        if len(nodes) < 2:
+            return
+        for lines in self.screen(nodes):
+            live = [kept for line in lines if len(kept := self.live(line)) > 1]
+            if live:
+                wave = self.wave(Stage.SCREEN, [(line, ()) for line in live])
+                yield wave
+                self.answered(wave)
+        e = self.explained()
+        blamed = set(e.culprits) | set(e.hung)
+        problems: list[_Problem] = []
+        for i in sorted(e.unexplained):
+            problems.append(_Split(self.live(e.tests[i].outcome.group.nodes)))
+        # the rest of each group a culprit or a hang explains, again: a fault it hid
+        for n in sorted(blamed, key=self.fleet.ids.index):
+            for i in e.culprits.get(n, []) + e.hung.get(n, []):
+                rest = tuple(
+                    m for m in self.live(e.tests[i].outcome.group.nodes) if m not in blamed
+                )
+                problems.append(_Split(rest, recheck=True))
+        problems = [p for p in dict.fromkeys(problems) if len(_members(p)) > 1]
+        links: list[tuple[str, str]] = []
+        unresolved: list[str] = []
+        while problems:
+            probes, found = self.probes(problems)
+            links += found
+            if not probes:
+                break
+            waves = self.probe_waves(probes)
+            results: dict[_Probe, bool] = {}
+            for wave, chosen in waves:
+                yield wave
+                for p, j in zip(chosen, self.answered(wave), strict=True):
+                    results[p] = j.passed
+            problems, lost = self.follow(probes, results)
+            unresolved += lost
+        yield from self.confirm(links, unresolved)
+
+    def live(self, nodes: Sequence[str]) -> tuple[str, ...]:
+        return tuple(n for n in nodes if n not in self.gone)
+
+    def screen(self, nodes: list[str]) -> list[list[tuple[str, ...]]]:
+        """The screen's waves: one group a domain where nodes carry a label, then the affine
+        plane's classes."""
+        domains: dict[str | None, list[str]] = {}
+        for n in nodes:
+            domains.setdefault(self.fleet.node(n).domain, []).append(n)
+        first = [tuple(d) for d in domains.values() if len(d) > 1]
+        labelled = len(domains) > 1 or None not in domains
+        return ([first] if labelled and first else []) + affine(nodes)
+
+    def probe_waves(self, probes: list[_Probe]) -> list[tuple[Wave, list[_Probe]]]:
+        """The probes packed into waves of disjoint groups."""
+        left = list(probes)
+        out = []
+        while left:
+            used: set[str] = set()
+            chosen = []
+            for p in left:
+                if not used & set(p.tested):
+                    used.update(p.tested)
+                    chosen.append(p)
+            left = [p for p in left if p not in chosen]
+            out.append((self.wave(Stage.BISECT, [(p.tested, ()) for p in chosen]), chosen))
+        return out
+
+    def probes(self, problems: list[_Problem]) -> tuple[list[_Probe], list[tuple[str, str]]]:
+        probes: list[_Probe] = []
+        links: list[tuple[str, str]] = []
+        for problem in problems:
+            if isinstance(problem, _Split) and problem.recheck:
+                probes.append(_Probe(problem, problem.nodes))
+            elif isinstance(problem, _Split) and len(problem.nodes) == 2:
+                a, b = problem.nodes
+                links.append((a, b))
+            elif isinstance(problem, _Split):
+                halves = [h for h in _halves(problem.nodes) if len(h) > 1]
+                probes += [_Probe(problem, half) for half in halves]
+                if not halves:  # no half holds a pair: the pair crosses them
+                    probes += self.probes([_Cross(*_halves(problem.nodes))])[0]
+            elif len(problem.left) == 1 and len(problem.right) == 1:
+                links.append((problem.left[0], problem.right[0]))
+            else:
+                (a1, a2), (b1, b2) = _halves(problem.left), _halves(problem.right)
+                sides = [(a1, b1), (a2, b2)] if problem.diagonal else [(a1, b2), (a2, b1)]
+                probes += [_Probe(problem, a + b, (a, b)) for a, b in sides if a and b]
+                if not any(a and b for a, b in sides):
+                    probes += self.probes([replace(problem, diagonal=not problem.diagonal)])[0]
+        return probes, links
+
+    def follow(
+        self, probes: list[_Probe], passed: dict[_Probe, bool]
+    ) -> tuple[list[_Problem], list[str]]:
+        """The problems left once a bisect round's outcomes are in, and the members of those
+        that no part reproduced (an intermittent fault among them: confirmed as suspects)."""
+        problems: list[_Problem] = []
+        lost: list[str] = []
+        for problem in dict.fromkeys(p.problem for p in probes):
+            mine = [p for p in probes if p.problem == problem]
+            failing = [p for p in mine if not passed[p]]
+            if any(self.gone & set(p.tested) for p in failing):  # a hang: the rest again
+                problems.append(_Split(self.live(_members(problem)), recheck=True))
+            elif isinstance(problem, _Split) and problem.recheck:
+                problems += [_Split(problem.nodes) for _ in failing]
+            elif isinstance(problem, _Split):
+                problems += [_Split(p.tested) for p in failing]
+                if not failing:
+                    problems.append(_Cross(*_halves(problem.nodes)))
+            else:
+                problems += [_Cross(*p.halves) for p in failing]
+                if not failing and problem.diagonal:
+                    problems.append(_Cross(problem.left, problem.right, False))
+                elif not failing:
+                    lost += _members(problem)
+        return [p for p in problems if len(_members(p)) > 1], lost
+
+    def good(self, e: Explained, busy: set[str]) -> list[str]:
+        """Known-good nodes: passed beside at least two different partners, blamed for
+        nothing, in no failing group left unexplained, and never beside a failure as a pad."""
+        suspect = set(e.culprits) | set(e.hung) | self.gone | self.doubted | busy
+        suspect |= {n for i in e.unexplained for n in e.members[i]}
+        return [n for n in self.fleet.ids if n not in suspect and e.known_good(n)]
+
+    def pads(self, good: list[str], count: int, busy: set[str]) -> tuple[str, ...]:
+        free = [n for n in good if n not in busy]
         if not free or count <= 0:
             return ()
         start = self.cursor % len(free)
@@ -275,177 +517,48 @@ class _Adaptive:
         busy.update(picked)
         return tuple(picked)
 
-    def waves(self) -> Iterator[Wave]:
-        gate = gate_wave(self.fleet)
-        self.index = 1
-        yield gate
-        out = excluded(self.fleet, self.history, self.thresholds)
-        nodes = [n for n in self.fleet.ids if n not in out]
-        if len(nodes) < 2:
-            return
-        screen = self.wave(Stage.SCREEN, [(g, ()) for g in self.screen_groups(nodes)])
-        yield screen
-        problems: list[_Problem] = []
-        passing = []
-        for group, ok in zip(screen.groups, self.passing(screen), strict=True):
-            if ok:
-                passing.append(group)
-                self.clear(group.nodes)
-            else:
-                problems.append(_Split(group.nodes, len(group.nodes)))
-        if len(passing) >= 2:
-            reps = tuple(g.nodes[0] for g in passing)
-            cross = self.wave(Stage.CROSS_DOMAIN, [(reps, ())])
-            yield cross
-            if not self.passing(cross)[0]:
-                problems.append(_Split(reps, len(reps)))
-        suspects: list[str] = []
-        links: list[tuple[str, str]] = []
-        origins = [p for p in problems if isinstance(p, _Split)]
-        while problems:
-            probes, found, found_links = self.probes(problems)
-            suspects += found
-            links += found_links
-            if probes:
-                # no pad from an open problem: a cleared half may still hold a link's end
-                busy = {n for p in problems for n in _members(p)}
-                shaped = [
-                    (p.tested, self.pads(p.problem.shape - len(p.tested), busy)) for p in probes
-                ]
-                wave = self.wave(Stage.BISECT, shaped)
-                yield wave
-                problems = self.follow(probes, wave)
-                rechecked = {p.problem for p in probes if isinstance(p.problem, _Split)}
-                origins += [
-                    _Split(p.nodes, p.shape)
-                    for p in rechecked
-                    if p.recheck and _Split(p.nodes, p.shape) in problems
-                ]
-                continue
-            # a failing group's culprits found: the rest of it again, for a second fault the
-            # first one hid (a slow link beside a slow node)
-            problems = []
-            for origin in origins:
-                rest = tuple(n for n in origin.nodes if n not in suspects)
-                if len(rest) > 1 and len(rest) < len(origin.nodes):
-                    problems.append(_Split(rest, origin.shape, recheck=True))
-            origins = []
-        # each member of a failure no part reproduced is confirmed like a suspect: a node
-        # that fails one time in two shows beside its partners
-        suspects += [n for n in dict.fromkeys(self.unresolved) if n not in suspects]
-        yield from self.confirm(suspects, links)
-
-    def screen_groups(self, nodes: list[str]) -> list[tuple[str, ...]]:
-        domains: dict[str | None, list[str]] = {}
-        for n in nodes:
-            domains.setdefault(self.fleet.node(n).domain, []).append(n)
-        if len(domains) > 1 or None not in domains:
-            labelled = [d for d in domains.values() if len(d) > 1]
-            alone = [d[0] for d in domains.values() if len(d) == 1]
-            if len(alone) > 1:
-                labelled.append(alone)
-            elif alone and labelled:
-                labelled[-1].append(alone[0])
-            return [tuple(g) for g in labelled]
-        # blocks of the whole fleet, so a node left out at the gate moves no other node; a
-        # block left with one node joins the next
-        screened = set(nodes)
-        groups: list[list[str]] = []
-        carry: list[str] = []
-        for block in blocks(self.fleet.ids):
-            kept = carry + [n for n in block if n in screened]
-            carry = [] if len(kept) > 1 else kept
-            if len(kept) > 1:
-                groups.append(kept)
-        if carry and groups:
-            groups[-1] += carry
-        return [tuple(g) for g in groups]
-
-    def probes(
-        self, problems: list[_Problem]
-    ) -> tuple[list[_Probe], list[str], list[tuple[str, str]]]:
-        probes: list[_Probe] = []
-        suspects: list[str] = []
-        links: list[tuple[str, str]] = []
-        for problem in problems:
-            if isinstance(problem, _Split) and problem.recheck:
-                probes.append(_Probe(problem, problem.nodes))
-                continue
-            if isinstance(problem, _Split):
-                if len(problem.nodes) == 1:
-                    suspects.append(problem.nodes[0])
-                    continue
-                probes += [_Probe(problem, half) for half in _halves(problem.nodes)]
-                continue
-            if len(problem.left) == 1 and len(problem.right) == 1:
-                links.append((problem.left[0], problem.right[0]))
-                continue
-            (a1, a2), (b1, b2) = _halves(problem.left), _halves(problem.right)
-            sides = [(a1, b1), (a2, b2)] if problem.diagonal else [(a1, b2), (a2, b1)]
-            probes += [_Probe(problem, a + b, (a, b)) for a, b in sides if a and b]
-        return probes, suspects, links
-
-    def doubt(self, nodes: Sequence[str]) -> None:
-        """Known-good nodes no longer known good: no pad again, confirmed at the end."""
-        self.good = [n for n in self.good if n not in nodes]
-        self.unresolved += nodes
-
-    def follow(self, probes: list[_Probe], wave: Wave) -> list[_Problem]:
-        """The problems left once a bisect wave's outcomes are in. A group that failed with an
-        error puts its pads in doubt: the slowness its tested half may hold explains no
-        error, and a node that fails one time in two passes the screen as often as not."""
-        judged = self.judged(wave)
-        results = [(p, j.passed) for p, j in zip(probes, judged, strict=True)]
-        for p, ok in results:
-            if ok:
-                self.clear(p.tested)
-        for group, j in zip(wave.groups, judged, strict=True):
-            if j.failure is Failure.FAILED:
-                self.doubt(group.partners)
-        problems: list[_Problem] = []
-        for problem in dict.fromkeys(p.problem for p in probes):
-            mine = [(p, ok) for p, ok in results if p.problem == problem]
-            failing = [p for p, ok in mine if not ok]
-            if isinstance(problem, _Split) and problem.recheck:
-                problems += [_Split(problem.nodes, problem.shape) for _ in failing]
-            elif isinstance(problem, _Split):
-                problems += [_Split(p.tested, problem.shape) for p in failing]
-                if not failing:
-                    left, right = (p.tested for p, _ in mine)
-                    problems.append(_Cross(left, right, problem.shape))
-            else:
-                problems += [_Cross(*p.halves, problem.shape) for p in failing]
-                if not failing and problem.diagonal:
-                    problems.append(_Cross(problem.left, problem.right, problem.shape, False))
-                elif not failing:
-                    # the whole failed and no part does: an intermittent fault among them
-                    self.unresolved += _members(problem)
-        return problems
-
-    def confirm(self, suspects: list[str], links: list[tuple[str, str]]) -> Iterator[Wave]:
-        """Each suspect beside two different known-good partners; each suspect link's ends
-        beside one each, and the pair again."""
-        under = set(suspects) | {n for link in links for n in link}
-        links = [link for link in links if not set(link) & set(suspects)]
-        tests: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-        busy = set(under)
+    def confirm(self, links: list[tuple[str, str]], unresolved: list[str]) -> Iterator[Wave]:
+        """Each suspect node beside CONFIRMS different known-good partners; each suspect
+        link's ends beside one each, and the pair again; then each pad a probe failed beside,
+        beside two others."""
+        e = self.explained()
+        suspects = [n for n in e.culprits if n not in self.gone]
+        suspects += [
+            n for n in dict.fromkeys(unresolved) if n not in suspects and n not in self.gone
+        ]
+        links = [link for link in dict.fromkeys(links) if not set(link) & set(suspects)]
+        busy = set(suspects) | {n for link in links for n in link}
+        good = self.good(e, busy)
+        tests: list[Test] = []
         for node in suspects:
-            tests += [((node,), self.pads(1, busy)), ((node,), self.pads(1, busy))]
+            tests += [((node,), self.pads(good, 1, busy)) for _ in range(CONFIRMS)]
         for a, b in links:
-            tests += [((a,), self.pads(1, busy)), ((b,), self.pads(1, busy))]
+            tests += [((a,), self.pads(good, 1, busy)), ((b,), self.pads(good, 1, busy))]
         # a node beside no partner is no internode test: there were no known-good nodes left
         tests = [(nodes, pads) for nodes, pads in tests if pads]
         tests += [((a, b), ()) for a, b in links]
+        doubted: list[str] = []
         for batch in _pack(tests):
             wave = self.wave(Stage.CONFIRM, batch)
             yield wave
+            for group, j in zip(wave.groups, self.answered(wave), strict=True):
+                if not j.passed:
+                    doubted += group.partners
+        self.doubted.update(doubted)
+        retests: list[Test] = []
+        busy = set(doubted)
+        good = self.good(self.explained(), busy)
+        for pad in dict.fromkeys(doubted):
+            retests += [((pad,), self.pads(good, 1, busy)) for _ in range(2)]
+        for batch in _pack([(nodes, pads) for nodes, pads in retests if pads]):
+            wave = self.wave(Stage.CONFIRM, batch)
+            yield wave
+            self.answered(wave)
 
 
-def _pack(
-    tests: list[tuple[tuple[str, ...], tuple[str, ...]]],
-) -> list[list[tuple[tuple[str, ...], tuple[str, ...]]]]:
+def _pack(tests: list[Test]) -> list[list[Test]]:
     """Tests into waves of disjoint groups, first fit, in order."""
-    waves: list[tuple[set[str], list[tuple[tuple[str, ...], tuple[str, ...]]]]] = []
+    waves: list[tuple[set[str], list[Test]]] = []
     for test in tests:
         nodes = set(test[0]) | set(test[1])
         for used, batch in waves:

@@ -16,6 +16,8 @@ from sweeper.wire import Kind, Status
 
 Row = Mapping[str, Any]
 HOST_COPIES = ("h2d", "d2h")  # a GPU's own copies the gate judges (the slower of the two)
+# Power within 3% of the enforced limit is at the cap (analysis.why's rule for the report).
+CAP_SHARE = 0.97
 _FINE = (Status.OK, Status.SKIPPED)  # a skipped point (a copy on CPU ranks) is no failure
 
 
@@ -43,16 +45,19 @@ def outcome(
     if not rows or absent:
         reason = "no row came back" if not rows else f"{len(absent)} point(s) had no row"
         return Outcome(group=group, result=Result.MISSING, reason=reason)
-    readings = _readings(rows, gpus or {})
+    readings = _readings(rows, gpus or {}, asked)
     failed = [r for r in rows if Status(r["status"]) not in _FINE]
     if failed:
         first = failed[0]
         reason = f"{first['op']} at {first['size_bytes']} B: {first['error'] or first['status']}"
-        return Outcome(group=group, result=Result.FAILED, readings=readings, reason=reason)
+        return Outcome(
+            group=group, result=Result.FAILED, op=asked.op, readings=readings, reason=reason
+        )
     judged = [r for r in rows if r["op"] == asked.op and Status(r["status"]) is Status.OK]
     return Outcome(
         group=group,
         result=Result.OK,
+        op=asked.op,
         busbw_gb_per_s=_best(judged, asked.bandwidth_bytes, "busbw_gb_per_s"),
         latency_us=_fastest(judged, asked.latency_bytes),
         size_bytes=asked.bandwidth_bytes,
@@ -73,28 +78,54 @@ def _fastest(rows: Sequence[Row], size: int) -> float | None:
     return min(known) if known else None
 
 
-def _readings(rows: Sequence[Row], gpus: Mapping[str, tuple[str, int]]) -> tuple[Reading, ...]:
-    """Per GPU: its slower host copy (rows of one GPU each) and what NVML said against it
-    around any of its points."""
+def _readings(
+    rows: Sequence[Row], gpus: Mapping[str, tuple[str, int]], asked: Asked
+) -> tuple[Reading, ...]:
+    """Per GPU: its slower host copy (rows of one GPU each), what NVML said against it around
+    any of its points, and under load (the judged operation at the bandwidth size) its SM
+    clock and whether the power cap held it."""
     copies: dict[str, float] = {}
     flags: dict[str, list[str]] = {}
+    clocks: dict[str, float] = {}
+    capped: set[str] = set()
     for r in rows:
         uuids = list(r.get("gpu_uuids") or ())
         copy = r["kind"] == Kind.COPY and r["op"] in HOST_COPIES and r["status"] == Status.OK
         if copy and len(uuids) == 1 and r["algbw_gb_per_s"] is not None:
             uuid, rate = uuids[0], float(r["algbw_gb_per_s"])
             copies[uuid] = min(copies.get(uuid, rate), rate)
+        loaded = r["op"] == asked.op and r["size_bytes"] == asked.bandwidth_bytes
         for i, uuid in enumerate(uuids):
             for flag in _flags(r, i):
                 if flag not in flags.setdefault(uuid, []):
                     flags[uuid].append(flag)
+            if loaded and (clock := _at(r, "sm_clock_mhz", i)):
+                clocks[uuid] = min(clocks.get(uuid, clock), float(clock))
+            if loaded and _capped(r, i):
+                capped.add(uuid)
     out = []
-    for uuid in dict.fromkeys([*copies, *flags]):
+    for uuid in dict.fromkeys([*copies, *flags, *clocks]):
         if uuid in gpus:
             node, index = gpus[uuid]
-            found = tuple(flags.get(uuid, ()))
-            out.append(Reading(node=node, gpu=index, copy_gb_per_s=copies.get(uuid), flags=found))
+            out.append(
+                Reading(
+                    node=node,
+                    gpu=index,
+                    copy_gb_per_s=copies.get(uuid),
+                    flags=tuple(flags.get(uuid, ())),
+                    sm_clock_mhz=clocks.get(uuid),
+                    at_power_cap=uuid in capped,
+                )
+            )
     return tuple(sorted(out, key=lambda r: (r.node, r.gpu or 0)))
+
+
+def _capped(row: Row, i: int) -> bool:
+    """The power cap held the GPU: NVML's reason, or a draw within CAP_SHARE of its limit."""
+    if "sw_power_cap" in (_at(row, "throttle_reasons", i) or ()):
+        return True
+    power, limit = _at(row, "power_w", i), _at(row, "power_limit_w", i)
+    return bool(power and limit and power >= CAP_SHARE * limit)
 
 
 def _at(row: Row, column: str, i: int) -> Any:

@@ -1,7 +1,7 @@
 """A scan of a simulated fleet: planted faults, an oracle that measures each group with noise,
 the same policy and judge as a real scan, a cost model that times each wave, and the
-verdicts scored against the planted truth. A failing group is an error returned at once: a
-hang would add the point's timeout (`--timeout`, 300 s by default) to its wave.
+verdicts scored against the planted truth. A failing group is an error returned at once; a
+hang holds its wave for the point's deadline (`Costs.timeout_s`).
 
     sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3 --strategy adaptive
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from math import isqrt
 
 from sweeper.planning.estimate import CostModel
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
-from sweeper.scan.judge import Health, Subject, Verdict, judge
-from sweeper.scan.policy import Policy, Strategy, blocks
-from sweeper.scan.thresholds import Thresholds
+from sweeper.scan.judge import Subject, Verdict, judge
+from sweeper.scan.policy import Policy, Strategy
+from sweeper.scan.thresholds import Finding, Thresholds, findings
 from sweeper.wire import Name
 
 GiB = 1 << 30
@@ -52,6 +53,8 @@ class Costs:
     # gate adds each GPU's h2d and d2h at 256 MiB, all GPUs at once (issue 31).
     internode_points: int = 2
     gate_points: int = 4
+    # A point's deadline: one that hangs holds its wave this long (`--timeout`'s default).
+    timeout_s: float = 300.0
     # Latency of the smallest all_reduce: 35 us on 4x H200 NVLink
     # (docs/measurements/h200-x4-2026-11-22.md); across nodes 50 us, PERFORMANCE.md's
     # assumed internode tier.
@@ -69,6 +72,12 @@ class Costs:
     internode_busbw_gb_per_s: float = 400.0
     island_busbw_gb_per_s: float = 361.0
     copy_gb_per_s: float = 54.9
+    # An all_to_all across nodes, as `thresholds.rate` gives it (each GPU's share for other
+    # nodes through its NIC): the reference's derived 45 GB/s (reference.py), assumed. A pair
+    # of GPUs of one node: 339.6 GB/s, 2x H200 all_reduce (h200-x2-2026-11-24.md), assumed
+    # for a send_recv over NVLink.
+    internode_a2a_gb_per_s: float = 45.0
+    pair_busbw_gb_per_s: float = 339.6
     noise: float = 0.01  # one sigma of each figure's run-to-run spread (~1-2%), assumed
 
     def comm_s(self, ranks: int) -> float:
@@ -81,19 +90,26 @@ class Costs:
 
 
 class Fault(Name):
-    SLOW_NODE = "slow-node"
-    SLOW_LINK = "slow-link"
-    DEAD_NODE = "dead-node"
-    SLOW_NIC = "slow-nic"
-    SLOW_GPU = "slow-gpu"
-    FLAPPING = "flapping"
+    SLOW_NODE = "slow-node"  # its traffic across nodes (its PCIe root, its NICs' firmware)
+    SLOW_LINK = "slow-link"  # a pair of nodes: the path between them
+    DEAD_NODE = "dead-node"  # never answers: its actors do not start
+    SLOW_NIC = "slow-nic"  # its NICs, and NVML/sysfs says so
+    SLOW_GPU = "slow-gpu"  # one GPU held back (shared, clocks down at its power cap)
+    FLAPPING = "flapping"  # its network fails a test at random, one in FLAP_FAILS
+    HUNG_ONCE = "hung-once"  # stops answering in one of its first HANG_WITHIN tests
+    HUNG = "hung-node"  # stops answering at its first test, and for good
 
 
 DEFAULT_FAULTS = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.DEAD_NODE)
 # How much slower a planted fault makes what crosses it (assumptions: faults a scan must
 # see, such as a NIC trained at 200 of 400 Gb/s).
 SLOWDOWN = {Fault.SLOW_NODE: 0.55, Fault.SLOW_LINK: 0.5, Fault.SLOW_NIC: 0.5, Fault.SLOW_GPU: 0.5}
-FLAP_FAILS = 0.5  # a flapping node fails one group in two
+FLAP_FAILS = 0.5  # a flapping node fails each test across nodes with this chance
+HANG_WITHIN = 3  # a node that hangs once does so in one of its first tests, the gate's included
+# A GPU held back runs its SM clock at this share of its peers' (1.68 against 1.98 GHz: an
+# H200 shared with another process, issue 41) and draws its power cap.
+SLOW_CLOCK = 0.85
+SM_CLOCK_MHZ = 1980.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,7 +129,14 @@ class Planted:
 
 def cycle(count: int) -> tuple[Fault, ...]:
     """`count` faults: the default three, then the others in turn."""
-    order = (*DEFAULT_FAULTS, Fault.SLOW_NIC, Fault.SLOW_GPU, Fault.FLAPPING)
+    order = (
+        *DEFAULT_FAULTS,
+        Fault.SLOW_GPU,
+        Fault.FLAPPING,
+        Fault.HUNG_ONCE,
+        Fault.HUNG,
+        Fault.SLOW_NIC,
+    )
     return tuple(order[i % len(order)] for i in range(count))
 
 
@@ -127,39 +150,59 @@ def fleet_of(nodes: int, gpus_per_node: int, gpu_model: str | None = "H100") -> 
 
 
 def plant(fleet: Fleet, faults: Sequence[Fault], seed: int) -> tuple[Planted, ...]:
-    """Distinct nodes for each fault. A slow link joins two neighbours in the middle of one
-    of the screen's blocks of ~sqrt(N) nodes: a link within one switch, which the screen's
-    groups keep together (a link between nodes no group holds is one no scan of groups can
-    see)."""
+    """Distinct nodes for each fault, drawn at random: any node may be one a policy would
+    take as a partner. A slow link's two ends are drawn from different blocks of ~sqrt(N)
+    nodes (a switch's, which a screen of blocks would keep apart)."""
     rng = random.Random(seed)
     ids = list(fleet.ids)
-    middles = []  # the first of the two nodes in the middle of each screen block
-    for block in blocks(ids):
-        middles.append(ids.index(block[len(block) // 2 - 1]))
-    taken: set[int] = set()
+    block = max(2, isqrt(len(ids)))
+    free = set(range(len(ids)))
     planted: list[Planted] = []
     for fault in faults:
+        i = rng.choice(sorted(free))
+        free.discard(i)
         if fault is Fault.SLOW_LINK:
-            i = rng.choice([i for i in middles if not {i - 1, i, i + 1, i + 2} & taken])
-            taken |= {i, i + 1}
-            planted.append(Planted(fault=fault, nodes=(ids[i], ids[i + 1])))
+            j = rng.choice([k for k in sorted(free) if k // block != i // block])
+            free.discard(j)
+            planted.append(Planted(fault=fault, nodes=(ids[min(i, j)], ids[max(i, j)])))
             continue
-        i = rng.choice([k for k in range(len(ids)) if k not in taken])
-        taken.add(i)
         gpu = rng.randrange(fleet.nodes[i].gpus) if fault is Fault.SLOW_GPU else None
         planted.append(Planted(fault=fault, nodes=(ids[i],), gpu=gpu))
     return tuple(planted)
 
 
 class Oracle:
-    """Measures a group as the planted fleet would: the slowest member's or link's rate,
-    with noise."""
+    """Measures a group as the planted fleet would, with noise, by the physics of each fault:
 
-    def __init__(self, planted: Sequence[Planted], costs: Costs, seed: int) -> None:
+    - a slow GPU holds back every collective its rank is in (its node's gate, its pairs, any
+      group across nodes holding its node), not its host copies; its SM clock is low and it
+      draws its power cap;
+    - a slow node, or NIC, every group across nodes holding it (a NIC says so in NVML);
+    - a slow pair of nodes only what flows between its two nodes, whatever group holds them:
+      an all_to_all always (each member sends to each; a flow's loss scales its goodput
+      whatever its share of the NIC, and the operation ends with its slowest flow), a ring
+      all_reduce only where the two are ring neighbours;
+    - a flapping node fails each test across nodes with FLAP_FAILS' chance;
+    - a node that hangs stops answering (at its k-th test, or from its first on): its group
+      times out after the point's deadline and names it, the others answer;
+    - a dead node's actors never start: its groups bring nothing back;
+    - a fleet-wide `shift` scales every figure."""
+
+    def __init__(
+        self, planted: Sequence[Planted], costs: Costs, seed: int, shift: float = 1.0
+    ) -> None:
         self.costs = costs
+        self.shift = shift
         self.rng = random.Random(seed + 1)
         self.dead = {p.nodes[0] for p in planted if p.fault is Fault.DEAD_NODE}
         self.flapping = {p.nodes[0] for p in planted if p.fault is Fault.FLAPPING}
+        self.hung = {p.nodes[0] for p in planted if p.fault is Fault.HUNG}
+        self.hangs_at = {
+            p.nodes[0]: self.rng.randrange(HANG_WITHIN)
+            for p in planted
+            if p.fault is Fault.HUNG_ONCE
+        }
+        self.tests: dict[str, int] = {}
         self.node_rate = {
             p.nodes[0]: SLOWDOWN[p.fault]
             for p in planted
@@ -168,56 +211,117 @@ class Oracle:
         self.nic = {p.nodes[0] for p in planted if p.fault is Fault.SLOW_NIC}
         self.links = {frozenset(p.nodes) for p in planted if p.fault is Fault.SLOW_LINK}
         self.gpus = {(p.nodes[0], p.gpu) for p in planted if p.fault is Fault.SLOW_GPU}
-        self.marked = {n for p in planted for n in p.nodes}
 
     def noisy(self, value: float) -> float:
-        return value * (1 + self.rng.gauss(0, self.costs.noise))
+        return value * self.shift * (1 + self.rng.gauss(0, self.costs.noise))
+
+    def gpu_rate(self, node: str, gpu: int) -> float:
+        return SLOWDOWN[Fault.SLOW_GPU] if (node, gpu) in self.gpus else 1.0
+
+    def hanging(self, group: Group) -> tuple[str, ...]:
+        """The members that do not answer this test (each test counted for each member)."""
+        out = []
+        for n in group.nodes:
+            k = self.tests.get(n, 0)
+            self.tests[n] = k + 1
+            if n in self.hung or self.hangs_at.get(n) == k:
+                out.append(n)
+        return tuple(out)
 
     def measure(self, fleet: Fleet, group: Group) -> Outcome:
-        if group.stage is not Stage.GATE and not self.marked.intersection(group.nodes):
-            return self.healthy(group)
         if self.dead & set(group.nodes):
-            return Outcome(group=group, result=Result.MISSING, reason="its actors did not start")
+            return Outcome(
+                group=group, result=Result.MISSING, op=group.op, reason="its actors did not start"
+            )
+        if hung := self.hanging(group):
+            gpus = fleet.node(hung[0]).gpus
+            return Outcome(
+                group=group,
+                result=Result.FAILED,
+                op=group.op,
+                unanswered=hung,
+                reason=(
+                    f"timed out after {self.costs.timeout_s:.0f} s: ranks 0-{gpus - 1} of "
+                    f"{', '.join(hung)} did not answer"
+                ),
+            )
         if group.stage is Stage.GATE:
             return self.gate(fleet, group.nodes[0], group)
-        if self.flapping & set(group.nodes) and self.rng.random() < FLAP_FAILS:
-            return Outcome(group=group, result=Result.FAILED, reason="NCCL error: remote closed")
+        if group.stage is Stage.ISOLATE:
+            return self.isolate(group)
+        return self.across(fleet, group)
+
+    def across(self, fleet: Fleet, group: Group) -> Outcome:
+        if any(n in self.flapping and self.rng.random() < FLAP_FAILS for n in group.nodes):
+            return Outcome(
+                group=group, result=Result.FAILED, op=group.op, reason="NCCL error: remote closed"
+            )
+        nodes = group.nodes
+        held = set(nodes)
+        if group.op == "all_to_all":  # every member sends to every other
+            crossing = [link for link in self.links if link <= held]
+        else:  # a ring: each node with the next
+            ring = {frozenset(p) for p in zip(nodes, nodes[1:] + nodes[:1], strict=True)}
+            crossing = [link for link in self.links if link in ring]
         rate = min(
-            [self.node_rate.get(n, 1.0) for n in group.nodes]
-            + [SLOWDOWN[Fault.SLOW_LINK] for link in self.links if link <= set(group.nodes)]
+            [self.node_rate.get(n, 1.0) for n in nodes]
+            + [SLOWDOWN[Fault.SLOW_GPU] for n, _ in self.gpus if n in held]
+            + [SLOWDOWN[Fault.SLOW_LINK] for _ in crossing]
         )
         readings = tuple(
             Reading(node=n, flags=("NIC mlx5_3 at 200 of 400 Gb/s",))
-            for n in group.nodes
+            for n in nodes
             if n in self.nic
         )
+        ranks = group.ranks(fleet)
+        if group.op == "all_to_all":
+            # each GPU's share for the other nodes through its NIC, as busbw counts it
+            through = self.costs.internode_a2a_gb_per_s * rate
+            busbw = through * len(nodes) / (len(nodes) - 1) * (ranks - 1) / ranks
+        else:
+            busbw = self.costs.internode_busbw_gb_per_s * rate
         return Outcome(
             group=group,
             result=Result.OK,
-            busbw_gb_per_s=self.noisy(self.costs.internode_busbw_gb_per_s * rate),
+            op=group.op,
+            busbw_gb_per_s=self.noisy(busbw),
             latency_us=self.noisy(self.costs.internode_latency_us),
             size_bytes=GiB,
             readings=readings,
         )
 
-    def healthy(self, group: Group) -> Outcome:
+    def isolate(self, group: Group) -> Outcome:
+        node = group.nodes[0]
+        if len(group.gpus) == 1:
+            (g,) = group.gpus
+            copy = Reading(node=node, gpu=g, copy_gb_per_s=self.noisy(self.costs.copy_gb_per_s))
+            return Outcome(group=group, result=Result.OK, op=group.op, readings=(copy,))
+        rate = min(self.gpu_rate(node, g) for g in group.gpus)
         return Outcome(
             group=group,
             result=Result.OK,
-            busbw_gb_per_s=self.noisy(self.costs.internode_busbw_gb_per_s),
-            latency_us=self.noisy(self.costs.internode_latency_us),
+            op=group.op,
+            busbw_gb_per_s=self.noisy(self.costs.pair_busbw_gb_per_s * rate),
+            latency_us=self.noisy(self.costs.gate_latency_us),
             size_bytes=GiB,
         )
 
     def gate(self, fleet: Fleet, node: str, group: Group) -> Outcome:
-        rates = [0.5 if (node, g) in self.gpus else 1.0 for g in range(fleet.node(node).gpus)]
+        rates = [self.gpu_rate(node, g) for g in range(fleet.node(node).gpus)]
         readings = tuple(
-            Reading(node=node, gpu=g, copy_gb_per_s=self.noisy(self.costs.copy_gb_per_s * r))
+            Reading(
+                node=node,
+                gpu=g,
+                copy_gb_per_s=self.noisy(self.costs.copy_gb_per_s),
+                sm_clock_mhz=SM_CLOCK_MHZ * (SLOW_CLOCK if r < 1 else 1.0),
+                at_power_cap=r < 1,
+            )
             for g, r in enumerate(rates)
         )
         return Outcome(
             group=group,
             result=Result.OK,
+            op=group.op,
             busbw_gb_per_s=self.noisy(self.costs.island_busbw_gb_per_s * min(rates)),
             latency_us=self.noisy(self.costs.gate_latency_us),
             size_bytes=GiB,
@@ -225,23 +329,33 @@ class Oracle:
         )
 
 
+def factor(op: str, ranks: int) -> float:
+    """busbw / algbw (nccl-tests'): all_reduce 2(n-1)/n, all_to_all (n-1)/n, a pair's 1."""
+    if ranks < 2:
+        return 1.0
+    return {"all_reduce": 2.0, "all_to_all": 1.0}.get(op, ranks / (ranks - 1)) * (ranks - 1) / ranks
+
+
 def wave_seconds(fleet: Fleet, outcomes: Sequence[Outcome], costs: Costs) -> float:
-    """A wave lasts as long as its slowest group, plus opening its groups and writing its
-    rows (on the driver, one after another)."""
+    """A wave lasts as long as its slowest group (a group that hangs: the point's deadline),
+    plus opening its groups and writing its rows (on the driver, one after another)."""
     slowest = 0.0
     rows = 0
     for o in outcomes:
         gate = o.group.stage is Stage.GATE
+        inside = gate or o.group.stage is Stage.ISOLATE
         ranks = o.group.ranks(fleet)
         seconds = costs.comm_s(ranks)
-        if o.result is Result.OK and o.busbw_gb_per_s is not None:
-            factor = 2 * (ranks - 1) / ranks if ranks > 1 else 1.0
-            latency = costs.gate_latency_us if gate else costs.internode_latency_us
-            seconds += costs.point_s(latency, 8, factor, o.busbw_gb_per_s)
-            seconds += costs.point_s(latency, o.size_bytes, factor, o.busbw_gb_per_s)
-            if gate:  # h2d and d2h at 256 MiB, every GPU at once
-                copy = costs.point_s(costs.copy_latency_us, 256 << 20, 1.0, costs.copy_gb_per_s)
-                seconds += 2 * copy
+        latency = costs.gate_latency_us if inside else costs.internode_latency_us
+        if o.unanswered:
+            seconds += costs.timeout_s
+        elif o.result is Result.OK and o.busbw_gb_per_s is not None:
+            bus = factor(o.op, ranks)
+            seconds += costs.point_s(latency, 8, bus, o.busbw_gb_per_s)
+            seconds += costs.point_s(latency, o.size_bytes, bus, o.busbw_gb_per_s)
+        copies = 2 if gate else 3 if len(o.group.gpus) == 1 else 0  # h2d, d2h (and d2d alone)
+        copy = costs.point_s(costs.copy_latency_us, 256 << 20, 1.0, costs.copy_gb_per_s)
+        seconds += copies * copy
         rows += costs.gate_points if gate else costs.internode_points
         slowest = max(slowest, seconds)
     return costs.wave_open_s + slowest + rows * costs.row_s
@@ -254,13 +368,14 @@ class WaveRun:
     groups: int
     largest: int  # nodes in its largest group
     seconds: float
+    hung: bool = False  # a group of it timed out: it lasted the point's deadline
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Score:
-    condemned: int  # verdicts slow, failed or unreachable
+    condemned: int  # verdicts slow, failed, unreachable or flaky
     true_positives: int  # of those, planted
-    named: int  # planted faults named (a flapping node: unconfirmed counts)
+    named: int  # planted faults condemned as themselves
     planted: int
     healthy_condemned: tuple[str, ...]  # condemned, nothing planted there
 
@@ -284,11 +399,16 @@ class Simulation:
     start_s: float  # the actor set's start
     outcomes: tuple[Outcome, ...] = field(repr=False)  # every group's, in the order they ran
     verdicts: tuple[Verdict, ...] = field(repr=False)
+    findings: tuple[Finding, ...] = ()
     score: Score
 
     @property
     def seconds(self) -> float:
         return self.start_s + sum(w.seconds for w in self.waves)
+
+    def seconds_at(self, costs: Costs, deadline_s: float) -> float:
+        """The estimate had a point's deadline been `deadline_s` rather than the costs'."""
+        return self.seconds + sum(w.hung for w in self.waves) * (deadline_s - costs.timeout_s)
 
     @property
     def groups(self) -> int:
@@ -303,27 +423,22 @@ class Simulation:
 
 
 def score(verdicts: Sequence[Verdict], planted: Sequence[Planted]) -> Score:
+    """The verdicts against the planted truth: a fault is named when its subject (the node,
+    the GPU, the pair of nodes) is condemned; a condemned node's GPUs go with it (one thing
+    to fix)."""
     truth = {p.subject: p for p in planted}
     key = {v: (v.subject, v.nodes, v.gpu) for v in verdicts}
     down = {v.nodes[0] for v in verdicts if v.subject is Subject.NODE and v.condemned}
-    # a condemned node's GPUs go with it: one thing to fix
     condemned = [
-        v for v in verdicts if v.condemned and not (v.subject is Subject.GPU and v.nodes[0] in down)
+        v
+        for v in verdicts
+        if v.condemned and not (v.subject in (Subject.GPU, Subject.NVLINK) and v.nodes[0] in down)
     ]
     hits = [v for v in condemned if key[v] in truth]
-    named = {
-        key[v]
-        for v in verdicts
-        if key[v] in truth
-        and (
-            v.condemned
-            or (v.health is Health.UNCONFIRMED and truth[key[v]].fault is Fault.FLAPPING)
-        )
-    }
     return Score(
         condemned=len(condemned),
         true_positives=len(hits),
-        named=len(named),
+        named=len({key[v] for v in hits}),
         planted=len(truth),
         healthy_condemned=tuple(
             v.name for v in condemned if key[v] not in truth and v.subject is Subject.NODE
@@ -341,13 +456,36 @@ def simulate(
     thresholds: Thresholds | None = None,
     costs: Costs | None = None,
     gpu_model: str | None = "H100",
+    shift: float = 1.0,
 ) -> Simulation:
-    strategy = strategy or Strategy.parse("adaptive", seed=seed)
+    """A scan of a simulated fleet; `shift` scales every figure (a fleet off as a whole)."""
+    fleet = fleet_of(nodes, gpus_per_node, gpu_model)
+    return run(
+        fleet,
+        plant(fleet, faults, seed),
+        strategy=strategy or Strategy.parse("adaptive", seed=seed),
+        seed=seed,
+        thresholds=thresholds,
+        costs=costs,
+        shift=shift,
+    )
+
+
+def run(
+    fleet: Fleet,
+    planted: tuple[Planted, ...],
+    *,
+    strategy: Strategy,
+    seed: int = 0,
+    thresholds: Thresholds | None = None,
+    costs: Costs | None = None,
+    shift: float = 1.0,
+) -> Simulation:
+    """The scan of `fleet` with these faults planted: the policy's waves measured by the
+    oracle and timed by the cost model, then judged and scored."""
     thresholds = thresholds or Thresholds()
     costs = costs or Costs()
-    fleet = fleet_of(nodes, gpus_per_node, gpu_model)
-    planted = plant(fleet, faults, seed)
-    oracle = Oracle(planted, costs, seed)
+    oracle = Oracle(planted, costs, seed, shift)
     policy = Policy(fleet, strategy, thresholds)
     outcomes: list[Outcome] = []
     runs: list[WaveRun] = []
@@ -362,19 +500,22 @@ def simulate(
                 groups=len(wave.groups),
                 largest=max(len(g.nodes) for g in wave.groups),
                 seconds=wave_seconds(fleet, got, costs),
+                hung=any(o.unanswered for o in got),
             )
         )
         wave = policy.next(got)
     verdicts = judge(fleet, outcomes, thresholds)
+    gpus = fleet.nodes[0].gpus if fleet.nodes else 0
     return Simulation(
-        nodes=nodes,
-        gpus_per_node=gpus_per_node,
+        nodes=len(fleet.nodes),
+        gpus_per_node=gpus,
         strategy=str(strategy),
         seed=seed,
         planted=planted,
         waves=tuple(runs),
-        start_s=costs.set_start_s + nodes * gpus_per_node / costs.actors_per_s,
+        start_s=costs.set_start_s + fleet.gpus(fleet.ids) / costs.actors_per_s,
         outcomes=tuple(outcomes),
         verdicts=tuple(verdicts),
+        findings=tuple(findings(fleet, outcomes, thresholds)),
         score=score(verdicts, planted),
     )

@@ -46,6 +46,9 @@ class Thresholds:
     # all_reduce's busbw across nodes is bound by the NICs whatever the group's size; an
     # assumption where no shape of its own was measured often enough)
     min_samples: int = 8
+    # an absolute threshold missed by this share of the groups that measure every node (or by
+    # the fleet's median) is a fleet finding, not a verdict on each of them
+    fleet_share: float = 0.25
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,6 +58,8 @@ class Judged:
     fleet_gb_per_s: float | None  # the median it was compared with
     threshold_gb_per_s: float | None
     why: str  # what it missed, in words; empty when it passed
+    figure_gb_per_s: float | None = None  # what was compared (`rate`), None where nothing ran
+    source: str = ""  # where the threshold came from: the fleet's median, the reference, a flag
 
     @property
     def passed(self) -> bool:
@@ -62,14 +67,33 @@ class Judged:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    """The fleet as a subject: much of it fails one threshold the same way, or its median sits
+    below its reference (`off`; no node is condemned on that threshold alone); or nothing
+    absolute to hold it to (no reference for its model, no flag), so that a fleet-wide shift
+    cannot show."""
+
+    kind: str  # "gate" or "internode"
+    off: bool
+    figure_gb_per_s: float  # the fleet's median
+    threshold_gb_per_s: float | None
+    source: str
+    below: int  # groups of the stages that measure every node under the threshold
+    groups: int
+    evidence: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Robust:
     median: float
     sigma: float
+    count: int = 0
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Robust:
         mid = median(values)
-        return cls(median=mid, sigma=MAD_TO_SIGMA * median(abs(v - mid) for v in values))
+        sigma = MAD_TO_SIGMA * median(abs(v - mid) for v in values)
+        return cls(median=mid, sigma=sigma, count=len(values))
 
     def limit(self, thresholds: Thresholds) -> float:
         return min(self.median * thresholds.min_ratio, self.median - thresholds.sigmas * self.sigma)
@@ -82,14 +106,36 @@ def figure(gb_per_s: float) -> str:
 
 
 def tier(group: Group) -> Tier:
-    return Tier.NVLINK if group.stage is Stage.GATE else Tier.INTERNODE
+    return Tier.INTERNODE if len(group.nodes) > 1 else Tier.NVLINK
 
 
-def _floor(fleet: Fleet, group: Group, ranks: int, thresholds: Thresholds) -> float | None:
+def rate(fleet: Fleet, o: Outcome) -> float | None:
+    """The figure a group is judged by. An all_to_all across nodes is normalised to what each
+    GPU moved through the NICs (busbw x ranks/(ranks-1) x (nodes-1)/nodes), which the group's
+    size leaves alone: its busbw counts the share each GPU keeps inside its node, half the
+    data in a group of two nodes and a 37th in one of 37, so groups of different sizes would
+    not compare. Any other operation's busbw is its figure."""
+    busbw = o.busbw_gb_per_s
+    nodes = len(o.group.nodes)
+    if busbw is None or o.op != "all_to_all" or nodes < 2:
+        return busbw
+    ranks = o.group.ranks(fleet)
+    return busbw * ranks / (ranks - 1) * (nodes - 1) / nodes
+
+
+def _floor(
+    fleet: Fleet, o: Outcome, ranks: int, thresholds: Thresholds
+) -> tuple[float, str] | None:
+    group = o.group
     if (given := thresholds.min_busbw_gb_per_s.get(tier(group))) is not None:
-        return given
-    ref = reference(fleet.gpu_model, tier(group), ranks)
-    return None if ref is None else ref.busbw_gb_per_s * thresholds.reference_share
+        return given, f"the flag's {figure(given)} GB/s for {tier(group)}"
+    ref = reference(fleet.gpu_model, tier(group), ranks, o.op)
+    if ref is None:
+        return None
+    share = thresholds.reference_share
+    return ref.busbw_gb_per_s * share, (
+        f"{share:.0%} of the reference {figure(ref.busbw_gb_per_s)} GB/s ({ref.source})"
+    )
 
 
 def gpu_copy_limit(outcomes: Iterable[Outcome]) -> Robust | None:
@@ -104,6 +150,119 @@ def gpu_copy_limit(outcomes: Iterable[Outcome]) -> Robust | None:
     return Robust.of(rates) if rates else None
 
 
+def _key(fleet: Fleet, o: Outcome) -> tuple[bool, str, int]:
+    """A group's population: gate or not, its operation, its ranks (all_to_all across nodes
+    normalised: any size)."""
+    gate = o.group.stage is Stage.GATE
+    normalised = o.op == "all_to_all" and len(o.group.nodes) > 1
+    return gate, o.op, 0 if normalised else o.group.ranks(fleet)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Population:
+    robust: Robust | None
+    floor: tuple[float, str] | None
+    finding: Finding | None
+
+
+def findings(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> list[Finding]:
+    """The fleet findings: for the gate and for the groups across nodes, an absolute threshold
+    (a flag, or a share of the reference) that the fleet's median misses, or that at least
+    `fleet_share` of the groups measuring every node miss while the fleet agrees with itself.
+    Such a threshold decides no group: the fleet is off as a whole (the driver, NCCL, the
+    fabric's configuration) or the threshold is wrong, and the finding says so."""
+    return [
+        p.finding for p in _judging(fleet, outcomes, outcomes, thresholds).values() if p.finding
+    ]
+
+
+def _judging(
+    fleet: Fleet, outcomes: Sequence[Outcome], chosen: Sequence[Outcome], thresholds: Thresholds
+) -> dict[tuple[bool, str, int], _Population]:
+    """The population of each group `chosen` belongs to: the fleet's median and spread from
+    the stages that measure every node (all outcomes where none does), and its floor, or
+    the finding that the floor is the fleet's, not a group's."""
+    unbiased = [o for o in outcomes if o.group.stage in UNBIASED and not o.group.gpus]
+    by_shape: dict[tuple[bool, str, int], list[float]] = defaultdict(list)
+    by_kind: dict[tuple[bool, str], list[float]] = defaultdict(list)
+    for o in unbiased or outcomes:
+        if o.result is Result.OK and (value := rate(fleet, o)) is not None:
+            key = _key(fleet, o)
+            by_shape[key].append(value)
+            by_kind[key[:2]].append(value)
+    shapes = {k: Robust.of(v) for k, v in by_shape.items() if len(v) >= thresholds.min_samples}
+    kinds = {k: Robust.of(v) for k, v in by_kind.items()}
+    out: dict[tuple[bool, str, int], _Population] = {}
+    for o in chosen:
+        key = _key(fleet, o)
+        if key in out:
+            continue
+        robust = shapes.get(key) or kinds.get(key[:2])
+        floor = _floor(fleet, o, o.group.ranks(fleet), thresholds)
+        peers = by_shape.get(key, []) if unbiased else []
+        finding = _unheld(key, o, fleet, peers) if floor is None and peers else None
+        if floor is not None:
+            below = sum(v < floor[0] for v in peers)
+            off = robust is not None and robust.median < floor[0]
+            if peers and (off or below >= thresholds.fleet_share * len(peers)):
+                finding = _finding(key, o, floor, below, peers)
+                floor = None
+        out[key] = _Population(robust=robust, floor=floor, finding=finding)
+    return out
+
+
+def _finding(
+    key: tuple[bool, str, int],
+    o: Outcome,
+    floor: tuple[float, str],
+    below: int,
+    peers: Sequence[float],
+) -> Finding:
+    mid = median(peers)
+    return Finding(
+        kind="gate" if key[0] else "internode",
+        off=True,
+        figure_gb_per_s=mid,
+        threshold_gb_per_s=floor[0],
+        source=floor[1],
+        below=below,
+        groups=len(peers),
+        evidence=(
+            f"the fleet: {below} of {len(peers)} groups' {_what(key, o)} below "
+            f"{figure(floor[0])} GB/s ({floor[1]}), the fleet's median {figure(mid)} GB/s, "
+            f"{1 - mid / floor[0]:.0%} below it: a fleet-wide cause (the driver, NCCL, the "
+            "fabric's configuration) or a wrong threshold; no node is condemned on it alone"
+        ),
+    )
+
+
+def _what(key: tuple[bool, str, int], o: Outcome) -> str:
+    return o.op + (" inside each node" if key[0] else " across nodes")
+
+
+def _unheld(
+    key: tuple[bool, str, int], o: Outcome, fleet: Fleet, peers: Sequence[float]
+) -> Finding:
+    mid = median(peers)
+    model = fleet.gpu_model or "an unnamed GPU model"
+    at = f" at {key[2]} ranks" if key[2] else ""
+    return Finding(
+        kind="gate" if key[0] else "internode",
+        off=False,
+        figure_gb_per_s=mid,
+        threshold_gb_per_s=None,
+        source="",
+        below=0,
+        groups=len(peers),
+        evidence=(
+            f"the fleet: no reference figure for {model}'s {_what(key, o)}{at} and no flag: "
+            f"its {len(peers)} groups (median {figure(mid)} GB/s) are judged against each "
+            "other only, so a fleet off as a whole would not show; --min-busbw sets an "
+            "absolute threshold"
+        ),
+    )
+
+
 def judge_groups(
     fleet: Fleet,
     outcomes: Sequence[Outcome],
@@ -112,46 +271,51 @@ def judge_groups(
     only: Collection[Group] | None = None,
 ) -> dict[Group, Judged]:
     """Every outcome (or those of the groups `only` names) passed or failed, and why, against
-    the fleet as all the outcomes show it."""
-    ranks = {o.group: o.group.ranks(fleet) for o in outcomes}
-    # the fleet as a whole: bisection and confirmation pick suspects, so their figures would
-    # drag the median down; they are judged against the stages that measure every node
-    whole = [o for o in outcomes if o.group.stage in UNBIASED] or list(outcomes)
-    by_shape: dict[tuple[bool, int], list[float]] = defaultdict(list)
-    by_kind: dict[bool, list[float]] = defaultdict(list)
-    for o in whole:
-        if o.result is Result.OK and o.busbw_gb_per_s is not None:
-            gate = o.group.stage is Stage.GATE
-            by_shape[gate, ranks[o.group]].append(o.busbw_gb_per_s)
-            by_kind[gate].append(o.busbw_gb_per_s)
-    fleets = {key: Robust.of(v) for key, v in by_shape.items() if len(v) >= thresholds.min_samples}
-    kinds = {gate: Robust.of(v) for gate, v in by_kind.items()}
+    the fleet as all the outcomes show it. The fleet's medians come from the stages that
+    measure every node (bisection and confirmation pick suspects, whose figures would drag the
+    median down); an absolute threshold the fleet as a whole misses is a finding (`findings`),
+    not a threshold."""
     chosen = outcomes if only is None else [o for o in outcomes if o.group in only]
+    populations = _judging(fleet, outcomes, chosen, thresholds)
     gates = any(o.group.stage is Stage.GATE for o in chosen)
     copies = gpu_copy_limit(outcomes) if gates else None
 
     judged: dict[Group, Judged] = {}
     for o in chosen:
-        gate = o.group.stage is Stage.GATE
-        robust = fleets.get((gate, ranks[o.group])) or kinds.get(gate)
-        floor = _floor(fleet, o.group, ranks[o.group], thresholds)
-        limit = max(
-            (x for x in (robust.limit(thresholds) if robust else None, floor) if x is not None),
-            default=None,
-        )
-        failure, why = _verdict(o, limit, copies, thresholds)
+        p = populations[_key(fleet, o)]
+        limits = []
+        if p.robust is not None:
+            limits.append(
+                (
+                    p.robust.limit(thresholds),
+                    f"the fleet's median {figure(p.robust.median)} GB/s of "
+                    f"{p.robust.count} groups, less {1 - thresholds.min_ratio:.0%} or "
+                    f"{thresholds.sigmas:g} robust sigmas",
+                )
+            )
+        if p.floor is not None:
+            limits.append(p.floor)
+        limit, source = max(limits, default=(None, ""))
+        value = rate(fleet, o)
+        failure, why = _verdict(o, value, limit, copies, thresholds)
         judged[o.group] = Judged(
             outcome=o,
             failure=failure,
-            fleet_gb_per_s=robust.median if robust else None,
+            fleet_gb_per_s=p.robust.median if p.robust else None,
             threshold_gb_per_s=limit,
             why=why,
+            figure_gb_per_s=value,
+            source=source,
         )
     return judged
 
 
 def _verdict(
-    o: Outcome, limit: float | None, copies: Robust | None, thresholds: Thresholds
+    o: Outcome,
+    value: float | None,
+    limit: float | None,
+    copies: Robust | None,
+    thresholds: Thresholds,
 ) -> tuple[Failure | None, str]:
     if o.result is Result.MISSING:
         return Failure.MISSING, o.reason or "no row came back"
@@ -169,11 +333,23 @@ def _verdict(
                     f"gpu {r.gpu} copies {r.copy_gb_per_s:.1f} GB/s, fleet {copies.median:.1f}"
                     for r in slow
                 )
-    if o.busbw_gb_per_s is None:
-        # a gate of one GPU has no busbw to judge; elsewhere a figure is missing
-        if o.group.stage is Stage.GATE:
+    if value is None:
+        # a group of one GPU has no busbw to judge; elsewhere a figure is missing
+        if o.group.stage is Stage.GATE or len(o.group.gpus) == 1:
             return None, ""
         return Failure.MISSING, "no busbw figure"
-    if limit is not None and o.busbw_gb_per_s < limit:
-        return Failure.SLOW, f"busbw {figure(o.busbw_gb_per_s)} GB/s below {figure(limit)}"
+    if limit is not None and value < limit:
+        return Failure.SLOW, f"{measure(o)} {figure(value)} GB/s below {figure(limit)}"
     return None, ""
+
+
+def unit(o: Outcome) -> str:
+    """What `rate` gives of a group, in words: busbw, or (an all_to_all across nodes) the
+    rate through each GPU's NIC."""
+    if o.op == "all_to_all" and len(o.group.nodes) > 1:
+        return "through each GPU's NIC"
+    return "busbw"
+
+
+def measure(o: Outcome) -> str:
+    return f"{o.op} {unit(o)}"

@@ -297,7 +297,9 @@ def test_a_scans_verdicts_are_a_series_per_node_and_verdict_and_per_condemned_gp
     condemned = [v for v in named if v["health"] != "healthy"]
     gpus, links = families[prometheus.GPU_VERDICT], families[prometheus.LINK_VERDICT]
     assert len(gpus) + len(links) == len(condemned) * len(prometheus.VERDICTS)
-    assert len(gpus) == len(links) == len(prometheus.VERDICTS)  # the planted slow GPU, link
+    assert len(links) == len(prometheus.VERDICTS)  # the planted slow link
+    # the planted slow GPU, and its node's other GPU, measured only in the failed gate
+    assert len(gpus) == 2 * len(prometheus.VERDICTS)
     (link,) = {(s.labels["hostname"], s.labels["peer_hostname"]) for s in links if s.value == 1}
     assert all(host.startswith("host") for host in link)
     for s in gpus:
@@ -333,6 +335,6 @@ def test_sweeper_export_of_a_scan_writes_the_verdicts_of_its_summary(
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     families = _parsed(out.read_text())
-    assert len(families[prometheus.NODE_VERDICT]) == 16 * 5
+    assert len(families[prometheus.NODE_VERDICT]) == 16 * len(prometheus.VERDICTS)
     verdicts = sum(len(families.get(name, [])) for name in prometheus.VERDICT_NAMES)
     assert result.stdout == f"prometheus: {out} ({9 + verdicts} series)\n"

@@ -67,4 +67,4 @@ def test_a_scans_verdicts_print_as_a_table_and_a_json_document(
     assert record["condemned"] == [slow.nodes[0]]
     (named,) = [v for v in record["verdicts"] if v["name"] == slow.nodes[0]]
     assert named["health"] == "slow"
-    assert named["evidence"].startswith(f"{slow.nodes[0]}: all_reduce at 1 GiB")
+    assert named["evidence"].startswith(f"{slow.nodes[0]}: all_to_all at 1 GiB")

@@ -1,15 +1,27 @@
-"""The scan's policy: the waves of each strategy, disjoint groups, every node screened, halves
-padded back to their group's shape with known-good nodes, gate failures kept out."""
+"""The scan's policy: the waves of each strategy, disjoint groups, every pair of nodes in one
+screen group, a failing group bisected to the pair, suspects confirmed beside known-good
+partners that are themselves checked, a node that does not answer out of later waves, a
+slow gate isolated GPU by GPU, gate failures kept out."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from itertools import combinations
+from math import ceil, isqrt, log2
 
 import pytest
 
 from sweeper.scan.fleet import Fleet, Node, Outcome, Reading, Result, Stage, Wave
-from sweeper.scan.policy import Policy, Strategy, excluded, next_wave
+from sweeper.scan.policy import (
+    CONFIRMS,
+    Policy,
+    Strategy,
+    affine,
+    excluded,
+    next_wave,
+    smallest_prime,
+)
 from sweeper.scan.simulate import Costs, Fault, Oracle, Planted, fleet_of
 from sweeper.scan.thresholds import Thresholds
 
@@ -34,7 +46,7 @@ def run(
 
 
 def internode(waves: list[Wave]) -> list[Wave]:
-    return [w for w in waves if w.stage is not Stage.GATE]
+    return [w for w in waves if w.stage not in (Stage.GATE, Stage.ISOLATE)]
 
 
 def assert_disjoint(wave: Wave) -> None:
@@ -84,17 +96,38 @@ def test_random_matchings_follow_the_seed() -> None:
     assert all(len(m) == 16 for m in matchings(7))  # perfect: every node once
 
 
-def test_adaptive_on_a_healthy_fleet_screens_every_node_and_joins_one_of_each_group() -> None:
+@pytest.mark.parametrize("nodes", range(2, 90))
+def test_the_affine_screen_puts_every_pair_of_nodes_in_exactly_one_group_in_q_plus_1_waves(
+    nodes: int,
+) -> None:
+    ids = [f"n{i}" for i in range(nodes)]
+    classes = affine(ids)
+    q = smallest_prime(isqrt(nodes - 1) + 1)
+    assert q * q >= nodes
+    assert q < 2 * isqrt(nodes - 1) + 3  # a prime between k and 2k: q < 2 sqrt(N) + 2
+    assert len(classes) <= q + 1
+    met = Counter(
+        frozenset(p) for lines in classes for line in lines for p in combinations(line, 2)
+    )
+    assert set(met) == {frozenset(p) for p in combinations(ids, 2)}
+    assert set(met.values()) == {1}
+    for lines in classes:
+        members = [n for line in lines for n in line]
+        assert len(members) == len(set(members))  # a class's groups are disjoint: one wave
+        assert all(len(line) <= q for line in lines)
+
+
+def test_adaptive_on_a_healthy_fleet_is_the_gate_and_the_screen_of_all_to_all_groups() -> None:
     fleet = fleet_of(64, 8)
-    waves, _ = run(fleet, "adaptive")
-    assert [w.stage for w in waves] == [Stage.GATE, Stage.SCREEN, Stage.CROSS_DOMAIN]
+    waves, outcomes = run(fleet, "adaptive")
+    assert [w.stage for w in waves] == [Stage.GATE] + [Stage.SCREEN] * 12  # q = 11
     assert [g.nodes for g in waves[0].groups] == [(n,) for n in fleet.ids]
-    screen = waves[1]
-    assert_disjoint(screen)
-    assert sorted(n for g in screen.groups for n in g.nodes) == sorted(fleet.ids)
-    assert {len(g.nodes) for g in screen.groups} == {8}  # sqrt(64)
-    (cross,) = waves[2].groups
-    assert cross.nodes == tuple(g.nodes[0] for g in screen.groups)
+    for wave in waves[1:]:
+        assert_disjoint(wave)
+        assert {g.op for g in wave.groups} == {"all_to_all"}
+    assert {o.op for o in outcomes if o.group.stage is Stage.SCREEN} == {"all_to_all"}
+    pairs = {frozenset(p) for w in waves[1:] for g in w.groups for p in combinations(g.nodes, 2)}
+    assert len(pairs) == 64 * 63 // 2
 
 
 def test_adaptive_screens_one_domain_each_when_nodes_carry_a_label() -> None:
@@ -108,52 +141,84 @@ def test_adaptive_screens_one_domain_each_when_nodes_carry_a_label() -> None:
     ]
 
 
-def test_bisection_pads_halves_to_the_shape_with_known_good_nodes_and_confirms_twice() -> None:
+def test_a_slow_node_is_confirmed_beside_different_known_good_partners_and_the_rest_again() -> None:
     fleet = fleet_of(64, 8)
-    slow = Planted(fault=Fault.SLOW_NODE, nodes=("n0021",))
-    waves, _ = run(fleet, "adaptive", (slow,))
-    screen = waves[1]
-    failing = next(g for g in screen.groups if "n0021" in g.nodes)
-    passing = {n for g in screen.groups if g is not failing for n in g.nodes}
-    bisect = [w for w in waves if w.stage is Stage.BISECT]
-    assert len(bisect) == 4  # 8 -> 4 -> 2 -> 1, then the other 7 again
-    for wave in bisect:
-        assert_disjoint(wave)
-        for group in wave.groups:
-            assert len(group.nodes) == len(failing.nodes)
-            assert set(group.partners) <= passing
-            assert set(group.tested) <= set(failing.nodes)
+    waves, outcomes = run(fleet, "adaptive", (Planted(fault=Fault.SLOW_NODE, nodes=("n0021",)),))
+    screen = [g for w in waves if w.stage is Stage.SCREEN for g in w.groups]
+    failing = [g for g in screen if "n0021" in g.nodes]
+    assert len(failing) == 12  # every one of its groups
+    # the rest of each of them again, for a fault the slow node hid
+    again = {g.nodes for w in waves if w.stage is Stage.BISECT for g in w.groups}
+    assert {tuple(n for n in g.nodes if n != "n0021") for g in failing} <= again
     confirm = [g for w in waves if w.stage is Stage.CONFIRM for g in w.groups]
-    partners = [g.partners for g in confirm if "n0021" in g.nodes]
-    assert len(partners) == 2
-    assert len({p for ps in partners for p in ps}) == 2  # two different partners
-    assert {p for ps in partners for p in ps} <= passing
+    partners = [g.partners for g in confirm if g.tested == ("n0021",)]
+    assert len(partners) == CONFIRMS
+    assert len({p for ps in partners for p in ps}) == CONFIRMS  # different partners
+    passed = Counter(n for o in outcomes if o.group.stage is Stage.SCREEN for n in o.group.nodes)
+    assert all(passed[p] >= 2 for ps in partners for p in ps)  # known good: passed twice
 
 
-def test_the_pads_of_a_group_that_failed_with_an_error_pad_no_more_and_are_confirmed() -> None:
-    """A slow node explains slowness, not an error: the known-good nodes padding a half that
-    failed with one may hold a node that fails one time in two, so each is confirmed."""
+def test_a_slow_pair_anywhere_is_bisected_from_its_one_screen_group_down_to_the_pair() -> None:
+    fleet = fleet_of(121, 1)  # q = 11: groups of 11 nodes
+    link = Planted(fault=Fault.SLOW_LINK, nodes=("n0000", "n0120"))
+    waves, outcomes = run(fleet, "adaptive", (link,))
+    held = [o.group for o in outcomes if {"n0000", "n0120"} <= set(o.group.nodes)]
+    assert [g.stage for g in held].count(Stage.SCREEN) == 1
+    (screen,) = [g.nodes for g in held if g.stage is Stage.SCREEN]
+    bisect = [g for w in waves if w.stage is Stage.BISECT for g in w.groups]
+    assert all(set(g.nodes) <= set(screen) for g in bisect)
+    # halving: each level two halves or two of the four quarters across them, not the 55 pairs
+    assert len(bisect) <= 4 * ceil(log2(11))
+    confirm = [g.nodes for w in waves if w.stage is Stage.CONFIRM for g in w.groups]
+    assert ("n0000", "n0120") in confirm
+
+
+def test_a_pad_a_confirmation_failed_beside_pads_no_more_and_is_tested_beside_two_others() -> None:
+    """Known-good is checked, not trusted: the partner of a probe that failed may be the
+    fault (a flaky node, an end of another slow pair), so it is tested again."""
     fleet = fleet_of(64, 8)
-    oracle = Oracle((Planted(fault=Fault.SLOW_NODE, nodes=("n0021",)),), Costs(), 0)
+    waves, _ = run(fleet, "adaptive", (Planted(fault=Fault.SLOW_NODE, nodes=("n0021",)),))
+    confirm = [(g.tested, g.partners) for w in waves if w.stage is Stage.CONFIRM for g in w.groups]
+    pads = [p for t, (p,) in confirm if t == ("n0021",)]
+    assert len(pads) == CONFIRMS
+    for pad in pads:
+        after = confirm[confirm.index((("n0021",), (pad,))) + 1 :]
+        assert not [p for _, p in after if pad in p]  # no pad again
+        partners = [p for t, (p,) in after if t == (pad,)]
+        assert len(set(partners)) == 2
+        assert not set(partners) & {"n0021", *pads}
+
+
+def test_a_node_that_does_not_answer_leaves_every_later_wave() -> None:
+    fleet = fleet_of(64, 8)
+    oracle = Oracle((), Costs(), 0)
     policy = Policy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
-    doubted: tuple[str, ...] = ()
     waves: list[Wave] = []
     wave = policy.next()
     while wave is not None:
         waves.append(wave)
         got = [oracle.measure(fleet, g) for g in wave.groups]
-        if not doubted and (first := next((g for g in wave.groups if g.partners), None)):
-            doubted = first.partners
-            i = wave.groups.index(first)
-            got[i] = Outcome(group=first, result=Result.FAILED, reason="NCCL error")
+        if len(waves) == 3:  # the screen's second wave: n0040 hangs
+            i = next(i for i, g in enumerate(wave.groups) if "n0040" in g.nodes)
+            got[i] = replace(
+                got[i], result=Result.FAILED, unanswered=("n0040",), reason="timed out"
+            )
         wave = policy.next(got)
-    after = waves[next(i for i, w in enumerate(waves) if w.stage is Stage.BISECT) + 1 :]
-    assert doubted
-    assert not {p for w in after for g in w.groups for p in g.partners} & set(doubted)
-    confirm = [g for w in waves if w.stage is Stage.CONFIRM for g in w.groups]
-    for node in doubted:
-        partners = [g.partners for g in confirm if g.tested == (node,)]
-        assert len({p for ps in partners for p in ps}) == 2
+    assert not [g for w in waves[3:] for g in w.groups if "n0040" in g.nodes]
+    assert len([w for w in waves if w.stage is Stage.SCREEN]) == 12
+
+
+def test_a_node_whose_gate_is_slow_is_isolated_gpu_by_gpu_and_in_disjoint_gpu_pairs() -> None:
+    fleet = fleet_of(16, 4)
+    waves, _ = run(fleet, "adaptive", (Planted(fault=Fault.SLOW_GPU, nodes=("n0009",), gpu=2),))
+    inside = [w for w in waves if w.stage is Stage.ISOLATE]
+    assert len(inside) == 1 + 3  # each GPU alone, then 3 rounds of 2 disjoint pairs
+    assert {g.nodes for w in inside for g in w.groups} == {("n0009",)}
+    assert [g.gpus for g in inside[0].groups] == [(0,), (1,), (2,), (3,)]
+    pairs = [g.gpus for w in inside[1:] for g in w.groups]
+    assert sorted(pairs) == sorted(combinations(range(4), 2))
+    for wave in inside[1:]:
+        assert len({g for group in wave.groups for g in group.gpus}) == 4  # disjoint
 
 
 def test_a_node_that_fails_its_gate_stays_out_of_every_internode_group() -> None:
@@ -169,7 +234,7 @@ def test_a_node_that_fails_its_gate_stays_out_of_every_internode_group() -> None
     out = excluded(fleet, outcomes, THRESHOLDS)
     assert set(out) == {"n0003", "n0009"}
     assert "did not start" in out["n0003"]
-    assert "gpu 2 copies" in out["n0009"]
+    assert out["n0009"] == "isolated: slow gpu2"
 
 
 def test_a_gate_with_nvml_evidence_keeps_the_node_out() -> None:

@@ -85,3 +85,19 @@ def test_the_gate_reads_each_gpus_slower_copy_and_its_nvml_evidence() -> None:
         "PCIe Gen4 x16 of Gen5 x16",
         "hw_slowdown",
     )
+
+
+def test_a_gpus_clock_and_power_cap_under_load_come_with_its_readings() -> None:
+    uuids = {"GPU-a0": ("a", 0), "GPU-a1": ("a", 1)}
+    telemetry = {
+        "gpu_uuids": ["GPU-a0", "GPU-a1"],
+        "sm_clock_mhz": [1980, 1680],
+        "power_w": [400.0, 698.0],
+        "power_limit_w": [700.0, 700.0],
+        "throttle_reasons": [[], []],
+    }
+    rows = [_row(size=8, **{**telemetry, "sm_clock_mhz": [1000, 1000]}), _row(**telemetry)]
+    got = outcome(GATE, rows, EXPECTED, ASKED, uuids)
+    assert got.op == "all_reduce"
+    clocks = {r.gpu: (r.sm_clock_mhz, r.at_power_cap) for r in got.readings}
+    assert clocks == {0: (1980.0, False), 1: (1680.0, True)}  # the loaded point's

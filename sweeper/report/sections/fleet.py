@@ -30,7 +30,14 @@ from sweeper.wire import Kind, Status
 
 UNTESTED = "untested"
 # A cell's result, by code: a higher code is worse, and a cell shows the worst it holds
-_WORSE = (Health.HEALTHY, Health.UNCONFIRMED, Health.SLOW, Health.FAILED, Health.UNREACHABLE)
+_WORSE = (
+    Health.HEALTHY,
+    Health.UNCONFIRMED,
+    Health.FLAKY,
+    Health.SLOW,
+    Health.FAILED,
+    Health.UNREACHABLE,
+)
 CODES = (UNTESTED, *(str(h) for h in _WORSE))
 NO_DOMAIN = "not screened"
 
