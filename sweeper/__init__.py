@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from sweeper._version import __version__
+from sweeper.errors import BadInput
 
 if TYPE_CHECKING:
-    import os
-
     import pandas as pd
 
     from sweeper.api import Run, plan, run
@@ -29,7 +29,11 @@ def __getattr__(name: str) -> Any:
 
 
 def load(path: str | os.PathLike[str] = "results") -> pd.DataFrame:
-    """Read a results directory into a DataFrame with the canonical column types."""
+    """Read a results directory into a DataFrame with the canonical column types;
+    FileNotFoundError where there is none, BadInput for an empty path (which Path would
+    take for the current directory)."""
+    if not os.fspath(path).strip():
+        raise BadInput("sweeper.load(''): an empty path; name a results directory")
     from sweeper.results.load import load as _load  # pandas: not for `import sweeper`
 
     return _load(path)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pydantic import Field
 
+from sweeper.errors import BadInput
 from sweeper.planning.profile import build_spec, load_sweep_profile
 from sweeper.planning.spec import SweepSpec
 from sweeper.results.writer import columns
@@ -65,11 +66,22 @@ def _keywords(
     return give
 
 
+def _path(options: dict[str, Any], name: str) -> Path | None:
+    """The path keyword `name`, taken out of `options`; an empty one is BadInput, where
+    Path("") would be the current directory."""
+    value = options.pop(name, None)
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise BadInput(f"{name}='': an empty path; name a file or directory")
+    return Path(value)
+
+
 def _spec(options: dict[str, Any]) -> SweepSpec:
     """The spec of the options given (a profile's, overridden by the rest); BadInput as the
     command line's."""
-    profile = options.pop("profile", None)
-    return build_spec(load_sweep_profile(Path(profile)) if profile is not None else None, **options)
+    profile = _path(options, "profile")
+    return build_spec(load_sweep_profile(profile) if profile is not None else None, **options)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
@@ -109,12 +121,8 @@ def plan(**options: Any) -> Plan:
     """The schedule `sweeper plan` prints, as a record: placement, actor sets and waves, and
     the estimated duration. With `topology` (a recorded node, `nodes` times) no cluster is
     needed; without it, the cluster's nodes are asked for through Ray."""
-    topology, results = options.pop("topology", None), options.pop("results", None)
+    topology, results = _path(options, "topology"), _path(options, "results")
     spec = _spec(options)
     from sweeper.commands import plan_estimate as planned  # pandas (the cost model): not at import
 
-    return planned.plan(
-        spec,
-        None if topology is None else Path(topology),
-        None if results is None else Path(results),
-    )
+    return planned.plan(spec, topology, results)

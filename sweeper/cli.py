@@ -93,7 +93,7 @@ class _Group(TyperGroup):
             if type(exc).__name__ != "NoArgsIsHelpError":
                 ctx = getattr(exc, "ctx", None)
                 where = f" (see {ctx.command_path} -h)" if ctx is not None else ""
-                print(f"sweeper: error: {exc.format_message()}{where}", file=sys.stderr)
+                print(f"sweeper: error: {_bounded(exc.format_message())}{where}", file=sys.stderr)
             sys.exit(getattr(exc, "exit_code", 2))
         except typer.Abort:
             print("sweeper: aborted", file=sys.stderr)
@@ -115,7 +115,15 @@ class _Group(TyperGroup):
                 if exc.param and exc.message
                 else exc.format_message()
             )
-            raise fail(BadInput(named)) from None
+            raise fail(BadInput(_bounded(named))) from None
+
+
+# click quotes what it was given whole (an unknown option, a value): a line of this much
+MESSAGE_CHARS = 300
+
+
+def _bounded(message: str) -> str:
+    return message if len(message) <= MESSAGE_CHARS else f"{message[: MESSAGE_CHARS - 3]}..."
 
 
 app = typer.Typer(

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import socket
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from sweeper.planning.inputs import quoted
 from sweeper.wire import Tier
 
 Record = dict[str, Any]
@@ -37,6 +39,10 @@ GPU_LINKS: dict[Tier, tuple[str, str]] = {
     Tier.NVLINK: ("NVLink", "nvlink_gb_per_s"),
     Tier.PCIE: ("PCIe", "pcie_gb_per_s"),
 }
+# The most GPUs one node's record may list: as many ranks as sweeper places on a node
+# (planning.spec.MAX_RANKS_PER_NODE). The link matrix is n x n, so a record of under 1 MiB
+# listing 20,000 GPUs would take gigabytes before anything else looked at it.
+MAX_GPUS = 1024
 
 
 @dataclass(frozen=True)
@@ -96,12 +102,22 @@ class Node:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Node:
-        gpus_raw = sorted(record.get("gpus", []), key=lambda g: g["index"])
+        """The node a record describes; ValueError for one that lists more than MAX_GPUS
+        GPUs (before the link matrix is built), a GPU index twice, or a pair naming a GPU it
+        does not list."""
+        gpus_raw = record.get("gpus", [])
+        if len(gpus_raw) > MAX_GPUS:
+            raise ValueError(f"{len(gpus_raw)} GPUs on one node; a node holds at most {MAX_GPUS}")
+        gpus_raw = sorted(gpus_raw, key=lambda g: g["index"])
+        position = {g["index"]: pos for pos, g in enumerate(gpus_raw)}
+        if len(position) < len(gpus_raw):
+            listed = Counter(g["index"] for g in gpus_raw)
+            raise ValueError(f"GPU {quoted(max(listed, key=listed.__getitem__))} listed twice")
         by_bus = {g["pci_bus_id"]: pos for pos, g in enumerate(gpus_raw)}
         n = len(gpus_raw)
         links = [["X" if i == j else "SYS" for j in range(n)] for i in range(n)]
         for pair in record.get("pairs", []):
-            a, b = _position(gpus_raw, pair["a"]), _position(gpus_raw, pair["b"])
+            a, b = _position(position, pair["a"]), _position(position, pair["b"])
             label = pair.get("ancestor", "SYS")
             count = _nvlink_count(gpus_raw[a], gpus_raw[b], by_bus)
             if pair.get("p2p_nvlink", count > 0) and count:
@@ -122,11 +138,11 @@ class Node:
         )
 
 
-def _position(gpus: Sequence[Mapping[str, Any]], index: int) -> int:
-    for pos, gpu in enumerate(gpus):
-        if gpu["index"] == index:
-            return pos
-    raise ValueError(f"a pair names GPU {index}, which the record does not list")
+def _position(position: Mapping[int, int], index: int) -> int:
+    try:
+        return position[index]
+    except (KeyError, TypeError):  # TypeError: an index no GPU's can be ([0])
+        raise ValueError(f"a pair names GPU {index}, which the record does not list") from None
 
 
 def _nvlink_count(a: Mapping[str, Any], b: Mapping[str, Any], by_bus: Mapping[str, int]) -> int:

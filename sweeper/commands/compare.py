@@ -4,6 +4,7 @@ on a regression."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ import typer
 
 from sweeper.commands.common import EXIT_REGRESSION, examples, fail, printing
 from sweeper.commands.options import Format, OutputFormat, Results
-from sweeper.errors import SweeperError
+from sweeper.errors import BadInput, SweeperError
 
 EXAMPLES = examples(
     "sweeper compare 20261121T020000Z-a1b2c3 latest",
@@ -50,6 +51,8 @@ def compare(
 
     rule = RegressionRule() if threshold is None else RegressionRule(threshold=threshold)
     try:
+        if not math.isfinite(rule.threshold):  # the option's range lets nan and inf by
+            raise BadInput(f"--threshold {threshold}: a ratio is a finite number, such as 0.05")
         comparison = compare_runs.compare(results, base, new, rule)
     except SweeperError as exc:
         raise fail(exc) from None

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from sweeper.commands.common import examples, fail
-from sweeper.commands.options import Results, RunId
+from sweeper.commands.options import Results, RunId, directory
 from sweeper.errors import SweeperError
 
 EXAMPLES = examples(
@@ -31,7 +31,9 @@ def export(
     per_host: Annotated[
         Path | None,
         typer.Option(
-            metavar="DIR", help="Write one file per host into this directory: <host>.prom."
+            parser=directory,
+            metavar="DIR",
+            help="Write one file per host into this directory: <host>.prom.",
         ),
     ] = None,
 ) -> None:

@@ -63,10 +63,10 @@ ForceNetwork = Annotated[
 ]
 
 
-def _directory(value: str) -> Path:
+def directory(value: str | Path) -> Path:
     """A directory given on the command line: an empty one is bad input, not the current
     directory (what Path('') is)."""
-    if not value.strip():
+    if not str(value).strip():  # a default is a Path already
         raise typer.BadParameter("an empty path; name a directory")
     return Path(value)
 
@@ -74,7 +74,7 @@ def _directory(value: str) -> Path:
 def _dir_opt(field: str, *flags: str, callback: Any = None) -> Any:
     return typer.Option(
         *flags,
-        parser=_directory,
+        parser=directory,
         metavar="DIR",
         help=_help(field),
         show_default=False,
@@ -107,7 +107,7 @@ OldOutput = Annotated[
     Path | None,
     typer.Option(
         "--output",
-        parser=_directory,
+        parser=directory,
         hidden=True,
         is_eager=True,
         expose_value=False,
@@ -130,7 +130,8 @@ ProfileFile = Annotated[
 # What the commands that read a run (compare, history, export, report) take
 RunId = Annotated[str, typer.Argument(metavar="RUN_ID", help="A run id of the results, or latest.")]
 Results = Annotated[
-    Path, typer.Option(metavar="DIR", help="Results directory (a Parquet dataset).")
+    Path,
+    typer.Option(parser=directory, metavar="DIR", help="Results directory (a Parquet dataset)."),
 ]
 
 # Every sweep option, as `sweeper run --help` lists them; `plugin` is --plugin (repeatable),

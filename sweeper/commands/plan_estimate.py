@@ -6,7 +6,6 @@ model fitted to an earlier run's rows where asked.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -20,7 +19,7 @@ from sweeper.analysis.fits import fit_alpha_beta
 from sweeper.errors import BadInput
 from sweeper.ops.registry import configure_moe, load_plugins, resolve
 from sweeper.planning.estimate import CostModel, Estimate, TierCost, estimate
-from sweeper.planning.inputs import read_text
+from sweeper.planning.inputs import read_json
 from sweeper.planning.placement import Placement, alone, expected_placement
 from sweeper.planning.request import ceiling_bytes, check_groups, schedule_request
 from sweeper.planning.schedule import Planned, Schedule, nothing_to_measure, schedule
@@ -35,9 +34,8 @@ from sweeper.wire import Backend, Status
 def recorded_node(path: Path) -> Node:
     """A recorded topology: `sweeper topo --format json` of one node, or an NVML record as in
     tests/data/topologies (a node without GPUs lists none: `"gpus": []`)."""
-    text = read_text(path, "--topology", "topology record")
+    record = read_json(path, "--topology", "topology record")
     try:
-        record = json.loads(text)
         if not isinstance(record, dict) or not isinstance(record.get("gpus"), list):
             raise ValueError("no 'gpus' list")
         return Node.from_record(record)

@@ -8,6 +8,7 @@ scan's summary document.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -33,7 +34,7 @@ from sweeper.scan.document import Scanned, document
 from sweeper.scan.fleet import Wave
 from sweeper.scan.judge import Subject, Verdict, named
 from sweeper.scan.policy import Strategy
-from sweeper.scan.simulate import Fault, Simulation, cycle
+from sweeper.scan.simulate import MAX_FAULTS, Fault, Simulation, cycle
 from sweeper.scan.simulate import simulate as simulated
 from sweeper.scan.thresholds import Thresholds
 from sweeper.wire import Tier
@@ -47,6 +48,7 @@ SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} |
 
 # what a scan's verdicts are judged against
 VERDICTS = "Verdicts"
+SIMULATED_OP = "all_reduce"  # the operation whose traffic the simulation's oracle models
 
 
 EXAMPLES = examples(
@@ -153,6 +155,10 @@ def scan(
         chosen = parse_strategy(strategy, seed)
         limits = thresholds(min_busbw or [], sigmas, min_ratio)
         if simulate:
+            if parse_sizes(sizes) is not None or op != SIMULATED_OP:  # what its oracle models
+                raise BadInput(
+                    f"--simulate times {SIMULATED_OP} at 8 bytes and 1G: drop --op, --sizes"
+                )
             sim = simulated(
                 nodes=nodes or 64,
                 gpus_per_node=options["gpus_per_node"] or 8,
@@ -218,12 +224,14 @@ def thresholds(
     for given in min_busbw:
         tier, _, figure = given.rpartition("=")
         try:
-            floors[Tier(tier or Tier.INTERNODE)] = float(figure)
+            floor = floors[Tier(tier or Tier.INTERNODE)] = float(figure)
         except ValueError:
             raise BadInput(
                 f"--min-busbw {given}: TIER=GB/s, such as internode=40 (tiers: "
                 f"{', '.join(Tier.values())})"
             ) from None
+        if not (math.isfinite(floor) and floor > 0):
+            raise BadInput(f"--min-busbw {given}: a floor is a finite figure above 0 GB/s")
     limits = Thresholds(min_busbw_gb_per_s=floors)
     if sigmas is not None:
         limits = replace(limits, sigmas=sigmas)
@@ -235,7 +243,9 @@ def thresholds(
 def parse_faults(text: str) -> tuple[Fault, ...]:
     """`--faults 3` (that many: a slow node, a slow link, a dead node, then the others in
     turn) or names (slow-node,flapping)."""
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
+        if int(text) > MAX_FAULTS:  # refused before a fault is listed
+            raise BadInput(f"--faults {text}: the simulation plants at most {MAX_FAULTS}")
         return cycle(int(text))
     try:
         return tuple(Fault(name.strip()) for name in text.split(",") if name.strip())

@@ -10,8 +10,10 @@ pattern (`--ops 'all_to_all*'`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
 from functools import partial
@@ -31,6 +33,7 @@ from sweeper.ops.descriptor import (
     blocks,
     per_call,
 )
+from sweeper.planning.inputs import QUOTE_CHARS, quoted
 from sweeper.planning.placement import PerGpu, Traits
 from sweeper.wire import Kind, MoeLayer
 
@@ -463,19 +466,29 @@ def register(collective: Collective) -> Collective:
 def load_plugins(modules: Iterable[str]) -> None:
     """Import modules that register operations; the driver and every rank import the same.
     A module that is missing, or fails as it runs (a syntax error, an exception, a name
-    already registered), is BadInput naming it."""
+    already registered), is BadInput naming it. What a plugin prints goes to stderr: stdout
+    is sweeper's own (`--format json` owns it whole)."""
     for module in modules:
         try:
-            importlib.import_module(module)
+            with contextlib.redirect_stdout(sys.stderr):
+                importlib.import_module(module)
         except SystemExit as exc:  # sys.exit(0) in a plugin would end sweeper having done nothing
             raise BadInput(
-                f"--plugin {module}: it calls sys.exit({exc.code!r}) as it is imported"
+                f"--plugin {module}: it calls sys.exit({quoted(exc.code)}) as it is imported"
             ) from None
         except Exception as exc:  # the plugin's own code: whatever it raises
-            why = " ".join(str(exc).split())  # one line, whatever the plugin's message spans
             raise BadInput(
-                f"--plugin {module}: cannot import it ({type(exc).__name__}: {why})"
+                f"--plugin {module}: cannot import it ({type(exc).__name__}: {_said(exc)})"
             ) from None
+
+
+def _said(exc: Exception) -> str:
+    """An exception's message in one bounded line; one whose `__str__` fails says so."""
+    try:
+        said = " ".join(str(exc).split())  # one line, whatever the plugin's message spans
+    except Exception as failed:  # the plugin's own __str__: whatever it raises
+        return f"its message cannot be shown: {type(failed).__name__}"
+    return said if len(said) <= QUOTE_CHARS else f"{said[: QUOTE_CHARS - 3]}..."
 
 
 def names() -> dict[tuple[str, str], str]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from sweeper.planning.inputs import quoted
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -35,4 +38,10 @@ def canonical_dtype(name: str) -> str:
     try:
         return _DTYPE_BY_ALIAS[name.strip().lower()]
     except KeyError:
-        raise ValueError(f"unknown dtype {name!r}; known: {', '.join(DTYPES)}") from None
+        raise ValueError(f"unknown dtype {quoted(name)}; known: {', '.join(DTYPES)}") from None
+
+
+def gloo_refuses(dtypes: Iterable[str]) -> str | None:
+    """Why CPU ranks (gloo) cannot run these dtypes (canonical names), if they cannot."""
+    unsupported = [name for name in dtypes if not DTYPES[name].gloo]
+    return f"--dtypes: gloo cannot reduce or move {unsupported[0]}" if unsupported else None

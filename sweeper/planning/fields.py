@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
+from sweeper.planning.inputs import quoted
 from sweeper.planning.sizes import parse_mem_limit, parse_size
 from sweeper.wire import MemLimit
 
@@ -46,13 +47,29 @@ def or_key_values(schema: dict[str, Any]) -> None:
 
 
 def key_values(value: object) -> object:
-    """--moe tokens=4096,top_k=2 from the command line; a mapping from YAML."""
+    """--moe tokens=4096,top_k=2 from the command line (each value a number, as YAML reads
+    one, so the layer's fields stay strict); a mapping from YAML."""
     if isinstance(value, str):
         pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
         if any(len(pair) != 2 for pair in pairs):
-            raise ValueError(f"{value!r}: use key=value pairs, e.g. tokens=4096,top_k=2")
-        return {key.strip(): item.strip() for key, item in pairs}
+            raise ValueError(f"{quoted(value)}: use key=value pairs, e.g. tokens=4096,top_k=2")
+        out: dict[str, object] = {}
+        for key, item in pairs:
+            if key.strip() in out:
+                raise ValueError(f"{quoted(key.strip())} given twice: give each key once")
+            out[key.strip()] = _number(item.strip())
+        return out
     return value
+
+
+def _number(text: str) -> object:
+    """A key=value pair's value as a number where it spells one (4096, 1.5), else the text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
 
 
 def _nccl_variables(value: object) -> object:
@@ -65,7 +82,7 @@ def _nccl_variables(value: object) -> object:
         for item in value:
             name, sep, values = str(item).partition("=")
             if not sep or not name.strip():
-                raise ValueError(f"{item!r}: use KEY=V1,V2, e.g. NCCL_PROTO=LL,Simple")
+                raise ValueError(f"{quoted(item)}: use KEY=V1,V2, e.g. NCCL_PROTO=LL,Simple")
             if name.strip() in out:
                 raise ValueError(f"{name.strip()} given twice: list its values once")
             out[name.strip()] = values

@@ -9,10 +9,12 @@ changes anything runs (NCCL 2.28, src/graph/tuning.cc and src/enqueue.cc).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from itertools import product
 
+from sweeper.planning.inputs import quoted
 from sweeper.wire import Backend
 
 Env = Mapping[str, str]
@@ -42,7 +44,11 @@ COLLECTIVE_ONLY = frozenset({"NCCL_ALGO", "NCCL_PROTO"})
 # Variables sweeper sets itself on every actor set (cluster.MULTICAST_OFF): a swept value
 # would be overwritten.
 RESERVED = frozenset({"NCCL_NVLS_ENABLE"})
-_NAME = re.compile(r"NCCL_[A-Z0-9_]+", re.ASCII)
+_NAME = re.compile(r"NCCL_[A-Z0-9_]{1,100}", re.ASCII)  # NCCL's longest is 31 characters
+# The most combinations a grid may have: each runs every group again on an actor set of its
+# own, and 256 of them on one node of 4 GPUs are an estimated 12 hours already (a grid of
+# 1024 plans in 8 s to 2 days; one of a million never finished planning).
+GRID_LIMIT = 256
 
 
 def names(key: str) -> tuple[str, ...]:
@@ -58,7 +64,9 @@ def check_name(key: str) -> str:
     tied = names(key)
     for name in tied:
         if not _NAME.fullmatch(name):
-            raise ValueError(f"{name!r} is not an NCCL variable (names are NCCL_ and capitals)")
+            raise ValueError(
+                f"{quoted(name)} is not an NCCL variable (names are NCCL_ and capitals)"
+            )
         if name in RESERVED:
             raise ValueError(f"{name} stays as sweeper sets it (multicast off on every actor set)")
     if len(set(tied)) != len(tied):
@@ -70,6 +78,18 @@ def label(env: Env) -> str:
     """A variant's name: its variables without the NCCL_ prefix, lower-cased, with their
     values, e.g. proto=LL,max_nchannels=4. Unique per grid: its keys are distinct."""
     return ",".join(f"{key.removeprefix('NCCL_').lower()}={value}" for key, value in env.items())
+
+
+def check_size(variables: Mapping[str, Sequence[str]]) -> None:
+    """ValueError where the grid of these values has more than GRID_LIMIT combinations,
+    counted from the values before any combination is made."""
+    combinations = math.prod(len(values) for values in variables.values())
+    if combinations > GRID_LIMIT:
+        counts = " x ".join(str(len(values)) for values in variables.values())
+        raise ValueError(
+            f"--nccl-env: {counts} = {combinations} combinations of values; a sweep runs at "
+            f"most {GRID_LIMIT} (each on an actor set of its own)"
+        )
 
 
 def grid(variables: Mapping[str, Sequence[str]]) -> dict[str, dict[str, str]]:

@@ -22,26 +22,40 @@ class MoeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tokens: int = Field(DEFAULT.tokens, ge=1, le=INT32_MAX, description="Tokens per rank.")
+    tokens: int = Field(
+        DEFAULT.tokens, ge=1, le=INT32_MAX, description="Tokens per rank.", strict=True
+    )
     hidden: int = Field(
-        DEFAULT.hidden, ge=1, le=INT32_MAX, description="Hidden size: elements per token."
+        DEFAULT.hidden,
+        ge=1,
+        le=INT32_MAX,
+        description="Hidden size: elements per token.",
+        strict=True,
     )
     top_k: int = Field(
-        DEFAULT.top_k, ge=1, le=INT32_MAX, description="Experts each token is routed to."
+        DEFAULT.top_k,
+        ge=1,
+        le=INT32_MAX,
+        description="Experts each token is routed to.",
+        strict=True,
     )
     experts: int = Field(
         DEFAULT.experts,
         ge=1,
         le=INT32_MAX,
         description="Experts in all; expert e lives on rank e mod n.",
+        strict=True,
     )
     zipf: float = Field(
         DEFAULT.zipf,
         ge=0,
         allow_inf_nan=False,
         description="Routing skew: expert e is picked ~ (e+1)^-zipf.",
+        strict=True,
     )
-    seed: int = Field(DEFAULT.seed, ge=0, le=INT64_MAX, description="Seed of the routing.")
+    seed: int = Field(
+        DEFAULT.seed, ge=0, le=INT64_MAX, description="Seed of the routing.", strict=True
+    )
 
     @model_validator(mode="after")
     def _top_k(self) -> MoeSpec:

@@ -23,7 +23,7 @@ from pydantic import (
 
 from sweeper.errors import BadInput
 from sweeper.planning.fields import Size
-from sweeper.planning.inputs import read_text
+from sweeper.planning.inputs import FILE_LIMIT_BYTES, QUOTE_CHARS, quoted, read_text
 from sweeper.planning.sizes import SIZE_LIMIT_BYTES
 from sweeper.planning.spec import SweepSpec
 from sweeper.wire import Tier
@@ -36,19 +36,36 @@ class NightlySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     window: int = Field(
-        14, ge=1, description="Baseline: up to this many earlier nightly runs of the same cluster."
+        14,
+        ge=1,
+        description="Baseline: up to this many earlier nightly runs of the same cluster.",
+        strict=True,
     )
     min_history: int = Field(
-        5, ge=2, description="Fewer earlier runs than this: the series is new, nothing alarms."
+        5,
+        ge=2,
+        description="Fewer earlier runs than this: the series is new, nothing alarms.",
+        strict=True,
     )
     z: float = Field(
-        3.5, gt=0, description="Worse than the baseline median by this many robust sigmas (MAD)."
+        3.5,
+        gt=0,
+        allow_inf_nan=False,
+        description="Worse than the baseline median by this many robust sigmas (MAD).",
+        strict=True,
     )
     min_change: float = Field(
-        0.03, ge=0, lt=1, description="Relative floor: and worse by at least this fraction."
+        0.03,
+        ge=0,
+        lt=1,
+        description="Relative floor: and worse by at least this fraction.",
+        strict=True,
     )
     persistence: int = Field(
-        2, ge=1, description="Alarm when this many runs in a row, tonight's included, are worse."
+        2,
+        ge=1,
+        description="Alarm when this many runs in a row, tonight's included, are worse.",
+        strict=True,
     )
     bandwidth_min_size: Size = Field(
         256 * 2**20, description="Peak bus bandwidth is taken over sizes at least this large."
@@ -83,6 +100,9 @@ SCAN_OPTIONS = frozenset(
 SCAN_TAKES = SCAN_OPTIONS | {"report", "reports_dir"}
 
 
+Floor = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]  # GB/s
+
+
 class ScanSection(BaseModel):
     """The `scan:` section of a profile: `sweeper scan`'s settings, so that `sweeper nightly`
     scans the fleet (sweeper/driver/scan.py) instead of sweeping. Plain values: the scan's
@@ -94,8 +114,10 @@ class ScanSection(BaseModel):
     strategy: str = Field(
         "adaptive", description="adaptive, ring, bisect, random:K or all (after the same gate)."
     )
-    seed: int = Field(0, ge=0, description="random:K's matchings.")
-    nodes: int | None = Field(None, ge=1, description="Nodes to scan; default every node.")
+    seed: int = Field(0, ge=0, description="random:K's matchings.", strict=True)
+    nodes: int | None = Field(
+        None, ge=1, description="Nodes to scan; default every node.", strict=True
+    )
     domain_label: str | None = Field(
         None, description="A Ray node label (rack, an NVLink domain): the screen's groups."
     )
@@ -105,17 +127,26 @@ class ScanSection(BaseModel):
         description="The latency and bandwidth sizes, e.g. [8, 1G]; default 8 and 1G, or the "
         "largest below it that fits (1M on CPU ranks).",
     )
-    min_busbw_gb_per_s: dict[Tier, Annotated[float, Field(gt=0)]] = Field(
+    min_busbw_gb_per_s: dict[Tier, Floor] = Field(
         default_factory=dict,
         description="Absolute floors, GB/s per tier ({internode: 40}); a tier left out is held "
         "to a share of the reference figure for its GPU model.",
     )
     # None: the judge's own defaults (scan.thresholds.Thresholds)
     sigmas: float | None = Field(
-        None, ge=0, description="Robust sigmas below the fleet's median; default 4."
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Robust sigmas below the fleet's median; default 4.",
+        strict=True,
     )
     min_ratio: float | None = Field(
-        None, ge=0, le=1, description="... and below this share of it; default 0.85."
+        None,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="... and below this share of it; default 0.85.",
+        strict=True,
     )
 
     @field_validator("sizes")
@@ -167,6 +198,7 @@ def load_profile(path: Path) -> Profile:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "not valid YAML"
+        problem = _bounded(problem, 2 * QUOTE_CHARS)  # PyYAML quotes what it found whole
         raise BadInput(f"{path}{where}: {problem}") from None
     except RecursionError:  # the parser recurses once per level of nesting
         raise BadInput(f"{path}: nested too deeply to be a profile") from None
@@ -192,7 +224,21 @@ def load_sweep_profile(path: Path) -> Profile:
 
 class _OnceLoader(yaml.SafeLoader):
     """YAML's safe loader, but a key given twice in one mapping is an error, not the last
-    value silently (YAML 1.2 says keys are unique; PyYAML keeps the last)."""
+    value silently (YAML 1.2 says keys are unique; PyYAML keeps the last), and a document
+    whose aliases expand past EXPANDED_LIMIT is refused before it is built: an alias costs a
+    reference as it is loaded, but whatever walks the values (a validator, an error message
+    quoting one) pays the expansion, 9^k for k levels of nine aliases each."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        if _expanded(node, {}, set()) > EXPANDED_LIMIT:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"its aliases expand to over {EXPANDED_LIMIT} values and characters "
+                "(a profile is a page of text)",
+                node.start_mark,
+            )
+        return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()
@@ -200,12 +246,48 @@ class _OnceLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden
                 continue
             key = self.construct_object(key_node, deep=True)
-            if isinstance(key, Hashable) and key in seen:
+            if not isinstance(key, Hashable):  # `? [a, b]`: the safe loader's own error says
+                continue
+            if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} given twice", key_node.start_mark
+                    None, None, f"key {quoted(key)} given twice", key_node.start_mark
                 )
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+# What a profile's values may weigh with their aliases expanded: a node counts 1 and a
+# scalar its characters too, so a file within FILE_LIMIT_BYTES written out without aliases
+# weighs about its size; twice that leaves room, and bounds what any walk over it costs.
+EXPANDED_LIMIT = 2 * FILE_LIMIT_BYTES
+
+
+def _expanded(node: yaml.Node, weights: dict[int, int], open_: set[int]) -> int:
+    """The weight of `node` with every alias expanded, each node's counted once (`weights`)
+    however many aliases name it, so the walk costs the document's size; a node inside
+    itself (`&a [*a]`) weighs more than any limit."""
+    known = weights.get(id(node))
+    if known is not None:
+        return known
+    if id(node) in open_:
+        return EXPANDED_LIMIT + 1
+    if isinstance(node, yaml.ScalarNode):
+        weight = 1 + len(node.value)
+    else:
+        open_.add(id(node))
+        children = (
+            [part for pair in node.value for part in pair]
+            if isinstance(node, yaml.MappingNode)
+            else node.value
+        )
+        weight = 1
+        for child in children:
+            weight += _expanded(child, weights, open_)
+            if weight > EXPANDED_LIMIT:
+                break
+        open_.discard(id(node))
+    weights[id(node)] = weight
+    return weight
 
 
 def _section(path: list[str]) -> type[BaseModel] | None:
@@ -213,6 +295,8 @@ def _section(path: list[str]) -> type[BaseModel] | None:
     None where `path` is no section."""
     model: type[BaseModel] = Profile
     for parent in path:
+        if parent not in model.model_fields:  # a key of a mapping (min_busbw_gb_per_s: tier)
+            return None
         annotation = model.model_fields[parent].annotation
         # an optional section (scan: ScanSection | None) is its model
         found = [t for t in (annotation, *get_args(annotation)) if _is_model(t)]
@@ -233,7 +317,7 @@ def _known_key(exc: ValidationError) -> str | None:
         return None
     *parents, name = (str(part) for part in error["loc"])
     model = _section(parents)
-    if model is None:
+    if model is None or len(name) > QUOTE_CHARS:  # no option's name is longer than a line
         return None
     match = difflib.get_close_matches(name.replace("-", "_"), model.model_fields, n=1)
     return f"did you mean {'.'.join([*parents, match[0]])!r}?" if match else None
@@ -256,7 +340,8 @@ def describe(exc: ValidationError, key: bool = False) -> str:
     """One line for the first problem, named as the user wrote it: the option (--max-size),
     or with `key` the profile key (max_size, nightly.z)."""
     error = exc.errors()[0]
-    loc = [str(part) for part in error["loc"]]
+    # a key is a name as written: one longer than a line is shown as its start
+    loc = [_bounded(str(part)) for part in error["loc"]]
     field = ".".join(loc) if key else (loc[0] if loc else "")
     name = field if key else "--" + field.replace("_", "-")
     message = str(error["msg"]).removeprefix("Value error, ")
@@ -266,10 +351,15 @@ def describe(exc: ValidationError, key: bool = False) -> str:
     if not key and parents:  # a key of an option's key=value pairs (--moe tokens=...)
         section = _section(parents)
         if error["type"] == "extra_forbidden" and section is not None:
-            return f"{name}: unknown key {last!r}; known: {', '.join(section.model_fields)}"
+            return f"{name}: unknown key {quoted(last)}; known: {', '.join(section.model_fields)}"
         name = f"{name}: {'.'.join(loc[1:])}"
     if error["type"] == "extra_forbidden":
-        return f"unknown {'key' if key else 'option'} {field!r}"
+        return f"unknown {'key' if key else 'option'} {quoted(field)}"
     if error["type"] == "literal_error" and "input" in error:
-        return f"{name}: {error['input']!r} is not one of {message.split('Input should be ')[-1]}"
+        known = message.split("Input should be ")[-1]
+        return f"{name}: {quoted(error['input'])} is not one of {known}"
     return f"{name}: {message}"
+
+
+def _bounded(text: str, most: int = QUOTE_CHARS) -> str:
+    return text if len(text) <= most else f"{text[: most - 3]}..."

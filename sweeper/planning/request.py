@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sweeper.errors import BadInput
-from sweeper.planning.dtypes import DTYPES
+from sweeper.planning.dtypes import gloo_refuses
 from sweeper.planning.placement import Group, Placement
 from sweeper.planning.schedule import Planned, Request
 from sweeper.planning.sections import ClusterOptions, ExperimentOptions, OutputOptions, PlanOptions
@@ -122,10 +122,9 @@ def resolve(spec: SweepSpec, backend: Backend) -> RunPlan:
     (CUDA graphs, the nccl engine, registered buffers or a float8 dtype on gloo)."""
     timing = spec.timing
     resolved = timing.timing(backend)
-    if backend == Backend.GLOO:
-        unsupported = [d for d in spec.dtypes if not DTYPES[d].gloo]
-        if unsupported:
-            raise BadInput(f"--dtypes: gloo cannot reduce or move {unsupported[0]}")
+    refused = gloo_refuses(spec.dtypes) if backend == Backend.GLOO else None
+    if refused is not None:
+        raise BadInput(refused)
     planning = spec.planning
     return RunPlan(
         spec=spec,

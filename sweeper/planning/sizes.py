@@ -9,6 +9,7 @@ import re
 from fractions import Fraction
 
 from sweeper.errors import BadInput
+from sweeper.planning.inputs import quoted
 from sweeper.wire import MemLimit
 
 # ASCII digits only: without re.ASCII, \d (and float()) take any script's digits, full-width too
@@ -33,25 +34,27 @@ GRID_LIMIT = 10_000
 
 def parse_size(value: object) -> int:
     """Bytes from an int or a string like nccl-tests takes: 8, 1K = 1024, 64M, 8G (binary units)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{quoted(value)} is not a size")  # a list's text is no size either
     if isinstance(value, int):
         if value < 1:
-            raise ValueError(f"{value} is not a size: sizes are at least 1 byte")
+            raise ValueError(f"{quoted(value)} is not a size: sizes are at least 1 byte")
         size = value
     else:
         match = _SIZE.match(str(value))
         if not match:
-            raise ValueError(f"{value!r} is not a size: use bytes with K, M, G suffixes, e.g. 64M")
+            raise ValueError(
+                f"{quoted(value)} is not a size: use bytes with K, M, G suffixes, e.g. 64M"
+            )
         number, unit, _ = match.groups()
         # exact: a float would take 1.0000000000000000001K for 1K
         exact = Fraction(number) * _SCALE[unit.lower()]
         if exact < 1 or exact.denominator != 1:
-            raise ValueError(f"{value!r} is not a whole number of bytes >= 1")
+            raise ValueError(f"{quoted(value)} is not a whole number of bytes >= 1")
         size = int(exact)
     if size > SIZE_LIMIT_BYTES:
         raise ValueError(
-            f"{value!r} is larger than the largest size, {format_size(SIZE_LIMIT_BYTES)}"
+            f"{quoted(value)} is larger than the largest size, {format_size(SIZE_LIMIT_BYTES)}"
         )
     return size
 
@@ -69,12 +72,14 @@ def parse_mem_limit(value: object) -> MemLimit:
     """`--mem-limit` as given: a size (8G), or a percentage (50%)."""
     if isinstance(value, MemLimit):
         return value
-    text = str(value).strip()
+    if not isinstance(value, str):
+        return mem_limit_bytes(parse_size(value))
+    text = value.strip()
     if text.endswith("%"):
         match = _PERCENT.match(text)
         percent = float(match[1]) if match else -1.0
         if not 0 < percent <= 100:
-            raise ValueError(f"{value!r} is not a percentage in (0, 100]")
+            raise ValueError(f"{quoted(value)} is not a percentage in (0, 100]")
         return MemLimit(fraction=percent / 100, spelled=f"{percent:g}%")
     return mem_limit_bytes(parse_size(value))
 

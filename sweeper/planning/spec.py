@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from sweeper.planning import knobs
-from sweeper.planning.dtypes import canonical_dtype
+from sweeper.planning.dtypes import canonical_dtype, gloo_refuses
 from sweeper.planning.fields import (
     SIZE_SCHEMA,
     CommaList,
@@ -31,6 +31,7 @@ from sweeper.planning.fields import (
     key_values,
     or_key_values,
 )
+from sweeper.planning.inputs import quoted
 from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import WORLD
 from sweeper.planning.sections import (
@@ -59,7 +60,7 @@ def _one_of(value: tuple[str, ...], known: tuple[str, ...], what: str) -> tuple[
     """The names lower-cased and each once, in order; the first unknown one is named."""
     unknown = [name for name in value if name.lower() not in known]
     if unknown:
-        raise ValueError(f"unknown {what} {unknown[0]!r}; known: {', '.join(known)}")
+        raise ValueError(f"unknown {what} {quoted(unknown[0])}; known: {', '.join(known)}")
     return tuple(dict.fromkeys(name.lower() for name in value))
 
 
@@ -96,6 +97,7 @@ class SweepSpec(BaseModel):
         le=86_400,
         allow_inf_nan=False,
         description="Seconds to reach the Ray cluster at --address before giving up.",
+        strict=True,
     )
     backend: BackendAsked = Field(
         "auto", description="auto: NCCL when the cluster has GPUs, else gloo on CPU ranks."
@@ -105,15 +107,21 @@ class SweepSpec(BaseModel):
         ge=1,
         le=INT32_MAX,
         description="Total ranks (nodes x ranks per node); default all GPUs, or 2.",
+        strict=True,
     )
     nodes: int = Field(
-        1, ge=1, le=INT32_MAX, description="Nodes to run on (nodes with GPUs, for NCCL)."
+        1,
+        ge=1,
+        le=INT32_MAX,
+        description="Nodes to run on (nodes with GPUs, for NCCL).",
+        strict=True,
     )
     gpus_per_node: int | None = Field(
         None,
         ge=1,
         le=INT32_MAX,
         description="Ranks per node: GPUs (default all) or gloo CPU ranks (2).",
+        strict=True,
     )
     tiers: CommaList = Field(
         (WORLD,),
@@ -144,19 +152,25 @@ class SweepSpec(BaseModel):
         description="Cap on each rank's memory, bytes (8G) or percent (50%); CPU ranks: 64M.",
     )
     step_factor: float = Field(
-        2.0, gt=1, allow_inf_nan=False, description="Multiply the size by this at each step."
+        2.0,
+        gt=1,
+        allow_inf_nan=False,
+        description="Multiply the size by this at each step.",
+        strict=True,
     )
     iters: int | None = Field(
         None,
         ge=1,
         le=ITERS_LIMIT,
         description="Timed iterations; default adaptive (a block of a few ms).",
+        strict=True,
     )
     warmup: int | None = Field(
         None,
         ge=0,
         le=ITERS_LIMIT,
         description="Warm-up iterations; default adaptive (as long as the block).",
+        strict=True,
     )
     launch: CommaList = Field(
         (),
@@ -181,6 +195,7 @@ class SweepSpec(BaseModel):
         ge=1,
         le=1000,
         description="Timed blocks per point; the row's time is the median block's.",
+        strict=True,
     )
     check: bool = Field(True, description="Check every point's result on a separate iteration.")
     samples: bool = Field(
@@ -192,8 +207,11 @@ class SweepSpec(BaseModel):
         le=86_400,  # a point that runs for a day has hung
         allow_inf_nan=False,
         description="Seconds one point may take before it fails.",
+        strict=True,
     )
-    seed: int = Field(0, ge=0, le=INT64_MAX, description="Seed of the deterministic input data.")
+    seed: int = Field(
+        0, ge=0, le=INT64_MAX, description="Seed of the deterministic input data.", strict=True
+    )
     output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
     moe: Annotated[MoeSpec, BeforeValidator(key_values)] = Field(
         MoeSpec(),
@@ -239,6 +257,14 @@ class SweepSpec(BaseModel):
             return "auto"
         return parse_size(value)
 
+    @field_validator("output", "reports_dir", mode="before")
+    @classmethod
+    def _directory(cls, value: object) -> object:
+        # Path("") is the current directory: an empty name is a mistake, not a choice of it
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("an empty path; name a directory")
+        return value
+
     @field_validator("dtypes")
     @classmethod
     def _dtypes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -253,7 +279,7 @@ class SweepSpec(BaseModel):
             return requestable
         unknown = [tier for tier in value if tier not in known]
         if unknown:
-            raise ValueError(f"unknown tier {unknown[0]!r}; known: {', '.join(known)}, all")
+            raise ValueError(f"unknown tier {quoted(unknown[0])}; known: {', '.join(known)}, all")
         return tuple(dict.fromkeys(value))
 
     @model_validator(mode="after")
@@ -292,7 +318,7 @@ class SweepSpec(BaseModel):
     def _cluster_name(cls, value: str | None) -> str | None:
         # recorded on every row, shown in reports and in Prometheus labels: one printable line
         if value is not None and not value.isprintable():
-            raise ValueError(f"{value!r} holds a control character; a name is one line")
+            raise ValueError(f"{quoted(value)} holds a control character; a name is one line")
         return value
 
     @field_validator("nccl_env")
@@ -305,11 +331,16 @@ class SweepSpec(BaseModel):
                 raise ValueError(f"{name}: no value given")
             # NCCL reads its variables as one line each
             if unprintable := next((v for v in values if not v.isprintable()), None):
-                raise ValueError(f"{name}: {unprintable!r} holds a control character")
+                raise ValueError(f"{name}: {quoted(unprintable)} holds a control character")
             if twice := seen & set(knobs.names(name)):
                 raise ValueError(f"{', '.join(sorted(twice))} given twice: tie or list it once")
             seen.update(knobs.names(name))
         return {name: tuple(dict.fromkeys(values)) for name, values in value.items()}
+
+    @model_validator(mode="after")
+    def _nccl_grid(self) -> SweepSpec:
+        knobs.check_size(self.nccl_variables())  # before any combination is made
+        return self
 
     def nccl_variables(self) -> dict[str, tuple[str, ...]]:
         """The swept NCCL variables: --nccl-env, and --nccl-algos as NCCL_ALGO values."""
@@ -331,8 +362,9 @@ class SweepSpec(BaseModel):
 
     @model_validator(mode="after")
     def _graphneeds_cuda(self) -> SweepSpec:
-        if self.backend == Backend.GLOO.value:
+        if self.backend == Backend.GLOO.value:  # asked for: refused before Ray starts
             refused = needs_cuda(self.launch, self.engine, self.register_buffers)
+            refused = refused or gloo_refuses(self.dtypes)
             if refused is not None:
                 raise ValueError(refused)
         return self

@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import isqrt
 
+from sweeper.errors import BadInput
 from sweeper.planning.estimate import CostModel
+from sweeper.planning.spec import check_ranks
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
 from sweeper.scan.judge import Subject, Verdict, judge
-from sweeper.scan.policy import Policy, Strategy
+from sweeper.scan.policy import Policy, Strategy, blocks
 from sweeper.scan.thresholds import Finding, Thresholds, findings
 from sweeper.wire import Name
 
@@ -446,6 +448,41 @@ def score(verdicts: Sequence[Verdict], planted: Sequence[Planted]) -> Score:
     )
 
 
+# The largest simulated fleet: 8x the 1024 nodes a scan plans for (8192 nodes of 8 GPUs
+# simulate in 3 s with 3 faults); and the most faults planted at once (each is bisected:
+# 16 in 1024 nodes simulate in 2 s, in 4096 in 10 s).
+MAX_NODES = 8192
+MAX_FAULTS = 16
+# Each fault takes nodes of its own, a slow link two of different blocks of ~sqrt(N) nodes:
+# at one fault a block, a fleet of 16 nodes or more always has them free (a smaller one may
+# not, whatever else is planted first).
+LINK_NODES = 16
+
+
+def check(nodes: int, gpus_per_node: int, faults: Sequence[Fault]) -> None:
+    """BadInput where the simulation cannot be what was asked, before anything is built: a
+    fleet past MAX_NODES or the ranks sweeper plans, more faults than MAX_FAULTS, or more
+    than one a screen block (each is planted on nodes of its own, apart from the others')."""
+    if not 1 <= nodes <= MAX_NODES:
+        raise BadInput(f"--nodes {nodes}: the simulation holds 1 to {MAX_NODES} nodes")
+    if gpus_per_node < 1:
+        raise BadInput(f"--gpus-per-node {gpus_per_node}: at least one")
+    try:
+        check_ranks(nodes, gpus_per_node, "--gpus-per-node")
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    room = min(MAX_FAULTS, len(blocks([str(i) for i in range(nodes)])))
+    if len(faults) > room:
+        raise BadInput(
+            f"--faults: {len(faults)} faults; {nodes} nodes hold at most {room} (one a screen "
+            f"block of about sqrt(N) nodes, at most {MAX_FAULTS})"
+        )
+    if Fault.SLOW_LINK in faults and nodes < LINK_NODES:
+        raise BadInput(
+            f"--faults: a slow link needs a fleet of {LINK_NODES} nodes or more, not {nodes}"
+        )
+
+
 def simulate(
     *,
     nodes: int,
@@ -459,6 +496,7 @@ def simulate(
     shift: float = 1.0,
 ) -> Simulation:
     """A scan of a simulated fleet; `shift` scales every figure (a fleet off as a whole)."""
+    check(nodes, gpus_per_node, faults)
     fleet = fleet_of(nodes, gpus_per_node, gpu_model)
     return run(
         fleet,
