@@ -133,7 +133,7 @@ def document(scanned: Scanned) -> dict[str, Any]:
                 "threshold_gb_per_s": f.threshold_gb_per_s,
                 "source": f.source,
                 "below": f.below,
-                "groups": f.groups,
+                "nodes": f.nodes,
                 "evidence": f.evidence,
             }
             for f in scanned.findings
@@ -291,8 +291,11 @@ SCHEMA: dict[str, Any] = {
                             "type": "string",
                             "description": "where the threshold came from",
                         },
-                        "below": {**_COUNT, "description": "groups under the threshold"},
-                        "groups": {**_COUNT, "description": "groups that measure every node"},
+                        "below": {
+                            **_COUNT,
+                            "description": "nodes under it in every group of theirs",
+                        },
+                        "nodes": {**_COUNT, "description": "nodes those groups measured"},
                         "evidence": {"type": "string"},
                     },
                 ),

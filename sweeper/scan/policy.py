@@ -522,20 +522,24 @@ class _Adaptive:
         link's ends beside one each, and the pair again; then each pad a probe failed beside,
         beside two others."""
         e = self.explained()
-        suspects = [n for n in e.culprits if n not in self.gone]
+        # a culprit that only brought nothing back left the scan: nothing to confirm
+        there = [
+            n
+            for n, idx in e.culprits.items()
+            if any(e.tests[i].failure is not Failure.MISSING for i in idx)
+        ]
+        suspects = [n for n in there if n not in self.gone]
         suspects += [
             n for n in dict.fromkeys(unresolved) if n not in suspects and n not in self.gone
         ]
         links = [link for link in dict.fromkeys(links) if not set(link) & set(suspects)]
-        busy = set(suspects) | {n for link in links for n in link}
-        good = self.good(e, busy)
+        under = set(suspects) | {n for link in links for n in link}
+        good = self.good(e, under)
         tests: list[Test] = []
         for node in suspects:
-            tests += [((node,), self.pads(good, 1, busy)) for _ in range(CONFIRMS)]
+            tests += self.beside(node, CONFIRMS, good, under)
         for a, b in links:
-            tests += [((a,), self.pads(good, 1, busy)), ((b,), self.pads(good, 1, busy))]
-        # a node beside no partner is no internode test: there were no known-good nodes left
-        tests = [(nodes, pads) for nodes, pads in tests if pads]
+            tests += self.beside(a, 1, good, under) + self.beside(b, 1, good, under)
         tests += [((a, b), ()) for a, b in links]
         doubted: list[str] = []
         for batch in _pack(tests):
@@ -545,15 +549,19 @@ class _Adaptive:
                 if not j.passed:
                     doubted += group.partners
         self.doubted.update(doubted)
-        retests: list[Test] = []
-        busy = set(doubted)
-        good = self.good(self.explained(), busy)
-        for pad in dict.fromkeys(doubted):
-            retests += [((pad,), self.pads(good, 1, busy)) for _ in range(2)]
-        for batch in _pack([(nodes, pads) for nodes, pads in retests if pads]):
+        good = self.good(self.explained(), set(doubted))
+        retests = [t for pad in dict.fromkeys(doubted) for t in self.beside(pad, 2, good, under)]
+        for batch in _pack(retests):
             wave = self.wave(Stage.CONFIRM, batch)
             yield wave
             self.answered(wave)
+
+    def beside(self, node: str, count: int, good: list[str], under: set[str]) -> list[Test]:
+        """`count` tests of `node`, each beside another known-good partner (fewer where too
+        few are known: a node beside no partner is no internode test). A partner may serve
+        other nodes' tests; the waves keep each test's nodes apart."""
+        taken = under | {node}
+        return [((node,), pads) for _ in range(count) if (pads := self.pads(good, 1, taken))]
 
 
 def _pack(tests: list[Test]) -> list[list[Test]]:

@@ -46,8 +46,8 @@ class Thresholds:
     # all_reduce's busbw across nodes is bound by the NICs whatever the group's size; an
     # assumption where no shape of its own was measured often enough)
     min_samples: int = 8
-    # an absolute threshold missed by this share of the groups that measure every node (or by
-    # the fleet's median) is a fleet finding, not a verdict on each of them
+    # an absolute threshold missed by this share of the nodes, in every group of theirs that
+    # measures every node (or by the fleet's median), is a fleet finding, not a verdict on each
     fleet_share: float = 0.25
 
 
@@ -78,8 +78,8 @@ class Finding:
     figure_gb_per_s: float  # the fleet's median
     threshold_gb_per_s: float | None
     source: str
-    below: int  # groups of the stages that measure every node under the threshold
-    groups: int
+    below: int  # nodes under the threshold in every group of theirs that measures every node
+    nodes: int  # nodes such groups measured
     evidence: str
 
 
@@ -168,7 +168,7 @@ class _Population:
 def findings(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> list[Finding]:
     """The fleet findings: for the gate and for the groups across nodes, an absolute threshold
     (a flag, or a share of the reference) that the fleet's median misses, or that at least
-    `fleet_share` of the groups measuring every node miss while the fleet agrees with itself.
+    `fleet_share` of the nodes miss in every group of theirs that measures every node.
     Such a threshold decides no group: the fleet is off as a whole (the driver, NCCL, the
     fabric's configuration) or the threshold is wrong, and the finding says so."""
     return [
@@ -185,11 +185,14 @@ def _judging(
     unbiased = [o for o in outcomes if o.group.stage in UNBIASED and not o.group.gpus]
     by_shape: dict[tuple[bool, str, int], list[float]] = defaultdict(list)
     by_kind: dict[tuple[bool, str], list[float]] = defaultdict(list)
+    best: dict[tuple[bool, str, int], dict[str, float]] = defaultdict(dict)  # each node's
     for o in unbiased or outcomes:
         if o.result is Result.OK and (value := rate(fleet, o)) is not None:
             key = _key(fleet, o)
             by_shape[key].append(value)
             by_kind[key[:2]].append(value)
+            for n in o.group.nodes:
+                best[key][n] = max(best[key].get(n, value), value)
     shapes = {k: Robust.of(v) for k, v in by_shape.items() if len(v) >= thresholds.min_samples}
     kinds = {k: Robust.of(v) for k, v in by_kind.items()}
     out: dict[tuple[bool, str, int], _Population] = {}
@@ -201,11 +204,14 @@ def _judging(
         floor = _floor(fleet, o, o.group.ranks(fleet), thresholds)
         peers = by_shape.get(key, []) if unbiased else []
         finding = _unheld(key, o, fleet, peers) if floor is None and peers else None
-        if floor is not None:
-            below = sum(v < floor[0] for v in peers)
+        if floor is not None and peers:
+            # nodes whose every group misses it: one slow node does, a fleet off as a whole
+            # all of them (its groups are no measure: each holds many nodes)
+            nodes = best[key]
+            below = sum(v < floor[0] for v in nodes.values())
             off = robust is not None and robust.median < floor[0]
-            if peers and (off or below >= thresholds.fleet_share * len(peers)):
-                finding = _finding(key, o, floor, below, peers)
+            if off or below >= thresholds.fleet_share * len(nodes):
+                finding = _finding(key, o, floor, below, len(nodes), peers)
                 floor = None
         out[key] = _Population(robust=robust, floor=floor, finding=finding)
     return out
@@ -216,6 +222,7 @@ def _finding(
     o: Outcome,
     floor: tuple[float, str],
     below: int,
+    nodes: int,
     peers: Sequence[float],
 ) -> Finding:
     mid = median(peers)
@@ -226,10 +233,11 @@ def _finding(
         threshold_gb_per_s=floor[0],
         source=floor[1],
         below=below,
-        groups=len(peers),
+        nodes=nodes,
         evidence=(
-            f"the fleet: {below} of {len(peers)} groups' {_what(key, o)} below "
-            f"{figure(floor[0])} GB/s ({floor[1]}), the fleet's median {figure(mid)} GB/s, "
+            f"the fleet: {below} of {nodes} nodes below {figure(floor[0])} GB/s in every "
+            f"{_what(key, o)} they took part in ({floor[1]}), the median of its "
+            f"{len(peers)} groups {figure(mid)} GB/s, "
             f"{1 - mid / floor[0]:.0%} below it: a fleet-wide cause (the driver, NCCL, the "
             "fabric's configuration) or a wrong threshold; no node is condemned on it alone"
         ),
@@ -253,7 +261,7 @@ def _unheld(
         threshold_gb_per_s=None,
         source="",
         below=0,
-        groups=len(peers),
+        nodes=0,
         evidence=(
             f"the fleet: no reference figure for {model}'s {_what(key, o)}{at} and no flag: "
             f"its {len(peers)} groups (median {figure(mid)} GB/s) are judged against each "

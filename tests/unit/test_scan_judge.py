@@ -209,7 +209,7 @@ def test_an_absolute_floor_the_whole_fleet_misses_is_a_fleet_finding_and_condemn
     assert finding.off
     assert finding.threshold_gb_per_s == expected
     assert source in finding.source
-    assert (finding.below, finding.groups) == (8, 8)
+    assert (finding.below, finding.nodes) == (16, 16)
     assert "no node is condemned on it alone" in finding.evidence
     assert not [v for v in judge(fleet, gates(fleet) + outcomes, thresholds) if v.condemned]
 

@@ -273,3 +273,26 @@ def test_replaying_the_rows_so_far_gives_the_wave_the_running_policy_gave() -> N
 def test_a_strategy_that_does_not_parse_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match=r"strateg|is not a valid"):
         Strategy.parse(text)
+
+
+def test_on_seven_nodes_with_one_gone_the_slow_node_is_confirmed_and_the_gone_one_is_not() -> None:
+    """A node that leaves after its gate brings nothing back: there is nothing to confirm of
+    it, and the few known-good nodes of a small fleet partner the slow node instead."""
+    fleet = fleet_of(7, 1)
+    oracle = Oracle((Planted(fault=Fault.SLOW_NODE, nodes=("n0002",)),), Costs(), 0)
+    policy = Policy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
+    waves: list[Wave] = []
+    wave = policy.next()
+    while wave is not None:
+        waves.append(wave)
+        got = [
+            Outcome(group=g, result=Result.MISSING, reason="it left")
+            if g.stage is not Stage.GATE and "n0006" in g.nodes
+            else oracle.measure(fleet, g)
+            for g in wave.groups
+        ]
+        wave = policy.next(got)
+    confirm = [g for w in waves if w.stage is Stage.CONFIRM for g in w.groups]
+    assert not [g for g in confirm if g.tested == ("n0006",)]
+    partners = {p for g in confirm if g.tested == ("n0002",) for p in g.partners}
+    assert len(partners) >= 2

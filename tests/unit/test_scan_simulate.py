@@ -215,7 +215,7 @@ def test_a_fleet_off_as_a_whole_condemns_no_node_and_is_a_finding() -> None:
     assert above.score.condemned == 0
     (finding,) = [f for f in above.findings if f.off]
     assert finding.source == "the flag's 60 GB/s for internode"
-    assert (finding.below, finding.groups) == (127, 127)
+    assert (finding.below, finding.nodes) == (64, 64)
 
 
 def test_a_fleet_with_no_reference_says_a_shift_could_not_show() -> None:
