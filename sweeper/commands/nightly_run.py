@@ -58,7 +58,7 @@ from sweeper.analysis.regression import (
     run_metrics,
     scan_metrics,
 )
-from sweeper.commands.scan import NoLines, WaveLines, parse_strategy, thresholds
+from sweeper.commands.scan import settings
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
 from sweeper.planning.sizes import format_size
@@ -320,19 +320,8 @@ def run(
 
 def scan_settings(section: ScanSection) -> ScanSettings:
     """The scan's settings that a profile's `scan:` section gives; a strategy that is none is
-    BadInput (before Ray starts)."""
-    from sweeper.driver.scan import ScanSettings  # Ray (not started)
-
-    chosen = parse_strategy(section.strategy, section.seed, "scan.strategy")
-    floors = [f"{tier}={gb_per_s}" for tier, gb_per_s in section.min_busbw_gb_per_s.items()]
-    return ScanSettings(
-        strategy=chosen,
-        thresholds=thresholds(floors, section.sigmas, section.min_ratio),  # as sweeper scan's
-        op=section.op,
-        nodes=section.nodes,
-        domain_label=section.domain_label,
-        sizes=section.sizes,
-    )
+    BadInput naming the key (before Ray starts)."""
+    return settings(section, "scan.strategy")
 
 
 def scan_night(
@@ -341,15 +330,13 @@ def scan_night(
     """Scan the fleet (run_kind `nightly`), each wave a line as it starts (none for JSON),
     judge the judged figures against the earlier nightly scans, and write the report and
     the summary with the scan's condemned verdicts."""
-    from sweeper.driver.console import JsonConsole  # the driver: Ray
     from sweeper.driver.scan import scan_fleet  # Ray: a real cluster's scan
     from sweeper.scan.document import document
 
     outputs = spec.outputs
     if outputs.report:
         require()  # the report's extra, before Ray starts
-    lines = NoLines() if isinstance(observer, JsonConsole) else WaveLines()
-    scanned = scan_fleet(spec, scan_settings(section), lines, run_kind="nightly")
+    scanned = scan_fleet(spec, scan_settings(section), observer, run_kind="nightly")
     kept = ScanVerdicts(
         path=scans.path(outputs.results, scanned.run_id), document=document(scanned)
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import BaseModel
 from rich.markup import escape
 
 from sweeper.planning.spec import SweepSpec
@@ -26,13 +27,14 @@ class Format(str, Enum):
     json = "json"
 
 
-def _help(field: str) -> str:
-    info = SweepSpec.model_fields[field]
+def _help(field: str, model: type[BaseModel] = SweepSpec, more: str = "") -> str:
+    info = model.model_fields[field]
     default = info.default
     if isinstance(default, (tuple, list)):
         default = ",".join(map(str, default))
     shown = "" if default in (None, {}, "") else f" [default: {default}]"
-    return escape(f"{info.description}{shown}")  # help is rich markup: brackets are literal
+    # help is rich markup: brackets are literal
+    return escape(f"{info.description}{more}{shown}")
 
 
 # The help panels `--help` groups options into, by what a user is deciding
@@ -46,8 +48,18 @@ EXPERIMENTS = "Experiments"
 
 def _opt(field: str, panel: str, metavar: str, *flags: str) -> Any:
     """An option's one declaration; a flag's metavar is "" (it takes no value)."""
+    return option(SweepSpec, field, panel, metavar, *flags)
+
+
+def option(
+    model: type[BaseModel], field: str, panel: str, metavar: str, *flags: str, more: str = ""
+) -> Any:
+    """The option of a model's field (a sweep's, a scan's): its help the field's description
+    (then `more`) and default, not given (None) unless the user gives it, so that the model
+    owns every default and every rule."""
+    help_ = _help(field, model, more)
     return typer.Option(
-        *flags, metavar=metavar, help=_help(field), show_default=False, rich_help_panel=panel
+        *flags, metavar=metavar, help=help_, show_default=False, rich_help_panel=panel
     )
 
 

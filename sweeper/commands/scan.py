@@ -1,8 +1,8 @@
 """`sweeper scan`: a verdict for every node, GPU and link of a fleet, from a real scan
-(`driver.scan`) or a simulated one (`scan.simulate`, the same policy and judge). The options
-are read here into the scan's settings, bad input before Ray starts; the verdicts come out
-as a table or as the
-scan's summary document.
+(`driver.scan`, inside the sweep's run) or a simulated one (`scan.simulate`, the same policy
+and judge). The scan's own options are its settings' fields (`planning.profile.ScanSection`,
+also a profile's `scan:` section), read here into the scan's settings, bad input before Ray
+starts; the verdicts come out as a table or as the scan's summary document.
 """
 
 from __future__ import annotations
@@ -12,11 +12,14 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, replace
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
-from sweeper.commands.common import EXIT_REGRESSION, examples, fail
+from sweeper.commands.common import EXIT_REGRESSION, examples, fail, stoppable, sweep_console
 from sweeper.commands.options import (
     EXPERIMENTS,
     MEASURE,
@@ -24,110 +27,89 @@ from sweeper.commands.options import (
     WHERE,
     Format,
     OutputFormat,
+    option,
     sweep_options,
 )
 from sweeper.errors import BadInput, SweeperError
-from sweeper.planning.profile import SCAN_OPTIONS, build_spec
+from sweeper.planning.profile import SCAN_OPTIONS, ScanSection, build_spec, describe
 from sweeper.planning.sizes import parse_size
 from sweeper.planning.spec import SweepSpec
-from sweeper.scan.document import Scanned, document
-from sweeper.scan.fleet import Wave
 from sweeper.scan.judge import Subject, Verdict, named
-from sweeper.scan.policy import Strategy
+from sweeper.scan.policy import Scheme, Strategy
 from sweeper.scan.simulate import MAX_FAULTS, Fault, Simulation, cycle
 from sweeper.scan.simulate import simulate as simulated
 from sweeper.scan.thresholds import Thresholds
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:
-    from sweeper.driver.scan import ScanSettings
+    from sweeper.driver.console import HumanConsole, JsonConsole
+    from sweeper.driver.scan import Resumed, ScanSettings
+    from sweeper.scan.document import Scanned
 
 # the sweep's options a scan takes, by their names here (--plugin, and --output's old name)
 SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} | {"old_output"}
-
+# what may change between a scan and its resumption: where it is, not what it measures
+RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
 
 # what a scan's verdicts are judged against
 VERDICTS = "Verdicts"
+# the strategies, as `--strategy` takes them: the policy's own table
+STRATEGIES = ", ".join(f"{s}:K" if s is Scheme.RANDOM else str(s) for s in Scheme)
+SIMULATED_NODES = 64
+SIMULATED_GPUS = 8
 SIMULATED_OP = "all_reduce"  # the operation whose traffic the simulation's oracle models
+
+
+def _scan(field: str, panel: str, metavar: str, *flags: str, more: str = "") -> Any:
+    """A scan option: its help is its ScanSection field's, and the model owns its default."""
+    return option(ScanSection, field, panel, metavar, *flags, more=more)
+
+
+# The scan's options, one a ScanSection field (the model validates them; None: not given).
+# --sizes and --min-busbw are text here (8,1G; TIER=GB/s, repeatable) that `section` reads.
+Nodes = Annotated[str | None, _scan("nodes", WHERE, "N|NODES")]
+StrategyOption = Annotated[
+    str | None, _scan("strategy", MEASURE, "STRATEGY", more=f" One of {STRATEGIES}.")
+]
+DomainLabel = Annotated[str | None, _scan("domain_label", WHERE, "LABEL")]
+Sizes = Annotated[str | None, _scan("sizes", MEASURE, "SIZES")]
+MinBusbw = Annotated[
+    list[str] | None,
+    _scan("min_busbw_gb_per_s", VERDICTS, "TIER=GB/S", "--min-busbw", more=" Repeatable."),
+]
+Sigmas = Annotated[float | None, _scan("sigmas", VERDICTS, "SIGMAS")]
+MinRatio = Annotated[float | None, _scan("min_ratio", VERDICTS, "RATIO")]
+Op = Annotated[str | None, _scan("op", MEASURE, "OP")]
+Seed = Annotated[int | None, _scan("seed", EXPERIMENTS, "N")]
 
 
 EXAMPLES = examples(
     "sweeper scan",
     "sweeper scan --nodes 64 --domain-label rack",
+    "sweeper scan --nodes gpu-17,gpu-40 --results /data/results",
     "sweeper scan --strategy random:5 --seed 7 --format json",
+    "sweeper scan --resume 20261122T013412Z-33627a --results /data/results",
     "sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3",
 )
 
 
 @sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
 def scan(
-    nodes: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N", rich_help_panel=WHERE, min=1, help="Nodes to scan; default every node."
-        ),
-    ] = None,
-    strategy: Annotated[
-        str,
-        typer.Option(
-            metavar="STRATEGY",
-            rich_help_panel=MEASURE,
-            help="adaptive, ring, bisect, random:K or all.",
-        ),
-    ] = "adaptive",
-    domain_label: Annotated[
-        str | None,
-        typer.Option(
-            metavar="LABEL",
-            rich_help_panel=WHERE,
-            help="A Ray node label (rack, an NVLink domain): the screen's groups.",
-        ),
-    ] = None,
-    sizes: Annotated[
-        str | None,
-        typer.Option(
-            metavar="SIZES",
-            rich_help_panel=MEASURE,
-            help="The latency and bandwidth sizes, e.g. 8,1G \\[default: 8 and 1G, "
-            "or the largest below it that fits; 1M on CPU ranks].",
-        ),
-    ] = None,
-    min_busbw: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="TIER=GB/S",
-            rich_help_panel=VERDICTS,
-            help="An absolute floor, TIER=GB/s (internode=40); repeatable.",
-        ),
-    ] = None,
-    sigmas: Annotated[
-        float | None,
-        typer.Option(
-            metavar="SIGMAS",
-            rich_help_panel=VERDICTS,
-            min=0,
-            help="Robust sigmas below the fleet's median.",
-        ),
-    ] = None,
-    min_ratio: Annotated[
-        float | None,
-        typer.Option(
-            metavar="RATIO",
-            rich_help_panel=VERDICTS,
-            min=0,
-            max=1,
-            help="Share of the fleet's median.",
-        ),
-    ] = None,
-    op: Annotated[
-        str, typer.Option(metavar="OP", rich_help_panel=MEASURE, help="The judged operation.")
-    ] = "all_reduce",
+    nodes: Nodes = None,
+    strategy: StrategyOption = None,
+    domain_label: DomainLabel = None,
+    sizes: Sizes = None,
+    min_busbw: MinBusbw = None,
+    sigmas: Sigmas = None,
+    min_ratio: MinRatio = None,
+    op: Op = None,
     simulate: Annotated[
         bool,
         typer.Option(
             metavar="",
             rich_help_panel=EXPERIMENTS,
-            help="A simulated fleet with planted faults; no cluster.",
+            help="A simulated fleet with planted faults; no cluster. With --results, its "
+            "verdicts are kept there as a scan's summary.",
         ),
     ] = False,
     faults: Annotated[
@@ -138,57 +120,78 @@ def scan(
             help="--simulate: how many faults, or their names (slow-node,...).",
         ),
     ] = "3",
-    seed: Annotated[
-        int,
+    seed: Seed = None,
+    resume: Annotated[
+        str | None,
         typer.Option(
-            metavar="N",
-            rich_help_panel=EXPERIMENTS,
-            help="Random matchings' and the simulation's seed.",
+            metavar="RUN_ID",
+            help="Go on with a stopped scan (its id) under --results, with the settings it "
+            "was started with: the same waves, and the same verdicts.",
         ),
-    ] = 0,
+    ] = None,
     format: OutputFormat = Format.human,
     **options: Any,
 ) -> None:
     """A verdict for every node, GPU and link: healthy, slow, failed, unreachable or
-    unconfirmed, each with its evidence; exit 1 when something is condemned."""
+    unconfirmed, each with its evidence (and a condemned one with the command that re-tests
+    it); exit 1 when something is condemned."""
+    options["plugins"] = options.pop("plugin")
     try:
-        chosen = parse_strategy(strategy, seed)
-        limits = thresholds(min_busbw or [], sigmas, min_ratio)
-        if simulate:
-            if parse_sizes(sizes) is not None or op != SIMULATED_OP:  # what its oracle models
-                raise BadInput(
-                    f"--simulate times {SIMULATED_OP} at 8 bytes and 1G: drop --op, --sizes"
-                )
-            sim = simulated(
-                nodes=nodes or 64,
-                gpus_per_node=options["gpus_per_node"] or 8,
-                faults=parse_faults(faults),
-                strategy=chosen,
-                seed=seed,
-                thresholds=limits,
-            )
-            if format is Format.json:
-                print(json.dumps(simulation_record(sim), indent=1, default=str))
-            else:
-                print_simulation(sim)
-            return
-        from sweeper.driver.scan import ScanSettings  # Ray (not started): the options are good
-
-        settings = ScanSettings(
-            strategy=chosen,
-            thresholds=limits,
-            op=op,
-            nodes=nodes,
-            domain_label=domain_label,
-            sizes=parse_sizes(sizes),
-        )
-        options["plugins"] = options.pop("plugin")
-        spec = build_spec(**options)
-        scanned = run(spec, settings, format is Format.json)
+        asked = {
+            "nodes": nodes,
+            "strategy": strategy,
+            "domain_label": domain_label,
+            "sizes": parse_sizes(sizes),
+            "min_busbw_gb_per_s": floors(min_busbw or []) or None,
+            "sigmas": sigmas,
+            "min_ratio": min_ratio,
+            "op": op,
+            "seed": seed,
+        }
+        if resume is not None:
+            given = {"simulate": simulate or None, **asked, **options}
+            spec, chosen, resumed = _resumed(resume, given)
+        else:
+            chosen, resumed = settings(section(asked)), None
+            if simulate:
+                _simulate(chosen, parse_faults(faults), options, format)  # exits
+            spec = build_spec(**options)
+        observer = sweep_console(format)
+        with stoppable(observer):
+            scanned = run(spec, chosen, observer, format is Format.json, resumed)
     except SweeperError as exc:
         raise fail(exc) from None
     if any(v.condemned for v in scanned.verdicts):
         raise typer.Exit(EXIT_REGRESSION)
+
+
+def section(asked: dict[str, Any]) -> ScanSection:
+    """The scan's settings as given (None: not given, the model's default); a value the model
+    refuses is BadInput naming its option."""
+    try:
+        return ScanSection(**{k: v for k, v in asked.items() if v is not None})
+    except ValidationError as exc:
+        raise BadInput(describe(exc)) from None
+
+
+def settings(made: ScanSection, given_as: str | None = None) -> ScanSettings:
+    """The scan's settings from its section; a strategy that is none is BadInput naming
+    where it was given (`given_as`: scan.strategy in a profile; else --strategy)."""
+    from sweeper.driver.scan import ScanSettings  # Ray (not started): the options are good
+
+    limits = Thresholds(min_busbw_gb_per_s=dict(made.min_busbw_gb_per_s))
+    if made.sigmas is not None:
+        limits = replace(limits, sigmas=made.sigmas)
+    if made.min_ratio is not None:
+        limits = replace(limits, min_ratio=made.min_ratio)
+    return ScanSettings(
+        strategy=parse_strategy(made.strategy, made.seed, given_as),
+        thresholds=limits,
+        op=made.op,
+        nodes=made.nodes,
+        domain_label=made.domain_label,
+        sizes=made.sizes,
+    )
 
 
 def parse_strategy(text: str, seed: int, given_as: str | None = None) -> Strategy:
@@ -196,9 +199,8 @@ def parse_strategy(text: str, seed: int, given_as: str | None = None) -> Strateg
     try:
         return Strategy.parse(text, seed=seed)
     except ValueError as exc:
-        known = "adaptive, ring, bisect, random:K, all"
         where = given_as or f"--strategy {text}"
-        raise BadInput(f"{where}: {exc}".rstrip(), hint=f"one of {known}") from None
+        raise BadInput(f"{where}: {exc}".rstrip(), hint=f"one of {STRATEGIES}") from None
 
 
 def parse_sizes(text: str | None) -> tuple[int, int] | None:
@@ -215,16 +217,13 @@ def parse_sizes(text: str | None) -> tuple[int, int] | None:
     return found[0], found[1]
 
 
-def thresholds(
-    min_busbw: Sequence[str], sigmas: float | None, min_ratio: float | None
-) -> Thresholds:
-    """`--min-busbw internode=40` (GB/s, per tier; a bare figure is the internode tier's) and
-    the relative limits."""
-    floors: dict[Tier, float] = {}
+def floors(min_busbw: Sequence[str]) -> dict[Tier, float]:
+    """`--min-busbw internode=40` (GB/s, per tier; a bare figure is the internode tier's)."""
+    out: dict[Tier, float] = {}
     for given in min_busbw:
         tier, _, figure = given.rpartition("=")
         try:
-            floor = floors[Tier(tier or Tier.INTERNODE)] = float(figure)
+            floor = out[Tier(tier or Tier.INTERNODE)] = float(figure)
         except ValueError:
             raise BadInput(
                 f"--min-busbw {given}: TIER=GB/s, such as internode=40 (tiers: "
@@ -232,12 +231,7 @@ def thresholds(
             ) from None
         if not (math.isfinite(floor) and floor > 0):
             raise BadInput(f"--min-busbw {given}: a floor is a finite figure above 0 GB/s")
-    limits = Thresholds(min_busbw_gb_per_s=floors)
-    if sigmas is not None:
-        limits = replace(limits, sigmas=sigmas)
-    if min_ratio is not None:
-        limits = replace(limits, min_ratio=min_ratio)
-    return limits
+    return out
 
 
 def parse_faults(text: str) -> tuple[Fault, ...]:
@@ -255,31 +249,84 @@ def parse_faults(text: str) -> tuple[Fault, ...]:
         ) from None
 
 
-class WaveLines:
-    """Each wave as it starts, one line (the table's observer)."""
+def _resumed(run_id: str, given: dict[str, Any]) -> tuple[SweepSpec, ScanSettings, Resumed]:
+    """The spec and settings a scan was started with, where it is now, and where it stopped."""
+    from sweeper.driver.scan import resumable  # Ray (not started): the options are good
 
-    def wave(self, wave: Wave) -> None:
-        largest = max(len(g.nodes) for g in wave.groups)
-        print(
-            f"wave {wave.index:>3} {wave.stage:<12} {len(wave.groups):>5} groups of up to "
-            f"{largest} nodes",
-            flush=True,
-        )
-
-
-class NoLines:
-    def wave(self, wave: Wave) -> None:
-        pass
+    extra = sorted(k for k, v in given.items() if v is not None and k not in RESUME_MAY_SET)
+    if extra:
+        flags = ", ".join("--" + k.replace("_", "-") for k in extra)
+        raise BadInput(f"--resume runs with the scan's own settings; drop {flags}")
+    output = given["output"] or SweepSpec.model_fields["output"].default
+    options, plain, resumed = resumable(output, run_id)
+    where = {k: v for k, v in given.items() if k in RESUME_MAY_SET and v is not None}
+    spec = build_spec(None, **{**options, **where, "output": output})
+    return spec, settings(ScanSection.model_validate(plain)), resumed
 
 
-def print_verdicts(verdicts: Sequence[Verdict]) -> None:
-    """Every node's verdict, then the GPUs, links and groups that name something."""
+def _simulate(
+    chosen: ScanSettings, faults: Sequence[Fault], options: dict[str, Any], output_format: Format
+) -> None:
+    """The simulation of the scan: printed, kept under --results (where given) as a scan's
+    summary, and its exit: 1 when it condemned something."""
+    count = chosen.nodes if isinstance(chosen.nodes, int) else None
+    if isinstance(chosen.nodes, tuple):
+        raise BadInput("--simulate --nodes: a count; a simulated fleet has no named nodes")
+    if chosen.op != SIMULATED_OP or chosen.sizes is not None:  # what its oracle models
+        raise BadInput(f"--simulate times {SIMULATED_OP} at 8 bytes and 1G: drop --op, --sizes")
+    sim = simulated(
+        nodes=count or SIMULATED_NODES,
+        gpus_per_node=options["gpus_per_node"] or SIMULATED_GPUS,
+        faults=faults,
+        strategy=chosen.strategy,
+        seed=chosen.strategy.seed,
+        thresholds=chosen.thresholds,
+    )
+    kept = _keep(sim, options["output"])
+    if output_format is Format.json:
+        print(json.dumps({**simulation_record(sim), "summary": kept}, indent=1, default=str))
+    else:
+        print_simulation(sim)
+        if kept:
+            print(f"summary: {kept}")
+    raise typer.Exit(EXIT_REGRESSION if any(v.condemned for v in sim.verdicts) else 0)
+
+
+def _keep(sim: Simulation, output: Path | None) -> str | None:
+    """The simulation's verdicts as a scan's summary under `output` (its path), where given."""
+    if output is None:
+        return None
+    from sweeper.driver.sweep import new_run_id  # the run id's form: one place
+    from sweeper.report import require_directory
+    from sweeper.results import scans
+    from sweeper.scan.document import Scanned, document
+    from sweeper.scan.simulate import fleet_of
+
+    require_directory(output, f"--results {output}")
+    scanned = Scanned(
+        run_id=new_run_id(datetime.now(timezone.utc)),
+        fleet=fleet_of(sim.nodes, sim.gpus_per_node),
+        strategy=Strategy.parse(sim.strategy, seed=sim.seed),
+        outcomes=sim.outcomes,
+        verdicts=sim.verdicts,
+        waves=sim.waves,
+        rows=0,
+        seconds=sim.seconds,
+    )
+    return str(scans.save(output, scanned.run_id, document(scanned)))
+
+
+def print_verdicts(verdicts: Sequence[Verdict], retests: dict[str, str] | None = None) -> None:
+    """Every node's verdict, then the GPUs, links and groups that name something; under
+    each condemned one, the command that re-tests it (`retests`, by verdict name)."""
     shown = [v for v in verdicts if v.subject is Subject.NODE]
     shown += [v for v in named(verdicts) if v.subject is not Subject.NODE]
     width = max((len(v.name) for v in shown), default=4)
     print(f"{'name':<{width}}  {'health':<11}  {'stage':<12}  evidence")
     for v in shown:
         print(f"{v.name:<{width}}  {v.health:<11}  {v.stage or '':<12}  {v.evidence}")
+        if retest := (retests or {}).get(v.name):
+            print(f"{'':<{width}}  re-test: {retest}")
     counts = Counter(str(v.health) for v in verdicts if v.subject is Subject.NODE)
     print("nodes: " + ", ".join(f"{n} {health}" for health, n in sorted(counts.items())))
 
@@ -323,19 +370,27 @@ def print_simulation(sim: Simulation) -> None:
     print(f"precision {sim.score.precision:.2f}, recall {sim.score.recall:.2f}")
 
 
-def run(spec: SweepSpec, settings: ScanSettings, machine: bool) -> Scanned:
+def run(
+    spec: SweepSpec,
+    chosen: ScanSettings,
+    observer: HumanConsole | JsonConsole,
+    machine: bool,
+    resumed: Resumed | None = None,
+) -> Scanned:
     """The scan on the cluster, each wave a line as it starts; its verdicts printed as a
-    table, or as the scan's summary document (`scan.document`, the file the run keeps)."""
-    from sweeper.driver.scan import scan_fleet  # Ray: only for a scan of a real cluster
+    table, or as the scan's summary document (the file the run keeps)."""
+    from sweeper.driver.scan import scan_fleet, summary  # Ray: a real cluster's scan
 
-    scanned = scan_fleet(spec, settings, NoLines() if machine else WaveLines())
+    scanned = scan_fleet(spec, chosen, observer, resumed=resumed)
+    doc = summary(scanned, spec, chosen)
     if machine:
-        print(json.dumps(document(scanned), indent=1))
+        print(json.dumps(doc, indent=1))
     else:
         print(
             f"scan {scanned.run_id}: {len(scanned.fleet.nodes)} nodes, "
             f"{len(scanned.outcomes)} groups, {scanned.rows} rows in {scanned.seconds:.0f} s "
             f"-> {spec.outputs.results}"
         )
-        print_verdicts(scanned.verdicts)
+        retests = {v["name"]: v["retest"] for v in doc["verdicts"] if v.get("retest")}
+        print_verdicts(scanned.verdicts, retests)
     return scanned

@@ -26,6 +26,7 @@ from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import Survey
 from sweeper.planning.sizes import format_size
 from sweeper.results.writer import columns
+from sweeper.scan.fleet import Wave
 from sweeper.wire import Status
 
 
@@ -201,6 +202,15 @@ class HumanConsole:
         else:
             self.console.print(_line(row), soft_wrap=True, markup=False)
 
+    def wave(self, wave: Wave) -> None:
+        """A scan's wave, one line as it starts."""
+        largest = max((len(g.nodes) for g in wave.groups), default=0)
+        self.console.print(
+            f"wave {wave.index:>3} {wave.stage:<12} {len(wave.groups):>5} groups of up to "
+            f"{largest} nodes",
+            soft_wrap=True,
+        )
+
     def finished(self, run: Finished) -> None:
         self.close()
         summaries, probe = _summaries(run)
@@ -244,6 +254,9 @@ class JsonConsole:
 
     def point(self, row: ResultRow) -> None:
         self._emit("point", **{k: v for k, v in columns(row).items() if k != "samples_us"})
+
+    def wave(self, wave: Wave) -> None:
+        """Nothing: a scan's JSON is its verdicts' document, once they are in."""
 
     def finished(self, run: Finished) -> None:
         summaries, probe = _summaries(run)

@@ -1,5 +1,6 @@
-"""What a sweep tells whoever watches it (the terminal, a benchmark, a test): that it started
-and what it will measure, each row as it is kept, and how it finished."""
+"""What a run tells whoever watches it (the terminal, a benchmark, a test): that a sweep
+started and what it will measure, each row as it is kept, each wave of a scan as it starts,
+and how a sweep finished."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Protocol
 
 from sweeper.driver.measurement import ResultRow
 from sweeper.planning.placement import Group
+from sweeper.scan.fleet import Wave
 from sweeper.wire import Backend, Status
 
 
@@ -43,5 +45,8 @@ class Observer(Protocol):
     def started(self, run: Started) -> None: ...
 
     def point(self, row: ResultRow) -> None: ...
+
+    def wave(self, wave: Wave) -> None:
+        """A scan's wave is about to run (a sweep's waves are its groups: `started` has them)."""
 
     def finished(self, run: Finished) -> None: ...

@@ -1,4 +1,7 @@
-"""The driver of `sweeper scan`: the scan's pure policy (`scan.policy`) on a real cluster.
+"""The driver of `sweeper scan`: the scan's pure policy (`scan.policy`) as a source of waves
+that the sweep's run (`sweep.Run`, `sweep.execute`) executes. The run gives the connection,
+the stops and signals, the journal and the run record, the lost head's line and the resume;
+this module gives the waves.
 
 One actor per GPU on every node (one `RankSet` over the fleet); each wave the policy gives is
 turned into the executor's groups, every GPU of each member node taking part, and run by the
@@ -9,39 +12,55 @@ at the end, the judge. Before each wave the fleet's nodes are looked up: a node 
 other nodes' ranks keep their processes and join a smaller world (`RankSet.drop`), and only
 where they cannot does the set start again. So is a node whose actors do not start while Ray
 still has it (the judge: `unreachable`): the actors that did start join without it.
+
+A stopped scan goes on (`resumable`, then `scan_fleet(..., resumed)`) on the nodes its record
+names, in their order, with the settings its record keeps: the policy is fed again from the
+start, each wave's groups taken from the rows the scan has for that wave where they are
+complete, run where not (their points already measured replayed, not measured again), so
+the waves, and the verdicts, are those the scan would have given. A row is its group's by
+its wave, stage and group id (node positions are the scan's node order, lost nodes
+included), which a group of more than 8 nodes shares with the wave's other groups of its
+size: there its GPUs' UUIDs (or, on CPU ranks, its hosts) tell them apart, and rows that
+still match two groups are measured again.
 """
 
 from __future__ import annotations
 
+import shlex
 import time
-from collections import defaultdict
-from collections.abc import Callable, Collection, Container, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from typing import Protocol, TypeVar
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
+import pyarrow.dataset as ds
 import ray
 
 from sweeper.driver import cluster, measurement
-from sweeper.driver.connection import Connection, connect
+from sweeper.driver.connection import Connection
 from sweeper.driver.executor import Executor
+from sweeper.driver.measurement import ResultRow
+from sweeper.driver.observer import Finished, Started
 from sweeper.driver.outcome import PointResult
-from sweeper.driver.sweep import choose_backend, new_run_id, run_columns
+from sweeper.driver.sweep import SCAN_KEY, Resume, Run, execute, recorded, resume_of, stopped
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import REGISTRY, load_plugins
-from sweeper.planning import request
 from sweeper.planning.dtypes import DTYPES
 from sweeper.planning.placement import Group, Placement, classify
+from sweeper.planning.profile import SCAN_OPTIONS
 from sweeper.planning.schedule import Series
 from sweeper.planning.schedule import Wave as ExecutorWave
 from sweeper.planning.spec import SweepSpec
 from sweeper.report import require_directory
 from sweeper.results import records, scans
-from sweeper.results.writer import ResultWriter, columns
+from sweeper.results.load import files, read
+from sweeper.results.schema import COLUMNS
+from sweeper.results.writer import columns
 from sweeper.scan import fleet as scan
 from sweeper.scan.document import Scanned, document
-from sweeper.scan.judge import judge
+from sweeper.scan.judge import Verdict, judge
 from sweeper.scan.policy import Policy, Strategy
 from sweeper.scan.rows import HOST_COPIES, Asked, Row, outcome
 from sweeper.scan.simulate import WaveRun
@@ -60,6 +79,7 @@ CPU_BANDWIDTH_BYTES = 1 << 20
 # Pinned in the actor set: a ring's busbw is what crossed the NICs (tree and NVLS can exceed
 # the NIC rate), so internode figures compare with the NIC's.
 RING = {"NCCL_ALGO": "Ring"}
+LEFT = "it left the cluster during the scan"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,15 +87,60 @@ class ScanSettings:
     strategy: Strategy
     thresholds: Thresholds
     op: str = "all_reduce"  # the judged operation, by registry name (a plugin's, in tests)
-    nodes: int | None = None  # None: every node with a GPU (CPU, on gloo)
+    # None: every node with a GPU (CPU, on gloo); a count; or the nodes by host or Ray id
+    nodes: int | tuple[str, ...] | None = None
     domain_label: str | None = None  # a Ray node label: its values are the screen's groups
     sizes: tuple[int, int] | None = None  # latency, bandwidth; None: by backend
     start_timeout_s: float = 120.0  # an actor set's start, and a rebuild's
+
+    def plain(self) -> dict[str, Any]:
+        """The settings as a profile's `scan:` section (planning.profile.ScanSection) gives
+        them, JSON: what the run record keeps, and a resume reads back."""
+        limits = self.thresholds
+        return {
+            "strategy": str(self.strategy),
+            "seed": self.strategy.seed,
+            "nodes": list(self.nodes) if isinstance(self.nodes, tuple) else self.nodes,
+            "domain_label": self.domain_label,
+            "op": self.op,
+            "sizes": list(self.sizes) if self.sizes else None,
+            "min_busbw_gb_per_s": {str(t): v for t, v in limits.min_busbw_gb_per_s.items()},
+            "sigmas": limits.sigmas,
+            "min_ratio": limits.min_ratio,
+        }
 
 
 class ScanObserver(Protocol):
     def wave(self, wave: scan.Wave) -> None:
         """A wave is about to run."""
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A stopped scan to go on with: where its run stopped, its nodes as its record keeps
+    them (in the scan's order), and its rows so far (as the schema's columns)."""
+
+    run: Resume
+    machines: tuple[Node, ...]
+    rows: tuple[Row, ...]
+
+
+def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], dict[str, Any], Resumed]:
+    """The sweep options and the scan settings (`ScanSettings.plain`) a scan was started
+    with, and where it stopped; BadInput where `stopped` refuses the run, or it is a nightly
+    scan (whose waves and judgement `sweeper nightly` runs again)."""
+    started = stopped(output, run_id, "scan")
+    if shlex.split(started.command)[1:2] == ["nightly"]:
+        raise BadInput(
+            f"--resume {run_id}: a nightly scan is not resumed; run sweeper nightly again"
+        )
+    options = dict(started.options)
+    plain = options.pop(SCAN_KEY)
+    load_plugins(options.get("plugins") or ())  # a plugin's rows name its operation
+    rows: list[Row] = []
+    if files(output):
+        rows = read(output, COLUMNS, ds.field("run_id") == run_id).to_pylist()
+    return options, plain, Resumed(resume_of(started, rows), started.nodes, tuple(rows))
 
 
 def bandwidth_bytes(backend: Backend, nodes: Sequence[Node]) -> int:
@@ -87,6 +152,21 @@ def bandwidth_bytes(backend: Backend, nodes: Sequence[Node]) -> int:
     while memory and 2 * size > min(memory) // 4 and size > LATENCY_BYTES:
         size //= 2
     return size
+
+
+def named(
+    slots: Sequence[cluster.NodeSlot], names: Sequence[str]
+) -> tuple[list[cluster.NodeSlot], list[str]]:
+    """The slots of the nodes `names` gives (each a Ray node id or a host name, every node of
+    that host), in the order named; and the names no slot has."""
+    out: dict[str, cluster.NodeSlot] = {}
+    unknown = []
+    for name in names:
+        found = [s for s in slots if name in (s.node_id, s.host)]
+        if not found:
+            unknown.append(name)
+        out.update((s.node_id, s) for s in found)
+    return list(out.values()), unknown
 
 
 class Forming(Protocol):
@@ -154,36 +234,60 @@ def started(
         raise
 
 
-class _Scan:
-    """One scan's state on the driver, from a connected cluster to the verdicts."""
+class _Waves:
+    """The run's observer for a scan: each wave goes to the scan's observer as it starts
+    (the sweep's console, a test's), and its rows to the results only."""
+
+    def __init__(self, observer: ScanObserver) -> None:
+        self.watcher = observer
+
+    def wave(self, wave: scan.Wave) -> None:
+        self.watcher.wave(wave)
+
+    def started(self, run: Started) -> None:
+        """A scan says what it runs wave by wave."""
+
+    def point(self, row: ResultRow) -> None:
+        """A scan's rows are read by its judge, not shown."""
+
+    def finished(self, run: Finished) -> None:
+        """A scan ends with its verdicts, which its command shows."""
+
+
+class _Scan(Run):
+    """One scan on the driver, from a connected cluster to the verdicts: a run whose waves
+    the scan's policy gives."""
+
+    command = "scan"
 
     def __init__(
         self,
         spec: SweepSpec,
         settings: ScanSettings,
-        connection: Connection,
+        observer: ScanObserver,
         run_kind: str,
+        connection: Connection,
+        resumed: Resumed | None = None,
     ) -> None:
-        self.connection = connection
-        self.run_kind = run_kind
+        super().__init__(
+            spec, _Waves(observer), run_kind, connection, resumed.run if resumed else None
+        )
         self.settings = settings
-        self.started_at = datetime.now(timezone.utc)
-        self.run_id = new_run_id(self.started_at)
-        backend = choose_backend(spec.cluster.backend, connection.gpus())
-        self.plan = request.resolve(spec, backend)
-        self.backend = backend
-        self.slots = cluster.choose_nodes(backend, settings.nodes, spec.cluster.ranks_per_node)
-        self.nodes = cluster.discover(self.slots)
+        self.clock = time.monotonic()
+        self.gone: dict[str, str] = {}  # node id: why it is out of the scan (unreachable)
+        self.slots, self.nodes = self._layout(resumed.machines if resumed else None)
         self.collective = REGISTRY[settings.op]
         self.pair_op = REGISTRY["send_recv"]
+        backend = self.plan.backend
         self.copies = [REGISTRY[op] for op in HOST_COPIES] if backend is Backend.NCCL else []
         latency, bandwidth = settings.sizes or (LATENCY_BYTES, bandwidth_bytes(backend, self.nodes))
         self.asked = Asked(op=self.collective.op, latency_bytes=latency, bandwidth_bytes=bandwidth)
-        self.lost: dict[str, str] = {}  # node id: why it is out (unreachable)
-        self.writer = ResultWriter(
-            self.plan.outputs.results, self.run_id, self.started_at.strftime("%Y-%m-%d")
-        )
-        self.rows = 0
+        # each GPU's node and index by UUID, for the readings (stable: the scan's topology)
+        self.gpus = {g.uuid: (n.node_id, g.index) for n in self.nodes for g in n.gpus if g.uuid}
+        self.earlier: dict[int, list[Row]] = defaultdict(list)  # a resumed scan's, by wave
+        for row in resumed.rows if resumed else ():
+            self.earlier[int(row["wave"])].append(row)
+        self.partial: dict[scan.Group, list[Row]] = {}  # a wave's groups it has some rows of
         self.ranks: cluster.RankSet | None = None
         self.sets: list[cluster.RankSet] = []  # every actor set made, for the actors started
         self.placement: Placement | None = None
@@ -191,6 +295,44 @@ class _Scan:
         self.executor: Executor | None = None
         self.by_group: dict[Group, list[Row]] = defaultdict(list)
         self.stage_of: dict[Group, scan.Stage] = {}
+        self.scanned: Scanned | None = None
+
+    def _layout(self, machines: Sequence[Node] | None) -> tuple[list[cluster.NodeSlot], list[Node]]:
+        """The scan's nodes and their topology: the count or the nodes asked; resuming, the
+        record's nodes in its order, those Ray no longer has out of the scan (and their
+        topology the record's)."""
+        backend, per_node = self.plan.backend, self.plan.cluster.ranks_per_node
+        asked = self.settings.nodes
+        if machines is not None:
+            names = [m.node_id for m in machines]
+        elif isinstance(asked, tuple):
+            names = list(asked)
+        else:
+            slots = cluster.choose_nodes(backend, asked, per_node)
+            return slots, cluster.discover(slots)
+        every = cluster.choose_nodes(backend, None, per_node)
+        slots, unknown = named(every, names)
+        if machines is None:
+            if unknown:
+                raise InfrastructureError(
+                    f"--nodes: the Ray cluster has no node {', '.join(unknown)} alive "
+                    "(a host name or a Ray node id)",
+                    hint="sweeper topo lists the nodes",
+                )
+            return slots, cluster.discover(slots)
+        found = {s.node_id: node for s, node in zip(slots, cluster.discover(slots), strict=True)}
+        ranks = slots[0].ranks if slots else 1
+        for node in unknown:
+            self.gone[node] = "it left the cluster before the scan went on"
+        kept = {s.node_id: s for s in slots}
+        return (
+            [kept.get(m.node_id) or cluster.NodeSlot(m.node_id, m.host, ranks) for m in machines],
+            [found.get(m.node_id, m) for m in machines],
+        )
+
+    def record(self, ended: str | None = None) -> records.RunRecord:
+        made = super().record(ended)
+        return replace(made, options={**made.options, SCAN_KEY: self.settings.plain()})
 
     # ---- the fleet and its actor set ----
 
@@ -213,19 +355,13 @@ class _Scan:
 
     def start(self) -> None:
         """An actor set on every node still in the scan (`started`): the set so far without
-        the nodes lost since, else a new one; the placement and the executor on it."""
-        ranks, infos = started(self.slots, self.lost, self._rank_set, cluster.alive, self.ranks)
-        nodes = [n for n in self.nodes if n.node_id not in self.lost]
+        the nodes lost since, else a new one; the placement (every node of the scan in its
+        place, so a group's id in the rows does not move when a node is lost) and the
+        executor on it."""
+        ranks, infos = started(self.slots, self.gone, self._rank_set, cluster.alive, self.ranks)
         self.ranks = ranks
-        self.placement = cluster.placement(self.backend, nodes, infos)
-        shared = self.meta or run_columns(
-            self.run_id,
-            self.started_at,
-            self.run_kind,
-            self.plan.cluster.name or self.connection.head_host(),
-            self.backend,
-            ranks,
-        )
+        self.placement = cluster.placement(self.plan.backend, self.nodes, infos)
+        shared = self.meta or self.metadata(ranks)
         self.meta = replace(shared, nccl_env=infos[0].nccl_env)  # rows name the pinned ring
         self.executor = Executor(
             ranks,
@@ -240,11 +376,12 @@ class _Scan:
 
     def _rank_set(self, slots: Sequence[cluster.NodeSlot]) -> cluster.RankSet:
         """A new actor set on `slots`, not started."""
+        backend = self.plan.backend
         ranks = cluster.RankSet(
-            self.backend,
+            backend,
             slots,
-            cluster.bundle(self.backend),
-            cluster.actor_env(RING if self.backend is Backend.NCCL else {}),
+            cluster.bundle(backend),
+            cluster.actor_env(RING if backend is Backend.NCCL else {}),
             group_timeout_s=2 * self.plan.timeout_s,
             plugins=self.plan.experiments.plugins,
             start_timeout_s=self.settings.start_timeout_s,
@@ -258,12 +395,51 @@ class _Scan:
 
     def _lose(self, why: str) -> bool:
         """Nodes of the scan Ray no longer has, out of it with `why`; whether there were any."""
-        return lose(self.slots, self.lost, why, cluster.alive())
+        return lose(self.slots, self.gone, why, cluster.alive())
 
     def close(self) -> None:
         if self.ranks is not None:
             self.ranks.close()
             self.ranks = None
+
+    # ---- the scan ----
+
+    def measure(self) -> None:
+        """Every wave the policy gives, then the verdicts, kept beside the run's record as
+        its scan summary before the record says the run is complete."""
+        self.begin()
+        outcomes: list[scan.Outcome] = []
+        waves: list[WaveRun] = []
+        try:
+            self.start()
+            fleet = self.fleet()
+            thresholds = self.settings.thresholds
+            policy = Policy(fleet, self.settings.strategy, thresholds)
+            wave = policy.next()
+            while wave is not None:
+                self.observer.wave(wave)
+                began = time.monotonic()
+                got = self.run_wave(wave)
+                waves.append(_timed(wave, time.monotonic() - began))
+                outcomes += got
+                wave = policy.next(got)
+        finally:
+            self.close()
+        earlier = sum(len(rows) for rows in self.earlier.values())
+        self.scanned = Scanned(
+            run_id=self.run_id,
+            fleet=fleet,
+            strategy=self.settings.strategy,
+            outcomes=tuple(outcomes),
+            verdicts=tuple(judge(fleet, outcomes, thresholds)),
+            waves=tuple(waves),
+            rows=earlier + len(self.rows),
+            actors_started=self.actors_started,
+            seconds=time.monotonic() - self.clock,
+            machines=tuple(self.nodes),
+        )
+        kept = summary(self.scanned, self.plan.spec, self.settings)
+        scans.save(self.plan.outputs.results, self.run_id, kept)
 
     # ---- a wave ----
 
@@ -313,8 +489,7 @@ class _Scan:
             replace(row, stage=str(stage))
             for row in measurement.of_point(self.meta, self.placement, done)
         ]
-        self.writer.extend(rows)
-        self.rows += len(rows)
+        self.keep(rows)
         self.by_group[done.group].extend(columns(row) for row in rows)
 
     def _missing(self, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
@@ -322,25 +497,60 @@ class _Scan:
         node, where the group holds others: the judge names a gate's node itself)."""
         out = {}
         for group in groups:
-            if gone := [n for n in group.nodes if n in self.lost]:
+            if gone := [n for n in group.nodes if n in self.gone]:
                 why = "; ".join(
-                    self.lost[n] if len(group.nodes) == 1 else f"{n}: {self.lost[n]}" for n in gone
+                    self.gone[n] if len(group.nodes) == 1 else f"{n}: {self.gone[n]}" for n in gone
                 )
                 out[group] = scan.Outcome(group=group, result=scan.Result.MISSING, reason=why)
         return out
 
+    def _earlier(self, index: int, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
+        """Resuming: the outcomes of the wave's groups whose rows the scan has whole; the
+        rows of those it has in part are kept (`partial`) for their points to be replayed."""
+        rows = self.earlier.get(index)
+        if not rows:
+            return {}
+        assert self.placement is not None
+        shapes = {group: self._shape(group) for group in groups}
+        mine: dict[scan.Group, list[Row]] = defaultdict(list)
+        for row in rows:
+            owners = [g for g, shape in shapes.items() if _owns(shape, g, row)]
+            if len(owners) == 1:
+                mine[owners[0]].append(row)
+        out = {}
+        for group, kept in mine.items():
+            parts = [g for part in self.groups(group) for g in part]
+            expected = set().union(*(self._expected(g) for g in parts))
+            if expected <= {(r["op"], r["size_bytes"]) for r in kept}:
+                out[group] = outcome(group, kept, expected, self.asked, self.gpus)
+            else:
+                self.partial[group] = kept
+        return out
+
+    def _shape(self, group: scan.Group) -> _Shape:
+        """What a row of the group says of it: its executor groups' ids, its hosts, its GPUs."""
+        assert self.placement is not None
+        parts = [g for part in self.groups(group) for g in part]
+        ranks = parts[0].ranks
+        return _Shape(
+            ids=frozenset(self.placement.group_id(g) for g in parts),
+            hosts=Counter(self.placement.hosts(ranks)),
+            uuids=frozenset(self.placement.gpu_uuids(ranks)),
+        )
+
     def run_wave(self, wave: scan.Wave) -> list[scan.Outcome]:
         """Every group of the wave at once; each one's outcome, in the wave's order."""
-        if self._lose("it left the cluster during the scan"):
+        if self._lose(LEFT):
             self.start()
         done = self._missing(wave.groups)
+        done.update(self._earlier(wave.index, [g for g in wave.groups if g not in done]))
         todo = [g for g in wave.groups if g not in done]
         while todo:
             try:
                 done.update(self._run(wave.index, todo))
                 todo = []
             except InfrastructureError:  # a node left mid-wave: without it, the rest again
-                if not self._lose("it left the cluster during the scan"):
+                if not self._lose(LEFT):
                     raise
                 done.update(self._missing(todo))
                 todo = [g for g in todo if g not in done]
@@ -349,86 +559,112 @@ class _Scan:
 
     def _run(self, index: int, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
         assert self.executor is not None
-        assert self.placement is not None
         made = {group: self.groups(group) for group in groups}
         for group, parts in made.items():
             for part in parts:
                 for g in part:
                     self.stage_of[g] = group.stage
                     self.by_group.pop(g, None)  # a wave run again: its own rows only
+        replayed = recorded(r for g in groups for r in self.partial.get(g, ()))
         for k in range(max(len(parts) for parts in made.values())):
             together = tuple(g for s in made.values() if k < len(s) for g in s[k])
-            self.executor.run_wave(ExecutorWave(index, together))
-        gpus = {
-            m.gpu_uuid: (self.placement.nodes[m.node].node_id, m.local)
-            for m in self.placement.members
-            if m.gpu_uuid
-        }
+            self.executor.run_wave(ExecutorWave(index, together), replayed or None)
         out = {}
         for group, parts in made.items():
             mine = [g for part in parts for g in part]
-            rows = [r for g in mine for r in self.by_group[g]]
+            rows = [*self.partial.pop(group, ()), *(r for g in mine for r in self.by_group[g])]
             expected = set().union(*(self._expected(g) for g in mine))
-            out[group] = outcome(group, rows, expected, self.asked, gpus)
+            out[group] = outcome(group, rows, expected, self.asked, self.gpus)
         return out
 
 
+@dataclass(frozen=True)
+class _Shape:
+    ids: frozenset[str]
+    hosts: Counter[str]
+    uuids: frozenset[str]
+
+
+def _owns(shape: _Shape, group: scan.Group, row: Row) -> bool:
+    """Whether a row read back can be the group's (see the module's docstring)."""
+    if row["group_id"] not in shape.ids or row["stage"] != group.stage:
+        return False
+    hosts = Counter(row["hosts"] or ())
+    return set(row["gpu_uuids"] or ()) <= shape.uuids and not hosts - shape.hosts
+
+
 def scan_fleet(
-    spec: SweepSpec, settings: ScanSettings, observer: ScanObserver, run_kind: str = "scan"
+    spec: SweepSpec,
+    settings: ScanSettings,
+    observer: ScanObserver,
+    run_kind: str = "scan",
+    resumed: Resumed | None = None,
 ) -> Scanned:
-    """A scan: every wave the policy gives, on the cluster; the rows go to the results (as a
-    `run_kind` run: `nightly` for `sweeper nightly`'s), the judge's verdicts come back and go
-    beside them as the scan's summary."""
+    """A scan: every wave the policy gives, on the cluster, in the sweep's run; the rows go
+    to the results (as a `run_kind` run: `nightly` for `sweeper nightly`'s), the judge's
+    verdicts come back and go beside them as the scan's summary. With `resumed`, the rest
+    of a stopped scan, under its id."""
     load_plugins(spec.experiments.plugins)
     if settings.op not in REGISTRY:
         raise BadInput(f"--op {settings.op}: no such operation")
     output = spec.outputs.results
     require_directory(output, f"--output {output}")
-    clock = time.monotonic()
-    connection = connect(
-        spec.cluster.address, spec.cluster.cpu_ranks, spec.cluster.connect_timeout_s
-    )
-    try:
-        state = _Scan(spec, settings, connection, run_kind)
-        records.save(output, records.RunRecord.of(state.run_id, spec, tuple(state.nodes)))
-        ended = "interrupted"
-        try:
-            state.start()
-            fleet = state.fleet()
-            policy = Policy(fleet, settings.strategy, settings.thresholds)
-            outcomes: list[scan.Outcome] = []
-            waves: list[WaveRun] = []
-            wave = policy.next()
-            while wave is not None:
-                observer.wave(wave)
-                began = time.monotonic()
-                got = state.run_wave(wave)
-                waves.append(_timed(wave, time.monotonic() - began))
-                outcomes += got
-                wave = policy.next(got)
-            ended = "complete"
-        finally:
-            state.close()
-            state.writer.flush()
-            records.save(
-                output, records.RunRecord.of(state.run_id, spec, tuple(state.nodes), ended)
-            )
-    finally:
-        connection.close()
-    scanned = Scanned(
-        run_id=state.run_id,
-        fleet=fleet,
-        strategy=settings.strategy,
-        outcomes=tuple(outcomes),
-        verdicts=tuple(judge(fleet, outcomes, settings.thresholds)),
-        waves=tuple(waves),
-        rows=state.rows,
-        actors_started=state.actors_started,
-        seconds=time.monotonic() - clock,
-        machines=tuple(state.nodes),
-    )
-    scans.save(output, scanned.run_id, document(scanned))
-    return scanned
+
+    def made(connection: Connection) -> _Scan:
+        return _Scan(spec, settings, observer, run_kind, connection, resumed)
+
+    ran, _ = execute(spec, made)
+    assert ran.scanned is not None
+    return ran.scanned
+
+
+def summary(scanned: Scanned, spec: SweepSpec, settings: ScanSettings) -> dict[str, Any]:
+    """The scan's summary (`scan.document`), each condemned verdict with the command that
+    scans its subject again (`retest`)."""
+    doc = document(scanned)
+    hosts = Counter(node.host for node in scanned.fleet.nodes)
+    # a node by its host where the host has one node of the scan, else by its Ray id
+    name_of = {n.id: n.host if hosts[n.host] == 1 else n.id for n in scanned.fleet.nodes}
+    flags = _flags(spec, settings)
+    for verdict, shown in zip(scanned.verdicts, doc["verdicts"], strict=True):
+        if verdict.condemned:
+            shown["retest"] = retest(verdict, name_of, flags)
+    return doc
+
+
+def retest(verdict: Verdict, name_of: Mapping[str, str], flags: Sequence[str]) -> str:
+    """The command that scans a verdict's subject again: its nodes (a node beside the
+    partners it was judged beside, so that it meets the same internode test; a link's two
+    ends; a GPU's node), with the scan's own settings."""
+    nodes = dict.fromkeys((*verdict.nodes, *verdict.partners))
+    named_ = ",".join(name_of.get(node, node) for node in nodes)
+    return shlex.join(["sweeper", "scan", "--nodes", named_, *flags])
+
+
+def _flags(spec: SweepSpec, settings: ScanSettings) -> list[str]:
+    """The options that make a re-test the scan's test: where and how it ran and where its
+    rows went (the sweep options a scan takes, off their defaults) and how it judged (the
+    scan's settings off theirs, but for which nodes and how they are grouped)."""
+    words = ["--results", str(spec.outputs.results)]
+    taken = set(SCAN_OPTIONS - {"output"})
+    given = spec.model_dump(mode="json", include=taken)
+    default = SweepSpec().model_dump(mode="json", include=taken)
+    for key, value in given.items():
+        if value == default[key]:
+            continue
+        flag = "--plugin" if key == "plugins" else "--" + key.replace("_", "-")
+        for each in value if isinstance(value, list) else [value]:
+            words += [flag, str(each)]
+    plain = settings.plain()
+    usual = ScanSettings(strategy=settings.strategy, thresholds=Thresholds()).plain()
+    for key in ("op", "sigmas", "min_ratio"):
+        if plain[key] != usual[key]:
+            words += ["--" + key.replace("_", "-"), str(plain[key])]
+    if plain["sizes"]:
+        words += ["--sizes", ",".join(map(str, plain["sizes"]))]
+    for tier, figure in plain["min_busbw_gb_per_s"].items():
+        words += ["--min-busbw", f"{tier}={figure}"]
+    return words
 
 
 def _timed(wave: scan.Wave, seconds: float) -> WaveRun:

@@ -11,13 +11,13 @@ import secrets
 import shlex
 import signal
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import ray
@@ -52,6 +52,7 @@ from sweeper.topology import Node
 from sweeper.wire import Backend, Engine, Status
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
+SCAN_KEY = "scan"  # a scan's record keeps its settings under this key of its options
 
 
 def new_run_id(now: datetime) -> str:
@@ -166,9 +167,10 @@ class Resume:
     command: str  # the command line that started it
 
 
-def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
-    """The options a run was started with and where it stopped; BadInput where there is no
-    such run under `output`, it is complete, or a live driver is writing it."""
+def stopped(output: Path, run_id: str, command: str = "run") -> records.RunRecord:
+    """The record of a run to go on with (`sweeper COMMAND --resume`), its journal's rows
+    recovered; BadInput where there is no such run under `output`, it is complete, another
+    command's (a scan, a sweep), or a live driver is writing it."""
     if not NEW_RUN_ID.fullmatch(run_id):
         raise BadInput(f"--resume {run_id!r}: not a run id (such as 20261122T013412Z-33627a)")
     started = records.load(output, run_id)
@@ -176,16 +178,23 @@ def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
         raise BadInput(f"--resume {run_id}: no such run in {output}")
     if started.ended == "complete":
         raise BadInput(f"--resume {run_id}: the run is complete")
+    own = "scan" if SCAN_KEY in started.options else "run"
+    if own != command:
+        what = "a scan" if own == "scan" else "a sweep"
+        raise BadInput(f"--resume {run_id}: {what}; resume it with sweeper {own} --resume")
     refuse_live(output, run_id)
     recover(output, run_id)  # the rows a killed driver left in its journal
-    frame = load(output, run_id) if files(output) else None
-    rows: list[dict[str, Any]] = [] if frame is None else frame.to_dict("records")  # type: ignore[assignment]
+    return started
+
+
+def recorded(rows: Iterable[Mapping[str, Any]]) -> dict[PointKey, Recorded]:
+    """Each point these rows (read back) measured, as a resumed series replays it."""
     name_of = names()
-    recorded: dict[PointKey, Recorded] = {}
+    out: dict[PointKey, Recorded] = {}
     for row in rows:
         count = int(row["count_elems"])
         limit = row["max_size_bytes"]
-        recorded[(row["group_id"], name_of[(row["op"], row["algorithm"])], row["dtype"], count)] = (
+        out[(row["group_id"], name_of[(row["op"], row["algorithm"])], row["dtype"], count)] = (
             Recorded(
                 # an oom row is taken for a refused allocation: one at run time ends a probe
                 # the same way, bar a bisection by allocation alone
@@ -194,23 +203,45 @@ def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
                 None if pd.isna(limit) else int(limit),
             )
         )
+    return out
+
+
+def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
+    """The options a sweep was started with and where it stopped (`stopped`'s refusals)."""
+    started = stopped(output, run_id)
+    frame = load(output, run_id) if files(output) else None
+    rows: list[dict[str, Any]] = [] if frame is None else frame.to_dict("records")  # type: ignore[assignment]
+    return started.options, resume_of(started, rows)
+
+
+def resume_of(started: records.RunRecord, rows: Sequence[Mapping[str, Any]]) -> Resume:
+    """Where the run of this record stopped, from its rows read back."""
     if rows:
-        begun = min(row["run_started_at"] for row in rows).to_pydatetime()
+        begun = min(row["run_started_at"] for row in rows)
+        begun = begun.to_pydatetime() if isinstance(begun, pd.Timestamp) else begun
     else:  # the id is the start, to the second
-        begun = datetime.strptime(run_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        begun = datetime.strptime(started.run_id[:16], "%Y%m%dT%H%M%SZ").replace(
+            tzinfo=timezone.utc
+        )
     keys = frozenset(_row_key(row) for row in rows)
     kind = str(rows[0]["run_kind"]) if rows else _kind_of(started.command)
-    return started.options, Resume(run_id, begun, recorded, keys, kind, started.command)
+    return Resume(started.run_id, begun, recorded(rows), keys, kind, started.command)
 
 
 def _kind_of(command: str) -> str:
     """A run's kind by the command that started it, where it left no row to say."""
     words = shlex.split(command)
-    return "nightly" if words[1:2] == ["nightly"] else "run"
+    return words[1] if words[1:2] in (["nightly"], ["scan"]) else "run"
 
 
-class _Sweep:
-    """One run's state on the driver, from a connected cluster to the last row."""
+class Run:
+    """One run's state on the driver, from a connected cluster to its last row: what a sweep
+    and a scan share. Its id and start (a resumed run's own), the plan, the rows and their
+    journal, the run record before the first row and at the end, the line a signal or a lost
+    head leaves. A subclass is a source of waves (the sweep's schedule, the scan's policy):
+    `measure` runs them, each point's rows handed to `keep`."""
+
+    command = "run"  # the command that resumes it: sweeper COMMAND --resume RUN
 
     def __init__(
         self,
@@ -221,16 +252,13 @@ class _Sweep:
         resume: Resume | None = None,
     ) -> None:
         self.observer = observer
-        self.run_kind = run_kind
+        self.run_kind = resume.run_kind if resume else run_kind
         self.connection = connection
         self.resume = resume
         self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
         self.plan = request.resolve(spec, choose_backend(spec.cluster.backend, connection.gpus()))
-        self.collectives = resolve(self.plan.planning.ops)
-        self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
-        if self.plan.timing.register:
-            _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
+        self.nodes: list[Node] = []  # the run's nodes, as its record keeps them
         self.rows: list[ResultRow] = []
         self.writer: ResultWriter | None = None
         self.ended: str | None = None  # what the run record says, once it says how it ended
@@ -239,11 +267,32 @@ class _Sweep:
         if connection.watch is not None:
             connection.watch.epitaph = self.lost
 
+    def measure(self) -> None:
+        raise NotImplementedError
+
+    def record(self, ended: str | None = None) -> records.RunRecord:
+        return records.RunRecord.of(self.run_id, self.plan.spec, tuple(self.nodes), ended)
+
+    def begin(self) -> None:
+        """The journal opened and the run recorded: before the first row, a killed run is
+        told (and resumed) by a record with no end."""
+        output = self.plan.outputs.results
+        self.writer = ResultWriter(output, self.run_id, self.started_at.strftime("%Y-%m-%d"))
+        records.save(output, self.record())
+
+    def keep(self, rows: Sequence[ResultRow]) -> None:
+        """One point's rows: on disk (journaled, one fsync) before anyone is told of them."""
+        assert self.writer is not None
+        self.writer.extend(rows)
+        self.rows.extend(rows)
+        for row in rows:
+            self.observer.point(row)
+
     def lost(self, address: str) -> str:
         """The line of a run whose head was lost: what was kept, and how to go on."""
         if self.writer is None:
             return f"lost the Ray head at {address} before a run started; nothing was written"
-        resume = stops.resume_command(self.run_id, self.plan.outputs.results)
+        resume = stops.resume_command(self.run_id, self.plan.outputs.results, self.command)
         return (
             f"lost the Ray head at {address} mid-run: {len(self.rows)} rows written, "
             f"resume with: {resume}"
@@ -255,14 +304,45 @@ class _Sweep:
         if self.writer is None:
             return
         outputs = self.plan.outputs
-        stop.run_id, stop.output = self.run_id, outputs.results
+        stop.run_id, stop.output, stop.command = self.run_id, outputs.results, self.command
         stop.complete = self.ended == "complete"
         stop.unreported = stop.complete and outputs.report and bool(self.rows) and not self.reported
+
+    def metadata(self, ranks: cluster.RankSet) -> RunColumns:
+        """The columns every row of this run shares, gathered once."""
+        if self._shared is None:
+            self._shared = run_columns(
+                self.run_id,
+                self.started_at,
+                self.run_kind,
+                self.plan.cluster.name or self.connection.head_host(),
+                self.plan.backend,
+                ranks,
+            )
+        return self._shared
+
+
+class _Sweep(Run):
+    """A sweep: the schedule's waves, an actor set per NCCL environment."""
+
+    def __init__(
+        self,
+        spec: SweepSpec,
+        observer: Observer,
+        run_kind: str,
+        connection: Connection,
+        resume: Resume | None = None,
+    ) -> None:
+        super().__init__(spec, observer, run_kind, connection, resume)
+        self.collectives = resolve(self.plan.planning.ops)
+        self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
+        if self.plan.timing.register:
+            _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
 
     def plan_for(self, placement: Placement) -> Schedule:
         return schedule(placement, self.plan.request(self.collectives))
 
-    def run(self) -> None:
+    def measure(self) -> None:
         plan, asked = self.plan, self.plan.planning
         slots = [slot.ranks for slot in self.slots]
         placement = expected_placement(plan.backend, self.nodes, slots)
@@ -271,7 +351,6 @@ class _Sweep:
         if empty is not None:  # before anything is written: no run record, no report
             raise InfrastructureError(empty)
         ceiling = plan.ceiling_bytes(self.nodes)
-        output = plan.outputs.results
         self.observer.started(
             Started(
                 run_id=self.run_id,
@@ -281,13 +360,11 @@ class _Sweep:
                 dtypes=asked.dtypes,
                 sizes=(asked.min_size, None if asked.auto else max(plan.sizes)),
                 n_points=estimate(planned, CostModel(), ceiling).points,
-                output=output,
+                output=plan.outputs.results,
                 note=alone(placement),
             )
         )
-        self.writer = ResultWriter(output, self.run_id, self.started_at.strftime("%Y-%m-%d"))
-        # before the first row: a killed run is told (and resumed) by a record with no end
-        records.save(output, records.RunRecord.of(self.run_id, plan.spec, tuple(self.nodes)))
+        self.begin()
         for actors in planned.actor_sets:
             if planned.measures_nothing(actors) and self._shared is not None:
                 self.skip_actor_set(planned, actors)
@@ -471,47 +548,56 @@ def run(
         require()
         reports = directory(output, outputs.reports_dir)
         require_directory(reports, f"--reports-dir {reports}")
-    clock = time.monotonic()
-    sweep: _Sweep | None = None
-    try:
-        with _connected(spec.cluster) as connection:
-            kind = resume.run_kind if resume else run_kind
-            sweep = _Sweep(spec, observer, kind, connection, resume)
-            stops.tell(sweep.told)  # what a signal stops, from now until the process ends
-            try:
-                sweep.run()
-            except BaseException:
-                _end(sweep, "interrupted")
-                raise
-            _end(sweep, "complete")
-        elapsed = time.monotonic() - clock
-        page = _report(outputs, sweep.run_id) if outputs.report and sweep.rows else None
-        sweep.reported = page is not None
-    except HeadLost as lost:
-        if sweep is None:
-            raise
-        raise InfrastructureError(sweep.lost(lost.address)) from None
-    finished = Finished(sweep.run_id, tuple(sweep.rows), elapsed, output, page)
+    made, elapsed = execute(spec, lambda c: _Sweep(spec, observer, run_kind, c, resume))
+    page = _report(outputs, made.run_id) if outputs.report and made.rows else None
+    made.reported = page is not None
+    finished = Finished(made.run_id, tuple(made.rows), elapsed, output, page)
     observer.finished(finished)
     return finished
 
 
-def _end(sweep: _Sweep, ended: str) -> None:
+R = TypeVar("R", bound=Run)
+
+
+def execute(spec: SweepSpec, make: Callable[[Connection], R]) -> tuple[R, float]:
+    """A run from connecting to its record's end, whatever its source of waves: `make` gives
+    the run on the connection, and its `measure` runs them. Whatever stops it (an error, a
+    signal, a lost head), what was measured is kept and the record says how it ended; a
+    signal's Stopped names the run and how to go on; a lost head is one line and exit 3.
+    The run, and the seconds from connecting to its end."""
+    clock = time.monotonic()
+    made: R | None = None
+    try:
+        with _connected(spec.cluster) as connection:
+            made = make(connection)
+            stops.tell(made.told)  # what a signal stops, from now until the process ends
+            try:
+                made.measure()
+            except BaseException:
+                _end(made, "interrupted")
+                raise
+            _end(made, "complete")
+    except HeadLost as lost:
+        if made is None:
+            raise
+        raise InfrastructureError(made.lost(lost.address)) from None
+    return made, time.monotonic() - clock
+
+
+def _end(made: Run, ended: str) -> None:
     """What was measured is kept, and the run record says how the run ended, whatever stopped
-    the sweep. A first signal meanwhile is raised after it: the record then tells the truth."""
-    plan = sweep.plan
-    if sweep.writer is None:
+    it. A first signal meanwhile is raised after it: the record then tells the truth."""
+    if made.writer is None:
         return  # stopped before the first row could be written
     with stops.held():
         try:
-            sweep.writer.flush()
+            made.writer.flush()
         finally:
             try:
-                ending = records.RunRecord.of(sweep.run_id, plan.spec, tuple(sweep.nodes), ended)
-                records.save(plan.outputs.results, ending)
-                sweep.ended = ended
+                records.save(made.plan.outputs.results, made.record(ended))
+                made.ended = ended
             finally:
-                sweep.writer.close()
+                made.writer.close()
 
 
 def _report(outputs: OutputOptions, run_id: str) -> Path:

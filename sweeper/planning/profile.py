@@ -104,19 +104,25 @@ Floor = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]  # GB/s
 
 
 class ScanSection(BaseModel):
-    """The `scan:` section of a profile: `sweeper scan`'s settings, so that `sweeper nightly`
-    scans the fleet (sweeper/driver/scan.py) instead of sweeping. Plain values: the scan's
-    own types (its strategy, its thresholds) are made from them, and the strategy checked,
-    by `commands.nightly_run.scan_settings`, before Ray starts (the scan sits above planning)."""
+    """`sweeper scan`'s settings, declared once: its options (commands/scan.py makes them
+    from these fields), a profile's `scan:` section (which makes `sweeper nightly` scan the
+    fleet, sweeper/driver/scan.py, instead of sweeping), and what a scan's run record keeps
+    to resume it. Plain values: the scan's own types (its strategy, its thresholds) are made
+    from them, and the strategy checked, by `commands.scan.settings`, before Ray starts (the
+    scan sits above planning)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: str = Field(
-        "adaptive", description="adaptive, ring, bisect, random:K or all (after the same gate)."
+        "adaptive", description="How the internode groups are picked, after the same gate."
     )
-    seed: int = Field(0, ge=0, description="random:K's matchings.", strict=True)
-    nodes: int | None = Field(
-        None, ge=1, description="Nodes to scan; default every node.", strict=True
+    seed: int = Field(
+        0, ge=0, description="Random matchings' and the simulation's seed.", strict=True
+    )
+    nodes: int | tuple[str, ...] | None = Field(
+        None,
+        description="Nodes to scan: how many, or which (host names or Ray node ids, comma "
+        "separated: to re-test named nodes); default every node.",
     )
     domain_label: str | None = Field(
         None, description="A Ray node label (rack, an NVLink domain): the screen's groups."
@@ -148,6 +154,23 @@ class ScanSection(BaseModel):
         description="... and below this share of it; default 0.85.",
         strict=True,
     )
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _nodes(cls, nodes: object) -> object:
+        """A count, or node names: `host1,host2` as one string (the option's) or a list."""
+        if isinstance(nodes, str):
+            text = nodes.strip()
+            nodes = int(text) if text.isdigit() else [n.strip() for n in text.split(",")]
+        if isinstance(nodes, (list, tuple)):
+            if not all(isinstance(n, str) and n for n in nodes):
+                raise ValueError("a count, or host names or node ids, comma separated")
+            return tuple(nodes)
+        if isinstance(nodes, bool) or not isinstance(nodes, (int, type(None))):
+            raise ValueError("a count, or host names or node ids, comma separated")
+        if nodes is not None and nodes < 1:
+            raise ValueError("at least one node")
+        return nodes
 
     @field_validator("sizes")
     @classmethod

@@ -12,14 +12,19 @@ about half the healthy, and a group fails below a tenth of that. A slowed group 
 factor of five or more; a healthy one, whose figure drops by up to five times from two
 ranks to three at this latency-bound size, passes by a factor of three or more.
 
-The six nodes left then serve two short scans, so no other module starts a cluster for them:
+The six nodes left then serve the other scans, so no other module starts a cluster for them:
 `sweeper nightly` of a profile with a `scan:` section (its exit, summary and Prometheus file),
-and a scan screened by rack (`--domain-label`) in which one node's ranks refuse to start.
+a scan screened by rack (`--domain-label`) in which one node's ranks refuse to start,
+`sweeper scan` of the nightly's settings stopped by SIGINT as its screen starts and then
+resumed, and a scan of three healthy nodes named by their Ray ids.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,12 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 import ray
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from ray.cluster_utils import Cluster
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 import sweeper
 from sweeper.cli import app
@@ -40,7 +46,8 @@ from sweeper.driver import cluster
 from sweeper.driver.scan import ScanSettings, scan_fleet
 from sweeper.planning.profile import build_spec
 from sweeper.planning.spec import SweepSpec
-from sweeper.results import scans
+from sweeper.results import records, scans
+from sweeper.results.schema import RUN_POINT
 from sweeper.scan.document import Scanned, verdicts
 from sweeper.scan.fleet import Stage, Wave
 from sweeper.scan.judge import Health, Subject, Verdict
@@ -343,3 +350,137 @@ def test_a_scan_by_domain_label_reads_each_nodes_label_and_screens_each_rack(
     assert sorted(sorted(g.nodes) for g in screen) == sorted(
         sorted(n for n in gated if refused.racks[n] == rack) for rack in ("r0", "r1")
     )
+
+
+# `sweeper scan` of the nightly's settings (`night`), as options: the same six nodes in the
+# same order, so the same waves and verdicts
+NIGHT_SCAN = (
+    *("--backend", "gloo", "--gpus-per-node", "1", "--iters", "1", "--warmup", "1"),
+    *("--blocks", "3", "--timeout", "60", "--plugin", "tests.plugins.faulty_fleet"),
+    *("--op", "faulty", "--sizes", "8,64K", "--sigmas", "0", "--min-ratio", "0"),
+    *("--min-busbw", "internode=0.002", "--format", "json"),
+)
+
+
+def _interrupt_past_the_gate(out: Path, done: threading.Event) -> None:
+    """SIGINT to this process (the driver) once the scan's journal holds a row of a stage
+    after the gate: the gate's rows are kept, the next wave is under way."""
+    while not done.is_set():
+        for journal in (out / "_journal").glob("*.arrows"):
+            try:
+                stages = pa.ipc.open_stream(journal.read_bytes()).read_all().column("stage")
+            except (OSError, pa.ArrowException):  # compacted meanwhile, or a write in flight
+                continue
+            if set(stages.to_pylist()) - {Stage.GATE} and not done.is_set():
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+        time.sleep(0.02)
+
+
+@dataclass(frozen=True)
+class _Stopped:
+    out: Path
+    run_id: str
+    stopped: Result  # the scan SIGINT stopped
+    kept: pd.DataFrame  # its rows, as the stop left them
+    record: records.RunRecord  # its run record, as the stop left it
+    summarized: bool  # whether the stop left a scan summary
+    resumed: Result  # `sweeper scan --resume` of it
+    document: dict[str, Any]  # what the resumed scan printed: its summary
+
+
+@pytest.fixture(scope="module")
+def stopped(night: _Night, tmp_path_factory: pytest.TempPathFactory) -> _Stopped:
+    """`sweeper scan` with the nightly's settings on the same six nodes, stopped by SIGINT as
+    its first wave after the gate runs, then `sweeper scan --resume` of it."""
+    out = tmp_path_factory.mktemp("stopped")
+    runner, done = CliRunner(), threading.Event()
+    watch = threading.Thread(target=_interrupt_past_the_gate, args=(out, done), daemon=True)
+    watch.start()
+    try:
+        with registry_kept():
+            ran = runner.invoke(app, ["scan", *NIGHT_SCAN, "--results", str(out)])
+    finally:
+        done.set()
+        watch.join()
+    (run_id,) = (p.name.removesuffix(".json") for p in (out / "_runs").glob("*[0-9a-f].json"))
+    kept, record = sweeper.load(out), records.load(out, run_id)
+    assert record is not None
+    summarized = scans.path(out, run_id).exists()
+    resume = ["scan", "--resume", run_id, "--results", str(out), "--format", "json"]
+    with registry_kept():
+        resumed = runner.invoke(app, resume)
+    document = json.loads(resumed.stdout)
+    return _Stopped(out, run_id, ran, kept, record, summarized, resumed, document)
+
+
+def test_sigint_mid_scan_exits_130_keeping_its_rows_and_naming_the_resume(
+    stopped: _Stopped,
+) -> None:
+    assert stopped.stopped.exit_code == 130, stopped.stopped.output
+    out, run_id = stopped.out, stopped.run_id
+    assert stopped.stopped.stderr.strip().splitlines()[-1] == (
+        f"sweeper: stopped by SIGINT: run {run_id} interrupted, its rows kept in {out}; "
+        f"resume with: sweeper scan --resume {run_id} --results {out}"
+    )
+    assert stopped.record.ended == "interrupted"
+    assert Stage.GATE in set(stopped.kept["stage"])  # the gate's rows, on disk
+    assert set(stopped.kept["run_id"]) == {run_id}
+    assert not stopped.summarized  # no verdicts from half a scan
+
+
+def test_a_resumed_scan_reaches_the_verdicts_of_the_same_scan_never_stopped(
+    stopped: _Stopped, night: _Night
+) -> None:
+    assert stopped.resumed.exit_code == 1, stopped.resumed.output  # the slow node
+    never_stopped = json.loads(Path(night.summary["scan"]["summary"]).read_text())
+    health = {v["name"]: v["health"] for v in stopped.document["verdicts"]}
+    assert health == {v["name"]: v["health"] for v in never_stopped["verdicts"]}
+    assert stopped.document["run_id"] == stopped.run_id
+    assert records.load(stopped.out, stopped.run_id).ended == "complete"  # type: ignore[union-attr]
+    assert scans.load(stopped.out, stopped.run_id) == stopped.document
+    # the points measured before the stop are not measured again: each once in the run
+    rows = sweeper.load(stopped.out)
+    assert set(rows["run_id"]) == {stopped.run_id}
+    point = [*RUN_POINT, "wave"]
+    assert not rows.duplicated(point).any()
+    assert len(rows) > len(stopped.kept)
+
+
+def test_a_condemned_verdict_carries_the_command_that_re_tests_it(
+    scan: _Scan, stopped: _Stopped
+) -> None:
+    from tests.plugins.faulty_fleet import SLOW_NODE
+
+    slow = scan.order[SLOW_NODE]
+    verdicts = {v["name"]: v for v in stopped.document["verdicts"]}
+    again = verdicts[slow]["retest"].split()
+    assert again[:3] == ["sweeper", "scan", "--nodes"]
+    assert again[3].split(",") == [slow, *verdicts[slow]["partners"]]
+    flags = " ".join(again[4:])
+    for given in ("--plugin tests.plugins.faulty_fleet", "--op faulty", "--sizes 8,65536"):
+        assert given in flags
+    assert f"--results {stopped.out}" in flags
+    assert "--min-busbw internode=0.002" in flags
+    assert all("retest" not in v for v in verdicts.values() if v["health"] == "healthy")
+
+
+@pytest.fixture(scope="module")
+def healthy(scan: _Scan, tmp_path_factory: pytest.TempPathFactory) -> Result:
+    """`sweeper scan --nodes` of three nodes by their Ray ids, on the plain all_reduce."""
+    named = ",".join(n for n in scan.order[:3])
+    out = tmp_path_factory.mktemp("healthy")
+    args = ["scan", "--nodes", named, "--backend", "gloo", "--gpus-per-node", "1"]
+    args += ["--iters", "1", "--warmup", "1", "--blocks", "1", "--sizes", "8,1K"]
+    args += ["--sigmas", "0", "--min-ratio", "0.01", "--results", str(out), "--format", "json"]
+    return CliRunner().invoke(app, args)
+
+
+def test_a_scan_of_nodes_named_by_id_on_a_healthy_fleet_names_nothing(
+    scan: _Scan, healthy: Result
+) -> None:
+    assert healthy.exit_code == 0, healthy.output
+    document = json.loads(healthy.stdout)
+    assert [n["id"] for n in document["nodes"]] == scan.order[:3]
+    assert document["condemned"] == []
+    assert {v["health"] for v in document["verdicts"]} == {"healthy"}

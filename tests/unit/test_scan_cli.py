@@ -4,12 +4,14 @@ simulation prints its waves and score, and a scan's verdicts print as a table an
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
 from sweeper.commands.scan import print_verdicts
+from sweeper.results import scans
 from sweeper.scan.document import Scanned, document
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import Fault, fleet_of, simulate
@@ -34,13 +36,30 @@ def test_bad_scan_input_is_one_line_and_exit_2_before_any_cluster(
     assert only.startswith(f"sweeper: error: {line}")
 
 
-def test_the_simulation_prints_its_waves_and_the_verdicts_against_the_planted_truth() -> None:
+def test_the_simulation_prints_its_verdicts_keeps_them_under_results_and_exits_1_condemning(
+    tmp_path: Path,
+) -> None:
     args = ["scan", "--simulate", "--nodes", "16", "--gpus-per-node", "2", "--faults", "slow-node"]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, [*args, "--results", str(tmp_path)])
+    assert result.exit_code == 1, result.output  # a slow node condemned
     assert "16 nodes x 2 GPUs, adaptive, seed 0" in result.stdout
     assert "planted: slow-node" in result.stdout
     assert "precision 1.00, recall 1.00" in result.stdout
+    (kept,) = (tmp_path / "_runs").glob("*.scan.json")
+    assert f"summary: {kept}" in result.stdout
+    summary = scans.load(tmp_path, kept.name.removesuffix(".scan.json"))
+    assert summary is not None
+    assert summary["condemned"] == [
+        p.nodes[0] for p in simulate(nodes=16, gpus_per_node=2, faults=(Fault.SLOW_NODE,)).planted
+    ]
+
+
+def test_a_simulation_that_condemns_nothing_exits_0_and_writes_nothing_without_results() -> None:
+    args = ["scan", "--simulate", "--nodes", "16", "--gpus-per-node", "2", "--faults", "0"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "planted: nothing" in result.stdout
+    assert "summary:" not in result.stdout
 
 
 def test_a_scans_verdicts_print_as_a_table_and_a_json_document(

@@ -1,7 +1,8 @@
 """The scan's actor set goes on without the nodes whose actors did not start, or that left:
 the other nodes' actors join again without them, and only where they cannot does a set start
 again; it stops where a failure names no node. The rank set's boundary is a fake that fails
-as told."""
+as told. And the scan's nodes as named (`--nodes host,id`), and the command a condemned
+verdict carries to re-test its subject."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from collections.abc import Collection, Sequence
 import pytest
 
 from sweeper.driver import cluster
-from sweeper.driver.scan import started
+from sweeper.driver.scan import named, retest, started
 from sweeper.errors import InfrastructureError
+from sweeper.scan.fleet import Stage
+from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.wire import RankInfo
 
 SLOTS = [cluster.NodeSlot(f"n{i}", f"host{i}", 1) for i in range(4)]
@@ -123,3 +126,22 @@ def test_no_node_left_to_start_stops_the_scan() -> None:
     every = cluster.StartFailed("all", {s.node_id: "no answer within 1 s" for s in SLOTS})
     with pytest.raises(InfrastructureError, match="no node of the scan could start"):
         started(SLOTS, {}, _RankSets(every), lambda: ALIVE)
+
+
+def test_nodes_named_by_host_or_ray_id_come_in_the_order_named_and_unknown_names_are_said() -> None:
+    twins = [*SLOTS, cluster.NodeSlot("n4", "host1", 1)]  # two Ray nodes of one host
+    chosen, unknown = named(twins, ["n3", "host1", "nowhere", "n1"])
+    assert [s.node_id for s in chosen] == ["n3", "n1", "n4"]  # each once, a host's every node
+    assert unknown == ["nowhere"]
+
+
+def test_a_condemned_node_is_re_tested_beside_the_partners_it_was_judged_beside() -> None:
+    slow = Verdict(
+        subject=Subject.NODE,
+        nodes=("n2",),
+        health=Health.SLOW,
+        stage=Stage.CONFIRM,
+        partners=("n0", "n3"),
+    )
+    command = retest(slow, {"n2": "gpu-2", "n0": "gpu-0"}, ["--results", "/data/my results"])
+    assert command == "sweeper scan --nodes gpu-2,gpu-0,n3 --results '/data/my results'"
