@@ -43,6 +43,8 @@ GPU_LINKS: dict[Tier, tuple[str, str]] = {
 # (planning.spec.MAX_RANKS_PER_NODE). The link matrix is n x n, so a record of under 1 MiB
 # listing 20,000 GPUs would take gigabytes before anything else looked at it.
 MAX_GPUS = 1024
+# A GPU's NVLinks: NVML reports at most NVML_NVLINK_MAX_LINKS (18 in nvml.h), room above it
+MAX_NVLINKS = 64
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,8 @@ class Node:
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Node:
         """The node a record describes; ValueError for one that lists more than MAX_GPUS
-        GPUs (before the link matrix is built), a GPU index twice, or a pair naming a GPU it
-        does not list."""
+        GPUs (before the link matrix is built), a GPU index twice, more pairs than its GPUs
+        make or more NVLinks than a GPU has, or a pair naming a GPU it does not list."""
         gpus_raw = record.get("gpus", [])
         if len(gpus_raw) > MAX_GPUS:
             raise ValueError(f"{len(gpus_raw)} GPUs on one node; a node holds at most {MAX_GPUS}")
@@ -115,8 +117,14 @@ class Node:
             raise ValueError(f"GPU {quoted(max(listed, key=listed.__getitem__))} listed twice")
         by_bus = {g["pci_bus_id"]: pos for pos, g in enumerate(gpus_raw)}
         n = len(gpus_raw)
+        pairs = record.get("pairs", [])
+        # each pair counts its GPUs' links: a record of more is quadratic work in its size
+        if len(pairs) > n * (n - 1) // 2:
+            raise ValueError(f"{len(pairs)} pairs of {n} GPUs; they make {n * (n - 1) // 2}")
+        if any(len(g.get("nvlinks", [])) > MAX_NVLINKS for g in gpus_raw):
+            raise ValueError(f"a GPU with more than {MAX_NVLINKS} NVLinks")
         links = [["X" if i == j else "SYS" for j in range(n)] for i in range(n)]
-        for pair in record.get("pairs", []):
+        for pair in pairs:
             a, b = _position(position, pair["a"]), _position(position, pair["b"])
             label = pair.get("ancestor", "SYS")
             count = _nvlink_count(gpus_raw[a], gpus_raw[b], by_bus)

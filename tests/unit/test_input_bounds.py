@@ -201,9 +201,28 @@ def _record(path: Path, gpus: list[dict[str, Any]], raw: str | None = None) -> P
             lambda p: _record(p, [{"index": 0, "uuid": "a", "pci_bus_id": "0"}] * 2),
             "not a topology record (GPU 0 listed twice)",
         ),
+        (
+            lambda p: _record(
+                p,
+                [],
+                json.dumps(
+                    {
+                        "gpus": [{"index": i, "uuid": "", "pci_bus_id": str(i)} for i in (0, 1)],
+                        "pairs": [{"a": 0, "b": 1}] * 20_000,  # each pair counts the links again
+                    }
+                ),
+            ),
+            "not a topology record (20000 pairs of 2 GPUs; they make 1)",
+        ),
+        (
+            lambda p: _record(
+                p, [{"index": 0, "uuid": "", "pci_bus_id": "0", "nvlinks": [{}] * 20_000}]
+            ),
+            "not a topology record (a GPU with more than 64 NVLinks)",
+        ),
     ],
 )
-def test_a_topology_record_out_of_range_nested_or_listing_a_gpu_twice_is_one_line(
+def test_a_topology_record_out_of_range_nested_or_not_a_nodes_is_one_line_exit_2(
     tmp_path: Path, write: Any, line: str
 ) -> None:
     record = write(tmp_path / "node.json")
