@@ -376,7 +376,7 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
                 raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
             joined = Connection(embedded=False, address=address)
             return joined if remote is not None and remote.client else _watched(joined)
-        with _on_loopback():
+        with _on_loopback(), _socket_paths_checked():
             ray.init(
                 address="local",
                 num_cpus=max(os.cpu_count() or 1, cpu_ranks),
@@ -405,6 +405,24 @@ def _on_loopback() -> Iterator[None]:
         yield
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = cluster
+
+
+@contextmanager
+def _socket_paths_checked() -> Iterator[None]:
+    """Ray's refusal of its session's socket paths as one line: an embedded Ray puts them
+    under $RAY_TMPDIR (else the temporary directory), and one over the 107 bytes a Unix
+    socket's path may have was a traceback from deep inside `ray.init`."""
+    try:
+        yield
+    except OSError as exc:
+        if "validate_socket_filename" not in str(exc):
+            raise
+        where = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+        raise BadInput(
+            f"$RAY_TMPDIR {where[:200]!r} is too long for an embedded Ray: its session's socket "
+            "paths would pass the 107 bytes a Unix socket's path may have; set RAY_TMPDIR "
+            "to a shorter directory"
+        ) from None
 
 
 def _wait(refs: Sequence[Any], num_returns: int, timeout_s: float) -> list[Any]:

@@ -313,3 +313,29 @@ def test_a_cluster_that_wants_a_token_none_was_found_for_says_so_in_one_line(
         "(`ray get-auth-token` on the head prints the cluster's token: give it as RAY_AUTH_TOKEN"
     )
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_ray_tmpdir_too_long_for_a_socket_path_is_one_line_and_nothing_written(
+    tmp_path: Path,
+) -> None:
+    """Ray puts an embedded session's sockets under $RAY_TMPDIR: one whose paths would pass a
+    Unix socket's 107 bytes was a traceback from inside ray.init."""
+    long_dir = tmp_path / ("t" * 110)
+    long_dir.mkdir()
+    results = tmp_path / "results"
+    command = [sys.executable, "-m", "sweeper", "run", "--world", "2", "--ops", "all_reduce"]
+    command += ["--max-size", "64", "--no-report", "--results", str(results)]
+    done = subprocess.run(
+        command,
+        env={**os.environ, "RAY_TMPDIR": str(long_dir)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("sweeper:")]
+    assert len(lines) == 1
+    assert "RAY_TMPDIR" in lines[0]
+    assert not results.exists()
