@@ -185,14 +185,14 @@ def _judging(
     unbiased = [o for o in outcomes if o.group.stage in UNBIASED and not o.group.gpus]
     by_shape: dict[tuple[bool, str, int], list[float]] = defaultdict(list)
     by_kind: dict[tuple[bool, str], list[float]] = defaultdict(list)
-    best: dict[tuple[bool, str, int], dict[str, float]] = defaultdict(dict)  # each node's
+    best: dict[tuple[bool, str], dict[str, float]] = defaultdict(dict)  # each node's, any shape
     for o in unbiased or outcomes:
         if o.result is Result.OK and (value := rate(fleet, o)) is not None:
             key = _key(fleet, o)
             by_shape[key].append(value)
             by_kind[key[:2]].append(value)
             for n in o.group.nodes:
-                best[key][n] = max(best[key].get(n, value), value)
+                best[key[:2]][n] = max(best[key[:2]].get(n, value), value)
     shapes = {k: Robust.of(v) for k, v in by_shape.items() if len(v) >= thresholds.min_samples}
     kinds = {k: Robust.of(v) for k, v in by_kind.items()}
     out: dict[tuple[bool, str, int], _Population] = {}
@@ -205,9 +205,9 @@ def _judging(
         peers = by_shape.get(key, []) if unbiased else []
         finding = _unheld(key, o, fleet, peers) if floor is None and peers else None
         if floor is not None and peers:
-            # nodes whose every group misses it: one slow node does, a fleet off as a whole
-            # all of them (its groups are no measure: each holds many nodes)
-            nodes = best[key]
+            # nodes whose every group (of any size) misses it: one slow node does, a fleet off
+            # as a whole all of them (its groups are no measure: each holds many nodes)
+            nodes = best[key[:2]]
             below = sum(v < floor[0] for v in nodes.values())
             off = robust is not None and robust.median < floor[0]
             if off or below >= thresholds.fleet_share * len(nodes):

@@ -11,7 +11,7 @@ import pytest
 
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage
 from sweeper.scan.judge import Health, Subject, Verdict, judge
-from sweeper.scan.policy import gate_group
+from sweeper.scan.policy import affine, gate_group
 from sweeper.scan.reference import reference
 from sweeper.scan.thresholds import Thresholds, findings, judge_groups
 from sweeper.wire import Tier
@@ -319,3 +319,29 @@ def test_a_pad_beside_two_slow_links_that_passed_with_other_partners_is_healthy(
     assert "passed its gate and 2 of 4 internode groups" in verdicts["n30"].evidence
     condemned = sorted(v.name for v in verdicts.values() if v.condemned)
     assert condemned == ["n40-n41", "n50-n51"]
+
+
+def test_one_slow_node_of_six_keeps_the_floor_though_every_group_of_one_size_holds_it() -> None:
+    """A six-node screen (three waves of pairs, one of two groups of three): both groups of
+    three fail (one holds the slow node, the other a slow pair), so every node is below the
+    floor in its group of three, but not in all of its groups: the floor is no fleet
+    finding, and it condemns the slow node's groups."""
+    fleet = Fleet(nodes=FLEET.nodes[:6])
+    outcomes = []
+    for wave, lines in enumerate(affine(fleet.ids), start=1):
+        for line in lines:
+            slow = "n2" in line or {"n4", "n5"} <= set(line)
+            outcomes.append(
+                Outcome(
+                    group=Group(wave=wave, stage=Stage.SCREEN, nodes=line),
+                    result=Result.OK,
+                    busbw_gb_per_s=4.0 if slow else 400.0,
+                )
+            )
+    assert sorted(len(o.group.nodes) for o in outcomes) == [2] * 9 + [3] * 2
+    thresholds = Thresholds(sigmas=0, min_ratio=0, min_busbw_gb_per_s={Tier.INTERNODE: 100.0})
+    assert not findings(fleet, outcomes, thresholds)
+    judged = judge_groups(fleet, outcomes, thresholds)
+    failing = [j.outcome.group.nodes for j in judged.values() if not j.passed]
+    assert len(failing) == 5
+    assert all("n2" in nodes or {"n4", "n5"} <= set(nodes) for nodes in failing)
