@@ -18,7 +18,6 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from sweeper.planning.inputs import quoted
 from sweeper.wire import Tier
 
 Record = dict[str, Any]
@@ -114,7 +113,8 @@ class Node:
         position = {g["index"]: pos for pos, g in enumerate(gpus_raw)}
         if len(position) < len(gpus_raw):
             listed = Counter(g["index"] for g in gpus_raw)
-            raise ValueError(f"GPU {quoted(max(listed, key=listed.__getitem__))} listed twice")
+            twice = max(listed, key=listed.__getitem__)  # a number or a string, from JSON
+            raise ValueError(f"GPU {twice!r:.80} listed twice")
         by_bus = {g["pci_bus_id"]: pos for pos, g in enumerate(gpus_raw)}
         n = len(gpus_raw)
         pairs = record.get("pairs", [])

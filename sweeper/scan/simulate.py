@@ -15,11 +15,11 @@ from math import isqrt
 
 from sweeper.errors import BadInput
 from sweeper.planning.estimate import CostModel
-from sweeper.planning.spec import check_ranks
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
 from sweeper.scan.judge import Subject, Verdict, judge
 from sweeper.scan.policy import Policy, Strategy, blocks
 from sweeper.scan.thresholds import Finding, Thresholds, findings
+from sweeper.topology import MAX_GPUS as MAX_GPUS_PER_NODE
 from sweeper.wire import Name
 
 GiB = 1 << 30
@@ -452,6 +452,7 @@ def score(verdicts: Sequence[Verdict], planted: Sequence[Planted]) -> Score:
 # simulate in 3 s with 3 faults); and the most faults planted at once (each is bisected:
 # 16 in 1024 nodes simulate in 2 s, in 4096 in 10 s).
 MAX_NODES = 8192
+MAX_GPUS = 65_536  # as many as a sweep plans ranks (planning.spec.MAX_RANKS)
 MAX_FAULTS = 16
 # Each fault takes nodes of its own, a slow link two of different blocks of ~sqrt(N) nodes:
 # at one fault a block, a fleet of 16 nodes or more always has them free (a smaller one may
@@ -461,16 +462,19 @@ LINK_NODES = 16
 
 def check(nodes: int, gpus_per_node: int, faults: Sequence[Fault]) -> None:
     """BadInput where the simulation cannot be what was asked, before anything is built: a
-    fleet past MAX_NODES or the ranks sweeper plans, more faults than MAX_FAULTS, or more
+    fleet past MAX_NODES or MAX_GPUS, more faults than MAX_FAULTS, or more
     than one a screen block (each is planted on nodes of its own, apart from the others')."""
     if not 1 <= nodes <= MAX_NODES:
         raise BadInput(f"--nodes {nodes}: the simulation holds 1 to {MAX_NODES} nodes")
-    if gpus_per_node < 1:
-        raise BadInput(f"--gpus-per-node {gpus_per_node}: at least one")
-    try:
-        check_ranks(nodes, gpus_per_node, "--gpus-per-node")
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise BadInput(
+            f"--gpus-per-node {gpus_per_node}: a node holds 1 to {MAX_GPUS_PER_NODE} GPUs"
+        )
+    if nodes * gpus_per_node > MAX_GPUS:
+        raise BadInput(
+            f"--nodes {nodes} x --gpus-per-node {gpus_per_node}: the simulation holds at "
+            f"most {MAX_GPUS} GPUs"
+        )
     room = min(MAX_FAULTS, len(blocks([str(i) for i in range(nodes)])))
     if len(faults) > room:
         raise BadInput(
