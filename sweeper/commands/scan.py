@@ -57,7 +57,6 @@ VERDICTS = "Verdicts"
 STRATEGIES = ", ".join(f"{s}:K" if s is Scheme.RANDOM else str(s) for s in Scheme)
 SIMULATED_NODES = 64
 SIMULATED_GPUS = 8
-SIMULATED_OP = "all_reduce"  # the operation whose traffic the simulation's oracle models
 
 
 def _scan(field: str, panel: str, metavar: str, *flags: str, more: str = "") -> Any:
@@ -132,7 +131,7 @@ def scan(
     format: OutputFormat = Format.human,
     **options: Any,
 ) -> None:
-    """A verdict for every node, GPU and link: healthy, slow, failed, unreachable or
+    """A verdict for every node, GPU and link: healthy, slow, failed, flaky, unreachable or
     unconfirmed, each with its evidence (and a condemned one with the command that re-tests
     it); exit 1 when something is condemned."""
     options["plugins"] = options.pop("plugin")
@@ -272,8 +271,10 @@ def _simulate(
     count = chosen.nodes if isinstance(chosen.nodes, int) else None
     if isinstance(chosen.nodes, tuple):
         raise BadInput("--simulate --nodes: a count; a simulated fleet has no named nodes")
-    if chosen.op != SIMULATED_OP or chosen.sizes is not None:  # what its oracle models
-        raise BadInput(f"--simulate times {SIMULATED_OP} at 8 bytes and 1G: drop --op, --sizes")
+    if chosen.op is not None or chosen.sizes is not None:  # what its oracle models
+        raise BadInput(
+            "--simulate times each stage's own operation at 8 B and 1G: drop --op, --sizes"
+        )
     sim = simulated(
         nodes=count or SIMULATED_NODES,
         gpus_per_node=options["gpus_per_node"] or SIMULATED_GPUS,

@@ -1,5 +1,5 @@
 """The driver of `sweeper scan`: the scan's pure policy (`scan.policy`) as a source of waves
-that the sweep's run (`sweep.Run`, `sweep.execute`) executes. The run gives the connection,
+that the sweep's run (`sweep.RunState`, `sweep.execute`) executes. The run gives the connection,
 the stops and signals, the journal and the run record, the lost head's line and the resume;
 this module gives the waves.
 
@@ -43,7 +43,15 @@ from sweeper.driver.executor import Executor
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.outcome import PointResult
-from sweeper.driver.sweep import SCAN_KEY, Resume, Run, execute, recorded, resume_of, stopped
+from sweeper.driver.sweep import (
+    SCAN_KEY,
+    Resume,
+    RunState,
+    execute,
+    recorded,
+    resume_of,
+    stopped,
+)
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import REGISTRY, load_plugins
@@ -86,7 +94,9 @@ LEFT = "it left the cluster during the scan"
 class ScanSettings:
     strategy: Strategy
     thresholds: Thresholds
-    op: str = "all_reduce"  # the judged operation, by registry name (a plugin's, in tests)
+    # the operation of every group of whole nodes, by registry name (a plugin's, in tests);
+    # None: each stage's own (scan.fleet.OPS)
+    op: str | None = None
     # None: every node with a GPU (CPU, on gloo); a count; or the nodes by host or Ray id
     nodes: int | tuple[str, ...] | None = None
     domain_label: str | None = None  # a Ray node label: its values are the screen's groups
@@ -254,7 +264,7 @@ class _Waves:
         """A scan ends with its verdicts, which its command shows."""
 
 
-class _Scan(Run):
+class _Scan(RunState):
     """One scan on the driver, from a connected cluster to the verdicts: a run whose waves
     the scan's policy gives."""
 
@@ -276,12 +286,10 @@ class _Scan(Run):
         self.clock = time.monotonic()
         self.gone: dict[str, str] = {}  # node id: why it is out of the scan (unreachable)
         self.slots, self.nodes = self._layout(resumed.machines if resumed else None)
-        self.collective = REGISTRY[settings.op]
         self.pair_op = REGISTRY["send_recv"]
         backend = self.plan.backend
         self.copies = [REGISTRY[op] for op in HOST_COPIES] if backend is Backend.NCCL else []
-        latency, bandwidth = settings.sizes or (LATENCY_BYTES, bandwidth_bytes(backend, self.nodes))
-        self.asked = Asked(op=self.collective.op, latency_bytes=latency, bandwidth_bytes=bandwidth)
+        self.sizes = settings.sizes or (LATENCY_BYTES, bandwidth_bytes(backend, self.nodes))
         # each GPU's node and index by UUID, for the readings (stable: the scan's topology)
         self.gpus = {g.uuid: (n.node_id, g.index) for n in self.nodes for g in n.gpus if g.uuid}
         self.earlier: dict[int, list[Row]] = defaultdict(list)  # a resumed scan's, by wave
@@ -295,6 +303,7 @@ class _Scan(Run):
         self.executor: Executor | None = None
         self.by_group: dict[Group, list[Row]] = defaultdict(list)
         self.stage_of: dict[Group, scan.Stage] = {}
+        self.op_of: dict[Group, Collective] = {}  # each executor group's judged operation
         self.scanned: Scanned | None = None
 
     def _layout(self, machines: Sequence[Node] | None) -> tuple[list[cluster.NodeSlot], list[Node]]:
@@ -367,10 +376,10 @@ class _Scan(Run):
             ranks,
             self.placement,
             self._series,
-            {c.name: c for c in (self.collective, self.pair_op, *self.copies)},
+            REGISTRY,
             self.plan.timing,
             self.plan.timeout_s,
-            self.asked.bandwidth_bytes,
+            self.sizes[1],
             self._measured,
         )
 
@@ -443,29 +452,48 @@ class _Scan(Run):
 
     # ---- a wave ----
 
+    def judged(self, group: scan.Group) -> Collective:
+        """A scan group's judged operation: its stage's (scan.fleet.OPS: all_reduce in a
+        node's gate, all_to_all across nodes, send_recv between two of a node's GPUs), or for
+        a group of whole nodes the one the settings name."""
+        if self.settings.op is not None and not group.gpus:
+            return REGISTRY[self.settings.op]
+        return REGISTRY[group.op]
+
+    def asked(self, group: scan.Group) -> Asked:
+        latency, bandwidth = self.sizes
+        return Asked(op=self.judged(group).op, latency_bytes=latency, bandwidth_bytes=bandwidth)
+
     def groups(self, group: scan.Group) -> list[list[Group]]:
-        """The executor's groups of a scan group, by the executor wave they run in: a gate's
-        node's GPUs together, then (with GPUs) each of them copying to and from the host at
-        once; across nodes, every GPU of every member node."""
+        """The executor's groups of a scan group, by the executor wave they run in, each with
+        its stage and judged operation: a gate's node's GPUs together, then (with GPUs) each
+        of them copying to and from the host at once; across nodes, every GPU of every member
+        node; a node's GPUs isolated, one alone (its copies; none on CPU ranks) or a pair."""
         assert self.placement is not None
         position = {n.node_id: i for i, n in enumerate(self.placement.nodes)}
-        ranks = tuple(
-            sorted(m.rank for node in group.nodes for m in self.placement.by_node[position[node]])
-        )
-        tier = classify(self.placement, ranks)
-        made = [[Group(tier, "default", ranks)]]
-        if group.stage is scan.Stage.GATE and self.copies:
-            made.append([Group(Tier.GPU, "default", ranks)])
+        members = [m for node in group.nodes for m in self.placement.by_node[position[node]]]
+        if group.gpus:
+            members = [m for m in members if m.local in group.gpus]
+        ranks = tuple(sorted(m.rank for m in members))
+        if group.gpus and len(ranks) == 1:
+            made = [[Group(Tier.GPU, "default", ranks)]] if self.copies else []
+        else:
+            made = [[Group(classify(self.placement, ranks), "default", ranks)]]
+            if group.stage is scan.Stage.GATE and self.copies:
+                made.append([Group(Tier.GPU, "default", ranks)])
+        for part in made:
+            for g in part:
+                self.stage_of[g], self.op_of[g] = group.stage, self.judged(group)
         return made
 
     def _series(self, group: Group) -> list[Series]:
         n = group.world_size
         if group.tier == Tier.GPU:
             return [self._one(c, COPY_BYTES, n) for c in self.copies]
-        sizes = (self.asked.latency_bytes, self.asked.bandwidth_bytes)
-        out = [self._one(self.collective, sizes, n)]
-        if n == 2:  # a pair of one-GPU nodes (or ranks): what one way carries too
-            out.append(self._one(self.pair_op, self.asked.bandwidth_bytes, n))
+        judged = self.op_of[group]
+        out = [self._one(judged, self.sizes, n)]
+        if n == 2 and judged is not self.pair_op:  # a pair of one-GPU nodes (or ranks)
+            out.append(self._one(self.pair_op, self.sizes[1], n))  # what one way carries too
         return out
 
     @staticmethod
@@ -522,7 +550,7 @@ class _Scan(Run):
             parts = [g for part in self.groups(group) for g in part]
             expected = set().union(*(self._expected(g) for g in parts))
             if expected <= {(r["op"], r["size_bytes"]) for r in kept}:
-                out[group] = outcome(group, kept, expected, self.asked, self.gpus)
+                out[group] = outcome(group, kept, expected, self.asked(group), self.gpus)
             else:
                 self.partial[group] = kept
         return out
@@ -531,7 +559,7 @@ class _Scan(Run):
         """What a row of the group says of it: its executor groups' ids, its hosts, its GPUs."""
         assert self.placement is not None
         parts = [g for part in self.groups(group) for g in part]
-        ranks = parts[0].ranks
+        ranks = parts[0].ranks if parts else ()
         return _Shape(
             ids=frozenset(self.placement.group_id(g) for g in parts),
             hosts=Counter(self.placement.hosts(ranks)),
@@ -560,11 +588,8 @@ class _Scan(Run):
     def _run(self, index: int, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
         assert self.executor is not None
         made = {group: self.groups(group) for group in groups}
-        for group, parts in made.items():
-            for part in parts:
-                for g in part:
-                    self.stage_of[g] = group.stage
-                    self.by_group.pop(g, None)  # a wave run again: its own rows only
+        for g in (g for parts in made.values() for part in parts for g in part):
+            self.by_group.pop(g, None)  # a wave run again: its own rows only
         replayed = recorded(r for g in groups for r in self.partial.get(g, ()))
         for k in range(max(len(parts) for parts in made.values())):
             together = tuple(g for s in made.values() if k < len(s) for g in s[k])
@@ -572,9 +597,13 @@ class _Scan(Run):
         out = {}
         for group, parts in made.items():
             mine = [g for part in parts for g in part]
+            asked = self.asked(group)
+            if not mine:  # a GPU alone on CPU ranks: no copies to time, nothing against it
+                out[group] = scan.Outcome(group=group, result=scan.Result.OK, op=asked.op)
+                continue
             rows = [*self.partial.pop(group, ()), *(r for g in mine for r in self.by_group[g])]
             expected = set().union(*(self._expected(g) for g in mine))
-            out[group] = outcome(group, rows, expected, self.asked, self.gpus)
+            out[group] = outcome(group, rows, expected, asked, self.gpus)
         return out
 
 
@@ -605,7 +634,7 @@ def scan_fleet(
     verdicts come back and go beside them as the scan's summary. With `resumed`, the rest
     of a stopped scan, under its id."""
     load_plugins(spec.experiments.plugins)
-    if settings.op not in REGISTRY:
+    if settings.op is not None and settings.op not in REGISTRY:
         raise BadInput(f"--op {settings.op}: no such operation")
     output = spec.outputs.results
     require_directory(output, f"--output {output}")
@@ -658,7 +687,7 @@ def _flags(spec: SweepSpec, settings: ScanSettings) -> list[str]:
     plain = settings.plain()
     usual = ScanSettings(strategy=settings.strategy, thresholds=Thresholds()).plain()
     for key in ("op", "sigmas", "min_ratio"):
-        if plain[key] != usual[key]:
+        if plain[key] is not None and plain[key] != usual[key]:
             words += ["--" + key.replace("_", "-"), str(plain[key])]
     if plain["sizes"]:
         words += ["--sizes", ",".join(map(str, plain["sizes"]))]

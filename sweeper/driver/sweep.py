@@ -1,4 +1,7 @@
-"""The driver of `sweeper run`: spec -> cluster -> schedule -> executor -> rows -> Parquet.
+"""A run on the driver, and the driver of `sweeper run`: `RunState` is what a run is whatever
+gives its waves (the sweep's schedule here, the scan's policy in `scan`), `execute` runs one
+from connecting to its end; the sweep is spec -> cluster -> schedule -> executor -> rows ->
+Parquet.
 
 Each actor set of the schedule gets its actors; the executor runs its waves. Run metadata
 is gathered once here; every point's measurements (`measurement`) are streamed to the store
@@ -234,7 +237,7 @@ def _kind_of(command: str) -> str:
     return words[1] if words[1:2] in (["nightly"], ["scan"]) else "run"
 
 
-class Run:
+class RunState:
     """One run's state on the driver, from a connected cluster to its last row: what a sweep
     and a scan share. Its id and start (a resumed run's own), the plan, the rows and their
     journal, the run record before the first row and at the end, the line a signal or a lost
@@ -322,7 +325,7 @@ class Run:
         return self._shared
 
 
-class _Sweep(Run):
+class _Sweep(RunState):
     """A sweep: the schedule's waves, an actor set per NCCL environment."""
 
     def __init__(
@@ -556,7 +559,7 @@ def run(
     return finished
 
 
-R = TypeVar("R", bound=Run)
+R = TypeVar("R", bound=RunState)
 
 
 def execute(spec: SweepSpec, make: Callable[[Connection], R]) -> tuple[R, float]:
@@ -584,7 +587,7 @@ def execute(spec: SweepSpec, make: Callable[[Connection], R]) -> tuple[R, float]
     return made, time.monotonic() - clock
 
 
-def _end(made: Run, ended: str) -> None:
+def _end(made: RunState, ended: str) -> None:
     """What was measured is kept, and the run record says how the run ended, whatever stopped
     it. A first signal meanwhile is raised after it: the record then tells the truth."""
     if made.writer is None:

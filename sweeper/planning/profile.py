@@ -127,7 +127,11 @@ class ScanSection(BaseModel):
     domain_label: str | None = Field(
         None, description="A Ray node label (rack, an NVLink domain): the screen's groups."
     )
-    op: str = Field("all_reduce", description="The judged operation.")
+    op: str | None = Field(
+        None,
+        description="The operation of every group of whole nodes, by name; default each "
+        "stage's own: all_reduce in a node's gate, all_to_all across nodes.",
+    )
     sizes: tuple[Size, Size] | None = Field(
         None,
         description="The latency and bandwidth sizes, e.g. [8, 1G]; default 8 and 1G, or the "
