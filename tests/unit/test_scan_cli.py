@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from sweeper.cli import app
 from sweeper.commands.scan import print_verdicts
-from sweeper.results import scans
+from sweeper.planning.spec import SweepSpec
+from sweeper.results import records, scans
 from sweeper.scan.document import Scanned, document
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import Fault, fleet_of, simulate
@@ -87,3 +88,17 @@ def test_a_scans_verdicts_print_as_a_table_and_a_json_document(
     (named,) = [v for v in record["verdicts"] if v["name"] == slow.nodes[0]]
     assert named["health"] == "slow"
     assert named["evidence"].startswith(f"{slow.nodes[0]}: all_to_all at 1 GiB")
+
+
+def test_a_scan_and_a_sweep_are_each_resumed_by_their_own_command(tmp_path: Path) -> None:
+    options = SweepSpec().model_dump(mode="json")
+    scan_id, sweep_id = "20261127T000000Z-aaaaaa", "20261127T000000Z-bbbbbb"
+    records.save(tmp_path, records.RunRecord(scan_id, "sweeper scan", {**options, "scan": {}}, ()))
+    records.save(tmp_path, records.RunRecord(sweep_id, "sweeper run", options, ()))
+    runner, where = CliRunner(), ["--results", str(tmp_path)]
+    ran = runner.invoke(app, ["run", "--resume", scan_id, *where])
+    assert ran.exit_code == 2, ran.output
+    assert f"--resume {scan_id}: a scan; resume it with sweeper scan --resume" in ran.stderr
+    scanned = runner.invoke(app, ["scan", "--resume", sweep_id, *where])
+    assert scanned.exit_code == 2, scanned.output
+    assert f"--resume {sweep_id}: a sweep; resume it with sweeper run --resume" in scanned.stderr
