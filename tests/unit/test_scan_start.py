@@ -1,18 +1,25 @@
 """The scan's actor set goes on without the nodes whose actors did not start, or that left:
 the other nodes' actors join again without them, and only where they cannot does a set start
 again; it stops where a failure names no node. The rank set's boundary is a fake that fails
-as told. And the scan's nodes as named (`--nodes host,id`), and the command a condemned
-verdict carries to re-test its subject."""
+as told. And the scan's nodes as named (`--nodes host,id`), the command a condemned verdict
+carries to re-test its subject, and the line a stopped scan, or one whose head is lost,
+leaves: the run's own, naming `sweeper scan --resume`."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 import pytest
 
 from sweeper.driver import cluster
-from sweeper.driver.scan import named, retest, started
+from sweeper.driver.scan import _Scan, named, retest, started
+from sweeper.driver.stops import Stopped
+from sweeper.driver.sweep import RunState
 from sweeper.errors import InfrastructureError
+from sweeper.planning.profile import build_spec
+from sweeper.results.writer import ResultWriter
 from sweeper.scan.fleet import Stage
 from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.wire import RankInfo
@@ -145,3 +152,33 @@ def test_a_condemned_node_is_re_tested_beside_the_partners_it_was_judged_beside(
     )
     command = retest(slow, {"n2": "gpu-2", "n0": "gpu-0"}, ["--results", "/data/my results"])
     assert command == "sweeper scan --nodes gpu-2,gpu-0,n3 --results '/data/my results'"
+
+
+class _Connected:
+    """The connection a run asks how many GPUs its cluster has, and nothing else here."""
+
+    watch = None
+
+    def gpus(self) -> int:
+        return 0
+
+
+def test_a_scan_stopped_or_whose_head_is_lost_says_to_resume_it_with_sweeper_scan(
+    tmp_path: Path,
+) -> None:
+    class Scanning(RunState):
+        command = _Scan.command
+
+    spec = build_spec(backend="gloo", output=tmp_path)
+    scanning = Scanning(spec, None, "scan", _Connected())  # type: ignore[arg-type]
+    scanning.writer = ResultWriter(tmp_path, scanning.run_id, "2026-11-27")  # its first row
+    try:
+        again = f"sweeper scan --resume {scanning.run_id} --results {tmp_path}"
+        assert scanning.lost("10.0.0.1:6379") == (
+            f"lost the Ray head at 10.0.0.1:6379 mid-run: 0 rows written, resume with: {again}"
+        )
+        stop = Stopped(signal.SIGINT)
+        scanning.told(stop)
+        assert stop.line().endswith(f"its rows kept in {tmp_path}; resume with: {again}")
+    finally:
+        scanning.writer.close()
