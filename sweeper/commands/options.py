@@ -29,7 +29,7 @@ class Format(str, Enum):
 
 def _help(field: str, model: type[BaseModel] = SweepSpec, more: str = "") -> str:
     info = model.model_fields[field]
-    default = info.default
+    default = info.get_default(call_default_factory=True)
     if isinstance(default, (tuple, list)):
         default = ",".join(map(str, default))
     shown = "" if default in (None, {}, "") else f" [default: {default}]"

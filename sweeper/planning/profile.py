@@ -134,13 +134,13 @@ class ScanSection(BaseModel):
     )
     sizes: tuple[Size, Size] | None = Field(
         None,
-        description="The latency and bandwidth sizes, e.g. [8, 1G]; default 8 and 1G, or the "
-        "largest below it that fits (1M on CPU ranks).",
+        description="The latency and bandwidth sizes (8,1G; in a profile [8, 1G]); default 8 "
+        "and 1G, or the largest below it that fits (1M on CPU ranks).",
     )
     min_busbw_gb_per_s: dict[Tier, Floor] = Field(
         default_factory=dict,
-        description="Absolute floors, GB/s per tier ({internode: 40}); a tier left out is held "
-        "to a share of the reference figure for its GPU model.",
+        description="Absolute floors, GB/s per tier (internode=40; in a profile {internode: "
+        "40}); a tier left out is held to a share of the reference figure for its GPU model.",
     )
     # None: the judge's own defaults (scan.thresholds.Thresholds)
     sigmas: float | None = Field(
