@@ -15,6 +15,15 @@ when every check fails (it is beyond the series' own noise by a robust z, and be
 relative floor); the series is a *regression* when the last `persistence` runs, tonight's
 included, were all worse than the baseline of the runs before them.
 
+Over the same runs each series is also segmented as asv does (`steps`): a step is a change
+of the median between two segments of at least MIN_SEGMENT nights beyond the series' noise
+(`z` robust sigmas of its night-to-night differences, and the relative floor), so a worse
+series says whether a step made it so, and the night the step began (`step_began`), or a
+drift, a slope with no step beyond the noise. Each series' noise (`noise`: its sigma over
+its median) is compared with its peers' (the same measurement on the other groups): a group
+whose series are FAIL_SLOW_RATIO times as noisy as their peers' or more is `fail_slow`
+(Guard's fail-slow nodes: a GPU or link that varies night to night before it fails).
+
 A scan's series (`scan_metrics`) are its judged figures, named so that they recur night after
 night: a group of the stages that measure every node (the gate: one node's GPUs, and each GPU's
 own copies; the screen's and the cross-domain group) by its stage and its members' host names,
@@ -26,9 +35,10 @@ the scan's verdicts already speak for them.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -45,6 +55,16 @@ SERIES = tuple(key for key in POINT if key != "size_bytes")
 COLUMNS = ("run_id", *SERIES, "size_bytes", "time_us", "busbw_gb_per_s", "status")
 MAD_TO_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal noise
 STATUSES = ("regression", "worse", "better", "ok", "new")
+MIN_SEGMENT = 2  # nights a side of a step: one night alone is an outlier, not a level
+# A group whose series are this many times as noisy as their peers' (a geometric mean over
+# its series) is fail-slow: doubled noise is flagged, a peer's own spread seldom is
+# (docs/REGRESSIONS.md has the rates).
+FAIL_SLOW_RATIO = 1.5
+MIN_PEERS = 3  # fewer other groups of a measurement: no fail-slow verdict
+FAIL_SLOW_NIGHTS = 10  # fewer nights know a series' noise to no better than +-30%
+# The series of a measurement on every group: peers differ only in these.
+_GROUP_KEYS = ("group_id", "src_rank", "dst_rank", "rank")
+_PEER_KEYS = tuple(key for key in SERIES if key not in _GROUP_KEYS)
 # A scan's rows: the stage and the hosts and GPUs that name its series.
 SCAN_COLUMNS = (*COLUMNS, "stage", "hosts", "gpu_uuids")
 _NAMED_HOSTS = 4  # a group of more hosts is named by its first and last, and a digest
@@ -189,6 +209,13 @@ class Policy:
         )
 
     @property
+    def step_bar(self) -> tuple[float, float]:
+        """The robust z and the relative floor a step must pass: the checks' own."""
+        z = next((c.z for c in self.checks if isinstance(c, RobustZ)), 0.0)
+        floor = next((c.fraction for c in self.checks if isinstance(c, RelativeFloor)), 0.0)
+        return z, floor
+
+    @property
     def runs(self) -> int:
         """How many runs, tonight's included, a verdict looks at."""
         return self.window + self.persistence
@@ -207,14 +234,117 @@ def _deviation(values: pd.Series, median: pd.Series, sigma: pd.Series, metric: M
     return Deviation(gap / median, gap / sigma)
 
 
+def noise(values: np.ndarray[Any, np.dtype[np.float64]], skip: Sequence[int] = ()) -> float:
+    """The night-to-night sigma of a series (oldest first, no NaN): from the mean absolute
+    difference of successive nights (sqrt(pi) / 2 x it for normal noise, efficient where a
+    median of 14 nights is not), leaving out the differences across `skip` (each the index
+    of a step's first night)."""
+    gaps = np.abs(np.diff(values))
+    kept = np.delete(gaps, [i - 1 for i in skip if 0 < i <= len(gaps)])
+    return float(np.mean(kept) * math.sqrt(math.pi) / 2) if len(kept) else math.nan
+
+
+def steps(values: np.ndarray[Any, np.dtype[np.float64]], z: float, floor: float) -> list[int]:
+    """Where a series' level changes (asv's step detection, by binary segmentation): the
+    index of each segment's first night but the first's, oldest first. A split is kept where
+    both sides have MIN_SEGMENT nights and their medians differ by more than `z` robust
+    sigmas of the night-to-night differences and by `floor` of the earlier median."""
+    sigma = MAD_TO_SIGMA * float(np.median(np.abs(np.diff(values)))) / math.sqrt(2)
+    found: list[int] = []
+
+    def split(lo: int, hi: int) -> None:
+        best, cost = None, math.inf
+        for i in range(lo + MIN_SEGMENT, hi - MIN_SEGMENT + 1):
+            left, right = values[lo:i], values[i:hi]
+            here = np.abs(left - np.median(left)).sum() + np.abs(right - np.median(right)).sum()
+            if here < cost:
+                best, cost = i, here
+        if best is None:
+            return
+        before, after = np.median(values[lo:best]), np.median(values[best:hi])
+        if abs(after - before) <= max(z * sigma, floor * abs(before)):
+            return
+        found.append(best)
+        split(lo, best)
+        split(best, hi)
+
+    split(0, len(values))
+    return sorted(found)
+
+
+def drift(values: np.ndarray[Any, np.dtype[np.float64]]) -> float:
+    """The Theil-Sen slope of a series over its nights, times their span, over its median:
+    how far it moved end to end, as a fraction."""
+    n = len(values)
+    if n < 2:
+        return math.nan
+    slopes = [(values[j] - values[i]) / (j - i) for i in range(n) for j in range(i + 1, n)]
+    return float(np.median(slopes) * (n - 1) / np.median(values))
+
+
+@dataclass(frozen=True)
+class History:
+    """A series over its nights: its noise (sigma over median), the night its last step
+    began with the change of the median there (after / before - 1), and its drift."""
+
+    noise: float
+    nights: int = 0  # the values it is over
+    step_began: Any = None  # the row's label (a run id) of the step's first night
+    step_change: float = math.nan
+    drift: float = math.nan
+
+
+def history(row: pd.Series, z: float, floor: float) -> History:
+    """`row`: a series' values by run, oldest first (NaN where a run did not measure it)."""
+    values = row.dropna()
+    if len(values) < 2 * MIN_SEGMENT:
+        return History(math.nan, len(values))
+    array = values.to_numpy(dtype=np.float64)
+    found = steps(array, z, floor)
+    relative = noise(array, found) / float(np.median(array))
+    if not found:
+        return History(relative, len(array), drift=drift(array))
+    begin = found[-1]
+    before = float(np.median(array[found[-2] if len(found) > 1 else 0 : begin]))
+    after = float(np.median(array[begin:]))
+    return History(relative, len(array), values.index[begin], after / before - 1, drift(array))
+
+
+def fail_slow(findings: pd.DataFrame) -> pd.Series:
+    """Each finding's group's noise against its peers': over the group's series, the
+    geometric mean of each one's noise over the median of its peers' (the same metric and
+    measurement on the other groups, at least MIN_PEERS of them), each over at least
+    FAIL_SLOW_NIGHTS nights; NaN without. One
+    series' noise over 14 nights is known to about +-20%; a group's several series together
+    know it better."""
+    keys = ["metric", *_PEER_KEYS]
+    ratios = pd.Series(np.nan, index=findings.index)
+    known = findings["noise"].where(findings["noise_nights"] >= FAIL_SLOW_NIGHTS)
+    for _, part in known.groupby([findings[key] for key in keys], dropna=False, sort=False):
+        for index, value in part.items():
+            others = part.drop(index).dropna()
+            usual = float(others.median()) if len(others) >= MIN_PEERS else math.nan
+            if usual > 0:  # peers that never varied (identical values): no measure of noise
+                ratios[index] = value / usual
+    logs = np.log(ratios.where(ratios > 0))
+    by_group: pd.Series = np.exp(logs.groupby(findings["group_id"]).transform("mean"))
+    return by_group
+
+
 def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.DataFrame:
     """Tonight's verdict per series and metric, for the series tonight measured.
 
     `runs`: run ids oldest first, tonight's last; `metrics`: their `run_metrics`. Columns:
     the SERIES columns, metric, unit, size_bytes and value (tonight's), baseline (median),
-    sigma (1.4826 x MAD), baseline_runs (values in it), change (value / baseline - 1), z
-    ((value - baseline) / sigma), and status: regression, worse (tonight only, so far),
-    better, ok, or new.
+    sigma (the most of 1.4826 x the baseline's MAD, the night-to-night `noise` of its runs,
+    and its peers' median noise), baseline_runs (values in it), change (value / baseline -
+    1), z ((value - baseline) / sigma), and status: regression, worse (tonight only, so far),
+    better, ok, or new; noise (the series' night-to-night sigma over its median, over all
+    `runs`, steps left out) and noise_nights (the runs it is over); trend (of a worse
+    series: `step` where a step beyond the noise made it so, with step_began the run it
+    began with and step_change its size, else `drift`, with drift the Theil-Sen slope over
+    the runs as a fraction); noise_ratio (`fail_slow`: the group's noise against its
+    peers') and fail_slow (noise_ratio at least FAIL_SLOW_RATIO).
     """
     tonight = runs[-1]
     streak = list(runs[-policy.persistence :])
@@ -232,7 +362,25 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
         table = table[table[tonight].notna()]
         baseline = table[earlier]
         median = baseline.median(axis=1)
-        sigma = MAD_TO_SIGMA * baseline.sub(median, axis=0).abs().median(axis=1)
+        z, floor = policy.step_bar
+        past = [history(row, z, floor) for _, row in table.iterrows()]
+        # the MAD of a few nights can come out near 0 by chance; the night-to-night
+        # differences of the baseline's nights know the noise better (a step among them
+        # only raises the bar: few nights can split by chance into steps that are none)
+        known = pd.Series(
+            [noise(row.dropna().to_numpy(dtype=np.float64)) for _, row in baseline.iterrows()],
+            index=table.index,
+        )
+        mad = MAD_TO_SIGMA * baseline.sub(median, axis=0).abs().median(axis=1)
+        # and a series is no quieter than its peers' median (the same measurement on the
+        # other groups): a few nights of one series can look quiet by chance, several
+        # groups' together seldom do
+        first = of_metric.drop_duplicates("series").set_index("series").loc[table.index]
+        relative = known / median
+        peers = relative.groupby(
+            [first[key].astype("string").fillna("") for key in _PEER_KEYS], sort=False
+        ).transform("median")
+        sigma = np.fmax(np.fmax(mad, known), peers * median)
         baseline_runs = baseline.notna().sum(axis=1)
         earlier_runs = table[list(runs[:-1])].notna().sum(axis=1)
         now = _deviation(table[tonight], median, sigma, metric)
@@ -247,6 +395,10 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
             ["new", "regression", "worse", "better"],
             "ok",
         )
+        step_change = pd.Series([h.step_change for h in past], index=table.index)
+        worse_step = (-step_change if metric.higher_is_better else step_change) > 0
+        judged = pd.Series(status, index=table.index).isin(["regression", "worse"])
+        stepped = judged & worse_step
         measured = of_metric[of_metric["run_id"] == tonight].set_index("series")
         frame = measured.loc[table.index, [*SERIES, "size_bytes"]].assign(
             metric=metric.name,
@@ -258,7 +410,19 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
             change=table[tonight] / median - 1,
             z=(table[tonight] - median) / sigma,
             status=status,
+            noise=[h.noise for h in past],
+            noise_nights=[h.nights for h in past],
+            trend=pd.Series(
+                np.where(stepped, "step", "drift"), index=table.index, dtype="string"
+            ).where(judged),
+            step_began=pd.Series(
+                [h.step_began for h in past], index=table.index, dtype=object
+            ).where(stepped, None),
+            step_change=step_change.where(stepped),
+            drift=[h.drift for h in past],
         )
         out.append(frame.reset_index(drop=True))
     findings: pd.DataFrame = pd.concat(out, ignore_index=True)
+    findings["noise_ratio"] = fail_slow(findings)
+    findings["fail_slow"] = (findings["noise_ratio"] >= FAIL_SLOW_RATIO).fillna(False)
     return findings

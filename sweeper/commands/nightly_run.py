@@ -156,6 +156,26 @@ class Verdict:
         regressions: pd.DataFrame = self.findings[self.findings["status"] == "regression"]
         return regressions
 
+    def fail_slow(self) -> list[dict[str, Any]]:
+        """The groups flagged fail-slow: each group's noise against its peers', and each of
+        its series' own noise (sigma over median, night to night)."""
+        flagged = self.findings[self.findings["fail_slow"]]
+        return [
+            {
+                "group_id": str(group_id),
+                "noise_ratio": json_value(float(part["noise_ratio"].iloc[0])),
+                "series": [
+                    {
+                        "series": series_name(r),
+                        "metric": r["metric"],
+                        "noise": json_value(r["noise"]),
+                    }
+                    for r in part.to_dict("records")
+                ],
+            }
+            for group_id, part in flagged.groupby("group_id", sort=True)
+        ]
+
     def changed_versions(self) -> dict[str, tuple[str | None, str | None]]:
         """Versions that differ from the previous run's: {name: (before, now)}."""
         if self.previous_versions is None:
@@ -266,6 +286,7 @@ def summary(verdict: Verdict, page: Path | None = None) -> dict[str, Any]:
         "points": verdict.points,
         "failed": verdict.failed,
         "regressions": len(verdict.regressions),
+        "fail_slow": verdict.fail_slow(),
         **scanned,
         "counts": {status: int(counts.get(status, 0)) for status in STATUSES},
         "series": [
@@ -377,6 +398,27 @@ def _metric(finding: Mapping[Hashable, Any]) -> str:
     return f"{_METRIC_NAMES.get(finding['metric'], finding['metric'])}{at} ({finding['unit']})"
 
 
+def _since(finding: Mapping[Hashable, Any]) -> str:
+    """Whether a worse series stepped (and from which run) or drifted."""
+    if finding["trend"] == "step":
+        return f"step from {finding['step_began']} ({finding['step_change']:+.1%})"
+    return f"drift ({finding['drift']:+.1%} over the runs)"
+
+
+def _print_fail_slow(console: Console, verdict: Verdict) -> None:
+    """The fail-slow groups, each with its noise against its peers' and its series'."""
+    flagged = verdict.fail_slow()
+    if not flagged:
+        return
+    table = Table(title="fail-slow: groups that vary night to night more than their peers")
+    for column in ("group", "x peers' noise", "series: noise (sigma / median)"):
+        table.add_column(column)
+    for group in flagged:
+        named = "; ".join(f"{s['series']} {s['metric']}: {s['noise']:.1%}" for s in group["series"])
+        table.add_row(group["group_id"], f"{group['noise_ratio']:.2f}", named)
+    console.print(table)
+
+
 def _print_scan(console: Console, scan: ScanVerdicts) -> None:
     """The scan's nodes by verdict, and what it condemned with the evidence."""
     health = ", ".join(f"{n} {verdict}" for verdict, n in scan.document["health"].items())
@@ -417,8 +459,9 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
     shown = verdict.findings[verdict.findings["status"].isin(["regression", "worse"])]
     if len(shown):
         table = Table(title="regressions, and series worse tonight (they alarm if it persists)")
-        for column in ("status", "series", "metric", "tonight", "baseline", "change", "z"):
-            table.add_column(column, justify="left" if column in ("status", "series") else "right")
+        columns = ("status", "series", "metric", "tonight", "baseline", "change", "z", "noise")
+        for column in (*columns, "since"):
+            table.add_column(column, justify="right" if column in columns[2:] else "left")
         ordered = shown.sort_values("status", key=lambda s: s.map(STATUSES.index))
         for finding in ordered.to_dict("records"):
             table.add_row(
@@ -429,8 +472,11 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
                 _value(finding, finding["baseline"]),
                 f"{finding['change']:+.1%}",
                 f"{finding['z']:+.1f}",
+                "-" if pd.isna(finding["noise"]) else f"{finding['noise']:.1%}",
+                _since(finding),
             )
         console.print(table)
+    _print_fail_slow(console, verdict)
     counts = verdict.findings["status"].value_counts()
     console.print(
         f"{len(verdict.findings)} series x metrics: "
