@@ -580,6 +580,10 @@ def execute(spec: SweepSpec, make: Callable[[Connection], R]) -> tuple[R, float]
                 _end(made, "interrupted")
                 raise
             _end(made, "complete")
+    except Stopped as stop:
+        if made is not None:  # one raised as such, not a signal's, learns its run here
+            made.told(stop)
+        raise
     except HeadLost as lost:
         if made is None:
             raise
