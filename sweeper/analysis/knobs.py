@@ -10,16 +10,25 @@ variants of other tiers (p2p-off, network) are not taken for swept ones.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pandas as pd
 
+from sweeper.analysis.changes import size_class
 from sweeper.analysis.summary import label
 
 DEFAULT = "default"
 JUDGED_STEP = 16  # judged sizes: the smallest, every 16x from it, and the largest
 LINE_KEYS = ["operation", "tier", "world_size", "dtype"]
-TABLE_COLUMNS = ("size_bytes", "best", "busbw_gb_per_s", "default_busbw_gb_per_s", "gain")
+TABLE_COLUMNS = (
+    "size_bytes",
+    "best",
+    "busbw_gb_per_s",
+    "default_busbw_gb_per_s",
+    "gain",
+    "clear",  # the gain is beyond the size's floor (changes.SIZE_CLASSES), either way
+)
 
 
 def _env(rows: pd.DataFrame) -> dict[str, str]:
@@ -108,8 +117,10 @@ def judged_sizes(sizes: Sequence[int]) -> list[int]:
 
 def best_values(curve: pd.DataFrame) -> pd.DataFrame:
     """For one operation's lines (one tier, group size, dtype): at each judged size the best
-    value, its busbw, the default's, and the gain (best / default; below 1 the default
-    wins). Sizes the default did not measure are left out."""
+    value, its busbw, the default's, the gain (best / default; below 1 the default wins),
+    and whether it is clear: beyond the size's floor either way, what two identical
+    configurations, each on an actor set of its own, can be apart by. Sizes the default did
+    not measure are left out."""
     wide = curve.pivot_table(index="size_bytes", columns="line", values="busbw_gb_per_s")
     if DEFAULT not in wide.columns:
         return _frame([], TABLE_COLUMNS)
@@ -121,7 +132,9 @@ def best_values(curve: pd.DataFrame) -> pd.DataFrame:
         if measured.empty or pd.isna(default):
             continue
         best = str(measured.idxmax())
-        out.append((size, best, measured[best], default, measured[best] / default))
+        gain = measured[best] / default
+        clear = abs(math.log(gain)) > math.log1p(size_class(size).floor)
+        out.append((size, best, measured[best], default, gain, clear))
     return _frame(out, TABLE_COLUMNS)
 
 
