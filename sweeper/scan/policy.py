@@ -78,8 +78,8 @@ class Strategy:
 
 
 def blocks(ids: Sequence[str]) -> list[tuple[str, ...]]:
-    """The fleet in order, cut into blocks of about sqrt(N) nodes (the screen's groups where
-    nodes carry no domain label)."""
+    """The fleet in order, cut into blocks of about sqrt(N) nodes (a switch's, say: the
+    simulation's bound on its faults counts them)."""
     size = max(2, isqrt(len(ids)))
     count = max(1, len(ids) // size)
     return [tuple(ids[i * len(ids) // count : (i + 1) * len(ids) // count]) for i in range(count)]
