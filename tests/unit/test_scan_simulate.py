@@ -265,7 +265,7 @@ def test_the_cost_model_grows_with_the_groups_ranks_and_the_fleet() -> None:
 def test_the_entry_point_prints_json_with_the_stages_and_the_score() -> None:
     args = ["scan", "--simulate", "--nodes", "32", "--gpus-per-node", "4", "--format", "json"]
     result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # it condemns its planted faults
     report = json.loads(result.stdout)
     assert report["stages"]["gate"] == 1
     assert report["precision"] == 1.0
