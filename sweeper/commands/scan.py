@@ -313,6 +313,7 @@ def _keep(sim: Simulation, output: Path | None) -> str | None:
         waves=sim.waves,
         rows=0,
         seconds=sim.seconds,
+        findings=sim.findings,
     )
     return str(scans.save(output, scanned.run_id, document(scanned)))
 

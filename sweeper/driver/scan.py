@@ -72,7 +72,7 @@ from sweeper.scan.judge import Verdict, judge
 from sweeper.scan.policy import Policy, Strategy
 from sweeper.scan.rows import HOST_COPIES, Asked, Row, outcome
 from sweeper.scan.simulate import WaveRun
-from sweeper.scan.thresholds import Thresholds
+from sweeper.scan.thresholds import Thresholds, findings
 from sweeper.topology import Node
 from sweeper.wire import Backend, RankInfo, Tier
 
@@ -446,6 +446,7 @@ class _Scan(RunState):
             actors_started=self.actors_started,
             seconds=time.monotonic() - self.clock,
             machines=tuple(self.nodes),
+            findings=tuple(findings(fleet, outcomes, thresholds)),
         )
         kept = summary(self.scanned, self.plan.spec, self.settings)
         scans.save(self.plan.outputs.results, self.run_id, kept)

@@ -4,12 +4,14 @@ node at 64 and 1024 nodes of 8 GPUs, within the issue's 15 minutes of the cost m
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.results import scans
 from sweeper.scan.fleet import Fleet, Group, Stage
 from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
@@ -271,3 +273,19 @@ def test_the_entry_point_prints_json_with_the_stages_and_the_score() -> None:
     assert report["precision"] == 1.0
     assert report["recall"] == 1.0
     assert {v["health"] for v in report["verdicts"]} >= {"slow", "unreachable"}
+
+
+def test_a_simulated_fleet_under_a_floor_keeps_its_fleet_finding_in_its_summary(
+    tmp_path: Path,
+) -> None:
+    args = ["scan", "--simulate", "--nodes", "16", "--gpus-per-node", "2", "--faults", "0"]
+    floor = ["--min-busbw", "internode=60", "--results", str(tmp_path)]
+    result = CliRunner().invoke(app, [*args, *floor])
+    assert result.exit_code == 0, result.output  # no node condemned on the floor alone
+    (kept,) = (tmp_path / "_runs").glob("*.scan.json")
+    summary = scans.load(tmp_path, kept.name.removesuffix(".scan.json"))
+    assert summary is not None
+    (finding,) = [f for f in summary["findings"] if f["off"]]
+    assert finding["source"] == "the flag's 60 GB/s for internode"
+    assert (finding["below"], finding["nodes"]) == (16, 16)
+    assert summary["condemned"] == []
