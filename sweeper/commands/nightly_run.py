@@ -26,7 +26,8 @@ node drifting down night after night while still within the fleet's spread.
 A nightly scan alarms on two counts, both exit 1: a regression, or a node, GPU or link the
 scan condemned (slow, failed or unreachable). Its summary then has, beside `regressions`,
 `condemned`: one object per condemned verdict, `{"name", "subject", "health", "nodes",
-"hosts", "gpu", "evidence"}` (the scan summary's fields of the same names), and `scan`: `{"summary"`
+"hosts", "gpu", "evidence", "retest"}` (the scan summary's fields of the same names: `retest`
+is the command that scans it again), and `scan`: `{"summary"`
 (the scan summary's path), `"strategy"`, `"seed"`, `"nodes"`, `"health"` (nodes per
 verdict)`}`. A nightly sweep's summary has neither key.
 """
@@ -114,7 +115,7 @@ class ScanVerdicts:
         """The condemned verdicts (the summary's `condemned`), each as the nightly summary
         names it."""
         named = set(self.document["condemned"])
-        keys = ("name", "subject", "health", "nodes", "hosts", "gpu", "evidence")
+        keys = ("name", "subject", "health", "nodes", "hosts", "gpu", "evidence", "retest")
         return [
             {key: v[key] for key in keys} for v in self.document["verdicts"] if v["name"] in named
         ]
@@ -351,15 +352,16 @@ def scan_night(
     """Scan the fleet (run_kind `nightly`), each wave a line as it starts (none for JSON),
     judge the judged figures against the earlier nightly scans, and write the report and
     the summary with the scan's condemned verdicts."""
-    from sweeper.driver.scan import scan_fleet  # Ray: a real cluster's scan
-    from sweeper.scan.document import document
+    from sweeper.driver.scan import scan_fleet, summary  # Ray: a real cluster's scan
 
     outputs = spec.outputs
     if outputs.report:
         require()  # the report's extra, before Ray starts
-    scanned = scan_fleet(spec, scan_settings(section), observer, run_kind="nightly")
+    chosen = scan_settings(section)
+    scanned = scan_fleet(spec, chosen, observer, run_kind="nightly")
     kept = ScanVerdicts(
-        path=scans.path(outputs.results, scanned.run_id), document=document(scanned)
+        path=scans.path(outputs.results, scanned.run_id),
+        document=summary(scanned, spec, chosen),  # as the run keeps it: with re-tests
     )
     verdict = judge(outputs.results, scanned.run_id, policy, kept)
     page = None

@@ -462,8 +462,14 @@ class _Scan(RunState):
         return REGISTRY[group.op]
 
     def asked(self, group: scan.Group) -> Asked:
-        latency, bandwidth = self.sizes
-        return Asked(op=self.judged(group).op, latency_bytes=latency, bandwidth_bytes=bandwidth)
+        """What the group's judged operation measures: its sizes as its ranks run them (an
+        all_to_all's rounded down to a whole chunk a rank, as nccl-tests does: 1 GiB over
+        3 nodes of 8 GPUs is not 1 GiB), so its rows are found at them."""
+        judged, parts = self.judged(group), self.groups(group)
+        ranks = parts[0][0].world_size if parts else 1
+        itemsize = DTYPES[DTYPE].itemsize
+        latency, bandwidth = (judged.count(s, itemsize, ranks) * itemsize for s in self.sizes)
+        return Asked(op=judged.op, latency_bytes=latency, bandwidth_bytes=bandwidth)
 
     def groups(self, group: scan.Group) -> list[list[Group]]:
         """The executor's groups of a scan group, by the executor wave they run in, each with

@@ -243,6 +243,7 @@ def test_a_nightly_scan_with_a_slow_node_exits_1_and_names_it_in_its_summary_and
     condemned = {v["name"]: v for v in night.summary["condemned"]}
     assert condemned[slow]["health"] == "slow"
     assert f"{slow}: all_reduce at 64 KiB" in condemned[slow]["evidence"]
+    assert condemned[slow]["retest"].startswith(f"sweeper scan --nodes {slow},")
     # nothing away from the planted faults (on six nodes the bisection's halves cannot all be
     # padded, so the slow link may be blamed on one of its ends)
     planted = {slow, *(scan.order[i] for i in SLOW_LINK)}
