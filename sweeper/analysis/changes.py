@@ -95,20 +95,20 @@ class RegressionRule:
     """A point ran in both runs is a regression when it failed in the new one only, or lost
     more of its bus bandwidth than `threshold`, than its size class's floor, than `k` x the
     combined spread of the two runs' blocks (the root of the sum of their squares of
-    ln(slowest / fastest block)) and than
-    `k` x its series' scatter (the robust spread of the changes of the series' points in that
-    size class, where it has at least MIN_SCATTER_POINTS), with every block of the new run
-    slower than every block of the base. An improvement is the
-    same the other way round. A change of less than `threshold` is unchanged; a larger one
-    that the noise can explain, or of a point without `MIN_BLOCKS` blocks a side, unclear.
+    ln(slowest / fastest block)) and than `k` x its series' scatter (how far neighbouring
+    sizes of the series move apart in that size class, where it has at least
+    MIN_SCATTER_POINTS: `_scatter`), with every block of the new run slower than every block
+    of the base. An improvement is the same the other way round. A change of less than
+    `threshold` is unchanged; a larger one that the noise can explain, or of a point without
+    `MIN_BLOCKS` blocks a side, unclear.
 
     Every change is judged as a log ratio (ln(new / base)), so that a point twice as fast
     from A to B is as clear as half as fast from B to A; `noise` is its bar as a fraction.
-    The scatter is the two runs' own measure of the noise between them: a slower link slows
-    every size of a class alike, while a busy host moves neighbouring sizes by unrelated
-    amounts (on the 2-core CPU box, by -80% to +400% between identical runs whose blocks
-    spread far less). k = 3: the smallest that leaves every point of two identical runs
-    unflagged on 4 H200 (k = 2 flags 3 of 154) and on the CPU box (docs/REGRESSIONS.md)."""
+    The scatter is the two runs' own measure of the noise between them: a slower link moves
+    neighbouring sizes alike, while a busy host moves them by unrelated amounts (on the
+    2-core CPU box, by -80% to +400% between identical runs whose blocks spread far less).
+    k = 3: the smallest that leaves every point of two identical runs unflagged on 4 H200
+    (k = 2 flags 3 of 154) and on the CPU box (docs/REGRESSIONS.md)."""
 
     threshold: float = 0.05
     k: float = 3.0
@@ -151,17 +151,30 @@ def _spread(blocks: np.ndarray[Any, np.dtype[np.float64]] | None) -> float:
 
 
 def _scatter(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]) -> pd.Series:
-    """Each point's series' scatter in its size class: 1.4826 x the MAD of the log changes
-    of its judged points there; NaN with fewer than MIN_SCATTER_POINTS of them."""
+    """Each point's series' scatter in its size class, from the successive differences of
+    the log changes of its judged points there, in order of size: 1.4826 x their MAD over
+    sqrt(2) (the difference of two independent points has sqrt(2) times their sigma); NaN
+    with fewer than MIN_SCATTER_POINTS points. Differences, not deviations from the class's
+    median: a real change moves neighbouring sizes alike but not every size of a class by
+    as much (fewer NCCL channels cost 4 H200 63% of all_reduce's bus bandwidth at 1 MiB and
+    87% at 256 MiB), so its spread over the class would count as noise and hide it, where
+    noise moves neighbouring sizes by unrelated amounts."""
     logs = np.log1p(out["busbw_change"].where(judged))
     keys = [out[key].astype("string").fillna("") for key in SERIES]
     keys.append(pd.Series([size_class(s).name for s in out["size_bytes"]], index=out.index))
-    grouped = logs.groupby(keys, sort=False)
-    deviation = (logs - grouped.transform("median")).abs()
-    mad = deviation.groupby(keys, sort=False).transform("median")
-    scatter: pd.Series = (MAD_TO_SIGMA * mad).where(
-        grouped.transform("count") >= MIN_SCATTER_POINTS
+    frame = pd.DataFrame({"log": logs, "size": out["size_bytes"]}).assign(
+        **{f"k{i}": key for i, key in enumerate(keys)}
     )
+    names = [f"k{i}" for i in range(len(keys))]
+    frame = frame[frame["log"].notna()].sort_values([*names, "size"], kind="stable")
+    steps = frame.groupby(names, sort=False)["log"].diff()
+    deviation = steps - steps.groupby([frame[n] for n in names], sort=False).transform("median")
+    mad = deviation.abs().groupby([frame[n] for n in names], sort=False).transform("median")
+    count = frame.groupby(names, sort=False)["log"].transform("count")
+    per_point = (MAD_TO_SIGMA * mad / math.sqrt(2)).where(count >= MIN_SCATTER_POINTS)
+    # every point of a series' class gets the class's figure (its first point has no step)
+    per_class = per_point.groupby([frame[n] for n in names], sort=False).transform("max")
+    scatter: pd.Series = per_class.reindex(out.index)
     return scatter
 
 

@@ -76,6 +76,28 @@ def test_a_10_percent_slowdown_from_1_mib_on_recorded_h200_noise_is_seen() -> No
     assert not changes.loc[changes.index.get_level_values("size_bytes") < 2**20, "regression"].any()
 
 
+CHANNELS = Path(__file__).parents[1] / "data/results/h200-x4-channels-2026-11-27"
+
+
+def test_fewer_nccl_channels_on_h200_is_a_regression_wherever_it_costs_more_than_the_floor() -> (
+    None
+):
+    """Three runs on 4 H200, the third with NCCL_MAX_NCHANNELS=2: A and B flag nothing either
+    way; against C every all_reduce and all_gather point from 64 KiB is a regression, though
+    the loss grows with size (16-20% at 64 KiB, 73% at 512 KiB, 87% at 256 MiB), which the
+    class's spread around its median took for noise (all eight came out unclear)."""
+    runs = load(CHANNELS)
+    a, b, c = (group for _, group in sorted(runs.groupby("run_id")))
+    for base, new in ((a, b), (b, a)):
+        assert set(point_changes(base, new)["verdict"]) <= {"unchanged", "unclear"}
+    changes = point_changes(a, c)
+    assert not changes["improvement"].any()
+    from_64k = changes[(changes["size_bytes"] >= 2**16) & (changes["op"] != "send_recv")]
+    assert len(from_64k) == 26
+    assert from_64k["regression"].all(), from_64k[["op", "size_bytes", "busbw_change", "noise"]]
+    assert changes.loc[changes["size_bytes"] >= 2**20, "regression"].all()
+
+
 def test_a_slower_point_is_a_regression_and_a_faster_one_an_improvement(tmp_path: Path) -> None:
     # three series (dtypes) of one large point each: no scatter
     dtypes = ("float32", "bfloat16", "float16")
