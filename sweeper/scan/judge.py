@@ -2,12 +2,13 @@
 as a pair or the evidence condemns, each with its evidence; and the fleet's findings. Pure.
 
 Inside a node: the gate speaks for each GPU (its copies, its NVML readings) and, where the
-node was isolated (`Stage.ISOLATE`: its gate failed or its GPUs disagree in telemetry), its
-pairs do: a GPU is slow when most of its pairs, and at least two, fall below the node's other
-pairs (`PEER_SHARE` of their median), an NVLink when its pair alone does; the GPU's SM clock
-against its peers' and its power cap go into the evidence. A GPU is `healthy` only on tests
-that measured it on its own or beside each peer: on a gate that passed, or on its pairs; one
-that only took part in a failed gate is `unconfirmed`.
+node was isolated (`Stage.ISOLATE`: its gate failed, or missed an absolute threshold a fleet
+finding waived, or its GPUs disagree in telemetry), its pairs do: a GPU is slow when most of
+its pairs, and at least two, fall below the node's other pairs (`PEER_SHARE` of their median),
+an NVLink when its pair alone does; the GPU's SM clock against its peers' and its power cap
+go into the evidence. A GPU is `healthy` only on tests that measured it on its own or beside
+each peer: on a gate that passed, or on its pairs; one that only took part in a failed gate,
+or in one that passed only because a fleet finding waived its threshold, is `unconfirmed`.
 
 Across nodes a failing group blames its members only until they are separated (`explain`):
 a group that timed out is explained by the nodes that did not answer (`failed`, whatever
@@ -122,7 +123,7 @@ def judge(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> 
     inside = [j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE]
     gpus, nodes = _gate_verdicts(fleet, gates, inside, outcomes, thresholds)
     tests = [j for j in judged.values() if _across(j)]
-    verdicts, links, groups = _internode(fleet, tests, nodes)
+    verdicts, links, groups = _internode(fleet, tests, nodes, gates)
     return [*verdicts, *gpus, *links, *groups]
 
 
@@ -192,7 +193,7 @@ def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside
     if len(figures) < 3:
         # too few pairs to hold one against the others (a node of two or three GPUs): a
         # slow gate with one GPU whose telemetry disagrees names that GPU
-        slow_gate = gate is not None and gate.failure is Failure.SLOW
+        slow_gate = gate is not None and (gate.failure is Failure.SLOW or bool(gate.excused))
         alone = slow_gate and len(said) == 1
         return Inside(slow_gpus={g: [] for g in said} if alone else {}, telemetry=said)
     mid = median(figures)
@@ -249,6 +250,8 @@ def _gate_verdicts(
         if bad or seen.slow_links:
             named = bad + [f"NVLink gpu{a}-gpu{b}" for a, b in seen.slow_links]
             why = f"{node.id}: left out of the internode stages: its " + "; ".join(named)
+            if j.excused:  # the fleet finding waived the threshold, not what isolation found
+                why += f" (its gate's {j.excused})"
             nodes[node.id] = _node(node.id, Health.UNCONFIRMED, why, Stage.GATE)
         elif not j.passed:
             health = Health.FAILED if j.failure is Failure.FAILED else Health.SLOW
@@ -330,7 +333,7 @@ def _gpu_verdict(
             f"{name}: in pairs with each other GPU of its node {figure(median(figures or [0]))} "
             f"GB/s against their median {figure(seen.median_gb_per_s or 0)}{copies}"
         )
-    elif gate.passed:
+    elif gate.passed and not gate.excused:
         health = Health.HEALTHY
         own = gate.figure_gb_per_s
         ran = f" at {figure(own)} GB/s" if own is not None else ""
@@ -338,6 +341,8 @@ def _gpu_verdict(
     else:
         health = Health.UNCONFIRMED
         why = f"{name}: took part only in its node's failed gate ({gate.why})"
+        if gate.passed:
+            why = f"{name}: took part only in its node's gate, {gate.excused}"
     if verdict is None and g in seen.telemetry:
         why += f"; {seen.telemetry[g]}"
     return Verdict(
@@ -478,7 +483,7 @@ def explain(tests: list[Judged]) -> Explained:
 
 
 def _internode(
-    fleet: Fleet, tests: list[Judged], decided: dict[str, Verdict]
+    fleet: Fleet, tests: list[Judged], decided: dict[str, Verdict], gates: dict[str, Judged]
 ) -> tuple[list[Verdict], list[Verdict], list[Verdict]]:
     order = {n: i for i, n in enumerate(fleet.ids)}
     e = explain(tests)
@@ -502,7 +507,7 @@ def _internode(
         elif node in e.culprits:
             verdicts.append(_culprit(node, e))
         else:
-            verdicts.append(_bystander(node, e, len(fleet.ids)))
+            verdicts.append(_bystander(node, e, len(fleet.ids), gates.get(node)))
     links = [_link(link, e, idx) for link, idx in by_link.items()]
     links += _healthy_pairs(e, fleet)
     groups = [
@@ -640,7 +645,7 @@ def _culprit(node: str, e: Explained) -> Verdict:
     )
 
 
-def _bystander(node: str, e: Explained, fleet_size: int) -> Verdict:
+def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) -> Verdict:
     failed = e.fails.get(node, [])
     passing = e.passes.get(node, [])
     total = len(failed) + len(passing)
@@ -668,6 +673,22 @@ def _bystander(node: str, e: Explained, fleet_size: int) -> Verdict:
             tests=total,
             passed=len(passing),
             evidence=why,
+        )
+    if not total and fleet_size == 1 and gate is not None and gate.excused:
+        # its isolation named nothing (else the gate decided it): its GPUs alike, the fleet
+        # finding stands for what the threshold saw
+        return Verdict(
+            subject=Subject.NODE,
+            nodes=(node,),
+            health=Health.HEALTHY,
+            stage=Stage.GATE,
+            busbw_gb_per_s=gate.figure_gb_per_s,
+            tests=1,
+            passed=1,
+            evidence=(
+                f"{node}: the only node; its gate's {gate.excused}, a fleet finding; "
+                "isolated, none of its GPUs or NVLinks stands out from the others"
+            ),
         )
     if not total and fleet_size == 1:
         return _node(node, Health.HEALTHY, f"{node}: passed its gate (the only node)", Stage.GATE)

@@ -2,10 +2,11 @@
 (given the strategy's seed): a real scan and a simulation call the same function.
 
 Every strategy starts with the gate (each node alone, all at once), then isolates the nodes
-whose gate failed or whose GPUs disagree in telemetry (`to_isolate`): each GPU alone, then
-every pair of its GPUs, disjoint pairs in one wave (n - 1 waves for n GPUs, all such nodes at
-once). A node that fails its gate, or whose GPU or NVLink its isolation names, stays out of
-the internode stages (`excluded` says why). Then:
+whose gate failed, or missed a threshold only a fleet finding waived, or whose GPUs disagree
+in telemetry (`to_isolate`): each GPU alone, then every pair of its GPUs, disjoint pairs in
+one wave (n - 1 waves for n GPUs, all such nodes at once). A node that fails its gate, or
+whose GPU or NVLink its isolation names, stays out of the internode stages (`excluded` says
+why). Then:
 
 - `adaptive`: the screen is an all_to_all (every member sends to every other directly) over
   the lines of an affine plane (`affine`): q + 1 waves of disjoint groups of at most q nodes,
@@ -95,13 +96,15 @@ def gate_wave(fleet: Fleet) -> Wave:
 
 def to_isolate(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> list[str]:
     """The nodes to isolate: those whose gate ran and failed (slow, an error, NVML evidence),
-    or whose GPUs disagree in telemetry; not those that did not answer."""
+    or missed an absolute threshold a fleet finding waived (the finding excuses condemning the
+    node on that threshold, not holding its GPUs against each other, which a fleet-wide cause
+    leaves alike), or whose GPUs disagree in telemetry; not those that did not answer."""
     gates = [o for o in outcomes if o.group.stage is Stage.GATE]
     judged = judge_groups(fleet, gates, thresholds)
     out = []
     for group, j in judged.items():
         answered = j.failure is not Failure.MISSING and not j.outcome.unanswered
-        if answered and (not j.passed or telemetry(j.outcome.readings)):
+        if answered and (not j.passed or j.excused or telemetry(j.outcome.readings)):
             out.append(group.nodes[0])
     return sorted(out, key=fleet.ids.index)
 

@@ -60,6 +60,9 @@ class Judged:
     why: str  # what it missed, in words; empty when it passed
     figure_gb_per_s: float | None = None  # what was compared (`rate`), None where nothing ran
     source: str = ""  # where the threshold came from: the fleet's median, the reference, a flag
+    # the absolute threshold it missed that a fleet finding waived, in words; empty where
+    # none: a pass on the fleet's own figures only, which clears no GPU inside the group
+    excused: str = ""
 
     @property
     def passed(self) -> bool:
@@ -163,6 +166,7 @@ class _Population:
     robust: Robust | None
     floor: tuple[float, str] | None
     finding: Finding | None
+    waived: tuple[float, str] | None = None  # the floor the finding took the place of
 
 
 def findings(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> list[Finding]:
@@ -204,6 +208,7 @@ def _judging(
         floor = _floor(fleet, o, o.group.ranks(fleet), thresholds)
         peers = by_shape.get(key, []) if unbiased else []
         finding = _unheld(key, o, fleet, peers) if floor is None and peers else None
+        waived = None
         if floor is not None and peers:
             # nodes whose every group (of any size) misses it: one slow node does, a fleet off
             # as a whole all of them (its groups are no measure: each holds many nodes)
@@ -212,8 +217,8 @@ def _judging(
             off = robust is not None and robust.median < floor[0]
             if off or below >= thresholds.fleet_share * len(nodes):
                 finding = _finding(key, o, floor, below, len(nodes), peers)
-                floor = None
-        out[key] = _Population(robust=robust, floor=floor, finding=finding)
+                floor, waived = None, floor
+        out[key] = _Population(robust=robust, floor=floor, finding=finding, waived=waived)
     return out
 
 
@@ -282,7 +287,7 @@ def judge_groups(
     the fleet as all the outcomes show it. The fleet's medians come from the stages that
     measure every node (bisection and confirmation pick suspects, whose figures would drag the
     median down); an absolute threshold the fleet as a whole misses is a finding (`findings`),
-    not a threshold."""
+    not a threshold, and a group under it that passes says so (`Judged.excused`)."""
     chosen = outcomes if only is None else [o for o in outcomes if o.group in only]
     populations = _judging(fleet, outcomes, chosen, thresholds)
     gates = any(o.group.stage is Stage.GATE for o in chosen)
@@ -306,6 +311,12 @@ def judge_groups(
         limit, source = max(limits, default=(None, ""))
         value = rate(fleet, o)
         failure, why = _verdict(o, value, limit, copies, thresholds)
+        excused = ""
+        if failure is None and p.waived and value is not None and value < p.waived[0]:
+            excused = (
+                f"{measure(o)} {figure(value)} GB/s below {figure(p.waived[0])} "
+                f"({p.waived[1]}), a threshold the fleet misses as a whole"
+            )
         judged[o.group] = Judged(
             outcome=o,
             failure=failure,
@@ -314,6 +325,7 @@ def judge_groups(
             why=why,
             figure_gb_per_s=value,
             source=source,
+            excused=excused,
         )
     return judged
 

@@ -214,6 +214,22 @@ def test_an_absolute_floor_the_whole_fleet_misses_is_a_fleet_finding_and_condemn
     assert not [v for v in judge(fleet, gates(fleet) + outcomes, thresholds) if v.condemned]
 
 
+def test_a_gpu_only_in_a_gate_a_fleet_finding_excused_is_not_healthy_on_it() -> None:
+    """Issue 41's 4 H200 before its isolation ran: the one gate at 162 GB/s passes on the
+    fleet's own figure, the reference's 289 waived by the fleet finding; that pass clears
+    no GPU."""
+    fleet = Fleet(nodes=(Node(id="n0", host="h0", gpus=4),), gpu_model="NVIDIA H200")
+    outcomes = gates(fleet, busbw=162.0)
+    (gate,) = judge_groups(fleet, outcomes, Thresholds()).values()
+    assert gate.passed
+    assert "GB/s below 289 (80% of the reference 361 GB/s" in gate.excused
+    verdicts = verdicts_of(outcomes, fleet)
+    for g in range(4):
+        gpu = verdicts[f"n0/gpu{g}"]
+        assert gpu.health is Health.UNCONFIRMED
+        assert "took part only in its node's gate, all_reduce busbw 16" in gpu.evidence
+
+
 def test_a_floor_a_few_groups_miss_condemns_them_and_names_its_source() -> None:
     fleet = Fleet(nodes=FLEET.nodes[:32], gpu_model="NVIDIA H100 80GB HBM3")
     outcomes = pairs(

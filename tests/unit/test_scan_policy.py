@@ -221,6 +221,23 @@ def test_a_node_whose_gate_is_slow_is_isolated_gpu_by_gpu_and_in_disjoint_gpu_pa
         assert len({g for group in wave.groups for g in group.gpus}) == 4  # disjoint
 
 
+def test_a_gate_under_a_threshold_a_fleet_finding_waived_is_isolated_all_the_same() -> None:
+    """One node of 4 H200 whose GPUs are all slow: its gate misses the reference, which the
+    fleet finding waives, and its GPUs are still held against each other in pairs."""
+    fleet = fleet_of(1, 4, "NVIDIA H200")
+    oracle = Oracle((), Costs(), 0, shift=0.5)
+    policy = Policy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
+    gate = policy.next()
+    assert gate is not None
+    inside = []
+    wave = policy.next([oracle.measure(fleet, g) for g in gate.groups])
+    while wave is not None:
+        inside.append(wave)
+        wave = policy.next([oracle.measure(fleet, g) for g in wave.groups])
+    assert [w.stage for w in inside] == [Stage.ISOLATE] * 4  # each GPU alone, 3 pair rounds
+    assert sorted(g.gpus for w in inside[1:] for g in w.groups) == list(combinations(range(4), 2))
+
+
 def test_a_node_that_fails_its_gate_stays_out_of_every_internode_group() -> None:
     fleet = fleet_of(16, 4)
     planted = (

@@ -4,6 +4,8 @@ node at 64 and 1024 nodes of 8 GPUs, within the issue's 15 minutes of the cost m
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +14,9 @@ from typer.testing import CliRunner
 
 from sweeper.cli import app
 from sweeper.results import scans
-from sweeper.scan.fleet import Fleet, Group, Stage
-from sweeper.scan.judge import Health, Subject, Verdict
-from sweeper.scan.policy import Strategy
+from sweeper.scan.fleet import Fleet, Group, Outcome, Stage
+from sweeper.scan.judge import Health, Subject, Verdict, judge
+from sweeper.scan.policy import Policy, Strategy
 from sweeper.scan.simulate import (
     DEFAULT_FAULTS,
     Costs,
@@ -28,7 +30,7 @@ from sweeper.scan.simulate import (
     run,
     simulate,
 )
-from sweeper.scan.thresholds import Thresholds
+from sweeper.scan.thresholds import Finding, Thresholds, findings
 from sweeper.wire import Tier
 
 FIFTEEN_MINUTES = 15 * 60
@@ -107,6 +109,76 @@ def test_a_gpu_slow_in_collectives_is_named_as_its_gpu_with_its_pairs_and_teleme
         assert other.busbw_gb_per_s is not None
     assert not got["n0005"].condemned
     assert sorted(v.name for v in sim.verdicts if v.condemned) == ["n0005/gpu3"]
+
+
+class Unclocked(Oracle):
+    """The oracle as issue 41's real H200 showed it: the GPU held back by a second process
+    reads at the gate like its peers (no clock or power-cap disagreement), so only its slow
+    gate can send its node to isolation."""
+
+    def gate(self, fleet: Fleet, node: str, group: Group) -> Outcome:
+        o = super().gate(fleet, node, group)
+        quiet = [replace(r, sm_clock_mhz=None, at_power_cap=False) for r in o.readings]
+        return replace(o, readings=tuple(quiet))
+
+
+def one_node(oracle: Oracle) -> tuple[list[Outcome], dict[str, Verdict], list[Finding]]:
+    """An adaptive scan of one node of 4 H200 (the reference's own shape), as the oracle
+    measures it: its outcomes, verdicts and findings."""
+    fleet = fleet_of(1, 4, "NVIDIA H200")
+    thresholds = Thresholds()
+    policy = Policy(fleet, Strategy.parse("adaptive"), thresholds)
+    outcomes: list[Outcome] = []
+    wave = policy.next()
+    while wave is not None:
+        got = [oracle.measure(fleet, g) for g in wave.groups]
+        outcomes += got
+        wave = policy.next(got)
+    got = {v.name: v for v in judge(fleet, outcomes, thresholds)}
+    return outcomes, got, findings(fleet, outcomes, thresholds)
+
+
+def test_a_lone_node_under_the_reference_is_isolated_and_its_slow_gpu_named_by_its_pairs() -> None:
+    """Issue 41 on 4 H200, one GPU hogged by a matmul loop: the gate's 162 GB/s against the
+    reference's 289 is the whole fleet's miss (a fleet finding), which excuses condemning the
+    node on that threshold but not holding its GPUs against each other."""
+    planted = (Planted(fault=Fault.SLOW_GPU, nodes=("n0000",), gpu=2),)
+    outcomes, got, found = one_node(Unclocked(planted, Costs(), seed=0))
+    (gate,) = [f for f in found if f.off]
+    assert gate.kind == "gate"
+    pairs = {o.group.gpus: o.busbw_gb_per_s or 0.0 for o in outcomes if len(o.group.gpus) == 2}
+    assert sorted(pairs) == sorted(combinations(range(4), 2))  # every pair, in isolation
+    with_it = [v for p, v in pairs.items() if 2 in p]
+    assert max(with_it) < min(v for p, v in pairs.items() if 2 not in p)
+    gpu = got["n0000/gpu2"]
+    assert gpu.health is Health.SLOW
+    assert gpu.stage is Stage.ISOLATE
+    assert "in 3 of its 3 pairs (with gpu 0, 1, 3)" in gpu.evidence
+    for g in (0, 1, 3):
+        other = got[f"n0000/gpu{g}"]
+        assert other.health is Health.HEALTHY
+        assert "in pairs with each other GPU of its node" in other.evidence
+    node = got["n0000"]
+    assert node.health is Health.UNCONFIRMED  # not healthy: its GPU is condemned
+    assert "left out of the internode stages: its gpu2" in node.evidence
+    assert "a threshold the fleet misses as a whole" in node.evidence
+    assert sorted(v.name for v in got.values() if v.condemned) == ["n0000/gpu2"]
+
+
+def test_a_lone_node_uniformly_under_the_reference_is_a_fleet_finding_and_condemns_nothing() -> (
+    None
+):
+    outcomes, got, found = one_node(Oracle((), Costs(), seed=0, shift=0.5))
+    (gate,) = [f for f in found if f.off]
+    assert "no node is condemned on it alone" in gate.evidence
+    assert any(o.group.stage is Stage.ISOLATE for o in outcomes)  # isolated all the same
+    assert not [v for v in got.values() if v.condemned]
+    for g in range(4):
+        alike = got[f"n0000/gpu{g}"]
+        assert alike.health is Health.HEALTHY
+        assert alike.stage is Stage.ISOLATE  # on its pairs, not on the gate that missed
+    assert got["n0000"].health is Health.HEALTHY
+    assert "a fleet finding" in got["n0000"].evidence
 
 
 def test_a_gpu_of_a_node_whose_gate_passed_is_healthy_on_the_gate_with_its_figures() -> None:
