@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 
 from sweeper.analysis import knobs
-from sweeper.report.sections.alternatives import ties_within_floor
 
 
 def curve(size: int, default: float, value: float) -> pd.DataFrame:
@@ -30,10 +29,3 @@ def test_a_knob_value_beyond_the_floor_is_the_winner_either_way() -> None:
     assert knobs.best_values(curve(2**22, 100.0, 119.0))["clear"].tolist() == [True]
     assert knobs.best_values(curve(2**22, 100.0, 103.0))["clear"].tolist() == [False]
     assert knobs.best_values(curve(2**22, 100.0, 80.0))["clear"].tolist() == [True]
-
-
-def test_an_algorithm_faster_by_less_than_its_sizes_floor_ties() -> None:
-    values = pd.Series({"all_reduce": 1.19, "all_reduce (ring)": 1.0})
-    assert ties_within_floor(values, "all_reduce", (), 1024) == ("all_reduce (ring)",)
-    assert ties_within_floor(values, "all_reduce", (), 2**22) == ()
-    assert ties_within_floor(values, "all_reduce", ("x",), 2**22) == ("x",)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 
 from sweeper.analysis import best_per_size, candidate, candidates, knobs, preferred, ties
-from sweeper.analysis.changes import size_class
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section
 from sweeper.report.sections import cells
@@ -48,8 +47,8 @@ def algorithms(view: RunView) -> Section | None:
             lines = []
             for size, values in wide[names].iterrows():
                 point = (tier, world_size, dtype, size)
-                winner, top = best.loc[point], str(best.loc[point, "best"])
-                others = ties_within_floor(values[names], top, tied.loc[point], size)
+                winner, others = best.loc[point], tied.loc[point]
+                top = str(winner["best"])
                 # the answer first: with many ways the table scrolls sideways
                 lines.append(
                     (
@@ -83,26 +82,12 @@ def algorithms(view: RunView) -> Section | None:
         "Algorithms",
         (cells.launch_line(shown["launch"], ways), *blocks),
         "Every way an operation was performed, side by side, the fastest per size marked "
-        "where it is fastest by more than the points' own timed blocks vary and by more than "
-        "its size's floor (what identical runs move: 50% below 64 KiB, 10% to 1 MiB, 5% "
-        "above), else a tie; "
+        "where it is fastest by more than the points' own timed blocks vary, else a tie (the "
+        "ways of one group run on one actor set, one after the other, so their blocks are the "
+        "noise between them; NCCL's knobs below run on sets of their own); "
         "speedup is the best's bus bandwidth over the default's (torch.distributed's own "
         "call, NCCL's choice of algorithm).",
     )
-
-
-def ties_within_floor(
-    values: pd.Series, top: str, tied: tuple[str, ...], size: object
-) -> tuple[str, ...]:
-    """The ways the fastest does not clearly beat: those its blocks do not (`tied`), and
-    those within its size's floor, which two identical configurations can be apart by."""
-    floor = size_class(float(size)).floor  # type: ignore[arg-type]
-    close = [
-        str(n)
-        for n, busbw in values.items()
-        if n != top and not pd.isna(busbw) and values[top] / busbw - 1 < floor
-    ]
-    return tuple(dict.fromkeys([*tied, *close]))
 
 
 def _best(short: dict[str, str], top: str, others: tuple[str, ...]) -> Cell:
