@@ -49,6 +49,7 @@ def test_two_identical_gloo_runs_flag_no_point_and_exit_0(tmp_path: Path) -> Non
     assert sum(counts.values()) == comparison["points"]
 
 
+@pytest.mark.usefixtures("isolated_registry")  # the plugins' operations leave with the test
 def test_a_link_10_percent_slower_from_1_mib_is_a_regression_at_each_size(
     tmp_path: Path,
 ) -> None:
