@@ -118,7 +118,7 @@ def write(
     is written."""
     run_id = resolve(results, run_id)
     base_id = resolve(results, baseline) if baseline else None
-    if output is not None and not make_directory and not os.path.isdir(output.parent):
+    if output is not None and not make_directory and not os.path.lexists(output.parent):
         raise BadInput(f"-o {output}: no directory {output.parent}")
     output = output or default_output(results, run_id)
     if os.path.isdir(output):  # False for a name too long, which require_file names
