@@ -10,6 +10,7 @@ and the observer (the terminal) as rows as soon as the point is measured.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shlex
 import signal
@@ -51,7 +52,7 @@ from sweeper.results.journal import recover, refuse_live
 from sweeper.results.load import files, load
 from sweeper.results.schema import RUN_POINT
 from sweeper.results.writer import ResultWriter
-from sweeper.topology import Node
+from sweeper.topology import Node, nvml_driver_version
 from sweeper.wire import Backend, Engine, Status
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
@@ -68,6 +69,15 @@ def choose_backend(asked: Backend | None, gpus: int) -> Backend:
     if asked is Backend.NCCL and not gpus:
         raise InfrastructureError("--backend nccl: the Ray cluster has no GPUs")
     return asked
+
+
+def _gloo_here(options: ClusterOptions) -> bool:
+    """Whether the run's ranks will be gloo's, known before Ray starts: gloo asked for, or an
+    embedded Ray on a machine with no NVIDIA driver (no GPU for Ray to find)."""
+    if options.backend is not None:
+        return options.backend is Backend.GLOO
+    embedded = not (options.address or os.environ.get("RAY_ADDRESS"))
+    return embedded and nvml_driver_version() is None
 
 
 def _check_allocators(
@@ -545,6 +555,8 @@ def run(
             "--engine nccl needs NCCL's Python bindings (nccl4py): "
             "pip install 'sweeper-bench[nccl]'"
         )
+    if _gloo_here(spec.cluster):  # what gloo cannot run is refused before Ray starts
+        request.resolve(spec, Backend.GLOO)
     output = outputs.results
     require_directory(output, f"--output {output}")
     if outputs.report:

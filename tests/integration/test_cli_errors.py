@@ -333,6 +333,41 @@ def test_a_dtype_the_backend_cannot_do_is_bad_input(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+# A driver that asks the CLI for a run and says whether Ray was started before the refusal
+_REFUSED_BEFORE_RAY = """
+import sys, ray
+from sweeper.cli import app
+try:
+    app(["run", *sys.argv[1:]])
+except SystemExit as exc:
+    print(exc.code, ray.is_initialized())
+"""
+
+
+@pytest.mark.parametrize(
+    "args", [["--dtypes", "float8_e4m3fn"], ["--launch", "graph"], ["--engine", "torch,nccl"]]
+)
+def test_what_gloo_cannot_run_is_refused_before_an_embedded_ray_starts_on_a_cpu_box(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """No GPU here and no address: the ranks will be gloo's, so what gloo cannot run is bad
+    input before Ray starts, where it was refused only once an embedded Ray was up (17 s)."""
+    out = tmp_path / "results"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [sys.executable, "-c", _REFUSED_BEFORE_RAY, *args, "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.stdout.split() == ["2", "False"], done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 @pytest.mark.usefixtures("ray_session")
 @pytest.mark.parametrize(
     ("args", "message"),
