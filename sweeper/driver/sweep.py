@@ -434,7 +434,7 @@ class _Sweep(RunState):
         try:
             infos = ranks.start()
             placement = cluster.placement(plan.backend, self.nodes, infos)
-            meta = replace(self._metadata(ranks), nccl_env=infos[0].nccl_env)
+            meta = replace(self.metadata(ranks), nccl_env=infos[0].nccl_env)
             planned = self.plan_for(placement)
             mine = next(a for a in planned.actor_sets if a.variant == variant)
             executor = Executor(
@@ -499,19 +499,6 @@ class _Sweep(RunState):
         if plan.backend is Backend.NCCL and plan.cluster.gpu_visibility == "node":
             extra["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
         return cluster.actor_env(extra)
-
-    def _metadata(self, ranks: cluster.RankSet) -> RunColumns:
-        """The columns every row of this run shares, gathered once."""
-        if self._shared is None:
-            self._shared = run_columns(
-                self.run_id,
-                self.started_at,
-                self.run_kind,
-                self.plan.cluster.name or self.connection.head_host(),
-                self.plan.backend,
-                ranks,
-            )
-        return self._shared
 
 
 def run_columns(

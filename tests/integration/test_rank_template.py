@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 
 from sweeper.rank import template
 from sweeper.rank.template import Setting, digest
+from tests.processes import gone, parent
 
 # An actor: its rank process, started as RankActor starts it (or, with FRESH, as it does where
 # the kernel has no pidfds), answers INFO; the actor prints its pid, the rank's and the
@@ -43,23 +43,6 @@ class Actor:
     process: subprocess.Popen[str]
     rank: int
     nccl_debug: str  # as the rank reads it (RankInfo.nccl_env)
-
-
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-def _gone(pid: int, within_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _command(proc: Path) -> str:
@@ -105,8 +88,8 @@ def test_actors_of_one_setting_share_a_template_and_each_rank_is_its_actors(
     first = _actor(raylet.pid, tmp_path / "a", NCCL_DEBUG="WARN", CUDA_VISIBLE_DEVICES="0")
     second = _actor(raylet.pid, tmp_path / "a", NCCL_DEBUG="INFO", CUDA_VISIBLE_DEVICES="1")
     try:
-        template = _parent(first.rank)
-        assert _parent(second.rank) == template
+        template = parent(first.rank)
+        assert parent(second.rank) == template
         assert template not in (first.process.pid, second.process.pid)
         assert b"sweeper.rank.template" in Path(f"/proc/{template}/cmdline").read_bytes()
         assert (first.nccl_debug, second.nccl_debug) == ("WARN", "INFO")
@@ -115,12 +98,12 @@ def test_actors_of_one_setting_share_a_template_and_each_rank_is_its_actors(
         assert Path(f"/proc/{first.rank}/comm").read_text() == "sweeper-rank\n"
 
         first.process.kill()
-        assert _gone(first.rank)
-        assert not _gone(second.rank, within_s=0.5)
+        assert gone(first.rank)
+        assert not gone(second.rank, within_s=0.5)
 
         raylet.kill()
-        assert _gone(template)
-        assert _gone(second.rank)
+        assert gone(template)
+        assert gone(second.rank)
     finally:
         for actor in (first, second):
             actor.process.kill()
@@ -135,7 +118,7 @@ def test_a_setting_that_differs_before_the_fork_gets_a_template_of_its_own(
     first = _actor(raylet.pid, tmp_path, TORCH_SHOW_CPP_STACKTRACES="0")
     second = _actor(raylet.pid, tmp_path, TORCH_SHOW_CPP_STACKTRACES="1")
     try:
-        assert _parent(first.rank) != _parent(second.rank)
+        assert parent(first.rank) != parent(second.rank)
     finally:
         for actor in (first, second):
             actor.process.kill()
@@ -152,7 +135,7 @@ def test_a_template_whose_ranks_are_gone_leaves_after_its_idle_time(
     subprocess.run([sys.executable, *argv], check=True)  # returns once it holds its name
     templates = [int(p.name) for p in Path("/proc").glob("[0-9]*") if name in _command(p)]
     assert len(templates) == 1
-    assert _gone(templates[0])
+    assert gone(templates[0])
 
 
 def test_digest_counts_what_a_template_loads_and_not_what_a_rank_reads_later(
@@ -183,8 +166,8 @@ def test_a_rank_outlives_no_template_it_was_forked_by(
     killed rank process would be: the actor's next call then finds its rank gone."""
     actor = _actor(raylet.pid, tmp_path, SWEEPER_TEST_TEMPLATE="killed")
     try:
-        os.kill(_parent(actor.rank), signal.SIGKILL)
-        assert _gone(actor.rank)
+        os.kill(parent(actor.rank), signal.SIGKILL)
+        assert gone(actor.rank)
     finally:
         actor.process.kill()
         actor.process.communicate()  # closes its pipe
@@ -197,11 +180,11 @@ def test_a_fresh_rank_process_is_its_actors_child_and_dies_with_it(
     """Where there can be no template, the actor starts its rank from a fresh interpreter."""
     actor = _actor(raylet.pid, tmp_path, FRESH="1", NCCL_DEBUG="WARN")
     try:
-        assert _parent(actor.rank) == actor.process.pid
+        assert parent(actor.rank) == actor.process.pid
         assert actor.nccl_debug == "WARN"
         assert Path(f"/proc/{actor.rank}/comm").read_text() == "sweeper-rank\n"
         actor.process.kill()
-        assert _gone(actor.rank)
+        assert gone(actor.rank)
     finally:
         actor.process.kill()
         actor.process.communicate()

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.rank import rendezvous
+from tests.processes import gone, parent
 
 NOBODY = 65534
 # The squatter: listens where the user's template would be, on the abstract name the template
@@ -97,25 +98,8 @@ class Actor:
     rank: int
 
 
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
 def _command(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-
-
-def _gone(pid: int, within_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture
@@ -191,12 +175,12 @@ def test_an_actor_sends_nothing_to_a_listener_that_is_not_its_users_template(
         assert squatter.stdout is not None
         assert squatter.stdout.readline() == "listening\n"
         actor = _actor(raylet.pid, shared_tmp, name)
-        parent = _parent(actor.rank) if actor.rank else None
+        forker = parent(actor.rank) if actor.rank else None
         stderr = _ended(actor)
         received, _ = squatter.communicate()  # ends its stdin: it says what it received
     assert int(received) == 0
     assert not marker.exists()
-    assert parent == actor.pid, stderr  # its rank runs, in a fresh interpreter
+    assert forker == actor.pid, stderr  # its rank runs, in a fresh interpreter
     warnings = [line for line in stderr.splitlines() if line.startswith("sweeper: ")]
     assert len(warnings) == 1, stderr
     assert "fresh interpreter" in warnings[0]
@@ -275,7 +259,7 @@ def test_a_temporary_directory_longer_than_a_socket_path_still_gets_a_template(
     actor = _actor(raylet.pid, long, name)
     try:
         assert actor.rank
-        template = _parent(actor.rank)
+        template = parent(actor.rank)
         assert _command(template)[1:4] == ["-m", "sweeper.rank.template", name]
         assert (long / f"sweeper-{os.getuid()}" / name).is_socket()
     finally:
@@ -299,10 +283,10 @@ def test_a_killed_templates_socket_file_is_replaced_and_a_template_that_ends_rem
     actor = _actor(raylet.pid, tmp_path, name)
     try:
         assert actor.rank
-        template = _parent(actor.rank)
+        template = parent(actor.rank)
         assert _command(template)[1:4] == ["-m", "sweeper.rank.template", name]
         raylet.kill()
-        assert _gone(template)
+        assert gone(template)
         assert sorted(directory.iterdir()) == []
     finally:
         _ended(actor)
