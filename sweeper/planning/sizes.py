@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from fractions import Fraction
 
 from sweeper.errors import BadInput
@@ -27,6 +28,14 @@ ITERS_LIMIT = 10**9
 # The largest size S (1 PiB, far beyond any rank's memory): where --max-size auto's grid
 # ends, and small enough that a group's buffers (S times its ranks) count in int64.
 SIZE_LIMIT_BYTES = 2**50
+# Where a curve's plateau starts: busbw stays within 2% (its highest at most 1.02 times its
+# lowest) over the 3 steps after a size. On 4 H200, all_reduce's busbw is flat within 1-2%
+# from 4 GiB to 147 GB while those sizes took four fifths of the default run (issue 43).
+PLATEAU_RISE = 0.02
+PLATEAU_STEPS = 3
+# Above the plateau the grid keeps a size only at 8 times the last one kept: the curve's
+# flat tail is still drawn, and the largest size that fits is still reached.
+SPARSE_FACTOR = 8
 # The most steps a size grid may have: a step factor a hair above 1 would otherwise list
 # sizes for ever before anything runs.
 GRID_LIMIT = 10_000
@@ -102,3 +111,43 @@ def grid(min_size: int, max_size: int, step_factor: float) -> list[int]:
             f"{format_size(min_size)} to {format_size(max_size)}; at most {GRID_LIMIT}"
         )
     return sorted({round(min_size * step_factor**k) for k in range(steps + 1)})
+
+
+def plateau_size(
+    sizes: Sequence[int],
+    busbw: Sequence[float],
+    rise: float = PLATEAU_RISE,
+    steps: int = PLATEAU_STEPS,
+) -> int | None:
+    """The first size from which busbw rises less than `rise` over the next `steps` steps,
+    its highest at most 1 + rise times its lowest there; None if not yet seen.
+
+    `busbw` is measured (the points of a series run so far, in increasing size) or predicted
+    (the cost model), so a run and its plan find the same plateau. Taking the window's lowest,
+    not its first point, means a noise spike the next points fall from is no plateau; a point
+    with no busbw (failed, or zero) belongs to no window.
+    """
+    for start in range(len(busbw) - steps):
+        window = busbw[start : start + steps + 1]
+        if all(math.isfinite(value) and value > 0 for value in window) and max(window) < (
+            1 + rise
+        ) * min(window):
+            return sizes[start]
+    return None
+
+
+def thinned(sizes: Sequence[int], plateau: int | None, factor: int = SPARSE_FACTOR) -> list[int]:
+    """The sizes a series runs: every size up to and including the plateau's `PLATEAU_STEPS`-th
+    step after it (the points that found it), then only sizes at least `factor` times the last
+    one kept, always keeping the largest (the memory bound); all of them with no plateau."""
+    ordered = sorted(sizes)
+    if plateau is None or plateau not in ordered:
+        return ordered
+    dense_end = ordered.index(plateau) + PLATEAU_STEPS
+    kept = ordered[: dense_end + 1]
+    for size in ordered[dense_end + 1 :]:
+        if size >= factor * kept[-1]:
+            kept.append(size)
+    if kept[-1] != ordered[-1]:
+        kept.append(ordered[-1])
+    return kept

@@ -1,0 +1,81 @@
+"""Where a busbw curve's plateau starts, and the sparse sizes a series runs above it."""
+
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+
+from sweeper.planning.sizes import SPARSE_FACTOR, grid, plateau_size, thinned
+
+K = 2**10
+SIZES = grid(K, 2**30, 2)  # 1K .. 1G, 21 sizes
+
+
+def saturating(size: int, peak: float = 100.0, half: int = 2**20) -> float:
+    """busbw of a link whose latency halves the bandwidth at `half` bytes."""
+    return peak * size / (size + half)
+
+
+def test_a_saturating_curve_plateaus_where_it_rises_less_than_two_percent_in_three_steps() -> None:
+    busbw = [saturating(size) for size in SIZES]
+    plateau = plateau_size(SIZES, busbw)
+    assert plateau is not None
+    at = SIZES.index(plateau)
+    assert busbw[at + 3] < 1.02 * busbw[at]
+    assert busbw[at + 2] >= 1.02 * busbw[at - 1]  # one step earlier still rose by 2%
+
+
+def test_no_plateau_while_busbw_still_rises_or_too_few_points_follow() -> None:
+    doubling = [float(size) for size in SIZES]  # latency-bound: busbw doubles each step
+    assert plateau_size(SIZES, doubling) is None
+    assert plateau_size(SIZES[:3], [50.0, 50.0, 50.0]) is None  # three points: no three steps
+    assert plateau_size(SIZES[:4], [50.0, 50.0, 50.0, 50.0]) == SIZES[0]
+
+
+def test_a_noise_spike_is_no_plateau_but_noise_within_the_band_is() -> None:
+    # a spike at the 4th point the next three fall from by 5%: the curve still rises after it
+    spiky = [10.0, 20.0, 40.0, 84.0, 80.0, 80.5, 81.0, 90.0, 96.0, 97.0, 97.5, 97.0]
+    assert plateau_size(SIZES[:12], spiky) == SIZES[8]
+    # +-0.8% around a flat 100: a plateau from the first flat point
+    noisy = [10.0, 30.0, 60.0, 100.8, 99.2, 100.5, 99.4, 100.1]
+    assert plateau_size(SIZES[:8], noisy) == SIZES[3]
+
+
+def test_a_failed_point_belongs_to_no_window() -> None:
+    busbw = [50.0, 50.0, math.nan, 50.0, 50.0, 50.0, 0.0, 50.0]
+    assert plateau_size(SIZES[:8], busbw) is None
+    assert plateau_size(SIZES[:11], [*busbw, 50.0, 50.0, 50.0]) == SIZES[7]
+
+
+def test_above_the_plateau_only_every_eighth_size_runs_and_the_largest_always_does() -> None:
+    plateau = 2**20
+    kept = thinned(SIZES, plateau)
+    dense_end = SIZES.index(plateau) + 3  # the three steps that found the plateau
+    assert kept[: dense_end + 1] == SIZES[: dense_end + 1]
+    tail = kept[dense_end:]
+    assert all(b >= SPARSE_FACTOR * a for a, b in pairwise(tail[:-1]))
+    assert kept[-1] == SIZES[-1] == 2**30
+    assert kept == [*SIZES[: dense_end + 1], 2**26, 2**29, 2**30]
+
+
+def test_the_largest_size_is_kept_off_the_power_of_two_grid() -> None:
+    sizes = [*SIZES, 1_500_000_000]  # --max-size auto's bound is rarely a grid step
+    assert thinned(sizes, 2**20)[-2:] == [2**29, 1_500_000_000]
+
+
+def test_no_plateau_keeps_the_dense_grid() -> None:
+    assert thinned(SIZES, None) == SIZES
+    assert thinned(SIZES, SIZES[-2]) == SIZES  # found too late to leave anything out
+
+
+def test_a_run_and_its_plan_thin_the_same_grid_from_the_same_busbw() -> None:
+    busbw = {size: saturating(size, half=16 * K) for size in SIZES}
+    predicted = thinned(SIZES, plateau_size(SIZES, list(busbw.values())))
+    # the run sees its points in increasing size, and thins once the plateau shows
+    seen: list[int] = []
+    for size in SIZES:
+        plateau = plateau_size(seen, [busbw[s] for s in seen])
+        if size in thinned(SIZES, plateau):
+            seen.append(size)
+    assert seen == predicted
+    assert len(predicted) < len(SIZES)
