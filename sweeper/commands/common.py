@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, redirect_stdout, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,9 +53,11 @@ def sweep_console(output_format: Format) -> HumanConsole | JsonConsole:
 def stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
     """A sweep that SIGINT or SIGTERM stops gracefully: its rows written, its record marked
     interrupted, the terminal restored, one line on resuming, exit 130 or 143. The terminal
-    is restored before any closing line, an error's included."""
+    is restored before any closing line, an error's included. Under `--format json` stdout
+    is the observer's alone (it took the stream when it was made): whatever else prints
+    meanwhile, a plugin's code run in the driver, goes to stderr."""
     try:
-        with stops.graceful():
+        with stops.graceful(), printing_aside(observer.owns_stdout):
             yield
     except stops.Stopped as stop:
         observer.close()
@@ -63,6 +65,14 @@ def stoppable(observer: HumanConsole | JsonConsole) -> Iterator[None]:
         raise typer.Exit(stop.exit_code) from None
     finally:
         observer.close()
+
+
+@contextmanager
+def printing_aside(machine: bool) -> Iterator[None]:
+    """While a `--format json` document is made, stdout is the document's alone: whatever else
+    prints meanwhile (a plugin's code run in the driver) goes to stderr."""
+    with redirect_stdout(sys.stderr) if machine else nullcontext():
+        yield
 
 
 @contextmanager

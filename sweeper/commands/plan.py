@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sweeper.commands.common import examples, fail, printing, sweep_profile
+from sweeper.commands.common import examples, fail, printing, printing_aside, sweep_profile
 from sweeper.commands.options import Format, OutputFormat, ProfileFile, sweep_options
 from sweeper.errors import SweeperError
 from sweeper.planning.profile import build_spec
@@ -67,7 +67,8 @@ def plan(
         # pandas (the cost model): once the options are good
         from sweeper.commands import plan_estimate
 
-        found = plan_estimate.plan(spec, topology, results)
+        with printing_aside(format is Format.json):
+            found = plan_estimate.plan(spec, topology, results)
     except SweeperError as exc:
         raise fail(exc) from None
     with printing():

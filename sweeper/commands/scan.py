@@ -157,7 +157,7 @@ def scan(
             spec = build_spec(**options)
         observer = sweep_console(format)
         with stoppable(observer):
-            scanned = run(spec, chosen, observer, format is Format.json, resumed)
+            scanned = run(spec, chosen, observer, resumed)
     except SweeperError as exc:
         raise fail(exc) from None
     if any(v.condemned for v in scanned.verdicts):
@@ -376,17 +376,17 @@ def run(
     spec: SweepSpec,
     chosen: ScanSettings,
     observer: HumanConsole | JsonConsole,
-    machine: bool,
     resumed: Resumed | None = None,
 ) -> Scanned:
     """The scan on the cluster, each wave a line as it starts; its verdicts printed as a
     table, or as the scan's summary document (the file the run keeps)."""
+    from sweeper.driver.console import JsonConsole
     from sweeper.driver.scan import scan_fleet, summary  # Ray: a real cluster's scan
 
     scanned = scan_fleet(spec, chosen, observer, resumed=resumed)
     doc = summary(scanned, spec, chosen)
-    if machine:
-        print(json.dumps(doc, indent=1))
+    if isinstance(observer, JsonConsole):
+        observer.document(doc)  # stdout is the observer's alone while the scan runs
     else:
         print(
             f"scan {scanned.run_id}: {len(scanned.fleet.nodes)} nodes, "

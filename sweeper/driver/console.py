@@ -168,6 +168,8 @@ class _Lossy(io.TextIOBase):
 class HumanConsole:
     """A progress bar with ETA over points on a terminal; a line per point elsewhere."""
 
+    owns_stdout = False  # what else prints goes where it would
+
     def __init__(self, out: TextIO | None = None) -> None:
         lossy = cast(TextIO, _Lossy(out or sys.stdout))  # a text stream, not typeshed's IO
         self.console = Console(file=lossy, highlight=False)
@@ -240,6 +242,8 @@ def _default(value: object) -> object:
 class JsonConsole:
     """One JSON object per line: a `started` event, a `point` per row, a `finished` summary."""
 
+    owns_stdout = True  # its lines are a document: nothing else may print among them
+
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = _Lossy(out or sys.stdout)
 
@@ -257,6 +261,11 @@ class JsonConsole:
 
     def wave(self, wave: Wave) -> None:
         """Nothing: a scan's JSON is its verdicts' document, once they are in."""
+
+    def document(self, doc: dict[str, Any]) -> None:
+        """A scan's verdicts' document, once they are in."""
+        self.out.write(json.dumps(doc, indent=1, default=_default) + "\n")
+        self.out.flush()
 
     def finished(self, run: Finished) -> None:
         summaries, probe = _summaries(run)
