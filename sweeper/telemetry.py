@@ -11,8 +11,10 @@ is None, never an error. No torch, no Ray here.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
+
+from sweeper.wire import Reading
 
 # Values of nvml.h's enums, named here so that a replay of recorded answers needs no pynvml.
 _CLOCK_SM, _CLOCK_MEM = 1, 2  # nvmlClockType_t
@@ -39,7 +41,8 @@ THROTTLE_REASONS = {
 
 @dataclass(frozen=True)
 class Sample:
-    """One reading of a GPU: its state, and its error counters as totals so far."""
+    """One reading of a GPU: its state, and its error counters as totals so far. Not a
+    `wire.Reading`: a point's reading is two samples apart (`over`), its counters the gains."""
 
     sm_clock_mhz: int | None
     mem_clock_mhz: int | None
@@ -56,35 +59,6 @@ class Sample:
     pcie_width: int | None
     pcie_max_gen: int | None  # the most the GPU and its slot allow: a link below it shows
     pcie_max_width: int | None
-
-
-# The Arrow type of one rank's value of a Reading field: the rows' telemetry columns hold a
-# list of them, one per rank (named as pyarrow's aliases: the rank's process loads no pyarrow)
-_I32, _I64, _F64 = {"arrow": "int32"}, {"arrow": "int64"}, {"arrow": "float64"}
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One rank over one point: the GPU's state after its last timed block, and what its
-    counters gained from before the first to after the last (None: not readable). Each
-    field is a column of the rows, the one definition of the telemetry columns."""
-
-    sm_clock_mhz: int | None = field(metadata=_I32)
-    mem_clock_mhz: int | None = field(metadata=_I32)
-    power_w: float | None = field(metadata=_F64)
-    power_limit_w: float | None = field(metadata=_F64)
-    temperature_c: int | None = field(metadata=_I32)
-    throttle_reasons: tuple[str, ...] | None = field(metadata={"arrow": "list<string>"})
-    ecc_corrected_delta: int | None = field(metadata=_I64)
-    ecc_uncorrected_delta: int | None = field(metadata=_I64)
-    nvlink_replay_delta: int | None = field(metadata=_I64)
-    nvlink_crc_delta: int | None = field(metadata=_I64)
-    nvlink_recovery_delta: int | None = field(metadata=_I64)
-    xid_codes: tuple[int, ...] | None = field(metadata={"arrow": "list<int32>"})
-    pcie_gen: int | None = field(metadata=_I32)
-    pcie_width: int | None = field(metadata=_I32)
-    pcie_max_gen: int | None = field(metadata=_I32)
-    pcie_max_width: int | None = field(metadata=_I32)
 
 
 ELEMENT_TYPES: dict[str, str] = {f.name: f.metadata["arrow"] for f in fields(Reading)}

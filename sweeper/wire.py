@@ -5,10 +5,8 @@ pandas), so every process can load it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-
-from sweeper.telemetry import Reading
 
 
 class Name(str, Enum):
@@ -225,6 +223,35 @@ class Timed:
     skipped: str | None = None  # why there is nothing to time (then there are no blocks)
     registered: bool = False  # its buffers registered with this engine's communicator
     fabric: Fabric | None = None  # None: not through NCCL (gloo ranks)
+
+
+# The Arrow type of one rank's value of a Reading field: the rows' telemetry columns hold a
+# list of them, one per rank (named as pyarrow's aliases: the rank's process loads no pyarrow)
+_I32, _I64, _F64 = {"arrow": "int32"}, {"arrow": "int64"}, {"arrow": "float64"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One rank's GPU over one point (`telemetry.Watch`): its state after the last timed block,
+    and what its counters gained from before the first to after the last (None: not readable).
+    Each field is a column of the rows, the one definition of the telemetry columns."""
+
+    sm_clock_mhz: int | None = field(metadata=_I32)
+    mem_clock_mhz: int | None = field(metadata=_I32)
+    power_w: float | None = field(metadata=_F64)
+    power_limit_w: float | None = field(metadata=_F64)
+    temperature_c: int | None = field(metadata=_I32)
+    throttle_reasons: tuple[str, ...] | None = field(metadata={"arrow": "list<string>"})
+    ecc_corrected_delta: int | None = field(metadata=_I64)
+    ecc_uncorrected_delta: int | None = field(metadata=_I64)
+    nvlink_replay_delta: int | None = field(metadata=_I64)
+    nvlink_crc_delta: int | None = field(metadata=_I64)
+    nvlink_recovery_delta: int | None = field(metadata=_I64)
+    xid_codes: tuple[int, ...] | None = field(metadata={"arrow": "list<int32>"})
+    pcie_gen: int | None = field(metadata=_I32)
+    pcie_width: int | None = field(metadata=_I32)
+    pcie_max_gen: int | None = field(metadata=_I32)
+    pcie_max_width: int | None = field(metadata=_I32)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
