@@ -19,15 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from sweeper.planning.dtypes import DTYPES
 from sweeper.planning.schedule import Series
-from sweeper.planning.sizing import BISECT_STEPS, bisect, largest_count
+from sweeper.planning.sizing import BISECT_STEPS, Sized, bisect, largest_count
 from sweeper.wire import Status
-
-if TYPE_CHECKING:  # ops sits above planning: the descriptor's type by name only
-    from sweeper.ops.descriptor import Collective
 
 
 @dataclass(frozen=True)
@@ -68,7 +64,7 @@ class SeriesRunner:
     def __init__(
         self,
         series: Series,
-        collective: Collective,
+        collective: Sized,  # the operation's descriptor (ops.descriptor.Collective)
         world_size: int,
         device_type: str,
         max_size_bytes: int | None = None,  # a grid's limit, as asked
