@@ -64,8 +64,9 @@ from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
 from sweeper.planning.sizes import format_size
 from sweeper.planning.spec import SweepSpec
-from sweeper.report import directory, require, require_directory
+from sweeper.report import directory, require
 from sweeper.results import scans, summaries
+from sweeper.results.files import require_directory
 from sweeper.results.load import load, runs
 from sweeper.results.schema import RUN_COLUMNS
 from sweeper.wire import Launch

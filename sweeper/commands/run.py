@@ -20,7 +20,7 @@ from sweeper.commands.options import Format, OutputFormat, ProfileFile, sweep_op
 from sweeper.errors import BadInput, SweeperError
 from sweeper.planning.profile import build_spec
 from sweeper.planning.spec import SweepSpec
-from sweeper.report import require_directory
+from sweeper.results.files import require_directory
 
 if TYPE_CHECKING:
     from sweeper.driver.sweep import Resume

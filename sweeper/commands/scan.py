@@ -298,8 +298,8 @@ def _keep(sim: Simulation, output: Path | None) -> str | None:
     if output is None:
         return None
     from sweeper.driver.sweep import new_run_id  # the run id's form: one place
-    from sweeper.report import require_directory
     from sweeper.results import scans
+    from sweeper.results.files import require_directory
     from sweeper.scan.document import Scanned, document
     from sweeper.scan.simulate import fleet_of
 

@@ -61,8 +61,8 @@ from sweeper.planning.profile import SCAN_OPTIONS
 from sweeper.planning.schedule import Series
 from sweeper.planning.schedule import Wave as ExecutorWave
 from sweeper.planning.spec import SweepSpec
-from sweeper.report import require_directory
 from sweeper.results import records, scans
+from sweeper.results.files import require_directory
 from sweeper.results.load import files, read
 from sweeper.results.schema import COLUMNS
 from sweeper.results.writer import columns

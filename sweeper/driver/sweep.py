@@ -45,9 +45,9 @@ from sweeper.planning.schedule import ActorSet, Schedule, nothing_to_measure, sc
 from sweeper.planning.sections import ClusterOptions, OutputOptions
 from sweeper.planning.spec import SweepSpec
 from sweeper.rank.preflight import nccl_available, no_nccl_allocator
-from sweeper.report import directory, require, require_directory
+from sweeper.report import directory, require
 from sweeper.results import records
-from sweeper.results.files import NEW_RUN_ID
+from sweeper.results.files import NEW_RUN_ID, require_directory
 from sweeper.results.journal import recover, refuse_live
 from sweeper.results.load import files, load
 from sweeper.results.schema import RUN_POINT

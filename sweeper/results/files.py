@@ -19,6 +19,7 @@ import functools
 import os
 import re
 import secrets
+import shutil
 import stat
 import warnings
 from collections.abc import Callable
@@ -42,6 +43,8 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
 # The most sweeper reads of a JSON file of its own (a run record, a scan's or a nightly
 # summary): a run record of 8,192 nodes of 8 GPUs is about 40 MiB.
 JSON_LIMIT_BYTES = 64 * 2**20
+# Room for a run's first batches, its record and a report; less is a disk about to fill.
+MIN_FREE_BYTES = 16 * 2**20
 
 
 class NotAFile(OSError):
@@ -155,6 +158,39 @@ def check_directory(path: Path) -> None:
     """BadInput, before anything is written, where sweeper must not write in the existing
     directory `path` (`open_directory`); a warning where others may remove its files."""
     os.close(_checked(path))
+
+
+def require_directory(path: Path, named: str) -> None:
+    """BadInput, before anything is written, where directory `path` cannot be made or written:
+    it, or the nearest of its parents that exists, is a file or is not writable (a read-only
+    file system; permissions, except for root), a name in it is longer than its file system
+    takes, that file system has less than MIN_FREE_BYTES free, a link on the way leads
+    nowhere (dangling, or a loop), or sweeper must not write there (`check_directory`:
+    another user's link or shared directory). `named` (the option and its value) starts the
+    message."""
+    # os.path.exists: False for a name too long to look up, where Path.exists raises
+    chain = (path, *path.parents)
+    found = next((i for i, p in enumerate(chain) if os.path.exists(p)), None)
+    if found is None:
+        return
+    existing = chain[found]
+    if found and os.path.islink(chain[found - 1]):  # it is there, and leads nowhere
+        raise BadInput(f"{named}: {chain[found - 1]} is a link to nothing (dangling, or a loop)")
+    if not existing.is_dir():
+        raise BadInput(f"{named}: {existing} is not a directory")
+    longest = os.pathconf(existing, "PC_NAME_MAX")
+    too_long = next((part for part in path.parts if len(os.fsencode(part)) > longest), None)
+    if too_long is not None:
+        raise BadInput(f"{named}: a name over {longest} bytes ({too_long[:16]}...)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BadInput(f"{named}: {existing} is not writable")
+    free = shutil.disk_usage(existing).free
+    if free < MIN_FREE_BYTES:
+        raise BadInput(f"{named}: only {free // 1024} KiB free on {existing}'s file system")
+    try:
+        check_directory(existing)
+    except BadInput as exc:
+        raise BadInput(f"{named}: {exc}", hint=exc.hint) from None
 
 
 def open_directory(path: Path) -> int:

@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
-from sweeper.report import MIN_FREE_BYTES
+from sweeper.results.files import MIN_FREE_BYTES
 from sweeper.results.journal import JOURNAL_DIR
 from tests.conftest import start_ray_session
 
