@@ -260,7 +260,7 @@ class GroupRun:
             PointResult(
                 group=self.group,
                 point=self._point(count),
-                collective=runner.collective,
+                collective=self.shared.collectives[runner.series.op],
                 outcome=outcome,
                 wave=self.wave,
                 started_at=started_at or ended,

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.errors import BadInput, InfrastructureError
-from sweeper.report import require_directory
-from sweeper.results.files import atomic_write, require_file
+from sweeper.results.files import atomic_write, require_directory, require_file
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

@@ -19,13 +19,14 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from sweeper.errors import BadInput
-from sweeper.report import directory, page, require_directory
+from sweeper.report import directory, page
 from sweeper.report.view import RunView
 from sweeper.results import records, scans
 from sweeper.results.files import (
     NotAFile,
     open_directory,
     read_bounded,
+    require_directory,
     require_file,
     run_name,
     write_text,
