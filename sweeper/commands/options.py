@@ -165,6 +165,9 @@ SWEEP_OPTIONS: dict[str, Any] = {
     "max_size": Annotated[str | None, _opt("max_size", MEASURE, "SIZE")],
     "mem_limit": Annotated[str | None, _opt("mem_limit", MEASURE, "SIZE|PCT%")],
     "step_factor": Annotated[float | None, _opt("step_factor", MEASURE, "FACTOR")],
+    "dense_sizes": Annotated[
+        bool | None, _opt("dense_sizes", MEASURE, "", "--dense-sizes/--sparse-sizes")
+    ],
     "iters": Annotated[int | None, _opt("iters", TIMING, "N")],
     "warmup": Annotated[int | None, _opt("warmup", TIMING, "N")],
     "launch": Annotated[str | None, _opt("launch", TIMING, "LAUNCH")],

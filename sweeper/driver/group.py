@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any
 
 from sweeper.driver import cluster, connection
+from sweeper.driver.measurement import busbw_gb_per_s
 from sweeper.driver.outcome import Outcome, PointResult, executed, refused, skipped
 from sweeper.driver.replay import Replay
 from sweeper.ops.descriptor import Collective
@@ -174,7 +175,7 @@ class GroupRun:
             done = self.shared.replay.point(self.group_id, series, action.count)
             if done is None:
                 return False
-            runner.measured(done.status, done.launched)
+            runner.measured(done.status, done.launched, done.busbw_gb_per_s)
             if runner.done:
                 self._runner = None
             return True
@@ -254,12 +255,15 @@ class GroupRun:
     def _record(self, count: int, outcome: Outcome, started_at: datetime | None) -> None:
         runner = self._runner
         assert runner is not None
-        runner.measured(outcome.status, outcome.launched)
+        point = self._point(count)
+        factor = self.shared.collectives[point.op].busbw_factor(self.group.world_size)
+        busbw = busbw_gb_per_s(outcome, point.size_bytes, factor)
+        runner.measured(outcome.status, outcome.launched, busbw)
         ended = datetime.now(timezone.utc)
         self.shared.emit(
             PointResult(
                 group=self.group,
-                point=self._point(count),
+                point=point,
                 collective=self.shared.collectives[runner.series.op],
                 outcome=outcome,
                 wave=self.wave,

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.driver.outcome import PointResult
+from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.fabric.contract import breaches
 from sweeper.fabric.nccl_log import spelled, summary
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
@@ -213,6 +213,19 @@ def of_point(run: RunColumns, placement: Placement, done: PointResult) -> list[R
             host_link,
         )
     ]
+
+
+def busbw_gb_per_s(outcome: Outcome, size_bytes: int, busbw_factor: float) -> float | None:
+    """The busbw of a point's first engine and launch mode, as its row says it (over every
+    rank of the group): what a series' plateau is found from. None where it has no such
+    figure: it failed, that mode was skipped, or its result was wrong."""
+    if outcome.status != Status.OK or not outcome.measured:
+        return None
+    first = [rank.timed[0] for rank in outcome.measured]
+    if any(t.skipped or t.n_wrong for t in first):
+        return None
+    seconds = across_ranks([t.blocks for t in first]).seconds
+    return algbw_gb_per_s(size_bytes, seconds) * busbw_factor
 
 
 def _modes(

@@ -17,12 +17,13 @@ PointKey = tuple[str, str, str, int]
 
 @dataclass(frozen=True)
 class Recorded:
-    """A point an earlier part of the run measured: how it went, and the bound its series
-    had then."""
+    """A point an earlier part of the run measured: how it went, the bound its series had
+    then, and its busbw (a sparse series' plateau is found from it again)."""
 
     status: Status
     launched: bool
     max_size_bytes: int | None
+    busbw_gb_per_s: float | None = None
 
 
 class Replay:

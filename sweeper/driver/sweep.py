@@ -206,7 +206,7 @@ def recorded(rows: Iterable[Mapping[str, Any]]) -> dict[PointKey, Recorded]:
     out: dict[PointKey, Recorded] = {}
     for row in rows:
         count = int(row["count_elems"])
-        limit = row["max_size_bytes"]
+        limit, busbw = row["max_size_bytes"], row["busbw_gb_per_s"]
         out[(row["group_id"], name_of[(row["op"], row["algorithm"])], row["dtype"], count)] = (
             Recorded(
                 # an oom row is taken for a refused allocation: one at run time ends a probe
@@ -214,6 +214,7 @@ def recorded(rows: Iterable[Mapping[str, Any]]) -> dict[PointKey, Recorded]:
                 Status(row["status"]),
                 row["status"] != Status.OOM,
                 None if pd.isna(limit) else int(limit),
+                None if pd.isna(busbw) else float(busbw),
             )
         )
     return out

@@ -59,6 +59,7 @@ def schedule_request(spec: SweepSpec, backend: Backend, ops: Sequence[Planned] =
         auto=asked.auto,
         sees_node_gpus=backend == Backend.NCCL and spec.cluster.gpu_visibility == "node",
         concurrent_pairs=asked.concurrent_pairs,
+        dense_sizes=asked.dense_sizes,
     )
 
 

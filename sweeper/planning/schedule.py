@@ -58,13 +58,16 @@ class Planned(OpShape, Protocol):
 class Series:
     """One operation and dtype on a group: its element counts, ascending. `probe`: --max-size
     auto, the counts are candidates and the series stops at the bound the ranks' memory
-    gives. `skipped`: why it cannot run there (its rows say so)."""
+    gives. `skipped`: why it cannot run there (its rows say so). `sparse`: once its measured
+    busbw shows a plateau, the counts above it run only as `sizes.thinned` keeps them (not
+    with --dense-sizes)."""
 
     op: str
     dtype: str
     counts: tuple[int, ...]
     probe: bool = False
     skipped: str | None = None
+    sparse: bool = False
 
 
 class Wave(NamedTuple):
@@ -144,6 +147,7 @@ class Request:
     auto: bool
     sees_node_gpus: bool
     concurrent_pairs: bool = False
+    dense_sizes: bool = False  # every size of the grid, above a plateau too
 
     def groups(self, placement: Placement) -> list[Group]:
         """The groups the tiers ask for, on every variant of the swept NCCL variables."""
@@ -349,4 +353,4 @@ class _SeriesTable:
                 else:
                     fixed = op.traits.fixed_count is not None or op.traits.ends_bytes is not None
                     probe = r.auto and not fixed
-                    yield Series(op.name, dtype, tuple(counts), probe)
+                    yield Series(op.name, dtype, tuple(counts), probe, sparse=not r.dense_sizes)

@@ -62,6 +62,7 @@ class PlanOptions:
     min_size: int
     max_size: int | None  # None: auto, the largest that fits in memory (probed)
     step_factor: float
+    dense_sizes: bool  # every size, above a series' busbw plateau too (sizes.thinned)
     mem_limit: MemLimit | None  # as asked (`request.mem_limit`: CPU ranks' default cap)
     nccl_env: Mapping[str, tuple[str, ...]]  # swept NCCL variables (--nccl-env, --nccl-algos)
 

@@ -12,16 +12,22 @@ allocates. A point that fails for another reason (an error, a timeout) does not 
 its row says so and the series goes on with its next size, so the bound is only ever what
 the budgets and allocations found. Only memory ends a probe early: nothing fits at all, or a
 point ran out of memory once launched (a larger one would too).
+
+A sparse series (either kind) leaves out sizes above its plateau: once the busbw of the points
+it ran shows one (`sizes.plateau_size`), its sizes left are those `sizes.thinned` keeps, the
+largest always among them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from sweeper.planning.dtypes import DTYPES
 from sweeper.planning.schedule import Series
+from sweeper.planning.sizes import plateau_size, thinned
 from sweeper.planning.sizing import BISECT_STEPS, Sized, bisect, largest_count
 from sweeper.wire import Status
 
@@ -80,6 +86,7 @@ class SeriesRunner:
         self.lo = self.hi = self.trying = 0  # bisection: allocates, refused, being tried
         self.steps = 0
         self.state = SeriesState.FIRST if series.probe else SeriesState.GRID
+        self.ran: list[tuple[int, float]] = []  # a sparse series' counts so far, and busbw
 
     @property
     def done(self) -> bool:
@@ -106,10 +113,14 @@ class SeriesRunner:
             return self.next()
         return None
 
-    def measured(self, status: Status, launched: bool = True) -> None:
-        """How the point of the last MeasurePoint went."""
+    def measured(
+        self, status: Status, launched: bool = True, busbw_gb_per_s: float | None = None
+    ) -> None:
+        """How the point of the last MeasurePoint went, and its busbw where it has one."""
         count = self.queue.pop(0)
         ok = status == Status.OK
+        if self.series.sparse:
+            self._thin(count, busbw_gb_per_s if ok else None)
         if not self.series.probe:
             return  # a grid runs every size
         if self.state is SeriesState.FIRST:
@@ -152,6 +163,15 @@ class SeriesRunner:
             self.lo = self.trying
         else:
             self.hi = self.trying
+
+    def _thin(self, count: int, busbw_gb_per_s: float | None) -> None:
+        """The counts left, once the busbw so far shows a plateau: those `thinned` keeps. The
+        same plateau every time after (the first one), so a count kept stays kept."""
+        self.ran.append((count, math.nan if busbw_gb_per_s is None else busbw_gb_per_s))
+        plateau = plateau_size([c for c, _ in self.ran], [b for _, b in self.ran])
+        if plateau is not None:
+            kept = set(thinned([*(c for c, _ in self.ran), *self.queue], plateau))
+            self.queue = [c for c in self.queue if c in kept]
 
     def _limit(self, count: int | None) -> None:
         self.limit_bytes = None if count is None else count * self.itemsize

@@ -158,6 +158,11 @@ class SweepSpec(BaseModel):
         description="Multiply the size by this at each step.",
         strict=True,
     )
+    dense_sizes: bool = Field(
+        False,
+        description="Run every size of the grid; by default, above the size from which a "
+        "series' busbw rises less than 2% over three steps, only every 8x size and the largest.",
+    )
     iters: int | None = Field(
         None,
         ge=1,
@@ -402,6 +407,7 @@ class SweepSpec(BaseModel):
             min_size=self.min_size,
             max_size=None if self.max_size == "auto" else self.max_size,
             step_factor=self.step_factor,
+            dense_sizes=self.dense_sizes,
             mem_limit=self.mem_limit,
             nccl_env=self.nccl_variables(),
         )

@@ -1,11 +1,18 @@
-"""Where a busbw curve's plateau starts, and the sparse sizes a series runs above it."""
+"""Where a busbw curve's plateau starts, and the sparse sizes a series runs above it: the pure
+functions, and a series that runs them on the busbw its points measure."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import replace
 from itertools import pairwise
 
+from sweeper.ops.registry import REGISTRY
+from sweeper.planning.schedule import Series
+from sweeper.planning.series import Budgets, MeasurePoint, SeriesRunner
 from sweeper.planning.sizes import SPARSE_FACTOR, grid, plateau_size, thinned
+from sweeper.wire import Status
 
 K = 2**10
 SIZES = grid(K, 2**30, 2)  # 1K .. 1G, 21 sizes
@@ -79,3 +86,43 @@ def test_a_run_and_its_plan_thin_the_same_grid_from_the_same_busbw() -> None:
             seen.append(size)
     assert seen == predicted
     assert len(predicted) < len(SIZES)
+
+
+def measured_counts(
+    series: Series, busbw: Callable[[int], float], budget: int = 2**40
+) -> list[int]:
+    """The counts a series runs, each point answering ok with `busbw(count)`."""
+    runner = SeriesRunner(series, REGISTRY["all_reduce"], 2, "cpu", 2**40)
+    counts = []
+    while (action := runner.next()) is not None:
+        if isinstance(action, MeasurePoint):
+            counts.append(action.count)
+            runner.measured(Status.OK, True, busbw(action.count))
+        elif isinstance(action, Budgets):
+            runner.budgets([budget, budget])
+    return counts
+
+
+def test_a_sparse_series_leaves_out_the_sizes_above_the_plateau_its_points_showed() -> None:
+    counts = tuple(grid(1, 2**24, 2))  # 4 B .. 64M of float32
+    flat_from = 2**10
+
+    def busbw(count: int) -> float:
+        return 50.0 * min(count, flat_from)
+
+    ran = measured_counts(Series("all_reduce", "float32", counts, sparse=True), busbw)
+    assert ran == thinned(counts, flat_from)
+    assert ran[-1] == counts[-1]
+    assert len(ran) < len(counts)
+    assert measured_counts(Series("all_reduce", "float32", counts), busbw) == list(counts)
+
+
+def test_a_probe_still_reaches_its_memory_bound_above_the_plateau() -> None:
+    counts = tuple(grid(1, 2**30, 2))
+    budget = 2**28  # the bound falls between grid steps
+    series = Series("all_reduce", "float32", counts, probe=True, sparse=True)
+    ran = measured_counts(series, lambda count: 50.0 * min(count, 256), budget)
+    dense = measured_counts(replace(series, sparse=False), lambda count: 50.0, budget)
+    assert ran[-1] == dense[-1] not in counts  # the largest size that fits, as dense
+    assert len(ran) < len(dense)
+    assert all(b >= SPARSE_FACTOR * a for a, b in pairwise(ran[ran.index(2**11) : -1]))
