@@ -46,8 +46,8 @@ import torch.multiprocessing as mp
 from bare import FACTORS, bare_step, free_port, init_bare
 from pinning import Pinner, rank_cores
 
-from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.driver.connection import connect
+from sweeper.fabric.multicast import MULTICAST_OFF
 from sweeper.planning.sizes import format_size, parse_size
 
 Key = tuple[str, int, str]  # operation, size in bytes, step ("bare" or "sweeper")

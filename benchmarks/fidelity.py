@@ -74,10 +74,10 @@ import torch.multiprocessing as mp
 from bare import FACTORS, bare_step, free_port, init_bare, time_blocks
 from pinning import Pinner, rank_cores
 
-from sweeper.driver.cluster import MULTICAST_OFF
 from sweeper.driver.console import HumanConsole
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Observer, Started
+from sweeper.fabric.multicast import MULTICAST_OFF
 from sweeper.ops import registry
 from sweeper.ops.registry import resolve
 from sweeper.planning.sizes import format_size, parse_size

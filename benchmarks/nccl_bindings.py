@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from sweeper.driver.cluster import MULTICAST_OFF
+from sweeper.fabric.multicast import MULTICAST_OFF
 
 Calls = Callable[[int], None]  # issues n eager calls
 FLOAT32, SUM = 7, 0  # ncclFloat32, ncclSum
@@ -149,7 +149,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--elements", type=int, default=2, help="float32 elements (2 = 8 B)")
     args = parser.parse_args()
-    os.environ.update(MULTICAST_OFF)  # as every sweeper process has it, before NCCL loads
+    os.environ.update(MULTICAST_OFF)  # as the shared machines set it, before NCCL loads
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29511")
     torch.cuda.set_device(0)

@@ -56,7 +56,7 @@ from typing import Any, TypeVar
 from pinning import Pinner, pinned, rank_cores
 
 import sweeper
-from sweeper.driver.cluster import MULTICAST_OFF
+from sweeper.fabric.multicast import MULTICAST_OFF
 from sweeper.planning.dtypes import DTYPES, canonical_dtype
 from sweeper.planning.sizes import format_size, parse_size
 from sweeper.rank.timing import graph_unit

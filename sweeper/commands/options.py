@@ -190,6 +190,9 @@ SWEEP_OPTIONS: dict[str, Any] = {
     ],
     "nccl_algos": Annotated[str | None, _opt("nccl_algos", NCCL, "ALGOS")],
     "nccl_env": Annotated[list[str] | None, _opt("nccl_env", NCCL, "KEY=V1,V2")],
+    "allow_multicast_knobs": Annotated[
+        bool | None, _opt("allow_multicast_knobs", NCCL, "", "--allow-multicast-knobs")
+    ],
     "moe": Annotated[str | None, _opt("moe", EXPERIMENTS, "KEY=VALUE,...")],
     "report": Annotated[bool | None, _opt("report", OUTPUT, "", "--report/--no-report")],
     "reports_dir": ReportsDir,

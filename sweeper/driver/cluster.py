@@ -49,25 +49,22 @@ from sweeper.wire import (
     Versions,
 )
 
-# Kept in every actor set: NVLink multicast (NVLS, multimem) stays off. On shared machines a
-# program that uses it can take the host's GPUs out of service.
-MULTICAST_OFF = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
 _START_TIMEOUT_S = 120.0
 _LOOPBACK = "127.0.0.1"
 GRACE_S = 10.0  # after one rank failed, how long the others get to return before a rebuild
 
 
-def actor_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of an actor set: the driver's library settings, the set's own, and
-    multicast off whatever either says."""
-    # The driver's own settings for these libraries reach the actors, like a launcher's would.
-    env = {k: v for k, v in os.environ.items() if k.startswith(SET_ENV_PREFIXES)}
+def actor_env(
+    extra: Mapping[str, str] | None = None, environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """The environment of an actor set: the driver's (`environ`) settings of the ranks' libraries
+    (wire.SET_ENV_PREFIXES: NCCL_*, NVSHMEM_*, TORCH_NCCL_*, TORCH_SYMM_MEM_*, GLOO_*) as the
+    user set them, then the set's own (a grid's variant). sweeper adds and overrides nothing
+    else: NCCL's configuration files and defaults decide the rest (fabric/multicast.py)."""
+    # Handed on explicitly, as a launcher would: the workers of a joined cluster were started
+    # by their own node's raylet, with its environment, not the driver's.
+    env = {k: v for k, v in environ.items() if k.startswith(SET_ENV_PREFIXES)}
     env.update(extra or {})
-    env.update(MULTICAST_OFF)
     return env
 
 

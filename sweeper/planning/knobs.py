@@ -14,6 +14,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from itertools import product
 
+from sweeper.fabric.multicast import multicast_names
 from sweeper.planning.inputs import quoted
 from sweeper.wire import Backend
 
@@ -41,9 +42,6 @@ ALGO_PROTOCOLS: dict[str, frozenset[str]] = {
 # builds from them: gather, scatter, all_to_all) take no algorithm, and pick LL or Simple by
 # NCCL_P2P_LL_THRESHOLD, not NCCL_PROTO (enqueue.cc).
 COLLECTIVE_ONLY = frozenset({"NCCL_ALGO", "NCCL_PROTO"})
-# Variables sweeper sets itself on every actor set (cluster.MULTICAST_OFF): a swept value
-# would be overwritten.
-RESERVED = frozenset({"NCCL_NVLS_ENABLE"})
 _NAME = re.compile(r"NCCL_[A-Z0-9_]{1,100}", re.ASCII)  # NCCL's longest is 31 characters
 # The most combinations a grid may have: each runs every group again on an actor set of its
 # own, and 256 of them on one node of 4 GPUs are an estimated 12 hours already (a grid of
@@ -67,11 +65,22 @@ def check_name(key: str) -> str:
             raise ValueError(
                 f"{quoted(name)} is not an NCCL variable (names are NCCL_ and capitals)"
             )
-        if name in RESERVED:
-            raise ValueError(f"{name} stays as sweeper sets it (multicast off on every actor set)")
     if len(set(tied)) != len(tied):
         raise ValueError(f"{key}: a variable tied to itself")
     return key
+
+
+def check_multicast(variables: Collection[str], allowed: bool) -> None:
+    """ValueError where grid keys set NVLink multicast variables (NCCL_NVLS_ENABLE, NCCL_NVLS_*,
+    NCCL_MNNVL_*) and `allowed` (--allow-multicast-knobs) was not given: on a shared machine
+    whose environment keeps multicast off, a variant that turns it on can take GPUs others
+    share out of service."""
+    found = multicast_names(name for key in variables for name in names(key))
+    if found and not allowed:
+        raise ValueError(
+            f"--nccl-env {', '.join(found)}: NVLink multicast variables join a grid only with "
+            "--allow-multicast-knobs (never on a machine whose environment keeps multicast off)"
+        )
 
 
 def label(env: Env) -> str:

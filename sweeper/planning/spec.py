@@ -233,6 +233,11 @@ class SweepSpec(BaseModel):
         "KEY1+KEY2=V1,V2 sets both to each value (NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS=4: "
         "exactly 4 channels).",
     )
+    allow_multicast_knobs: bool = Field(
+        False,
+        description="Let --nccl-env sweep NVLink multicast variables (NCCL_NVLS_ENABLE, "
+        "NCCL_NVLS_*, NCCL_MNNVL_*). Never on a machine whose environment keeps multicast off.",
+    )
     concurrent: bool = Field(
         False,
         description="A node's pairs share its links on purpose: disjoint pairs in one wave "
@@ -345,6 +350,7 @@ class SweepSpec(BaseModel):
     @model_validator(mode="after")
     def _nccl_grid(self) -> SweepSpec:
         knobs.check_size(self.nccl_variables())  # before any combination is made
+        knobs.check_multicast(self.nccl_env, self.allow_multicast_knobs)
         return self
 
     def nccl_variables(self) -> dict[str, tuple[str, ...]]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from sweeper.fabric.multicast import switches_multicast
 from sweeper.rank import rendezvous
 from sweeper.rank.process import die_with, serve
 from sweeper.wire import SET_ENV_PREFIXES
@@ -39,7 +40,8 @@ from sweeper.wire import SET_ENV_PREFIXES
 IDLE_S = 300.0  # a nightly's next run on a long-lived cluster imports torch once again
 # What a rank's process reads only after the fork, so actors that differ in it share a template:
 # Ray's GPU choice (read as CUDA initialises), the job (every driver is one), and the actor
-# set's library settings (wire.SET_ENV_PREFIXES).
+# set's library settings (wire.SET_ENV_PREFIXES) but those that switch NVLink multicast, which
+# the template keeps as its actors have them (a machine's "off" holds in every process there).
 _OWN = frozenset({"CUDA_VISIBLE_DEVICES", "RAY_JOB_ID"})
 
 
@@ -55,7 +57,11 @@ class Setting:
 def shared(env: Mapping[str, str]) -> dict[str, str]:
     """The environment every actor a template serves has alike: its own, less what each rank
     reads only after its fork."""
-    return {k: v for k, v in env.items() if k not in _OWN and not k.startswith(SET_ENV_PREFIXES)}
+    return {
+        k: v
+        for k, v in env.items()
+        if k not in _OWN and (switches_multicast(k) or not k.startswith(SET_ENV_PREFIXES))
+    }
 
 
 def digest(setting: Setting, raylet: int) -> str:

@@ -46,7 +46,8 @@ from tests import report_data
         (["--nccl-env", "PROTO=LL"], "--nccl-env: 'PROTO' is not an NCCL variable"),
         (["--nccl-env", "NCCL_PROTO"], "--nccl-env: 'NCCL_PROTO': use KEY=V1,V2"),
         (["--nccl-env", "NCCL_PROTO="], "--nccl-env: NCCL_PROTO: no value given"),
-        (["--nccl-env", "NCCL_NVLS_ENABLE=1"], "--nccl-env: NCCL_NVLS_ENABLE stays as sweeper"),
+        # refused by name, before any value of it could reach a process
+        (["--nccl-env", "NCCL_NVLS_ENABLE=0"], "--nccl-env NCCL_NVLS_ENABLE: NVLink multicast"),
         (["--engine", ""], "--engine: Tuple should have at least 1 item after validation"),
         # one line each, as NCCL reads a variable and a row's reader a name
         (["--nccl-env", "NCCL_PROTO=LL\nX"], "--nccl-env: NCCL_PROTO: 'LL\\nX' holds a control"),

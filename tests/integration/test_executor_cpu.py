@@ -18,11 +18,13 @@ import ray
 from sweeper.driver import cluster
 from sweeper.driver.executor import Executor
 from sweeper.driver.outcome import PointResult
+from sweeper.fabric.multicast import MULTICAST_OFF
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.placement import Group, Placement
 from sweeper.planning.schedule import Series, Wave
 from sweeper.wire import Timing
 from tests.conftest import start_ray_session
+from tests.processes import parent
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -31,10 +33,13 @@ COUNTS = (1, 256)  # float32 elements: 4 B and 1 KiB
 
 @pytest.fixture(scope="module")
 def four() -> Iterator[tuple[cluster.RankSet, Placement]]:
-    """Four gloo rank actors (the widest test's groups) and where they sit."""
+    """Four gloo rank actors (the widest test's groups) and where they sit, in the environment
+    a sweep gives them where the driver's keeps NVLink multicast off (Ray is up already: its
+    workers did not inherit these values)."""
     start_ray_session()
     slots = cluster.choose_nodes("gloo", 1, 4)
-    ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0})
+    env = cluster.actor_env(environ={**os.environ, **MULTICAST_OFF})
+    ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0}, env)
     try:
         yield ranks, cluster.placement("gloo", cluster.discover(slots), ranks.start())
     finally:
@@ -109,6 +114,23 @@ def test_a_rank_runs_without_ray_and_its_actor_without_torch(executor: Run) -> N
         assert _loads(actor, "_raylet")
         assert not _loads(actor, "libtorch")
     assert _rows(measured) == _every((pair,), lambda _: "ok")
+
+
+def test_the_drivers_multicast_off_reaches_every_actor_rank_and_template_unchanged(
+    executor: Run,
+) -> None:
+    """sweeper sets none of these; it hands the driver's values on, so a machine's "off"
+    holds in every process a run starts there: each actor, each rank (the NCCL variables
+    its rows record) and the template each rank was forked from (its own environment)."""
+    _, ranks, _ = executor
+    for actor, info in zip(ranks.actors, ranks.infos, strict=True):
+        env = ray.get(actor.__ray_call__.remote(lambda _: dict(os.environ)))
+        assert {name: env.get(name) for name in MULTICAST_OFF} == MULTICAST_OFF
+        assert ("NCCL_NVLS_ENABLE", "0") in info.nccl_env
+        template = parent(info.pid)
+        assert template != _pid(actor)  # forked, not a fresh interpreter of the actor's
+        raw = Path(f"/proc/{template}/environ").read_bytes().split(b"\0")
+        assert {f"{k}={v}".encode() for k, v in MULTICAST_OFF.items()} <= set(raw)
 
 
 def test_a_group_whose_actor_died_while_idle_fails_its_points_and_the_wave_goes_on(

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.rank import template
-from sweeper.rank.template import Setting, digest
+from sweeper.rank.template import Setting, digest, shared
 from tests.processes import gone, parent
 
 # An actor: its rank process, started as RankActor starts it (or, with FRESH, as it does where
@@ -144,8 +144,12 @@ def test_digest_counts_what_a_template_loads_and_not_what_a_rank_reads_later(
     env = {"PATH": "/bin", "NCCL_ALGO": "Ring", "CUDA_VISIBLE_DEVICES": "0", "RAY_JOB_ID": "01"}
     setting = Setting(env=env, path=list(sys.path), cwd=str(tmp_path))
     later = {**env, "NCCL_ALGO": "Tree", "CUDA_VISIBLE_DEVICES": "3", "RAY_JOB_ID": "02"}
-    later |= {"GLOO_SOCKET_IFNAME": "lo", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+    later |= {"GLOO_SOCKET_IFNAME": "lo", "TORCH_NCCL_BLOCKING_WAIT": "1"}
     assert digest(Setting(env=later, path=setting.path, cwd=setting.cwd), 1) == digest(setting, 1)
+    # a machine's multicast switch is the template's own too, kept in its environment
+    kept = Setting(env={**env, "NCCL_NVLS_ENABLE": "0"}, path=setting.path, cwd=setting.cwd)
+    assert shared(kept.env)["NCCL_NVLS_ENABLE"] == "0"
+    assert digest(kept, 1) != digest(setting, 1)
     assert digest(setting, 2) != digest(setting, 1)
     other = Setting(env={**env, "OMP_NUM_THREADS": "1"}, path=setting.path, cwd=setting.cwd)
     assert digest(other, 1) != digest(setting, 1)

@@ -29,7 +29,7 @@ import fidelity
 import nccl_tests
 import pinning
 
-from sweeper.driver.cluster import MULTICAST_OFF
+from sweeper.fabric.multicast import MULTICAST_OFF
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.dtypes import DTYPES
 from sweeper.rank.timing import graph_unit

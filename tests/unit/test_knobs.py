@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sweeper.driver import cluster
+from sweeper.fabric.multicast import MULTICAST_OFF
 from sweeper.planning import knobs
 
 RING_ONLY = frozenset({"Broadcast"})
@@ -72,39 +73,34 @@ def test_only_nccl_variables_are_knobs(name: str) -> None:
         knobs.check_name(name)
 
 
-def test_the_variables_sweeper_sets_itself_cannot_be_swept() -> None:
-    fixed = {name for name in cluster.MULTICAST_OFF if name.startswith("NCCL_")}
-    assert fixed == knobs.RESERVED
-    with pytest.raises(ValueError, match="stays as sweeper sets it"):
-        knobs.check_name("NCCL_NVLS_ENABLE")
-
-
-def test_tied_variables_take_each_value_together() -> None:
-    found = knobs.grid(
-        {"NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS": ("1", "32"), "NCCL_PROTO": ("LL",)}
-    )
-    assert found == {
-        "min_nchannels=1,max_nchannels=1,proto=LL": {
-            "NCCL_MIN_NCHANNELS": "1",
-            "NCCL_MAX_NCHANNELS": "1",
-            "NCCL_PROTO": "LL",
-        },
-        "min_nchannels=32,max_nchannels=32,proto=LL": {
-            "NCCL_MIN_NCHANNELS": "32",
-            "NCCL_MAX_NCHANNELS": "32",
-            "NCCL_PROTO": "LL",
-        },
-    }
-
-
 @pytest.mark.parametrize(
-    ("key", "message"),
+    "keys",
     [
-        ("NCCL_MIN_NCHANNELS+nccl_x", "'nccl_x' is not an NCCL variable"),
-        ("NCCL_PROTO+NCCL_PROTO", "a variable tied to itself"),
-        ("NCCL_A+", "'' is not an NCCL variable"),
+        ("NCCL_NVLS_ENABLE",),
+        ("NCCL_PROTO", "NCCL_NVLS_NCHANNELS"),
+        ("NCCL_MIN_NCHANNELS+NCCL_MNNVL_ENABLE",),
+        ("NCCL_NVLSTREE_MAX_CHUNKSIZE",),
     ],
 )
-def test_a_tie_is_of_distinct_nccl_variables(key: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_multicast_variables_join_a_grid_only_with_the_opt_in(keys: tuple[str, ...]) -> None:
+    """Checked by name alone, whatever the values: no value of theirs is ever set here."""
+    for key in keys:
         knobs.check_name(key)
+    with pytest.raises(ValueError, match="only with --allow-multicast-knobs"):
+        knobs.check_multicast(keys, allowed=False)
+    knobs.check_multicast(keys, allowed=True)
+
+
+def test_a_grid_without_multicast_variables_needs_no_opt_in() -> None:
+    knobs.check_multicast(("NCCL_PROTO", "NCCL_P2P_DISABLE", "NCCL_ALGO"), allowed=False)
+
+
+def test_actor_sets_carry_the_users_library_variables_and_add_none() -> None:
+    """sweeper forces no NCCL, PyTorch or NVSHMEM variable: what the driver's environment
+    says reaches the actors unchanged (multicast off included), and nothing where it says
+    nothing, so NCCL's configuration files and defaults decide."""
+    assert cluster.actor_env(environ={"PATH": "/bin"}) == {}
+    assert cluster.actor_env({"NCCL_PROTO": "LL"}, environ={}) == {"NCCL_PROTO": "LL"}
+    users = {**MULTICAST_OFF, "NCCL_P2P_LEVEL": "NVL", "TORCH_NCCL_BLOCKING_WAIT": "1"}
+    assert cluster.actor_env(environ={**users, "PATH": "/bin"}) == users
+    assert cluster.actor_env({"NCCL_PROTO": "LL"}, environ=users) == {**users, "NCCL_PROTO": "LL"}

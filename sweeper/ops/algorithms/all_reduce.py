@@ -1,6 +1,8 @@
 """All-reduce on torch symmetric memory: one-shot and two-shot, over NVLink P2P only.
 
-Never multicast/multimem: the actor sets keep TORCH_SYMM_MEM_DISABLE_MULTICAST=1. The input
+No multimem kernel: one-shot and two-shot read their peers' buffers over P2P. Whether the
+rendezvous also maps multicast is the user's TORCH_SYMM_MEM_DISABLE_MULTICAST, which sweeper
+hands on unchanged (fabric/multicast.py). The input
 is allocated from symmetric memory when the point is prepared (a local step), and
 exchanged with the group's other ranks (rendezvous, a collective step) only once every
 rank has prepared. Torch is imported where the steps are bound, in the rank's process: the
