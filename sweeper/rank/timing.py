@@ -22,8 +22,14 @@ from sweeper.ops.descriptor import Step
 from sweeper.wire import Block, Launch
 
 TARGET_POINT_S = 0.03  # adaptive: a point's timed blocks last about 30 ms together ...
-MIN_ITERS = 5  # ... with at least this many iterations ...
+MIN_ITERS = 5  # ... with at least this many iterations a block, while they fit its budget ...
 MAX_ITERS = 10_000  # ... and at most this many
+# A block's budget for its minimum of iterations: where one iteration takes a large fraction
+# of a second (all_reduce of 147 GB on 4 H200: 0.6 s), MIN_ITERS made one point of 3 blocks
+# last 9 s for a figure that one iteration a block gives to within its noise. Past this
+# budget a block has as many iterations as fit it, at least one: a point keeps its blocks
+# (compare's verdicts need 3, analysis/changes.py) and its timed iterations last about 0.3 s.
+BLOCK_BUDGET_S = 0.1
 GRAPH_ITERS = 100  # iterations captured in one graph; a block replays it as often as it needs
 
 
@@ -127,7 +133,8 @@ def block_target_s(blocks: int) -> float:
 def calibrate(
     timer: Timer, launcher: Launcher, agree: Callable[[float], float], target_s: float
 ) -> tuple[int, int]:
-    """(warm-up iterations done, timed iterations to run) so the timed block lasts ~target_s.
+    """(warm-up iterations done, timed iterations to run) so the timed block lasts ~target_s,
+    and has at least MIN_ITERS iterations where they last at most BLOCK_BUDGET_S.
 
     Times growing batches of the launcher's calls (1, then x4) until one lasts a quarter of
     the target, like timeit.autorange. Every rank must run the same number of collectives,
@@ -143,5 +150,6 @@ def calibrate(
             break
         batch *= 4
     per_iter = max(seconds / (batch * launcher.unit), 1e-9)
-    iters = min(MAX_ITERS, max(MIN_ITERS, math.ceil(target_s / per_iter)))
+    fewest = max(1, min(MIN_ITERS, math.floor(BLOCK_BUDGET_S / per_iter)))
+    iters = min(MAX_ITERS, max(fewest, math.ceil(target_s / per_iter)))
     return warm * launcher.unit, max(1, round(iters / launcher.unit))

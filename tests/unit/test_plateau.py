@@ -1,5 +1,5 @@
 """Where a busbw curve's plateau starts, and the sparse sizes a series runs above it: the pure
-functions, and a series that runs them on the busbw its points measure."""
+functions, a series that runs them on the busbw its points measure, and the report's account."""
 
 from __future__ import annotations
 
@@ -8,11 +8,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from itertools import pairwise
 
+import pandas as pd
+
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.schedule import Series
 from sweeper.planning.series import Budgets, MeasurePoint, SeriesRunner
 from sweeper.planning.sizes import SPARSE_FACTOR, grid, plateau_size, thinned
+from sweeper.report.blocks import Table
+from sweeper.report.figures import size_label
+from sweeper.report.sections.collectives import max_sizes
+from sweeper.report.view import RunView
+from sweeper.results.load import frame
 from sweeper.wire import Status
+from tests import report_data
 
 K = 2**10
 SIZES = grid(K, 2**30, 2)  # 1K .. 1G, 21 sizes
@@ -126,3 +134,38 @@ def test_a_probe_still_reaches_its_memory_bound_above_the_plateau() -> None:
     assert ran[-1] == dense[-1] not in counts  # the largest size that fits, as dense
     assert len(ran) < len(dense)
     assert all(b >= SPARSE_FACTOR * a for a, b in pairwise(ran[ran.index(2**11) : -1]))
+
+
+def _max_size_table(rows: pd.DataFrame) -> dict[tuple[str, str], dict[str, str]]:
+    """The report's plateau and largest-size table, by tier and operation."""
+    section = max_sizes(RunView.of(rows, None))
+    assert section is not None
+    (table,) = [block for block in section.blocks if isinstance(block, Table)]
+    return {
+        (row[0].text, row[2].text): {
+            c: cell.text for c, cell in zip(table.columns, row, strict=True)
+        }
+        for row in table.rows
+    }
+
+
+def test_the_report_gives_each_curves_plateau_its_busbw_and_the_memory_bound() -> None:
+    rows = frame(list(report_data.gpu_rows("gpu")))
+    half = 2**10
+    curve = rows.assign(busbw_gb_per_s=[saturating(s, half=half) for s in rows["size_bytes"]])
+    line = _max_size_table(curve)[("nvlink", "all_reduce")]
+    sizes = report_data.SIZES
+    busbw = [saturating(s, half=half) for s in sizes]
+    plateau = plateau_size(sizes, busbw)
+    assert plateau is not None
+    assert line["plateau from"] == size_label(plateau)
+    assert line["busbw GB/s there"] == f"{busbw[sizes.index(plateau)]:.3g}"
+    assert line["limit"] == line["largest ok"] == size_label(sizes[-1])  # the memory bound
+    assert line["busbw GB/s at it"] == f"{busbw[-1]:.3g}"
+
+
+def test_the_report_says_where_a_curve_has_no_plateau() -> None:
+    rows = frame(list(report_data.gpu_rows("gpu")))
+    line = _max_size_table(rows)[("nvlink", "all_reduce")]  # alpha-beta: still rising
+    assert line["plateau from"] == line["busbw GB/s there"] == "-"
+    assert line["limit"] == size_label(report_data.SIZES[-1])

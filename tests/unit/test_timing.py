@@ -6,6 +6,7 @@ import pytest
 
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
 from sweeper.rank.timing import (
+    BLOCK_BUDGET_S,
     GRAPH_ITERS,
     MAX_ITERS,
     MIN_ITERS,
@@ -45,13 +46,26 @@ class ClockTimer:
 
 @pytest.mark.parametrize(
     ("per_iter_s", "iters"),
-    [(1e-6, 20_000), (1e-4, 200), (1e-3, 20), (0.01, MIN_ITERS), (2.0, MIN_ITERS)],
+    [(1e-6, 20_000), (1e-4, 200), (1e-3, 20), (0.01, MIN_ITERS), (2.0, 1)],
 )
 def test_calibration_sizes_the_block_to_the_target(per_iter_s: float, iters: int) -> None:
     timer, launcher = ClockTimer(per_iter_s), Counted()
     warm, calls = calibrate(timer, launcher, lambda s: s, target_s=0.02)  # type: ignore[arg-type]
     assert calls == min(MAX_ITERS, iters)
     assert warm == len(launcher.calls) == timer.iterations + 1
+
+
+@pytest.mark.parametrize(
+    ("per_iter_s", "iters"),
+    [(BLOCK_BUDGET_S / MIN_ITERS, MIN_ITERS), (0.03, 3), (0.06, 1), (0.6, 1)],
+)
+def test_at_large_sizes_a_time_budget_not_the_minimum_count_bounds_a_block(
+    per_iter_s: float, iters: int
+) -> None:
+    timer, launcher = ClockTimer(per_iter_s), Counted()
+    _, calls = calibrate(timer, launcher, lambda s: s, target_s=0.01)  # type: ignore[arg-type]
+    assert calls == iters
+    assert calls * per_iter_s <= max(BLOCK_BUDGET_S, per_iter_s) * (1 + 1e-9)
 
 
 def test_calibration_counts_whole_graph_replays() -> None:

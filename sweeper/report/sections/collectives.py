@@ -1,6 +1,6 @@
 """The operations over a group, swept over sizes: bandwidth and time per operation, peaks
-against the links, what an eager launch costs, the largest sizes, alpha-beta fits; and the
-experiments measured with parameters of their own."""
+against the links, what an eager launch costs, the plateaus and largest sizes, alpha-beta
+fits; and the experiments measured with parameters of their own."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pandas as pd
 
 from sweeper.analysis import fits, launch_costs, summarize, why
 from sweeper.analysis.launches import SMALL_BYTES
+from sweeper.planning.sizes import plateau_size
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section, Text
 from sweeper.report.sections import cells
@@ -233,34 +234,73 @@ def max_sizes(view: RunView) -> Section | None:
     if rows["max_size_bytes"].isna().all():
         return None
     rows = rows.assign(operation=cells.labels(rows), tier=cells.tier_names(rows))
-    per_series = rows.groupby(["tier", "world_size", "operation", "dtype", "group_id"], sort=False)
+    keys = ["tier", "world_size", "operation", "dtype", "group_id"]
+    per_series = rows.groupby(keys, sort=False)
     series = per_series.agg(
         limit=("max_size_bytes", "min"),
         probe_s=("probe_s", "max"),  # each row: the series' probing so far
         largest_ok=("size_bytes", lambda s: s[rows.loc[s.index, "status"] == Status.OK].max()),
+    )
+    curves = view.preferred_collectives
+    curves = curves.assign(operation=cells.labels(curves), tier=cells.tier_names(curves))
+    ends = {key: _curve_ends(part) for key, part in curves.groupby(keys, sort=False)}
+    nothing = (math.nan,) * 3  # a series with no point in its preferred launch mode
+    found = [ends.get(key, nothing) for key in series.index]
+    series = series.assign(
+        plateau=[f[0] for f in found],
+        plateau_busbw=[f[1] for f in found],
+        largest_busbw=[f[2] for f in found],
     ).reset_index()
     lines = [
         (
             *_about(tier, world_size, operation),
             Cell(str(dtype)),
+            cells.size(part["plateau"].min()),
+            cells.num(part["plateau_busbw"].min(), cells.SIG),
             cells.size(part["limit"].min()),
             cells.size(part["largest_ok"].min()),
+            cells.num(part["largest_busbw"].min(), cells.SIG),
             cells.num(part["probe_s"].sum(min_count=1), cells.SIG),
         )
         for (tier, world_size, operation, dtype), part in series.groupby(
             ["tier", "world_size", "operation", "dtype"], sort=False
         )
     ]
-    columns = ("tier", "ranks", "operation", "dtype", "limit", "largest ok", "probing s")
+    columns = (
+        "tier",
+        "ranks",
+        "operation",
+        "dtype",
+        "plateau from",
+        "busbw GB/s there",
+        "limit",
+        "largest ok",
+        "busbw GB/s at it",
+        "probing s",
+    )
     return cells.table_section(
         "max-size",
-        "Largest sizes",
+        "Plateaus and largest sizes",
         columns,
         lines,
-        "Each series' limit (with --max-size auto: the largest S that fits every rank's memory, "
-        "probed), the largest size that ran, and the time the probing took; the smallest over "
-        "the groups of a tier and size.",
+        "Where each series' busbw stops rising (less than 2% over the next three sizes) and "
+        "its busbw there: above it a run steps by 8x (--dense-sizes: every size) up to its "
+        "limit (with --max-size auto: the largest S that fits every rank's memory, probed), "
+        "which it still runs. Then the largest size that ran, its busbw, and the time the "
+        "probing took; the smallest over the groups of a tier and size.",
     )
+
+
+def _curve_ends(points: pd.DataFrame) -> tuple[float, float, float]:
+    """A series' plateau (`sizes.plateau_size`, as the run found it: a failed point in no
+    window) and its busbw there, and the busbw of its largest size that ran; NaN where none."""
+    points = points.sort_values("size_bytes")
+    busbw = points["busbw_gb_per_s"].where(points["status"] == Status.OK).astype(float)
+    sizes = [int(size) for size in points["size_bytes"]]
+    found = plateau_size(sizes, busbw.fillna(math.nan).tolist())
+    at = math.nan if found is None else float(busbw.iloc[sizes.index(found)])
+    ran = busbw.dropna()
+    return math.nan if found is None else found, at, float(ran.iloc[-1]) if len(ran) else math.nan
 
 
 # Fits
