@@ -1,4 +1,14 @@
-"""sweeper: how fast a GPU cluster really moves data."""
+"""sweeper: how fast a GPU cluster really moves data.
+
+    run(**options) -> Run      sweep as `sweeper run` does; its rows as a DataFrame
+    plan(**options) -> Plan    the schedule and duration `sweeper plan` estimates
+    load(path) -> DataFrame    the rows of a results directory (a Parquet dataset)
+    Run                        a finished sweep: run_id, rows, report
+    Plan                       a planned sweep: spec, placement, schedule, estimate
+
+help(sweeper.run) lists every keyword with its description (those of `sweeper run -h`);
+docs/API.md has a worked example.
+"""
 
 from __future__ import annotations
 
@@ -12,20 +22,27 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from sweeper.api import Run, plan, run
+    from sweeper.commands.plan_estimate import Plan
 
-__all__ = ["Run", "__version__", "load", "plan", "run"]
+__all__ = ["Plan", "Run", "__version__", "load", "plan", "run"]
 
-# sweeper.api's names, loaded on first use: the spec's model (pydantic) is not needed to read
-# results, nor by the Ray actors, which import this package too
-_API = frozenset({"Run", "plan", "run"})
+# The API's names, loaded on first use: the spec's model (pydantic) is not needed to read
+# results, nor by the Ray actors, which import this package too; nor pandas (Plan's module)
+_LAZY = {"Run": "sweeper.api", "plan": "sweeper.api", "run": "sweeper.api"}
+_LAZY["Plan"] = "sweeper.commands.plan_estimate"
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
-        from sweeper import api
+    if name in _LAZY:
+        from importlib import import_module
 
-        return getattr(api, name)
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazy names too, so `help(sweeper)` and completion see them."""
+    return sorted({*globals(), *__all__})
 
 
 def load(path: str | os.PathLike[str] = "results") -> pd.DataFrame:

@@ -2,25 +2,28 @@
 keywords of `sweeper run` and `sweeper plan`.
 
 The keywords are the SweepSpec's fields (declared once, in sweeper/planning/spec.py) and the
-command's own few, given to each function as its signature (for `help()`, and type checkers
-through the pydantic plugin), and checked by the spec as the command line is.
+command's own few. Each function's signature and docstring are made from that model, as
+`sweeper run -h` is: `help(sweeper.run)` lists every keyword with its default and the
+description `-h` gives it; type checkers read the keywords through the pydantic plugin. The
+values are checked by the spec as the command line's are.
 """
 
 from __future__ import annotations
 
 import inspect
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-from pydantic import Field
+from pydantic import BaseModel, Field
+from pydantic.fields import FieldInfo
 
-from sweeper.errors import BadInput
+from sweeper.errors import BadInput, Renamed
 from sweeper.planning.profile import build_spec, load_sweep_profile
 from sweeper.planning.spec import SweepSpec
-from sweeper.results.writer import columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,30 +40,81 @@ class RunKeywords(SweepSpec):
     profile: Path | None = Field(
         None, description="A YAML profile (sweeper run --profile); the keywords override it."
     )
+    progress: bool = Field(
+        True,
+        description="A line per point as it runs, to stderr; False (a notebook): only the "
+        "run's first line and its summary.",
+    )
 
 
-class PlanKeywords(RunKeywords):
+class PlanKeywords(SweepSpec):
     """`plan`'s keywords: `sweeper plan`'s options."""
 
+    profile: Path | None = Field(
+        None, description="A YAML profile (sweeper plan --profile); the keywords override it."
+    )
     topology: Path | None = Field(
         None,
-        description="A recorded topology (one node's), replicated `nodes` times: plan with no "
-        "cluster. None: the nodes the cluster gives (Ray).",
+        description="A recorded topology (one node's, or `sweeper topo --format json` output), "
+        "replicated `nodes` times: plan with no cluster. None: the nodes the cluster gives (Ray).",
     )
-    results: Path | None = Field(
+    # plan asks no results directory of its own: `results` is the one it fits its cost model to
+    results: Path | None = Field(  # type: ignore[assignment]
         None, description="Fit the cost model to the rows of an earlier run's results."
     )
+
+
+class _Shown:
+    """A default as the keyword takes it, for the signature: "results", not PosixPath(...)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _shown(default: object) -> object:
+    if isinstance(default, Path):
+        return str(default)
+    if isinstance(default, BaseModel):  # a section given as key=value pairs (moe)
+        pairs = ",".join(f"{k}={v}" for k, v in default.model_dump().items())
+        return _Shown(repr(pairs))
+    return default
+
+
+def _documented(fields: dict[str, FieldInfo], summary: str) -> str:
+    """`summary`, then each keyword: its default and the description `-h` gives its option."""
+    lines = [inspect.cleandoc(summary), "", "Keywords (as the command's -h describes them):"]
+    for name, field in fields.items():
+        default = _shown(field.get_default(call_default_factory=True))
+        lines += [f"    {name}={default!r}", f"        {field.description}"]
+    return "\n".join(lines)
 
 
 def _keywords(
     model: Callable[Keywords, object],
 ) -> Callable[[Callable[..., Returned]], Callable[Keywords, Returned]]:
-    """The function takes `model`'s fields as its keywords: its signature says so."""
+    """The function takes `model`'s fields as its keywords: its signature (the defaults as a
+    keyword takes them, no annotations: the model's are pydantic's machinery) and its
+    docstring (each keyword's description) say so."""
+
+    fields = cast(type[BaseModel], model).model_fields
 
     def give(function: Callable[..., Returned]) -> Callable[Keywords, Returned]:
         returned = inspect.signature(function).return_annotation
-        signature = inspect.signature(model).replace(return_annotation=returned)
-        function.__signature__ = signature  # type: ignore[attr-defined]
+        parameters = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=_shown(field.get_default(call_default_factory=True)),
+            )
+            for name, field in fields.items()
+        ]
+        function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            parameters, return_annotation=returned
+        )
+        function.__doc__ = _documented(fields, function.__doc__ or "")
         return function
 
     return give
@@ -79,40 +133,46 @@ def _path(options: dict[str, Any], name: str) -> Path | None:
 
 def _spec(options: dict[str, Any]) -> SweepSpec:
     """The spec of the options given (a profile's, overridden by the rest); BadInput as the
-    command line's."""
+    command line's. `output`, the results directory's name in 0.1, is taken with a warning."""
+    if "output" in options:
+        warnings.warn(Renamed("sweeper.run(output=...) is now results=..."), stacklevel=3)
+        if "results" not in options:
+            options["results"] = options.pop("output")
     profile = _path(options, "profile")
     return build_spec(load_sweep_profile(profile) if profile is not None else None, **options)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class Run:
-    """A finished sweep: its id, its rows (as `sweeper.load` reads them) and its report."""
+    """A finished sweep: its id, its rows (what `sweeper.load(results, run_id)` gives) and its
+    HTML report (None with report=False)."""
 
     run_id: str
     rows: pd.DataFrame
-    report: Path | None  # the HTML report; None with report=False
+    report: Path | None
 
 
 @_keywords(RunKeywords)
 def run(**options: Any) -> Run:
-    """Sweep as `sweeper run` does, with its options as keywords (`world=2`,
-    `ops=["all_reduce"]` or `"all_reduce,all_gather"`, `max_size="64K"`, `report=False`;
-    `help(sweeper.run)` lists them): the rows go to the results directory (`output`) and the
-    report to `reports_dir` as they would, the progress to stderr. Bad options raise
-    `sweeper.errors.BadInput` before anything starts; an unreachable cluster,
-    `InfrastructureError`. Points that failed are rows whose `status` says so."""
+    """Sweep as `sweeper run` does, with its options as keywords: `world=2`,
+    `ops=["all_reduce"]` or `"all_reduce,all_gather"`, `max_size="64K"`, `report=False`.
+    The rows go to the results directory and the report to `reports_dir`, as the command's
+    do; the progress goes to stderr. Bad options raise `sweeper.errors.BadInput` before
+    anything starts; an unreachable cluster, `sweeper.errors.InfrastructureError`. Points
+    that failed are rows whose `status` says so."""
+    progress = options.pop("progress", True)
     spec = _spec(options)
     # Ray and pandas load here, not at `import sweeper`: reading results needs neither
     from sweeper.driver import sweep
     from sweeper.driver.console import HumanConsole
-    from sweeper.results.load import frame
+    from sweeper.results.load import load
 
-    observer = HumanConsole(sys.stderr)
+    observer = HumanConsole(sys.stderr, points=bool(progress))
     try:
         finished = sweep.run(spec, observer)
     finally:
         observer.close()
-    rows = frame([columns(row) for row in finished.rows])
+    rows = load(spec.results, finished.run_id)  # as sweeper.load gives them: one frame
     return Run(run_id=finished.run_id, rows=rows, report=finished.report)
 
 

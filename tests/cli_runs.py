@@ -57,8 +57,8 @@ def _json_run_id(stdout: str) -> str:
 def run_all(root: Path) -> Runs:
     """The three runs, one after another, under `root`."""
     results = str(root / "results")
-    first = _run(*RUN, "--output", results, "--format", "json")
-    second = _run(*RUN, "--output", results, "--reports-dir", str(root / "pages"))
+    first = _run(*RUN, "--results", results, "--format", "json")
+    second = _run(*RUN, "--results", results, "--reports-dir", str(root / "pages"))
     second_id = second.rsplit("run_id ", 1)[1].split(")")[0]
-    bare = _run(*BARE, "--output", str(root / "bare" / "results"), "--format", "json")
+    bare = _run(*BARE, "--results", str(root / "bare" / "results"), "--format", "json")
     return Runs(root, _json_run_id(first), first, second_id, second, _json_run_id(bare), bare)

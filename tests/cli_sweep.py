@@ -14,7 +14,7 @@ from sweeper.cli import app
 def sweep(tmp_path: Path, *args: str, exit_code: int = 0) -> pd.DataFrame:
     """Run with `args`, rows to tmp_path/results; the exit code must be `exit_code`."""
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--output", str(out), *args])
+    result = CliRunner().invoke(app, ["run", "--results", str(out), *args])
     assert result.exit_code == exit_code, result.output
     return sweeper.load(out)
 

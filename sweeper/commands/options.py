@@ -10,6 +10,7 @@ rule; the help shows the model's default.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Collection
 from enum import Enum
 from pathlib import Path
@@ -46,20 +47,31 @@ OUTPUT = "Output"
 EXPERIMENTS = "Experiments"
 
 
-def _opt(field: str, panel: str, metavar: str, *flags: str) -> Any:
+def _opt(field: str, panel: str, metavar: str, *flags: str, callback: Any = None) -> Any:
     """An option's one declaration; a flag's metavar is "" (it takes no value)."""
-    return option(SweepSpec, field, panel, metavar, *flags)
+    return option(SweepSpec, field, panel, metavar, *flags, callback=callback)
 
 
 def option(
-    model: type[BaseModel], field: str, panel: str, metavar: str, *flags: str, more: str = ""
+    model: type[BaseModel],
+    field: str,
+    panel: str,
+    metavar: str,
+    *flags: str,
+    more: str = "",
+    callback: Any = None,
 ) -> Any:
     """The option of a model's field (a sweep's, a scan's): its help the field's description
     (then `more`) and default, not given (None) unless the user gives it, so that the model
     owns every default and every rule."""
     help_ = _help(field, model, more)
     return typer.Option(
-        *flags, metavar=metavar, help=help_, show_default=False, rich_help_panel=panel
+        *flags,
+        metavar=metavar,
+        help=help_,
+        show_default=False,
+        rich_help_panel=panel,
+        callback=callback,
     )
 
 
@@ -95,11 +107,17 @@ def _dir_opt(field: str, *flags: str, callback: Any = None) -> Any:
     )
 
 
+def _renamed(old: str, new: str) -> None:
+    """The one line an old spelling costs, on stderr, as sweeper's warnings look."""
+    print(f"sweeper: warning: {old} is now {new}; {old} goes in the next release", file=sys.stderr)
+
+
 _OLD_RESULTS = "sweeper.results_as_output"  # where --output leaves its directory for --results
 
 
 def _old_results(ctx: typer.Context, value: Path | None) -> None:
     if value is not None:
+        _renamed("--output", "--results")
         ctx.meta[_OLD_RESULTS] = value
 
 
@@ -111,21 +129,40 @@ def _results(ctx: typer.Context, value: Path | None) -> Path | None:
     return value if value is not None else old
 
 
-# The results directory is --results in every command (`report`'s --output is its HTML file).
-# --output, its name in `run`, `nightly` and `scan` in 0.1, still works for a release: a
-# second option, hidden from help and from the command's arguments, that --results takes up.
-Output = Annotated[Path | None, _dir_opt("output", "--results", callback=_results)]
-OldOutput = Annotated[
-    Path | None,
-    typer.Option(
-        "--output",
-        parser=directory,
+_OLD_PLUGINS = "sweeper.plugins_as_plugin"  # where --plugin leaves its modules for --plugins
+
+
+def _old_plugins(ctx: typer.Context, value: list[str] | None) -> None:
+    if value:
+        _renamed("--plugin", "--plugins")
+        ctx.meta[_OLD_PLUGINS] = value
+
+
+def _plugins(ctx: typer.Context, value: list[str] | None) -> list[str] | None:
+    """--plugins, and the modules its old spelling --plugin named (processed first: eager)."""
+    old: list[str] = ctx.meta.get(_OLD_PLUGINS, [])
+    return [*(value or []), *old] or None
+
+
+def _old(flag: str, callback: Any, multiple: bool = False) -> Any:
+    """An option's spelling of 0.1, hidden from help and from the command's arguments: its
+    value goes to the new option's callback, with a line saying the new name."""
+    return typer.Option(
+        flag,
+        parser=directory if not multiple else None,
         hidden=True,
         is_eager=True,
         expose_value=False,
-        callback=_old_results,
-    ),
-]
+        callback=callback,
+    )
+
+
+# The results directory is --results in every command (`report`'s --output is its HTML file),
+# `results` in a profile and in sweeper.run. --output, its name in `run`, `nightly` and `scan`
+# in 0.1, and --plugin (now --plugins, a profile's `plugins`) still work for a release.
+Output = Annotated[Path | None, _dir_opt("results", "--results", callback=_results)]
+OldOutput = Annotated[Path | None, _old("--output", _old_results)]
+OldPlugin = Annotated[list[str] | None, _old("--plugin", _old_plugins, multiple=True)]
 ReportsDir = Annotated[Path | None, _dir_opt("reports_dir")]
 ClusterName = Annotated[str | None, _opt("cluster_name", OUTPUT, "NAME")]
 OutputFormat = Annotated[
@@ -146,7 +183,7 @@ Results = Annotated[
     typer.Option(parser=directory, metavar="DIR", help="Results directory (a Parquet dataset)."),
 ]
 
-# Every sweep option, as `sweeper run --help` lists them; `plugin` is --plugin (repeatable),
+# Every sweep option, as `sweeper run --help` lists them; `plugin` is --plugins (repeatable),
 # the spec's `plugins`.
 SWEEP_OPTIONS: dict[str, Any] = {
     "address": Address,
@@ -180,7 +217,7 @@ SWEEP_OPTIONS: dict[str, Any] = {
     "samples": Annotated[bool | None, _opt("samples", TIMING, "", "--samples/--no-samples")],
     "timeout": Annotated[float | None, _opt("timeout", TIMING, "SECONDS")],
     "seed": Annotated[int | None, _opt("seed", TIMING, "N")],
-    "output": Output,
+    "results": Output,
     "old_output": OldOutput,
     "concurrent": Annotated[
         bool | None, _opt("concurrent", EXPERIMENTS, "", "--concurrent/--isolated")
@@ -196,7 +233,10 @@ SWEEP_OPTIONS: dict[str, Any] = {
     "moe": Annotated[str | None, _opt("moe", EXPERIMENTS, "KEY=VALUE,...")],
     "report": Annotated[bool | None, _opt("report", OUTPUT, "", "--report/--no-report")],
     "reports_dir": ReportsDir,
-    "plugin": Annotated[list[str] | None, _opt("plugins", MEASURE, "MODULE")],
+    "plugin": Annotated[
+        list[str] | None, _opt("plugins", MEASURE, "MODULE", "--plugins", callback=_plugins)
+    ],
+    "old_plugin": OldPlugin,
     "cluster_name": ClusterName,
 }
 

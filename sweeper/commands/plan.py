@@ -23,7 +23,7 @@ PLAN_LEAVES_OUT = (
     "samples",
     "timeout",
     "seed",
-    "output",
+    "results",
     "old_output",
     "copy_engine",
     "report",

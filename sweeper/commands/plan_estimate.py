@@ -56,6 +56,9 @@ class Plan:
     spec: SweepSpec
     placement: Placement
     schedule: Schedule
+    """A planned sweep (`sweeper.plan`): its spec, placement, schedule (actor sets, waves)
+    and estimated duration; fitted_from: the results the cost model was fitted to."""
+
     estimate: Estimate
     planning_s: float
     fitted_from: Path | None

@@ -82,7 +82,7 @@ def run(
 
 
 # what may change between a run and its resumption: where it is, not what it measures
-RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
+RESUME_MAY_SET = frozenset({"results", "address", "connect_timeout"})
 
 
 def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
@@ -93,8 +93,8 @@ def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
     if given:
         flags = ", ".join("--" + k.replace("_", "-") for k in given)
         raise BadInput(f"--resume runs with the run's own options; drop {flags}")
-    output = options["output"] or SweepSpec.model_fields["output"].default
-    require_directory(output, f"--output {output}")  # a file there is no results directory
+    output = options["results"] or SweepSpec.model_fields["results"].default
+    require_directory(output, f"--results {output}")  # a file there is no results directory
     started, resume = sweep.resumable(output, run_id)
     where = {k: v for k, v in options.items() if k in RESUME_MAY_SET and v is not None}
-    return build_spec(None, **{**started, **where, "output": output}), resume
+    return build_spec(None, **{**started, **where, "results": output}), resume

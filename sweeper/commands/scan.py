@@ -46,10 +46,13 @@ if TYPE_CHECKING:
     from sweeper.driver.scan import Resumed, ScanSettings
     from sweeper.scan.document import Scanned
 
-# the sweep's options a scan takes, by their names here (--plugin, and --output's old name)
-SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} | {"old_output"}
+# the sweep's options a scan takes, by their names here (plugin, and the old spellings)
+SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} | {
+    "old_output",
+    "old_plugin",
+}
 # what may change between a scan and its resumption: where it is, not what it measures
-RESUME_MAY_SET = frozenset({"output", "address", "connect_timeout"})
+RESUME_MAY_SET = frozenset({"results", "address", "connect_timeout"})
 
 # what a scan's verdicts are judged against
 VERDICTS = "Verdicts"
@@ -256,10 +259,10 @@ def _resumed(run_id: str, given: dict[str, Any]) -> tuple[SweepSpec, ScanSetting
     if extra:
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
         raise BadInput(f"--resume runs with the scan's own settings; drop {flags}")
-    output = given["output"] or SweepSpec.model_fields["output"].default
+    output = given["results"] or SweepSpec.model_fields["results"].default
     options, plain, resumed = resumable(output, run_id)
     where = {k: v for k, v in given.items() if k in RESUME_MAY_SET and v is not None}
-    spec = build_spec(None, **{**options, **where, "output": output})
+    spec = build_spec(None, **{**options, **where, "results": output})
     return spec, settings(ScanSection.model_validate(plain)), resumed
 
 
@@ -283,7 +286,7 @@ def _simulate(
         seed=chosen.strategy.seed,
         thresholds=chosen.thresholds,
     )
-    kept = _keep(sim, options["output"])
+    kept = _keep(sim, options["results"])
     if output_format is Format.json:
         print(json.dumps({**simulation_record(sim), "summary": kept}, indent=1, default=str))
     else:

@@ -48,7 +48,7 @@ def _intro(run: Started) -> str:
     return (
         f"sweeper {run.run_id}: {run.backend} on {groups}; {len(run.ops)} operations "
         f"({', '.join(run.ops)}) x {', '.join(run.dtypes)}, {format_size(low)} to "
-        f"{top}: about {run.n_points} points -> {run.output}/"
+        f"{top}: about {run.n_points} points{took} -> {run.output}/"
     )
 
 
@@ -170,11 +170,14 @@ class HumanConsole:
 
     owns_stdout = False  # what else prints goes where it would
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, points: bool = True) -> None:
+        """`points`: False shows no point as it runs (sweeper.run(progress=False), in a
+        notebook): the run's first line and its summary only."""
         lossy = cast(TextIO, _Lossy(out or sys.stdout))  # a text stream, not typeshed's IO
         self.console = Console(file=lossy, highlight=False)
-        self.live = self.console.is_terminal
-        if not self.live:  # a log or a pipe: wide enough that the closing table does not wrap
+        self.points = points
+        self.live = self.console.is_terminal and points
+        if not self.console.is_terminal:  # a log or a pipe: wide enough for the closing table
             self.console.width = max(self.console.width, 140)
         self.progress: Progress | None = None
         self.task: Any = None
@@ -198,6 +201,8 @@ class HumanConsole:
     def point(self, row: ResultRow) -> None:
         if self.progress is not None:
             what = f"{label(row.op, row.algorithm)} {format_size(row.size_bytes)}"
+        if not self.points:
+            return
             self.progress.update(self.task, advance=1, description=f"{what:<40}")
             if row.status != Status.OK:
                 self.progress.console.print(_line(row), soft_wrap=True, markup=False)

@@ -644,7 +644,7 @@ def scan_fleet(
     if settings.op is not None and settings.op not in REGISTRY:
         raise BadInput(f"--op {settings.op}: no such operation")
     output = spec.outputs.results
-    require_directory(output, f"--output {output}")
+    require_directory(output, f"--results {output}")
 
     def made(connection: Connection) -> _Scan:
         return _Scan(spec, settings, observer, run_kind, connection, resumed)
@@ -682,13 +682,13 @@ def _flags(spec: SweepSpec, settings: ScanSettings) -> list[str]:
     rows went (the sweep options a scan takes, off their defaults) and how it judged (the
     scan's settings off theirs, but for which nodes and how they are grouped)."""
     words = ["--results", str(spec.outputs.results)]
-    taken = set(SCAN_OPTIONS - {"output"})
+    taken = set(SCAN_OPTIONS - {"results"})
     given = spec.model_dump(mode="json", include=taken)
     default = SweepSpec().model_dump(mode="json", include=taken)
     for key, value in given.items():
         if value == default[key]:
             continue
-        flag = "--plugin" if key == "plugins" else "--" + key.replace("_", "-")
+        flag = "--" + key.replace("_", "-")
         for each in value if isinstance(value, list) else [value]:
             words += [flag, str(each)]
     plain = settings.plain()

@@ -546,7 +546,7 @@ def run(
     if _gloo_here(spec.cluster):  # what gloo cannot run is refused before Ray starts
         request.resolve(spec, Backend.GLOO)
     output = outputs.results
-    require_directory(output, f"--output {output}")
+    require_directory(output, f"--results {output}")
     if outputs.report:
         require()
         reports = directory(output, outputs.reports_dir)

@@ -474,11 +474,11 @@ def load_plugins(modules: Iterable[str]) -> None:
                 importlib.import_module(module)
         except SystemExit as exc:  # sys.exit(0) in a plugin would end sweeper having done nothing
             raise BadInput(
-                f"--plugin {module}: it calls sys.exit({quoted(exc.code)}) as it is imported"
+                f"--plugins {module}: it calls sys.exit({quoted(exc.code)}) as it is imported"
             ) from None
         except Exception as exc:  # the plugin's own code: whatever it raises
             raise BadInput(
-                f"--plugin {module}: cannot import it ({type(exc).__name__}: {_said(exc)})"
+                f"--plugins {module}: cannot import it ({type(exc).__name__}: {_said(exc)})"
             ) from None
 
 

@@ -7,6 +7,7 @@ the user wrote it.
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -21,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from sweeper.errors import BadInput
+from sweeper.errors import BadInput, Renamed
 from sweeper.planning.fields import Size
 from sweeper.planning.inputs import FILE_LIMIT_BYTES, QUOTE_CHARS, quoted, read_text
 from sweeper.planning.sizes import SIZE_LIMIT_BYTES
@@ -91,7 +92,7 @@ SCAN_OPTIONS = frozenset(
         "warmup",
         "blocks",
         "timeout",
-        "output",
+        "results",
         "plugins",
         "cluster_name",
     }
@@ -231,6 +232,8 @@ def load_profile(path: Path) -> Profile:
         raise BadInput(f"{path}: nested too deeply to be a profile") from None
     if not isinstance(values, dict):
         raise BadInput(f"{path}: a profile is a mapping of option names to values")
+    if "output" in values:  # the results directory's name in 0.1
+        warnings.warn(Renamed(f"{path}: output: is now results:"), stacklevel=2)
     try:
         return Profile.model_validate(values)
     except ValidationError as exc:

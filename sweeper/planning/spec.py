@@ -217,7 +217,7 @@ class SweepSpec(BaseModel):
     seed: int = Field(
         0, ge=0, le=INT64_MAX, description="Seed of the deterministic input data.", strict=True
     )
-    output: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
+    results: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
     moe: Annotated[MoeSpec, BeforeValidator(key_values)] = Field(
         MoeSpec(),
         description="The MoE layer of moe:dispatch/moe:combine: key=value pairs.",
@@ -267,7 +267,16 @@ class SweepSpec(BaseModel):
             return "auto"
         return parse_size(value)
 
-    @field_validator("output", "reports_dir", mode="before")
+    @model_validator(mode="before")
+    @classmethod
+    def _results_was_output(cls, values: object) -> object:
+        # `output`, the results directory's name in 0.1, is how run records of then keep it
+        # (a resume reads them); the user's spellings are warned about where they are read
+        if isinstance(values, dict) and "output" in values and "results" not in values:
+            values = {("results" if k == "output" else k): v for k, v in values.items()}
+        return values
+
+    @field_validator("results", "reports_dir", mode="before")
     @classmethod
     def _directory(cls, value: object) -> object:
         # Path("") is the current directory: an empty name is a mistake, not a choice of it
@@ -435,7 +444,7 @@ class SweepSpec(BaseModel):
 
     @property
     def outputs(self) -> OutputOptions:
-        return OutputOptions(results=self.output, report=self.report, reports_dir=self.reports_dir)
+        return OutputOptions(results=self.results, report=self.report, reports_dir=self.reports_dir)
 
     @property
     def experiments(self) -> ExperimentOptions:

@@ -55,7 +55,7 @@ def test_world_1_runs_every_op_in_both_launch_modes_and_graphs_launch_faster(
 def test_an_op_that_cannot_be_captured_runs_eagerly_and_says_why(tmp_path: Path) -> None:
     df = sweep(
         tmp_path,
-        *("--world", "1", "--plugin", "tests.plugins.host_sync", "--ops", "host_sync,all_gather"),
+        *("--world", "1", "--plugins", "tests.plugins.host_sync", "--ops", "host_sync,all_gather"),
         *("--launch", "graph,eager", "--min-size", "1K", "--max-size", "4K"),
     )
     assert (df["status"] == "ok").all()

@@ -42,7 +42,7 @@ def test_nccl_sweep_over_every_gpu_is_exact(tmp_path: Path) -> None:
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="a hang needs a peer: two GPUs")
 @pytest.mark.usefixtures("isolated_registry")
 def test_a_hung_nccl_point_is_killed_and_rebuilt(tmp_path: Path) -> None:
-    hang = ("--plugin", "tests.plugins.hang", "--ops", "hang,all_reduce", "--timeout", "20")
+    hang = ("--plugins", "tests.plugins.hang", "--ops", "hang,all_reduce", "--timeout", "20")
     df = sweep(tmp_path, *hang, "--min-size", "512", "--max-size", "1K", exit_code=4)
     assert statuses(df) == {
         "hang@512": "ok",
@@ -94,7 +94,7 @@ def test_one_gpu_runs_what_it_can_says_pairs_need_two_and_writes_the_report(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--output", str(out), "--max-size", "1M"])
+    result = CliRunner().invoke(app, ["run", "--results", str(out), "--max-size", "1M"])
     assert result.exit_code == 0, result.output
     assert ONE_GPU in result.stdout.splitlines()
     df = sweeper.load(out)
@@ -113,7 +113,7 @@ def test_sweeper_run_with_no_options_gives_copies_near_the_pcie_peak_and_a_repor
     """Issue 17's done line: `sweeper run` with no options on one GPU: copy rows (pinned at
     >= 0.85 of the PCIe peak), telemetry filled, a report."""
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--output", str(out)])
+    result = CliRunner().invoke(app, ["run", "--results", str(out)])
     assert result.exit_code == 0, result.output
     assert ONE_GPU in result.stdout.splitlines()
     assert list((tmp_path / "reports").glob("*.html"))
@@ -187,7 +187,7 @@ def test_registered_buffers_without_multicast_are_one_line_exit_2_and_write_noth
     """Every point would fail at its allocation: the nodes' survey tells first."""
     out = tmp_path / "results"
     args = ["run", "--register-buffers", "--ops", "all_gather", "--max-size", "64K"]
-    result = CliRunner().invoke(app, [*args, "--world", "1", "--output", str(out)])
+    result = CliRunner().invoke(app, [*args, "--world", "1", "--results", str(out)])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("sweeper: error: --register-buffers: torch cannot allocate")
     assert "it needs the GPU's multicast support" in result.stderr

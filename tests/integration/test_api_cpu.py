@@ -12,7 +12,9 @@ import sweeper
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
-def test_run_returns_its_rows_as_load_reads_them_and_its_id(tmp_path: Path) -> None:
+def test_run_returns_its_rows_as_load_reads_them_and_its_id_without_progress_if_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     results = tmp_path / "results"
     done = sweeper.run(
         world=2,
@@ -21,9 +23,14 @@ def test_run_returns_its_rows_as_load_reads_them_and_its_id(tmp_path: Path) -> N
         step_factor=8,
         iters=2,
         warmup=1,
-        output=results,
+        results=results,
         report=False,
+        progress=False,  # a notebook's: the first line and the summary, no point
     )
+    said = capsys.readouterr().err
+    assert said.startswith(f"sweeper {done.run_id}: gloo")
+    assert "all_gather" in said  # the summary's
+    assert " 4096 " not in said  # no point's line (each names its size in bytes)
     rows = done.rows
     assert isinstance(rows, pd.DataFrame)
     assert set(rows["run_id"]) == {done.run_id}
@@ -39,8 +46,8 @@ def test_run_returns_its_rows_as_load_reads_them_and_its_id(tmp_path: Path) -> N
     fabric = ["transport", "transport_flag", "nccl_connections", "nccl_channels", "nccl_algo"]
     assert rows[fabric].isna().all().all()
     stored = sweeper.load(results)
+    assert list(rows.columns) == list(stored.columns)  # every column, the date's too
     pd.testing.assert_frame_equal(
         rows.sort_values(["op", "size_bytes"], ignore_index=True),
-        stored.drop(columns="date").sort_values(["op", "size_bytes"], ignore_index=True),
-        check_like=True,
+        stored.sort_values(["op", "size_bytes"], ignore_index=True),
     )

@@ -28,7 +28,7 @@ from tests import report_data
         (["--min-size", "2M", "--max-size", "1M"], "--min-size 2M is larger than --max-size 1M"),
         (["--ops", "allreduce"], "--ops: unknown operation 'allreduce'"),
         (["--dtypes", "complex64"], "--dtypes: unknown dtype 'complex64'"),
-        (["--plugin", "no.such.module"], "--plugin no.such.module: cannot import it"),
+        (["--plugins", "no.such.module"], "--plugins no.such.module: cannot import it"),
         (["--launch", "turbo"], "--launch: unknown launch mode 'turbo'; known: graph, eager"),
         (["--blocks", "0"], "--blocks: Input should be greater than or equal to 1"),
         (["--backend", "gloo", "--launch", "eager,graph"], "--launch graph: CUDA graphs need GPU"),
@@ -86,7 +86,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", *args, "--output", str(out)])
+    result = CliRunner().invoke(app, ["run", *args, "--results", str(out)])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"sweeper: error: {message}")
     assert len(result.stderr.strip().splitlines()) == 1
@@ -174,9 +174,9 @@ def test_a_plugin_that_fails_or_exits_as_it_is_imported_is_one_line_exit_2_and_w
     (tmp_path / "a_plugin.py").write_text(code)
     monkeypatch.syspath_prepend(tmp_path)
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--plugin", "a_plugin", "--output", str(out)])
+    result = CliRunner().invoke(app, ["run", "--plugins", "a_plugin", "--results", str(out)])
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"sweeper: error: --plugin a_plugin: {message}")
+    assert result.stderr.startswith(f"sweeper: error: --plugins a_plugin: {message}")
     assert len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
 
@@ -266,8 +266,8 @@ def test_a_profile_that_is_not_utf8_text_is_one_line_exit_2_and_writes_nothing(
         (["run", "--reports-dir", "{file}/r"], "--reports-dir {file}/r: {file} is not a directory"),
         (["nightly", "--reports-dir", "{file}"], "--reports-dir {file}: {file} is not a directory"),
         (
-            ["run", "--output", "{file}/results"],
-            "--output {file}/results: {file} is not a directory",
+            ["run", "--results", "{file}/results"],
+            "--results {file}/results: {file} is not a directory",
         ),
         (["report", "-o", "{dir}"], "-o {dir} is a directory; -o names the page's file"),
         (["report", "-o", "{file}/r.html"], "-o {file}/r.html: {file} is not a directory"),
@@ -281,8 +281,8 @@ def test_a_profile_that_is_not_utf8_text_is_one_line_exit_2_and_writes_nothing(
             "--screenshot {file}/x.png: {file} is not a directory",
         ),
         (
-            ["run", "--resume", "20261122T013412Z-33627a", "--output", "{file}"],
-            "--output {file}: {file} is not a directory",
+            ["run", "--resume", "20261122T013412Z-33627a", "--results", "{file}"],
+            "--results {file}: {file} is not a directory",
         ),
     ],
 )
@@ -296,7 +296,7 @@ def test_a_file_where_a_directory_goes_or_the_reverse_is_one_line_exit_2_and_wri
     paths = {"file": tmp_path / "file", "dir": tmp_path / "dir"}
     command, *options = (arg.format(**paths) for arg in args)
     # the results in tmp_path (reports go beside them), where the case names no other
-    where = "--results" if command == "report" else "--output"
+    where = "--results"
     before = sorted(tmp_path.rglob("*"))
     result = CliRunner().invoke(app, [command, where, str(results), *options])
     assert result.exit_code == 2
@@ -325,7 +325,7 @@ def test_a_value_the_option_type_refuses_is_one_line_exit_2_in_every_command(
 @pytest.mark.usefixtures("ray_session")
 def test_a_dtype_the_backend_cannot_do_is_bad_input(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--dtypes", "float8_e4m3fn", "--output", str(out)])
+    result = CliRunner().invoke(app, ["run", "--dtypes", "float8_e4m3fn", "--results", str(out)])
     assert result.exit_code == 2
     assert (
         result.stderr.strip()
@@ -356,7 +356,7 @@ def test_what_gloo_cannot_run_is_refused_before_an_embedded_ray_starts_on_a_cpu_
     out = tmp_path / "results"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     done = subprocess.run(
-        [sys.executable, "-c", _REFUSED_BEFORE_RAY, *args, "--output", str(out)],
+        [sys.executable, "-c", _REFUSED_BEFORE_RAY, *args, "--results", str(out)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -387,7 +387,7 @@ def test_what_needs_gpus_on_a_cluster_without_them_is_bad_input(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", *args, "--output", str(out)])
+    result = CliRunner().invoke(app, ["run", *args, "--results", str(out)])
     assert result.exit_code == 2
     assert result.stderr.strip() == f"sweeper: error: {message}"
     assert not out.exists()
@@ -424,7 +424,7 @@ def drivers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Driver]:
     procs = {}
     for name, (args, env) in cases.items():
         (root / name).mkdir()
-        output = () if name == "debug" else ("--output", str(root / name / "results"))
+        output = () if name == "debug" else ("--results", str(root / name / "results"))
         procs[name] = subprocess.Popen(
             [sys.executable, "-m", "sweeper", "run", *args, *output],
             stdout=subprocess.DEVNULL,
@@ -507,7 +507,7 @@ def test_a_bad_profile_is_one_line_exit_2_and_writes_nothing(
 @pytest.mark.usefixtures("ray_session")
 def test_nothing_to_measure_is_one_line_exit_3_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", "--tiers", "nvlink", "--output", str(out)])
+    result = CliRunner().invoke(app, ["run", "--tiers", "nvlink", "--results", str(out)])
     assert result.exit_code == 3
     assert result.stderr.strip() == (
         "sweeper: error: nothing to measure: --tiers nvlink gives no group on 2 ranks"

@@ -54,8 +54,8 @@ def test_two_identical_gloo_runs_flag_no_point_and_exit_0(tmp_path: Path) -> Non
 def test_a_link_10_percent_slower_from_1_mib_is_a_regression_at_each_size(
     tmp_path: Path,
 ) -> None:
-    base = sweep(tmp_path, *WIRE, "--plugin", "tests.plugins.wire")
-    slower = sweep(tmp_path, *WIRE, "--plugin", "tests.plugins.slower_wire")
+    base = sweep(tmp_path, *WIRE, "--plugins", "tests.plugins.wire")
+    slower = sweep(tmp_path, *WIRE, "--plugins", "tests.plugins.slower_wire")
     code, comparison = compare(tmp_path, base, slower)
     assert code == 1
     changes = sorted(comparison["changes"], key=lambda c: int(c["size_bytes"]))

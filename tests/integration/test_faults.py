@@ -46,7 +46,7 @@ SWEEP = (
 def _driver(address: str, output: Path, *extra: str, **popen: object) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "sweeper", "run", "--address", address, *SWEEP]
     return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
-        [*command, "--output", str(output), *extra], text=True, **popen
+        [*command, "--results", str(output), *extra], text=True, **popen
     )
 
 
@@ -382,7 +382,7 @@ def test_a_disk_that_fills_mid_run_stops_the_sweep_with_exit_3_and_keeps_the_row
 
         filler = threading.Thread(target=fill_after_the_first_row)
         filler.start()
-        result = CliRunner().invoke(app, ["run", *SWEEP, "--output", str(out)])
+        result = CliRunner().invoke(app, ["run", *SWEEP, "--results", str(out)])
         filler.join()
         assert result.exit_code == 3, result.output
         line = result.stderr.strip()
@@ -411,7 +411,7 @@ def test_results_that_turn_read_only_mid_run_stop_the_sweep_with_exit_3_and_keep
         turner = threading.Thread(target=read_only_after_the_first_row)
         turner.start()
         try:
-            result = CliRunner().invoke(app, ["run", *SWEEP, "--output", str(out)])
+            result = CliRunner().invoke(app, ["run", *SWEEP, "--results", str(out)])
         finally:
             turner.join()
             subprocess.run(["umount", "-l", str(out)], check=False)
@@ -426,9 +426,9 @@ def test_results_that_turn_read_only_mid_run_stop_the_sweep_with_exit_3_and_keep
 @pytest.mark.parametrize(
     ("case", "message"),
     [
-        ("read-only", "--output {out}: {disk} is not writable"),
-        ("full", "--output {out}: only 0 KiB free on {disk}'s file system"),
-        ("long name", "--output {out}: a name over 255 bytes (xxxxxxxxxxxxxxxx...)"),
+        ("read-only", "--results {out}: {disk} is not writable"),
+        ("full", "--results {out}: only 0 KiB free on {disk}'s file system"),
+        ("long name", "--results {out}: a name over 255 bytes (xxxxxxxxxxxxxxxx...)"),
     ],
 )
 def test_a_results_location_that_cannot_take_a_run_is_refused_before_ray_starts(
@@ -442,7 +442,7 @@ def test_a_results_location_that_cannot_take_a_run_is_refused_before_ray_starts(
         if case == "read-only":
             subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         out = disk / ("x" * 300 if case == "long name" else "results")
-        result = CliRunner().invoke(app, ["run", *SWEEP, "--output", str(out)])
+        result = CliRunner().invoke(app, ["run", *SWEEP, "--results", str(out)])
         assert result.exit_code == 2
         assert result.stderr.strip() == f"sweeper: error: {message.format(out=out, disk=disk)}"
         assert not os.path.exists(out)  # Path.exists raises on a name too long
@@ -462,7 +462,7 @@ def test_an_address_that_accepts_and_never_answers_exits_3_within_the_timeout(
         for address, name in addresses.items():
             command = ["run", "--address", address, "--connect-timeout", "1"]
             procs[address] = subprocess.Popen(
-                [sys.executable, "-m", "sweeper", *command, "--output", str(tmp_path / name)],
+                [sys.executable, "-m", "sweeper", *command, "--results", str(tmp_path / name)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -29,7 +29,7 @@ def sweep(tmp_path: Path, **options: object) -> pd.DataFrame:
     """Exactness and coverage, not timing: two iterations a block. No HTML report: the tests
     read the rows (the report's tests build pages)."""
     options = {"iters": 2, "warmup": 1, "report": False, **options}
-    finished = run(build_spec(output=tmp_path / "results", **options), Rows())
+    finished = run(build_spec(results=tmp_path / "results", **options), Rows())
     return pd.DataFrame([columns(row) for row in finished.rows])
 
 

@@ -74,7 +74,7 @@ def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
         (["--nodes", "5"], "asked for 5 node(s) with 1+ GPU each; the cluster has 4"),
         (["--gpus-per-node", "3"], "asked for 1 node(s) with 3+ GPU each; the cluster has 0"),
     ):
-        result = CliRunner().invoke(app, ["run", *args, "--output", str(tmp_path / "r")])
+        result = CliRunner().invoke(app, ["run", *args, "--results", str(tmp_path / "r")])
         assert result.exit_code == 3, result.output
         assert message in result.stderr
     assert not (tmp_path / "r").exists()
@@ -95,7 +95,7 @@ def _sweep(tmp_path: Path, nodes: int, *args: str, exit_code: int = 0) -> pd.Dat
     out = tmp_path / "results"
     run = ["run", "--backend", "gloo", "--nodes", str(nodes), "--gpus-per-node", "2"]
     run += ["--iters", "2", "--warmup", "1", "--no-report"]  # exactness and placement
-    result = CliRunner().invoke(app, [*run, *args, "--output", str(out)])
+    result = CliRunner().invoke(app, [*run, *args, "--results", str(out)])
     assert result.exit_code == exit_code, result.output
     return sweeper.load(out)
 
@@ -164,7 +164,7 @@ def one_wave(fake_nodes: Cluster, tmp_path_factory: pytest.TempPathFactory) -> p
         return _sweep(
             tmp_path_factory.mktemp("one-wave"),
             4,
-            *("--plugin", "tests.plugins.slow", "--plugin", "tests.plugins.die"),
+            *("--plugins", "tests.plugins.slow", "--plugins", "tests.plugins.die"),
             *("--ops", "slow,die", "--tiers", "cpu", "--blocks", "1", "--timeout", "20"),
             *("--min-size", "1K", "--max-size", "auto", "--mem-limit", "32K"),
             exit_code=4,  # die's point

@@ -182,7 +182,7 @@ def _sweep(address: str, results: Path, log: Path) -> subprocess.Popen[bytes]:
                 # one rank (one actor) each: the writers, not the ranks, are what is shared
                 *("--world", "1", "--dtypes", "float32,int32", "--max-size", "64K"),
                 *("--iters", "5", "--warmup", "1", "--blocks", "1"),
-                *("--output", str(results), "--format", "json"),
+                *("--results", str(results), "--format", "json"),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,

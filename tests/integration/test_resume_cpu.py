@@ -58,16 +58,16 @@ def _keys(df: pd.DataFrame) -> list[tuple[object, ...]]:
 
 
 def test_a_resumed_run_has_exactly_the_rows_of_a_run_never_stopped(tmp_path: Path) -> None:
-    clean = run(build_spec(output=tmp_path / "clean", **OPTIONS), JsonConsole(io.StringIO()))
+    clean = run(build_spec(results=tmp_path / "clean", **OPTIONS), JsonConsole(io.StringIO()))
     out = tmp_path / "stopped"
     with pytest.raises(Stopped) as stopped:
-        run(build_spec(output=out, **OPTIONS), StopAfter(7))
+        run(build_spec(results=out, **OPTIONS), StopAfter(7))
     run_id = stopped.value.run_id
     assert run_id is not None
     assert len(sweeper.load(out)) == 7
 
     cli = CliRunner()
-    done = cli.invoke(app, ["run", "--resume", run_id, "--output", str(out), "--format", "json"])
+    done = cli.invoke(app, ["run", "--resume", run_id, "--results", str(out), "--format", "json"])
     assert done.exit_code == 0, done.output
     rows = sweeper.load(out)
     assert set(rows["run_id"]) == {run_id}
@@ -82,18 +82,18 @@ def test_a_resumed_run_has_exactly_the_rows_of_a_run_never_stopped(tmp_path: Pat
     history = cli.invoke(app, ["history", "--results", str(out), "--format", "json"])
     assert history.exit_code == 0, history.output
     assert '"complete"' in history.output
-    again = cli.invoke(app, ["run", "--resume", run_id, "--output", str(out)])
+    again = cli.invoke(app, ["run", "--resume", run_id, "--results", str(out)])
     assert again.exit_code == 2
     assert "the run is complete" in again.stderr
 
 
 def test_resume_refuses_options_of_its_own_and_unknown_runs(tmp_path: Path) -> None:
     cli = CliRunner()
-    other = cli.invoke(app, ["run", "--resume", "x", "--output", str(tmp_path), "--ops", "gather"])
+    other = cli.invoke(app, ["run", "--resume", "x", "--results", str(tmp_path), "--ops", "gather"])
     assert other.exit_code == 2
     assert other.stderr.startswith("sweeper: error: --resume runs with the run's own options")
     unknown = cli.invoke(
-        app, ["run", "--resume", "20260101T000000Z-abcdef", "--output", str(tmp_path)]
+        app, ["run", "--resume", "20260101T000000Z-abcdef", "--results", str(tmp_path)]
     )
     assert unknown.exit_code == 2
     assert "no such run" in unknown.stderr
@@ -105,13 +105,13 @@ def test_a_resumed_nightly_run_stays_one_nightly_run_judged_and_summarized_once(
 ) -> None:
     out = tmp_path / "results"
     with pytest.raises(Stopped) as stopped:
-        run(build_spec(output=out, **OPTIONS), StopAfter(5), "nightly")
+        run(build_spec(results=out, **OPTIONS), StopAfter(5), "nightly")
     run_id = stopped.value.run_id
     assert run_id is not None
     assert not summaries.path(tmp_path / "reports", run_id).exists()
 
     cli = CliRunner()
-    done = cli.invoke(app, ["run", "--resume", run_id, "--output", str(out), "--format", "json"])
+    done = cli.invoke(app, ["run", "--resume", run_id, "--results", str(out), "--format", "json"])
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout.splitlines()[-1])["event"] == "nightly"
     rows = sweeper.load(out)

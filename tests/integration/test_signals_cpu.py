@@ -35,7 +35,7 @@ from tests.integration.test_faults import _history
 # One rank: the nap operation at 1, 2 and 4 KiB, each size above the first a point of about
 # 1.5 s (three calls of NAP_S), so a signal after a rank starts napping lands mid-wait.
 SWEEP = (
-    *("--world", "1", "--ops", "nap", "--plugin", "tests.plugins.nap", "--dtypes", "float32"),
+    *("--world", "1", "--ops", "nap", "--plugins", "tests.plugins.nap", "--dtypes", "float32"),
     *("--min-size", "1K", "--max-size", "4K", "--iters", "1", "--warmup", "0", "--blocks", "1"),
     *("--no-report", "--format", "json"),
 )
@@ -119,9 +119,9 @@ def _driven(
         markers["SWEEPER_TEST_STARTING"] = out.with_suffix(".starting")
     if at is _exiting:
         markers["SWEEPER_TEST_EXITING"] = out.with_suffix(".exiting")
-        extra = (*extra, "--plugin", "tests.plugins.slow_exit")
+        extra = (*extra, "--plugins", "tests.plugins.slow_exit")
     env = {**os.environ, **{variable: str(path) for variable, path in markers.items()}}
-    command = [sys.executable, "-m", "sweeper", "run", *SWEEP, "--output", str(out), *extra]
+    command = [sys.executable, "-m", "sweeper", "run", *SWEEP, "--results", str(out), *extra]
     seen: set[int] = set()
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     with subprocess.Popen(  # type: ignore[call-overload]
@@ -353,7 +353,7 @@ def test_a_signal_while_python_imports_the_command_line_is_one_line_and_its_code
     """The first second or two of every command: SIGTERM killed it silently and SIGINT gave a
     traceback, before the handlers came with the sweep."""
     marker, out = tmp_path / "importing", tmp_path / "results"
-    command = [sys.executable, "-c", _IMPORTING, str(marker), "run", "--output", str(out)]
+    command = [sys.executable, "-c", _IMPORTING, str(marker), "run", "--results", str(out)]
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as proc:
         try:
             deadline = time.monotonic() + 60

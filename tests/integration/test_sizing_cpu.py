@@ -41,7 +41,7 @@ def _sweep(out: Path, *args: str) -> pd.DataFrame:
             "256M",
             *("--iters", "2", "--warmup", "1"),  # bounds and OOM rows, not timing
             "--no-report",  # the rows alone
-            "--output",
+            "--results",
             str(out),
             *args,
         ],

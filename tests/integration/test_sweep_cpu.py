@@ -43,7 +43,7 @@ class Recorder:
 def sweep(tmp_path: Path, **options: object) -> tuple[Finished, Recorder]:
     """A sweep with no HTML report: the tests read its rows (the report's tests build pages)."""
     recorder = Recorder()
-    finished = run(build_spec(output=tmp_path / "results", report=False, **options), recorder)
+    finished = run(build_spec(results=tmp_path / "results", report=False, **options), recorder)
     return finished, recorder
 
 
@@ -136,7 +136,7 @@ def plugged(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     with registry_kept():
         return cli_sweep.sweep(
             tmp_path_factory.mktemp("plugged"),
-            *("--plugin", "tests.plugins.hang", "--plugin", "tests.plugins.stall"),
+            *("--plugins", "tests.plugins.hang", "--plugins", "tests.plugins.stall"),
             *("--ops", "hang,all_reduce,stall", "--min-size", "256", "--max-size", "2K"),
             *("--iters", "5", "--warmup", "2", "--blocks", "3", "--timeout", str(TIMEOUT_S)),
             *("--nccl-env", "NCCL_PROTO=LL,Simple", "--no-report"),

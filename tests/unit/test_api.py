@@ -5,13 +5,17 @@ tests/integration/test_api_cpu.py.)"""
 from __future__ import annotations
 
 import inspect
+import pydoc
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import typer.main
 
 import sweeper
+from sweeper.api import PlanKeywords, RunKeywords
+from sweeper.cli import app
 from sweeper.commands.plan_estimate import Plan
 from sweeper.errors import BadInput
 from sweeper.planning.spec import SweepSpec
@@ -23,8 +27,40 @@ WEEKLY = ROOT / "jobs" / "weekly.yaml"
 
 
 def test_the_api_is_exported() -> None:
-    assert {"run", "plan", "Run", "load"} <= set(sweeper.__all__)
+    assert {"run", "plan", "Run", "Plan", "load"} <= set(sweeper.__all__)
     assert all(getattr(sweeper, name) is not None for name in sweeper.__all__)
+    assert sweeper.Plan is Plan
+
+
+def test_help_of_the_package_lists_each_name_of_the_api_in_a_line_of_its_own() -> None:
+    shown = pydoc.render_doc(sweeper, renderer=pydoc.plaintext)
+    lines = [line.strip() for line in shown.splitlines()]
+    for name in ("run(", "plan(", "load(", "Run ", "Plan "):
+        assert [line for line in lines if line.startswith(name)], name
+    # the lazy names are members pydoc documents, not only words of the docstring
+    assert "class Run(" in shown
+    assert "class Plan(" in shown
+
+
+@pytest.mark.parametrize("function", ["run", "plan"])
+def test_help_of_run_and_plan_shows_a_plain_signature_and_each_option_described_as_in_h(
+    function: str,
+) -> None:
+    shown = pydoc.render_doc(getattr(sweeper, function), renderer=pydoc.plaintext)
+    signature = shown.splitlines()[2]
+    assert "Validator" not in shown
+    assert "Annotated" not in shown
+    assert "PosixPath" not in signature
+    assert len(signature) < 1200  # it was 5,343 characters of pydantic's annotations
+    command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    helps = {"plugins" if p.name == "plugin" else p.name: p.help for p in command.params}
+    keywords = {"run": RunKeywords, "plan": PlanKeywords}[function].model_fields
+    for name, field in keywords.items():
+        assert f"\n        {name}=" in shown, name
+        assert f"\n            {field.description}\n" in shown, name
+        if field == SweepSpec.model_fields.get(name):  # a sweep option: -h says the same
+            assert helps[name].replace("\\[", "[").startswith(str(field.description)), name
+    assert set(SweepSpec.model_fields) <= set(keywords)
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
@@ -32,9 +68,9 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         sweeper.no_such_thing  # noqa: B018
 
 
-def test_run_takes_every_sweep_option_and_a_profile_as_keywords() -> None:
+def test_run_takes_every_sweep_option_a_profile_and_progress_as_keywords() -> None:
     parameters = inspect.signature(sweeper.run).parameters
-    assert set(parameters) == {*SweepSpec.model_fields, "profile"}
+    assert set(parameters) == {*SweepSpec.model_fields, "profile", "progress"}
     assert all(p.kind is p.KEYWORD_ONLY for p in parameters.values())
     assert parameters["max_size"].default == "auto"
 

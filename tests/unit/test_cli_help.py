@@ -49,7 +49,7 @@ def test_run_groups_its_options_in_the_six_panels() -> None:
     assert {"address", "nodes", "connect_timeout", "backend"} <= panels[options.WHERE]
     assert {"iters", "warmup", "blocks", "timeout"} <= panels[options.TIMING]
     assert {"nccl_env", "nccl_algos"} <= panels[options.NCCL]
-    assert {"output", "report", "format"} <= panels[options.OUTPUT]
+    assert {"results", "report", "format"} <= panels[options.OUTPUT]
     assert {"concurrent", "copy_engine", "moe"} <= panels[options.EXPERIMENTS]
 
 

@@ -59,6 +59,7 @@ def test_both_names_at_once_is_bad_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", *given, "--ops", "no_such_op"])
     assert result.exit_code == 2
     assert result.stderr == (
+        "sweeper: warning: --output is now --results; --output goes in the next release\n"
         "sweeper: error: --results: give the results directory once (--output is its old name)\n"
     )
 

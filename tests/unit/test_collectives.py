@@ -160,5 +160,5 @@ def test_a_plugin_that_fails_as_it_is_imported_is_bad_input_naming_it(
     with pytest.raises(BadInput) as info:
         load_plugins(["broken_plugin"])
     message = str(info.value)
-    assert message.startswith(f"--plugin broken_plugin: cannot import it ({why}")
+    assert message.startswith(f"--plugins broken_plugin: cannot import it ({why}")
     assert "\n" not in message

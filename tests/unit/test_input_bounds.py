@@ -239,7 +239,7 @@ def test_a_topology_record_out_of_range_nested_or_not_a_nodes_is_one_line_exit_2
         ("iters: true\n", ": iters: Input should be a valid integer"),
         ("nightly:\n  window: yes\n", ": nightly.window: Input should be a valid integer"),
         ("moe:\n  tokens: false\n", ": moe.tokens: Input should be a valid integer"),
-        ("output: ''\n", ": output: an empty path; name a directory"),
+        ("results: ''\n", ": results: an empty path; name a directory"),
     ],
 )
 def test_a_profile_with_a_complex_key_a_boolean_count_or_an_empty_path_is_one_line(
@@ -262,7 +262,7 @@ def test_a_profile_with_a_complex_key_a_boolean_count_or_an_empty_path_is_one_li
             {"backend": "gloo", "dtypes": "float8_e4m3fn"},
             "--dtypes: gloo cannot reduce or move float8_e4m3fn",
         ),
-        ({"output": ""}, "--output: an empty path; name a directory"),
+        ({"results": ""}, "--results: an empty path; name a directory"),
     ],
 )
 def test_options_that_were_taken_wrongly_are_refused_before_anything_starts(
@@ -294,8 +294,8 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_directory(
 def test_the_api_refuses_an_empty_path_and_a_missing_results_directory(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"sweeper.load\(''\): an empty path"):
         sweeper.load("")
-    with pytest.raises(BadInput, match="--output: an empty path"):
-        sweeper.run(output="")
+    with pytest.raises(BadInput, match="--results: an empty path"):
+        sweeper.run(results="")
     with pytest.raises(BadInput, match="topology='': an empty path"):
         sweeper.plan(topology="")
     with pytest.raises(FileNotFoundError, match="no results directory at"):
@@ -317,7 +317,7 @@ def test_a_plugins_print_goes_to_stderr_while_json_owns_stdout(
 ) -> None:
     (tmp_path / "chatty_plugin.py").write_text("print('hello from the plugin')\n")
     monkeypatch.syspath_prepend(tmp_path)
-    args = ["plan", "--topology", str(NODE), "--plugin", "chatty_plugin", "--format", "json"]
+    args = ["plan", "--topology", str(NODE), "--plugins", "chatty_plugin", "--format", "json"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     json.loads(result.stdout)  # stdout is the document alone
@@ -335,9 +335,9 @@ def test_a_plugin_exception_whose_message_fails_is_one_line(
         "raise Rude()\n"
     )
     monkeypatch.syspath_prepend(tmp_path)
-    result = CliRunner().invoke(app, ["plan", "--topology", str(NODE), "--plugin", "rude_plugin"])
+    result = CliRunner().invoke(app, ["plan", "--topology", str(NODE), "--plugins", "rude_plugin"])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip() == (
-        "sweeper: error: --plugin rude_plugin: cannot import it "
+        "sweeper: error: --plugins rude_plugin: cannot import it "
         "(Rude: its message cannot be shown: RuntimeError)"
     )

@@ -17,7 +17,7 @@ from sweeper.commands.common import stoppable
 from sweeper.driver.console import HumanConsole, JsonConsole
 
 CPU = Path(__file__).parents[1] / "data" / "topologies" / "cpu-no-nvml.json"
-PLAN = ("plan", "--topology", str(CPU), "--plugin", "tests.plugins.chatty", "--ops", "chatty")
+PLAN = ("plan", "--topology", str(CPU), "--plugins", "tests.plugins.chatty", "--ops", "chatty")
 
 
 @pytest.mark.usefixtures("isolated_registry")  # the plugin's operation leaves with the test

@@ -122,7 +122,7 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Fleet:
 def profile(tmp_path: Path, results: Path) -> Path:
     path = tmp_path / "scan.yaml"
     path.write_text(
-        f"output: {results}\nreport: false\n"
+        f"results: {results}\nreport: false\n"
         "scan:\n  strategy: adaptive\n  min_ratio: 0.8\n"
         "nightly:\n  window: 5\n  min_history: 3\n"
     )

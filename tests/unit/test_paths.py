@@ -52,7 +52,7 @@ def test_resume_and_report_take_run_ids_not_paths(tmp_path: Path) -> None:
     report_data.write_run(results, "r1")
     (tmp_path / "a" / "evil.json").write_text("{}")  # where _runs/../../evil.json points
     cli = CliRunner()
-    resumed = cli.invoke(app, ["run", "--resume", "../../evil", "--output", str(results)])
+    resumed = cli.invoke(app, ["run", "--resume", "../../evil", "--results", str(results)])
     assert resumed.exit_code == 2
     assert resumed.stderr == (
         "sweeper: error: --resume '../../evil': not a run id (such as 20261122T013412Z-33627a)\n"
@@ -99,7 +99,7 @@ def test_an_atomic_write_over_a_fifo_or_a_folder_writes_nothing(tmp_path: Path) 
     assert fifo.is_fifo()
 
 
-@pytest.mark.parametrize("option", ["--output", "--reports-dir"])
+@pytest.mark.parametrize("option", ["--results", "--reports-dir"])
 def test_an_empty_directory_option_is_bad_input_not_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
 ) -> None:

@@ -377,7 +377,7 @@ def test_a_run_whose_journal_a_live_driver_holds_is_refused_and_left_whole(
     run_id = _LIVE_RUN
     with _live_driver(tmp_path, run_id, moment) as live:
         before = _snapshot(tmp_path)
-        resumed = CliRunner().invoke(app, ["run", "--resume", run_id, "--output", str(tmp_path)])
+        resumed = CliRunner().invoke(app, ["run", "--resume", run_id, "--results", str(tmp_path)])
         assert resumed.exit_code == 2
         assert resumed.stderr == (
             f"sweeper: error: run {run_id} is being written by a live driver "
