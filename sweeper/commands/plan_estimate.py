@@ -53,12 +53,12 @@ def replicated(node: Node, count: int) -> list[Node]:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Plan:
-    spec: SweepSpec
-    placement: Placement
-    schedule: Schedule
     """A planned sweep (`sweeper.plan`): its spec, placement, schedule (actor sets, waves)
     and estimated duration; fitted_from: the results the cost model was fitted to."""
 
+    spec: SweepSpec
+    placement: Placement
+    schedule: Schedule
     estimate: Estimate
     planning_s: float
     fitted_from: Path | None

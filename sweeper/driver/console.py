@@ -48,7 +48,7 @@ def _intro(run: Started) -> str:
     return (
         f"sweeper {run.run_id}: {run.backend} on {groups}; {len(run.ops)} operations "
         f"({', '.join(run.ops)}) x {', '.join(run.dtypes)}, {format_size(low)} to "
-        f"{top}: about {run.n_points} points{took} -> {run.output}/"
+        f"{top}: about {run.n_points} points -> {run.output}/"
     )
 
 
@@ -199,10 +199,10 @@ class HumanConsole:
             self.task = self.progress.add_task("sweeping", total=run.n_points)
 
     def point(self, row: ResultRow) -> None:
-        if self.progress is not None:
-            what = f"{label(row.op, row.algorithm)} {format_size(row.size_bytes)}"
         if not self.points:
             return
+        if self.progress is not None:
+            what = f"{label(row.op, row.algorithm)} {format_size(row.size_bytes)}"
             self.progress.update(self.task, advance=1, description=f"{what:<40}")
             if row.status != Status.OK:
                 self.progress.console.print(_line(row), soft_wrap=True, markup=False)
