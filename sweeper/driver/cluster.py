@@ -34,6 +34,7 @@ from sweeper.driver.actor import RankActor
 from sweeper.driver.connection import get, head_lost, result, wait, wait_all
 from sweeper.driver.outcome import message
 from sweeper.errors import InfrastructureError
+from sweeper.fabric.node import Offer, offer
 from sweeper.planning.placement import Member, Placement
 from sweeper.rank.preflight import local_nccl_allocators
 from sweeper.topology import Node, node_record
@@ -144,6 +145,24 @@ def discover(slots: Sequence[NodeSlot]) -> list[Node]:
         for slot in slots
     ]
     return [Node.from_record(record) for record in get(refs, _START_TIMEOUT_S)]
+
+
+def offers(slots: Sequence[NodeSlot], env: Mapping[str, str]) -> list[Offer]:
+    """What each chosen node offers NCCL's network (its RDMA ports, GPUDirect RDMA, net
+    plugin), read by a task on the node for ranks whose actors are given `env`."""
+    task = ray.remote(num_cpus=0)(_offer_here)
+    refs = [
+        task.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False)
+        ).remote(env)
+        for slot in slots
+    ]
+    return get(refs, _START_TIMEOUT_S)
+
+
+def _offer_here(env: Mapping[str, str]) -> Offer:
+    """The node's offer, in a task: its own environment with what the actors are given."""
+    return offer({**os.environ, **env})
 
 
 def nccl_allocators(slots: Sequence[NodeSlot]) -> list[dict[str, bool] | None]:

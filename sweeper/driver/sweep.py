@@ -14,6 +14,7 @@ import os
 import secrets
 import shlex
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from sweeper.driver.outcome import PointResult, skipped
 from sweeper.driver.replay import PointKey, Recorded
 from sweeper.driver.stops import Stopped
 from sweeper.errors import BadInput, InfrastructureError
+from sweeper.fabric import preflight
 from sweeper.ops.registry import configure_moe, load_plugins, names, resolve
 from sweeper.planning import request
 from sweeper.planning.estimate import CostModel, estimate
@@ -352,6 +354,12 @@ class _Sweep(RunState):
         self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
         if self.plan.timing.register:
             _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
+        forced = self.plan.planning.force_network
+        if self.plan.backend is Backend.NCCL and (len(self.slots) > 1 or forced):
+            hosts = [slot.host for slot in self.slots]
+            offers = cluster.offers(self.slots, self._env("default"))
+            for line in preflight.lines(hosts, offers, forced):
+                print(f"sweeper: {line}", file=sys.stderr)  # before the first point
 
     def plan_for(self, placement: Placement) -> Schedule:
         return schedule(placement, self.plan.request(self.collectives))

@@ -18,6 +18,7 @@ import ray
 from sweeper.driver import cluster
 from sweeper.driver.executor import Executor
 from sweeper.driver.outcome import PointResult
+from sweeper.fabric import node
 from sweeper.fabric.multicast import MULTICAST_OFF
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.placement import Group, Placement
@@ -131,6 +132,15 @@ def test_the_drivers_multicast_off_reaches_every_actor_rank_and_template_unchang
         assert template != _pid(actor)  # forked, not a fresh interpreter of the actor's
         raw = Path(f"/proc/{template}/environ").read_bytes().split(b"\0")
         assert {f"{k}={v}".encode() for k, v in MULTICAST_OFF.items()} <= set(raw)
+
+
+def test_each_nodes_network_offer_is_read_on_it_for_the_actors_environment(
+    four: tuple[cluster.RankSet, Placement],
+) -> None:
+    ranks, _ = four
+    (offer,) = cluster.offers(ranks.slots, {"NCCL_IB_DISABLE": "1"})
+    assert offer.ports == node.ports()  # one node: this machine's /sys
+    assert ("NCCL_IB_DISABLE", "1") in offer.variables
 
 
 def test_a_group_whose_actor_died_while_idle_fails_its_points_and_the_wave_goes_on(
