@@ -54,6 +54,9 @@ class Shared:
     device_type: str
     replay: Replay
     emit: Callable[[PointResult], None]
+    # a scan's groups: a point that times out ends its group, its other points not run (one
+    # deadline a group that holds a hung rank, not one for each point left)
+    timeout_ends_group: bool = False
 
 
 @dataclass
@@ -243,14 +246,25 @@ class GroupRun:
         assert runner is not None
         if isinstance(action, MeasurePoint):
             launched = self.phase is Phase.EXECUTE
+            silent = tuple(
+                r
+                for r, ref in zip(self.group.ranks, self.refs, strict=True)
+                if ref not in self._results
+            )
             timeout_s = self.shared.timeout_s
             error = f"point took over {timeout_s:g} s" if launched else "prepare timed out"
-            outcome = Outcome(Status.TIMEOUT, error=error, launched=launched)
+            if len(silent) < len(self.refs):
+                error += f"; rank {', '.join(map(str, silent))} did not answer"
+            outcome = Outcome(Status.TIMEOUT, error=error, launched=launched, unanswered=silent)
             self._record(action.count, outcome, self._started_at if launched else None)
         else:  # a budget query or an allocation that hangs: the series ends here
             runner.stop()
         self.refs, self._results = [], {}
-        self._break()
+        if self.shared.timeout_ends_group:
+            self._unopened = "not run: a point of its group timed out before it"
+            self.advance()  # its other points' rows, asked of no rank; then it breaks
+        else:
+            self._break()
 
     def _record(self, count: int, outcome: Outcome, started_at: datetime | None) -> None:
         runner = self._runner

@@ -23,6 +23,10 @@ class Outcome:
     measured: tuple[RankTimings, ...] = ()
     error: str | None = None
     launched: bool = True  # False: refused at allocation, before any rank ran a collective
+    # a timeout's: the ranks whose reply was not in at the deadline (a rank blocked in a
+    # collective with one that hung answers with its communicator's timeout first, where
+    # that is shorter than the point's deadline, as the scan's is)
+    unanswered: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

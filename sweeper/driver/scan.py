@@ -87,6 +87,10 @@ CPU_BANDWIDTH_BYTES = 1 << 20
 # Pinned in the actor set: a ring's busbw is what crossed the NICs (tree and NVLS can exceed
 # the NIC rate), so internode figures compare with the NIC's.
 RING = {"NCCL_ALGO": "Ring"}
+# A rank's communicator gives up on a collective at this share of the point's deadline, so a
+# rank blocked beside one that hung answers (with the communicator's timeout) before the
+# deadline, and the point names the ranks that did not answer: those of the node that hung.
+COMM_SHARE = 0.5
 LEFT = "it left the cluster during the scan"
 
 
@@ -302,6 +306,7 @@ class _Scan(RunState):
         self.meta: measurement.RunColumns | None = None
         self.executor: Executor | None = None
         self.by_group: dict[Group, list[Row]] = defaultdict(list)
+        self.silent: dict[Group, set[str]] = defaultdict(set)  # nodes that did not answer
         self.stage_of: dict[Group, scan.Stage] = {}
         self.op_of: dict[Group, Collective] = {}  # each executor group's judged operation
         self.scanned: Scanned | None = None
@@ -382,6 +387,8 @@ class _Scan(RunState):
             self.sizes[1],
             self._measured,
         )
+        # a point that times out ends its group: one deadline for a hung node, not one a point
+        self.executor.shared = replace(self.executor.shared, timeout_ends_group=True)
 
     def _rank_set(self, slots: Sequence[cluster.NodeSlot]) -> cluster.RankSet:
         """A new actor set on `slots`, not started."""
@@ -391,7 +398,7 @@ class _Scan(RunState):
             slots,
             cluster.bundle(backend),
             cluster.actor_env(RING if backend is Backend.NCCL else {}),
-            group_timeout_s=2 * self.plan.timeout_s,
+            group_timeout_s=COMM_SHARE * self.plan.timeout_s,
             plugins=self.plan.experiments.plugins,
             start_timeout_s=self.settings.start_timeout_s,
         )
@@ -526,6 +533,13 @@ class _Scan(RunState):
         ]
         self.keep(rows)
         self.by_group[done.group].extend(columns(row) for row in rows)
+        placement = self.placement
+        silent = {
+            placement.nodes[placement.members[r].node].node_id for r in done.outcome.unanswered
+        }
+        nodes = {placement.nodes[placement.members[r].node].node_id for r in done.group.ranks}
+        if silent and (silent < nodes or len(nodes) == 1):  # all silent, of several: no one named
+            self.silent[done.group] |= silent
 
     def _missing(self, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
         """The groups holding a node that is out of the scan, each missing, saying why (which
@@ -597,6 +611,7 @@ class _Scan(RunState):
         made = {group: self.groups(group) for group in groups}
         for g in (g for parts in made.values() for part in parts for g in part):
             self.by_group.pop(g, None)  # a wave run again: its own rows only
+            self.silent.pop(g, None)
         replayed = recorded(r for g in groups for r in self.partial.get(g, ()))
         for k in range(max(len(parts) for parts in made.values())):
             together = tuple(g for s in made.values() if k < len(s) for g in s[k])
@@ -610,7 +625,8 @@ class _Scan(RunState):
                 continue
             rows = [*self.partial.pop(group, ()), *(r for g in mine for r in self.by_group[g])]
             expected = set().union(*(self._expected(g) for g in mine))
-            out[group] = outcome(group, rows, expected, asked, self.gpus)
+            silent = set().union(*(self.silent[g] for g in mine))
+            out[group] = outcome(group, rows, expected, asked, self.gpus, silent)
         return out
 
 

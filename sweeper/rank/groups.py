@@ -40,6 +40,7 @@ class Groups:
     ) -> None:
         self.rank = -1  # given at join(), once the driver has put the set in physical order
         self.world_size = 0  # given at join() too: a world may have fewer ranks than the last
+        self.timeout = datetime.timedelta(minutes=30)  # given at join(): its collectives' limit
         self.backend = backend
         self.device = device
         self.stream = stream  # the one the nccl engine's calls go to
@@ -75,6 +76,7 @@ class Groups:
         rank of the set calls this at the same time. gloo's sockets listen at `bind`, this
         rank's address for its peers, unless GLOO_SOCKET_IFNAME says otherwise."""
         self.rank, self.world_size = rank, world_size
+        self.timeout = datetime.timedelta(seconds=timeout_s)
         interface = interface_of(bind)
         if interface is not None:
             os.environ.setdefault("GLOO_SOCKET_IFNAME", interface)
@@ -93,7 +95,7 @@ class Groups:
             store=self.store,
             rank=self.rank,
             world_size=self.world_size,
-            timeout=datetime.timedelta(seconds=timeout_s),
+            timeout=self.timeout,
         )
         world = dist.group.WORLD
         assert world is not None
@@ -122,6 +124,9 @@ class Groups:
             group = dist.new_group(
                 list(ranks),
                 use_local_synchronization=True,
+                # the world's: torch's default is its own (30 minutes), so a member blocked
+                # beside one that hung would outwait any point's deadline
+                timeout=self.timeout,
                 # made now, among the members (the open is timed apart from the first point)
                 device_id=self.device if self.device.type == "cuda" else None,
             )

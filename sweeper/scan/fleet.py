@@ -151,6 +151,9 @@ class Outcome:
     reason: str = ""  # the error, for `failed` and `missing`
     op: str = "all_reduce"  # the operation its figures are of (`Group.op`, or the scan's --op)
     unanswered: tuple[str, ...] = ()  # nodes whose ranks did not answer (a hang, timed out)
+    # where its transport broke its tier's contract (the rows' transport_flag, sweeper/fabric):
+    # what NCCL did and what to check; empty where it kept it
+    misconfigured: str = ""
 
     def flags(self, node: str) -> tuple[str, ...]:
         return tuple(f for r in self.readings if r.node == node for f in r.flags)

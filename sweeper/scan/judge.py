@@ -70,9 +70,18 @@ class Health(Name):
     UNREACHABLE = "unreachable"  # its actors never started, or it left
     UNCONFIRMED = "unconfirmed"  # a suspect the scan did not separate from its partners
     FLAKY = "flaky"  # passes and failures of its own: its pass ratio says how often
+    # NCCL's transport broke the tier's contract (sweeper/fabric): a configuration to fix on
+    # the nodes, not a slow node
+    MISCONFIGURED = "misconfigured"
 
 
-CONDEMNED = (Health.SLOW, Health.FAILED, Health.UNREACHABLE, Health.FLAKY)
+CONDEMNED = (Health.SLOW, Health.FAILED, Health.UNREACHABLE, Health.FLAKY, Health.MISCONFIGURED)
+# What a misconfigured group's verdict also asks to check, beside what its flag names: the
+# kernel modules GPUDirect RDMA needs and the NCCL variables that steer its transports.
+CHECK = (
+    "the nvidia_peermem module (or dma-buf: NCCL_DMABUF_ENABLE), NCCL_P2P_DISABLE, "
+    "NCCL_SHM_DISABLE, NCCL_NET, NCCL_IB_HCA, NCCL_IB_DISABLE and NCCL_SOCKET_IFNAME on its nodes"
+)
 
 
 class Subject(Name):
@@ -122,9 +131,39 @@ def judge(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> 
     gates = {j.outcome.group.nodes[0]: j for j in judged.values() if _gate(j)}
     inside = [j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE]
     gpus, nodes = _gate_verdicts(fleet, gates, inside, outcomes, thresholds)
-    tests = [j for j in judged.values() if _across(j)]
+    # a group whose transport broke its tier's contract measured the configuration, not its
+    # nodes: it neither condemns nor clears them
+    tests = [j for j in judged.values() if _across(j) and not j.outcome.misconfigured]
     verdicts, links, groups = _internode(fleet, tests, nodes, gates)
-    return [*verdicts, *gpus, *links, *groups]
+    return [*verdicts, *gpus, *links, *groups, *misconfigured(fleet, outcomes)]
+
+
+def misconfigured(fleet: Fleet, outcomes: Sequence[Outcome]) -> list[Verdict]:
+    """One verdict for each way the groups' transports broke their tier's contract, naming
+    every node of the groups that did and what to check."""
+    order = {n: i for i, n in enumerate(fleet.ids)}
+    by_flag: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.misconfigured:
+            by_flag[o.misconfigured].append(o)
+    out = []
+    for flag, mine in by_flag.items():
+        nodes = sorted({n for o in mine for n in o.group.nodes}, key=order.__getitem__)
+        stages = ", ".join(dict.fromkeys(str(o.group.stage) for o in mine))
+        out.append(
+            Verdict(
+                subject=Subject.GROUP,
+                nodes=tuple(nodes),
+                health=Health.MISCONFIGURED,
+                stage=mine[0].group.stage,
+                tests=len(mine),
+                evidence=(
+                    f"{len(mine)} group(s) ({stages}) on {len(nodes)} node(s): {flag}; "
+                    f"check also {CHECK}. Not held against any node"
+                ),
+            )
+        )
+    return out
 
 
 def _gate(j: Judged) -> bool:
@@ -233,6 +272,22 @@ def _gate_verdicts(
         if j is None or j.failure is Failure.MISSING or j.outcome.unanswered:
             nodes[node.id], mine = _gone(node.id, node.gpus, j)
             gpus += mine
+            continue
+        if j.outcome.misconfigured and not j.passed:  # its transport's fault, not its GPUs'
+            why = f"{node.id}: its gate missed ({j.why}) through a misconfigured transport"
+            nodes[node.id] = _node(node.id, Health.UNCONFIRMED, why, Stage.GATE)
+            gpus += [
+                Verdict(
+                    subject=Subject.GPU,
+                    nodes=(node.id,),
+                    gpu=g,
+                    health=Health.UNCONFIRMED,
+                    stage=Stage.GATE,
+                    evidence=f"{node.id}/gpu{g}: only in its node's gate, which ran through a "
+                    "misconfigured transport",
+                )
+                for g in range(node.gpus)
+            ]
             continue
         readings = {r.gpu: r for r in j.outcome.readings if r.gpu is not None}
         found = {
@@ -659,7 +714,10 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
             else ""
         )
         own_failures = [i for i in failed if i in e.unexplained]
-        why = f"{node}: passed its gate and {len(passing)} of {total} internode groups{ran}"
+        why = (
+            f"{node}: passed its gate{_gate_figures(gate)} and {len(passing)} of {total} "
+            f"internode groups{ran}"
+        )
         if own_failures:
             why += f"; {len(own_failures)} failing group(s) beside it that no culprit explains"
         return Verdict(
@@ -690,8 +748,20 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
                 "isolated, none of its GPUs or NVLinks stands out from the others"
             ),
         )
-    if not total and fleet_size == 1:
-        return _node(node, Health.HEALTHY, f"{node}: passed its gate (the only node)", Stage.GATE)
+    if not total and fleet_size == 1 and gate is not None:
+        return Verdict(
+            subject=Subject.NODE,
+            nodes=(node,),
+            health=Health.HEALTHY,
+            stage=Stage.GATE,
+            busbw_gb_per_s=gate.figure_gb_per_s,
+            fleet_gb_per_s=gate.fleet_gb_per_s,
+            threshold_gb_per_s=gate.threshold_gb_per_s,
+            threshold_source=gate.source,
+            tests=1,
+            passed=1,
+            evidence=f"{node}: passed its gate{_gate_figures(gate)} (the only node)",
+        )
     why = (
         f"{node}: failed {len(failed)} internode groups, never separated from its partners"
         if failed
@@ -700,6 +770,18 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
     return Verdict(
         subject=Subject.NODE, nodes=(node,), health=Health.UNCONFIRMED, tests=total, evidence=why
     )
+
+
+def _gate_figures(gate: Judged | None) -> str:
+    """What a node's passed gate measured and the threshold it passed, in words (none where
+    its gate had no figure: a node of one rank)."""
+    if gate is None or gate.figure_gb_per_s is None:
+        return ""
+    o = gate.outcome
+    said = f" ({o.op} at {_size(o.size_bytes)} {figure(gate.figure_gb_per_s)} GB/s {unit(o)}"
+    if gate.threshold_gb_per_s is not None:
+        said += f", threshold {figure(gate.threshold_gb_per_s)}: {gate.source}"
+    return said + ")"
 
 
 def _link(link: tuple[str, str], e: Explained, idx: list[int]) -> Verdict:

@@ -18,7 +18,12 @@ Row = Mapping[str, Any]
 HOST_COPIES = ("h2d", "d2h")  # a GPU's own copies the gate judges (the slower of the two)
 # Power within 3% of the enforced limit is at the cap (analysis.why's rule for the report).
 CAP_SHARE = 0.97
-_FINE = (Status.OK, Status.SKIPPED)  # a skipped point (a copy on CPU ranks) is no failure
+_FINE = (Status.OK, Status.SKIPPED)
+# The NVLink error counters a row carries (what each gained over the point), in words.
+_NVLINK_ERRORS = {
+    "nvlink_replay_delta": "NVLink replays",
+    "nvlink_crc_delta": "NVLink CRC errors",
+}  # a skipped point (a copy on CPU ranks) is no failure
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -37,21 +42,30 @@ def outcome(
     expected: Collection[tuple[str, int]],
     asked: Asked,
     gpus: Mapping[str, tuple[str, int]] | None = None,
+    silent: Collection[str] = (),
 ) -> Outcome:
     """The group's outcome from its rows. `expected`: the (op, size_bytes) points it was asked
-    for; `gpus`: each GPU's node and index by UUID (none on CPU ranks: no readings)."""
+    for; `gpus`: each GPU's node and index by UUID (none on CPU ranks: no readings);
+    `silent`: the nodes whose ranks did not answer a point that timed out."""
     got = {(r["op"], r["size_bytes"]) for r in rows}
     absent = [point for point in expected if point not in got]
     if not rows or absent:
         reason = "no row came back" if not rows else f"{len(absent)} point(s) had no row"
         return Outcome(group=group, result=Result.MISSING, reason=reason)
     readings = _readings(rows, gpus or {}, asked)
+    misconfigured = "; ".join(sorted({flag for r in rows if (flag := r.get("transport_flag"))}))
     failed = [r for r in rows if Status(r["status"]) not in _FINE]
     if failed:
         first = failed[0]
         reason = f"{first['op']} at {first['size_bytes']} B: {first['error'] or first['status']}"
         return Outcome(
-            group=group, result=Result.FAILED, op=asked.op, readings=readings, reason=reason
+            group=group,
+            result=Result.FAILED,
+            op=asked.op,
+            readings=readings,
+            reason=reason,
+            unanswered=tuple(n for n in group.nodes if n in silent),
+            misconfigured=misconfigured,
         )
     judged = [r for r in rows if r["op"] == asked.op and Status(r["status"]) is Status.OK]
     return Outcome(
@@ -62,6 +76,7 @@ def outcome(
         latency_us=_fastest(judged, asked.latency_bytes),
         size_bytes=asked.bandwidth_bytes,
         readings=readings,
+        misconfigured=misconfigured,
     )
 
 
@@ -135,14 +150,24 @@ def _at(row: Row, column: str, i: int) -> Any:
 
 def _flags(row: Row, i: int) -> list[str]:
     """What the telemetry of the row's i-th GPU holds against it: uncorrected ECC errors, XIDs,
-    a PCIe link trained below its max under load, hardware slowdowns."""
+    NVLink replays and CRC errors counted over the point (a healthy link counts none), a PCIe
+    link trained below its max under load, hardware slowdowns, and a thermal slowdown with the
+    temperature it was read at."""
     out = []
     if ecc := _at(row, "ecc_uncorrected_delta", i):
         out.append(f"{ecc} uncorrected ECC errors")
     out += [f"xid {code}" for code in _at(row, "xid_codes", i) or ()]
+    for column, what in _NVLINK_ERRORS.items():
+        if count := _at(row, column, i):
+            out.append(f"{count} {what} over one point")
     gen, top = _at(row, "pcie_gen", i), _at(row, "pcie_max_gen", i)
     width, widest = _at(row, "pcie_width", i), _at(row, "pcie_max_width", i)
     if gen and top and width and widest and (gen < top or width < widest):
         out.append(f"PCIe Gen{gen} x{width} of Gen{top} x{widest}")
-    out += [reason for reason in _at(row, "throttle_reasons", i) or () if reason.startswith("hw_")]
+    temperature = _at(row, "temperature_c", i)
+    for reason in _at(row, "throttle_reasons", i) or ():
+        if "thermal" in reason and temperature is not None:
+            out.append(f"{reason} at {temperature} C")
+        elif reason.startswith("hw_") or "thermal" in reason:
+            out.append(reason)
     return out

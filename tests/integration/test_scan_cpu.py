@@ -353,6 +353,62 @@ def test_a_scan_by_domain_label_reads_each_nodes_label_and_screens_each_rack(
     )
 
 
+@pytest.fixture(scope="module")
+def frozen(scan: _Scan, tmp_path_factory: pytest.TempPathFactory) -> Scanned:
+    """A scan of the nodes left after the first, on which one node's rank freezes in every
+    group across nodes and another's in its first only (`tests.plugins.frozen`): a point's
+    deadline of 20 s, its communicator's timeout half that."""
+    from tests.plugins.frozen import once
+
+    out = tmp_path_factory.mktemp("frozen")
+    spec = build_spec(
+        backend="gloo",
+        gpus_per_node=1,
+        iters=1,
+        warmup=1,
+        blocks=1,
+        timeout=20,
+        output=out,
+        plugins=["tests.plugins.frozen"],
+    )
+    settings = ScanSettings(
+        strategy=Strategy.parse("adaptive"),
+        thresholds=Thresholds(sigmas=0, min_ratio=0.01),
+        op="freeze",
+        sizes=(8, 1024),
+    )
+    once().touch()
+    try:
+        with registry_kept():
+            return scan_fleet(spec, settings, _Unwatched())
+    finally:
+        once().unlink(missing_ok=True)
+
+
+def test_a_node_frozen_once_and_one_frozen_always_are_each_named_and_their_partners_healthy(
+    frozen: Scanned,
+) -> None:
+    from tests.plugins.frozen import FROZEN, FROZEN_ONCE
+
+    ids = frozen.fleet.ids
+    hung = {ids[FROZEN], ids[FROZEN_ONCE]}
+    nodes = {v.nodes[0]: v for v in frozen.verdicts if v.subject is Subject.NODE}
+    failed = [(o.group.wave, o.group.nodes, o.unanswered, o.reason) for o in frozen.outcomes if o.reason]
+    assert {n: v.health for n, v in nodes.items()} == {
+        n: Health.FAILED if n in hung else Health.HEALTHY for n in ids
+    }, failed
+    for node in hung:
+        assert "did not answer" in nodes[node].evidence
+    assert [v.name for v in frozen.verdicts if v.condemned and v.subject is not Subject.NODE] == []
+    # each group that held a frozen node timed out once, and they were in no later wave
+    timed_out = [o for o in frozen.outcomes if o.unanswered]
+    assert {n for o in timed_out for n in o.unanswered} == hung
+    for o in timed_out:
+        assert o.reason.count("took over") == 1
+        later = [p.group for p in frozen.outcomes if p.group.wave > o.group.wave]
+        assert not any(set(o.unanswered) & set(g.nodes) for g in later)
+
+
 # `sweeper scan` of the nightly's settings (`night`), as options: the same six nodes in the
 # same order, so the same waves and verdicts
 NIGHT_SCAN = (

@@ -332,7 +332,9 @@ def test_a_pad_beside_two_slow_links_that_passed_with_other_partners_is_healthy(
     ]
     verdicts = verdicts_of(outcomes)
     assert verdicts["n30"].health is Health.HEALTHY
-    assert "passed its gate and 2 of 4 internode groups" in verdicts["n30"].evidence
+    assert re.search(
+        r"passed its gate \(.*\) and 2 of 4 internode groups", verdicts["n30"].evidence
+    )
     condemned = sorted(v.name for v in verdicts.values() if v.condemned)
     assert condemned == ["n40-n41", "n50-n51"]
 
@@ -361,3 +363,40 @@ def test_one_slow_node_of_six_keeps_the_floor_though_every_group_of_one_size_hol
     failing = [j.outcome.group.nodes for j in judged.values() if not j.passed]
     assert len(failing) == 5
     assert all("n2" in nodes or {"n4", "n5"} <= set(nodes) for nodes in failing)
+
+
+def test_a_healthy_nodes_verdict_carries_the_gate_figure_it_passed_and_its_threshold() -> None:
+    lone = Fleet(nodes=(Node(id="n0", host="h0", gpus=4),), gpu_model="H200")
+    (alone,) = (v for v in verdicts_of(gates(lone), lone).values() if v.subject is Subject.NODE)
+    assert alone.health is Health.HEALTHY
+    assert alone.busbw_gb_per_s == pytest.approx(360, rel=0.05)
+    assert alone.threshold_gb_per_s is not None
+    assert alone.threshold_source
+    assert f"all_reduce at 1 GiB {alone.busbw_gb_per_s:.0f} GB/s busbw" in alone.evidence
+    assert f"threshold {alone.threshold_gb_per_s:.0f}: {alone.threshold_source}" in alone.evidence
+    # beside others, its gate's figure too, before its internode groups'
+    verdicts = verdicts_of(gates() + pairs(matchings(3), lambda p, _: 1.0))
+    assert re.search(
+        r"passed its gate \(all_reduce at 1 GiB \d+ GB/s busbw", verdicts["n5"].evidence
+    )
+
+
+def test_groups_whose_transport_broke_its_contract_are_misconfigured_not_a_slow_node() -> None:
+    from dataclasses import replace
+
+    flag = "internode group over TCP sockets (NET/Socket) where its nodes have RDMA devices"
+    measured = pairs(matchings(3), lambda p, _: 0.55 if "n17" in p else 1.0)
+    flagged = [replace(o, misconfigured=flag) if "n17" in o.group.nodes else o for o in measured]
+    verdicts = judge(FLEET, gates() + flagged, Thresholds())
+    (wrong,) = [v for v in verdicts if v.health is Health.MISCONFIGURED]
+    assert wrong.subject is Subject.GROUP
+    assert wrong.condemned
+    assert wrong.tests == 3
+    assert "n17" in wrong.nodes
+    assert len(wrong.nodes) == 4
+    assert flag in wrong.evidence
+    for check in ("nvidia_peermem", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NET"):
+        assert check in wrong.evidence
+    nodes = {v.nodes[0]: v for v in verdicts if v.subject is Subject.NODE}
+    assert not nodes["n17"].condemned  # measured only through the misconfigured groups
+    assert [v.name for v in verdicts if v.condemned] == [wrong.name]

@@ -101,3 +101,37 @@ def test_a_gpus_clock_and_power_cap_under_load_come_with_its_readings() -> None:
     assert got.op == "all_reduce"
     clocks = {r.gpu: (r.sm_clock_mhz, r.at_power_cap) for r in got.readings}
     assert clocks == {0: (1980.0, False), 1: (1680.0, True)}  # the loaded point's
+
+
+def test_a_gpu_whose_nvlink_replays_or_thermal_slowdown_the_gate_read_is_named_with_it() -> None:
+    from sweeper.scan.fleet import Fleet, Node
+    from sweeper.scan.judge import Health, Subject, judge
+    from sweeper.scan.thresholds import Thresholds
+    from sweeper.telemetry import columns
+    from tests.nvml_replay import recorded
+
+    names = ("h200-healthy.json", "h200-nvlink-replays.json", "h200-thermal-slowdown.json")
+    uuids = [f"GPU-a{g}" for g in range(len(names))]
+    readings = columns([recorded(name) for name in names])
+    rows = [_row(size=8), _row(gpu_uuids=uuids, world_size=3, **readings)]
+    gpus = {uuid: ("a", g) for g, uuid in enumerate(uuids)}
+    got = outcome(GATE, rows, EXPECTED, ASKED, gpus)
+    flags = {r.gpu: r.flags for r in got.readings}
+    assert flags == {
+        0: (),
+        1: ("41 NVLink replays over one point", "3 NVLink CRC errors over one point"),
+        2: ("sw_thermal_slowdown at 91 C",),
+    }
+    fleet = Fleet(nodes=(Node(id="a", host="h", gpus=3),))
+    verdicts = {v.gpu: v for v in judge(fleet, [got], Thresholds()) if v.subject is Subject.GPU}
+    assert not verdicts[0].condemned  # only in a gate its peers failed: unconfirmed
+    assert verdicts[1].health is verdicts[2].health is Health.FAILED
+    assert "41 NVLink replays" in verdicts[1].evidence
+    assert "sw_thermal_slowdown at 91 C" in verdicts[2].evidence
+
+
+def test_a_groups_rows_flagged_by_the_tier_contract_make_it_misconfigured() -> None:
+    flag = "nvlink group through SHM: check NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, peer access"
+    rows = [_row(size=8, transport_flag=flag), _row(transport_flag=flag)]
+    assert outcome(PAIR, rows, EXPECTED, ASKED).misconfigured == flag
+    assert outcome(PAIR, [_row(size=8), _row()], EXPECTED, ASKED).misconfigured == ""

@@ -33,6 +33,7 @@ UNTESTED = "untested"
 _WORSE = (
     Health.HEALTHY,
     Health.UNCONFIRMED,
+    Health.MISCONFIGURED,
     Health.FLAKY,
     Health.SLOW,
     Health.FAILED,
