@@ -7,11 +7,17 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 from itertools import pairwise
+from pathlib import Path
 
 import pandas as pd
+import pytest
 
+from sweeper.commands.plan_estimate import recorded_node
 from sweeper.ops.registry import REGISTRY
-from sweeper.planning.schedule import Series
+from sweeper.planning.placement import expected_placement
+from sweeper.planning.profile import build_spec, load_profile
+from sweeper.planning.request import schedule_request
+from sweeper.planning.schedule import Series, schedule
 from sweeper.planning.series import Budgets, MeasurePoint, SeriesRunner
 from sweeper.planning.sizes import SPARSE_FACTOR, grid, plateau_size, thinned
 from sweeper.report.blocks import Table
@@ -19,7 +25,7 @@ from sweeper.report.figures import size_label
 from sweeper.report.sections.collectives import max_sizes
 from sweeper.report.view import RunView
 from sweeper.results.load import frame
-from sweeper.wire import Status
+from sweeper.wire import Backend, Status
 from tests import report_data
 
 K = 2**10
@@ -169,3 +175,22 @@ def test_the_report_says_where_a_curve_has_no_plateau() -> None:
     line = _max_size_table(rows)[("nvlink", "all_reduce")]  # alpha-beta: still rising
     assert line["plateau from"] == line["busbw GB/s there"] == "-"
     assert line["limit"] == size_label(report_data.SIZES[-1])
+
+
+@pytest.mark.parametrize(
+    ("profile", "flag", "sparse"),
+    [("", None, True), ("dense_sizes: true\n", None, False), ("dense_sizes: true\n", False, True)],
+)
+def test_dense_sizes_from_a_profile_or_the_command_line_keeps_every_size(
+    tmp_path: Path, profile: str, flag: bool | None, sparse: bool
+) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"ops: all_reduce\nmax_size: 1M\n{profile}")
+    spec = build_spec(load_profile(path), dense_sizes=flag)
+    node = recorded_node(Path(__file__).parents[1] / "data" / "topologies" / "cpu-no-nvml.json")
+    planned = schedule(
+        expected_placement(Backend.GLOO, [node], [2]),
+        schedule_request(spec, Backend.GLOO, [REGISTRY["all_reduce"]]),
+    )
+    (series,) = planned.series(planned.waves[0].groups[0])
+    assert series.sparse is sparse
