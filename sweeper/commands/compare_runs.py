@@ -20,7 +20,7 @@ from rich.table import Table
 
 from sweeper.analysis import RegressionRule, point_changes
 from sweeper.analysis.changes import VERDICTS
-from sweeper.commands.nightly_run import json_value, series_name
+from sweeper.analysis.nightly import json_value, series_name
 from sweeper.planning.sizes import format_size
 from sweeper.results.load import resolve, run_rows
 

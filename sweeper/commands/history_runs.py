@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.commands.nightly_run import json_value
+from sweeper.analysis.nightly import json_value
 from sweeper.errors import CorruptResults
 from sweeper.results import records as run_records
 from sweeper.results import summaries

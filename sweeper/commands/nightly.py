@@ -1,5 +1,6 @@
 """`sweeper nightly`: a profile swept (or, with a scan: section, the fleet scanned) and judged
-against the history of its cluster and hardware (`nightly_run`), its verdict shown."""
+against the history of its cluster and hardware (`nightly_run`, `analysis.nightly`), its verdict
+shown."""
 
 from __future__ import annotations
 
@@ -74,13 +75,15 @@ def _profile(path: Path | None) -> Profile | None:
 def show_night(night: Night, output_format: Format) -> NoReturn:
     """A judged nightly run: its verdict shown, and its exit (1: a regression or a condemned
     node, GPU or link; 4: neither, but some points failed)."""
-    from sweeper.commands import nightly_run  # pandas: the night is judged already
+    # pandas: the night is judged already
+    from sweeper.analysis.nightly import summary
+    from sweeper.commands.nightly_run import print_night
 
     if output_format is Format.json:
         event = {"event": "nightly", "summary": str(night.summary)}
-        print(json.dumps({**event, **nightly_run.summary(night.verdict, night.report)}))
+        print(json.dumps({**event, **summary(night.verdict, night.report)}))
     else:
-        nightly_run.print_night(night)
+        print_night(night)
     if len(night.verdict.regressions) or night.verdict.condemned:
         raise typer.Exit(EXIT_REGRESSION)
     raise typer.Exit(EXIT_POINTS_FAILED if night.verdict.failed else 0)

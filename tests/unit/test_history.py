@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from sweeper.analysis import nightly
 from sweeper.analysis.regression import Policy
 from sweeper.cli import app
-from sweeper.commands import nightly_run as nightly
 from sweeper.planning.profile import NightlySettings
 from sweeper.planning.spec import SweepSpec
 from sweeper.results import records

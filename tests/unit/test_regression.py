@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweeper.analysis import nightly
 from sweeper.analysis.regression import COLUMNS, Policy, detect, run_metrics
-from sweeper.commands import nightly_run as nightly
 from sweeper.planning.profile import NightlySettings
 from sweeper.results.load import load
 from tests import report_data
