@@ -15,10 +15,11 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis import preferred, tier_name, why
+from sweeper.analysis import label, preferred, tier_name, why
 from sweeper.analysis.p2p import pair_rows
 from sweeper.analysis.summary import missing
 from sweeper.results.records import RunRecord
+from sweeper.scan.reference import Reference, reference
 from sweeper.topology import GPU_LINKS, Gpu, Node, link_peak
 from sweeper.wire import Kind, Status, Tier
 
@@ -52,6 +53,8 @@ class RunView:
     link_peaks: Mapping[tuple[str, int], Link]  # (tier with its variant, group size)
     rank_labels: Mapping[int, str]  # a pair's rank: 'n0 GPU3', else 'rank 5'
     scan: Mapping[str, Any] | None  # a fleet scan's summary (results.scans); None: no scan
+    # (tier with its variant, group size, operation): the reference figure, where one is known
+    references: Mapping[tuple[str, int, str], Reference]
 
     @classmethod
     def of(
@@ -79,6 +82,7 @@ class RunView:
             link_peaks=_link_peaks(collectives, nodes),
             rank_labels=_rank_labels(pair_rows(rows), nodes),
             scan=scan,
+            references=_references(points),
         )
 
 
@@ -133,4 +137,33 @@ def _rank_labels(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[int, str]:
         for rank, uuid in zip(rows[rank_column], rows[uuid_column], strict=True):
             if not missing(rank):
                 out.setdefault(int(rank), where.get(str(uuid), f"rank {int(rank)}"))
+    return out
+
+
+def _nccl_algo(algo: object, env: Iterable[tuple[str, str]] | None) -> str | None:
+    """NCCL's algorithm for a row: as NCCL printed it, else as the row's variant pinned it
+    (one NCCL_ALGO); None where neither says."""
+    if not missing(algo):
+        return str(algo)
+    pinned = dict(env if env is not None else ()).get("NCCL_ALGO", "")
+    return pinned if pinned and "," not in pinned else None
+
+
+def _references(rows: pd.DataFrame) -> dict[tuple[str, int, str], Reference]:
+    """The reference figure (scan.reference) of each tier, group size and operation the rows
+    hold, for their GPU model and NCCL's algorithm where every row of it says the same."""
+    out: dict[tuple[str, int, str], Reference] = {}
+    keys = ["tier", "variant", "world_size", "op", "algorithm"]
+    for values, part in rows.groupby(keys, sort=False):
+        tier, variant, ranks, op, algorithm = (str(value) for value in values)
+        models = set(part["gpu_model"].dropna())
+        algos = {_nccl_algo(a, e) for a, e in zip(part["nccl_algo"], part["nccl_env"], strict=True)}
+        if len(models) != 1 or tier not in Tier.values():
+            continue
+        nccl_algo = algos.pop() if len(algos) == 1 else None
+        ref = reference(
+            models.pop(), Tier(tier), int(ranks), op, algorithm=algorithm, nccl_algo=nccl_algo
+        )
+        if ref is not None:
+            out[(tier_name(tier, variant), int(ranks), label(op, algorithm))] = ref
     return out

@@ -114,8 +114,9 @@ def test_peaks_are_a_share_of_the_nvlink_peak(page: str) -> None:
     row = re.search(r"<td>all_reduce</td>(.*?)</tr>", peaks, re.DOTALL)
     assert row is not None
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
-    # 18 NVLinks x 26.5625 GB/s; all_reduce's busbw at 512 MiB is 354 GB/s
-    assert cells[-5:-2] == ["NVLink", "478", "74"]
+    # 18 NVLinks x 26.5625 GB/s; all_reduce's busbw at 512 MiB is 354 GB/s, 98% of the
+    # 361 GB/s nccl-tests measured on 4 H200 (scan.reference)
+    assert cells[-6:-2] == ["NVLink", "478", "74", "98"]
 
 
 def test_the_default_page_goes_beside_the_results(tmp_path: Path) -> None:
@@ -273,7 +274,7 @@ def test_the_host_table_gives_each_gpus_pcie_share_and_why_one_falls_short(healt
 
 def test_the_weak_pair_and_the_point_off_its_neighbours_say_why(health: str) -> None:
     p2p = _words(health, "p2p")
-    assert "n0 GPU2 -> n0 GPU3 nvlink no 149 294 route: NVLink (18 links). n0 GPU2: SM" in p2p
+    assert "n0 GPU2 -> n0 GPU3 nvlink no 149 294 - route: NVLink (18 links). n0 GPU2: SM" in p2p
     operations = _words(health, "operations")
     assert (
         "all_reduce bfloat16 graph 2M 131 51 n0 GPU3: NVLink: 41 replays, 3 CRC errors, "

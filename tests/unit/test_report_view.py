@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from sweeper.report import build, view
+from sweeper.report.sections import collectives, pairs
 from sweeper.report.view import Link, RunView
 from sweeper.results import records
 from sweeper.results.load import run_rows
@@ -88,3 +89,46 @@ def test_the_view_names_each_gpu_and_rank_and_the_link_each_group_crosses(run: R
         ("nvlink/algo=Ring", 4): nvlink,
         ("nvlink/algo=Tree", 4): nvlink,
     }
+
+
+def test_each_shape_and_operation_gets_the_reference_of_its_gpu_model_and_nccl_algorithm(
+    run: RunView,
+) -> None:
+    """4 H200: NCCL's own all_reduce against the measured ring figure, as it is and where a
+    variant pins NCCL_ALGO=Ring; NCCL_ALGO=Tree has none, nor a composite or a symmetric
+    all_reduce; a pair one way against the pairs measured here."""
+    names = {key: ref.name for key, ref in run.references.items()}
+    assert names[("nvlink", 4, "all_reduce")] == "H200 nvlink x4 all_reduce RING"
+    assert names[("nvlink/algo=Ring", 4, "all_reduce")] == "H200 nvlink x4 all_reduce RING"
+    assert ("nvlink/algo=Tree", 4, "all_reduce") not in names
+    assert names[("nvlink", 4, "all_gather")] == "H200 nvlink x4 all_gather RING"
+    assert names[("nvlink", 2, "p2p (uni)")] == "H200 nvlink x2 p2p (uni)"
+    assert not [key for key in names if "(" in key[2] and key[1] == 4]  # composites
+    unnamed = RunView.of(run.rows.assign(gpu_model=None), None)
+    assert not unnamed.references  # no model, no figure: no column either
+    (peaks,) = collectives.peaks(unnamed).blocks  # type: ignore[union-attr]
+    assert "% of reference" not in peaks.columns  # type: ignore[union-attr]
+
+
+def test_the_peaks_and_the_weak_pairs_give_their_share_of_the_reference_and_its_source(
+    run: RunView,
+) -> None:
+    (peaks,) = collectives.peaks(run).blocks  # type: ignore[union-attr]
+    columns = list(peaks.columns)  # type: ignore[union-attr]
+    rows = {(row[0].text, row[2].text, row[3].text): row for row in peaks.rows}  # type: ignore[union-attr]
+    ok = run.ok_collectives
+    native = ok[(ok["op"] == "all_reduce") & (ok["algorithm"] == "native")]
+    peak = native[native["variant"] == "default"]["busbw_gb_per_s"].max()
+    cell = rows[("nvlink", "all_reduce", "graph")][columns.index("% of reference")]
+    assert cell.text == f"{100 * peak / 361.0:.0f}"
+    assert cell.title.startswith("H200 nvlink x4 all_reduce RING: measured here: nccl-tests")
+    tree = rows[("nvlink/algo=Tree", "all_reduce", "graph")]
+    assert tree[columns.index("% of reference")].text == "-"
+    (weak,) = (block for block in pairs.p2p(run).blocks if hasattr(block, "columns"))
+    share = weak.columns.index("% of reference")  # type: ignore[union-attr]
+    lines = {line[0].text: line for line in weak.rows}  # type: ignore[union-attr]
+    uni, copy = lines["p2p uni"], lines["copy uni"]  # the weak pair, at half the others'
+    value = float(uni[weak.columns.index("value")].text)  # type: ignore[union-attr]
+    assert uni[share].text == f"{100 * value / 365.0:.0f}"
+    assert uni[share].title.startswith("H200 nvlink x2 p2p (uni): measured here")
+    assert copy[share].text == "-"  # no figure for a copy engine's

@@ -12,7 +12,7 @@ import pytest
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage
 from sweeper.scan.judge import Health, Subject, Verdict, judge
 from sweeper.scan.policy import affine, gate_group
-from sweeper.scan.reference import reference
+from sweeper.scan.reference import reference, share
 from sweeper.scan.thresholds import Thresholds, findings, judge_groups
 from sweeper.wire import Tier
 
@@ -194,14 +194,18 @@ def test_a_node_whose_own_gpus_are_slow_together_fails_at_the_gate() -> None:
     ("given", "expected", "source"),
     [
         ({Tier.INTERNODE: 450.0}, 450.0, "the flag's 450 GB/s for internode"),
-        ({}, 320.0, "80% of the reference 400 GB/s (published"),  # 0.8 x the reference
+        (
+            {},
+            0.8 * 368.0,
+            "80% of the reference 368 GB/s (H100 internode any size all_reduce RING: ",
+        ),
     ],
 )
 def test_an_absolute_floor_the_whole_fleet_misses_is_a_fleet_finding_and_condemns_no_group(
     given: dict[Tier, float], expected: float, source: str
 ) -> None:
     fleet = Fleet(nodes=FLEET.nodes[:16], gpu_model="NVIDIA H100 80GB HBM3")
-    outcomes = pairs([[(f"n{i}", f"n{i + 8}") for i in range(8)]], lambda p, _: 0.78)
+    outcomes = pairs([[(f"n{i}", f"n{i + 8}") for i in range(8)]], lambda p, _: 0.7)
     thresholds = Thresholds(min_busbw_gb_per_s=given)
     judged = judge_groups(fleet, outcomes, thresholds)
     assert all(j.passed for j in judged.values())
@@ -252,9 +256,72 @@ def test_the_reference_table_knows_measured_and_published_figures_and_says_when_
     internode = reference("H100", Tier.INTERNODE, 256)
     assert internode is not None
     assert "published" in internode.source
-    assert reference("H200", Tier.NVLINK, 8) is None  # an 8-GPU island: nothing measured
     assert reference("MI300X", Tier.INTERNODE, 16) is None
     assert reference(None, Tier.INTERNODE, 16) is None
+
+
+def test_an_internode_ring_is_held_to_nccls_ceiling_per_400g_nic_not_the_wires_rate() -> None:
+    """NCCL's maintainers give 48-49 GB/s per NIC of 400 Gb/s; 8 NICs a node, 46 each."""
+    for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA B200"):
+        ring = reference(gpu, Tier.INTERNODE, 16)
+        assert ring is not None
+        assert ring.busbw_gb_per_s == 8 * 46.0
+        assert "nccl-tests/issues/267" in ring.source
+
+
+def test_an_8_gpu_nvswitch_node_is_held_to_nvls_where_nccl_took_it_and_to_the_ring_else() -> None:
+    """Unknown, NCCL's algorithm is taken for the ring: a fleet that keeps multicast off
+    would otherwise miss NVLS's figure on every node."""
+    for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+        nvls = reference(gpu, Tier.NVLINK, 8, nccl_algo="NVLS")
+        ring = reference(gpu, Tier.NVLINK, 8, nccl_algo="RING")
+        unknown = reference(gpu, Tier.NVLINK, 8)
+        assert nvls is not None
+        assert ring is not None
+        assert (nvls.busbw_gb_per_s, ring.busbw_gb_per_s) == (480.0, 370.0)
+        assert unknown == ring
+        assert nvls.name.endswith("nvlink x8 all_reduce NVLS")
+    assert reference("NVIDIA H200", Tier.NVLINK, 8, nccl_algo="TREE") is None
+    # B200's only figure is NVLS's: a node whose algorithm is unknown has none
+    assert reference("NVIDIA B200", Tier.NVLINK, 8) is None
+    assert reference("NVIDIA B200", Tier.NVLINK, 8, nccl_algo="nvls") is not None
+
+
+@pytest.mark.parametrize(
+    ("gpu", "tier", "ranks", "op", "algorithm", "busbw"),
+    [
+        ("NVIDIA H200", Tier.NVLINK, 4, "all_reduce", "native", 361.0),
+        ("NVIDIA H200", Tier.NVLINK, 4, "all_gather", "native", 336.0),
+        ("NVIDIA H200", Tier.NVLINK, 4, "send_recv", "ring", 363.0),
+        ("NVIDIA H200", Tier.NVLINK, 2, "p2p", "uni", 365.0),
+        ("NVIDIA H100 PCIe", Tier.NVLINK, 2, "all_reduce", "native", 116.0),
+        ("NVIDIA GB200", Tier.NVLINK, 4, "all_reduce", "native", 679.6),
+    ],
+)
+def test_each_sku_and_operation_has_its_own_cited_figure(
+    gpu: str, tier: Tier, ranks: int, op: str, algorithm: str, busbw: float
+) -> None:
+    ref = reference(gpu, tier, ranks, op, algorithm=algorithm)
+    assert ref is not None
+    assert ref.busbw_gb_per_s == busbw
+    assert re.search(r"https://|measured here: .+, nvidia-h200-x\d.*, 2026-", ref.citation)
+
+
+def test_a_pcie_card_or_a_composite_never_takes_the_figure_of_another_form_or_call() -> None:
+    """An H100 PCIe is not an H100 SXM, an H200 NVL not an H200 SXM, a GB200 not a B200, and
+    an all_reduce built of other calls is not NCCL's."""
+    assert reference("NVIDIA H100 PCIe", Tier.NVLINK, 8) is None
+    assert reference("NVIDIA H200 NVL", Tier.NVLINK, 8) is None
+    assert reference("NVIDIA GB200", Tier.INTERNODE, 8) is None
+    composite = reference("NVIDIA H200", Tier.NVLINK, 4, algorithm="reduce_scatter+all_gather")
+    assert composite is None
+
+
+def test_a_busbw_is_given_as_its_share_of_its_reference() -> None:
+    ref = reference("NVIDIA H200", Tier.NVLINK, 4)
+    assert share(180.5, ref) == 0.5
+    assert share(None, ref) is None
+    assert share(180.5, None) is None
 
 
 def test_a_node_that_leaves_mid_scan_is_unreachable_and_every_other_verdict_stands() -> None:

@@ -16,6 +16,7 @@ from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
+from sweeper.scan.reference import share as reference_share
 from sweeper.wire import Kind, Status
 
 # A fit whose median relative error is above this does not describe its curve: noisy times
@@ -108,6 +109,13 @@ def peaks(view: RunView) -> Section | None:
     known = any(link.peak_gb_per_s for link in links.values())  # else no link columns
     table = []
     for s in summarize(cells.tuples(rows)):
+        ref = view.references.get((s.tier, s.world_size, s.label))
+        of_ref = reference_share(s.peak_busbw_gb_per_s, ref)
+        of_reference = Cell(
+            cells.fmt(None if of_ref is None else 100 * of_ref, ".0f"),
+            "num",
+            ref.source if ref else "",
+        )
         link = links.get((s.tier, s.world_size))
         peak = link.peak_gb_per_s if link else None
         share = (
@@ -129,21 +137,25 @@ def peaks(view: RunView) -> Section | None:
                 cells.num(s.peak_busbw_gb_per_s, cells.SIG),
                 cells.size(s.peak_size_bytes),
                 *(against if known else ()),
+                *((of_reference,) if view.references else ()),
                 cells.num(s.min_time_us, cells.SIG),
                 cells.size(s.min_time_size_bytes),
             )
         )
     measured = ("tier", "ranks", "operation", "launch", "points", "failed", "peak busbw GB/s", "at")
     link_columns = ("link", "link peak GB/s", "% of link") if known else ()
+    reference_columns = ("% of reference",) if view.references else ()
     return cells.table_section(
         "peaks",
         "Peaks",
-        (*measured, *link_columns, "min time us", "at"),
+        (*measured, *link_columns, *reference_columns, "min time us", "at"),
         table,
         "Peak bus bandwidth and smallest time per tier, group size and operation, from its "
         "CUDA-graph replays where a point was timed both ways. The link "
         "peak is one direction of the slowest GPU's link as NVML reports it (NVLink: links x "
-        "speed; PCIe: generation x width), where known.",
+        "speed; PCIe: generation x width), where known. The reference is sweeper's figure for "
+        "the GPU model, tier, group size, operation and NCCL algorithm (measured or published; "
+        "its entry and source on hover), where one is known.",
     )
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sweeper.analysis import pair_matrices, pair_table, why
+from sweeper.analysis import label, pair_matrices, pair_table, why
 from sweeper.analysis.p2p import METRICS, PairMatrix, pair_rows
 from sweeper.analysis.summary import missing
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
+from sweeper.scan.reference import share
 
 
 def _matrix_title(matrix: PairMatrix) -> str:
@@ -32,7 +33,10 @@ def p2p(view: RunView) -> Section | None:
         labels = [view.rank_labels.get(int(rank), f"rank {rank}") for rank in matrix.values.index]
         blocks.append(Figure(figures.heatmap(matrix, labels, _matrix_title(matrix)), half=True))
     outliers = _weak_pairs(view, rows)
-    columns = ("transfer", "metric", "pair", "tier", "concurrent", "value", "tier median", "why")
+    columns = (
+        *("transfer", "metric", "pair", "tier", "concurrent", "value", "tier median"),
+        *("% of reference", "why"),
+    )
     if outliers:
         blocks.append(
             cells.table(columns, outliers, "outliers: more than 3 MADs worse than their tier")
@@ -81,6 +85,8 @@ def _weak_pairs(view: RunView, rows: pd.DataFrame) -> list[tuple[Cell, ...]]:
                     view.health.evidence,
                     view.gpu_names,
                 )
+                ref = view.references.get((str(pair["tier"]), 2, label(str(op), str(algorithm))))
+                of_ref = share(pair["value"], ref) if metric == "bandwidth" else None
                 outliers.append(
                     (
                         Cell(f"{op} {algorithm}"),
@@ -90,6 +96,11 @@ def _weak_pairs(view: RunView, rows: pd.DataFrame) -> list[tuple[Cell, ...]]:
                         Cell("yes" if pair["concurrent"] else "no"),
                         cells.num(pair["value"], cells.SIG, "bad"),
                         cells.num(median[index], cells.SIG),
+                        Cell(
+                            cells.fmt(None if of_ref is None else 100 * of_ref, ".0f"),
+                            "num",
+                            ref.source if ref and of_ref is not None else "",
+                        ),
                         Cell(line, "wrap why"),
                     )
                 )
