@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sweeper.commands.plan_estimate import duration, plan_recorded
+from sweeper.commands.plan_estimate import plan_recorded
 from sweeper.ops.registry import resolve
+from sweeper.planning.estimate import duration
 from sweeper.planning.profile import build_spec, load_profile
 
 ROOT = Path(__file__).parents[1]

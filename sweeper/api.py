@@ -58,9 +58,12 @@ class PlanKeywords(SweepSpec):
         description="A recorded topology (one node's, or `sweeper topo --format json` output), "
         "replicated `nodes` times: plan with no cluster. None: the nodes the cluster gives (Ray).",
     )
-    # plan asks no results directory of its own: `results` is the one it fits its cost model to
+    calibrate: Path | None = Field(
+        None, description="Fit the cost model to the rows of an earlier run (its results)."
+    )
+    # plan asks no results directory of its own: `results` is 0.1's name for `calibrate`
     results: Path | None = Field(  # type: ignore[assignment]
-        None, description="Fit the cost model to the rows of an earlier run's results."
+        None, description="The old name of `calibrate`, taken with a warning for one release."
     )
 
 
@@ -181,8 +184,12 @@ def plan(**options: Any) -> Plan:
     """The schedule `sweeper plan` prints, as a record: placement, actor sets and waves, and
     the estimated duration. With `topology` (a recorded node, `nodes` times) no cluster is
     needed; without it, the cluster's nodes are asked for through Ray."""
-    topology, results = _path(options, "topology"), _path(options, "results")
+    topology, calibrate = _path(options, "topology"), _path(options, "calibrate")
+    old = _path(options, "results")
+    if old is not None:
+        warnings.warn(Renamed("sweeper.plan(results=...) is now calibrate=..."), stacklevel=3)
+        calibrate = calibrate or old
     spec = _spec(options)
     from sweeper.commands import plan_estimate as planned  # pandas (the cost model): not at import
 
-    return planned.plan(spec, topology, results)
+    return planned.plan(spec, topology, calibrate)

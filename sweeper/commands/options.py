@@ -157,6 +157,38 @@ def _old(flag: str, callback: Any, multiple: bool = False) -> Any:
     )
 
 
+_OLD_CALIBRATE = "sweeper.calibrate_as_results"  # plan --results: its directory for --calibrate
+
+
+def _old_calibrate(ctx: typer.Context, value: Path | None) -> None:
+    if value is not None:
+        _renamed("plan --results", "--calibrate")
+        ctx.meta[_OLD_CALIBRATE] = value
+
+
+def _calibrate(ctx: typer.Context, value: Path | None) -> Path | None:
+    """--calibrate, or the directory plan's --results of 0.1 gave (processed first: eager)."""
+    old: Path | None = ctx.meta.get(_OLD_CALIBRATE)
+    if value is not None and old is not None:
+        raise typer.BadParameter("give the run to calibrate with once (--results is its old name)")
+    return value if value is not None else old
+
+
+# `sweeper plan --calibrate DIR`: the cost model fitted to a run's rows; --results, its name in
+# 0.1, still works for a release (every other command's --results is a results directory).
+Calibrate = Annotated[
+    Path | None,
+    typer.Option(
+        parser=directory,
+        metavar="DIR",
+        help="Fit the cost model to the rows of an earlier run (its results directory): "
+        "each tier's latency and bandwidth, and what a point costs beyond its iterations.",
+        callback=_calibrate,
+    ),
+]
+OldCalibrate = Annotated[Path | None, _old("--results", _old_calibrate)]
+
+
 # The results directory is --results in every command (`report`'s --output is its HTML file),
 # `results` in a profile and in sweeper.run. --output, its name in `run`, `nightly` and `scan`
 # in 0.1, and --plugin (now --plugins, a profile's `plugins`) still work for a release.

@@ -10,7 +10,14 @@ from typing import Annotated, Any
 import typer
 
 from sweeper.commands.common import examples, fail, printing, printing_aside, sweep_profile
-from sweeper.commands.options import Format, OutputFormat, ProfileFile, sweep_options
+from sweeper.commands.options import (
+    Calibrate,
+    Format,
+    OldCalibrate,
+    OutputFormat,
+    ProfileFile,
+    sweep_options,
+)
 from sweeper.errors import SweeperError
 from sweeper.planning.profile import build_spec
 
@@ -35,11 +42,11 @@ EXAMPLES = examples(
     "sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json --nodes 1024 "
     "--profile jobs/weekly.yaml",
     "sweeper plan --tiers all --format json",
-    "sweeper plan --topology node.json --nodes 16 --tiers all --results results",
+    "sweeper plan --topology node.json --nodes 16 --tiers all --calibrate results",
 )
 
 
-@sweep_options(after="results", leave_out=PLAN_LEAVES_OUT)
+@sweep_options(after="calibrate", leave_out=PLAN_LEAVES_OUT)
 def plan(
     profile: ProfileFile = None,
     topology: Annotated[
@@ -50,12 +57,8 @@ def plan(
             "plan with no cluster.",
         ),
     ] = None,
-    results: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR", help="Fit the cost model to the rows of an earlier run's results."
-        ),
-    ] = None,
+    calibrate: Calibrate = None,
+    old_results: OldCalibrate = None,
     format: OutputFormat = Format.human,
     **options: Any,
 ) -> None:
@@ -68,7 +71,7 @@ def plan(
         from sweeper.commands import plan_estimate
 
         with printing_aside(format is Format.json):
-            found = plan_estimate.plan(spec, topology, results)
+            found = plan_estimate.plan(spec, topology, calibrate)
     except SweeperError as exc:
         raise fail(exc) from None
     with printing():

@@ -13,16 +13,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from sweeper.analysis.fits import fit_alpha_beta
 from sweeper.errors import BadInput
+from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import configure_moe, load_plugins, resolve
-from sweeper.planning.estimate import CostModel, Estimate, TierCost, estimate
+from sweeper.planning.costs import CostModel, TierCost
+from sweeper.planning.estimate import Estimate, duration, estimate, model_for
 from sweeper.planning.inputs import read_json
 from sweeper.planning.placement import Placement, alone, expected_placement
 from sweeper.planning.request import ceiling_bytes, check_groups, schedule_request
-from sweeper.planning.schedule import Planned, Schedule, nothing_to_measure, schedule
+from sweeper.planning.schedule import Schedule, nothing_to_measure, schedule
 from sweeper.planning.sections import DEFAULT_CPU_RANKS
 from sweeper.planning.sizes import format_size
 from sweeper.planning.spec import SweepSpec, check_ranks
@@ -36,9 +39,7 @@ def recorded_node(path: Path) -> Node:
     tests/data/topologies (a node without GPUs lists none: `"gpus": []`)."""
     record = read_json(path, "--topology", "topology record")
     try:
-        if not isinstance(record, dict) or not isinstance(record.get("gpus"), list):
-            raise ValueError("no 'gpus' list")
-        return Node.from_record(record)
+        return Node.recorded(record)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BadInput(f"--topology {path}: not a topology record ({exc})") from None
 
@@ -64,21 +65,21 @@ class Plan:
     fitted_from: Path | None
 
 
-def plan(spec: SweepSpec, topology: Path | None, results: Path | None = None) -> Plan:
+def plan(spec: SweepSpec, topology: Path | None, calibrate: Path | None = None) -> Plan:
     """The spec's plan on a recorded topology, or on the nodes the cluster gives (Ray)."""
     experiments = spec.experiments
     load_plugins(experiments.plugins)
     configure_moe(experiments.moe)
     ops = resolve(spec.planning.ops)
     if topology is not None:
-        return plan_recorded(spec, topology, ops, results)
+        return plan_recorded(spec, topology, ops, calibrate)
     from sweeper.driver import sweep  # here, not at the top: Ray loads only for a live cluster
 
-    return plan_placement(spec, sweep.survey(spec).placement, ops, results)
+    return plan_placement(spec, sweep.survey(spec).placement, ops, calibrate)
 
 
 def plan_recorded(
-    spec: SweepSpec, topology: Path, ops: Sequence[Planned], results: Path | None = None
+    spec: SweepSpec, topology: Path, ops: Sequence[Collective], calibrate: Path | None = None
 ) -> Plan:
     cluster = spec.cluster
     node = recorded_node(topology)
@@ -96,16 +97,15 @@ def plan_recorded(
     check_groups(schedule_request(spec, backend, ops), cluster.nodes, per_node)
     nodes = replicated(node, cluster.nodes)
     placement = expected_placement(backend, nodes, [per_node] * len(nodes))
-    return plan_placement(spec, placement, ops, results)
+    return plan_placement(spec, placement, ops, calibrate)
 
 
 def plan_placement(
-    spec: SweepSpec, placement: Placement, ops: Sequence[Planned], results: Path | None = None
+    spec: SweepSpec, placement: Placement, ops: Sequence[Collective], calibrate: Path | None = None
 ) -> Plan:
-    timing = spec.timing
-    model = CostModel(iters=timing.iters, warmup=timing.warmup, blocks=timing.blocks)
-    if results is not None:
-        model = fitted(_rows(results), model)
+    model = model_for(placement.backend, spec.timing.timing(placement.backend))
+    if calibrate is not None:
+        model = calibrated(_rows(calibrate), model)
     request = schedule_request(spec, placement.backend, ops)
     check_groups(request, len(placement.nodes), max(map(len, placement.by_node), default=0))
     start = time.perf_counter()
@@ -116,47 +116,95 @@ def plan_placement(
         spec=spec,
         placement=placement,
         schedule=planned,
-        estimate=estimate(planned, model, ceiling),
+        estimate=estimate(planned, model, ceiling, ops),
         planning_s=planning_s,
-        fitted_from=results,
+        fitted_from=calibrate,
     )
 
 
-def _rows(results: Path) -> pd.DataFrame:
+def _rows(calibrate: Path) -> pd.DataFrame:
     try:
-        rows = load(results)
+        rows = load(calibrate)
     except FileNotFoundError as exc:
-        raise BadInput(f"--results: {exc}") from None
+        raise BadInput(f"--calibrate: {exc}") from None
     if rows.empty:
-        raise BadInput(f"--results {results}: no rows to fit the cost model to")
+        raise BadInput(f"--calibrate {calibrate}: no rows to fit the cost model to")
     return rows
 
 
-def fitted(rows: pd.DataFrame, model: CostModel) -> CostModel:
-    """The model with each tier's latency and bandwidth fitted to an earlier run's ok rows
-    (alpha-beta over every operation of the tier), and the per-point overhead from the rows'
-    wall time where they have it. Tiers without two sizes keep the defaults."""
+POINT = ["run_id", "group_id", "variant", "op", "algorithm", "dtype", "size_bytes"]
+
+
+def calibrated(rows: pd.DataFrame, model: CostModel) -> CostModel:
+    """The model fitted to a run's rows (`sweeper plan --calibrate`): each tier's latency and
+    bandwidth (alpha-beta over every operation of the tier), and from the rows' times what a
+    point costs beyond its iterations, what grows with its size, what a series' first point
+    adds, probing, and an actor set's start. A figure the rows cannot give keeps the model's
+    (tiers with fewer than two sizes; a run's start and end, which no row holds)."""
     ok = rows[rows["status"] == Status.OK]
     tiers = dict(model.tiers)
     for tier, part in ok.groupby("tier"):
-        fit = fit_alpha_beta(part["size_bytes"], part["time_us"])
-        if fit is not None and fit.beta_gb_per_s > 0:
-            tiers[str(tier)] = TierCost(fit.alpha_us, min(fit.beta_gb_per_s, 1e6))
+        cost = _tier_cost(part)
+        if cost is not None:
+            tiers[str(tier)] = cost
     out = replace(model, tiers=tiers)
     timed = ok.dropna(subset=["started_at", "ended_at", "iters", "time_us"])
-    if len(timed):
-        wall = (timed["ended_at"] - timed["started_at"]).dt.total_seconds()
-        calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 2
-        busy = calls * timed["time_us"] / 1e6
-        out = replace(out, point_overhead_s=max(0.0, float((wall - busy).median())))
-    return out
+    if timed.empty:
+        return out
+    return out.with_overheads(**_overheads(timed, model))
 
 
-def duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f} {unit}"
-    return f"{seconds:.1f} s"
+def _tier_cost(part: pd.DataFrame) -> TierCost | None:
+    """A tier's latency (alpha-beta, relative residuals: every size counts alike) and its
+    bandwidth over the points that bandwidth dominates (S / beta above alpha), as their
+    summed time less latency gives it, so that the largest points, which take the time,
+    sum to what they took. None with fewer than two sizes."""
+    fit = fit_alpha_beta(part["size_bytes"], part["time_us"])
+    if fit is None or not fit.beta_gb_per_s > 0:
+        return None
+    latency_us = max(0.0, fit.alpha_us)
+    big = part[part["size_bytes"] / (fit.beta_gb_per_s * 1e3) > latency_us]
+    spent_us = float((big["time_us"] - latency_us).sum())
+    algbw = float(big["size_bytes"].sum()) / (spent_us * 1e3) if spent_us > 0 else fit.beta_gb_per_s
+    return TierCost(latency_us=latency_us, algbw_gb_per_s=min(algbw, 1e6))
+
+
+def _overheads(timed: pd.DataFrame, model: CostModel) -> dict[str, float]:
+    """Each point's wall (ended_at - started_at) less its iterations on each of its launches:
+    a line over its size for every point (means, so that the model's sums are the rows'),
+    what a series' first point adds above it, and the gap to its group's next point; a
+    series' probing; a run's first point after its start."""
+    calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 1
+    busy = (calls * timed["time_us"] / 1e6).groupby([timed[c] for c in POINT]).sum()
+    spans = timed.groupby(POINT).agg(started=("started_at", "min"), ended=("ended_at", "max"))
+    points = spans.assign(busy=busy).reset_index().sort_values("started")
+    points["excess"] = (points["ended"] - points["started"]).dt.total_seconds() - points["busy"]
+    first = points.groupby(POINT[:-1]).cumcount() == 0
+    rest = points[~first]
+    found: dict[str, float] = {}
+    if len(rest):
+        gb = rest["size_bytes"] / 1e9
+        slope, point_s = (
+            np.polyfit(gb, rest["excess"], 1) if gb.nunique() > 1 else (0.0, rest["excess"].mean())
+        )
+        if slope < 0:  # what grows with size cannot shrink: all of it a point's
+            slope, point_s = 0.0, rest["excess"].mean()
+        line = point_s + slope * points["size_bytes"] / 1e9
+        found["series_s"] = max(0.0, float((points["excess"] - line)[first].mean()))
+        nxt = points.groupby(["run_id", "group_id", "variant"])["started"].shift(-1)
+        gap = (nxt - points["ended"]).dt.total_seconds().dropna()
+        between = float(gap.mean()) - model.overheads.row_s if len(gap) else 0.0
+        found["point_s"] = max(0.0, float(point_s) + max(0.0, between))
+        found["per_gb_s"] = float(slope)
+    probes = timed.dropna(subset=["probe_s"])
+    if len(probes):
+        found["probe_s"] = float(probes.groupby(POINT[:-1])["probe_s"].max().mean())
+    if "run_started_at" in timed:
+        runs = timed.groupby("run_id").agg(
+            run=("run_started_at", "min"), first=("started_at", "min")
+        )
+        found["set_start_s"] = float((runs["first"] - runs["run"]).dt.total_seconds().median())
+    return found
 
 
 def records(found: Plan) -> dict[str, Any]:

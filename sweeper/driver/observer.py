@@ -24,6 +24,7 @@ class Started:
     sizes: tuple[int, int | None]  # smallest and largest S asked for; None: auto
     n_points: int
     output: Path
+    estimated_s: float | None = None  # the run's wall, as `sweeper plan` estimates it
     note: str | None = None  # a line about what this cluster cannot measure (one GPU)
 
 

@@ -41,7 +41,7 @@ from sweeper.errors import BadInput, InfrastructureError
 from sweeper.fabric import preflight
 from sweeper.ops.registry import configure_moe, load_plugins, names, resolve
 from sweeper.planning import request
-from sweeper.planning.estimate import CostModel, estimate
+from sweeper.planning.estimate import estimate, model_for
 from sweeper.planning.placement import Group, Placement, alone, expected_placement, variants
 from sweeper.planning.schedule import ActorSet, Schedule, nothing_to_measure, schedule
 from sweeper.planning.sections import ClusterOptions, OutputOptions
@@ -373,6 +373,8 @@ class _Sweep(RunState):
         if empty is not None:  # before anything is written: no run record, no report
             raise InfrastructureError(empty)
         ceiling = plan.ceiling_bytes(self.nodes)
+        model = model_for(plan.backend, plan.timing)  # `sweeper plan`'s, for the same plan
+        expected = estimate(planned, model, ceiling, self.collectives)
         self.observer.started(
             Started(
                 run_id=self.run_id,
@@ -381,7 +383,8 @@ class _Sweep(RunState):
                 ops=tuple(c.name for c in self.collectives),
                 dtypes=asked.dtypes,
                 sizes=(asked.min_size, None if asked.auto else max(plan.sizes)),
-                n_points=estimate(planned, CostModel(), ceiling).points,
+                n_points=expected.points,
+                estimated_s=expected.waves_s,
                 output=plan.outputs.results,
                 note=alone(placement),
             )

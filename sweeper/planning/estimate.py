@@ -1,118 +1,142 @@
-"""How long a schedule takes: a per-point cost model (latency + size / bandwidth per tier, and
-the driver's fixed cost per point), defaults from measured figures (`sweeper plan --results` fits
-them to an earlier run's rows). Pure: no Ray, no torch.
+"""How long a schedule takes, priced by the cost model (`planning.costs`): each group's series
+at the sizes they will measure, a wave as long as its slowest group plus its rows journaled
+on the driver, each actor set its start, and the run its command's start and end. Pure: no
+Ray, no torch.
 
-A wave lasts as long as its slowest group; an actor set costs its start; the serial figure is
-what the driver paid before waves: every group alone, each opened and closed on every rank of
-the set (a world-wide split per group, whose cost grows with the set's size).
+The serial figure is what the driver paid before waves: every group alone, each opened and
+closed on every rank of the set (a world-wide split per group, whose cost grows with the
+set's size).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
+from sweeper.planning.costs import CostModel
 from sweeper.planning.dtypes import DTYPES
 from sweeper.planning.placement import Group
 from sweeper.planning.schedule import Schedule, Series, collector_paused
-from sweeper.wire import Tier
-
-
-@dataclass(frozen=True)
-class TierCost:
-    """One iteration of an operation on a tier: latency_us + S / algbw."""
-
-    latency_us: float
-    algbw_gb_per_s: float
-
-    def time_s(self, size_bytes: int) -> float:
-        return (self.latency_us + size_bytes / (self.algbw_gb_per_s * 1e3)) / 1e6
-
-
-# docs/PERFORMANCE.md, 4x H200: the smallest all_reduce (35 us) and pairs at 256 MiB (~300
-# GB/s; p2p-off ~25). internode: no measured figure yet (the fake clusters use loopback),
-# assumed one 400 Gb/s NIC per GPU. cpu: gloo on the 2-core box the tests run on.
-DEFAULT_TIERS: dict[str, TierCost] = {
-    Tier.NVLINK: TierCost(35.0, 300.0),
-    Tier.PCIE: TierCost(40.0, 25.0),
-    Tier.INTERNODE: TierCost(50.0, 40.0),
-    Tier.CPU: TierCost(150.0, 1.0),
-    Tier.LOCAL: TierCost(10.0, 1000.0),
-    # copies of each GPU on its own: mostly over PCIe (Gen4 x16 pinned, ~25 GB/s), assumed
-    Tier.GPU: TierCost(10.0, 25.0),
-}
-
-
-@dataclass(frozen=True)
-class CostModel:
-    tiers: Mapping[str, TierCost] = field(default_factory=lambda: dict(DEFAULT_TIERS))
-    point_overhead_s: float = 0.05  # driver round trips, allocation and fill, first call, check
-    wave_open_s: float = 0.05  # opening and closing a wave's groups (members only)
-    # starting an actor set and joining its world: 10.6 s for one NCCL rank on nvidia-h100-x1
-    # (benchmarks/scan_costs.py, docs/measurements/h100-x1-2026-11-25.md)
-    set_start_s: float = 10.6
-    open_per_rank_s: float = 0.003  # serial driver: one group opened on every rank of the set
-    adaptive_s: float = 0.03  # timing.TARGET_POINT_S, adaptive blocks together (not imported:
-    # timing brings torch)
-    iters: int | None = None  # None: adaptive
-    warmup: int | None = None
-    blocks: int = 3
-
-    def point_s(self, tier: str, size_bytes: int) -> float:
-        one = self.tiers.get(tier, DEFAULT_TIERS[Tier.INTERNODE]).time_s(size_bytes)
-        timed = self.adaptive_s if self.iters is None else 0.0
-        timed = max(timed, self.blocks * (self.iters or 1) * one)
-        warm = timed if self.warmup is None else self.warmup * one  # adaptive: as long
-        return self.point_overhead_s + timed + warm + 2 * one  # + the first call, the check
+from sweeper.planning.sizing import Sized, largest_count
+from sweeper.wire import Backend, Launch, Timing
 
 
 @dataclass(frozen=True)
 class Estimate:
-    waves_s: float  # the schedule as the executor runs it
+    waves_s: float  # the run as the executor runs it, its start and end included
     serial_s: float  # every group alone, as the driver ran them before waves
     points: int
 
 
-def _sizes(series: Series, ceiling_bytes: int | None) -> list[int]:
-    """The sizes a series will likely run: a probe stops near the ceiling (one rank's memory)."""
+def model_for(backend: Backend, timing: Timing) -> CostModel:
+    """The cost model of the kind of machine a backend runs on, timing points as a run's
+    are handed (`TimingOptions.timing`): iterations, blocks, and every launch mode and
+    engine timing each point again."""
+    return CostModel.for_backend(
+        backend,
+        iters=timing.iters,
+        warmup=timing.warmup,
+        blocks=timing.blocks,
+        graph=timing.launches[:1] == (Launch.GRAPH,),
+        launches=max(1, len(timing.launches)) * max(1, len(timing.engines)),
+    )
+
+
+class Bounded(Sized, Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+def sizes(
+    series: Series,
+    ceiling_bytes: int | None,
+    ranks: int = 1,
+    ops: Mapping[str, Bounded] | None = None,
+    device: str = "cuda",
+) -> list[int]:
+    """The sizes of a series' grid it will likely reach: a probe stops at the largest size
+    whose buffers fit a rank of `ceiling_bytes` (its operation's footprint, where `ops`
+    has it, else the ceiling itself), which it measures."""
     itemsize = DTYPES[series.dtype].itemsize
-    sizes = [c * itemsize for c in series.counts]
+    grid = [c * itemsize for c in series.counts]
     if series.probe and ceiling_bytes is not None:
-        below = [s for s in sizes if s < ceiling_bytes]
-        sizes = [*below, ceiling_bytes] if len(below) < len(sizes) else below
-    return sizes
+        bound: int | None = ceiling_bytes
+        op = (ops or {}).get(series.op)
+        if op is not None:
+            count = largest_count(op, itemsize, [ceiling_bytes] * ranks, device)
+            bound = None if count is None else count * itemsize
+        if bound is None:
+            return grid[:1]  # nothing fits: its first point says so
+        below = [s for s in grid if s < bound]
+        grid = [*below, bound] if len(below) < len(grid) else below
+    return grid
 
 
-def estimate(schedule: Schedule, model: CostModel, ceiling_bytes: int | None = None) -> Estimate:
-    """Seconds for the schedule in waves and serially; `ceiling_bytes`: where --max-size auto
-    series likely end. Group costs are computed once per (tier, series tuple)."""
+def estimate(
+    schedule: Schedule,
+    model: CostModel,
+    ceiling_bytes: int | None = None,
+    ops: Sequence[Bounded] = (),
+) -> Estimate:
+    """Seconds for the schedule in waves and serially; `ceiling_bytes`: one rank's memory,
+    where --max-size auto series end (each operation's by its footprint, `ops` being the
+    schedule's). Group costs are computed once per (tier, series tuple)."""
     with collector_paused():
-        return _estimate(schedule, model, ceiling_bytes)
+        return _estimate(schedule, model, ceiling_bytes, {op.name: op for op in ops})
 
 
-def _estimate(schedule: Schedule, model: CostModel, ceiling_bytes: int | None) -> Estimate:
+def _estimate(
+    schedule: Schedule,
+    model: CostModel,
+    ceiling_bytes: int | None,
+    ops: Mapping[str, Bounded],
+) -> Estimate:
     cache: dict[tuple[str, int], tuple[float, int]] = {}
+    o = model.overheads
+    device = "cuda" if schedule.placement.backend == Backend.NCCL else "cpu"
 
     def cost(group: Group) -> tuple[float, int]:
+        """A group's seconds and points."""
         series = schedule.series(group)
         key = (group.tier, id(series))
         if key not in cache:
-            sizes = [s for one in series for s in _sizes(one, ceiling_bytes)]
-            cache[key] = (sum(model.point_s(group.tier, s) for s in sizes), len(sizes))
+            seconds, points = 0.0, 0
+            for one in series:
+                if one.skipped is not None:  # a row a size saying why, nothing measured
+                    points += len(one.counts)
+                    continue
+                kept = sizes(one, ceiling_bytes, group.world_size, ops, device)
+                if one.sparse:
+                    kept = model.sparse(group.tier, kept)
+                seconds += model.series_s(group.tier, kept, one.probe)
+                points += len(kept)
+            cache[key] = (seconds, points)
         return cache[key]
 
-    waves_s = serial_s = 0.0
+    waves_s = serial_s = o.run_s
     points = 0
     world = len(schedule.placement.members)
     for actors in schedule.actor_sets:
-        waves_s += model.set_start_s
-        serial_s += model.set_start_s
+        if not schedule.measures_nothing(actors):  # else its rows say why; no actor starts
+            waves_s += o.set_start_s
+            serial_s += o.set_start_s
         for wave in actors.waves:
             longest = 0.0
+            rows = 0
             for group in wave.groups:
                 seconds, n = cost(group)
                 longest = max(longest, seconds)
-                serial_s += seconds + model.open_per_rank_s * world
-                points += n
-            waves_s += longest + model.wave_open_s
+                serial_s += seconds + n * o.row_s + o.open_per_rank_s * world
+                rows += n
+            waves_s += longest + rows * o.row_s + o.wave_open_s
+            points += rows
     return Estimate(waves_s, serial_s, points)
+
+
+def duration(seconds: float) -> str:
+    """An estimate as a person reads it: 42.0 s, 6.1 min, 7.5 h, 1.2 d."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.1f} s"

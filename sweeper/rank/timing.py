@@ -19,18 +19,10 @@ from itertools import pairwise
 import torch
 
 from sweeper.ops.descriptor import Step
-from sweeper.wire import Block, Launch
 
-TARGET_POINT_S = 0.03  # adaptive: a point's timed blocks last about 30 ms together ...
-MIN_ITERS = 5  # ... with at least this many iterations a block, while they fit its budget ...
-MAX_ITERS = 10_000  # ... and at most this many
-# A block's budget for its minimum of iterations: where one iteration takes a large fraction
-# of a second (all_reduce of 147 GB on 4 H200: 0.6 s), MIN_ITERS made one point of 3 blocks
-# last 9 s for a figure that one iteration a block gives to within its noise. Past this
-# budget a block has as many iterations as fit it, at least one: a point keeps its blocks
-# (compare's verdicts need 3, analysis/changes.py) and its timed iterations last about 0.3 s.
-BLOCK_BUDGET_S = 0.1
-GRAPH_ITERS = 100  # iterations captured in one graph; a block replays it as often as it needs
+# The adaptive rule's figures are planning's, where the cost model predicts what it runs.
+from sweeper.planning.iterations import GRAPH_ITERS, MAX_ITERS, TARGET_POINT_S, block_iters
+from sweeper.wire import Block, Launch
 
 
 class Eager:
@@ -150,6 +142,5 @@ def calibrate(
             break
         batch *= 4
     per_iter = max(seconds / (batch * launcher.unit), 1e-9)
-    fewest = max(1, min(MIN_ITERS, math.floor(BLOCK_BUDGET_S / per_iter)))
-    iters = min(MAX_ITERS, max(fewest, math.ceil(target_s / per_iter)))
+    iters = block_iters(per_iter, target_s)
     return warm * launcher.unit, max(1, round(iters / launcher.unit))

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from math import isqrt
 
 from sweeper.errors import BadInput
-from sweeper.planning.estimate import CostModel
+from sweeper.planning.costs import DEFAULT_TIERS, GPU_OVERHEADS, CostModel
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
 from sweeper.scan.judge import Subject, Verdict, judge
 from sweeper.scan.policy import Policy, Strategy, blocks
 from sweeper.scan.thresholds import Finding, Thresholds, findings
 from sweeper.topology import MAX_GPUS as MAX_GPUS_PER_NODE
-from sweeper.wire import Name
+from sweeper.wire import Name, Tier
 
 GiB = 1 << 30
 
@@ -30,10 +30,12 @@ class Costs:
     """Every figure the simulation's clock and oracle use, with where it comes from. An
     assumption says so: nothing here was measured on a fleet."""
 
-    # Starting the actor set and joining its world: the planner's figure (CostModel), 10.6 s
-    # measured for one NCCL rank on nvidia-h100-x1 (benchmarks/scan_costs.py,
-    # docs/measurements/h100-x1-2026-11-25.md); the actors themselves are added below.
-    set_start_s: float = CostModel.set_start_s
+    # Every point, wave and actor set is priced as `sweeper plan` prices them
+    # (planning.costs, PERFORMANCE.md's cost model): its GPU figures, measured on 4 H200.
+    model: CostModel = field(default_factory=CostModel)
+    # Starting the actor set and joining its world: the model's; the actors themselves are
+    # added below.
+    set_start_s: float = GPU_OVERHEADS.set_start_s
     # Ray creates actors at 389 a second: ray-project/ray release log 1.12.0,
     # release_logs/1.12.0/benchmarks/many_actors.json (10 000 actors in 25.7 s).
     actors_per_s: float = 388.9
@@ -43,14 +45,8 @@ class Costs:
     # 23.1 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, h100-x1-2026-11-25.md).
     comm_base_s: float = 0.0231
     comm_per_rank_s: float = 265.0 / 96_000
-    # Opening a wave's groups, a point's overhead and its adaptive timed blocks: the
-    # planner's figures (CostModel; PERFORMANCE.md, cost model), a point's blocks 3 of at
-    # least 5 iterations with as long again of warm-up, plus two iterations (the first call,
-    # the check).
-    wave_open_s: float = CostModel.wave_open_s
-    point_overhead_s: float = CostModel.point_overhead_s
-    timed_s: float = CostModel.adaptive_s
-    timed_iterations: int = 15
+    # Opening a wave's groups: the model's.
+    wave_open_s: float = GPU_OVERHEADS.wave_open_s
     # Points a group runs: all_reduce at the smallest size and at the bandwidth size; the
     # gate adds each GPU's h2d and d2h at 256 MiB, all GPUs at once (issue 31).
     internode_points: int = 2
@@ -61,11 +57,11 @@ class Costs:
     # (docs/measurements/h200-x4-2026-11-22.md); across nodes 50 us, PERFORMANCE.md's
     # assumed internode tier.
     gate_latency_us: float = 35.0
-    internode_latency_us: float = 50.0
-    copy_latency_us: float = 10.0  # PERFORMANCE.md's `gpu` tier, assumed
-    # Journaling a point's rows on the driver (one fsync), serial over a wave's groups:
-    # 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, h100-x1-2026-11-25.md).
-    row_s: float = 0.0032
+    internode_latency_us: float = DEFAULT_TIERS[Tier.INTERNODE].latency_us
+    copy_latency_us: float = DEFAULT_TIERS[Tier.GPU].latency_us  # the model's, assumed
+    # Journaling a point's rows on the driver (one fsync), serial over a wave's groups: the
+    # model's.
+    row_s: float = GPU_OVERHEADS.row_s
     # The healthy fleet the oracle measures. Across nodes: 400 GB/s all_reduce busbw, the
     # published H100/H200 + InfiniBand NDR figure (reference.py). An NVLink island: 361 GB/s,
     # 4x H200 nccl-tests all_reduce (h200-x4-2026-11-22.md; the 4-GPU figure stands in for
@@ -87,8 +83,7 @@ class Costs:
 
     def point_s(self, latency_us: float, size_bytes: int, factor: float, busbw: float) -> float:
         iteration = latency_us / 1e6 + size_bytes * factor / (busbw * 1e9)
-        timed = max(self.timed_s, self.timed_iterations * iteration)
-        return self.point_overhead_s + 2 * timed + 2 * iteration
+        return self.model.point_of(iteration, size_bytes)
 
 
 class Fault(Name):

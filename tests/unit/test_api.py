@@ -77,7 +77,10 @@ def test_run_takes_every_sweep_option_a_profile_and_progress_as_keywords() -> No
 
 def test_plan_takes_the_plan_commands_options_too() -> None:
     parameters = inspect.signature(sweeper.plan).parameters
-    assert set(parameters) == {*SweepSpec.model_fields, "profile", "topology", "results"}
+    assert set(parameters) == {
+        *SweepSpec.model_fields,
+        *("profile", "topology", "calibrate", "results"),
+    }
 
 
 def test_importing_sweeper_loads_neither_torch_nor_ray_nor_pandas_and_plan_needs_no_ray() -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from sweeper.commands.plan_estimate import Plan, plan_recorded, recorded_node, replicated
 from sweeper.ops.registry import REGISTRY, resolve
-from sweeper.planning.estimate import CostModel, estimate
+from sweeper.planning.costs import CostModel
+from sweeper.planning.estimate import estimate
 from sweeper.planning.placement import (
     ONE_GPU,
     Placement,
@@ -151,7 +152,7 @@ def test_waves_estimate_below_one_group_at_a_time_and_equal_for_one_group() -> N
     found = estimate(many, CostModel())
     assert 0 < found.waves_s < found.serial_s / 5
     one = schedule(placement(CPU, 1, 2), request(tiers=("cpu",)))
-    alone = estimate(one, CostModel(open_per_rank_s=0.0, wave_open_s=0.0))
+    alone = estimate(one, CostModel().with_overheads(open_per_rank_s=0.0, wave_open_s=0.0))
     assert alone.waves_s == pytest.approx(alone.serial_s)
     # one group, three sizes each; the copies (skipped) the smallest and largest
     copies = [c for c in resolve(("all", "p2p*")) if c.traits.per_gpu is not None]

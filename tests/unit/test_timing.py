@@ -5,11 +5,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
+from sweeper.planning.iterations import BLOCK_BUDGET_S, GRAPH_ITERS, MAX_ITERS, MIN_ITERS
 from sweeper.rank.timing import (
-    BLOCK_BUDGET_S,
-    GRAPH_ITERS,
-    MAX_ITERS,
-    MIN_ITERS,
     Eager,
     HostTimer,
     calibrate,

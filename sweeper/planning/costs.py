@@ -1,0 +1,207 @@
+"""What a run costs, point by point, on each kind of machine: the measured figures (each cited
+here and in docs/PERFORMANCE.md, "Cost model"), and the rules that turn them into the sizes a
+series will run and a point's seconds. `sweeper plan`, the estimate a run announces at its
+start and the scan's simulation (sweeper/scan/simulate.py) all price with this module, and
+`sweeper plan --calibrate DIR` fits it to a run's rows (commands/plan_estimate.py). Pure: no
+Ray, no torch, no pandas.
+
+A point costs its iterations (the adaptive rule's, or --iters/--warmup as given) on every
+launch mode and engine, plus what surrounds them on the ranks and the driver (`point_s`,
+`per_gb_s`), plus its rows journaled on the driver (`row_s`, one after another over a wave's
+groups). A series' first point opens what the operation needs (`series_s`); a probed series
+(--max-size auto) asks the ranks' memory (`probe_s`). An actor set costs its start; a run its
+command's start and end around them (`run_s`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from sweeper.planning.iterations import GRAPH_ITERS, MAX_ITERS, TARGET_POINT_S, block_iters
+from sweeper.planning.sizes import plateau_size, thinned
+from sweeper.wire import Backend, Tier
+
+GB = 1e9
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TierCost:
+    """One iteration of an operation on a tier: latency_us + S / algbw."""
+
+    latency_us: float
+    algbw_gb_per_s: float
+
+    def time_s(self, size_bytes: int) -> float:
+        return (self.latency_us + size_bytes / (self.algbw_gb_per_s * 1e3)) / 1e6
+
+
+def adaptive(one_s: float, blocks: int, graph: bool) -> tuple[int, int]:
+    """What rank/timing.py runs for a point whose iteration takes `one_s` (its `calibrate`,
+    with the same figures and last step): iterations before the timed blocks (a graph's
+    eager call, the first call, batches of 1, 4, 16, ... calls until one lasts a quarter of
+    a block's target) and each block's iterations. A graph replays `unit` iterations a call,
+    as many as last a quarter of a block (at most GRAPH_ITERS)."""
+    one = max(one_s, 1e-9)
+    target = TARGET_POINT_S / blocks
+    unit = max(1, min(GRAPH_ITERS, math.floor(target / 4 / one))) if graph else 1
+    warm, batch = 1, 1  # the first call
+    while batch * unit * one < target / 4 and batch * unit < MAX_ITERS:
+        warm += batch
+        batch *= 4
+    warm += batch
+    iters = max(1, round(block_iters(one, target) / unit)) * unit
+    return (1 if graph else 0) + warm * unit, iters
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Overheads:
+    """What a point, a series, an actor set and a run cost beyond the timed iterations."""
+
+    point_s: float  # driver round trips, buffers, graph capture, NVML, the check's compare
+    per_gb_s: float  # what grows with S: allocation, the check's fill and compare
+    row_s: float  # a point's rows journaled (one fsync), serial over a wave's groups
+    series_s: float  # a series' first point beyond a point: communicators, connections
+    probe_s: float  # a probed series (--max-size auto): the ranks' budgets, allocation tries
+    wave_open_s: float  # opening a wave's groups (members only)
+    set_start_s: float  # an actor set's actors started and joined to their world
+    run_s: float  # the command itself: imports, an embedded Ray started and stopped, records
+    open_per_rank_s: float  # the serial driver before waves: a group opened on every rank
+
+
+# The figures, by machine kind, each as `sweeper plan --calibrate` fits it (commands/
+# plan_estimate.py): a point's wall (ended_at - started_at) less its iterations (warmup_iters
+# + 3 x iters + 1, times time_us), as a line over size_bytes through every point but a
+# series' first (point_s, per_gb_s), plus the mean gap to its group's next point less
+# row_s; what a series' first point adds above the line (series_s); probe_s's mean per
+# series; run_started_at to the first point (set_start_s). Where a figure was not measured
+# on the kind it says so.
+#
+# GPUs: nvidia-h200-x4 (4 H200, NV18), 2026-11-27, the four runs with NCCL's defaults of
+# tests/data/results/h200-x4-identical-2026-11-27 and h200-x4-channels-2026-11-27 (`sweeper
+# run --ops all_reduce,all_gather,send_recv --max-size 256M --samples --no-report`, 77 points
+# each). run_s: their walls (tests/data/results/README.md: 47.9, 47.5, 41.9, 44.5 s) less
+# set_start_s and the points' span, the median (11.7-15.5 s). row_s: a point of 2 rows
+# journaled, 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, docs/measurements/
+# h100-x1-2026-11-25.md). probe_s: those runs probe nothing (--max-size 256M); assumed.
+# wave_open_s: 62 ms for a wave of 4 node pairs on the 2-core box (docs/measurements/
+# cpu-2026-11-23.md), 50 ms taken. open_per_rank_s: issue 15's fake-cluster figures.
+GPU_OVERHEADS = Overheads(
+    point_s=0.168,
+    per_gb_s=0.029,
+    row_s=0.0032,
+    series_s=0.178,
+    probe_s=0.05,
+    wave_open_s=0.05,
+    set_start_s=15.4,
+    run_s=13.6,
+    open_per_rank_s=0.003,
+)
+# The 2-core CPU box the tests run on (2 gloo ranks), 2026-11-27 19:49 UTC: the default
+# `sweeper run --no-report` (269 points, 160.4 s of wall, the box shared with other test
+# runs); run_s: that wall less set_start_s and the points' span (148.0 s).
+CPU_OVERHEADS = Overheads(
+    point_s=0.132,
+    per_gb_s=49.0,
+    row_s=0.0032,
+    series_s=0.025,
+    probe_s=0.017,
+    wave_open_s=0.05,
+    set_start_s=5.15,
+    run_s=7.2,
+    open_per_rank_s=0.003,
+)
+
+# An iteration per tier. nvlink: the 4 H200 runs above fitted (graph launches; their eager
+# smallest all_reduce was 35 us, docs/measurements/h200-x4-2026-11-22.md). cpu: the CPU run
+# above fitted. pcie: 4 H200 with NCCL_P2P_DISABLE=1, 23.0-31.4 GB/s at 256 MiB
+# (h200-x4-2026-11-22.md), the latency assumed. internode: assumed, one 400 Gb/s NIC per
+# GPU, no fleet measured. local (one GPU alone) and gpu (each GPU's copies): assumed, PCIe
+# Gen4 x16 pinned (one H100 on Gen5 x16 measured 54.9 GB/s h2d, h100-x1-2026-11-23.md).
+DEFAULT_TIERS: dict[str, TierCost] = {
+    Tier.NVLINK: TierCost(latency_us=9.6, algbw_gb_per_s=251.0),
+    Tier.PCIE: TierCost(latency_us=40.0, algbw_gb_per_s=25.0),
+    Tier.INTERNODE: TierCost(latency_us=50.0, algbw_gb_per_s=40.0),
+    Tier.CPU: TierCost(latency_us=162.0, algbw_gb_per_s=0.444),
+    Tier.LOCAL: TierCost(latency_us=10.0, algbw_gb_per_s=1000.0),
+    Tier.GPU: TierCost(latency_us=10.0, algbw_gb_per_s=25.0),
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CostModel:
+    """The figures of one kind of machine, and how a sweep times its points (the spec's
+    iterations, blocks, launch modes and engines)."""
+
+    tiers: Mapping[str, TierCost] = field(default_factory=lambda: dict(DEFAULT_TIERS))
+    overheads: Overheads = GPU_OVERHEADS
+    iters: int | None = None  # None: adaptive
+    warmup: int | None = None
+    blocks: int = 3
+    graph: bool = True  # the first launch mode is a CUDA graph's (the default on GPUs)
+    launches: int = 1  # launch modes x engines: each times the point again
+
+    @classmethod
+    def for_backend(
+        cls,
+        backend: Backend,
+        *,
+        iters: int | None = None,
+        warmup: int | None = None,
+        blocks: int = 3,
+        graph: bool = True,
+        launches: int = 1,
+    ) -> CostModel:
+        """The model of the kind a backend runs on: GPUs' (4 H200, the only kind with
+        recorded rows) or the CPU box's, timing points as given."""
+        gpus = backend == Backend.NCCL
+        return cls(
+            overheads=GPU_OVERHEADS if gpus else CPU_OVERHEADS,
+            iters=iters,
+            warmup=warmup,
+            blocks=blocks,
+            graph=graph and gpus,
+            launches=launches,
+        )
+
+    def tier(self, tier: str) -> TierCost:
+        return self.tiers.get(tier, DEFAULT_TIERS[Tier.INTERNODE])
+
+    def iteration_s(self, tier: str, size_bytes: int) -> float:
+        return self.tier(tier).time_s(size_bytes)
+
+    def calls(self, one_s: float) -> float:
+        """Iterations a point runs on one launch: warm-up, the timed blocks and the check's
+        one more, as given or by the adaptive rule."""
+        warm, iters = self.warmup, self.iters
+        if warm is None or iters is None:
+            calibrated = adaptive(one_s, self.blocks, self.graph)
+            warm = calibrated[0] if warm is None else warm
+            iters = calibrated[1] if iters is None else iters
+        return warm + self.blocks * iters + 1
+
+    def point_s(self, tier: str, size_bytes: int) -> float:
+        return self.point_of(self.iteration_s(tier, size_bytes), size_bytes)
+
+    def point_of(self, one_s: float, size_bytes: int) -> float:
+        """A point whose iteration takes `one_s`: its iterations on every launch, and what
+        surrounds them on the ranks (its rows on the driver are the wave's: `row_s`)."""
+        o = self.overheads
+        return self.launches * self.calls(one_s) * one_s + o.point_s + o.per_gb_s * size_bytes / GB
+
+    def sparse(self, tier: str, sizes: Sequence[int]) -> list[int]:
+        """The sizes a sparse series will measure: above the plateau of the busbw the model
+        predicts, only those the run keeps (planning.sizes, the run's own rule). busbw is
+        algbw times the operation's factor, so algbw's plateau is busbw's."""
+        cost = self.tier(tier)
+        algbw = [s / cost.time_s(s) for s in sizes]
+        return thinned(sizes, plateau_size(sizes, algbw))
+
+    def series_s(self, tier: str, sizes: Sequence[int], probe: bool) -> float:
+        o = self.overheads
+        seconds = sum(self.point_s(tier, s) for s in sizes) + o.series_s
+        return seconds + (o.probe_s if probe else 0.0)
+
+    def with_overheads(self, **changes: float) -> CostModel:
+        return replace(self, overheads=replace(self.overheads, **changes))

@@ -1,0 +1,151 @@
+"""The cost model against what runs took: the recorded 4 H200 runs (tests/data/results), whose
+walls tests/data/results/README.md gives; the fit `sweeper plan --calibrate` makes of their
+rows; the adaptive rule the ranks apply; the sizes a sparse series keeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import sweeper
+from sweeper.cli import app
+from sweeper.commands.plan_estimate import calibrated, plan_recorded
+from sweeper.ops.registry import resolve
+from sweeper.planning.costs import CostModel, TierCost, adaptive
+from sweeper.planning.iterations import BLOCK_BUDGET_S, MIN_ITERS
+from sweeper.planning.profile import build_spec
+from sweeper.planning.sizes import plateau_size, thinned
+from sweeper.wire import Backend, Status, Tier
+
+DATA = Path(__file__).parents[1] / "data"
+H200X4 = DATA / "topologies" / "h200x4-nvswitch.json"
+IDENTICAL = DATA / "results" / "h200-x4-identical-2026-11-27"
+CHANNELS = DATA / "results" / "h200-x4-channels-2026-11-27"
+# Each recorded run's wall (tests/data/results/README.md); the last ran with NCCL_MAX_NCHANNELS=2
+WALLS_S = {
+    "20261127T163755Z-977f70": 47.9,
+    "20261127T163843Z-9afd0e": 47.5,
+    "20261127T180604Z-ed73d6": 41.9,
+    "20261127T180646Z-283fdf": 44.5,
+    "20261127T180732Z-1ebc7d": 45.7,
+}
+# What those runs asked: `sweeper run --ops all_reduce,all_gather,send_recv --max-size 256M
+# --samples --no-report` on one node of 4 H200
+RECORDED = {"ops": "all_reduce,all_gather,send_recv", "max_size": "256M", "samples": True}
+
+
+def _recorded_plan(calibrate: Path | None = None) -> float:
+    spec = build_spec(**RECORDED)
+    return plan_recorded(spec, H200X4, resolve(spec.ops), calibrate).estimate.waves_s
+
+
+def test_the_plan_of_each_recorded_h200_run_is_within_20_percent_of_its_wall() -> None:
+    estimated = _recorded_plan()
+    for run_id, wall in WALLS_S.items():
+        assert estimated == pytest.approx(wall, rel=0.2), run_id
+    # the plan's points are the run's
+    rows = sweeper.load(IDENTICAL)
+    spec = build_spec(**RECORDED)
+    points = plan_recorded(spec, H200X4, resolve(spec.ops)).estimate.points
+    assert points == len(rows[rows["run_id"] == "20261127T163755Z-977f70"])
+
+
+@pytest.mark.parametrize("results", [IDENTICAL, CHANNELS], ids=lambda p: p.name)
+def test_the_model_calibrated_on_recorded_rows_estimates_their_runs_within_20_percent(
+    results: Path,
+) -> None:
+    runs = sweeper.load(results)["run_id"].unique()
+    estimated = _recorded_plan(results)
+    for run_id in runs:
+        assert estimated == pytest.approx(WALLS_S[run_id], rel=0.2), run_id
+
+
+def test_calibrating_finds_a_points_overhead_from_its_wall_less_its_iterations() -> None:
+    rows = sweeper.load(IDENTICAL)
+    model = calibrated(rows, CostModel(tiers={}))
+    o = model.overheads
+    # the recorded points last 0.16-0.21 s each, of which their iterations 0.003-0.05 s
+    assert 0.15 < o.point_s < 0.19
+    assert 0.0 <= o.per_gb_s < 0.2
+    assert 0.05 < o.series_s < 0.4  # a series' first point opens its communicator
+    assert 13 < o.set_start_s < 17  # run_started_at to the first point
+    nvlink = model.tiers[Tier.NVLINK]
+    assert 5 < nvlink.latency_us < 15  # graph launches of 8 B: 9-13 us
+    assert 200 < nvlink.algbw_gb_per_s < 320  # all_reduce's 225, all_gather's 403 at 256 MiB
+
+
+def test_calibrating_rows_without_times_keeps_the_models_overheads() -> None:
+    rows = sweeper.load(IDENTICAL).assign(started_at=pd.NaT, ended_at=pd.NaT)
+    model = CostModel()
+    assert calibrated(rows, model).overheads == model.overheads
+
+
+def test_the_adaptive_prediction_gives_the_iterations_the_recorded_points_ran() -> None:
+    rows = sweeper.load(IDENTICAL)
+    rows = rows[rows["status"] == Status.OK]
+    ratios = [
+        adaptive(row.time_us / 1e6, 3, graph=True)[1] / row.iters for row in rows.itertuples()
+    ]
+    ratios.sort()
+    assert 0.9 < ratios[len(ratios) // 2] < 1.1  # the median point's, within 10%
+    assert ratios[0] > 0.6  # every one within 40% (a calibration batch can run slow)
+    assert ratios[-1] < 1.4
+
+
+def test_an_iteration_past_the_block_budget_times_fewer_than_the_minimum() -> None:
+    warm, iters = adaptive(0.6, 3, graph=True)  # all_reduce of 147 GB on 4 H200
+    assert iters == max(1, int(BLOCK_BUDGET_S / 0.6))
+    assert warm <= 3
+    assert adaptive(1e-3, 3, graph=False)[1] == 10  # 10 ms a block
+    assert adaptive(0.015, 3, graph=False)[1] == MIN_ITERS  # 5 fit the budget
+
+
+def test_a_sparse_series_is_priced_at_the_sizes_the_run_keeps() -> None:
+    model = CostModel()
+    sizes = [8 * 2**k for k in range(35)]  # 8 B to 128 GiB
+    kept = model.sparse(Tier.NVLINK, sizes)
+    cost = TierCost(latency_us=9.6, algbw_gb_per_s=251.0)
+    algbw = [s / cost.time_s(s) for s in sizes]
+    assert kept == thinned(sizes, plateau_size(sizes, algbw))
+    assert kept[-1] == sizes[-1]
+    assert len(kept) < len(sizes)
+
+
+def test_plan_calibrate_and_its_old_name_results_with_one_line(tmp_path: Path) -> None:
+    args = ["plan", "--topology", str(H200X4), "--ops", "all_reduce", "--max-size", "1M"]
+    new = CliRunner().invoke(app, [*args, "--calibrate", str(IDENTICAL), "--format", "json"])
+    assert new.exit_code == 0, new.output
+    assert new.stderr == ""
+    old = CliRunner().invoke(app, [*args, "--results", str(IDENTICAL), "--format", "json"])
+    assert old.exit_code == 0, old.output
+    planned = [{**json.loads(r.stdout), "planning_s": 0} for r in (old, new)]
+    assert planned[0] == planned[1]
+    assert old.stderr == (
+        "sweeper: warning: plan --results is now --calibrate; plan --results goes in the next "
+        "release\n"
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused = CliRunner().invoke(app, [*args, "--calibrate", str(empty)])
+    assert refused.exit_code == 2
+    assert "--calibrate" in refused.stderr
+
+
+def test_the_apis_calibrate_keyword_and_its_old_name_with_a_warning() -> None:
+    asked = {"topology": H200X4, "ops": "all_reduce", "max_size": "1M"}
+    found = sweeper.plan(**asked, calibrate=IDENTICAL)
+    assert found.fitted_from == IDENTICAL
+    with pytest.warns(FutureWarning, match=r"sweeper.plan\(results=...\) is now calibrate"):
+        old = sweeper.plan(**asked, results=IDENTICAL)
+    assert old.estimate == found.estimate
+
+
+def test_the_gpu_and_cpu_models_are_the_measured_kinds() -> None:
+    gpu, cpu = CostModel.for_backend(Backend.NCCL), CostModel.for_backend(Backend.GLOO)
+    assert gpu.graph
+    assert not cpu.graph
+    assert gpu.overheads.point_s != cpu.overheads.point_s
