@@ -409,7 +409,7 @@ def cpu_rows(run_id: str, spread: float = 0.5) -> Iterator[dict[str, Any]]:
         "driver_version": None,
         "gpu_model": None,
         "backend": "gloo",
-        "nccl_env": [("NCCL_NVLS_ENABLE", "0")],  # what every actor set is given
+        "nccl_env": [("NCCL_NVLS_ENABLE", "0")],  # as a machine that keeps multicast off gives it
         "hosts": ["cpu-box"] * 2,
         "gpu_uuids": [],
         "world_size": 2,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 EXIT_REGRESSION = 1
 EXIT_POINTS_FAILED = 4
+EXIT_TRANSPORT_FLAGGED = 5  # every point ran, but NCCL took another path than a group's tier's
 
 
 def fail(exc: SweeperError) -> typer.Exit:

@@ -3,12 +3,14 @@ go on with an interrupted run (`--resume`) with the options it was started with.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from sweeper.commands.common import (
     EXIT_POINTS_FAILED,
+    EXIT_TRANSPORT_FLAGGED,
     examples,
     fail,
     stoppable,
@@ -79,6 +81,15 @@ def run(
         show_night(night, format)
     if finished.failed:
         raise typer.Exit(EXIT_POINTS_FAILED)
+    flagged = sorted({row.group_id for row in finished.rows if row.transport_flag})
+    if flagged:
+        print(
+            f"sweeper: warning: NCCL took another path than the tier's for {len(flagged)} "
+            f"group(s) ({', '.join(flagged[:3])}{', ...' if len(flagged) > 3 else ''}): each "
+            "row's transport_flag says what to check, and the report opens with them",
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_TRANSPORT_FLAGGED)
 
 
 # what may change between a run and its resumption: where it is, not what it measures

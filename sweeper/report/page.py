@@ -4,13 +4,23 @@ section whose data the run lacks is left out)."""
 from __future__ import annotations
 
 from sweeper.report.blocks import Section
-from sweeper.report.sections import alternatives, baseline, collectives, devices, fleet, pairs, run
+from sweeper.report.sections import (
+    alternatives,
+    baseline,
+    collectives,
+    devices,
+    fleet,
+    pairs,
+    run,
+    transport,
+)
 from sweeper.report.view import RunView
 
 
 def sections(view: RunView) -> list[Section]:
     """Every section that has data, in reading order."""
     found = [
+        transport.transport(view),  # a path NCCL took that is not the tier's: said first
         run.run_header(view),
         fleet.fleet(view),  # a fleet scan's verdicts
         run.status(view),

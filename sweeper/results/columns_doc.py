@@ -68,7 +68,8 @@ DESCRIBED: dict[str, Described] = {
     "driver_version": Described(meaning="the NVIDIA driver's version", null="CPU ranks"),
     "gpu_model": Described(meaning="the GPUs' model name (NVML)", null="CPU ranks"),
     "nccl_env": Described(
-        meaning="the `NCCL_*` variables of the actor set that measured the row (empty: none)"
+        meaning="the `NCCL_*` variables of the actor set that measured the row: the user's "
+        "environment's, as given, and its variant's (empty: none)"
     ),
     "backend": Described(meaning="torch.distributed's backend: `nccl` on GPUs, `gloo` on CPU"),
     # the group
@@ -376,6 +377,28 @@ def markdown(schema: pa.Schema = SCHEMA) -> str:
         "choices, printed as communicators start and connect, never per call. Where the user "
         "set any of them, sweeper sets nothing and reads their NCCL_DEBUG_FILE where it is "
         "INFO with INIT; else `unknown`. The rows' `nccl_env` leaves out what sweeper set.",
+        "",
+        "Beyond that debug output, sweeper sets no NCCL, PyTorch or NVSHMEM variable: each "
+        "actor set is given the driver's `NCCL_*`, `NVSHMEM_*`, `TORCH_NCCL_*`, "
+        "`TORCH_SYMM_MEM_*` and `GLOO_*` variables unchanged (a joined cluster's Ray workers "
+        "would not inherit them), then its `--nccl-env` variant's; NCCL's configuration files "
+        "and defaults decide the rest, NVLink SHARP (NVLS) included where NCCL would use it. A "
+        "shared machine that must keep NVLink multicast off keeps it off in its environment "
+        "(`NCCL_NVLS_ENABLE=0`, `TORCH_SYMM_MEM_DISABLE_MULTICAST=1`, `NVSHMEM_DISABLE_NVLS=1`) "
+        "and in /etc/nccl.conf (`NCCL_NVLS_ENABLE=0`): those values reach every actor, rank "
+        "and rank template unchanged. The multicast variables (`NCCL_NVLS_*`, "
+        "`NCCL_NVLSTREE_*`, `NCCL_MNNVL_*`) join an `--nccl-env` grid only with "
+        "`--allow-multicast-knobs`, which such a machine must never be given.",
+        "",
+        "A row with a `transport_flag` makes the run's report open with a Transport section "
+        "(each flagged group, engine, transport and what to check; and the internode groups "
+        "that crossed nodes over TCP because none of their nodes has an RDMA device), and "
+        "`sweeper run` exit 5 where every point ran (4, failed points, comes first). Before a "
+        "run of several nodes, or with `--force-network`, one line per node on stderr gives "
+        "its RDMA ports (name, InfiniBand, RoCE or EFA, state, rate), GPUDirect RDMA "
+        "(peer-memory module, dma-buf), NCCL's net plugin and the transport NCCL will choose "
+        "between nodes, with a warning where the run would measure TCP: sockets beside RDMA "
+        "ports, or `--force-network` on a node with none.",
         "",
         "| column | type | unit | meaning | null when |",
         "|---|---|---|---|---|",
