@@ -4,12 +4,14 @@ share NVLink."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
+from sweeper.fabric.multicast import switches_multicast
 from sweeper.topology import Node, read_nvml
 from tests.cli_sweep import sweep
 
@@ -34,6 +36,9 @@ def test_nvlink_rows_say_p2p_and_without_it_shm_then_the_network_each_flagged(
     )
     env = df["nccl_env"].map(dict)
     assert not any(name.startswith("NCCL_DEBUG") for names in env for name in names)
+    # the machine's multicast switch reached every actor set as the environment set it
+    kept = {k: v for k, v in os.environ.items() if k.startswith("NCCL_") and switches_multicast(k)}
+    assert all(kept.items() <= names.items() for names in env)
     p2p_off = env.map(lambda e: e.get("NCCL_P2P_DISABLE") == "1")
     shm_off = env.map(lambda e: e.get("NCCL_SHM_DISABLE") == "1")
     assert (df["status"] == "ok").all()
