@@ -60,4 +60,6 @@ def lines(hosts: Sequence[str], offers: Sequence[Offer], force_network: bool) ->
         for host, node in zip(hosts, offers, strict=True)
         for line in warnings(host, node, force_network)
     ]
+    if force_network and len(hosts) == 1:
+        warned.append("warning: --force-network on one node: it has no internode group to force")
     return described + warned

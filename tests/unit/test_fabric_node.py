@@ -87,12 +87,16 @@ def test_the_preflight_warns_where_a_run_would_measure_tcp() -> None:
 
 
 def test_force_network_on_a_node_without_rdma_says_it_measures_tcp() -> None:
-    line, warning = preflight.lines(["h0"], [node.offer({}, NONE)], force_network=True)
-    assert line.startswith("preflight h0: RDMA none; GPUDirect RDMA no; net plugin none")
+    offers = [node.offer({}, NONE)] * 2
+    *lines, warning, other = preflight.lines(["h0", "h1"], offers, force_network=True)
+    assert lines[0].startswith("preflight h0: RDMA none; GPUDirect RDMA no; net plugin none")
     assert warning == (
         "warning: h0 has no RDMA device: --force-network measures TCP sockets (NET/Socket)"
     )
-    assert preflight.lines(["h0"], [node.offer({}, NONE)], force_network=False)[1:] == []
+    assert other.startswith("warning: h1 has no RDMA device")
+    assert preflight.lines(["h0", "h1"], offers, force_network=False)[2:] == []
+    *_, alone = preflight.lines(["h0"], offers[:1], force_network=True)
+    assert alone == "warning: --force-network on one node: it has no internode group to force"
 
 
 def test_the_preflight_warns_where_rdma_goes_through_host_memory() -> None:
