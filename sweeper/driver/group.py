@@ -57,6 +57,9 @@ class Shared:
     # a scan's groups: a point that times out ends its group, its other points not run (one
     # deadline a group that holds a hung rank, not one for each point left)
     timeout_ends_group: bool = False
+    # a scan's: how long a point of a group is waited for (its stall deadline, at most
+    # timeout_s); None: timeout_s
+    deadline_s: Callable[[Group, Point], float] | None = None
 
 
 @dataclass
@@ -77,6 +80,7 @@ class GroupRun:
     _action: Action | None = None
     _results: dict[Any, Any] = field(default_factory=dict)
     _issued: float = 0.0  # monotonic, when the phase's calls went out
+    _allowed: float = 0.0  # how long the phase's calls are waited for
     _started_at: datetime | None = None
     _probe_s: float = 0.0
     _unopened: str | None = None  # why its group did not open: every point left fails so
@@ -155,7 +159,11 @@ class GroupRun:
         self.phase = phase
         self.refs = refs
         self._issued = time.monotonic()
-        self.deadline = self._issued + self.shared.timeout_s
+        self._allowed = self.shared.timeout_s
+        action, limit = self._action, self.shared.deadline_s
+        if limit is not None and isinstance(action, MeasurePoint):
+            self._allowed = min(self._allowed, limit(self.group, self._point(action.count)))
+        self.deadline = self._issued + self._allowed
 
     def _point(self, count: int) -> Point:
         assert self._runner is not None
@@ -251,8 +259,7 @@ class GroupRun:
                 for r, ref in zip(self.group.ranks, self.refs, strict=True)
                 if ref not in self._results
             )
-            timeout_s = self.shared.timeout_s
-            error = f"point took over {timeout_s:g} s" if launched else "prepare timed out"
+            error = f"point took over {self._allowed:g} s" if launched else "prepare timed out"
             if len(silent) < len(self.refs):
                 error += f"; rank {', '.join(map(str, silent))} did not answer"
             outcome = Outcome(Status.TIMEOUT, error=error, launched=launched, unanswered=silent)

@@ -67,14 +67,15 @@ from sweeper.results.load import files, read
 from sweeper.results.schema import COLUMNS
 from sweeper.results.writer import columns
 from sweeper.scan import fleet as scan
+from sweeper.scan.deadline import STALL_FLOOR_S, stall_s
 from sweeper.scan.document import Scanned, document
 from sweeper.scan.judge import Verdict, judge
 from sweeper.scan.policy import Policy, Strategy
 from sweeper.scan.rows import HOST_COPIES, Asked, Row, outcome
-from sweeper.scan.simulate import WaveRun
+from sweeper.scan.simulate import Costs, WaveRun
 from sweeper.scan.thresholds import Thresholds, findings
 from sweeper.topology import Node
-from sweeper.wire import Backend, RankInfo, Tier
+from sweeper.wire import Backend, Point, RankInfo, Tier
 
 GiB = 1 << 30
 DTYPE = "float32"
@@ -87,11 +88,13 @@ CPU_BANDWIDTH_BYTES = 1 << 20
 # Pinned in the actor set: a ring's busbw is what crossed the NICs (tree and NVLS can exceed
 # the NIC rate), so internode figures compare with the NIC's.
 RING = {"NCCL_ALGO": "Ring"}
-# A rank's communicator gives up on a collective at this share of the point's deadline, so a
-# rank blocked beside one that hung answers (with the communicator's timeout) before the
-# deadline, and the point names the ranks that did not answer: those of the node that hung.
+# A rank's communicator gives up on a collective at this share of the shortest point deadline
+# (a stall deadline's floor, or --timeout where it is shorter), so a rank blocked beside one
+# that hung answers (with the communicator's timeout) before the deadline, and the point
+# names the ranks that did not answer: those of the node that hung.
 COMM_SHARE = 0.5
 LEFT = "it left the cluster during the scan"
+COSTS = Costs()  # what a point is expected to take, for its stall deadline
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -387,8 +390,11 @@ class _Scan(RunState):
             self.sizes[1],
             self._measured,
         )
-        # a point that times out ends its group: one deadline for a hung node, not one a point
-        self.executor.shared = replace(self.executor.shared, timeout_ends_group=True)
+        # a point that times out ends its group: one deadline for a hung node, not one a
+        # point; and each point is waited for its stall deadline, not --timeout
+        self.executor.shared = replace(
+            self.executor.shared, timeout_ends_group=True, deadline_s=self._deadline
+        )
 
     def _rank_set(self, slots: Sequence[cluster.NodeSlot]) -> cluster.RankSet:
         """A new actor set on `slots`, not started."""
@@ -398,7 +404,7 @@ class _Scan(RunState):
             slots,
             cluster.bundle(backend),
             cluster.actor_env(RING if backend is Backend.NCCL else {}),
-            group_timeout_s=COMM_SHARE * self.plan.timeout_s,
+            group_timeout_s=COMM_SHARE * min(self.plan.timeout_s, STALL_FLOOR_S),
             plugins=self.plan.experiments.plugins,
             start_timeout_s=self.settings.start_timeout_s,
         )
@@ -417,6 +423,16 @@ class _Scan(RunState):
         if self.ranks is not None:
             self.ranks.close()
             self.ranks = None
+
+    def _deadline(self, group: Group, point: Point) -> float:
+        """A point's stall deadline: a multiple of what the simulation's cost model expects
+        of it on a healthy fleet of GPUs (`scan.deadline`); the floor holds on CPU ranks."""
+        assert self.placement is not None
+        nodes, ranks = self.placement.n_nodes(group.ranks), group.world_size
+        stage, op = self.stage_of[group], REGISTRY[point.op].op
+        return stall_s(
+            COSTS.expected_s(stage, op, ranks, nodes, point.size_bytes), self.plan.timeout_s
+        )
 
     # ---- the scan ----
 

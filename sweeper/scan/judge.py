@@ -592,24 +592,32 @@ def _explain(
     unexplained = set(failing)
     culprits: set[str] = set()
     keys = {i: frozenset(members[i]) for i in failing}
+    # each test below only fails more as groups are explained (fewer left, a smaller share,
+    # more shared partners), so a node that fails one is out for good: at 1024 nodes with 40
+    # faults, most nodes fail some screen group and would be read again for every culprit
+    candidates = dict(fails)
     while True:
         best: tuple[float, int, str] | None = None
-        for n, mine in fails.items():
-            if n in culprits:
-                continue
+        for n, mine in list(candidates.items()):
             left = [i for i in mine if i in unexplained]
-            if len(left) < 2 or len({keys[i] for i in left}) < 2:
-                continue
             # all of them beside one other node: that one, or the link between the two,
             # explains them as well (a slow node's follower down the bisection, a link's end)
-            if set.intersection(*(members[i] - {n} for i in left)):
+            if (
+                len(left) < 2
+                or len({keys[i] for i in left}) < 2
+                or set.intersection(*(members[i] - {n} for i in left))
+            ):
+                del candidates[n]
                 continue
             key = (len(left) / (len(left) + len(passes.get(n, []))), len(left), n)
-            if key[0] >= FAIL_SHARE and (best is None or key[:2] > best[:2]):
+            if key[0] < FAIL_SHARE:
+                del candidates[n]
+            elif best is None or key[:2] > best[:2]:
                 best = key
         if best is None:
             return culprits, unexplained
         culprits.add(best[2])
+        del candidates[best[2]]
         unexplained -= set(fails[best[2]])
 
 

@@ -1,7 +1,7 @@
 """A scan of a simulated fleet: planted faults, an oracle that measures each group with noise,
 the same policy and judge as a real scan, a cost model that times each wave, and the
 verdicts scored against the planted truth. A failing group is an error returned at once; a
-hang holds its wave for the point's deadline (`Costs.timeout_s`).
+hang holds its wave for the point's stall deadline (`deadline.stall_s`).
 
     sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3 --strategy adaptive
 """
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import isqrt
 
 from sweeper.errors import BadInput
 from sweeper.planning.costs import DEFAULT_TIERS, GPU_OVERHEADS, CostModel
+from sweeper.scan.deadline import stall_s
 from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
 from sweeper.scan.judge import Subject, Verdict, judge
 from sweeper.scan.policy import Policy, Strategy, blocks
@@ -51,7 +52,8 @@ class Costs:
     # gate adds each GPU's h2d and d2h at 256 MiB, all GPUs at once (issue 31).
     internode_points: int = 2
     gate_points: int = 4
-    # A point's deadline: one that hangs holds its wave this long (`--timeout`'s default).
+    # The most a point is given (`--timeout`'s default); one that hangs holds its wave for its
+    # stall deadline, a multiple of its expected time under this (`deadline.stall_s`).
     timeout_s: float = 300.0
     # Latency of the smallest all_reduce: 35 us on 4x H200 NVLink
     # (docs/measurements/h200-x4-2026-11-22.md); across nodes 50 us, PERFORMANCE.md's
@@ -84,6 +86,20 @@ class Costs:
     def point_s(self, latency_us: float, size_bytes: int, factor: float, busbw: float) -> float:
         iteration = latency_us / 1e6 + size_bytes * factor / (busbw * 1e9)
         return self.model.point_of(iteration, size_bytes)
+
+    def expected_s(self, stage: Stage, op: str, ranks: int, nodes: int, size_bytes: int) -> float:
+        """A point of a healthy group by this model: what its stall deadline is a multiple
+        of (`deadline.stall_s`)."""
+        if stage is Stage.GATE:
+            latency, busbw = self.gate_latency_us, self.island_busbw_gb_per_s
+        elif stage is Stage.ISOLATE:
+            latency, busbw = self.gate_latency_us, self.pair_busbw_gb_per_s
+        elif op == "all_to_all":  # `thresholds.rate`'s figure, back to the group's busbw
+            latency = self.internode_latency_us
+            busbw = self.internode_a2a_gb_per_s * nodes / max(nodes - 1, 1) * (ranks - 1) / ranks
+        else:
+            latency, busbw = self.internode_latency_us, self.internode_busbw_gb_per_s
+        return self.point_s(latency, size_bytes, factor(op, ranks), busbw)
 
 
 class Fault(Name):
@@ -232,16 +248,10 @@ class Oracle:
             )
         if hung := self.hanging(group):
             gpus = fleet.node(hung[0]).gpus
-            return Outcome(
-                group=group,
-                result=Result.FAILED,
-                op=group.op,
-                unanswered=hung,
-                reason=(
-                    f"timed out after {self.costs.timeout_s:.0f} s: ranks 0-{gpus - 1} of "
-                    f"{', '.join(hung)} did not answer"
-                ),
-            )
+            timed_out = Outcome(group=group, result=Result.FAILED, op=group.op, unanswered=hung)
+            waited = hung_s(fleet, timed_out, self.costs)
+            reason = f"timed out after {waited:.0f} s: ranks 0-{gpus - 1} of {', '.join(hung)}"
+            return replace(timed_out, reason=reason + " did not answer")
         if group.stage is Stage.GATE:
             return self.gate(fleet, group.nodes[0], group)
         if group.stage is Stage.ISOLATE:
@@ -334,8 +344,9 @@ def factor(op: str, ranks: int) -> float:
 
 
 def wave_seconds(fleet: Fleet, outcomes: Sequence[Outcome], costs: Costs) -> float:
-    """A wave lasts as long as its slowest group (a group that hangs: the point's deadline),
-    plus opening its groups and writing its rows (on the driver, one after another)."""
+    """A wave lasts as long as its slowest group (a group that hangs: its point's stall
+    deadline, `hung_s`), plus opening its groups and writing its rows (on the driver, one
+    after another)."""
     slowest = 0.0
     rows = 0
     for o in outcomes:
@@ -345,7 +356,7 @@ def wave_seconds(fleet: Fleet, outcomes: Sequence[Outcome], costs: Costs) -> flo
         seconds = costs.comm_s(ranks)
         latency = costs.gate_latency_us if inside else costs.internode_latency_us
         if o.unanswered:
-            seconds += costs.timeout_s
+            seconds += hung_s(fleet, o, costs)
         elif o.result is Result.OK and o.busbw_gb_per_s is not None:
             bus = factor(o.op, ranks)
             seconds += costs.point_s(latency, 8, bus, o.busbw_gb_per_s)
@@ -358,6 +369,14 @@ def wave_seconds(fleet: Fleet, outcomes: Sequence[Outcome], costs: Costs) -> flo
     return costs.wave_open_s + slowest + rows * costs.row_s
 
 
+def hung_s(fleet: Fleet, o: Outcome, costs: Costs) -> float:
+    """How long a group that stopped answering held its wave: its bandwidth point's stall
+    deadline (the larger of its two points')."""
+    ranks = o.group.ranks(fleet)
+    expected = costs.expected_s(o.group.stage, o.op, ranks, len(o.group.nodes), o.size_bytes)
+    return stall_s(expected, costs.timeout_s)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WaveRun:
     index: int
@@ -366,6 +385,7 @@ class WaveRun:
     largest: int  # nodes in its largest group
     seconds: float
     hung: bool = False  # a group of it timed out: it lasted the point's deadline
+    stall_s: float = 0.0  # that deadline: the longest a hung group of it held the wave
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -403,9 +423,10 @@ class Simulation:
     def seconds(self) -> float:
         return self.start_s + sum(w.seconds for w in self.waves)
 
-    def seconds_at(self, costs: Costs, deadline_s: float) -> float:
-        """The estimate had a point's deadline been `deadline_s` rather than the costs'."""
-        return self.seconds + sum(w.hung for w in self.waves) * (deadline_s - costs.timeout_s)
+    def seconds_at(self, deadline_s: float) -> float:
+        """The estimate had a hung point been waited for `deadline_s` (a flat --timeout)
+        rather than its stall deadline."""
+        return self.seconds + sum(deadline_s - w.stall_s for w in self.waves if w.hung)
 
     @property
     def groups(self) -> int:
@@ -538,6 +559,7 @@ def run(
                 largest=max(len(g.nodes) for g in wave.groups),
                 seconds=wave_seconds(fleet, got, costs),
                 hung=any(o.unanswered for o in got),
+                stall_s=max((hung_s(fleet, o, costs) for o in got if o.unanswered), default=0.0),
             )
         )
         wave = policy.next(got)

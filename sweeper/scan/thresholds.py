@@ -180,39 +180,97 @@ def findings(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) 
     ]
 
 
+@dataclass
+class _Tally:
+    """Figures of passing groups by shape and by kind, and each node's best by kind."""
+
+    count: int = 0  # outcomes taken, passing or not
+    by_shape: dict[tuple[bool, str, int], list[float]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    by_kind: dict[tuple[bool, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    best: dict[tuple[bool, str], dict[str, float]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
+    _robust: dict[object, tuple[int, Robust]] = field(default_factory=dict)
+
+    def add(self, fleet: Fleet, o: Outcome) -> None:
+        self.count += 1
+        if o.result is not Result.OK or (value := rate(fleet, o)) is None:
+            return
+        key = _key(fleet, o)
+        self.by_shape[key].append(value)
+        self.by_kind[key[:2]].append(value)
+        best = self.best[key[:2]]
+        for n in o.group.nodes:
+            best[n] = max(best.get(n, value), value)
+
+    def robust(self, key: tuple[bool, str, int], min_samples: int) -> Robust | None:
+        """The shape's population where it has `min_samples` figures, else its kind's."""
+        shape = self.by_shape.get(key, [])
+        values, at = (
+            (shape, key) if len(shape) >= min_samples else (self.by_kind.get(key[:2]), key[:2])
+        )
+        if not values:
+            return None
+        made = self._robust.get(at)
+        if made is None or made[0] != len(values):  # figures only ever join a population
+            made = self._robust[at] = (len(values), Robust.of(values))
+        return made[1]
+
+
+class Census:
+    """The figures the fleet's populations are made of, read from a history that only grows
+    (the policy's): each outcome once, however many waves ask, where reading the whole
+    history at every wave cost most of a simulated scan at 1024 nodes. `update` takes what
+    joined since the last call; a history that is another list is read again."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self._source: Sequence[Outcome] | None = None
+        self._read = 0
+        self.unbiased = _Tally()  # the stages that measure every node
+        self.every = _Tally()  # every stage: where none of those ran
+
+    def update(self, outcomes: Sequence[Outcome]) -> Census:
+        if outcomes is not self._source or len(outcomes) < self._read:
+            self._source, self._read = outcomes, 0
+            self.unbiased, self.every = _Tally(), _Tally()
+        for o in outcomes[self._read :]:
+            self.every.add(self.fleet, o)
+            if o.group.stage in UNBIASED and not o.group.gpus:
+                self.unbiased.add(self.fleet, o)
+        self._read = len(outcomes)
+        return self
+
+
 def _judging(
-    fleet: Fleet, outcomes: Sequence[Outcome], chosen: Sequence[Outcome], thresholds: Thresholds
+    fleet: Fleet,
+    outcomes: Sequence[Outcome],
+    chosen: Sequence[Outcome],
+    thresholds: Thresholds,
+    census: Census | None = None,
 ) -> dict[tuple[bool, str, int], _Population]:
     """The population of each group `chosen` belongs to: the fleet's median and spread from
     the stages that measure every node (all outcomes where none does), and its floor, or
     the finding that the floor is the fleet's, not a group's."""
-    unbiased = [o for o in outcomes if o.group.stage in UNBIASED and not o.group.gpus]
-    by_shape: dict[tuple[bool, str, int], list[float]] = defaultdict(list)
-    by_kind: dict[tuple[bool, str], list[float]] = defaultdict(list)
-    best: dict[tuple[bool, str], dict[str, float]] = defaultdict(dict)  # each node's, any shape
-    for o in unbiased or outcomes:
-        if o.result is Result.OK and (value := rate(fleet, o)) is not None:
-            key = _key(fleet, o)
-            by_shape[key].append(value)
-            by_kind[key[:2]].append(value)
-            for n in o.group.nodes:
-                best[key[:2]][n] = max(best[key[:2]].get(n, value), value)
-    shapes = {k: Robust.of(v) for k, v in by_shape.items() if len(v) >= thresholds.min_samples}
-    kinds = {k: Robust.of(v) for k, v in by_kind.items()}
+    census = (census or Census(fleet)).update(outcomes)
+    unbiased = census.unbiased.count > 0
+    tally = census.unbiased if unbiased else census.every
     out: dict[tuple[bool, str, int], _Population] = {}
     for o in chosen:
         key = _key(fleet, o)
         if key in out:
             continue
-        robust = shapes.get(key) or kinds.get(key[:2])
+        robust = tally.robust(key, thresholds.min_samples)
         floor = _floor(fleet, o, o.group.ranks(fleet), thresholds)
-        peers = by_shape.get(key, []) if unbiased else []
+        peers = tally.by_shape.get(key, []) if unbiased else []
         finding = _unheld(key, o, fleet, peers) if floor is None and peers else None
         waived = None
         if floor is not None and peers:
             # nodes whose every group (of any size) misses it: one slow node does, a fleet off
             # as a whole all of them (its groups are no measure: each holds many nodes)
-            nodes = best[key[:2]]
+            nodes = tally.best[key[:2]]
             below = sum(v < floor[0] for v in nodes.values())
             off = robust is not None and robust.median < floor[0]
             if off or below >= thresholds.fleet_share * len(nodes):
@@ -282,14 +340,16 @@ def judge_groups(
     thresholds: Thresholds,
     *,
     only: Collection[Group] | None = None,
+    census: Census | None = None,
 ) -> dict[Group, Judged]:
     """Every outcome (or those of the groups `only` names) passed or failed, and why, against
     the fleet as all the outcomes show it. The fleet's medians come from the stages that
     measure every node (bisection and confirmation pick suspects, whose figures would drag the
     median down); an absolute threshold the fleet as a whole misses is a finding (`findings`),
-    not a threshold, and a group under it that passes says so (`Judged.excused`)."""
+    not a threshold, and a group under it that passes says so (`Judged.excused`). `census`:
+    one kept over `outcomes` as they grew (the policy's), read on from where it was."""
     chosen = outcomes if only is None else [o for o in outcomes if o.group in only]
-    populations = _judging(fleet, outcomes, chosen, thresholds)
+    populations = _judging(fleet, outcomes, chosen, thresholds, census)
     gates = any(o.group.stage is Stage.GATE for o in chosen)
     copies = gpu_copy_limit(outcomes) if gates else None
 

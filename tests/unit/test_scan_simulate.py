@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from sweeper.cli import app
 from sweeper.results import scans
+from sweeper.scan.deadline import STALL_FLOOR_S, stall_s
 from sweeper.scan.fleet import Fleet, Group, Outcome, Stage
 from sweeper.scan.judge import Health, Subject, Verdict, judge
 from sweeper.scan.policy import Policy, Strategy
@@ -225,12 +226,27 @@ def test_a_node_that_hangs_once_or_always_is_named_as_the_node_not_its_partners_
         assert sum(w.hung for w in sim.waves) == 1
 
 
-def test_a_hang_holds_its_wave_for_the_deadline_and_no_more() -> None:
+def test_a_hang_holds_its_wave_for_its_stall_deadline_not_the_whole_timeout() -> None:
     fleet = fleet_of(16, 8)
-    quick = scanned(fleet, Planted(fault=Fault.HUNG, nodes=("n0003",)), costs=Costs(timeout_s=30))
-    slow = scanned(fleet, Planted(fault=Fault.HUNG, nodes=("n0003",)))
-    assert slow.seconds - quick.seconds == pytest.approx(300 - 30)
-    assert quick.seconds_at(Costs(timeout_s=30), 300) == pytest.approx(slow.seconds)
+    hung = Planted(fault=Fault.HUNG, nodes=("n0003",))
+    sim = scanned(fleet, hung)
+    (wave,) = [w for w in sim.waves if w.hung]
+    # its point takes about a second on a healthy fleet: the deadline's floor, not 300 s
+    assert wave.stall_s == STALL_FLOOR_S
+    assert STALL_FLOOR_S < wave.seconds < STALL_FLOOR_S + 10
+    (timed_out,) = [o for o in sim.outcomes if o.unanswered]
+    assert timed_out.reason.startswith(f"timed out after {STALL_FLOOR_S:.0f} s")
+    assert sim.seconds_at(300) == pytest.approx(sim.seconds + 300 - STALL_FLOOR_S)
+    # --timeout stays the most any point is given
+    short = scanned(fleet, hung, costs=Costs(timeout_s=12))
+    assert [w.stall_s for w in short.waves if w.hung] == [12]
+
+
+def test_a_stall_deadline_is_ten_times_the_expected_time_within_its_floor_and_the_timeout() -> None:
+    assert stall_s(0.5, 300) == STALL_FLOOR_S
+    assert stall_s(6.0, 300) == pytest.approx(10 * 6.0)
+    assert stall_s(60.0, 300) == 300
+    assert stall_s(0.5, 20) == 20
 
 
 def test_the_oracle_slows_a_pair_only_where_traffic_flows_between_its_two_nodes() -> None:
