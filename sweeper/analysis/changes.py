@@ -98,7 +98,9 @@ class RegressionRule:
     ln(slowest / fastest block)) and than `k` x its series' scatter (how far neighbouring
     sizes of the series move apart in that size class, where it has at least
     MIN_SCATTER_POINTS: `_scatter`), with every block of the new run slower than every block
-    of the base. An improvement is the same the other way round. A change of less than
+    of the base, and a neighbouring size of its series slower beyond its own floor too
+    (`_corroborated`; a series of one judged size has none to ask). An improvement is the
+    same the other way round. A change of less than
     `threshold` is unchanged; a larger one that the noise can explain, or of a point without
     `MIN_BLOCKS` blocks a side, unclear.
 
@@ -178,6 +180,35 @@ def _scatter(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]) -> 
     return scatter
 
 
+def _corroborated(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]) -> pd.Series:
+    """Whether each point's change is shared by a neighbouring size of its series in its
+    size class: the size just below or just above it there (among the judged) moved the same
+    way by at least the class's floor. True for a point with no other judged size of its
+    series in its class, which has no neighbour to ask. A cause in the fabric, the library or
+    the configuration moves a range of sizes; the state a run is dealt moves one size now and
+    then (two H200s, three identical runs: all_reduce at 256 KiB 12% apart in one of them,
+    its neighbours within 1.6%), and two runs cannot tell that from a change at that size
+    alone."""
+    logs = np.log1p(out["busbw_change"].where(judged))
+    floors = np.log1p([size_class(s).floor for s in out["size_bytes"]])
+    frame = pd.DataFrame({"log": logs, "floor": floors, "size": out["size_bytes"]}, index=out.index)
+    frame["class"] = [size_class(s).name for s in out["size_bytes"]]
+    names = ["class"]
+    for i, key in enumerate(SERIES):
+        frame[f"k{i}"] = out[key].astype("string").fillna("")
+        names.append(f"k{i}")
+    frame = frame[frame["log"].notna()].sort_values([*names, "size"], kind="stable")
+    series = frame.groupby(names, sort=False)
+    sign = np.sign(frame["log"])
+    shared = pd.Series(False, index=frame.index)
+    for step in (1, -1):
+        log, floor = series["log"].shift(step), series["floor"].shift(step)
+        shared |= ((np.sign(log) == sign) & (log.abs() >= floor)).fillna(False)
+    alone = series["log"].transform("count") < 2
+    corroborated: pd.Series = (shared | alone).reindex(out.index, fill_value=True).astype(bool)
+    return corroborated
+
+
 def _apart(base: object, new: object) -> tuple[bool, bool]:
     """Whether every block of `new` is slower than every block of `base`, and faster."""
     a, b = _blocks(base), _blocks(new)
@@ -229,8 +260,9 @@ def point_changes(
     faster_blocks = np.array([f for _, f in apart], dtype=bool)
     change = np.log1p(out["busbw_change"])
     bar = np.fmax(noise, math.log1p(rule.threshold))
-    slower = ran & (change <= -bar).fillna(False).to_numpy(dtype=bool) & slower_blocks
-    faster = ran & (change >= bar).fillna(False).to_numpy(dtype=bool) & faster_blocks
+    shared = _corroborated(out, ran).to_numpy(dtype=bool)
+    slower = ran & (change <= -bar).fillna(False).to_numpy(dtype=bool) & slower_blocks & shared
+    faster = ran & (change >= bar).fillna(False).to_numpy(dtype=bool) & faster_blocks & shared
     small = ran & (change.abs() < math.log1p(rule.threshold)).fillna(False).to_numpy(dtype=bool)
     regression = (both & base_ok & ~new_ok) | slower
     improvement = (both & ~base_ok & new_ok) | faster

@@ -184,6 +184,40 @@ def test_a_series_whose_sizes_move_apart_is_unclear_where_they_agree_a_regressio
     assert set(point_changes(base, slower)["verdict"]) == {"regression"}
 
 
+def test_a_change_one_size_alone_shows_is_unclear_and_one_its_neighbour_shares_is_not(
+    tmp_path: Path,
+) -> None:
+    """Tight blocks and two sizes of a class, too few for a scatter: one of them 20% slower
+    and the other as it was is what the state a run is dealt does to one size now and then,
+    so unclear; both 20% slower is what a slower path does, so a regression at each."""
+    sizes = [2**18, 2**19]
+    base = _run(tmp_path, "base", [timed(s, 100.0) for s in sizes])
+    one = _run(tmp_path, "one", [timed(2**18, 120.0), timed(2**19, 100.0)])
+    both = _run(tmp_path, "both", [timed(s, 120.0) for s in sizes])
+    alone = point_changes(base, one).set_index("size_bytes")
+    assert alone.loc[2**18, "verdict"] == "unclear"
+    assert alone["scatter"].isna().all()  # what left the old rule a regression there
+    assert not alone["regression"].any()
+    shared = point_changes(base, both).set_index("size_bytes")
+    assert shared["regression"].all()
+
+
+X2 = Path(__file__).parents[1] / "data/results/h200-x2-identical-2026-11-27"
+
+
+def test_three_identical_runs_on_two_h200_flag_no_point_any_way_round() -> None:
+    """all_reduce at 256 KiB came 12% faster in one of the three runs, beyond its class's
+    floor and its blocks' spread, while the sizes beside it agreed within 1.6%: it was called
+    an improvement one way and a regression the other, 4 of 162 point-comparisons."""
+    runs = [group for _, group in sorted(load(X2).groupby("run_id"))]
+    for base, new in itertools.permutations(runs, 2):
+        changes = point_changes(base, new)
+        assert len(changes) == 27
+        assert set(changes["verdict"]) <= {"unchanged", "unclear"}, changes[
+            ["op", "size_bytes", "busbw_change", "noise"]
+        ]
+
+
 def test_a_point_failing_only_now_regressed(tmp_path: Path) -> None:
     base = _run(
         tmp_path, "base", [timed(64, 10.0), timed(128, 10.0, status="oom"), timed(256, 9.0)]
