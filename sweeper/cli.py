@@ -30,6 +30,7 @@ from sweeper.commands import (
 )
 from sweeper.commands.common import fail
 from sweeper.errors import BadInput, SweeperWarning
+from sweeper.planning.profile import plainly
 
 
 class _Argument(TyperArgument):
@@ -111,7 +112,7 @@ class _Group(TyperGroup):
         except typer.BadParameter as exc:
             # a missing argument has no message of its own: click's says which
             named = (
-                f"{exc.param.opts[0]}: {exc.message}"
+                f"{exc.param.opts[0]}: {plainly(exc.message)}"
                 if exc.param and exc.message
                 else exc.format_message()
             )

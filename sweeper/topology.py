@@ -2,7 +2,8 @@
 
 `read_nvml()` asks NVML (nvidia-ml-py) what one node has and returns a plain record (the
 form kept as data files under tests/data/topologies); `Node.from_record` turns a record
-into the model the planner uses: GPUs, a link matrix labelled like `nvidia-smi topo -m`
+into the model the planner uses (`Node.recorded` reads a file of either form, or what
+`sweeper topo --format json` prints): GPUs, a link matrix labelled like `nvidia-smi topo -m`
 (NV#, PIX, PXB, PHB, NODE, SYS) and NVLink islands. No Ray, no torch here: `cluster.py`
 runs `read_nvml` on each node.
 """
@@ -44,6 +45,12 @@ GPU_LINKS: dict[Tier, tuple[str, str]] = {
 MAX_GPUS = 1024
 # A GPU's NVLinks: NVML reports at most NVML_NVLINK_MAX_LINKS (18 in nvml.h), room above it
 MAX_NVLINKS = 64
+# Why NVML did not answer, in words, by pynvml's error class
+_NO_NVML = {
+    "NVMLError_LibraryNotFound": "no NVIDIA driver here (NVML's library is not installed)",
+    "NVMLError_DriverNotLoaded": "the NVIDIA driver is not loaded",
+    "NVMLError_NoPermission": "NVML refuses this user",
+}
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,37 @@ class Node:
                         stack.append(peer)
             out.append(tuple(sorted(island)))
         return out
+
+    @classmethod
+    def recorded(cls, record: object) -> Node:
+        """The node a topology file holds: `sweeper topo --format json`'s document (its first
+        node), one node of it, or an NVML record (`from_record`); ValueError for anything
+        else, or for a node bigger than a node can be."""
+        if isinstance(record, dict) and isinstance(record.get("nodes"), list):  # topo's
+            if not record["nodes"]:
+                raise ValueError("a document of no node")
+            record = record["nodes"][0]
+        if not isinstance(record, dict) or not isinstance(record.get("gpus"), list):
+            raise ValueError("no 'gpus' list")
+        if "links" not in record:
+            return cls.from_record(record)
+        gpus, links = record["gpus"], record["links"]
+        if len(gpus) > MAX_GPUS:
+            raise ValueError(f"{len(gpus)} GPUs on one node; a node holds at most {MAX_GPUS}")
+        if len(links) != len(gpus) or any(len(row) != len(gpus) for row in links):
+            raise ValueError(f"a link matrix that is not {len(gpus)} x {len(gpus)}")
+        return cls(
+            host=str(record.get("host", "")),
+            node_id=str(record.get("node_id", "")),
+            ip=str(record.get("ip", "")),
+            gpus=tuple(_shown_gpu(g) for g in gpus),
+            links=tuple(tuple(str(label) for label in row) for row in links),
+            nvml=bool(record.get("nvml", False)),
+            driver_version=record.get("driver_version"),
+            cpus=int(record.get("cpus", 0)),
+            reason=record.get("reason"),
+            network_gb_per_s=_number(record.get("network_gb_per_s")),
+        )
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Node:
@@ -175,6 +213,26 @@ def _network(nics: Sequence[Mapping[str, Any]]) -> float | None:
     return None
 
 
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _shown_gpu(shown: Mapping[str, Any]) -> Gpu:
+    """A GPU as `sweeper topo --format json` shows it: the model's fields."""
+    numa = shown.get("numa_node")
+    return Gpu(
+        index=int(shown["index"]),
+        uuid=str(shown["uuid"]),
+        pci_bus_id=str(shown["pci_bus_id"]),
+        name=str(shown.get("name", "")),
+        memory_total_bytes=int(shown.get("memory_total_bytes", 0)),
+        memory_free_bytes=int(shown.get("memory_free_bytes", 0)),
+        numa_node=None if numa is None else int(numa),
+        nvlink_gb_per_s=float(shown.get("nvlink_gb_per_s", 0.0)),
+        pcie_gb_per_s=_number(shown.get("pcie_gb_per_s")),
+    )
+
+
 def _gpu(raw: Mapping[str, Any]) -> Gpu:
     nvlink = 0.0
     speed = raw.get("nvlink_speed_mbps")
@@ -237,12 +295,13 @@ def read_nvml() -> Record:
     """This node's GPUs and links as NVML reports them; {"nvml": False} where there is none."""
     try:
         import pynvml
-    except ImportError as exc:
-        return {"nvml": False, "reason": str(exc), "gpus": [], "pairs": []}
+    except ImportError:
+        return {"nvml": False, "reason": "nvidia-ml-py is not installed", "gpus": [], "pairs": []}
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:  # LibraryNotFound, DriverNotLoaded, ...
-        return {"nvml": False, "reason": f"{type(exc).__name__}: {exc}", "gpus": [], "pairs": []}
+        reason = _NO_NVML.get(type(exc).__name__, f"NVML: {exc}")
+        return {"nvml": False, "reason": reason, "gpus": [], "pairs": []}
     try:
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
         gpus = [_read_gpu(pynvml, i, h) for i, h in enumerate(handles)]

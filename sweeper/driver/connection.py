@@ -376,6 +376,10 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
                 raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
             joined = Connection(embedded=False, address=address)
             return joined if remote is not None and remote.client else _watched(joined)
+        if os.environ.get(AUTH_MODE_ENV_VAR) is None:
+            # what ray.init does for a cluster it starts (token authentication on), where it
+            # also warns so as the first line of every run: nothing the user has to act on
+            _enable_token_auth()
         with _on_loopback(), _socket_paths_checked():
             ray.init(
                 address="local",

@@ -17,8 +17,9 @@ from typing import Any, TextIO, cast
 
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from sweeper.analysis import OpSummary, label, probe_seconds, summarize, tier_name
 from sweeper.driver.measurement import ResultRow
@@ -34,6 +35,11 @@ def _opt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def counted(count: int, noun: str) -> str:
+    """`1 operation`, `2 operations`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _groups(run: Started) -> str:
     if len(run.groups) <= 3:
         return ", ".join(f"{tier_name(g.tier, g.variant)} x{g.world_size}" for g in run.groups)
@@ -46,7 +52,7 @@ def _intro(run: Started) -> str:
     low, high = run.sizes
     top = format_size(high) if high else "the largest that fits (auto)"
     return (
-        f"sweeper {run.run_id}: {run.backend} on {groups}; {len(run.ops)} operations "
+        f"sweeper {run.run_id}: {run.backend} on {groups}; {counted(len(run.ops), 'operation')} "
         f"({', '.join(run.ops)}) x {', '.join(run.dtypes)}, {format_size(low)} to "
         f"{top}: about {run.n_points} points -> {run.output}/"
     )
@@ -76,54 +82,91 @@ def _summaries(run: Finished) -> tuple[list[OpSummary], float]:
 TEXT_COLUMNS = ("tier", "operation", "engine", "launch")  # the summary table's; the rest numbers
 
 
+# The summary's columns that every row may share, said once in its title then: their fields
+SHARED = {"tier": "tier", "ranks": "world_size", "engine": "engine", "launch": "launch"}
+
+
 def summary_table(run: Finished, summaries: Sequence[OpSummary]) -> Table:
-    """Peak busbw and smallest latency per operation, the sweep's closing table."""
-    # readable at 80 columns: one space between columns, and the numbers never wrap or
-    # shorten (no_wrap: the text columns give up the width, folded, never cut to "…")
+    """Peak busbw and smallest latency per operation, the sweep's closing table: the
+    operations that ran (one that could not run here is the line before it), and only the
+    columns that tell them apart (a tier, rank count, engine or launch mode every row shares
+    is said in the title, a failed or skipped count that is 0 everywhere is left out), so
+    that it reads at 80 columns without an operation's name folded."""
+    ran = [s for s in summaries if s.skipped < s.points]
+    shared = {
+        name: values.pop()
+        for name, field in SHARED.items()
+        if len(values := {getattr(s, field) for s in ran}) == 1
+    }
+    if "tier" in shared and "ranks" in shared:  # cpu x2, as the run's first line says it
+        shared["tier"] = f"{shared['tier']} x{shared['ranks']}"
+    else:
+        shared.pop("ranks", None)  # a count with no tier beside it: its column
+    said = ", ".join(str(value) for name, value in shared.items() if name != "ranks")
+    title = f"{run.run_id}: {counted(len(run.rows), 'point')} in {run.elapsed_s:.0f} s"
+    title += f" ({said})" if said else ""
     table = Table(
-        title=f"{run.run_id}: {len(run.rows)} points in {run.elapsed_s:.0f} s",
+        title=title,
+        min_width=len(title),  # a narrow table's title on one line, where the width allows
         box=box.SIMPLE_HEAD,
         show_edge=False,
         padding=(0, 0),  # the box's blank divider is the one space between columns
     )
-    columns = (
-        "tier",
-        "ranks",
-        "operation",
-        "engine",
-        "launch",
-        "points",
-        "failed",
-        "skipped",
-        "peak busbw\nGB/s",  # "peak busbw" on one line: what a reader looks for
-        "at",
-        "min time\nus",
-        "at",
-    )
-    for column in columns:
-        text = column in TEXT_COLUMNS
+    cells: dict[str, Callable[[OpSummary], str]] = {
+        "tier": lambda s: s.tier,
+        "ranks": lambda s: str(s.world_size),
+        "operation": lambda s: s.label,
+        "engine": lambda s: s.engine,
+        "launch": lambda s: s.launch,
+        "points": lambda s: str(s.points),
+        "failed": lambda s: str(s.failed),
+        "skipped": lambda s: str(s.skipped),
+        # "peak busbw" on one line: what a reader looks for
+        "peak busbw\nGB/s": lambda s: _opt(s.peak_busbw_gb_per_s, ".2f"),
+        "at": lambda s: format_size(s.peak_size_bytes) if s.peak_size_bytes else "-",
+        "min time\nus": lambda s: _opt(s.min_time_us, ".1f"),
+        "at ": lambda s: format_size(s.min_time_size_bytes) if s.min_time_size_bytes else "-",
+    }
+    left_out = set(shared) | {
+        n for n in ("failed", "skipped") if not any(getattr(s, n) for s in ran)
+    }
+    shown = [name for name in cells if name not in left_out]
+    for name in shown:
+        text = name in TEXT_COLUMNS
+        # the numbers never wrap or shorten; the text columns fold, never cut to "…"
         table.add_column(
-            column,
-            justify="left" if text else "right",
-            no_wrap=not text,
-            overflow="fold",
+            name.strip(), justify="left" if text else "right", no_wrap=not text, overflow="fold"
         )
-    for s in summaries:
-        table.add_row(
-            s.tier,
-            str(s.world_size),
-            s.label,
-            s.engine,
-            s.launch,
-            str(s.points),
-            str(s.failed),
-            str(s.skipped),
-            _opt(s.peak_busbw_gb_per_s, ".2f"),
-            format_size(s.peak_size_bytes) if s.peak_size_bytes else "-",
-            _opt(s.min_time_us, ".1f"),
-            format_size(s.min_time_size_bytes) if s.min_time_size_bytes else "-",
-        )
+    for s in ran:
+        table.add_row(*(cells[name](s) for name in shown))
     return table
+
+
+def not_run_here(skipped: dict[str, list[str]]) -> str | None:
+    """The one line for what could not run on this machine: its operations, and why."""
+    if not skipped:
+        return None
+    return "not run here: " + "; ".join(
+        f"{', '.join(ops)} - {reason}" for reason, ops in skipped.items()
+    )
+
+
+# The time --max-size auto's probes took is said where it was this share of the run or more
+PROBE_WORTH_SAYING = 0.05
+
+
+class _Remaining(ProgressColumn):
+    """Time left at the whole run's pace so far, not the last seconds' (rich's own column):
+    a sweep's points grow with their size, so the last few seconds' pace swings the estimate
+    from seconds to minutes as each operation's large sizes come and go."""
+
+    def render(self, task: Task) -> Text:
+        if not task.completed or task.total is None or task.elapsed is None:
+            return Text("-:--:--", style="progress.remaining")
+        left = task.elapsed * (task.total - task.completed) / task.completed
+        minutes, seconds = divmod(round(max(left, 0.0)), 60)
+        hours, minutes = divmod(minutes, 60)
+        return Text(f"{hours}:{minutes:02d}:{seconds:02d}", style="progress.remaining")
 
 
 class _Lossy(io.TextIOBase):
@@ -181,6 +224,7 @@ class HumanConsole:
             self.console.width = max(self.console.width, 140)
         self.progress: Progress | None = None
         self.task: Any = None
+        self.skipped: dict[str, list[str]] = {}  # why -> the operations that could not run here
 
     def started(self, run: Started) -> None:
         self.console.print(_intro(run), soft_wrap=True)
@@ -191,7 +235,7 @@ class HumanConsole:
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TimeRemainingColumn(),
+                _Remaining(),
                 console=self.console,
                 transient=True,
             )
@@ -199,14 +243,19 @@ class HumanConsole:
             self.task = self.progress.add_task("sweeping", total=run.n_points)
 
     def point(self, row: ResultRow) -> None:
+        said = row.status not in (Status.OK, Status.SKIPPED)  # a failure, as it comes
+        if row.status == Status.SKIPPED:  # said once, as the run ends
+            ops = self.skipped.setdefault(row.error or "not run here", [])
+            if row.op not in ops:
+                ops.append(row.op)
         if not self.points:
             return
         if self.progress is not None:
             what = f"{label(row.op, row.algorithm)} {format_size(row.size_bytes)}"
             self.progress.update(self.task, advance=1, description=f"{what:<40}")
-            if row.status != Status.OK:
+            if said:
                 self.progress.console.print(_line(row), soft_wrap=True, markup=False)
-        else:
+        elif row.status != Status.SKIPPED:
             self.console.print(_line(row), soft_wrap=True, markup=False)
 
     def wave(self, wave: Wave) -> None:
@@ -221,7 +270,10 @@ class HumanConsole:
     def finished(self, run: Finished) -> None:
         self.close()
         summaries, probe = _summaries(run)
+        if (line := not_run_here(self.skipped)) is not None:
+            self.console.print(line, markup=False)  # folded at the width, by words
         self.console.print(summary_table(run, summaries))
+        probe = probe if probe >= PROBE_WORTH_SAYING * run.elapsed_s else 0.0
         if probe:
             share = 100 * probe / max(run.elapsed_s, 1e-9)
             self.console.print(
@@ -301,7 +353,7 @@ def print_topology(survey: Survey, out: TextIO | None = None, most: int = 200) -
         what = (
             f"{len(node.gpus)} GPUs, driver {node.driver_version}"
             if node.nvml
-            else (f"no NVML ({node.reason})")
+            else f"no GPU: {node.reason}"
         )
         console.print(
             f"node n{position}: {node.host} (Ray node {node.node_id[:12]}), {what}, "

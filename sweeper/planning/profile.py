@@ -7,6 +7,7 @@ the user wrote it.
 from __future__ import annotations
 
 import difflib
+import re
 import warnings
 from collections.abc import Hashable
 from pathlib import Path
@@ -374,7 +375,8 @@ def describe(exc: ValidationError, key: bool = False) -> str:
     loc = [_bounded(str(part)) for part in error["loc"]]
     field = ".".join(loc) if key else (loc[0] if loc else "")
     name = field if key else "--" + field.replace("_", "-")
-    message = str(error["msg"]).removeprefix("Value error, ")
+    said = str(error["msg"]).removeprefix("Value error, ")
+    message = plainly(said)
     if not field:  # a rule between options: the message names them
         return message
     *parents, last = loc
@@ -386,9 +388,36 @@ def describe(exc: ValidationError, key: bool = False) -> str:
     if error["type"] == "extra_forbidden":
         return f"unknown {'key' if key else 'option'} {quoted(field)}"
     if error["type"] == "literal_error" and "input" in error:
-        known = message.split("Input should be ")[-1]
+        known = said.split("Input should be ")[-1]
         return f"{name}: {quoted(error['input'])} is not one of {known}"
     return f"{name}: {message}"
+
+
+# pydantic's wording of a refused value (the spec's, and Typer's, which converts an option's
+# value through pydantic), in sweeper's: what the value must be
+_WORDING = (
+    (r"Input should be greater than or equal to (.+)", r"must be at least \1"),
+    (r"Input should be less than or equal to (.+)", r"must be at most \1"),
+    (r"Input should be greater than (.+)", r"must be more than \1"),
+    (r"Input should be less than (.+)", r"must be less than \1"),
+    (r"Input should be a valid integer.*", "must be a whole number"),
+    (r"Input should be a valid number.*", "must be a number"),
+    (r"Input should be a finite number", "must be a finite number"),
+    (r"Input should be a valid boolean.*", "must be true or false"),
+    (r"Input should be a valid string", "must be text"),
+    (r"Input should be a valid (list|tuple|array).*", "must be a list"),
+    (r"Input should be a valid (dictionary|mapping).*", "must be a mapping of keys to values"),
+    (r"Input should be (.+)", r"must be \1"),
+)
+
+
+def plainly(message: str) -> str:
+    """A message of pydantic's in sweeper's words ("must be at least 1", where pydantic says
+    "Input should be greater than or equal to 1"); any other message as it is."""
+    for pattern, words in _WORDING:
+        if re.fullmatch(pattern, message):
+            return re.sub(pattern, words, message)
+    return message
 
 
 def _bounded(text: str, most: int = QUOTE_CHARS) -> str:

@@ -192,7 +192,10 @@ class Rank:
         if self.device.type != "cuda":  # host memory is shared: keep to this rank's share
             need = layout.elements * dtype.itemsize + scratch_bytes("cpu", layout.elements)
             if need > (budget := self.budget()):
-                why = f"rank {self.rank}: needs {need} B, budget {budget} B"
+                why = (
+                    f"rank {self.rank}: needs {need / 2**20:.1f} MiB, over its budget of "
+                    f"{budget / 2**20:.1f} MiB (--mem-limit raises it)"
+                )
                 return Prepared(status=Status.OOM, error=why)
         levels = data.levels(dtype, comm.size, collective.reduces)
         registers_buffers = point.timing.register and registers(collective)

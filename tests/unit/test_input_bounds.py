@@ -236,9 +236,9 @@ def test_a_topology_record_out_of_range_nested_or_not_a_nodes_is_one_line_exit_2
     ("profile", "line"),
     [
         ("? [a, b]\n: 1\n", ":1: found unhashable key"),
-        ("iters: true\n", ": iters: Input should be a valid integer"),
-        ("nightly:\n  window: yes\n", ": nightly.window: Input should be a valid integer"),
-        ("moe:\n  tokens: false\n", ": moe.tokens: Input should be a valid integer"),
+        ("iters: true\n", ": iters: must be a whole number"),
+        ("nightly:\n  window: yes\n", ": nightly.window: must be a whole number"),
+        ("moe:\n  tokens: false\n", ": moe.tokens: must be a whole number"),
         ("results: ''\n", ": results: an empty path; name a directory"),
     ],
 )
@@ -256,8 +256,8 @@ def test_a_profile_with_a_complex_key_a_boolean_count_or_an_empty_path_is_one_li
     ("options", "message"),
     [
         ({"moe": "tokens=8,tokens=16"}, "--moe: 'tokens' given twice: give each key once"),
-        ({"iters": True}, "--iters: Input should be a valid integer"),
-        ({"timeout": True}, "--timeout: Input should be a valid number"),
+        ({"iters": True}, "--iters: must be a whole number"),
+        ({"timeout": True}, "--timeout: must be a number"),
         (
             {"backend": "gloo", "dtypes": "float8_e4m3fn"},
             "--dtypes: gloo cannot reduce or move float8_e4m3fn",

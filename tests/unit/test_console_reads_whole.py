@@ -1,0 +1,150 @@
+"""A console a user reads whole: what could not run on this machine is one line at the end,
+not a line per point and a row of dashes in the summary; the summary fits 80 columns with
+every operation's name whole; counts agree with their nouns; a refused value is said in
+sweeper's words, not pydantic's; and a machine without NVML says why in words. The rows are
+a real CPU run's (tests/data/results/main-2026-11-25: h2d skipped on CPU ranks); no Ray."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import fields
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+import sweeper
+from sweeper.cli import app
+from sweeper.driver.console import HumanConsole, _intro
+from sweeper.driver.observer import Finished, Started
+from sweeper.planning.profile import plainly
+from sweeper.topology import read_nvml
+from sweeper.wire import Backend
+
+ROOT = Path(__file__).parents[2]
+CPU_RUN = ROOT / "tests" / "data" / "results" / "main-2026-11-25"
+# what a user had to learn to ignore, each as it was printed
+IGNORED = ("skipped:", "Token authentication", "Input should", "is not a valid", "NVMLError")
+
+
+def _rows() -> list[SimpleNamespace]:
+    """The recorded run's rows with a row's attributes, as the console reads them."""
+    frame = sweeper.load(CPU_RUN)
+    frame = frame.astype(object).where(frame.notna(), None)
+    return [SimpleNamespace(**row) for row in frame.to_dict("records")]
+
+
+def _console_of(rows: list[SimpleNamespace]) -> str:
+    out = io.StringIO()
+    console = HumanConsole(out)
+    console.console.width = 80  # a terminal's
+    for row in rows:
+        console.point(row)  # type: ignore[arg-type]
+    out.seek(0)
+    out.truncate()  # a terminal shows the points in the progress bar: the end is what stays
+    done = Finished(run_id=rows[0].run_id, rows=tuple(rows), elapsed_s=70.0, output=CPU_RUN)  # type: ignore[arg-type]
+    console.finished(done)
+    return out.getvalue()
+
+
+def test_what_cannot_run_here_is_one_line_and_no_row_of_the_summary() -> None:
+    shown = _console_of(_rows())
+    lines = shown.splitlines()
+    assert not [line for line in lines for ignored in IGNORED if ignored in line]
+    said = [line for line in lines if "not run here" in line]
+    assert len(said) == 1
+    assert (
+        " ".join(shown.split()).count(
+            "not run here: h2d - host<->device copies need a GPU: CPU ranks have no device memory"
+        )
+        == 1
+    )
+    table = lines[lines.index(said[0]) + 2 :]
+    assert not [line for line in table if line.split()[:1] == ["cpu"] and "h2d" in line]
+    ending = lines[: [line.startswith("results: ") for line in lines].index(True)]
+    assert max(len(line) for line in ending) <= 80  # but the results' path, as long as it is
+    for name in ("all_reduce", "all_gather", "send_recv"):  # whole, not folded in pieces
+        assert [line for line in table if line.split()[:1] == [name]], name
+    # the tier, ranks, engine and launch mode every row shares are the title's, not columns
+    assert "20261125T063903Z-c4526e: 32 points in 70 s (cpu x2, torch, eager)" in shown
+    assert table[2].split() == ["operation", "points", "GB/s", "at", "us", "at"]
+
+
+def test_a_point_line_is_printed_for_each_point_that_ran_and_none_for_a_skipped_one() -> None:
+    rows = _rows()
+    out = io.StringIO()
+    console = HumanConsole(out)
+    for row in rows:
+        console.point(row)  # type: ignore[arg-type]
+    printed = out.getvalue().splitlines()
+    assert len(printed) == sum(row.status != "skipped" for row in rows)
+    assert not [line for line in printed if "h2d" in line]
+
+
+def test_one_operation_is_said_in_the_singular() -> None:
+    known = {f.name for f in fields(Started)}
+    started = Started(
+        **{
+            k: v
+            for k, v in {
+                "run_id": "r",
+                "backend": Backend.GLOO,
+                "groups": (),
+                "ops": ("all_reduce",),
+                "dtypes": ("float32",),
+                "sizes": (8, None),
+                "n_points": 1,
+                "output": Path("results"),
+            }.items()
+            if k in known
+        }
+    )
+    assert "; 1 operation (all_reduce) x float32" in _intro(started)
+
+
+@pytest.mark.parametrize(
+    ("pydantic", "ours"),
+    [
+        ("Input should be greater than or equal to 1", "must be at least 1"),
+        ("Input should be less than or equal to 1000000000", "must be at most 1000000000"),
+        ("Input should be greater than 0", "must be more than 0"),
+        (
+            "Input should be a valid integer, unable to parse string as an integer",
+            "must be a whole number",
+        ),
+        ("Input should be a finite number", "must be a finite number"),
+        ("an empty path; name a directory", "an empty path; name a directory"),
+    ],
+)
+def test_pydantics_wording_is_said_in_sweepers(pydantic: str, ours: str) -> None:
+    assert plainly(pydantic) == ours
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["run", "--blocks", "0"], "sweeper: error: --blocks: must be at least 1"),
+        (["history", "--last", "0"], "sweeper: error: --last: must be at least 1"),
+        (["topo", "--world", "2.5"], "sweeper: error: --world: must be a whole number"),
+        (
+            ["scan", "--simulate", "--strategy", "foo"],
+            "sweeper: error: --strategy foo: not a strategy (one of adaptive, ring, bisect, "
+            "random:K, all)",
+        ),
+    ],
+)
+def test_a_refused_value_is_said_in_sweepers_words(args: list[str], line: str) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == line
+
+
+def test_a_machine_without_nvml_says_why_in_words() -> None:
+    record = read_nvml()
+    if record["nvml"]:
+        pytest.skip("NVML answers here")
+    assert record["reason"] in (
+        "no NVIDIA driver here (NVML's library is not installed)",
+        "the NVIDIA driver is not loaded",
+    )
