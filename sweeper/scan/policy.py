@@ -38,7 +38,7 @@ from math import isqrt
 
 from sweeper.scan.fleet import Fleet, Group, Outcome, Stage, Wave
 from sweeper.scan.judge import Explained, explain, isolated, telemetry
-from sweeper.scan.thresholds import Failure, Judged, Thresholds, judge_groups
+from sweeper.scan.thresholds import Census, Failure, Judged, Thresholds, judge_groups
 from sweeper.wire import Name
 
 # Known-good partners each suspect node is tested beside: with its screen's q + 1 tests, a
@@ -357,17 +357,20 @@ class _Adaptive:
         self.fleet = fleet
         self.thresholds = thresholds
         self.history = history
+        self.census = Census(fleet)  # the history's figures, read once as it grows
         self.index = start
         self.gone: set[str] = set()  # did not answer: out of every later wave
         self.doubted: set[str] = set()  # a probe failed beside it as a pad: no pad again
         self.cursor = 0  # where the next pad is taken, so partners change between tests
 
     def judged(self, wave: Wave) -> list[Judged]:
-        judged = judge_groups(self.fleet, self.history, self.thresholds, only=set(wave.groups))
+        judged = judge_groups(
+            self.fleet, self.history, self.thresholds, only=set(wave.groups), census=self.census
+        )
         return [judged[group] for group in wave.groups]
 
     def explained(self) -> Explained:
-        judged = judge_groups(self.fleet, self.history, self.thresholds)
+        judged = judge_groups(self.fleet, self.history, self.thresholds, census=self.census)
         inside = (Stage.GATE, Stage.ISOLATE)
         return explain([j for j in judged.values() if j.outcome.group.stage not in inside])
 
