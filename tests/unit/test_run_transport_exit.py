@@ -37,11 +37,7 @@ def test_a_run_whose_transport_broke_its_tier_exits_5_naming_the_groups(
         "(nvlink:n0r0,1/p2p_disable=1): each row's transport_flag says what to check, and the "
         "report opens with them"
     )
-
-
-def test_failed_points_say_4_before_any_transport(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+    # failed points say 4 first; a run whose every transport kept its tier, 0
     _finishing(monkeypatch, tmp_path, _row("a", FLAG), _row("b", None, Status.TIMEOUT))
     assert CliRunner().invoke(app, ["run", "--results", str(tmp_path)]).exit_code == 4
     _finishing(monkeypatch, tmp_path, _row("a", None))
