@@ -193,7 +193,8 @@ def journaled(root: str | os.PathLike[str], run_id: str) -> pa.Table:
         schema = None  # compacted since its driver was seen, or not sweeper's
     if schema is None:
         return SCHEMA.empty_table()
-    return upgrade(complete(pa.Table.from_batches(batches, schema=schema)), version(schema))
+    table = complete(pa.Table.from_batches(batches, schema=schema))
+    return upgrade(table, version(schema, journal_path(root, run_id)))
 
 
 def _journals(root: str | os.PathLike[str]) -> dict[str, Path]:
@@ -255,7 +256,7 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
             else:
                 table = complete(pa.Table.from_batches(batches, schema=schema))
                 try:
-                    write_batch(directory, run_id, index, upgrade(table, version(schema)))
+                    write_batch(directory, run_id, index, upgrade(table, version(schema, path)))
                 except OSError as exc:
                     raise ResultsUnwritable.of(root, exc) from None
         path.unlink()

@@ -68,7 +68,9 @@ def files(root: str | os.PathLike[str]) -> list[str]:
             try:
                 with open_regular(path) as file:  # a FIFO would hang the read
                     metadata = pq.read_metadata(file)
-                reason = _foreign(metadata.schema.to_arrow_schema())
+                schema = metadata.schema.to_arrow_schema()
+                version(schema, path)  # a newer sweeper's file is refused, not taken as foreign
+                reason = _foreign(schema)
             except (OSError, pa.ArrowException) as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if reason is None:
@@ -113,7 +115,7 @@ def read(
             since,
         ).select(list(columns))
         for since, fragments in groupby(
-            source.get_fragments(), key=lambda fragment: version(fragment.physical_schema)
+            source.get_fragments(), key=lambda f: version(f.physical_schema, f.path)
         )
     ]
     if not parts:

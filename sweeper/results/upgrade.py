@@ -3,7 +3,9 @@ version to the current one, so readers and analyses see every row as today's wri
 
 A file's version is in its Arrow metadata (`schema.VERSION_KEY`); a file without one is
 version 1, as is a row a caller hands over without the columns version 2 requires (test data,
-rows another tool made): whatever a row does not say is read as it was before it could.
+rows another tool made): whatever a row does not say is read as it was before it could. A file
+of a newer version than this sweeper's is refused, as asv refuses results of a newer API: its
+rows may mean what this code cannot tell, and a journal of one recovered here would lose them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sweeper.results.schema import SCHEMA, VERSION_KEY
+from sweeper.errors import BadInput
+from sweeper.results.schema import SCHEMA, SCHEMA_VERSION, VERSION_KEY
 from sweeper.wire import UNKNOWN_TRANSPORT, Backend, Engine, Kind, Launch
 
 UNVERSIONED = 1
@@ -25,10 +28,18 @@ _DEFAULTS = {"launch": Launch.EAGER.value, "engine": Engine.TORCH.value, "varian
 KIND_SOURCES = ("op", "algorithm", "params")
 
 
-def version(schema: pa.Schema) -> int:
-    """The schema version a file (or a journal) was written with."""
+def version(schema: pa.Schema, source: object) -> int:
+    """The schema version file (or journal) `source` was written with; BadInput where a newer
+    sweeper wrote it."""
     found = (schema.metadata or {}).get(VERSION_KEY)
-    return int(found) if found else UNVERSIONED
+    written = int(found) if found else UNVERSIONED
+    if written > SCHEMA_VERSION:
+        raise BadInput(
+            f"{source}: written by a newer sweeper (results schema version {written}; "
+            f"this one reads up to {SCHEMA_VERSION})",
+            hint="upgrade sweeper to read it",
+        )
+    return written
 
 
 def _kinds(table: pa.Table) -> pa.ChunkedArray:

@@ -8,15 +8,20 @@ package existed (its Parquet carries no schema version). The expectations below 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
 import sweeper
+from sweeper.errors import BadInput
 from sweeper.results import records
+from sweeper.results.journal import journal_path
 from sweeper.results.load import runs
-from sweeper.results.schema import SCHEMA
+from sweeper.results.schema import SCHEMA, SCHEMA_VERSION, VERSION_KEY
 from sweeper.results.upgrade import upgrade
 
 OLD = Path(__file__).parents[1] / "data" / "results" / "main-2026-11-25"
@@ -209,3 +214,47 @@ def test_a_row_that_says_its_transport_keeps_it() -> None:
     table = pa.Table.from_pylist([said | {"transport": "SHM"}], schema=SCHEMA)
 
     assert upgrade(table, since=2)["transport"].to_pylist() == ["SHM"]
+
+
+_NEWER = {VERSION_KEY: str(SCHEMA_VERSION + 1).encode()}
+
+
+def test_a_results_file_a_newer_sweeper_wrote_is_refused_in_one_line_that_names_it(
+    tmp_path: Path,
+) -> None:
+    """Its rows may mean what this sweeper cannot tell (asv refuses a newer API's results),
+    so neither read as today's nor skipped as another tool's."""
+    root = tmp_path / "results"
+    shutil.copytree(OLD, root)
+    batch = root / "date=2026-11-25" / f"{RUN}-00000.parquet"
+    newer = batch.with_name(f"{RUN}-00001.parquet")
+    pq.write_table(pq.read_table(batch).replace_schema_metadata(_NEWER), newer)
+
+    with pytest.raises(BadInput) as refused:
+        sweeper.load(root)
+
+    message = str(refused.value)
+    assert message == (
+        f"{newer}: written by a newer sweeper (results schema version {SCHEMA_VERSION + 1}; "
+        f"this one reads up to {SCHEMA_VERSION})"
+    )
+    assert "\n" not in message
+    assert refused.value.exit_code == 2
+
+
+def test_a_journal_a_newer_sweeper_left_is_refused_and_kept_not_recovered(tmp_path: Path) -> None:
+    """Recovering it here would write its rows as this version's batch, losing what only the
+    newer schema says."""
+    run_id = "20261127T000000Z-abcdef"
+    journal = journal_path(tmp_path, run_id)
+    journal.parent.mkdir(parents=True)
+    metadata = {**_NEWER, b"batch": b"0", b"date": b"2026-11-27"}
+    rows = pa.Table.from_pylist([{"run_id": run_id}], schema=SCHEMA.with_metadata(metadata))
+    with pa.OSFile(str(journal), "wb") as sink, pa.ipc.new_stream(sink, rows.schema) as stream:
+        stream.write_table(rows)
+
+    with pytest.raises(BadInput, match="written by a newer sweeper"):
+        sweeper.load(tmp_path)
+
+    assert journal.exists()
+    assert not list(tmp_path.glob("date=*/*.parquet"))
