@@ -336,6 +336,7 @@ _RESULT_COLORS = {
     "untested": "#eef1f4",
     "healthy": "#9fd8a8",
     "unconfirmed": "#f2c14e",
+    "misconfigured": "#8e7cc3",  # the configuration, not the hardware: apart from the reds
     "flaky": "#eb9b34",
     "slow": "#e67e22",
     "failed": BAD,
