@@ -296,10 +296,10 @@ def max_sizes(view: RunView) -> Section | None:
         columns,
         lines,
         "Where each series' busbw stops rising (less than 2% over the next three sizes) and "
-        "its busbw there: above it a run steps by 8x (--dense-sizes: every size) up to its "
-        "limit (with --max-size auto: the largest S that fits every rank's memory, probed), "
-        "which it still runs. Then the largest size that ran, its busbw, and the time the "
-        "probing took; the smallest over the groups of a tier and size.",
+        "its busbw there: past the three sizes that found it a run steps by 8x (--dense-sizes: "
+        "every size) up to its limit (with --max-size auto: the largest S that fits every "
+        "rank's memory, probed), which it still runs. Then the largest size that ran, its "
+        "busbw, and the time the probing took; the smallest over the groups of a tier and size.",
     )
 
 
