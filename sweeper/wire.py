@@ -84,6 +84,9 @@ class Tier(Name):
 
 # The tiers --tiers names (`all` is every one of them; `world` is every rank as one group).
 REQUESTABLE_TIERS: tuple[Tier, ...] = (Tier.NVLINK, Tier.PCIE, Tier.INTERNODE, Tier.CPU)
+# The variant (the `variant` column) of a group run in its actor set's own NCCL environment,
+# no variable of a grid or of a tier's variants set: every other variant is compared with it.
+DEFAULT_VARIANT = "default"
 
 
 # What the driver hands a rank with every point, and once when it starts: sweeper/plan

@@ -20,7 +20,7 @@ import pandas as pd
 
 from sweeper.analysis.launches import preferred
 from sweeper.analysis.summary import label, launch_modes, missing
-from sweeper.wire import Status
+from sweeper.wire import DEFAULT_VARIANT, Status
 
 KEYS = ["tier", "world_size", "dtype", "size_bytes"]
 BEST_COLUMNS = (
@@ -35,7 +35,7 @@ BEST_COLUMNS = (
 def candidate(op: str, algorithm: str, variant: str) -> str:
     """How one way of performing `op` is named in an algorithm table."""
     name = label(op, algorithm)
-    return name if variant == "default" else f"{name} [{variant}]"
+    return name if variant == DEFAULT_VARIANT else f"{name} [{variant}]"
 
 
 def _named(df: pd.DataFrame, op: str) -> pd.DataFrame:
@@ -139,7 +139,7 @@ def best_per_size(df: pd.DataFrame, op: str) -> pd.DataFrame:
     if table.empty:
         empty: pd.DataFrame = pd.DataFrame(columns=list(BEST_COLUMNS))
         return empty
-    default = candidate(op, "native", "default")
+    default = candidate(op, "native", DEFAULT_VARIANT)
     points = table.groupby(KEYS, sort=False)
     best = table.loc[points["busbw_gb_per_s"].idxmax()].rename(
         columns={"candidate": "best", "busbw_gb_per_s": "best_busbw_gb_per_s"}

@@ -17,8 +17,8 @@ import pandas as pd
 
 from sweeper.analysis.changes import size_class
 from sweeper.analysis.summary import label
+from sweeper.wire import DEFAULT_VARIANT
 
-DEFAULT = "default"
 JUDGED_STEP = 16  # judged sizes: the smallest, every 16x from it, and the largest
 LINE_KEYS = ["operation", "tier", "world_size", "dtype"]
 TABLE_COLUMNS = (
@@ -40,13 +40,13 @@ def swept(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per compared variant and variable it sets: variant, variable, value, and the
     variant's other swept variables as `context` (empty for a one-variable sweep)."""
     columns = ["variant", "variable", "value", "context"]
-    default = rows[rows["variant"] == DEFAULT]
+    default = rows[rows["variant"] == DEFAULT_VARIANT]
     if default.empty:
         return _frame([], columns)
     base = _env(default)
     groups = set(default["group_id"])
     changes: dict[str, dict[str, str]] = {}
-    for variant, part in rows[rows["variant"] != DEFAULT].groupby("variant", sort=False):
+    for variant, part in rows[rows["variant"] != DEFAULT_VARIANT].groupby("variant", sort=False):
         suffix = f"/{variant}"
         measured = {str(g).removesuffix(suffix) for g in part["group_id"]}
         if measured & groups:
@@ -86,7 +86,7 @@ def lines(rows: pd.DataFrame, sets: pd.DataFrame, variable: str) -> pd.DataFrame
         str(r.variant): f"{r.value} ({r.context})" if r.context else str(r.value)
         for r in mine.itertuples()
     }
-    names[DEFAULT] = DEFAULT
+    names[DEFAULT_VARIANT] = DEFAULT_VARIANT
     shown = rows[rows["variant"].isin(list(names))]
     shown = shown.assign(
         line=shown["variant"].map(names),
@@ -122,13 +122,13 @@ def best_values(curve: pd.DataFrame) -> pd.DataFrame:
     configurations, each on an actor set of its own, can be apart by. Sizes the default did
     not measure are left out."""
     wide = curve.pivot_table(index="size_bytes", columns="line", values="busbw_gb_per_s")
-    if DEFAULT not in wide.columns:
+    if DEFAULT_VARIANT not in wide.columns:
         return _frame([], TABLE_COLUMNS)
-    values = wide.drop(columns=DEFAULT)
+    values = wide.drop(columns=DEFAULT_VARIANT)
     out: list[tuple[object, ...]] = []
     for size in judged_sizes([int(s) for s in wide.index]):
         measured = values.loc[size].dropna()
-        default = wide.loc[size, DEFAULT]
+        default = wide.loc[size, DEFAULT_VARIANT]
         if measured.empty or pd.isna(default):
             continue
         best = str(measured.idxmax())

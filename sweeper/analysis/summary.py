@@ -11,7 +11,7 @@ from typing import Protocol
 import pandas as pd
 
 from sweeper.results.schema import PROBED
-from sweeper.wire import Launch, Status
+from sweeper.wire import DEFAULT_VARIANT, Launch, Status
 
 
 def missing(value: object) -> bool:
@@ -41,7 +41,7 @@ class OpSummary:
 
 
 def tier_name(tier: str, variant: str) -> str:
-    return tier if variant == "default" else f"{tier}/{variant}"
+    return tier if variant == DEFAULT_VARIANT else f"{tier}/{variant}"
 
 
 def launch_modes(launches: Iterable[str]) -> str:

@@ -27,6 +27,7 @@ from sweeper.planning.sizes import format_size
 from sweeper.telemetry import COLUMNS as TELEMETRY_COLUMNS
 from sweeper.telemetry import columns as telemetry_columns
 from sweeper.wire import (
+    DEFAULT_VARIANT,
     UNKNOWN_TRANSPORT,
     Backend,
     Copied,
@@ -342,7 +343,7 @@ def of_copy(
         run=run,
         kind=Kind.COPY,
         tier=tier,
-        variant="default",
+        variant=DEFAULT_VARIANT,
         group_id=f"copy:n{node}",
         world_size=members,
         n_nodes=1,

@@ -75,7 +75,7 @@ from sweeper.scan.rows import HOST_COPIES, Asked, Row, outcome
 from sweeper.scan.simulate import Costs, WaveRun
 from sweeper.scan.thresholds import Thresholds, findings
 from sweeper.topology import Node
-from sweeper.wire import Backend, Point, RankInfo, Tier
+from sweeper.wire import DEFAULT_VARIANT, Backend, Point, RankInfo, Tier
 
 GiB = 1 << 30
 DTYPE = "float32"
@@ -506,11 +506,11 @@ class _Scan(RunState):
             members = [m for m in members if m.local in group.gpus]
         ranks = tuple(sorted(m.rank for m in members))
         if group.gpus and len(ranks) == 1:
-            made = [[Group(Tier.GPU, "default", ranks)]] if self.copies else []
+            made = [[Group(Tier.GPU, DEFAULT_VARIANT, ranks)]] if self.copies else []
         else:
-            made = [[Group(classify(self.placement, ranks), "default", ranks)]]
+            made = [[Group(classify(self.placement, ranks), DEFAULT_VARIANT, ranks)]]
             if group.stage is scan.Stage.GATE and self.copies:
-                made.append([Group(Tier.GPU, "default", ranks)])
+                made.append([Group(Tier.GPU, DEFAULT_VARIANT, ranks)])
         for part in made:
             for g in part:
                 self.stage_of[g], self.op_of[g] = group.stage, self.judged(group)

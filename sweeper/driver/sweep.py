@@ -55,7 +55,7 @@ from sweeper.results.load import files, load
 from sweeper.results.schema import RUN_POINT
 from sweeper.results.writer import ResultWriter
 from sweeper.topology import Node, nvml_driver_version
-from sweeper.wire import Backend, Engine, Status
+from sweeper.wire import DEFAULT_VARIANT, Backend, Engine, Status
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 SCAN_KEY = "scan"  # a scan's record keeps its settings under this key of its options
@@ -357,7 +357,7 @@ class _Sweep(RunState):
         forced = self.plan.planning.force_network
         if self.plan.backend is Backend.NCCL and (len(self.slots) > 1 or forced):
             hosts = [slot.host for slot in self.slots]
-            offers = cluster.offers(self.slots, self._env("default"))
+            offers = cluster.offers(self.slots, self._env(DEFAULT_VARIANT))
             for line in preflight.lines(hosts, offers, forced):
                 print(f"sweeper: {line}", file=sys.stderr)  # before the first point
 
@@ -461,7 +461,7 @@ class _Sweep(RunState):
                 self.resume.recorded if self.resume else None,
             )
             executor.run(mine.waves)
-            if plan.experiments.copy_engine and variant == "default":
+            if plan.experiments.copy_engine and variant == DEFAULT_VARIANT:
                 self.run_copies(ranks, placement, meta)
         finally:
             ranks.close()

@@ -16,7 +16,7 @@ from itertools import product
 
 from sweeper.fabric.multicast import multicast_names
 from sweeper.planning.inputs import quoted
-from sweeper.wire import Backend
+from sweeper.wire import DEFAULT_VARIANT, Backend
 
 Env = Mapping[str, str]
 
@@ -175,6 +175,6 @@ def same_as(
                 else "no NCCL collective kernel"
             )
             return f"{inert} changes nothing: {why}" + (
-                "" if other == "default" else f" (as {other})"
+                "" if other == DEFAULT_VARIANT else f" (as {other})"
             )
     return None

@@ -18,13 +18,13 @@ from typing import NamedTuple, Protocol
 
 from sweeper.planning import knobs
 from sweeper.topology import GPU_LINKS, Node, link_peak
-from sweeper.wire import Backend, Tier
+from sweeper.wire import DEFAULT_VARIANT, Backend, Tier
 
 WORLD = "world"  # --tiers: every rank as one group (beside the Tier values)
 # NCCL reads these once per process: a variant that sets them runs on its own actor set.
 # The swept ones (--nccl-env, --nccl-algos) come beside them: `variants`.
 VARIANTS: dict[str, dict[str, str]] = {
-    "default": {},
+    DEFAULT_VARIANT: {},
     "p2p-off": {"NCCL_P2P_DISABLE": "1"},  # host memory over PCIe instead of NVLink/P2P
     "network": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},  # the network transport
 }
@@ -135,7 +135,7 @@ class Placement:
             where = "+".join(
                 f"n{n}{unit}{','.join(map(str, sorted(at)))}" for n, at in per_node.items()
             )
-        suffix = "" if group.variant == "default" else f"/{group.variant}"
+        suffix = "" if group.variant == DEFAULT_VARIANT else f"/{group.variant}"
         return f"{group.tier}:{where}{suffix}"
 
 
@@ -254,31 +254,39 @@ def groups(
 
     everyone = tuple(m.rank for m in placement.members)
     if WORLD in tiers:
-        extend(classify(placement, everyone), "default", (everyone,), smallest=1)
+        extend(classify(placement, everyone), DEFAULT_VARIANT, (everyone,), smallest=1)
     gpus = placement.backend == Backend.NCCL
     for node, placed in zip(placement.nodes, placement.by_node, strict=True):
         islands = _islands(node, placed) if gpus else []
         if Tier.NVLINK in tiers:
             for island in islands:
-                with_pairs(Tier.NVLINK, "default", island)
+                with_pairs(Tier.NVLINK, DEFAULT_VARIANT, island)
         if Tier.PCIE in tiers and gpus:
             if len(islands) > 1:  # one GPU from each island: no NVLink among them
-                with_pairs(Tier.PCIE, "default", tuple(sorted(island[0] for island in islands)))
+                with_pairs(
+                    Tier.PCIE, DEFAULT_VARIANT, tuple(sorted(island[0] for island in islands))
+                )
                 if pairs:
                     crossing = ((x, y) for a, b in combinations(islands, 2) for x in a for y in b)
-                    extend(Tier.PCIE, "default", ((x, y) if x < y else (y, x) for x, y in crossing))
+                    extend(
+                        Tier.PCIE,
+                        DEFAULT_VARIANT,
+                        ((x, y) if x < y else (y, x) for x, y in crossing),
+                    )
             elif islands:
                 with_pairs(Tier.PCIE, "p2p-off", islands[0])
         if Tier.CPU in tiers and not gpus:
-            with_pairs(Tier.CPU, "default", tuple(sorted(m.rank for m in placed)))
+            with_pairs(Tier.CPU, DEFAULT_VARIANT, tuple(sorted(m.rank for m in placed)))
     if Tier.INTERNODE in tiers and len(placement.nodes) > 1:
         firsts = tuple(sorted(placed[0].rank for placed in placement.by_node if placed))
-        for variant in ("default", "network") if force_network and gpus else ("default",):
+        for variant in (
+            (DEFAULT_VARIANT, "network") if force_network and gpus else (DEFAULT_VARIANT,)
+        ):
             extend(Tier.INTERNODE, variant, (firsts,))
             if pairs:
                 extend(Tier.INTERNODE, variant, combinations(firsts, 2))
             extend(Tier.INTERNODE, variant, (everyone,))
-    default = [g for g in out if g.variant == "default"]
+    default = [g for g in out if g.variant == DEFAULT_VARIANT]
     for variant in grid:  # on gloo too: their rows say the variables are inert there
         for group in default:
             extend(group.tier, variant, (group.ranks,))
@@ -294,9 +302,9 @@ def gpu_groups(placement: Placement, together: bool) -> list[Group]:
     out: list[Group] = []
     for placed in placement.by_node:
         ranks = tuple(sorted(m.rank for m in placed))
-        out += [Group(Tier.GPU, "default", (r,)) for r in ranks]
+        out += [Group(Tier.GPU, DEFAULT_VARIANT, (r,)) for r in ranks]
         if together and len(ranks) > 1:
-            out.append(Group(Tier.GPU, "default", ranks))
+            out.append(Group(Tier.GPU, DEFAULT_VARIANT, ranks))
     return out
 
 

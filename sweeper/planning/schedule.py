@@ -44,7 +44,7 @@ from sweeper.planning.placement import (
     series_counts,
     variants,
 )
-from sweeper.wire import Backend, Tier
+from sweeper.wire import DEFAULT_VARIANT, Backend, Tier
 
 
 class Planned(OpShape, Protocol):
@@ -299,7 +299,7 @@ class _SeriesTable:
         self.envs = variants(request.nccl_env)
         # what a grid variant may only repeat: NCCL's defaults, and the grid before it
         grid = knobs.grid(request.nccl_env)
-        self.comparable = {"default": self.envs["default"], **grid}
+        self.comparable = {DEFAULT_VARIANT: self.envs[DEFAULT_VARIANT], **grid}
 
     def of(self, group: Group) -> tuple[Series, ...]:
         variant, ranks = group.variant, group.ranks
@@ -336,7 +336,7 @@ class _SeriesTable:
         r, backend = self.request, self.placement.backend
         env = self.envs[variant]
         shape = Shape(n, nodes, backend, r.sees_node_gpus, tuple(env.items()))
-        swept = variant != "default" and variant in self.comparable
+        swept = variant != DEFAULT_VARIANT and variant in self.comparable
         for op in self._ops(n, per_gpu):
             repeats = (
                 knobs.same_as(op.nccl_kernels, variant, self.comparable, backend) if swept else None

@@ -18,12 +18,12 @@ import pyarrow.compute as pc
 
 from sweeper.errors import BadInput
 from sweeper.results.schema import SCHEMA, SCHEMA_VERSION, VERSION_KEY
-from sweeper.wire import UNKNOWN_TRANSPORT, Backend, Engine, Kind, Launch
+from sweeper.wire import DEFAULT_VARIANT, UNKNOWN_TRANSPORT, Backend, Engine, Kind, Launch
 
 UNVERSIONED = 1
 # What rows from before a column existed were: eager calls through torch.distributed, of the
 # default variant (there were no launch modes, engines or variants yet).
-_DEFAULTS = {"launch": Launch.EAGER.value, "engine": Engine.TORCH.value, "variant": "default"}
+_DEFAULTS = {"launch": Launch.EAGER.value, "engine": Engine.TORCH.value, "variant": DEFAULT_VARIANT}
 # The columns `kind` is implied by, for rows written before it existed.
 KIND_SOURCES = ("op", "algorithm", "params")
 

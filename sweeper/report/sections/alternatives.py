@@ -10,7 +10,7 @@ from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
-from sweeper.wire import Kind, Status
+from sweeper.wire import DEFAULT_VARIANT, Kind, Status
 
 # Algorithms
 
@@ -100,7 +100,7 @@ def _best(short: dict[str, str], top: str, others: tuple[str, ...]) -> Cell:
 def _speedup(winner: pd.Series, op: object, others: tuple[str, ...]) -> Cell:
     """The best's speedup over the default, which means nothing where the default is in a
     tie."""
-    if others and candidate(str(op), "native", "default") in (winner["best"], *others):
+    if others and candidate(str(op), "native", DEFAULT_VARIANT) in (winner["best"], *others):
         return Cell("-", "num muted")
     return cells.num(winner["speedup"], ".2f")
 
