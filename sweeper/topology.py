@@ -73,6 +73,17 @@ def link_peak(speeds: Sequence[float | None]) -> float | None:
     return min(known) if known and len(known) == len(speeds) else None
 
 
+def gpu_link_peak(tier: str, gpus: Sequence[Gpu | None]) -> float | None:
+    """The one-direction peak of the GPU link `tier` crosses (`GPU_LINKS`: NVLink, all of a
+    GPU's active links together; PCIe, generation x width) in a group of these GPUs: the
+    slowest one's. None where a GPU's is unknown (None: no record of it) or the tier crosses
+    no GPU link. The rows' busbw_pct_of_link and the report's link peaks are this figure."""
+    if tier not in GPU_LINKS:
+        return None
+    field = GPU_LINKS[Tier(tier)][1]
+    return link_peak([getattr(gpu, field) if gpu else None for gpu in gpus])
+
+
 @dataclass(frozen=True)
 class Node:
     host: str

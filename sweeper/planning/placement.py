@@ -17,7 +17,7 @@ from itertools import combinations
 from typing import NamedTuple, Protocol
 
 from sweeper.planning import knobs
-from sweeper.topology import GPU_LINKS, Node, link_peak
+from sweeper.topology import Node, gpu_link_peak, link_peak
 from sweeper.wire import DEFAULT_VARIANT, Backend, Tier
 
 WORLD = "world"  # --tiers: every rank as one group (beside the Tier values)
@@ -112,12 +112,10 @@ class Placement:
         if tier == Tier.INTERNODE:
             nodes = {m.node for m in members}
             return link_peak([self.nodes[node].network_gb_per_s for node in nodes])
-        if tier not in GPU_LINKS or self.backend != Backend.NCCL:
+        if self.backend != Backend.NCCL:
             return None
-        field = GPU_LINKS[Tier(tier)][1]
         by_index = [{gpu.index: gpu for gpu in node.gpus} for node in self.nodes]
-        gpus = [by_index[m.node].get(m.local) for m in members]
-        return link_peak([getattr(gpu, field) if gpu else None for gpu in gpus])
+        return gpu_link_peak(tier, [by_index[m.node].get(m.local) for m in members])
 
     def n_nodes(self, ranks: Iterable[int]) -> int:
         return len({self.members[r].node for r in ranks})

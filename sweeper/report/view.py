@@ -20,7 +20,7 @@ from sweeper.analysis.p2p import pair_rows
 from sweeper.analysis.summary import missing
 from sweeper.results.records import RunRecord
 from sweeper.scan.reference import Reference, reference
-from sweeper.topology import GPU_LINKS, Gpu, Node, link_peak
+from sweeper.topology import GPU_LINKS, Gpu, Node, gpu_link_peak
 from sweeper.wire import Kind, Status, Tier
 
 # Operations over a group, swept over sizes: not the pair matrices (p2p, copy) nor
@@ -121,9 +121,8 @@ def _link_peaks(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[tuple[str, in
         tier, variant, world_size = (part[key].iloc[0] for key in keys)
         if str(tier) not in GPU_LINKS:
             continue
-        name, field = GPU_LINKS[Tier(str(tier))]
         gpus = [by_uuid.get(u) for u in members(part["gpu_uuids"])]
-        peak = link_peak([getattr(gpu, field) if gpu else None for gpu in gpus])
+        name, peak = GPU_LINKS[Tier(str(tier))][0], gpu_link_peak(str(tier), gpus)
         out[(tier_name(str(tier), str(variant)), int(world_size))] = Link(
             name=name, peak_gb_per_s=peak
         )
