@@ -158,12 +158,21 @@ PROBE_WORTH_SAYING = 0.05
 class _Remaining(ProgressColumn):
     """Time left at the whole run's pace so far, not the last seconds' (rich's own column):
     a sweep's points grow with their size, so the last few seconds' pace swings the estimate
-    from seconds to minutes as each operation's large sizes come and go."""
+    from seconds to minutes as each operation's large sizes come and go. Between points it
+    counts down from the estimate the last point gave, where the pace would make it grow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.estimated: tuple[float, float, float] | None = None  # points done, at, time left
 
     def render(self, task: Task) -> Text:
         if not task.completed or task.total is None or task.elapsed is None:
             return Text("-:--:--", style="progress.remaining")
-        left = task.elapsed * (task.total - task.completed) / task.completed
+        if self.estimated is None or self.estimated[0] != task.completed:
+            pace = task.elapsed / task.completed
+            self.estimated = (task.completed, task.elapsed, pace * (task.total - task.completed))
+        _, at, left = self.estimated
+        left -= task.elapsed - at
         minutes, seconds = divmod(round(max(left, 0.0)), 60)
         hours, minutes = divmod(minutes, 60)
         return Text(f"{hours}:{minutes:02d}:{seconds:02d}", style="progress.remaining")

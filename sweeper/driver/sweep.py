@@ -552,7 +552,7 @@ def run(
     if Engine.NCCL in spec.timing.engines and not nccl_available():
         raise BadInput(
             "--engine nccl needs NCCL's Python bindings (nccl4py): "
-            "pip install 'sweeper-bench[nccl]'"
+            "install sweeper with its nccl extra (pip install '.[nccl]' in its clone)"
         )
     if _gloo_here(spec.cluster):  # what gloo cannot run is refused before Ray starts
         request.resolve(spec, Backend.GLOO)

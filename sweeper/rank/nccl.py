@@ -45,7 +45,8 @@ def binding() -> Any:
         import nccl.bindings.nccl as module
     except ImportError as exc:
         raise ImportError(
-            f"the nccl engine needs pip install 'sweeper-bench[nccl]' ({exc})"
+            f"the nccl engine needs sweeper's nccl extra (pip install '.[nccl]' in its "
+            f"clone) ({exc})"
         ) from None
     return module
 

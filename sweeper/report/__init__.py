@@ -24,7 +24,8 @@ def require() -> None:
     if missing:
         raise BadInput(
             f"the HTML report needs {' and '.join(missing)}",
-            hint="pip install 'sweeper-bench[report]', or run with --no-report",
+            hint="install sweeper with its report extra (pip install '.[report]' in its "
+            "clone), or run with --no-report",
         )
 
 

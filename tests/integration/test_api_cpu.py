@@ -51,3 +51,17 @@ def test_run_returns_its_rows_as_load_reads_them_and_its_id_without_progress_if_
         rows.sort_values(["op", "size_bytes"], ignore_index=True),
         stored.sort_values(["op", "size_bytes"], ignore_index=True),
     )
+
+
+def test_the_api_pages_worked_example_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "API.md").read_text()
+    example = page.split("## A worked example", 1)[1].split("```python\n", 1)[1].split("```")[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "docs/API.md", "exec"), {})  # the page's code, as a notebook runs it
+    printed = capsys.readouterr().out.splitlines()
+    run_id, points, _ = printed[0].split()
+    assert int(points) == (sweeper.load(tmp_path / "results").run_id == run_id).sum()
+    assert "'all_reduce'" in printed[1]
+    assert "'all_gather'" in printed[1]

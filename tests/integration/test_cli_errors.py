@@ -41,7 +41,7 @@ from tests import report_data
         (
             ["--engine", "torch,nccl"],
             "--engine nccl needs NCCL's Python bindings (nccl4py): "
-            "pip install 'sweeper-bench[nccl]'",
+            "install sweeper with its nccl extra (pip install '.[nccl]' in its clone)",
         ),
         (["--nccl-env", "PROTO=LL"], "--nccl-env: 'PROTO' is not an NCCL variable"),
         (["--nccl-env", "NCCL_PROTO"], "--nccl-env: 'NCCL_PROTO': use KEY=V1,V2"),

@@ -12,11 +12,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from rich.progress import Progress
 from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
-from sweeper.driver.console import HumanConsole, _intro
+from sweeper.driver.console import HumanConsole, _intro, _Remaining
 from sweeper.driver.observer import Finished, Started
 from sweeper.planning.profile import plainly
 from sweeper.topology import read_nvml
@@ -80,6 +81,29 @@ def test_a_point_line_is_printed_for_each_point_that_ran_and_none_for_a_skipped_
     printed = out.getvalue().splitlines()
     assert len(printed) == sum(row.status != "skipped" for row in rows)
     assert not [line for line in printed if "h2d" in line]
+
+
+def test_the_time_left_is_the_whole_runs_pace_and_counts_down_while_a_point_runs() -> None:
+    now = [0.0]
+    column = _Remaining()
+    progress = Progress(column, get_time=lambda: now[0], auto_refresh=False)
+    task = progress.add_task("sweeping", total=10)
+
+    def left() -> str:
+        return str(column.render(progress.tasks[0]))
+
+    assert left() == "-:--:--"
+    now[0] = 1.0
+    progress.update(task, advance=1)
+    assert left() == "0:00:09"  # 1 s a point so far, 9 to go
+    now[0] = 5.0  # a large point running: rich's own column's estimate would grow, not fall
+    assert left() == "0:00:05"
+    now[0] = 6.0
+    progress.update(task, advance=1)
+    assert left() == "0:00:24"  # 3 s a point over the whole run, 8 to go
+    now[0] = 7.0
+    progress.update(task, advance=1)  # a quick one: the pace moves, the last seconds' do not
+    assert left() == "0:00:16"
 
 
 def test_one_operation_is_said_in_the_singular() -> None:

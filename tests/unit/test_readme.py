@@ -200,3 +200,61 @@ def test_the_report_screenshot_is_shown_with_alt_text() -> None:
     images = {target: image for target, image in _targets() if image.type == "image"}
     assert "docs/report.png" in images
     assert len(images["docs/report.png"].content) > 20  # alt text that says what it shows
+
+
+def test_the_readme_is_a_few_screens_and_the_rest_is_in_docs() -> None:
+    assert len(README.read_text().splitlines()) <= 160
+    assert "docs/USAGE.md" in {target for target, _ in _targets()}
+
+
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+FIGURE = re.compile(r"\b\d{1,3}(?:,\d{3})+\b")  # 13,315: a figure, not a size or a version
+
+
+def test_a_figure_the_readme_gives_is_one_the_docs_give() -> None:
+    """One figure per fact: the README quotes the docs' figures, so a figure that changes there
+    (the nightly scan's series: 13,315 in the README, 11,267 in MONITORING.md) cannot drift."""
+    docs = " ".join(" ".join(page.read_text().split()) for page in DOCS)
+    figures = set(FIGURE.findall(README.read_text()))
+    assert not {figure for figure in figures if figure not in docs}
+
+
+def test_the_figure_check_finds_a_figure_the_docs_do_not_give() -> None:
+    docs = " ".join(page.read_text() for page in DOCS)
+    assert "13,315" in FIGURE.findall("13,315 series for the nightly scan")
+    assert "13,315" not in docs
+
+
+def _nccl_tests_table() -> list[tuple[str, str]]:
+    lines = README.read_text().split("## Coming from nccl-tests", 1)[1].splitlines()
+    rows = [line.split("|")[1:3] for line in lines if line.startswith("| ")]
+    return [(theirs.strip(), ours.strip()) for theirs, ours in rows[1:]]
+
+
+def test_the_nccl_tests_table_maps_their_flags_to_options_sweeper_run_lists() -> None:
+    rows = _nccl_tests_table()
+    theirs = " ".join(flags for flags, _ in rows)
+    for flag in ("-b", "-e", "-f", "-g", "-n", "-w", "-c", "-d", "-o", "-a", "-G", "-R", "-z"):
+        assert re.search(rf"`{flag}\b", theirs), flag
+    ours = {flag for _, options in rows for flag in re.findall(r"`(--[a-z-]+)", options)}
+    command: Any = typer.main.get_command(app)
+    ctx = typer.Context(command, info_name="sweeper")
+    run = command.commands["run"]
+    listed = _listed_options(run, typer.Context(run, parent=ctx, info_name="run"))
+    assert ours
+    assert not ours - listed
+
+
+def test_the_install_lines_name_no_package_that_is_not_published() -> None:
+    """Until `sweeper-bench` is on the package index, sweeper is installed from its clone:
+    neither the pages nor sweeper's own hints (an extra that is missing) say otherwise."""
+    code = sorted((ROOT / "sweeper").rglob("*.py"))
+    for page in (README, *DOCS, *code):
+        said = " ".join(page.read_text().split())
+        assert not re.search(r"pip install '?sweeper-bench", said), page.name
+
+
+def test_the_readme_plans_from_a_topology_topo_writes() -> None:
+    lines = _sweeper_lines()
+    assert [line for line in lines if re.match(r"sweeper topo --format json > (\S+)", line)]
+    assert [line for line in lines if line.startswith("sweeper plan --topology node.json")]
