@@ -17,10 +17,10 @@ import torch
 import torch.distributed as dist
 
 from sweeper.ops.descriptor import Step
+from sweeper.planning.iterations import GRAPH_ITERS
 from sweeper.rank.buffers import Ready
 from sweeper.rank.groups import Groups
 from sweeper.rank.timing import (
-    GRAPH_ITERS,
     Eager,
     Graph,
     Launcher,
