@@ -17,7 +17,7 @@ import pytest
 
 from sweeper.report import build, figures, page
 from sweeper.report.blocks import Figure, Table, Text
-from sweeper.report.sections import fleet
+from sweeper.report.sections import fleet, run
 from sweeper.report.view import RunView
 from sweeper.results import records, scans
 from sweeper.results.load import run_rows
@@ -190,7 +190,7 @@ def test_the_verdict_table_lists_exactly_the_condemned_with_their_evidence_and_c
     assert section is not None
     tables = {b.caption.split(":")[0]: b for b in section.blocks if isinstance(b, Table)}
     condemned = [v for v in named(scan.verdicts) if v.condemned]
-    lines = tables["condemned"].rows
+    lines = tables["what to drain, and why"].rows
     assert [line[2].text for line in lines] == [v.name for v in condemned]
     assert [line[-1].text for line in lines] == [v.evidence for v in condemned]
     assert {line[0].text for line in lines} <= {"slow", "failed", "unreachable"}
@@ -202,6 +202,27 @@ def test_the_verdict_table_lists_exactly_the_condemned_with_their_evidence_and_c
     assert counts == [
         "Healthy: 13 of 16 nodes, 28 of 32 GPUs, and 17 of the 18 links the scan judged."
     ]
+
+
+def test_the_section_opens_with_the_hosts_to_drain_and_why_before_the_map(
+    scan: Scanned, view: RunView, written: Path
+) -> None:
+    section = fleet.fleet(view)
+    assert section is not None
+    kinds = [type(b).__name__ for b in section.blocks]
+    assert kinds[:3] == ["Facts", "Text", "Table"]
+    assert kinds.index("Table") < kinds.index("Figure")  # the verdicts, then the map
+    hosts = {n.id: n.host for n in scan.fleet.nodes}
+    drained = sorted({hosts[n] for v in named(scan.verdicts) if v.condemned for n in v.nodes})
+    assert section.blocks[1].text == f"Drain {len(drained)} host(s): {', '.join(drained)}."
+    # before it, the run's inventory: a fleet of more than 64 nodes by kind, not a row a GPU
+    record = records.load(written, scan.run_id)
+    assert record is not None
+    many = replace(record, nodes=record.nodes * 5)
+    inventory = run._inventory(many, [])
+    assert isinstance(inventory, Table)
+    assert [line[0].text for line in inventory.rows] == ["80"]  # 16 alike nodes, five times
+    assert inventory.rows[0][3].text == f"2 x {record.nodes[0].gpus[0].name}"
 
 
 def test_the_timeline_shows_the_stages_in_the_order_they_ran_and_each_wave_end_to_end(

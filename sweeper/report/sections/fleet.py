@@ -1,6 +1,7 @@
-"""A fleet scan (`sweeper scan`; a run with a scan summary, `results.scans`): a node x node map
-of what was measured together and how it did, the verdict of every condemned node, GPU and
-link with its evidence, and the scan's stages and waves in time.
+"""A fleet scan (`sweeper scan`; a run with a scan summary, `results.scans`): first what to
+drain and why (the hosts of every condemned verdict, then each verdict with its evidence),
+then a node x node map of what was measured together and how it did, and the scan's stages
+and waves in time.
 
 The map's colours are the judge's (the summary's verdicts), its cells the rows': a pair of
 nodes is tested where a judged group held both. The rows name a group's members by host, so
@@ -188,14 +189,16 @@ def fleet(view: RunView) -> Section | None:
         return None
     verdicts = read_verdicts(summary)
     shown = fleet_map(summary, view.rows)
-    blocks: list[Block] = [
-        *_facts(summary),
+    # what to drain and why first: at 1024 nodes the map and the run's inventory come to
+    # megabytes, and an operator reads the verdicts before them
+    blocks: list[Block] = [*_facts(summary), *_verdict_tables(verdicts, summary)]
+    blocks.append(
         Figure(
             figures.fleet_map(
                 shown.labels, shown.domains, shown.codes, shown.busbw_gb_per_s, shown.rings, CODES
             )
-        ),
-    ]
+        )
+    )
     if not shown.placed:
         blocks.append(
             Text(
@@ -204,7 +207,6 @@ def fleet(view: RunView) -> Section | None:
                 "muted",
             )
         )
-    blocks += _verdict_tables(verdicts, summary)
     blocks += _timeline(summary)
     return Section(
         "fleet",
@@ -255,10 +257,24 @@ def _verdict_tables(verdicts: Sequence[Verdict], summary: Mapping[str, Any]) -> 
     out: list[Block] = []
     condemned = [v for v in shown if v.condemned]
     if condemned:
+        drained = sorted(
+            {hosts.get(n, n) for v in condemned if v.subject is not Subject.GROUP for n in v.nodes}
+        )
+        what = f"Drain {len(drained)} host(s): {', '.join(drained)}." if drained else ""
+        fixed = [v for v in condemned if v.subject is Subject.GROUP]
+        if fixed:
+            what += f" Fix the configuration {len(fixed)} verdict(s) below name, on their nodes."
+        out.append(Text(what.strip()))
         lines = tuple(_line(v, hosts) for v in condemned)
-        out.append(Table(columns, lines, "condemned: slow, failed, unreachable"))
+        out.append(
+            Table(
+                columns,
+                lines,
+                "what to drain, and why: slow, failed, unreachable, flaky, misconfigured",
+            )
+        )
     else:
-        out.append(Text("No node, GPU or link condemned."))
+        out.append(Text("Nothing to drain: no node, GPU or link condemned."))
     unconfirmed = [v for v in shown if not v.condemned]
     if unconfirmed:
         lines = tuple(_line(v, hosts) for v in unconfirmed)

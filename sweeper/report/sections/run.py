@@ -4,6 +4,7 @@ the status of its points, and the links between its GPUs."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pandas as pd
 
@@ -92,12 +93,18 @@ def _nccl_env(df: pd.DataFrame) -> Table:
     return Table(("actor set", "NCCL variables"), tuple(rows), "NCCL variables of each actor set")
 
 
+# A fleet larger than this lists its nodes by kind, not a row a GPU.
+EVERY_GPU_UP_TO = 64
+
+
 def _inventory(record: RunRecord | None, hosts: list[str]) -> Block:
     if record is None:
         return Text(
             "No run record (topology, command line) was saved for this run; hosts from the rows: "
             + ", ".join(hosts)
         )
+    if len(record.nodes) > EVERY_GPU_UP_TO:
+        return _shapes(record)
     gpu_columns = ("GPU", "model", "memory", "PCI bus", "NUMA", "NVLink GB/s", "PCIe GB/s")
     any_gpus = any(node.gpus for node in record.nodes)
     columns = ("node", "host", "CPUs", *(gpu_columns if any_gpus else ("GPUs",)))
@@ -120,6 +127,39 @@ def _inventory(record: RunRecord | None, hosts: list[str]) -> Block:
                 )
             )
     return Table(columns, tuple(rows), "nodes and GPUs (NVML)")
+
+
+def _shapes(record: RunRecord) -> Table:
+    """A large fleet's nodes by what they hold, one row a kind of node (its CPUs and its GPUs'
+    model, memory and links), where a row a GPU came to megabytes before the page's first
+    figure at 1024 nodes of 8."""
+    Kind = tuple[str, int, float | None, float | None]  # a GPU's model, memory, NVLink, PCIe
+    kinds: dict[tuple[int, tuple[Kind, ...]], list[str]] = {}
+    for node in record.nodes:
+        held = tuple(
+            (g.name, g.memory_total_bytes, g.nvlink_gb_per_s, g.pcie_gb_per_s) for g in node.gpus
+        )
+        kinds.setdefault((node.cpus, held), []).append(node.host)
+    columns = ("nodes", "hosts", "CPUs", "GPUs", "memory", "NVLink GB/s", "PCIe GB/s")
+    rows = []
+    for (cpus, gpus), hosts in kinds.items():
+        models = Counter(g[0] for g in gpus)
+        shown = ", ".join(hosts[:3]) + (f" ... {hosts[-1]}" if len(hosts) > 3 else "")
+        rows.append(
+            (
+                cells.num(len(hosts), "d"),
+                Cell(shown),
+                cells.num(cpus, "d"),
+                Cell(", ".join(f"{n} x {m}" for m, n in models.items()) or "none"),
+                Cell(", ".join(sorted({f"{g[1] / 2**30:.0f} GiB" for g in gpus})), "num"),
+                cells.num(min((g[2] for g in gpus if g[2]), default=None), ".0f"),
+                cells.num(min((g[3] for g in gpus if g[3]), default=None), ".0f"),
+            )
+        )
+    caption = (
+        f"{len(record.nodes)} nodes by kind (NVML; the slowest GPU's links); each GPU: sweeper topo"
+    )
+    return Table(columns, tuple(rows), caption)
 
 
 # Status
