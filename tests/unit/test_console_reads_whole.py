@@ -172,3 +172,36 @@ def test_a_machine_without_nvml_says_why_in_words() -> None:
         "no NVIDIA driver here (NVML's library is not installed)",
         "the NVIDIA driver is not loaded",
     )
+
+
+class _Started(Exception):
+    """Where the fake ray.init stops connect: what came before it is the test's."""
+
+
+def test_the_embedded_ray_has_token_authentication_on_before_ray_would_warn_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ray.init turns token authentication on for a cluster it starts, with a warning that was
+    every run's first line, unless RAY_AUTH_MODE says; sweeper turns it on itself first, as
+    Ray would (its own switch), so Ray finds the mode said. No Ray starts here."""
+    from sweeper.driver import connection
+
+    turned: list[str] = []
+    monkeypatch.delenv("RAY_AUTH_MODE")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # an embedded Ray: no cluster to join
+    monkeypatch.setattr(connection, "_enable_token_auth", lambda: turned.append("token"))
+    monkeypatch.setattr(connection.ray, "is_initialized", lambda: False)
+
+    def init(**options: object) -> None:
+        turned.append(f"init {options['address']}")
+        raise _Started
+
+    monkeypatch.setattr(connection.ray, "init", init)
+    with pytest.raises(_Started):
+        connection.connect(None, 2)
+    assert turned == ["token", "init local"]
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's say: sweeper leaves it
+    turned.clear()
+    with pytest.raises(_Started):
+        connection.connect(None, 2)
+    assert turned == ["init local"]
