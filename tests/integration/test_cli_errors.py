@@ -497,7 +497,7 @@ def test_a_bad_profile_is_one_line_exit_2_and_writes_nothing(
 ) -> None:
     path = tmp_path / "profile.yaml"
     if text is not None:
-        path.write_text(text + f"output: {tmp_path / 'results'}\n")
+        path.write_text(text + f"results: {tmp_path / 'results'}\n")
     result = CliRunner().invoke(app, [command, "--profile", str(path)])
     assert result.exit_code == 2
     assert result.stderr.strip() == f"sweeper: error: {message.format(path=path)}"

@@ -43,7 +43,7 @@ max_size: 64K
 iters: 20
 warmup: 2
 cluster_name: ci
-output: {tmp_path / "results"}
+results: {tmp_path / "results"}
 nightly:
   bandwidth_min_size: 16K
 """
