@@ -47,7 +47,7 @@ LINK_VERDICT = "sweeper_link_verdict"
 NAMES = (BUSBW, LATENCY, f"{RUN_INFO}_info", DURATION, END)
 VERDICT_NAMES = (NODE_VERDICT, GPU_VERDICT, LINK_VERDICT)
 # The judge's verdicts (`scan.judge.Health`), as a version 1 summary writes them.
-VERDICTS = ("healthy", "slow", "failed", "unreachable", "unconfirmed", "flaky")
+VERDICTS = ("healthy", "slow", "failed", "unreachable", "unconfirmed", "flaky", "misconfigured")
 
 # dcgm-exporter's host label (`Hostname` until 2026, when it became `hostname`); then the
 # row's own columns.

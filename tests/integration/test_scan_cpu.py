@@ -218,7 +218,7 @@ def night(scan: _Scan, tmp_path_factory: pytest.TempPathFactory) -> _Night:
     profile = root / "scan.yaml"
     profile.write_text(
         "backend: gloo\ngpus_per_node: 1\niters: 1\nwarmup: 1\nblocks: 3\ntimeout: 60\n"
-        f"output: {root / 'results'}\nplugins: [tests.plugins.faulty_fleet]\n"
+        f"results: {root / 'results'}\nplugins: [tests.plugins.faulty_fleet]\n"
         "scan:\n  op: faulty\n  sizes: [8, 64K]\n  sigmas: 0\n  min_ratio: 0.1\n"
     )
     runner = CliRunner()
@@ -368,7 +368,7 @@ def frozen(scan: _Scan, tmp_path_factory: pytest.TempPathFactory) -> Scanned:
         warmup=1,
         blocks=1,
         timeout=20,
-        output=out,
+        results=out,
         plugins=["tests.plugins.frozen"],
     )
     settings = ScanSettings(
