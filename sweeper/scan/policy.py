@@ -32,7 +32,7 @@ where no row came back).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from math import isqrt
 
@@ -226,28 +226,43 @@ def next_wave(
 # ---- fixed strategies: the k-th matching of the nodes that passed the gate ----
 
 
-def _fixed(strategy: Strategy, nodes: Sequence[str], k: int) -> list[tuple[str, str]]:
+Pairs = list[tuple[str, str]]
+
+
+def _fixed(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
+    """The k-th wave of the strategy's pairs (none: it is done)."""
+    return FIXED[strategy.kind](strategy, nodes, k) if len(nodes) > 1 else []
+
+
+def _ring(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
+    """Each node with the next: even n (0,1)(2,3).. then (1,2)(3,4)..(n-1,0); odd n takes a
+    third wave."""
     n = len(nodes)
-    if n < 2:
+    edges = [(i, (i + 1) % n) for i in range(n if n > 2 else 1)]
+    rounds = [edges[0::2], edges[1::2]] if n % 2 == 0 else _pack_edges(edges)
+    return [(nodes[a], nodes[b]) for a, b in rounds[k]] if k < len(rounds) else []
+
+
+def _bisect(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
+    """Each node of the first half with its place in the second, once."""
+    half = len(nodes) // 2
+    return [(nodes[i], nodes[i + half]) for i in range(half)] if k == 0 else []
+
+
+def _random(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
+    """`rounds` random matchings, drawn from the strategy's seed."""
+    if k >= strategy.rounds:
         return []
-    if strategy.kind is Scheme.RING:
-        # even n: (0,1)(2,3).. then (1,2)(3,4)..(n-1,0); odd n takes a third wave
-        edges = [(i, (i + 1) % n) for i in range(n if n > 2 else 1)]
-        rounds = [edges[0::2], edges[1::2]] if n % 2 == 0 else _pack_edges(edges)
-        return [(nodes[a], nodes[b]) for a, b in rounds[k]] if k < len(rounds) else []
-    if strategy.kind is Scheme.BISECT:
-        half = n // 2
-        return [(nodes[i], nodes[i + half]) for i in range(half)] if k == 0 else []
-    if strategy.kind is Scheme.RANDOM:
-        if k >= strategy.rounds:
-            return []
-        rng = random.Random(strategy.seed)
-        order = list(nodes)
-        for _ in range(k + 1):
-            rng.shuffle(order)
-        return [(order[i], order[i + 1]) for i in range(0, n - 1, 2)]
-    # all: the circle method, a bye where n is odd
-    ring: list[str | None] = [*nodes, None] if n % 2 else list(nodes)
+    rng = random.Random(strategy.seed)
+    order = list(nodes)
+    for _ in range(k + 1):
+        rng.shuffle(order)
+    return [(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)]
+
+
+def _all(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
+    """Every pair: the circle method, a bye where n is odd."""
+    ring: list[str | None] = [*nodes, None] if len(nodes) % 2 else list(nodes)
     m = len(ring)
     if k >= m - 1:
         return []
@@ -255,6 +270,16 @@ def _fixed(strategy: Strategy, nodes: Sequence[str], k: int) -> list[tuple[str, 
     turned = [ring[0], *rest[k:], *rest[:k]]
     pairs = [(turned[i], turned[m - 1 - i]) for i in range(m // 2)]
     return [(a, b) for a, b in pairs if a is not None and b is not None]
+
+
+# The fixed strategies, each the function that gives its k-th wave of pairs (the adaptive
+# one is a policy of its own: `_Adaptive`)
+FIXED: dict[Scheme, Callable[[Strategy, Sequence[str], int], Pairs]] = {
+    Scheme.RING: _ring,
+    Scheme.BISECT: _bisect,
+    Scheme.RANDOM: _random,
+    Scheme.ALL: _all,
+}
 
 
 def _pack_edges(edges: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:

@@ -313,3 +313,16 @@ def test_on_seven_nodes_with_one_gone_the_slow_node_is_confirmed_and_the_gone_on
     assert not [g for g in confirm if g.tested == ("n0006",)]
     partners = {p for g in confirm if g.tested == ("n0002",) for p in g.partners}
     assert len(partners) >= 2
+
+
+def test_every_fixed_strategy_is_one_function_of_the_table_that_returns_its_waves_of_pairs() -> (
+    None
+):
+    from sweeper.scan.policy import FIXED, Scheme, _fixed
+
+    assert set(FIXED) == set(Scheme) - {Scheme.ADAPTIVE}
+    nodes = [f"n{i}" for i in range(6)]
+    for kind, made in FIXED.items():
+        strategy = Strategy.parse("random:2" if kind is Scheme.RANDOM else str(kind))
+        assert _fixed(strategy, nodes, 0) == made(strategy, nodes, 0) != []
+        assert _fixed(strategy, nodes[:1], 0) == []  # one node: nothing to pair
