@@ -254,6 +254,7 @@ SWEEP_OPTIONS: dict[str, Any] = {
     "concurrent": Annotated[
         bool | None, _opt("concurrent", EXPERIMENTS, "", "--concurrent/--isolated")
     ],
+    "curves": Annotated[int | None, _opt("curves", EXPERIMENTS, "N")],
     "copy_engine": Annotated[
         bool | None, _opt("copy_engine", EXPERIMENTS, "", "--copy-engine/--no-copy-engine")
     ],

@@ -25,7 +25,7 @@ from sweeper.planning.estimate import Estimate, duration, estimate, model_for
 from sweeper.planning.inputs import read_json
 from sweeper.planning.placement import Placement, alone, expected_placement
 from sweeper.planning.request import ceiling_bytes, check_groups, schedule_request
-from sweeper.planning.schedule import Schedule, nothing_to_measure, schedule
+from sweeper.planning.schedule import Schedule, apart, nothing_to_measure, schedule
 from sweeper.planning.sections import DEFAULT_CPU_RANKS
 from sweeper.planning.sizes import format_size
 from sweeper.planning.spec import SweepSpec, check_ranks
@@ -221,6 +221,7 @@ def records(found: Plan) -> dict[str, Any]:
         "serial_s": found.estimate.serial_s,
         "planning_s": found.planning_s,
         "cost_model": "fitted" if found.fitted_from else "defaults",
+        "pairs_apart": apart(found.schedule),
         "actor_sets": [
             {
                 "variant": actors.variant,
@@ -251,6 +252,13 @@ def print_plan(found: Plan, shown_groups: int = 4) -> None:
     note = nothing_to_measure(planned, tiers) or alone(placement)
     if note is not None:
         print(note)
+    for tier, why in apart(planned).items():
+        print(f"{tier} pairs of a node run one at a time: {why}")
+    if found.spec.curves is not None:
+        print(
+            f"every operation's curve on {found.spec.curves} groups of each tier and shape; "
+            "the others measure their bandwidth alone"
+        )
     for actors in planned.actor_sets:
         n = sum(len(w.groups) for w in actors.waves)
         print(f"  actor set {actors.variant}: {len(actors.waves)} waves, {n} groups")

@@ -18,7 +18,7 @@ from sweeper.planning.costs import CostModel
 from sweeper.planning.dtypes import DTYPES
 from sweeper.planning.placement import Group
 from sweeper.planning.schedule import Schedule, Series, collector_paused
-from sweeper.planning.sizing import Sized, largest_count
+from sweeper.planning.sizing import Sized, footprint_bytes
 from sweeper.wire import Backend, Launch, Timing
 
 
@@ -48,29 +48,51 @@ class Bounded(Sized, Protocol):
     def name(self) -> str: ...
 
 
-def sizes(
-    series: Series,
-    ceiling_bytes: int | None,
-    ranks: int = 1,
-    ops: Mapping[str, Bounded] | None = None,
-    device: str = "cuda",
-) -> list[int]:
+def sizes(series: Series, bound_bytes: int | None) -> list[int]:
     """The sizes of a series' grid it will likely reach: a probe stops at the largest size
-    whose buffers fit a rank of `ceiling_bytes` (its operation's footprint, where `ops`
-    has it, else the ceiling itself), which it measures."""
+    whose buffers fit (`bound_bytes`, `bound`), which it measures; nothing fits: its first
+    point, which says so."""
     itemsize = DTYPES[series.dtype].itemsize
     grid = [c * itemsize for c in series.counts]
-    if series.probe and ceiling_bytes is not None:
-        bound: int | None = ceiling_bytes
-        op = (ops or {}).get(series.op)
-        if op is not None:
-            count = largest_count(op, itemsize, [ceiling_bytes] * ranks, device)
-            bound = None if count is None else count * itemsize
-        if bound is None:
-            return grid[:1]  # nothing fits: its first point says so
-        below = [s for s in grid if s < bound]
-        grid = [*below, bound] if len(below) < len(grid) else below
+    if series.probe and bound_bytes is not None:
+        below = [s for s in grid if s < bound_bytes]
+        grid = [*below, bound_bytes] if len(below) < len(grid) else below
     return grid
+
+
+def bound(op: Sized | None, itemsize: int, n: int, ceiling_bytes: int, device: str) -> int | None:
+    """Where a probe of `op` on n ranks of `ceiling_bytes` each ends: its footprint's bound
+    (the ceiling itself for an operation not known here)."""
+    if op is None:
+        return ceiling_bytes
+    count = _largest(op, itemsize, n, ceiling_bytes, device)
+    return None if count is None else count * itemsize
+
+
+def _largest(op: Sized, itemsize: int, n: int, budget: int, device: str) -> int | None:
+    """About sizing.largest_count where every rank has `budget` (within 0.1%: an estimate):
+    the first rank (a root) and the second stand for all, so a group of 8192 ranks is not
+    walked rank by rank, and the search starts near the budget in elements."""
+
+    def valid(elements: int) -> int:
+        return op.count(elements * itemsize, itemsize, n)
+
+    def ok(elements: int) -> bool:
+        count = valid(elements)
+        return all(
+            footprint_bytes(op, count, n, rank, itemsize, device) <= budget
+            for rank in range(min(n, 2))
+        )
+
+    if not ok(1):
+        return None
+    lo, hi = 1, max(2, budget // itemsize // 64)
+    while ok(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > max(1, lo // 1000):
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return valid(lo)
 
 
 def estimate(
@@ -93,6 +115,7 @@ def _estimate(
     ops: Mapping[str, Bounded],
 ) -> Estimate:
     cache: dict[tuple[str, int], tuple[float, int]] = {}
+    bounds: dict[tuple[str, str, int], int | None] = {}
     o = model.overheads
     device = "cuda" if schedule.placement.backend == Backend.NCCL else "cpu"
 
@@ -106,7 +129,19 @@ def _estimate(
                 if one.skipped is not None:  # a row a size saying why, nothing measured
                     points += len(one.counts)
                     continue
-                kept = sizes(one, ceiling_bytes, group.world_size, ops, device)
+                limit: int | None = None
+                if one.probe and ceiling_bytes is not None:
+                    shape = (one.op, one.dtype, group.world_size)
+                    if shape not in bounds:  # a fleet's groups share a handful
+                        itemsize = DTYPES[one.dtype].itemsize
+                        op = ops.get(one.op)
+                        bounds[shape] = bound(op, itemsize, shape[2], ceiling_bytes, device)
+                    limit = bounds[shape]
+                    if limit is None:
+                        points += 1  # nothing fits: its first point says so
+                        seconds += model.series_s(group.tier, sizes(one, None)[:1], True)
+                        continue
+                kept = sizes(one, limit)
                 if one.sparse:
                     kept = model.sparse(group.tier, kept)
                 seconds += model.series_s(group.tier, kept, one.probe)

@@ -60,6 +60,7 @@ def schedule_request(spec: SweepSpec, backend: Backend, ops: Sequence[Planned] =
         sees_node_gpus=backend == Backend.NCCL and spec.cluster.gpu_visibility == "node",
         concurrent_pairs=asked.concurrent_pairs,
         dense_sizes=asked.dense_sizes,
+        curves=asked.curves,
     )
 
 
@@ -75,8 +76,12 @@ def groups_bound(request: Request, nodes: int, per_node: int) -> int:
     if Tier.INTERNODE in request.tiers and nodes > 1:
         internode = (2 if request.force_network else 1) * (2 + pairs(nodes))
     swept = request.nccl_env.values()
-    variants = 1 + (math.prod(len(values) for values in swept) if swept else 0)
-    return variants * (1 + on_node + internode) + nodes * (per_node + 1)
+    grid = math.prod(len(values) for values in swept) if swept else 0
+    fixed = 1 + on_node + internode
+    # with curves, the swept variables run on the curves' groups only: a few of each tier's
+    # shapes (its groups, its pairs, one across nodes)
+    repeated = fixed if request.curves is None else request.curves * (3 * len(request.tiers) + 1)
+    return fixed + grid * min(fixed, repeated) + nodes * (per_node + 1)
 
 
 def check_groups(request: Request, nodes: int, per_node: int) -> None:

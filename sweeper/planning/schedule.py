@@ -9,8 +9,16 @@ A wave holds groups that share no contended resource, so the executor runs them 
 Intra-node and internode groups never share a wave (an internode group's ranks are on the
 same GPUs, and its traffic crosses the same PCIe switches).
 
-With `concurrent_pairs` (`--concurrent`) a node's pairs share its fabric on purpose: they
-are packed by GPU alone (circle method per node), to show what pairs cost each other.
+A node's pairs of GPUs with an NVLink of their own (direct, or through NVSwitches: every
+pair of an NVSwitch node) share no link, so its disjoint ones run together, in the circle
+method's rounds; other pairs (PCIe, NVLink through a third GPU, CPU ranks) one at a time
+(`apart`). With `concurrent_pairs` (`--concurrent`) every pair of a node shares its fabric on
+purpose: they are packed by GPU alone, to show what pairs cost each other.
+
+With `curves` (K), every operation's curve runs on K groups of each tier, variant and shape,
+spread over them (`curve_groups`); every other group measures its bandwidth alone (its first
+operation that runs, at the largest size up to BANDWIDTH_BYTES), and a swept NCCL variable
+runs on the curves' groups only.
 
 Operations each GPU performs on its own (host<->device and device-local copies, `PerGpu`)
 run on groups of their own, tier `gpu` (`placement.gpu_groups`): each GPU alone, a wave each per
@@ -148,10 +156,12 @@ class Request:
     sees_node_gpus: bool
     concurrent_pairs: bool = False
     dense_sizes: bool = False  # every size of the grid, above a plateau too
+    curves: int | None = None  # groups of each tier and shape that run every curve; None: all
 
-    def groups(self, placement: Placement) -> list[Group]:
-        """The groups the tiers ask for, on every variant of the swept NCCL variables."""
-        grid = list(knobs.grid(self.nccl_env))
+    def groups(self, placement: Placement, swept: bool = True) -> list[Group]:
+        """The groups the tiers ask for, on every variant of the swept NCCL variables (not
+        `swept`: on the fixed variants alone)."""
+        grid = list(knobs.grid(self.nccl_env)) if swept else []
         return groups(placement, self.tiers, self.pairs, self.force_network, grid)
 
 
@@ -179,9 +189,18 @@ def _schedule(placement: Placement, request: Request) -> Schedule:
     per_gpu = [op.traits.per_gpu for op in request.ops if op.traits.per_gpu is not None]
     found: list[Group] = []
     if placement.backend != Backend.NCCL or len(per_gpu) < len(request.ops):
-        found = request.groups(placement)
+        found = request.groups(placement, swept=request.curves is None)
     if per_gpu:
         found += gpu_groups(placement, together=any(p.together for p in per_gpu))
+    sampled = None
+    if request.curves is not None:  # the swept variables on the curves' groups alone
+        sampled = curve_groups(placement, found, request.curves)
+        curves = [  # copies call no NCCL: the default set's only, as without curves
+            g for g in found if g in sampled and g.variant == "default" and g.tier != Tier.GPU
+        ]
+        again = [Group(g.tier, v, g.ranks) for v in knobs.grid(request.nccl_env) for g in curves]
+        found += again
+        sampled |= frozenset(again)
     by_variant: dict[str, list[Group]] = defaultdict(list)
     for group in found:
         by_variant[group.variant].append(group)
@@ -192,7 +211,64 @@ def _schedule(placement: Placement, request: Request) -> Schedule:
             waves.append(Wave(number, tuple(together)))
             number += 1
         sets.append(ActorSet(variant, tuple(waves)))
-    return Schedule(placement, tuple(sets), _SeriesTable(placement, request))
+    return Schedule(placement, tuple(sets), _SeriesTable(placement, request, sampled))
+
+
+def curve_groups(placement: Placement, found: Sequence[Group], count: int) -> frozenset[Group]:
+    """`count` groups of each tier, variant and shape (ranks; inside a node or across nodes),
+    evenly spread over them in plan order; a swept variant's are its default's again."""
+    node_of = [m.node for m in placement.members]
+    by_shape: dict[tuple[str, str, int, bool], list[Group]] = defaultdict(list)
+    for group in found:
+        tier, variant, ranks = group
+        by_shape[(tier, variant, len(ranks), node_of[ranks[0]] != node_of[ranks[-1]])].append(group)
+    out: set[Group] = set()
+    for mine in by_shape.values():
+        k = min(count, len(mine))
+        out.update(mine[i * len(mine) // k] for i in range(k))
+    return frozenset(out)
+
+
+# Why a node's pairs of a tier run one at a time (a pair's path shares a link with another's)
+APART = {
+    Tier.PCIE: "their paths share the node's PCIe switches and host bridge",
+    Tier.NVLINK: "their NVLink path crosses a third GPU's links",
+    Tier.CPU: "their ranks share the host's cores and memory",
+}
+
+
+def linked_pair(placement: Placement, group: Group) -> bool:
+    """A pair of GPUs with an NVLink of their own, direct or through NVSwitches: disjoint
+    such pairs share no link."""
+    tier, _, ranks = group
+    if tier != Tier.NVLINK or len(ranks) != 2:
+        return False
+    a, b = (placement.members[r] for r in ranks)
+    node = placement.nodes[a.node]
+    index_of = {gpu.index: position for position, gpu in enumerate(node.gpus)}
+    if a.local not in index_of or b.local not in index_of:
+        return False
+    return node.nvlinked(index_of[a.local], index_of[b.local])
+
+
+def apart(planned: Schedule) -> dict[str, str]:
+    """The tiers whose pairs inside a node run one at a time, and why (`APART`)."""
+    if planned.table.request.concurrent_pairs:
+        return {}
+    node_of = [m.node for m in planned.placement.members]
+    out: dict[str, str] = {}
+    for wave in planned.waves:
+        for group in wave.groups:
+            tier, _, ranks = group
+            if (
+                len(ranks) == 2
+                and tier in APART
+                and tier not in out
+                and node_of[ranks[0]] == node_of[ranks[1]]
+                and not linked_pair(planned.placement, group)
+            ):
+                out[tier] = APART[Tier(tier)]
+    return out
 
 
 def pack(
@@ -213,23 +289,24 @@ def pack(
         else:
             wide.append(group)
     return [
-        *_intra_waves(intra, concurrent_pairs),
+        *_intra_waves(placement, intra, concurrent_pairs),
         *_wide_waves(wide, node_of),
         *_pair_waves(node_pairs),
     ]
 
 
-def _intra_waves(per_node: dict[int, list[Group]], concurrent_pairs: bool) -> list[list[Group]]:
-    """Slot k of every node runs in wave k: one group per node's fabric, or with
-    `concurrent_pairs` a round of that node's disjoint pairs."""
+def _intra_waves(
+    placement: Placement, per_node: dict[int, list[Group]], concurrent_pairs: bool
+) -> list[list[Group]]:
+    """Slot k of every node runs in wave k: one group per node's fabric, or a round of that
+    node's disjoint pairs that share no link (with `concurrent_pairs`, of all its pairs)."""
     slots: dict[int, list[list[Group]]] = {}
     for node, mine in per_node.items():
-        if concurrent_pairs:
-            pairs = [g for g in mine if g.world_size == 2]
-            rest = [[g] for g in mine if g.world_size != 2]
-            slots[node] = [*rest, *_by_tier_rounds(pairs)]
-        else:
-            slots[node] = [[g] for g in mine]
+        together = [
+            g for g in mine if g.world_size == 2 and (concurrent_pairs or linked_pair(placement, g))
+        ]
+        rest = [[g] for g in mine if g not in together]
+        slots[node] = [*rest, *_by_tier_rounds(together)]
     depth = max((len(s) for s in slots.values()), default=0)
     return [[g for s in slots.values() if k < len(s) for g in s[k]] for k in range(depth)]
 
@@ -291,11 +368,14 @@ def _pair_waves(node_pairs: Sequence[tuple[int, int, Group]]) -> list[list[Group
 class _SeriesTable:
     """Series per group shape, built once per shape and shared."""
 
-    def __init__(self, placement: Placement, request: Request) -> None:
+    def __init__(
+        self, placement: Placement, request: Request, sampled: frozenset[Group] | None = None
+    ) -> None:
         self.placement = placement
         self.request = request
+        self.sampled = sampled  # the groups that run every curve; None: every group
         self.node_of = [m.node for m in placement.members]
-        self.cache: dict[tuple[str, int, tuple[int, ...], bool], tuple[Series, ...]] = {}
+        self.cache: dict[tuple[str, int, tuple[int, ...], bool, bool], tuple[Series, ...]] = {}
         self.envs = variants(request.nccl_env)
         # what a grid variant may only repeat: NCCL's defaults, and the grid before it
         grid = knobs.grid(request.nccl_env)
@@ -312,10 +392,12 @@ class _SeriesTable:
         else:  # each rank's node, renumbered in order of first appearance
             seen: dict[int, int] = {}
             pattern = tuple(seen.setdefault(node_of[r], len(seen)) for r in ranks)
-        key = (variant, n, pattern, group.tier == Tier.GPU)
+        curves = self.sampled is None or group in self.sampled
+        key = (variant, n, pattern, group.tier == Tier.GPU, curves)
         found = self.cache.get(key)
         if found is None:
-            found = self.cache[key] = tuple(self._build(variant, n, pattern, key[3]))
+            built = tuple(self._build(variant, n, pattern, key[3]))
+            found = self.cache[key] = built if curves else _bandwidth(built)
         return found
 
     def _ops(self, n: int, per_gpu: bool) -> list[Planned]:
@@ -354,3 +436,21 @@ class _SeriesTable:
                     fixed = op.traits.fixed_count is not None or op.traits.ends_bytes is not None
                     probe = r.auto and not fixed
                     yield Series(op.name, dtype, tuple(counts), probe, sparse=not r.dense_sizes)
+
+
+# A group measured for its bandwidth alone (`curves`): at the largest size up to this (the
+# scan's bandwidth size, scan/fleet.py)
+BANDWIDTH_BYTES = 1 << 30
+
+
+def _bandwidth(built: Sequence[Series]) -> tuple[Series, ...]:
+    """A group's bandwidth alone: its first series that runs, at its largest size up to
+    BANDWIDTH_BYTES (else its smallest), never probed; all of them where none runs (their
+    rows say why)."""
+    for series in built:
+        if series.skipped is None:
+            itemsize = DTYPES[series.dtype].itemsize
+            below = [c for c in series.counts if c * itemsize <= BANDWIDTH_BYTES]
+            count = max(below) if below else series.counts[0]
+            return (Series(series.op, series.dtype, (count,)),)
+    return tuple(built)

@@ -57,6 +57,7 @@ class PlanOptions:
     pairs: bool  # with the tiers' groups, every pair of GPUs / of nodes
     force_network: bool  # internode again with NCCL P2P and SHM off
     concurrent_pairs: bool  # a node's pairs share its links on purpose
+    curves: int | None  # groups of each tier and shape that run every curve; None: all
     ops: tuple[str, ...]
     dtypes: tuple[str, ...]
     min_size: int

@@ -243,6 +243,16 @@ class SweepSpec(BaseModel):
         description="A node's pairs share its links on purpose: disjoint pairs in one wave "
         "(circle-method rounds), to show what they cost each other.",
     )
+    curves: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="Every operation's curve on this many groups of each tier and shape, "
+        "spread over them; every other group measures its bandwidth alone (the first of --ops "
+        "it runs, at the largest size up to 1G), and swept NCCL variables run on the curves' "
+        "groups only. Default: every group runs every curve.",
+        strict=True,
+    )
     copy_engine: bool = Field(
         False, description="Time peer copies between every GPU pair of a node, and fan-out."
     )
@@ -417,6 +427,7 @@ class SweepSpec(BaseModel):
             pairs=self.pairs == "all",
             force_network=self.force_network,
             concurrent_pairs=self.concurrent,
+            curves=self.curves,
             ops=self.ops,
             dtypes=self.dtypes,
             min_size=self.min_size,

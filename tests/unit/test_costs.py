@@ -17,7 +17,7 @@ from sweeper.commands.plan_estimate import calibrated, plan_recorded
 from sweeper.ops.registry import resolve
 from sweeper.planning.costs import CostModel, TierCost, adaptive
 from sweeper.planning.iterations import BLOCK_BUDGET_S, MIN_ITERS
-from sweeper.planning.profile import build_spec
+from sweeper.planning.profile import build_spec, load_profile
 from sweeper.planning.sizes import plateau_size, thinned
 from sweeper.wire import Backend, Status, Tier
 
@@ -149,3 +149,25 @@ def test_the_gpu_and_cpu_models_are_the_measured_kinds() -> None:
     assert gpu.graph
     assert not cpu.graph
     assert gpu.overheads.point_s != cpu.overheads.point_s
+
+
+def test_the_weekly_profile_plans_1024_dgx_nodes_within_8_hours() -> None:
+    """jobs/weekly.yaml on 1024 nodes of 8 H100 (NVSwitch): every node pair in the circle
+    method's waves, every curve on a sample, its NVLink pairs 4 at a time."""
+    root = DATA.parents[1]
+    spec = build_spec(load_profile(root / "jobs" / "weekly.yaml"), nodes=1024)
+    found = plan_recorded(spec, DATA / "topologies" / "dgx-h100-nvswitch.json", resolve(spec.ops))
+    assert found.estimate.waves_s <= 8 * 3600
+    pairs = [
+        len(w.groups)
+        for w in found.schedule.waves
+        if w.groups[0].tier == Tier.INTERNODE and len(w.groups[0].ranks) == 2
+    ]
+    assert sum(pairs) >= 1024 * 1023 // 2  # every node pair, and its network variant's
+    assert max(pairs) == 512  # N/2 pairs a wave
+    nvlink_pairs = [
+        len(w.groups)
+        for w in found.schedule.waves
+        if w.groups[0][:2] == (Tier.NVLINK, "default") and len(w.groups[0].ranks) == 2
+    ]
+    assert set(nvlink_pairs) == {4 * 1024}  # each node's 28 pairs in 7 rounds of 4

@@ -4,6 +4,7 @@ prometheus-client's own parser."""
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -258,11 +259,12 @@ def test_a_host_file_that_is_not_a_regular_file_stops_every_write(
 
 
 def test_the_documented_series_count_is_the_weekly_profiles() -> None:
-    """docs/MONITORING.md's count for jobs/weekly.yaml on 1024 8-GPU nodes, from the plan:
-    the keys of a node do not depend on the node count (only internode world sizes do), so
-    four nodes give them."""
+    """docs/MONITORING.md's count for jobs/weekly.yaml on 1024 8-GPU nodes, from the plan: a
+    node's keys do not grow with the node count (only internode world sizes change), most
+    nodes measure only their bandwidth, and the few holding a curve's group more, so 64
+    nodes give the common count and the most."""
     root = Path(__file__).parents[2]
-    spec = build_spec(load_profile(root / "jobs" / "weekly.yaml"), nodes=4)
+    spec = build_spec(load_profile(root / "jobs" / "weekly.yaml"), nodes=64)
     found = plan(spec, root / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json")
     placement, schedule = found.placement, found.schedule
     keys: dict[int, set[tuple[object, ...]]] = {}
@@ -274,11 +276,13 @@ def test_the_documented_series_count_is_the_weekly_profiles() -> None:
                     (group.tier, group.variant, group.world_size, s.op, s.dtype) for s in measured
                 )
     assert spec.timing.engines == ("torch",)  # one engine, and one launch mode each
-    (per_node,) = {len(node_keys) for node_keys in keys.values()}
+    counts = Counter(len(node_keys) for node_keys in keys.values())
+    ((common, _),) = counts.most_common(1)
+    most = max(counts)
     docs = " ".join((root / "docs" / "MONITORING.md").read_text().split())
-    total = 1024 * per_node * 2 + 3
-    assert f"1024 x {per_node} x 2 + 3 = **{total:,} series**" in docs
-    assert f"({2 * per_node} per node, and {2 * per_node + 3} in each" in docs
+    total = 1024 * most * 2 + 3
+    assert f"most nodes have {common} keys" in docs
+    assert f"at most 1024 x {most} x 2 + 3 = **{total:,} series**" in docs
 
 
 def test_a_scans_verdicts_are_a_series_per_node_and_verdict_and_per_condemned_gpu_and_link(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -22,13 +23,22 @@ from sweeper.planning.placement import (
     groups,
 )
 from sweeper.planning.request import GROUPS_LIMIT, groups_bound, schedule_request, tier_groups
-from sweeper.planning.schedule import Request, Schedule, nothing_to_measure, schedule
+from sweeper.planning.schedule import (
+    BANDWIDTH_BYTES,
+    Request,
+    Schedule,
+    apart,
+    linked_pair,
+    nothing_to_measure,
+    schedule,
+)
 from sweeper.planning.spec import SweepSpec
 from sweeper.wire import Tier
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 DGX = TOPOLOGIES / "dgx-h100-nvswitch.json"
 CPU = TOPOLOGIES / "cpu-no-nvml.json"
+A100_PAIRS = TOPOLOGIES / "a100x4-nvlink-pairs.json"
 ALL_TIERS = ("nvlink", "pcie", "internode", "cpu")
 
 
@@ -62,7 +72,12 @@ def assert_nothing_shared(planned: Schedule) -> None:
     for wave in planned.waves:
         ranks = [r for g in wave.groups for r in g.ranks]
         assert len(ranks) == len(set(ranks)), f"a GPU twice in wave {wave.number}"
-        intra = [node_of[g.ranks[0]] for g in wave.groups if g.tier != "internode"]
+        # a node's fabric carries one group a wave, or its disjoint pairs with links of their own
+        intra = [
+            node_of[g.ranks[0]]
+            for g in wave.groups
+            if g.tier != "internode" and not linked_pair(planned.placement, g)
+        ]
         assert len(intra) == len(set(intra)), f"a node's fabric twice in wave {wave.number}"
         networks = [node_of[r] for g in wave.groups if g.tier == "internode" for r in g.ranks]
         nodes = [
@@ -88,11 +103,12 @@ def test_waves_share_no_gpu_fabric_or_network_and_hold_every_group_once(nodes: i
 @pytest.mark.parametrize(
     ("nodes", "expected"),
     [
-        # the island and its 28 pairs, each a wave; copies: each GPU alone, then all 8
-        (1, {"default": 29 + 9, "p2p-off": 29}),
-        (2, {"default": 31 + 9, "p2p-off": 29, "network": 2}),  # + the node pair, all 16 GPUs
-        (3, {"default": 29 + 9 + 1 + 3 + 1, "p2p-off": 29, "network": 1 + 3 + 1}),  # odd: N
-        (16, {"default": 29 + 9 + 1 + 15 + 1, "p2p-off": 29, "network": 1 + 15 + 1}),
+        # the island, then its 28 NVLink pairs (through NVSwitches: no link shared) in 7
+        # rounds of 4; copies: each GPU alone, then all 8; PCIe pairs (P2P off) one a wave
+        (1, {"default": 1 + 7 + 9, "p2p-off": 29}),
+        (2, {"default": 3 + 7 + 9, "p2p-off": 29, "network": 2}),  # + node pair, 16 GPUs
+        (3, {"default": 8 + 9 + 1 + 3 + 1, "p2p-off": 29, "network": 1 + 3 + 1}),  # odd: N
+        (16, {"default": 8 + 9 + 1 + 15 + 1, "p2p-off": 29, "network": 1 + 15 + 1}),
     ],
 )
 def test_every_nodes_intra_node_groups_take_as_many_waves_as_one_nodes(
@@ -371,3 +387,56 @@ def test_the_group_bound_counted_before_planning_is_never_below_what_is_planned(
 
 def test_a_fleet_of_1024_nodes_of_8_gpus_with_every_tier_is_within_a_plans_groups() -> None:
     assert groups_bound(request(), 1024, 8) <= GROUPS_LIMIT < groups_bound(request(), 4096, 8)
+
+
+def test_an_nvswitch_nodes_disjoint_pairs_run_together_and_pcie_pairs_apart() -> None:
+    planned = schedule(placement(DGX, 1, 8), request(tiers=("nvlink", "pcie")))
+    nvlink = [w for w in planned.waves if w.groups[0].tier == Tier.NVLINK]
+    assert [len(w.groups) for w in nvlink] == [1] + [4] * 7  # the island, then 7 rounds
+    pcie = [w for w in planned.waves if w.groups[0].tier == Tier.PCIE]
+    assert {len(w.groups) for w in pcie} == {1}
+    assert apart(planned) == {
+        Tier.PCIE: "their paths share the node's PCIe switches and host bridge"
+    }
+    assert_nothing_shared(planned)
+    # a node whose pairs have no NVLink of their own: its pairs one at a time
+    pairs = schedule(placement(A100_PAIRS, 1, 4), request(tiers=("pcie",)))
+    assert not any(linked_pair(pairs.placement, g) for w in pairs.waves for g in w.groups)
+    assert {len(w.groups) for w in pairs.waves} == {1}
+
+
+def test_curves_run_on_a_sample_and_every_other_group_measures_its_bandwidth_alone() -> None:
+    where = placement(DGX, 16, 8)
+    swept = {"NCCL_PROTO": ("LL", "Simple")}
+    asked = request(
+        tiers=("nvlink", "internode"),
+        force_network=False,
+        nccl_env=swept,
+        ops=resolve(("p2p:bi", "all")),
+    )
+    every = schedule(where, asked)
+    sampled = schedule(where, replace(asked, curves=2))
+    node_pairs = [
+        g
+        for w in sampled.waves
+        for g in w.groups
+        if g.tier == Tier.INTERNODE and len(g.ranks) == 2 and g.variant == "default"
+    ]
+    assert len(node_pairs) == 16 * 15 // 2  # every node pair still measured
+    full = [g for g in node_pairs if len(sampled.series(g)) > 1]
+    assert len(full) == 2
+    assert sampled.series(full[0]) == every.series(full[0])
+    alone = [sampled.series(g) for g in node_pairs if g not in full]
+    assert {(s.op, s.counts, s.probe) for (s,) in alone} == {
+        ("p2p:bi", (2**20 // 2,), False)  # the largest size up to 1 GiB, in bfloat16
+    }
+    big = schedule(where, replace(asked, curves=2, sizes=(8, BANDWIDTH_BYTES, 2**31)))
+    assert {s.counts for g in node_pairs if g not in full for s in big.series(g)} == {
+        (BANDWIDTH_BYTES // 2,)
+    }
+    # the swept variable: its curves' groups alone, where every default group ran before
+    variant = {a.variant: a for a in sampled.actor_sets}["proto=LL"]
+    assert 0 < sum(len(w.groups) for w in variant.waves) <= 2 * 4
+    assert (
+        sum(len(w.groups) for w in {a.variant: a for a in every.actor_sets}["proto=LL"].waves) > 100
+    )
