@@ -25,6 +25,7 @@ from sweeper.analysis import OpSummary, label, probe_seconds, summarize, tier_na
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import Survey
+from sweeper.planning.estimate import duration
 from sweeper.planning.sizes import format_size
 from sweeper.results.writer import columns
 from sweeper.scan.fleet import Wave
@@ -51,10 +52,11 @@ def _intro(run: Started) -> str:
     groups = _groups(run)
     low, high = run.sizes
     top = format_size(high) if high else "the largest that fits (auto)"
+    took = "" if run.estimated_s is None else f" in about {duration(run.estimated_s)}"
     return (
         f"sweeper {run.run_id}: {run.backend} on {groups}; {counted(len(run.ops), 'operation')} "
         f"({', '.join(run.ops)}) x {', '.join(run.dtypes)}, {format_size(low)} to "
-        f"{top}: about {run.n_points} points -> {run.output}/"
+        f"{top}: about {run.n_points} points{took} -> {run.output}/"
     )
 
 
