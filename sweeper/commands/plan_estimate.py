@@ -155,30 +155,38 @@ def calibrated(rows: pd.DataFrame, model: CostModel) -> CostModel:
 
 
 def _tier_cost(part: pd.DataFrame) -> TierCost | None:
-    """A tier's latency (alpha-beta, relative residuals: every size counts alike) and its
-    bandwidth over the points that bandwidth dominates (S / beta above alpha), as their
-    summed time less latency gives it, so that the largest points, which take the time,
-    sum to what they took. None with fewer than two sizes."""
+    """A tier's bandwidth over the points that bandwidth dominates (S / beta above alpha, an
+    alpha-beta fit's), as their time less latency gives it, then its latency as every point's
+    time less that gives it: means, so that the points' times sum to what they took, where
+    a fit of relative errors (every size alike) misses the sum by the noise of the smallest.
+    None with fewer than two sizes."""
     fit = fit_alpha_beta(part["size_bytes"], part["time_us"])
     if fit is None or not fit.beta_gb_per_s > 0:
         return None
-    latency_us = max(0.0, fit.alpha_us)
-    big = part[part["size_bytes"] / (fit.beta_gb_per_s * 1e3) > latency_us]
-    spent_us = float((big["time_us"] - latency_us).sum())
+    alpha_us = max(0.0, fit.alpha_us)
+    big = part[part["size_bytes"] / (fit.beta_gb_per_s * 1e3) > alpha_us]
+    spent_us = float((big["time_us"] - alpha_us).sum())
     algbw = float(big["size_bytes"].sum()) / (spent_us * 1e3) if spent_us > 0 else fit.beta_gb_per_s
-    return TierCost(latency_us=latency_us, algbw_gb_per_s=min(algbw, 1e6))
+    algbw = min(algbw, 1e6)
+    latency_us = float((part["time_us"] - part["size_bytes"] / (algbw * 1e3)).mean())
+    return TierCost(latency_us=max(0.0, latency_us), algbw_gb_per_s=algbw)
 
 
 def _overheads(timed: pd.DataFrame, model: CostModel) -> dict[str, float]:
-    """Each point's wall (ended_at - started_at) less its iterations on each of its launches:
-    a line over its size for every point (means, so that the model's sums are the rows'),
-    what a series' first point adds above it, and the gap to its group's next point; a
-    series' probing; a run's first point after its start."""
+    """Each point's wall (ended_at - started_at) less its iterations on each of its launches,
+    plus the gap since its group's point before (where the driver and ranks prepare it: at
+    large sizes, allocating and filling its buffers): a line over its size for every point
+    but a series' first (means, so that the model's sums are the rows'), and what a series'
+    first point adds above it; a series' probing; a run's first point after its start."""
     calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 1
     busy = (calls * timed["time_us"] / 1e6).groupby([timed[c] for c in POINT]).sum()
     spans = timed.groupby(POINT).agg(started=("started_at", "min"), ended=("ended_at", "max"))
     points = spans.assign(busy=busy).reset_index().sort_values("started")
-    points["excess"] = (points["ended"] - points["started"]).dt.total_seconds() - points["busy"]
+    before = points.groupby(["run_id", "group_id", "variant"])["ended"].shift(1)
+    gap = (points["started"] - before).dt.total_seconds() - model.overheads.row_s
+    wall = (points["ended"] - points["started"]).dt.total_seconds()
+    points["excess"] = wall - points["busy"] + gap.clip(lower=0)
+    points = points[gap.notna()]  # a group's first point: its gap is the wave's opening
     first = points.groupby(POINT[:-1]).cumcount() == 0
     rest = points[~first]
     found: dict[str, float] = {}
@@ -191,10 +199,7 @@ def _overheads(timed: pd.DataFrame, model: CostModel) -> dict[str, float]:
             slope, point_s = 0.0, rest["excess"].mean()
         line = point_s + slope * points["size_bytes"] / 1e9
         found["series_s"] = max(0.0, float((points["excess"] - line)[first].mean()))
-        nxt = points.groupby(["run_id", "group_id", "variant"])["started"].shift(-1)
-        gap = (nxt - points["ended"]).dt.total_seconds().dropna()
-        between = float(gap.mean()) - model.overheads.row_s if len(gap) else 0.0
-        found["point_s"] = max(0.0, float(point_s) + max(0.0, between))
+        found["point_s"] = max(0.0, float(point_s))
         found["per_gb_s"] = float(slope)
     probes = timed.dropna(subset=["probe_s"])
     if len(probes):

@@ -72,11 +72,11 @@ class Overheads:
 
 # The figures, by machine kind, each as `sweeper plan --calibrate` fits it (commands/
 # plan_estimate.py): a point's wall (ended_at - started_at) less its iterations (warmup_iters
-# + 3 x iters + 1, times time_us), as a line over size_bytes through every point but a
-# series' first (point_s, per_gb_s), plus the mean gap to its group's next point less
-# row_s; what a series' first point adds above the line (series_s); probe_s's mean per
-# series; run_started_at to the first point (set_start_s). Where a figure was not measured
-# on the kind it says so.
+# + 3 x iters + 1, times time_us), plus the gap since its group's point before less row_s
+# (where its buffers are allocated and filled), as a line over size_bytes through every point
+# but a series' first (point_s, per_gb_s); what a series' first point adds above the line
+# (series_s); probe_s's mean per series; run_started_at to the first point (set_start_s).
+# Where a figure was not measured on the kind it says so.
 #
 # GPUs: nvidia-h200-x4 (4 H200, NV18), 2026-11-27, the four runs with NCCL's defaults of
 # tests/data/results/h200-x4-identical-2026-11-27 and h200-x4-channels-2026-11-27 (`sweeper
@@ -84,46 +84,52 @@ class Overheads:
 # each). run_s: their walls (tests/data/results/README.md: 47.9, 47.5, 41.9, 44.5 s) less
 # set_start_s and the points' span, the median (11.7-15.5 s). row_s: a point of 2 rows
 # journaled, 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, docs/measurements/
-# h100-x1-2026-11-25.md). probe_s: those runs probe nothing (--max-size 256M); assumed.
+# h100-x1-2026-11-25.md). per_gb_s: those rows reach 256 MiB only, where the slope is
+# 0.00-0.065 s/GB from run to run (0.045 fitted on the four), too loose to carry to 147 GB;
+# taken so the default run of issue 43 on that machine (the dense grid, MIN_ITERS at every
+# size, before the block budget: 488 points in 467 s) is estimated at its wall (452 points).
+# probe_s: those runs probe nothing (--max-size 256M); assumed.
 # wave_open_s: 62 ms for a wave of 4 node pairs on the 2-core box (docs/measurements/
 # cpu-2026-11-23.md), 50 ms taken. open_per_rank_s: issue 15's fake-cluster figures.
 GPU_OVERHEADS = Overheads(
     point_s=0.168,
-    per_gb_s=0.029,
+    per_gb_s=0.018,
     row_s=0.0032,
-    series_s=0.178,
+    series_s=0.141,
     probe_s=0.05,
     wave_open_s=0.05,
     set_start_s=15.4,
     run_s=13.6,
     open_per_rank_s=0.003,
 )
-# The 2-core CPU box the tests run on (2 gloo ranks), 2026-11-27 19:49 UTC: the default
-# `sweeper run --no-report` (269 points, 160.4 s of wall, the box shared with other test
-# runs); run_s: that wall less set_start_s and the points' span (148.0 s).
+# The 2-core CPU box the tests run on (2 gloo ranks), 2026-11-27: the default `sweeper run
+# --no-report` twice, 269 points each, with other test runs on the box: 19:49 UTC (160.4 s of
+# wall, 5.2 s to its first point) and 20:48 UTC, after the block budget (204.1 s, 23.0 s to
+# its first point), fitted together; run_s: each wall less set_start_s and the points' span
+# (148.0 and 151.3 s), the mean (7.2 and 29.8 s).
 CPU_OVERHEADS = Overheads(
-    point_s=0.132,
-    per_gb_s=49.0,
+    point_s=0.026,
+    per_gb_s=84.7,
     row_s=0.0032,
-    series_s=0.025,
-    probe_s=0.017,
+    series_s=0.043,
+    probe_s=0.021,
     wave_open_s=0.05,
-    set_start_s=5.15,
-    run_s=7.2,
+    set_start_s=14.1,
+    run_s=18.5,
     open_per_rank_s=0.003,
 )
 
 # An iteration per tier. nvlink: the 4 H200 runs above fitted (graph launches; their eager
-# smallest all_reduce was 35 us, docs/measurements/h200-x4-2026-11-22.md). cpu: the CPU run
+# smallest all_reduce was 35 us, docs/measurements/h200-x4-2026-11-22.md). cpu: the CPU runs
 # above fitted. pcie: 4 H200 with NCCL_P2P_DISABLE=1, 23.0-31.4 GB/s at 256 MiB
 # (h200-x4-2026-11-22.md), the latency assumed. internode: assumed, one 400 Gb/s NIC per
 # GPU, no fleet measured. local (one GPU alone) and gpu (each GPU's copies): assumed, PCIe
 # Gen4 x16 pinned (one H100 on Gen5 x16 measured 54.9 GB/s h2d, h100-x1-2026-11-23.md).
 DEFAULT_TIERS: dict[str, TierCost] = {
-    Tier.NVLINK: TierCost(latency_us=9.6, algbw_gb_per_s=251.0),
+    Tier.NVLINK: TierCost(latency_us=10.9, algbw_gb_per_s=251.0),
     Tier.PCIE: TierCost(latency_us=40.0, algbw_gb_per_s=25.0),
     Tier.INTERNODE: TierCost(latency_us=50.0, algbw_gb_per_s=40.0),
-    Tier.CPU: TierCost(latency_us=162.0, algbw_gb_per_s=0.444),
+    Tier.CPU: TierCost(latency_us=1140.0, algbw_gb_per_s=0.425),
     Tier.LOCAL: TierCost(latency_us=10.0, algbw_gb_per_s=1000.0),
     Tier.GPU: TierCost(latency_us=10.0, algbw_gb_per_s=25.0),
 }

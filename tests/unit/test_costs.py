@@ -108,7 +108,7 @@ def test_a_sparse_series_is_priced_at_the_sizes_the_run_keeps() -> None:
     model = CostModel()
     sizes = [8 * 2**k for k in range(35)]  # 8 B to 128 GiB
     kept = model.sparse(Tier.NVLINK, sizes)
-    cost = TierCost(latency_us=9.6, algbw_gb_per_s=251.0)
+    cost = TierCost(latency_us=10.9, algbw_gb_per_s=251.0)
     algbw = [s / cost.time_s(s) for s in sizes]
     assert kept == thinned(sizes, plateau_size(sizes, algbw))
     assert kept[-1] == sizes[-1]
