@@ -17,7 +17,7 @@ from sweeper.results import scans
 from sweeper.scan.deadline import STALL_FLOOR_S, stall_s
 from sweeper.scan.fleet import Fleet, Group, Outcome, Stage
 from sweeper.scan.judge import Health, Subject, Verdict, judge
-from sweeper.scan.policy import Policy, Strategy
+from sweeper.scan.policy import Policy, Strategy, affine
 from sweeper.scan.simulate import (
     DEFAULT_FAULTS,
     Costs,
@@ -378,3 +378,14 @@ def test_a_simulated_fleet_under_a_floor_keeps_its_fleet_finding_in_its_summary(
     assert finding["source"] == "the flag's 60 GB/s for internode"
     assert (finding["below"], finding["nodes"]) == (16, 16)
     assert summary["condemned"] == []
+
+
+def test_two_slow_pairs_in_one_screen_group_one_across_the_others_halves_are_both_named() -> None:
+    fleet = fleet_of(64, 2)
+    line = max((g for wave in affine(list(fleet.ids)) for g in wave), key=len)
+    assert len(line) >= 5  # its first half holds the one pair and an end of the other
+    inside = Planted(fault=Fault.SLOW_LINK, nodes=(line[0], line[1]))
+    across = Planted(fault=Fault.SLOW_LINK, nodes=(line[2], line[-1]))
+    sim = scanned(fleet, inside, across)
+    condemned = sorted(v.name for v in sim.verdicts if v.condemned)
+    assert condemned == sorted("-".join(p.nodes) for p in (inside, across))
