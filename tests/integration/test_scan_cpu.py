@@ -393,10 +393,10 @@ def test_a_node_frozen_once_and_one_frozen_always_are_each_named_and_their_partn
     ids = frozen.fleet.ids
     hung = {ids[FROZEN], ids[FROZEN_ONCE]}
     nodes = {v.nodes[0]: v for v in frozen.verdicts if v.subject is Subject.NODE}
-    failed = [(o.group.wave, o.group.nodes, o.unanswered, o.reason) for o in frozen.outcomes if o.reason]
+    failed = [(o.group.nodes, o.unanswered, o.reason) for o in frozen.outcomes if o.reason]
     assert {n: v.health for n, v in nodes.items()} == {
         n: Health.FAILED if n in hung else Health.HEALTHY for n in ids
-    }, failed
+    }, failed  # on failure: which groups failed, and how
     for node in hung:
         assert "did not answer" in nodes[node].evidence
     assert [v.name for v in frozen.verdicts if v.condemned and v.subject is not Subject.NODE] == []
