@@ -78,25 +78,21 @@ class Overheads:
 # (series_s); probe_s's mean per series; run_started_at to the first point (set_start_s).
 # Where a figure was not measured on the kind it says so.
 #
-# GPUs: nvidia-h200-x4 (4 H200, NV18), 2026-11-27, the four runs with NCCL's defaults of
-# tests/data/results/h200-x4-identical-2026-11-27 and h200-x4-channels-2026-11-27 (`sweeper
-# run --ops all_reduce,all_gather,send_recv --max-size 256M --samples --no-report`, 77 points
-# each). run_s: their walls (tests/data/results/README.md: 47.9, 47.5, 41.9, 44.5 s) less
-# set_start_s and the points' span, the median (11.7-15.5 s). row_s: a point of 2 rows
-# journaled, 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, docs/measurements/
-# h100-x1-2026-11-25.md). per_gb_s: those rows reach 256 MiB only, where the slope is
-# 0.00-0.065 s/GB from run to run (0.045 fitted on the four), too loose to carry to 147 GB;
-# taken so the default run of issue 43 on that machine (the dense grid, MIN_ITERS at every
-# size, before the block budget: 488 points in 467 s) is estimated at its wall (452 points).
-# probe_s: those runs probe nothing (--max-size 256M); assumed.
+# GPUs: nvidia-h200-x4 (4 H200, NV18), 2026-11-27 21:13 UTC, the default `sweeper run`
+# (tests/data/results/h200-x4-default-2026-11-27, its first run: 464 rows, 8 B to the memory
+# bound, 269.9 s of wall) as `sweeper plan --calibrate` fits it; its second run (after the
+# sparse tail gave the bound room, 253.8 s) fits within 8% of each figure. run_s: the walls
+# less set_start_s and the points' span (13.2 and 16.0 s), and the four runs of
+# h200-x4-identical/-channels (11.7-15.5 s), 13.6 taken. row_s: a point of 2 rows journaled,
+# 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, docs/measurements/h100-x1-2026-11-25.md).
 # wave_open_s: 62 ms for a wave of 4 node pairs on the 2-core box (docs/measurements/
 # cpu-2026-11-23.md), 50 ms taken. open_per_rank_s: issue 15's fake-cluster figures.
 GPU_OVERHEADS = Overheads(
-    point_s=0.168,
-    per_gb_s=0.018,
+    point_s=0.152,
+    per_gb_s=0.039,
     row_s=0.0032,
-    series_s=0.141,
-    probe_s=0.05,
+    series_s=0.071,
+    probe_s=0.084,
     wave_open_s=0.05,
     set_start_s=15.4,
     run_s=13.6,
@@ -119,19 +115,19 @@ CPU_OVERHEADS = Overheads(
     open_per_rank_s=0.003,
 )
 
-# An iteration per tier. nvlink: the 4 H200 runs above fitted (graph launches; their eager
-# smallest all_reduce was 35 us, docs/measurements/h200-x4-2026-11-22.md). cpu: the CPU runs
-# above fitted. pcie: 4 H200 with NCCL_P2P_DISABLE=1, 23.0-31.4 GB/s at 256 MiB
-# (h200-x4-2026-11-22.md), the latency assumed. internode: assumed, one 400 Gb/s NIC per
-# GPU, no fleet measured. local (one GPU alone) and gpu (each GPU's copies): assumed, PCIe
-# Gen4 x16 pinned (one H100 on Gen5 x16 measured 54.9 GB/s h2d, h100-x1-2026-11-23.md).
+# An iteration per tier. nvlink and gpu (each GPU's copies, pinned and pageable together):
+# the 4 H200 default run above fitted (graph launches; their eager smallest all_reduce was
+# 35 us, docs/measurements/h200-x4-2026-11-22.md). cpu: the CPU runs below fitted. pcie: 4
+# H200 with NCCL_P2P_DISABLE=1, 23.0-31.4 GB/s at 256 MiB (h200-x4-2026-11-22.md), the
+# latency assumed. internode: assumed, one 400 Gb/s NIC per GPU, no fleet measured. local
+# (one GPU alone): assumed.
 DEFAULT_TIERS: dict[str, TierCost] = {
-    Tier.NVLINK: TierCost(latency_us=10.9, algbw_gb_per_s=251.0),
+    Tier.NVLINK: TierCost(latency_us=8.6, algbw_gb_per_s=313.0),
     Tier.PCIE: TierCost(latency_us=40.0, algbw_gb_per_s=25.0),
     Tier.INTERNODE: TierCost(latency_us=50.0, algbw_gb_per_s=40.0),
     Tier.CPU: TierCost(latency_us=1140.0, algbw_gb_per_s=0.425),
     Tier.LOCAL: TierCost(latency_us=10.0, algbw_gb_per_s=1000.0),
-    Tier.GPU: TierCost(latency_us=10.0, algbw_gb_per_s=25.0),
+    Tier.GPU: TierCost(latency_us=6.9, algbw_gb_per_s=13.2),
 }
 
 
