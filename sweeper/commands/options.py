@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -112,21 +113,31 @@ def _renamed(old: str, new: str) -> None:
     print(f"sweeper: warning: {old} is now {new}; {old} goes in the next release", file=sys.stderr)
 
 
-_OLD_RESULTS = "sweeper.results_as_output"  # where --output leaves its directory for --results
+@dataclass(frozen=True)
+class _RenamedDirectory:
+    """A directory option's spelling of 0.1 (`old`, hidden, eager) whose value the new option
+    takes: one warning line, and a refusal where both are given. `said` is how the warning
+    names the old spelling; `what`, what the directory is."""
+
+    old: str
+    new: str
+    what: str
+    said: str = ""
+
+    def take_old(self, ctx: typer.Context, value: Path | None) -> None:
+        if value is not None:
+            _renamed(self.said or self.old, self.new)
+            ctx.meta[self.new] = value
+
+    def take(self, ctx: typer.Context, value: Path | None) -> Path | None:
+        """The new option's value, or the directory its old spelling gave (read first)."""
+        old: Path | None = ctx.meta.get(self.new)
+        if value is not None and old is not None:
+            raise typer.BadParameter(f"give {self.what} once ({self.old} is its old name)")
+        return value if value is not None else old
 
 
-def _old_results(ctx: typer.Context, value: Path | None) -> None:
-    if value is not None:
-        _renamed("--output", "--results")
-        ctx.meta[_OLD_RESULTS] = value
-
-
-def _results(ctx: typer.Context, value: Path | None) -> Path | None:
-    """--results, or the directory its old spelling --output gave (processed first: eager)."""
-    old: Path | None = ctx.meta.get(_OLD_RESULTS)
-    if value is not None and old is not None:
-        raise typer.BadParameter("give the results directory once (--output is its old name)")
-    return value if value is not None else old
+_RESULTS = _RenamedDirectory("--output", "--results", "the results directory")
 
 
 _OLD_PLUGINS = "sweeper.plugins_as_plugin"  # where --plugin leaves its modules for --plugins
@@ -157,21 +168,10 @@ def _old(flag: str, callback: Any, multiple: bool = False) -> Any:
     )
 
 
-_OLD_CALIBRATE = "sweeper.calibrate_as_results"  # plan --results: its directory for --calibrate
-
-
-def _old_calibrate(ctx: typer.Context, value: Path | None) -> None:
-    if value is not None:
-        _renamed("plan --results", "--calibrate")
-        ctx.meta[_OLD_CALIBRATE] = value
-
-
-def _calibrate(ctx: typer.Context, value: Path | None) -> Path | None:
-    """--calibrate, or the directory plan's --results of 0.1 gave (processed first: eager)."""
-    old: Path | None = ctx.meta.get(_OLD_CALIBRATE)
-    if value is not None and old is not None:
-        raise typer.BadParameter("give the run to calibrate with once (--results is its old name)")
-    return value if value is not None else old
+# plan --results: its directory for --calibrate
+_CALIBRATE = _RenamedDirectory(
+    "--results", "--calibrate", "the run to calibrate with", said="plan --results"
+)
 
 
 # `sweeper plan --calibrate DIR`: the cost model fitted to a run's rows; --results, its name in
@@ -183,17 +183,17 @@ Calibrate = Annotated[
         metavar="DIR",
         help="Fit the cost model to the rows of an earlier run (its results directory): "
         "each tier's latency and bandwidth, and what a point costs beyond its iterations.",
-        callback=_calibrate,
+        callback=_CALIBRATE.take,
     ),
 ]
-OldCalibrate = Annotated[Path | None, _old("--results", _old_calibrate)]
+OldCalibrate = Annotated[Path | None, _old("--results", _CALIBRATE.take_old)]
 
 
 # The results directory is --results in every command (`report`'s --output is its HTML file),
 # `results` in a profile and in sweeper.run. --output, its name in `run`, `nightly` and `scan`
 # in 0.1, and --plugin (now --plugins, a profile's `plugins`) still work for a release.
-Output = Annotated[Path | None, _dir_opt("results", "--results", callback=_results)]
-OldOutput = Annotated[Path | None, _old("--output", _old_results)]
+Output = Annotated[Path | None, _dir_opt("results", "--results", callback=_RESULTS.take)]
+OldOutput = Annotated[Path | None, _old("--output", _RESULTS.take_old)]
 OldPlugin = Annotated[list[str] | None, _old("--plugin", _old_plugins, multiple=True)]
 ReportsDir = Annotated[Path | None, _dir_opt("reports_dir")]
 ClusterName = Annotated[str | None, _opt("cluster_name", OUTPUT, "NAME")]
