@@ -220,6 +220,15 @@ def telemetry(readings: Iterable[Reading]) -> dict[int, str]:
     return out
 
 
+def by_node(inside: Iterable[Judged]) -> dict[str, list[Judged]]:
+    """Isolation's groups by their node: each node's isolation read from its own (a fleet
+    whose every gate a fleet finding excused isolates every node: 36 groups a node of 8)."""
+    out: dict[str, list[Judged]] = defaultdict(list)
+    for j in inside:
+        out[j.outcome.group.nodes[0]].append(j)
+    return out
+
+
 def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside:
     """A node's pairs of GPUs against each other: a GPU below PEER_SHARE of the median of the
     node's pairs in most of its pairs, and at least two, is slow; a slow pair of two GPUs
@@ -267,6 +276,7 @@ def _gate_verdicts(
     low = copies.limit(thresholds) if copies else None
     gpus: list[Verdict] = []
     nodes: dict[str, Verdict] = {}
+    each = by_node(inside)
     for node in fleet.nodes:
         j = gates.get(node.id)
         if j is None or j.failure is Failure.MISSING or j.outcome.unanswered:
@@ -293,7 +303,7 @@ def _gate_verdicts(
         found = {
             g: _gpu(f"{node.id}/gpu{g}", readings.get(g), copies, low) for g in range(node.gpus)
         }
-        seen = isolated(node.id, inside, j)
+        seen = isolated(node.id, each.get(node.id, []), j)
         for g, pairs in seen.slow_gpus.items():
             if found.get(g) is None:
                 found[g] = _slow_gpu(node.id, g, pairs, seen)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from math import isqrt
 
 from sweeper.scan.fleet import Fleet, Group, Outcome, Stage, Wave
-from sweeper.scan.judge import Explained, explain, isolated, telemetry
+from sweeper.scan.judge import Explained, by_node, explain, isolated, telemetry
 from sweeper.scan.thresholds import Census, Failure, Judged, Thresholds, judge_groups
 from sweeper.wire import Name
 
@@ -157,8 +157,9 @@ def excluded(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) 
     }
     inside = [j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE]
     out = {n: "no gate result" for n in fleet.ids}
+    each = by_node(inside)
     for node, j in gates.items():
-        seen = isolated(node, inside, j)
+        seen = isolated(node, each.get(node, []), j)
         if seen.named:
             named = [f"gpu{g}" for g in seen.slow_gpus] + [
                 f"gpu{a}-gpu{b}" for a, b in seen.slow_links
