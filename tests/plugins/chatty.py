@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from sweeper.planning.placement import Shape
 from sweeper.ops.registry import REGISTRY, register
+from sweeper.planning.placement import Shape
 
 SAID = "chatty: asked whether it runs on a group"
 _all_reduce = REGISTRY["all_reduce"]
