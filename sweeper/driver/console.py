@@ -160,19 +160,30 @@ PROBE_WORTH_SAYING = 0.05
 class _Remaining(ProgressColumn):
     """Time left at the whole run's pace so far, not the last seconds' (rich's own column):
     a sweep's points grow with their size, so the last few seconds' pace swings the estimate
-    from seconds to minutes as each operation's large sizes come and go. Between points it
-    counts down from the estimate the last point gave, where the pace would make it grow."""
+    from seconds to minutes as each operation's large sizes come and go. Where the run was
+    estimated (the cost model's `estimated_s`), the time left starts as that estimate less
+    the time gone and moves to the pace's figure as the points are done, in proportion: the
+    first points, the small and quick ones, would make the pace promise too little. Between
+    points it counts down from the estimate the last point gave, where the pace would make it
+    grow."""
 
-    def __init__(self) -> None:
+    def __init__(self, estimated_s: float | None = None) -> None:
         super().__init__()
+        self.estimated_s = estimated_s
         self.estimated: tuple[float, float, float] | None = None  # points done, at, time left
 
     def render(self, task: Task) -> Text:
-        if not task.completed or task.total is None or task.elapsed is None:
+        if task.total is None or task.elapsed is None:
+            return Text("-:--:--", style="progress.remaining")
+        if not task.completed and self.estimated_s is None:
             return Text("-:--:--", style="progress.remaining")
         if self.estimated is None or self.estimated[0] != task.completed:
-            pace = task.elapsed / task.completed
-            self.estimated = (task.completed, task.elapsed, pace * (task.total - task.completed))
+            done = task.completed / task.total if task.total else 1.0
+            left = task.elapsed / task.completed * (task.total - task.completed) if done else 0.0
+            if self.estimated_s is not None:
+                prior = max(self.estimated_s - task.elapsed, 0.0)
+                left = (1 - done) * prior + done * left
+            self.estimated = (task.completed, task.elapsed, left)
         _, at, left = self.estimated
         left -= task.elapsed - at
         minutes, seconds = divmod(round(max(left, 0.0)), 60)
@@ -246,7 +257,7 @@ class HumanConsole:
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                _Remaining(),
+                _Remaining(run.estimated_s),
                 console=self.console,
                 transient=True,
             )

@@ -106,6 +106,30 @@ def test_the_time_left_is_the_whole_runs_pace_and_counts_down_while_a_point_runs
     assert left() == "0:00:16"
 
 
+def test_the_time_left_starts_at_the_runs_estimate_and_moves_to_the_pace_as_points_are_done() -> (
+    None
+):
+    """10 points estimated at 100 s, the first two quick (1 s each): by the pace alone 8 s
+    would be left, a figure that then climbs as the large sizes come; weighed by the share
+    done, the estimate holds most of it."""
+    now = [0.0]
+    column = _Remaining(estimated_s=100.0)
+    progress = Progress(column, get_time=lambda: now[0], auto_refresh=False)
+    task = progress.add_task("sweeping", total=10)
+
+    def left() -> str:
+        return str(column.render(progress.tasks[0]))
+
+    now[0] = 0.5
+    assert left() == "0:01:40"  # no point done: the estimate (its time gone counted next)
+    now[0] = 2.0
+    progress.update(task, advance=2)
+    assert left() == "0:01:20"  # 0.8 x (100 - 2) + 0.2 x 8
+    now[0] = 92.0
+    progress.update(task, advance=7)
+    assert left() == "0:00:10"  # 0.1 x 8 + 0.9 x (92 / 9 x 1)
+
+
 def test_one_operation_is_said_in_the_singular() -> None:
     known = {f.name for f in fields(Started)}
     started = Started(
