@@ -750,35 +750,28 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
             passed=len(passing),
             evidence=why,
         )
-    if not total and fleet_size == 1 and gate is not None and gate.excused:
-        # its isolation named nothing (else the gate decided it): its GPUs alike, the fleet
-        # finding stands for what the threshold saw
+    if not total and fleet_size == 1 and gate is not None:
+        # the only node, its gate passed; where a fleet finding excused the gate's threshold,
+        # its isolation named nothing (else the gate decided it): its GPUs alike, the finding
+        # stands for what the threshold saw, and no threshold is quoted
+        held = not gate.excused
         return Verdict(
             subject=Subject.NODE,
             nodes=(node,),
             health=Health.HEALTHY,
             stage=Stage.GATE,
             busbw_gb_per_s=gate.figure_gb_per_s,
+            fleet_gb_per_s=gate.fleet_gb_per_s if held else None,
+            threshold_gb_per_s=gate.threshold_gb_per_s if held else None,
+            threshold_source=gate.source if held else "",
             tests=1,
             passed=1,
             evidence=(
-                f"{node}: the only node; its gate's {gate.excused}, a fleet finding; "
+                f"{node}: passed its gate{_gate_figures(gate)} (the only node)"
+                if held
+                else f"{node}: the only node; its gate's {gate.excused}, a fleet finding; "
                 "isolated, none of its GPUs or NVLinks stands out from the others"
             ),
-        )
-    if not total and fleet_size == 1 and gate is not None:
-        return Verdict(
-            subject=Subject.NODE,
-            nodes=(node,),
-            health=Health.HEALTHY,
-            stage=Stage.GATE,
-            busbw_gb_per_s=gate.figure_gb_per_s,
-            fleet_gb_per_s=gate.fleet_gb_per_s,
-            threshold_gb_per_s=gate.threshold_gb_per_s,
-            threshold_source=gate.source,
-            tests=1,
-            passed=1,
-            evidence=f"{node}: passed its gate{_gate_figures(gate)} (the only node)",
         )
     why = (
         f"{node}: failed {len(failed)} internode groups, never separated from its partners"
