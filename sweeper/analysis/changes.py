@@ -152,6 +152,25 @@ def _spread(blocks: np.ndarray[Any, np.dtype[np.float64]] | None) -> float:
     return float(np.log(blocks.max() / blocks.min()))
 
 
+def _in_series_classes(
+    out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]], **columns: Any
+) -> tuple[pd.DataFrame, list[str]]:
+    """The judged points with their log change (`log`), size and `columns`, keyed by their
+    series and size class (the key columns' `names`), in order of size within each: what the
+    scatter and the neighbour rule read."""
+    frame = pd.DataFrame(
+        {"log": np.log1p(out["busbw_change"].where(judged)), "size": out["size_bytes"]},
+        index=out.index,
+    ).assign(**columns)
+    names = []
+    for i, key in enumerate(SERIES):
+        frame[f"k{i}"] = out[key].astype("string").fillna("")
+        names.append(f"k{i}")
+    frame["class"] = [size_class(s).name for s in out["size_bytes"]]
+    names.append("class")
+    return frame[frame["log"].notna()].sort_values([*names, "size"], kind="stable"), names
+
+
 def _scatter(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]) -> pd.Series:
     """Each point's series' scatter in its size class, from the successive differences of
     the log changes of its judged points there, in order of size: 1.4826 x their MAD over
@@ -161,14 +180,7 @@ def _scatter(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]) -> 
     as much (fewer NCCL channels cost 4 H200 63% of all_reduce's bus bandwidth at 1 MiB and
     87% at 256 MiB), so its spread over the class would count as noise and hide it, where
     noise moves neighbouring sizes by unrelated amounts."""
-    logs = np.log1p(out["busbw_change"].where(judged))
-    keys = [out[key].astype("string").fillna("") for key in SERIES]
-    keys.append(pd.Series([size_class(s).name for s in out["size_bytes"]], index=out.index))
-    frame = pd.DataFrame({"log": logs, "size": out["size_bytes"]}).assign(
-        **{f"k{i}": key for i, key in enumerate(keys)}
-    )
-    names = [f"k{i}" for i in range(len(keys))]
-    frame = frame[frame["log"].notna()].sort_values([*names, "size"], kind="stable")
+    frame, names = _in_series_classes(out, judged)
     steps = frame.groupby(names, sort=False)["log"].diff()
     deviation = steps - steps.groupby([frame[n] for n in names], sort=False).transform("median")
     mad = deviation.abs().groupby([frame[n] for n in names], sort=False).transform("median")
@@ -189,15 +201,8 @@ def _corroborated(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]
     then (two H200s, three identical runs: all_reduce at 256 KiB 12% apart in one of them,
     its neighbours within 1.6%), and two runs cannot tell that from a change at that size
     alone."""
-    logs = np.log1p(out["busbw_change"].where(judged))
     floors = np.log1p([size_class(s).floor for s in out["size_bytes"]])
-    frame = pd.DataFrame({"log": logs, "floor": floors, "size": out["size_bytes"]}, index=out.index)
-    frame["class"] = [size_class(s).name for s in out["size_bytes"]]
-    names = ["class"]
-    for i, key in enumerate(SERIES):
-        frame[f"k{i}"] = out[key].astype("string").fillna("")
-        names.append(f"k{i}")
-    frame = frame[frame["log"].notna()].sort_values([*names, "size"], kind="stable")
+    frame, names = _in_series_classes(out, judged, floor=floors)
     series = frame.groupby(names, sort=False)
     sign = np.sign(frame["log"])
     shared = pd.Series(False, index=frame.index)
