@@ -29,7 +29,7 @@ _COLLECTIVE_KINDS = (Kind.COLLECTIVE, Kind.COMPOSITE)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Link:
+class LinkPeak:
     """The link a tier and group size crosses, and its one-direction peak: that of the
     slowest GPU of its groups (NVLink: all its links together; PCIe: generation x width),
     None where NVML did not give every GPU's."""
@@ -50,7 +50,7 @@ class RunView:
     nodes: tuple[Node, ...]  # as the run record saw them; none without one
     gpu_names: Mapping[str, str]  # UUID: 'n0 GPU3', else the start of the UUID
     health: why.Health  # every GPU's readings and the evidence of those that differ
-    link_peaks: Mapping[tuple[str, int], Link]  # (tier with its variant, group size)
+    link_peaks: Mapping[tuple[str, int], LinkPeak]  # (tier with its variant, group size)
     rank_labels: Mapping[int, str]  # a pair's rank: 'n0 GPU3', else 'rank 5'
     scan: Mapping[str, Any] | None  # a fleet scan's summary (results.scans); None: no scan
     # (tier with its variant, group size, operation): the reference figure, where one is known
@@ -113,9 +113,9 @@ def _gpu_names(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[str, str]:
     return names
 
 
-def _link_peaks(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[tuple[str, int], Link]:
+def _link_peaks(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[tuple[str, int], LinkPeak]:
     by_uuid: dict[str, Gpu] = {gpu.uuid: gpu for node in nodes for gpu in node.gpus}
-    out: dict[tuple[str, int], Link] = {}
+    out: dict[tuple[str, int], LinkPeak] = {}
     keys = ["tier", "variant", "world_size"]
     for _, part in rows.groupby(keys, sort=False):
         tier, variant, world_size = (part[key].iloc[0] for key in keys)
@@ -123,7 +123,7 @@ def _link_peaks(rows: pd.DataFrame, nodes: Sequence[Node]) -> dict[tuple[str, in
             continue
         gpus = [by_uuid.get(u) for u in members(part["gpu_uuids"])]
         name, peak = GPU_LINKS[Tier(str(tier))][0], gpu_link_peak(str(tier), gpus)
-        out[(tier_name(str(tier), str(variant)), int(world_size))] = Link(
+        out[(tier_name(str(tier), str(variant)), int(world_size))] = LinkPeak(
             name=name, peak_gb_per_s=peak
         )
     return out

@@ -11,7 +11,7 @@ import pytest
 
 from sweeper.report import build, view
 from sweeper.report.sections import collectives, pairs
-from sweeper.report.view import Link, RunView
+from sweeper.report.view import LinkPeak, RunView
 from sweeper.results import records
 from sweeper.results.load import run_rows
 from tests import report_data
@@ -83,7 +83,7 @@ def test_the_view_names_each_gpu_and_rank_and_the_link_each_group_crosses(run: R
     assert run.rank_labels == {i: f"n0 GPU{i}" for i in range(4)}
     assert set(run.health.evidence) == {gpus[1], gpus[2], gpus[3]}  # GPU0 reads like its peers
     # 18 NVLinks x 26.5625 GB/s, for every actor set of the tier
-    nvlink = Link(name="NVLink", peak_gb_per_s=478.125)
+    nvlink = LinkPeak(name="NVLink", peak_gb_per_s=478.125)
     assert run.link_peaks == {
         ("nvlink", 4): nvlink,
         ("nvlink/algo=Ring", 4): nvlink,
