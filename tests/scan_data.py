@@ -13,7 +13,7 @@ from typing import Any
 from sweeper.results import records, scans
 from sweeper.results.writer import ResultWriter
 from sweeper.scan.document import Scanned, document
-from sweeper.scan.fleet import Outcome, Result, Stage
+from sweeper.scan.fleet import GroupOutcome, Result, Stage
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import Fault, fleet_of, plant, run
 from sweeper.topology import Gpu, Node
@@ -89,7 +89,7 @@ def scan_summary(run_id: str = RECORDED_RUN) -> dict[str, Any]:
 
 
 def _group_rows(
-    scan: Scanned, outcome: Outcome, at: datetime, took: timedelta
+    scan: Scanned, outcome: GroupOutcome, at: datetime, took: timedelta
 ) -> Iterator[dict[str, Any]]:
     """A group's rows as the driver writes them: the judged all_reduce at the latency and the
     bandwidth size, failed with its reason where the group failed, none where it was missing."""

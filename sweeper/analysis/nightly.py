@@ -114,7 +114,7 @@ class ScanVerdicts:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class NightlyVerdict:
     """A nightly run judged against its history (and a nightly scan's own verdicts)."""
 
     run_id: str
@@ -170,7 +170,9 @@ class Verdict:
         }
 
 
-def judge(root: Path, run_id: str, policy: Policy, scan: ScanVerdicts | None = None) -> Verdict:
+def judge(
+    root: Path, run_id: str, policy: Policy, scan: ScanVerdicts | None = None
+) -> NightlyVerdict:
     """Compare run `run_id` of the results directory `root` with its history; with `scan`,
     the run is a nightly scan with these verdicts, compared with the earlier nightly scans."""
     every = runs(root) if Path(root).is_dir() else None
@@ -194,7 +196,7 @@ def judge(root: Path, run_id: str, policy: Policy, scan: ScanVerdicts | None = N
         metrics = scan_metrics(load(root, order, columns=SCAN_COLUMNS))
     findings = detect(metrics, order, policy)
     previous = earlier.iloc[-1] if len(earlier) else None
-    return Verdict(
+    return NightlyVerdict(
         run_id=run_id,
         run_started_at=tonight["run_started_at"].to_pydatetime(),
         fingerprint=fingerprint,
@@ -239,7 +241,7 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def summary(verdict: Verdict, page: Path | None = None) -> dict[str, Any]:
+def summary(verdict: NightlyVerdict, page: Path | None = None) -> dict[str, Any]:
     """The JSON summary: the run, its report, what it was compared with and how, and every
     series."""
     records = verdict.findings.to_dict("records")
@@ -279,6 +281,6 @@ def summary(verdict: Verdict, page: Path | None = None) -> dict[str, Any]:
     }
 
 
-def write_summary(verdict: Verdict, reports_dir: Path, page: Path | None = None) -> Path:
+def write_summary(verdict: NightlyVerdict, reports_dir: Path, page: Path | None = None) -> Path:
     """The verdict's summary, `<reports_dir>/<run_id>.summary.json`."""
     return summaries.write(reports_dir, verdict.run_id, summary(verdict, page))

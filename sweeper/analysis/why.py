@@ -6,7 +6,7 @@ Every row of a GPU run carries what NVML read of each of its GPUs around the poi
 NVLink and XID counters gained, and the PCIe link as trained against its max. Here those
 readings are gathered per GPU (`State`) and compared:
 
-- a GPU against the other GPUs of the run (`Health`): the slow GPU's own line;
+- a GPU against the other GPUs of the run (`GpuHealth`): the slow GPU's own line;
 - a pair of the peer-to-peer matrix against its tier (`pair_line`): the route its traffic
   takes (from the topology: NVLink, or PCIe through a switch or the host bridge) and the
   evidence of its two GPUs;
@@ -314,7 +314,7 @@ def _counted(this: State, peers: Sequence[State]) -> list[Evidence]:
 
 
 @dataclass(frozen=True)
-class Health:
+class GpuHealth:
     """Every GPU's State over a run and the evidence of those that differ, by UUID: read once
     (a row per rank and point), shown by several sections."""
 
@@ -322,7 +322,7 @@ class Health:
     evidence: Mapping[str, Sequence[Evidence]]
 
     @classmethod
-    def of(cls, rows: pd.DataFrame) -> Health:
+    def of(cls, rows: pd.DataFrame) -> GpuHealth:
         every = states(rows)
         return cls(every, evidence_of(every))
 

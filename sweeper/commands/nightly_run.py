@@ -22,7 +22,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.analysis.nightly import ScanVerdicts, Verdict, judge, series_name, write_summary
+from sweeper.analysis.nightly import NightlyVerdict, ScanVerdicts, judge, series_name, write_summary
 from sweeper.analysis.regression import STATUSES, Policy
 from sweeper.commands.scan import settings
 from sweeper.errors import BadInput
@@ -45,7 +45,7 @@ _METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "
 class Night:
     """A nightly run, done: its verdict, and where its summary and report are."""
 
-    verdict: Verdict
+    verdict: NightlyVerdict
     summary: Path
     report: Path | None
 
@@ -146,7 +146,7 @@ def _since(finding: Mapping[Hashable, Any]) -> str:
     return f"drift ({finding['drift']:+.1%} over the runs)"
 
 
-def _print_fail_slow(console: Console, verdict: Verdict) -> None:
+def _print_fail_slow(console: Console, verdict: NightlyVerdict) -> None:
     """The fail-slow groups, each with its noise against its peers' and its series'."""
     flagged = verdict.fail_slow()
     if not flagged:

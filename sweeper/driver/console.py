@@ -28,7 +28,7 @@ from sweeper.driver.sweep import Survey
 from sweeper.planning.estimate import duration
 from sweeper.planning.sizes import format_size
 from sweeper.results.writer import columns
-from sweeper.scan.fleet import Wave
+from sweeper.scan.fleet import ScanWave
 from sweeper.wire import Status
 
 
@@ -280,7 +280,7 @@ class HumanConsole:
         elif row.status != Status.SKIPPED:
             self.console.print(_line(row), soft_wrap=True, markup=False)
 
-    def wave(self, wave: Wave) -> None:
+    def wave(self, wave: ScanWave) -> None:
         """A scan's wave, one line as it starts."""
         largest = max((len(g.nodes) for g in wave.groups), default=0)
         self.console.print(
@@ -338,7 +338,7 @@ class JsonConsole:
     def point(self, row: ResultRow) -> None:
         self._emit("point", **{k: v for k, v in columns(row).items() if k != "samples_us"})
 
-    def wave(self, wave: Wave) -> None:
+    def wave(self, wave: ScanWave) -> None:
         """Nothing: a scan's JSON is its verdicts' document, once they are in."""
 
     def document(self, doc: dict[str, Any]) -> None:

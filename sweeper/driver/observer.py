@@ -10,7 +10,7 @@ from typing import Protocol
 
 from sweeper.driver.measurement import ResultRow
 from sweeper.planning.placement import Group
-from sweeper.scan.fleet import Wave
+from sweeper.scan.fleet import ScanWave
 from sweeper.wire import Backend, Status
 
 
@@ -47,7 +47,7 @@ class Observer(Protocol):
 
     def point(self, row: ResultRow) -> None: ...
 
-    def wave(self, wave: Wave) -> None:
+    def wave(self, wave: ScanWave) -> None:
         """A scan's wave is about to run (a sweep's waves are its groups: `started` has them)."""
 
     def finished(self, run: Finished) -> None: ...

@@ -70,7 +70,7 @@ from sweeper.scan import fleet as scan
 from sweeper.scan.deadline import STALL_FLOOR_S, stall_s
 from sweeper.scan.document import Scanned, document
 from sweeper.scan.judge import Verdict, judge
-from sweeper.scan.policy import Policy, Strategy
+from sweeper.scan.policy import ScanPolicy, Strategy
 from sweeper.scan.rows import HOST_COPIES, Asked, Row, outcome
 from sweeper.scan.simulate import Costs, WaveRun
 from sweeper.scan.thresholds import Thresholds, findings
@@ -128,7 +128,7 @@ class ScanSettings:
 
 
 class ScanObserver(Protocol):
-    def wave(self, wave: scan.Wave) -> None:
+    def wave(self, wave: scan.ScanWave) -> None:
         """A wave is about to run."""
 
 
@@ -258,7 +258,7 @@ class _Waves:
     def __init__(self, observer: ScanObserver) -> None:
         self.watcher = observer
 
-    def wave(self, wave: scan.Wave) -> None:
+    def wave(self, wave: scan.ScanWave) -> None:
         self.watcher.wave(wave)
 
     def started(self, run: Started) -> None:
@@ -302,7 +302,7 @@ class _Scan(RunState):
         self.earlier: dict[int, list[Row]] = defaultdict(list)  # a resumed scan's, by wave
         for row in resumed.rows if resumed else ():
             self.earlier[int(row["wave"])].append(row)
-        self.partial: dict[scan.Group, list[Row]] = {}  # a wave's groups it has some rows of
+        self.partial: dict[scan.ScanGroup, list[Row]] = {}  # a wave's groups it has some rows of
         self.ranks: cluster.RankSet | None = None
         self.sets: list[cluster.RankSet] = []  # every actor set made, for the actors started
         self.placement: Placement | None = None
@@ -359,7 +359,7 @@ class _Scan(RunState):
         gpu_model = self.meta.gpu_model if self.meta else None
         return scan.Fleet(
             nodes=tuple(
-                scan.Node(
+                scan.FleetNode(
                     id=slot.node_id,
                     host=slot.host,
                     gpus=slot.ranks,
@@ -440,13 +440,13 @@ class _Scan(RunState):
         """Every wave the policy gives, then the verdicts, kept beside the run's record as
         its scan summary before the record says the run is complete."""
         self.begin()
-        outcomes: list[scan.Outcome] = []
+        outcomes: list[scan.GroupOutcome] = []
         waves: list[WaveRun] = []
         try:
             self.start()
             fleet = self.fleet()
             thresholds = self.settings.thresholds
-            policy = Policy(fleet, self.settings.strategy, thresholds)
+            policy = ScanPolicy(fleet, self.settings.strategy, thresholds)
             wave = policy.next()
             while wave is not None:
                 self.observer.wave(wave)
@@ -476,7 +476,7 @@ class _Scan(RunState):
 
     # ---- a wave ----
 
-    def judged(self, group: scan.Group) -> Collective:
+    def judged(self, group: scan.ScanGroup) -> Collective:
         """A scan group's judged operation: its stage's (scan.fleet.OPS: all_reduce in a
         node's gate, all_to_all across nodes, send_recv between two of a node's GPUs), or for
         a group of whole nodes the one the settings name."""
@@ -484,7 +484,7 @@ class _Scan(RunState):
             return REGISTRY[self.settings.op]
         return REGISTRY[group.op]
 
-    def asked(self, group: scan.Group) -> Asked:
+    def asked(self, group: scan.ScanGroup) -> Asked:
         """What the group's judged operation measures: its sizes as its ranks run them (an
         all_to_all's rounded down to a whole chunk a rank, as nccl-tests does: 1 GiB over
         3 nodes of 8 GPUs is not 1 GiB), so its rows are found at them."""
@@ -494,7 +494,7 @@ class _Scan(RunState):
         latency, bandwidth = (judged.count(s, itemsize, ranks) * itemsize for s in self.sizes)
         return Asked(op=judged.op, latency_bytes=latency, bandwidth_bytes=bandwidth)
 
-    def groups(self, group: scan.Group) -> list[list[Group]]:
+    def groups(self, group: scan.ScanGroup) -> list[list[Group]]:
         """The executor's groups of a scan group, by the executor wave they run in, each with
         its stage and judged operation: a gate's node's GPUs together, then (with GPUs) each
         of them copying to and from the host at once; across nodes, every GPU of every member
@@ -557,7 +557,7 @@ class _Scan(RunState):
         if silent and (silent < nodes or len(nodes) == 1):  # all silent, of several: no one named
             self.silent[done.group] |= silent
 
-    def _missing(self, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
+    def _missing(self, groups: Sequence[scan.ScanGroup]) -> dict[scan.ScanGroup, scan.GroupOutcome]:
         """The groups holding a node that is out of the scan, each missing, saying why (which
         node, where the group holds others: the judge names a gate's node itself)."""
         out = {}
@@ -566,10 +566,12 @@ class _Scan(RunState):
                 why = "; ".join(
                     self.gone[n] if len(group.nodes) == 1 else f"{n}: {self.gone[n]}" for n in gone
                 )
-                out[group] = scan.Outcome(group=group, result=scan.Result.MISSING, reason=why)
+                out[group] = scan.GroupOutcome(group=group, result=scan.Result.MISSING, reason=why)
         return out
 
-    def _earlier(self, index: int, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
+    def _earlier(
+        self, index: int, groups: Sequence[scan.ScanGroup]
+    ) -> dict[scan.ScanGroup, scan.GroupOutcome]:
         """Resuming: the outcomes of the wave's groups whose rows the scan has whole; the
         rows of those it has in part are kept (`partial`) for their points to be replayed."""
         rows = self.earlier.get(index)
@@ -577,7 +579,7 @@ class _Scan(RunState):
             return {}
         assert self.placement is not None
         shapes = {group: self._shape(group) for group in groups}
-        mine: dict[scan.Group, list[Row]] = defaultdict(list)
+        mine: dict[scan.ScanGroup, list[Row]] = defaultdict(list)
         for row in rows:
             owners = [g for g, shape in shapes.items() if _owns(shape, g, row)]
             if len(owners) == 1:
@@ -592,7 +594,7 @@ class _Scan(RunState):
                 self.partial[group] = kept
         return out
 
-    def _shape(self, group: scan.Group) -> _Shape:
+    def _shape(self, group: scan.ScanGroup) -> _Shape:
         """What a row of the group says of it: its executor groups' ids, its hosts, its GPUs."""
         assert self.placement is not None
         parts = [g for part in self.groups(group) for g in part]
@@ -603,7 +605,7 @@ class _Scan(RunState):
             uuids=frozenset(self.placement.gpu_uuids(ranks)),
         )
 
-    def run_wave(self, wave: scan.Wave) -> list[scan.Outcome]:
+    def run_wave(self, wave: scan.ScanWave) -> list[scan.GroupOutcome]:
         """Every group of the wave at once; each one's outcome, in the wave's order."""
         if self._lose(LEFT):
             self.start()
@@ -622,7 +624,9 @@ class _Scan(RunState):
                 self.start()
         return [done[g] for g in wave.groups]
 
-    def _run(self, index: int, groups: Sequence[scan.Group]) -> dict[scan.Group, scan.Outcome]:
+    def _run(
+        self, index: int, groups: Sequence[scan.ScanGroup]
+    ) -> dict[scan.ScanGroup, scan.GroupOutcome]:
         assert self.executor is not None
         made = {group: self.groups(group) for group in groups}
         for g in (g for parts in made.values() for part in parts for g in part):
@@ -637,7 +641,7 @@ class _Scan(RunState):
             mine = [g for part in parts for g in part]
             asked = self.asked(group)
             if not mine:  # a GPU alone on CPU ranks: no copies to time, nothing against it
-                out[group] = scan.Outcome(group=group, result=scan.Result.OK, op=asked.op)
+                out[group] = scan.GroupOutcome(group=group, result=scan.Result.OK, op=asked.op)
                 continue
             rows = [*self.partial.pop(group, ()), *(r for g in mine for r in self.by_group[g])]
             expected = set().union(*(self._expected(g) for g in mine))
@@ -653,7 +657,7 @@ class _Shape:
     uuids: frozenset[str]
 
 
-def _owns(shape: _Shape, group: scan.Group, row: Row) -> bool:
+def _owns(shape: _Shape, group: scan.ScanGroup, row: Row) -> bool:
     """Whether a row read back can be the group's (see the module's docstring)."""
     if row["group_id"] not in shape.ids or row["stage"] != group.stage:
         return False
@@ -735,7 +739,7 @@ def _flags(spec: SweepSpec, settings: ScanSettings) -> list[str]:
     return words
 
 
-def _timed(wave: scan.Wave, seconds: float) -> WaveRun:
+def _timed(wave: scan.ScanWave, seconds: float) -> WaveRun:
     largest = max((len(g.nodes) for g in wave.groups), default=0)
     return WaveRun(
         index=wave.index,

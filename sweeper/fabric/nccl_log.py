@@ -49,7 +49,7 @@ _WORTH = (" via ", "NVLS comm", " coll channels", "NET/", " Bytes -> Algo ")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Reading:
+class ProcessLog:
     """What one process's lines say: its connections (each once, in the order NCCL set them
     up), its communicators' collective channels (the last to start), its calls' algorithm and
     protocol, and its net plugins' devices by plugin and index."""
@@ -60,7 +60,7 @@ class Reading:
     devices: dict[tuple[str, int], str] = field(default_factory=dict)
 
 
-def read(lines: Iterable[str]) -> dict[int, Reading]:
+def read(lines: Iterable[str]) -> dict[int, ProcessLog]:
     """Each process's reading, by pid, from lines of one or more processes (a debug file of
     one rank, or several processes' output interleaved); lines not NCCL's INFO are skipped."""
     links: dict[int, dict[Link, None]] = {}
@@ -87,7 +87,7 @@ def read(lines: Iterable[str]) -> dict[int, Reading]:
                 mine[(using["plugin"], int(device["index"]))] = device["name"]
     pids = set(links) | set(channels) | set(calls) | set(devices)
     return {
-        pid: Reading(
+        pid: ProcessLog(
             links=tuple(links.get(pid, ())),
             channels=channels.get(pid),
             calls=tuple(calls.get(pid, ())),

@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 
 from sweeper.fabric import node
-from sweeper.fabric.nccl_log import Reading, net_device, read
+from sweeper.fabric.nccl_log import ProcessLog, net_device, read
 from sweeper.wire import Fabric, Link
 
 VARIABLES = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
@@ -124,7 +124,7 @@ class NcclDebug:
     offset: int = 0
     rest: bytes = b""  # a line NCCL has not finished writing
     devices: dict[tuple[str, int], str] = field(default_factory=dict)
-    heard: dict[Key, Reading] = field(default_factory=dict)
+    heard: dict[Key, ProcessLog] = field(default_factory=dict)
     node: Fabric = field(default_factory=Fabric)  # what this node offers: every record has it
 
     @classmethod
@@ -150,15 +150,15 @@ class NcclDebug:
         environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS=SUBSYSTEMS, NCCL_DEBUG_FILE=path)
         return cls(path=path, own=True, added=VARIABLES, fd=fd, node=facts)
 
-    def take(self, key: Key) -> Reading:
+    def take(self, key: Key) -> ProcessLog:
         """What NCCL wrote since the last take, as `key`'s (a communicator that started, or
         was called, since): added to what `key` has set up, and returned."""
         found = read(line.decode(errors="replace") for line in self._lines()).get(
-            os.getpid(), Reading()
+            os.getpid(), ProcessLog()
         )
         self.devices.update(found.devices)
-        was = self.heard.get(key, Reading())
-        self.heard[key] = Reading(
+        was = self.heard.get(key, ProcessLog())
+        self.heard[key] = ProcessLog(
             links=tuple(dict.fromkeys(was.links + found.links)),
             channels=was.channels if was.channels is not None else found.channels,
         )
@@ -166,18 +166,18 @@ class NcclDebug:
 
     def share(self, source: Key, key: Key) -> None:
         """`key` names the communicator `source` names (a group of every rank is the world)."""
-        self.heard[key] = self.heard.get(source, Reading())
+        self.heard[key] = self.heard.get(source, ProcessLog())
 
     def forget(self, group_id: str) -> None:
         """A closed group's communicators: their records go."""
         self.heard = {key: r for key, r in self.heard.items() if key[0] != group_id}
 
-    def fabric(self, key: Key, first: Reading) -> Fabric:
+    def fabric(self, key: Key, first: ProcessLog) -> Fabric:
         """What `key`'s communicator has set up on this rank, with its first call's choices
         (`first`, the take right after it) and this node's facts."""
         if self.unknown is not None:
             return replace(self.node, unknown=self.unknown)
-        heard = self.heard.get(key, Reading())
+        heard = self.heard.get(key, ProcessLog())
         return replace(
             self.node,
             links=tuple(self._named(link) for link in heard.links),

@@ -49,7 +49,7 @@ class RunView:
     ok_collectives: pd.DataFrame  # of those, the points that ran: what the figures show
     nodes: tuple[Node, ...]  # as the run record saw them; none without one
     gpu_names: Mapping[str, str]  # UUID: 'n0 GPU3', else the start of the UUID
-    health: why.Health  # every GPU's readings and the evidence of those that differ
+    health: why.GpuHealth  # every GPU's readings and the evidence of those that differ
     link_peaks: Mapping[tuple[str, int], LinkPeak]  # (tier with its variant, group size)
     rank_labels: Mapping[int, str]  # a pair's rank: 'n0 GPU3', else 'rank 5'
     scan: Mapping[str, Any] | None  # a fleet scan's summary (results.scans); None: no scan
@@ -78,7 +78,7 @@ class RunView:
             ok_collectives=preferred_collectives[preferred_collectives["status"] == Status.OK],
             nodes=nodes,
             gpu_names=_gpu_names(rows, nodes),
-            health=why.Health.of(rows),
+            health=why.GpuHealth.of(rows),
             link_peaks=_link_peaks(collectives, nodes),
             rank_labels=_rank_labels(pair_rows(rows), nodes),
             scan=scan,

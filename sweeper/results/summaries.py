@@ -23,7 +23,7 @@ def write(reports_dir: Path, run_id: str, summary: dict[str, Any]) -> Path:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Judged:
+class SummaryCounts:
     """What a nightly run's summary found: regressed series, and what its scan condemned
     (none for a sweep)."""
 
@@ -31,13 +31,13 @@ class Judged:
     condemned: int
 
 
-def judged(reports_dir: Path, run_id: str) -> Judged | None:
+def judged(reports_dir: Path, run_id: str) -> SummaryCounts | None:
     """The counts a nightly run's summary holds; None when there is no summary, or a file
     that is not one (skipped with a CorruptResults warning naming it)."""
     where = path(reports_dir, run_id)
     try:
         summary = json.loads(read_bounded(where))
-        return Judged(
+        return SummaryCounts(
             regressions=int(summary["regressions"]), condemned=len(summary.get("condemned", ()))
         )
     except FileNotFoundError:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.scan.fleet import Fleet, Outcome, Stage
+from sweeper.scan.fleet import Fleet, GroupOutcome, Stage
 from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import WaveRun
@@ -34,7 +34,7 @@ class Scanned:
     run_id: str
     fleet: Fleet
     strategy: Strategy
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[GroupOutcome, ...]
     verdicts: tuple[Verdict, ...]
     waves: tuple[WaveRun, ...]  # each wave as it ran on the cluster, timed
     rows: int

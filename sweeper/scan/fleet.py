@@ -1,5 +1,5 @@
 """The scan's plain records: the fleet's nodes, the groups a wave runs, and what each group
-measured. The policy makes groups and waves; the executor turns a group into an `Outcome`;
+measured. The policy makes groups and waves; the executor turns a group into a `GroupOutcome`;
 the judge reads outcomes.
 """
 
@@ -32,7 +32,7 @@ class Result(Name):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Node:
+class FleetNode:
     id: str  # the Ray node id, or a name a simulation gives
     host: str
     gpus: int
@@ -41,10 +41,10 @@ class Node:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Fleet:
-    nodes: tuple[Node, ...]
+    nodes: tuple[FleetNode, ...]
     gpu_model: str | None = None  # "H100", "H200": picks the reference figures
     ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    _by_id: dict[str, Node] = field(init=False, repr=False, compare=False)
+    _by_id: dict[str, FleetNode] = field(init=False, repr=False, compare=False)
     _gpus: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -52,7 +52,7 @@ class Fleet:
         object.__setattr__(self, "_by_id", {node.id: node for node in self.nodes})
         object.__setattr__(self, "_gpus", {node.id: node.gpus for node in self.nodes})
 
-    def node(self, node_id: str) -> Node:
+    def node(self, node_id: str) -> FleetNode:
         return self._by_id[node_id]
 
     def gpus(self, nodes: Iterable[str]) -> int:
@@ -75,7 +75,7 @@ OPS = {
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Group:
+class ScanGroup:
     """Nodes measured together, every GPU of each taking part, or (`gpus`, one node's
     isolation) some of one node's GPUs. `partners` are the members put in as known-good
     (padding or confirmation partners); the others are under test."""
@@ -107,12 +107,12 @@ class Group:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Wave:
+class ScanWave:
     """Groups that share no node (groups of some of one node's GPUs: no GPU), run at once."""
 
     index: int
     stage: Stage
-    groups: tuple[Group, ...]
+    groups: tuple[ScanGroup, ...]
 
     def __post_init__(self) -> None:
         whole: set[str] = set()
@@ -129,7 +129,7 @@ class Wave:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Reading:
+class MemberReading:
     """Per-node or per-GPU evidence a group's rows carry beside its figures."""
 
     node: str
@@ -141,15 +141,15 @@ class Reading:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Outcome:
-    group: Group
+class GroupOutcome:
+    group: ScanGroup
     result: Result
     busbw_gb_per_s: float | None = None  # all_reduce at the bandwidth size
     latency_us: float | None = None  # all_reduce at the smallest size
     size_bytes: int = 1 << 30  # the bandwidth size it ran
-    readings: tuple[Reading, ...] = field(default=())
+    readings: tuple[MemberReading, ...] = field(default=())
     reason: str = ""  # the error, for `failed` and `missing`
-    op: str = "all_reduce"  # the operation its figures are of (`Group.op`, or the scan's --op)
+    op: str = "all_reduce"  # the operation its figures are of (`ScanGroup.op`, or the scan's --op)
     unanswered: tuple[str, ...] = ()  # nodes whose ranks did not answer (a hang, timed out)
     # where its transport broke its tier's contract (the rows' transport_flag, sweeper/fabric):
     # what NCCL did and what to check; empty where it kept it

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
-from sweeper.scan.fleet import Fleet, Outcome, Reading, Stage
+from sweeper.scan.fleet import Fleet, GroupOutcome, MemberReading, Stage
 from sweeper.scan.thresholds import (
     Failure,
     Judged,
@@ -126,7 +126,7 @@ class Verdict:
         return self.passed / self.tests if self.tests else None
 
 
-def judge(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> list[Verdict]:
+def judge(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds) -> list[Verdict]:
     judged = judge_groups(fleet, outcomes, thresholds)
     gates = {j.outcome.group.nodes[0]: j for j in judged.values() if _gate(j)}
     inside = [j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE]
@@ -138,11 +138,11 @@ def judge(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> 
     return [*verdicts, *gpus, *links, *groups, *misconfigured(fleet, outcomes)]
 
 
-def misconfigured(fleet: Fleet, outcomes: Sequence[Outcome]) -> list[Verdict]:
+def misconfigured(fleet: Fleet, outcomes: Sequence[GroupOutcome]) -> list[Verdict]:
     """One verdict for each way the groups' transports broke their tier's contract, naming
     every node of the groups that did and what to check."""
     order = {n: i for i, n in enumerate(fleet.ids)}
-    by_flag: dict[str, list[Outcome]] = defaultdict(list)
+    by_flag: dict[str, list[GroupOutcome]] = defaultdict(list)
     for o in outcomes:
         if o.misconfigured:
             by_flag[o.misconfigured].append(o)
@@ -200,7 +200,7 @@ class Inside:
         return bool(self.slow_gpus or self.slow_links)
 
 
-def telemetry(readings: Iterable[Reading]) -> dict[int, str]:
+def telemetry(readings: Iterable[MemberReading]) -> dict[int, str]:
     """Each GPU whose telemetry disagrees with its node's other GPUs', and how: an SM clock
     under CLOCK_SHARE of theirs (analysis.why's rule), or the power cap holding it while most
     of them are not held."""
@@ -267,7 +267,7 @@ def _gate_verdicts(
     fleet: Fleet,
     gates: dict[str, Judged],
     inside: list[Judged],
-    outcomes: Sequence[Outcome],
+    outcomes: Sequence[GroupOutcome],
     thresholds: Thresholds,
 ) -> tuple[list[Verdict], dict[str, Verdict]]:
     """Each GPU's and NVLink's verdict, and the nodes the gate and isolation decide (the
@@ -456,7 +456,7 @@ def _nvlink(node: str, a: int, b: int, pair: Judged, seen: Inside) -> Verdict:
 
 
 def _gpu(
-    name: str, r: Reading | None, copies: Robust | None, low: float | None
+    name: str, r: MemberReading | None, copies: Robust | None, low: float | None
 ) -> tuple[Health, str] | None:
     """A GPU the gate's readings condemn, and why."""
     if r is not None and r.flags:

@@ -23,7 +23,7 @@ why). Then:
 - `ring` (node i with i+1: 2 waves), `bisect` (i with i + N/2: 1 wave), `random:K` (K seeded
   random perfect matchings), `all` (every pair: N-1 waves by the circle method).
 
-`Policy` is fed each wave's outcomes as the scan goes; `next_wave` replays it from the start
+`ScanPolicy` is fed each wave's outcomes as the scan goes; `next_wave` replays it from the start
 on a scan's rows so far (a resume), each wave decided from the outcomes of the waves before
 it, so both give the same waves. The executor answers every group of a wave (`missing`
 where no row came back).
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from math import isqrt
 
-from sweeper.scan.fleet import Fleet, Group, Outcome, Stage, Wave
+from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, ScanWave, Stage
 from sweeper.scan.judge import Explained, by_node, explain, isolated, telemetry
 from sweeper.scan.thresholds import Census, Failure, Judged, Thresholds, judge_groups
 from sweeper.wire import Name
@@ -88,15 +88,15 @@ def blocks(ids: Sequence[str]) -> list[tuple[str, ...]]:
     return [tuple(ids[i * len(ids) // count : (i + 1) * len(ids) // count]) for i in range(count)]
 
 
-def gate_group(node: str) -> Group:
-    return Group(wave=0, stage=Stage.GATE, nodes=(node,))
+def gate_group(node: str) -> ScanGroup:
+    return ScanGroup(wave=0, stage=Stage.GATE, nodes=(node,))
 
 
-def gate_wave(fleet: Fleet) -> Wave:
-    return Wave(index=0, stage=Stage.GATE, groups=tuple(gate_group(n) for n in fleet.ids))
+def gate_wave(fleet: Fleet) -> ScanWave:
+    return ScanWave(index=0, stage=Stage.GATE, groups=tuple(gate_group(n) for n in fleet.ids))
 
 
-def to_isolate(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> list[str]:
+def to_isolate(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds) -> list[str]:
     """The nodes to isolate: those whose gate ran and failed (slow, an error, NVML evidence),
     or missed an absolute threshold a fleet finding waived (the finding excuses condemning the
     node on that threshold, not holding its GPUs against each other, which a fleet-wide cause
@@ -111,10 +111,10 @@ def to_isolate(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds
     return sorted(out, key=fleet.ids.index)
 
 
-def isolate_waves(fleet: Fleet, nodes: Sequence[str], start: int) -> list[Wave]:
+def isolate_waves(fleet: Fleet, nodes: Sequence[str], start: int) -> list[ScanWave]:
     """Each GPU of each node alone, then its GPUs in pairs: the circle method's n - 1 rounds
     of disjoint pairs (n rounds where n is odd), every node's round k in one wave."""
-    made: list[list[Group]] = []
+    made: list[list[ScanGroup]] = []
     alone: list[tuple[str, tuple[int, ...]]] = [
         (n, (g,)) for n in nodes for g in range(fleet.node(n).gpus)
     ]
@@ -126,10 +126,10 @@ def isolate_waves(fleet: Fleet, nodes: Sequence[str], start: int) -> list[Wave]:
             rounds[k + 1] += [(n, pair) for pair in pairs]
     for i, batch in enumerate(r for r in rounds if r):
         made.append(
-            [Group(wave=start + i, stage=Stage.ISOLATE, nodes=(n,), gpus=g) for n, g in batch]
+            [ScanGroup(wave=start + i, stage=Stage.ISOLATE, nodes=(n,), gpus=g) for n, g in batch]
         )
     return [
-        Wave(index=start + i, stage=Stage.ISOLATE, groups=tuple(groups))
+        ScanWave(index=start + i, stage=Stage.ISOLATE, groups=tuple(groups))
         for i, groups in enumerate(made)
     ]
 
@@ -147,7 +147,9 @@ def _rounds(count: int) -> list[list[tuple[int, int]]]:
     return [r for r in out if r]
 
 
-def excluded(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> dict[str, str]:
+def excluded(
+    fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds
+) -> dict[str, str]:
     """Nodes kept out of the internode stages, each with the reason its gate or its isolation
     gave."""
     mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
@@ -175,8 +177,8 @@ def excluded(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) 
 
 
 def waves(
-    fleet: Fleet, strategy: Strategy, thresholds: Thresholds, history: list[Outcome]
-) -> Iterator[Wave]:
+    fleet: Fleet, strategy: Strategy, thresholds: Thresholds, history: list[GroupOutcome]
+) -> Iterator[ScanWave]:
     """The scan's waves in order. After yielding a wave it reads that wave's outcomes from
     `history`, which the caller extends before asking for the next one."""
     yield gate_wave(fleet)
@@ -190,31 +192,31 @@ def waves(
     nodes = [n for n in fleet.ids if n not in out]
     k = 0
     while pairs := _fixed(strategy, nodes, k):
-        groups = tuple(Group(wave=start + k, stage=Stage.SCREEN, nodes=p) for p in pairs)
-        yield Wave(index=start + k, stage=Stage.SCREEN, groups=groups)
+        groups = tuple(ScanGroup(wave=start + k, stage=Stage.SCREEN, nodes=p) for p in pairs)
+        yield ScanWave(index=start + k, stage=Stage.SCREEN, groups=groups)
         k += 1
 
 
-class Policy:
+class ScanPolicy:
     """A scan's policy fed as it goes: `next(outcomes of the last wave)` gives the next wave,
     None when the scan is done."""
 
     def __init__(self, fleet: Fleet, strategy: Strategy, thresholds: Thresholds) -> None:
-        self.history: list[Outcome] = []
+        self.history: list[GroupOutcome] = []
         self._waves = waves(fleet, strategy, thresholds, self.history)
 
-    def next(self, outcomes: Sequence[Outcome] = ()) -> Wave | None:
+    def next(self, outcomes: Sequence[GroupOutcome] = ()) -> ScanWave | None:
         self.history.extend(outcomes)
         return next(self._waves, None)
 
 
 def next_wave(
-    fleet: Fleet, outcomes: Sequence[Outcome], strategy: Strategy, thresholds: Thresholds
-) -> Wave | None:
+    fleet: Fleet, outcomes: Sequence[GroupOutcome], strategy: Strategy, thresholds: Thresholds
+) -> ScanWave | None:
     """The wave to run after these outcomes (a resumed scan's rows), or None when the scan is
     done: the policy replayed from the start, each wave decided from the waves before it."""
     by_group = {o.group: o for o in outcomes}
-    history: list[Outcome] = []
+    history: list[GroupOutcome] = []
     for wave in waves(fleet, strategy, thresholds, history):
         got = [by_group.get(g) for g in wave.groups]
         done = [o for o in got if o is not None]
@@ -378,7 +380,7 @@ class _Adaptive:
     each one it reads that wave's outcomes from `history`, which its caller fills."""
 
     def __init__(
-        self, fleet: Fleet, thresholds: Thresholds, history: list[Outcome], start: int
+        self, fleet: Fleet, thresholds: Thresholds, history: list[GroupOutcome], start: int
     ) -> None:
         self.fleet = fleet
         self.thresholds = thresholds
@@ -389,7 +391,7 @@ class _Adaptive:
         self.doubted: set[str] = set()  # a probe failed beside it as a pad: no pad again
         self.cursor = 0  # where the next pad is taken, so partners change between tests
 
-    def judged(self, wave: Wave) -> list[Judged]:
+    def judged(self, wave: ScanWave) -> list[Judged]:
         judged = judge_groups(
             self.fleet, self.history, self.thresholds, only=set(wave.groups), census=self.census
         )
@@ -400,22 +402,22 @@ class _Adaptive:
         inside = (Stage.GATE, Stage.ISOLATE)
         return explain([j for j in judged.values() if j.outcome.group.stage not in inside])
 
-    def wave(self, stage: Stage, groups: Sequence[Test]) -> Wave:
+    def wave(self, stage: Stage, groups: Sequence[Test]) -> ScanWave:
         made = tuple(
-            Group(wave=self.index, stage=stage, nodes=nodes + pads, partners=pads)
+            ScanGroup(wave=self.index, stage=stage, nodes=nodes + pads, partners=pads)
             for nodes, pads in groups
         )
         self.index += 1
-        return Wave(index=self.index - 1, stage=stage, groups=made)
+        return ScanWave(index=self.index - 1, stage=stage, groups=made)
 
-    def answered(self, wave: Wave) -> list[Judged]:
+    def answered(self, wave: ScanWave) -> list[Judged]:
         """The wave's judged outcomes, the nodes that did not answer out from now on."""
         judged = self.judged(wave)
         for j in judged:
             self.gone.update(j.outcome.unanswered)
         return judged
 
-    def waves(self) -> Iterator[Wave]:
+    def waves(self) -> Iterator[ScanWave]:
         out = excluded(self.fleet, self.history, self.thresholds)
         nodes = [n for n in self.fleet.ids if n not in out]
         if len(nodes) < 2:
@@ -457,7 +459,7 @@ class _Adaptive:
 
     def bisect(
         self, problems: list[_Problem], links: list[tuple[str, str]], unresolved: list[str]
-    ) -> Iterator[Wave]:
+    ) -> Iterator[ScanWave]:
         """Each problem probed down to its slow pairs (into `links`), or to members no part
         reproduced (into `unresolved`)."""
         while problems:
@@ -487,7 +489,7 @@ class _Adaptive:
         labelled = len(domains) > 1 or None not in domains
         return ([first] if labelled and first else []) + affine(nodes)
 
-    def probe_waves(self, probes: list[_Probe]) -> list[tuple[Wave, list[_Probe]]]:
+    def probe_waves(self, probes: list[_Probe]) -> list[tuple[ScanWave, list[_Probe]]]:
         """The probes packed into waves of disjoint groups."""
         left = list(probes)
         out = []
@@ -569,7 +571,7 @@ class _Adaptive:
         busy.update(picked)
         return tuple(picked)
 
-    def confirm(self, links: list[tuple[str, str]], unresolved: list[str]) -> Iterator[Wave]:
+    def confirm(self, links: list[tuple[str, str]], unresolved: list[str]) -> Iterator[ScanWave]:
         """Each suspect node beside CONFIRMS different known-good partners; each suspect
         link's ends beside one each, and the pair again; then each pad a probe failed beside,
         beside two others."""

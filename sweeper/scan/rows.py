@@ -1,4 +1,4 @@
-"""A group's rows -> its scan `Outcome`: the judged operation's busbw at the bandwidth size and
+"""A group's rows -> its scan `GroupOutcome`: the judged operation's busbw at the bandwidth size and
 its time at the smallest, each GPU's host copies and the NVML evidence its rows carry. A point
 asked for that has no row is missing; one that failed fails the group. Pure: rows are
 mappings of the schema's columns (one made now, through `results.writer.columns`, or one read
@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.scan.fleet import Group, Outcome, Reading, Result
+from sweeper.scan.fleet import GroupOutcome, MemberReading, Result, ScanGroup
 from sweeper.wire import Kind, Status
 
 Row = Mapping[str, Any]
@@ -37,13 +37,13 @@ class Asked:
 
 
 def outcome(
-    group: Group,
+    group: ScanGroup,
     rows: Sequence[Row],
     expected: Collection[tuple[str, int]],
     asked: Asked,
     gpus: Mapping[str, tuple[str, int]] | None = None,
     silent: Collection[str] = (),
-) -> Outcome:
+) -> GroupOutcome:
     """The group's outcome from its rows. `expected`: the (op, size_bytes) points it was asked
     for; `gpus`: each GPU's node and index by UUID (none on CPU ranks: no readings);
     `silent`: the nodes whose ranks did not answer a point that timed out."""
@@ -51,14 +51,14 @@ def outcome(
     absent = [point for point in expected if point not in got]
     if not rows or absent:
         reason = "no row came back" if not rows else f"{len(absent)} point(s) had no row"
-        return Outcome(group=group, result=Result.MISSING, reason=reason)
+        return GroupOutcome(group=group, result=Result.MISSING, reason=reason)
     readings = _readings(rows, gpus or {}, asked)
     misconfigured = "; ".join(sorted({flag for r in rows if (flag := r.get("transport_flag"))}))
     failed = [r for r in rows if Status(r["status"]) not in _FINE]
     if failed:
         first = failed[0]
         reason = f"{first['op']} at {first['size_bytes']} B: {first['error'] or first['status']}"
-        return Outcome(
+        return GroupOutcome(
             group=group,
             result=Result.FAILED,
             op=asked.op,
@@ -68,7 +68,7 @@ def outcome(
             misconfigured=misconfigured,
         )
     judged = [r for r in rows if r["op"] == asked.op and Status(r["status"]) is Status.OK]
-    return Outcome(
+    return GroupOutcome(
         group=group,
         result=Result.OK,
         op=asked.op,
@@ -95,7 +95,7 @@ def _fastest(rows: Sequence[Row], size: int) -> float | None:
 
 def _readings(
     rows: Sequence[Row], gpus: Mapping[str, tuple[str, int]], asked: Asked
-) -> tuple[Reading, ...]:
+) -> tuple[MemberReading, ...]:
     """Per GPU: its slower host copy (rows of one GPU each), what NVML said against it around
     any of its points, and under load (the judged operation at the bandwidth size) its SM
     clock and whether the power cap held it."""
@@ -123,7 +123,7 @@ def _readings(
         if uuid in gpus:
             node, index = gpus[uuid]
             out.append(
-                Reading(
+                MemberReading(
                     node=node,
                     gpu=index,
                     copy_gb_per_s=copies.get(uuid),

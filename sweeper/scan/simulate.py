@@ -16,9 +16,18 @@ from math import isqrt
 from sweeper.errors import BadInput
 from sweeper.planning.costs import DEFAULT_TIERS, GPU_OVERHEADS, CostModel
 from sweeper.scan.deadline import stall_s
-from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage, Wave
+from sweeper.scan.fleet import (
+    Fleet,
+    FleetNode,
+    GroupOutcome,
+    MemberReading,
+    Result,
+    ScanGroup,
+    ScanWave,
+    Stage,
+)
 from sweeper.scan.judge import Subject, Verdict, judge
-from sweeper.scan.policy import Policy, Strategy, blocks
+from sweeper.scan.policy import ScanPolicy, Strategy, blocks
 from sweeper.scan.thresholds import Finding, Thresholds, findings
 from sweeper.topology import MAX_GPUS as MAX_GPUS_PER_NODE
 from sweeper.wire import Name, Tier
@@ -156,7 +165,7 @@ def cycle(count: int) -> tuple[Fault, ...]:
 def fleet_of(nodes: int, gpus_per_node: int, gpu_model: str | None = "H100") -> Fleet:
     return Fleet(
         nodes=tuple(
-            Node(id=f"n{i:04d}", host=f"host{i:04d}", gpus=gpus_per_node) for i in range(nodes)
+            FleetNode(id=f"n{i:04d}", host=f"host{i:04d}", gpus=gpus_per_node) for i in range(nodes)
         ),
         gpu_model=gpu_model,
     )
@@ -231,7 +240,7 @@ class Oracle:
     def gpu_rate(self, node: str, gpu: int) -> float:
         return SLOWDOWN[Fault.SLOW_GPU] if (node, gpu) in self.gpus else 1.0
 
-    def hanging(self, group: Group) -> tuple[str, ...]:
+    def hanging(self, group: ScanGroup) -> tuple[str, ...]:
         """The members that do not answer this test (each test counted for each member)."""
         out = []
         for n in group.nodes:
@@ -241,14 +250,16 @@ class Oracle:
                 out.append(n)
         return tuple(out)
 
-    def measure(self, fleet: Fleet, group: Group) -> Outcome:
+    def measure(self, fleet: Fleet, group: ScanGroup) -> GroupOutcome:
         if self.dead & set(group.nodes):
-            return Outcome(
+            return GroupOutcome(
                 group=group, result=Result.MISSING, op=group.op, reason="its actors did not start"
             )
         if hung := self.hanging(group):
             gpus = fleet.node(hung[0]).gpus
-            timed_out = Outcome(group=group, result=Result.FAILED, op=group.op, unanswered=hung)
+            timed_out = GroupOutcome(
+                group=group, result=Result.FAILED, op=group.op, unanswered=hung
+            )
             waited = hung_s(fleet, timed_out, self.costs)
             reason = f"timed out after {waited:.0f} s: ranks 0-{gpus - 1} of {', '.join(hung)}"
             return replace(timed_out, reason=reason + " did not answer")
@@ -258,9 +269,9 @@ class Oracle:
             return self.isolate(group)
         return self.across(fleet, group)
 
-    def across(self, fleet: Fleet, group: Group) -> Outcome:
+    def across(self, fleet: Fleet, group: ScanGroup) -> GroupOutcome:
         if any(n in self.flapping and self.rng.random() < FLAP_FAILS for n in group.nodes):
-            return Outcome(
+            return GroupOutcome(
                 group=group, result=Result.FAILED, op=group.op, reason="NCCL error: remote closed"
             )
         nodes = group.nodes
@@ -276,7 +287,7 @@ class Oracle:
             + [SLOWDOWN[Fault.SLOW_LINK] for _ in crossing]
         )
         readings = tuple(
-            Reading(node=n, flags=("NIC mlx5_3 at 200 of 400 Gb/s",))
+            MemberReading(node=n, flags=("NIC mlx5_3 at 200 of 400 Gb/s",))
             for n in nodes
             if n in self.nic
         )
@@ -287,7 +298,7 @@ class Oracle:
             busbw = through * len(nodes) / (len(nodes) - 1) * (ranks - 1) / ranks
         else:
             busbw = self.costs.internode_busbw_gb_per_s * rate
-        return Outcome(
+        return GroupOutcome(
             group=group,
             result=Result.OK,
             op=group.op,
@@ -297,14 +308,16 @@ class Oracle:
             readings=readings,
         )
 
-    def isolate(self, group: Group) -> Outcome:
+    def isolate(self, group: ScanGroup) -> GroupOutcome:
         node = group.nodes[0]
         if len(group.gpus) == 1:
             (g,) = group.gpus
-            copy = Reading(node=node, gpu=g, copy_gb_per_s=self.noisy(self.costs.copy_gb_per_s))
-            return Outcome(group=group, result=Result.OK, op=group.op, readings=(copy,))
+            copy = MemberReading(
+                node=node, gpu=g, copy_gb_per_s=self.noisy(self.costs.copy_gb_per_s)
+            )
+            return GroupOutcome(group=group, result=Result.OK, op=group.op, readings=(copy,))
         rate = min(self.gpu_rate(node, g) for g in group.gpus)
-        return Outcome(
+        return GroupOutcome(
             group=group,
             result=Result.OK,
             op=group.op,
@@ -313,10 +326,10 @@ class Oracle:
             size_bytes=GiB,
         )
 
-    def gate(self, fleet: Fleet, node: str, group: Group) -> Outcome:
+    def gate(self, fleet: Fleet, node: str, group: ScanGroup) -> GroupOutcome:
         rates = [self.gpu_rate(node, g) for g in range(fleet.node(node).gpus)]
         readings = tuple(
-            Reading(
+            MemberReading(
                 node=node,
                 gpu=g,
                 copy_gb_per_s=self.noisy(self.costs.copy_gb_per_s),
@@ -325,7 +338,7 @@ class Oracle:
             )
             for g, r in enumerate(rates)
         )
-        return Outcome(
+        return GroupOutcome(
             group=group,
             result=Result.OK,
             op=group.op,
@@ -343,7 +356,7 @@ def factor(op: str, ranks: int) -> float:
     return {"all_reduce": 2.0, "all_to_all": 1.0}.get(op, ranks / (ranks - 1)) * (ranks - 1) / ranks
 
 
-def wave_seconds(fleet: Fleet, outcomes: Sequence[Outcome], costs: Costs) -> float:
+def wave_seconds(fleet: Fleet, outcomes: Sequence[GroupOutcome], costs: Costs) -> float:
     """A wave lasts as long as its slowest group (a group that hangs: its point's stall
     deadline, `hung_s`), plus opening its groups and writing its rows (on the driver, one
     after another)."""
@@ -369,7 +382,7 @@ def wave_seconds(fleet: Fleet, outcomes: Sequence[Outcome], costs: Costs) -> flo
     return costs.wave_open_s + slowest + rows * costs.row_s
 
 
-def hung_s(fleet: Fleet, o: Outcome, costs: Costs) -> float:
+def hung_s(fleet: Fleet, o: GroupOutcome, costs: Costs) -> float:
     """How long a group that stopped answering held its wave: its bandwidth point's stall
     deadline (the larger of its two points')."""
     ranks = o.group.ranks(fleet)
@@ -414,7 +427,7 @@ class Simulation:
     planted: tuple[Planted, ...]
     waves: tuple[WaveRun, ...]
     start_s: float  # the actor set's start
-    outcomes: tuple[Outcome, ...] = field(repr=False)  # every group's, in the order they ran
+    outcomes: tuple[GroupOutcome, ...] = field(repr=False)  # every group's, in the order they ran
     verdicts: tuple[Verdict, ...] = field(repr=False)
     findings: tuple[Finding, ...] = ()
     score: Score
@@ -544,10 +557,10 @@ def run(
     thresholds = thresholds or Thresholds()
     costs = costs or Costs()
     oracle = Oracle(planted, costs, seed, shift)
-    policy = Policy(fleet, strategy, thresholds)
-    outcomes: list[Outcome] = []
+    policy = ScanPolicy(fleet, strategy, thresholds)
+    outcomes: list[GroupOutcome] = []
     runs: list[WaveRun] = []
-    wave: Wave | None = policy.next()
+    wave: ScanWave | None = policy.next()
     while wave is not None:
         got = [oracle.measure(fleet, g) for g in wave.groups]
         outcomes += got

@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
-from sweeper.scan.fleet import Fleet, Group, Outcome, Result, Stage
+from sweeper.scan.fleet import Fleet, GroupOutcome, Result, ScanGroup, Stage
 from sweeper.scan.reference import reference
 from sweeper.wire import Name, Tier
 
@@ -53,7 +53,7 @@ class Thresholds:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Judged:
-    outcome: Outcome
+    outcome: GroupOutcome
     failure: Failure | None  # None: passed
     fleet_gb_per_s: float | None  # the median it was compared with
     threshold_gb_per_s: float | None
@@ -108,11 +108,11 @@ def figure(gb_per_s: float) -> str:
     return f"{gb_per_s:.0f}" if gb_per_s >= 100 else f"{gb_per_s:.3g}"
 
 
-def tier(group: Group) -> Tier:
+def tier(group: ScanGroup) -> Tier:
     return Tier.INTERNODE if len(group.nodes) > 1 else Tier.NVLINK
 
 
-def rate(fleet: Fleet, o: Outcome) -> float | None:
+def rate(fleet: Fleet, o: GroupOutcome) -> float | None:
     """The figure a group is judged by. An all_to_all across nodes is normalised to what each
     GPU moved through the NICs (busbw x ranks/(ranks-1) x (nodes-1)/nodes), which the group's
     size leaves alone: its busbw counts the share each GPU keeps inside its node, half the
@@ -127,7 +127,7 @@ def rate(fleet: Fleet, o: Outcome) -> float | None:
 
 
 def _floor(
-    fleet: Fleet, o: Outcome, ranks: int, thresholds: Thresholds
+    fleet: Fleet, o: GroupOutcome, ranks: int, thresholds: Thresholds
 ) -> tuple[float, str] | None:
     group = o.group
     if (given := thresholds.min_busbw_gb_per_s.get(tier(group))) is not None:
@@ -141,7 +141,7 @@ def _floor(
     )
 
 
-def gpu_copy_limit(outcomes: Iterable[Outcome]) -> Robust | None:
+def gpu_copy_limit(outcomes: Iterable[GroupOutcome]) -> Robust | None:
     """The fleet's GPUs' own copy rates at the gate, as one population."""
     rates = [
         r.copy_gb_per_s
@@ -153,7 +153,7 @@ def gpu_copy_limit(outcomes: Iterable[Outcome]) -> Robust | None:
     return Robust.of(rates) if rates else None
 
 
-def _key(fleet: Fleet, o: Outcome) -> tuple[bool, str, int]:
+def _key(fleet: Fleet, o: GroupOutcome) -> tuple[bool, str, int]:
     """A group's population: gate or not, its operation, its ranks (all_to_all across nodes
     normalised: any size)."""
     gate = o.group.stage is Stage.GATE
@@ -169,7 +169,9 @@ class _Population:
     waived: tuple[float, str] | None = None  # the floor the finding took the place of
 
 
-def findings(fleet: Fleet, outcomes: Sequence[Outcome], thresholds: Thresholds) -> list[Finding]:
+def findings(
+    fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds
+) -> list[Finding]:
     """The fleet findings: for the gate and for the groups across nodes, an absolute threshold
     (a flag, or a share of the reference) that the fleet's median misses, or that at least
     `fleet_share` of the nodes miss in every group of theirs that measures every node.
@@ -194,7 +196,7 @@ class _Tally:
     )
     _robust: dict[object, tuple[int, Robust]] = field(default_factory=dict)
 
-    def add(self, fleet: Fleet, o: Outcome) -> None:
+    def add(self, fleet: Fleet, o: GroupOutcome) -> None:
         self.count += 1
         if o.result is not Result.OK or (value := rate(fleet, o)) is None:
             return
@@ -227,12 +229,12 @@ class Census:
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self._source: Sequence[Outcome] | None = None
+        self._source: Sequence[GroupOutcome] | None = None
         self._read = 0
         self.unbiased = _Tally()  # the stages that measure every node
         self.every = _Tally()  # every stage: where none of those ran
 
-    def update(self, outcomes: Sequence[Outcome]) -> Census:
+    def update(self, outcomes: Sequence[GroupOutcome]) -> Census:
         if outcomes is not self._source or len(outcomes) < self._read:
             self._source, self._read = outcomes, 0
             self.unbiased, self.every = _Tally(), _Tally()
@@ -246,8 +248,8 @@ class Census:
 
 def _judging(
     fleet: Fleet,
-    outcomes: Sequence[Outcome],
-    chosen: Sequence[Outcome],
+    outcomes: Sequence[GroupOutcome],
+    chosen: Sequence[GroupOutcome],
     thresholds: Thresholds,
     census: Census | None = None,
 ) -> dict[tuple[bool, str, int], _Population]:
@@ -282,7 +284,7 @@ def _judging(
 
 def _finding(
     key: tuple[bool, str, int],
-    o: Outcome,
+    o: GroupOutcome,
     floor: tuple[float, str],
     below: int,
     nodes: int,
@@ -307,12 +309,12 @@ def _finding(
     )
 
 
-def _what(key: tuple[bool, str, int], o: Outcome) -> str:
+def _what(key: tuple[bool, str, int], o: GroupOutcome) -> str:
     return o.op + (" inside each node" if key[0] else " across nodes")
 
 
 def _unheld(
-    key: tuple[bool, str, int], o: Outcome, fleet: Fleet, peers: Sequence[float]
+    key: tuple[bool, str, int], o: GroupOutcome, fleet: Fleet, peers: Sequence[float]
 ) -> Finding:
     mid = median(peers)
     model = fleet.gpu_model or "an unnamed GPU model"
@@ -336,12 +338,12 @@ def _unheld(
 
 def judge_groups(
     fleet: Fleet,
-    outcomes: Sequence[Outcome],
+    outcomes: Sequence[GroupOutcome],
     thresholds: Thresholds,
     *,
-    only: Collection[Group] | None = None,
+    only: Collection[ScanGroup] | None = None,
     census: Census | None = None,
-) -> dict[Group, Judged]:
+) -> dict[ScanGroup, Judged]:
     """Every outcome (or those of the groups `only` names) passed or failed, and why, against
     the fleet as all the outcomes show it. The fleet's medians come from the stages that
     measure every node (bisection and confirmation pick suspects, whose figures would drag the
@@ -353,7 +355,7 @@ def judge_groups(
     gates = any(o.group.stage is Stage.GATE for o in chosen)
     copies = gpu_copy_limit(outcomes) if gates else None
 
-    judged: dict[Group, Judged] = {}
+    judged: dict[ScanGroup, Judged] = {}
     for o in chosen:
         p = populations[_key(fleet, o)]
         limits = []
@@ -391,7 +393,7 @@ def judge_groups(
 
 
 def _verdict(
-    o: Outcome,
+    o: GroupOutcome,
     value: float | None,
     limit: float | None,
     copies: Robust | None,
@@ -423,7 +425,7 @@ def _verdict(
     return None, ""
 
 
-def unit(o: Outcome) -> str:
+def unit(o: GroupOutcome) -> str:
     """What `rate` gives of a group, in words: busbw, or (an all_to_all across nodes) the
     rate through each GPU's NIC."""
     if o.op == "all_to_all" and len(o.group.nodes) > 1:
@@ -431,5 +433,5 @@ def unit(o: Outcome) -> str:
     return "busbw"
 
 
-def measure(o: Outcome) -> str:
+def measure(o: GroupOutcome) -> str:
     return f"{o.op} {unit(o)}"

@@ -49,7 +49,7 @@ from sweeper.planning.spec import SweepSpec
 from sweeper.results import records, scans
 from sweeper.results.schema import RUN_POINT
 from sweeper.scan.document import Scanned, verdicts
-from sweeper.scan.fleet import Stage, Wave
+from sweeper.scan.fleet import ScanWave, Stage
 from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
 from sweeper.scan.thresholds import Thresholds
@@ -69,7 +69,7 @@ class _Leaves:
     def __init__(self, head: Cluster, node: Any) -> None:
         self.head, self.node, self.left = head, node, False
 
-    def wave(self, wave: Wave) -> None:
+    def wave(self, wave: ScanWave) -> None:
         if self.left or wave.stage is Stage.GATE:
             return
         self.head.remove_node(self.node)
@@ -273,7 +273,7 @@ def test_a_nightly_scans_report_names_the_slow_node_in_its_fleet_section(
 
 
 class _Unwatched:
-    def wave(self, wave: Wave) -> None:
+    def wave(self, wave: ScanWave) -> None:
         """Nothing happens to the fleet as a wave starts."""
 
 

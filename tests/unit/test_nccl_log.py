@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.fabric.nccl_log import Reading, net_device, read, spelled, summary, transport
+from sweeper.fabric.nccl_log import ProcessLog, net_device, read, spelled, summary, transport
 from sweeper.wire import Link
 
 LOGS = Path(__file__).parents[1] / "data" / "nccl_logs"
@@ -16,11 +16,11 @@ RECORDED = LOGS / "h200-x4-2026-11-27"
 WRITTEN = LOGS / "written"
 
 
-def _read(path: Path) -> dict[int, Reading]:
+def _read(path: Path) -> dict[int, ProcessLog]:
     return read(path.read_text().splitlines())
 
 
-def _only(path: Path) -> Reading:
+def _only(path: Path) -> ProcessLog:
     (reading,) = _read(path).values()
     return reading
 

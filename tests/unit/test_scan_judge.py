@@ -9,7 +9,15 @@ from collections.abc import Callable
 
 import pytest
 
-from sweeper.scan.fleet import Fleet, Group, Node, Outcome, Reading, Result, Stage
+from sweeper.scan.fleet import (
+    Fleet,
+    FleetNode,
+    GroupOutcome,
+    MemberReading,
+    Result,
+    ScanGroup,
+    Stage,
+)
 from sweeper.scan.judge import Health, Subject, Verdict, judge
 from sweeper.scan.policy import affine, gate_group
 from sweeper.scan.reference import reference, share
@@ -17,19 +25,19 @@ from sweeper.scan.thresholds import Thresholds, findings, judge_groups
 from sweeper.wire import Tier
 
 GiB = 1 << 30
-FLEET = Fleet(nodes=tuple(Node(id=f"n{i}", host=f"h{i}", gpus=4) for i in range(64)))
-Rate = Callable[[tuple[str, str], int], Outcome | float]
+FLEET = Fleet(nodes=tuple(FleetNode(id=f"n{i}", host=f"h{i}", gpus=4) for i in range(64)))
+Rate = Callable[[tuple[str, str], int], GroupOutcome | float]
 
 
-def gates(fleet: Fleet = FLEET, busbw: float = 360.0) -> list[Outcome]:
+def gates(fleet: Fleet = FLEET, busbw: float = 360.0) -> list[GroupOutcome]:
     rng = random.Random(0)
     return [
-        Outcome(
+        GroupOutcome(
             group=gate_group(node.id),
             result=Result.OK,
             busbw_gb_per_s=busbw * (1 + rng.gauss(0, 0.01)),
             readings=tuple(
-                Reading(node=node.id, gpu=g, copy_gb_per_s=55 * (1 + rng.gauss(0, 0.01)))
+                MemberReading(node=node.id, gpu=g, copy_gb_per_s=55 * (1 + rng.gauss(0, 0.01)))
                 for g in range(node.gpus)
             ),
         )
@@ -52,23 +60,25 @@ def ring(ids: tuple[str, ...] = FLEET.ids) -> list[list[tuple[str, str]]]:
     return [edges[0::2], edges[1::2]]
 
 
-def pairs(waves: list[list[tuple[str, str]]], rate: Rate) -> list[Outcome]:
+def pairs(waves: list[list[tuple[str, str]]], rate: Rate) -> list[GroupOutcome]:
     """Each pair measured at 400 GB/s with 1% noise, times what `rate` says (or its outcome)."""
     rng = random.Random(2)
     out = []
     for w, wave in enumerate(waves, start=1):
         for pair in wave:
-            group = Group(wave=w, stage=Stage.SCREEN, nodes=pair)
+            group = ScanGroup(wave=w, stage=Stage.SCREEN, nodes=pair)
             got = rate(pair, w)
-            if isinstance(got, Outcome):
-                out.append(Outcome(group=group, result=got.result, reason=got.reason))
+            if isinstance(got, GroupOutcome):
+                out.append(GroupOutcome(group=group, result=got.result, reason=got.reason))
                 continue
             busbw = 400 * got * (1 + rng.gauss(0, 0.01))
-            out.append(Outcome(group=group, result=Result.OK, busbw_gb_per_s=busbw, size_bytes=GiB))
+            out.append(
+                GroupOutcome(group=group, result=Result.OK, busbw_gb_per_s=busbw, size_bytes=GiB)
+            )
     return out
 
 
-def verdicts_of(outcomes: list[Outcome], fleet: Fleet = FLEET) -> dict[str, Verdict]:
+def verdicts_of(outcomes: list[GroupOutcome], fleet: Fleet = FLEET) -> dict[str, Verdict]:
     return {v.name: v for v in judge(fleet, outcomes, Thresholds())}
 
 
@@ -106,12 +116,12 @@ def test_a_slow_link_is_named_as_a_link_not_as_both_its_nodes() -> None:
 def test_a_node_that_fails_one_group_in_two_is_flaky_with_its_pass_ratio_not_healthy() -> None:
     seen: dict[str, int] = {}
 
-    def flap(pair: tuple[str, str], wave: int) -> Outcome | float:
+    def flap(pair: tuple[str, str], wave: int) -> GroupOutcome | float:
         if "n5" not in pair:
             return 1.0
         seen["n5"] = seen.get("n5", 0) + 1
         if seen["n5"] % 2:
-            return Outcome(group=gate_group("x"), result=Result.FAILED, reason="NCCL error")
+            return GroupOutcome(group=gate_group("x"), result=Result.FAILED, reason="NCCL error")
         return 1.0
 
     verdicts = verdicts_of(gates() + pairs(matchings(6), flap))
@@ -124,16 +134,18 @@ def test_a_node_that_fails_one_group_in_two_is_flaky_with_its_pass_ratio_not_hea
 
 def test_missing_data_is_never_healthy() -> None:
     fleet = Fleet(nodes=FLEET.nodes[:8])
-    missing = Outcome(group=gate_group("x"), result=Result.MISSING, reason="no row came back")
+    missing = GroupOutcome(group=gate_group("x"), result=Result.MISSING, reason="no row came back")
 
-    def rate(pair: tuple[str, str], wave: int) -> Outcome | float:
+    def rate(pair: tuple[str, str], wave: int) -> GroupOutcome | float:
         return missing if "n3" in pair else 1.0
 
     outcomes = [o for o in gates(fleet) if o.group.nodes != ("n6",)]  # n6: no gate row at all
     outcomes += pairs(ring(tuple(n for n in fleet.ids if n != "n6")), rate)
     # a pair that ran but brought back no figure
     outcomes.append(
-        Outcome(group=Group(wave=9, stage=Stage.SCREEN, nodes=("n7", "n0")), result=Result.OK)
+        GroupOutcome(
+            group=ScanGroup(wave=9, stage=Stage.SCREEN, nodes=("n7", "n0")), result=Result.OK
+        )
     )
     verdicts = verdicts_of(outcomes, fleet)
     assert verdicts["n3"].health is Health.UNREACHABLE
@@ -161,8 +173,8 @@ def test_the_gate_names_a_gpu_with_nvml_evidence_and_its_failed_gates_others_are
     fleet = Fleet(nodes=FLEET.nodes[:4])
     outcomes = gates(fleet)
     bad = outcomes[2]
-    flagged = (Reading(node="n2", gpu=3, copy_gb_per_s=55.0, flags=("xid 79",)),)
-    outcomes[2] = Outcome(
+    flagged = (MemberReading(node="n2", gpu=3, copy_gb_per_s=55.0, flags=("xid 79",)),)
+    outcomes[2] = GroupOutcome(
         group=bad.group,
         result=Result.OK,
         busbw_gb_per_s=bad.busbw_gb_per_s,
@@ -181,7 +193,7 @@ def test_the_gate_names_a_gpu_with_nvml_evidence_and_its_failed_gates_others_are
 def test_a_node_whose_own_gpus_are_slow_together_fails_at_the_gate() -> None:
     outcomes = gates()
     slow = outcomes[9]
-    outcomes[9] = Outcome(
+    outcomes[9] = GroupOutcome(
         group=slow.group, result=Result.OK, busbw_gb_per_s=150.0, readings=slow.readings
     )
     verdicts = verdicts_of(outcomes)
@@ -222,7 +234,7 @@ def test_a_gpu_only_in_a_gate_a_fleet_finding_excused_is_not_healthy_on_it() -> 
     """Issue 41's 4 H200 before its isolation ran: the one gate at 162 GB/s passes on the
     fleet's own figure, the reference's 289 waived by the fleet finding; that pass clears
     no GPU."""
-    fleet = Fleet(nodes=(Node(id="n0", host="h0", gpus=4),), gpu_model="NVIDIA H200")
+    fleet = Fleet(nodes=(FleetNode(id="n0", host="h0", gpus=4),), gpu_model="NVIDIA H200")
     outcomes = gates(fleet, busbw=162.0)
     (gate,) = judge_groups(fleet, outcomes, Thresholds()).values()
     assert gate.passed
@@ -325,9 +337,9 @@ def test_a_busbw_is_given_as_its_share_of_its_reference() -> None:
 
 
 def test_a_node_that_leaves_mid_scan_is_unreachable_and_every_other_verdict_stands() -> None:
-    gone = Outcome(group=gate_group("x"), result=Result.MISSING, reason="no row came back")
+    gone = GroupOutcome(group=gate_group("x"), result=Result.MISSING, reason="no row came back")
 
-    def leaves(pair: tuple[str, str], wave: int) -> Outcome | float:
+    def leaves(pair: tuple[str, str], wave: int) -> GroupOutcome | float:
         return gone if "n20" in pair and wave > 1 else 1.0
 
     verdicts = verdicts_of(gates() + pairs(matchings(4), leaves))
@@ -338,20 +350,20 @@ def test_a_node_that_leaves_mid_scan_is_unreachable_and_every_other_verdict_stan
 
 def measured(
     wave: int, tested: tuple[int, ...], got: float | Result = 1.0, pads: tuple[int, ...] = ()
-) -> Outcome:
+) -> GroupOutcome:
     """A group of nodes `tested` and known-good `pads` (a bisect's or a confirmation's) at
     400 GB/s times `got`, or failed with an error."""
     partners = tuple(f"n{i}" for i in pads)
     nodes = tuple(f"n{i}" for i in tested) + partners
-    group = Group(
+    group = ScanGroup(
         wave=wave, stage=Stage.BISECT if pads else Stage.SCREEN, nodes=nodes, partners=partners
     )
     if isinstance(got, Result):
-        return Outcome(group=group, result=got, reason="NCCL error: remote closed")
-    return Outcome(group=group, result=Result.OK, busbw_gb_per_s=400 * got, size_bytes=GiB)
+        return GroupOutcome(group=group, result=got, reason="NCCL error: remote closed")
+    return GroupOutcome(group=group, result=Result.OK, busbw_gb_per_s=400 * got, size_bytes=GiB)
 
 
-def screen(slow: dict[int, float]) -> list[Outcome]:
+def screen(slow: dict[int, float]) -> list[GroupOutcome]:
     """Groups of four nodes, each at the rate `slow` gives its first node (else 1)."""
     return [measured(1, tuple(range(i, i + 4)), slow.get(i, 1.0)) for i in range(0, 64, 4)]
 
@@ -417,8 +429,8 @@ def test_one_slow_node_of_six_keeps_the_floor_though_every_group_of_one_size_hol
         for line in lines:
             slow = "n2" in line or {"n4", "n5"} <= set(line)
             outcomes.append(
-                Outcome(
-                    group=Group(wave=wave, stage=Stage.SCREEN, nodes=line),
+                GroupOutcome(
+                    group=ScanGroup(wave=wave, stage=Stage.SCREEN, nodes=line),
                     result=Result.OK,
                     busbw_gb_per_s=4.0 if slow else 400.0,
                 )
@@ -433,7 +445,7 @@ def test_one_slow_node_of_six_keeps_the_floor_though_every_group_of_one_size_hol
 
 
 def test_a_healthy_nodes_verdict_carries_the_gate_figure_it_passed_and_its_threshold() -> None:
-    lone = Fleet(nodes=(Node(id="n0", host="h0", gpus=4),), gpu_model="H200")
+    lone = Fleet(nodes=(FleetNode(id="n0", host="h0", gpus=4),), gpu_model="H200")
     (alone,) = (v for v in verdicts_of(gates(lone), lone).values() if v.subject is Subject.NODE)
     assert alone.health is Health.HEALTHY
     assert alone.busbw_gb_per_s == pytest.approx(360, rel=0.05)

@@ -12,10 +12,18 @@ from math import ceil, isqrt, log2
 
 import pytest
 
-from sweeper.scan.fleet import Fleet, Node, Outcome, Reading, Result, Stage, Wave
+from sweeper.scan.fleet import (
+    Fleet,
+    FleetNode,
+    GroupOutcome,
+    MemberReading,
+    Result,
+    ScanWave,
+    Stage,
+)
 from sweeper.scan.policy import (
     CONFIRMS,
-    Policy,
+    ScanPolicy,
     Strategy,
     affine,
     excluded,
@@ -30,12 +38,12 @@ THRESHOLDS = Thresholds()
 
 def run(
     fleet: Fleet, strategy: str, planted: tuple[Planted, ...] = (), seed: int = 0
-) -> tuple[list[Wave], list[Outcome]]:
+) -> tuple[list[ScanWave], list[GroupOutcome]]:
     """Every wave the policy asks for, measured by the simulation's oracle."""
     oracle = Oracle(planted, Costs(), seed)
-    policy = Policy(fleet, Strategy.parse(strategy, seed=seed), THRESHOLDS)
-    waves: list[Wave] = []
-    outcomes: list[Outcome] = []
+    policy = ScanPolicy(fleet, Strategy.parse(strategy, seed=seed), THRESHOLDS)
+    waves: list[ScanWave] = []
+    outcomes: list[GroupOutcome] = []
     wave = policy.next()
     while wave is not None:
         waves.append(wave)
@@ -45,11 +53,11 @@ def run(
     return waves, outcomes
 
 
-def internode(waves: list[Wave]) -> list[Wave]:
+def internode(waves: list[ScanWave]) -> list[ScanWave]:
     return [w for w in waves if w.stage not in (Stage.GATE, Stage.ISOLATE)]
 
 
-def assert_disjoint(wave: Wave) -> None:
+def assert_disjoint(wave: ScanWave) -> None:
     counts = Counter(n for g in wave.groups for n in g.nodes)
     assert max(counts.values()) == 1, f"wave {wave.index} repeats {counts.most_common(1)}"
 
@@ -132,7 +140,8 @@ def test_adaptive_on_a_healthy_fleet_is_the_gate_and_the_screen_of_all_to_all_gr
 
 def test_adaptive_screens_one_domain_each_when_nodes_carry_a_label() -> None:
     nodes = tuple(
-        Node(id=f"n{i:02d}", host=f"h{i:02d}", gpus=4, domain=f"rack{i // 6}") for i in range(24)
+        FleetNode(id=f"n{i:02d}", host=f"h{i:02d}", gpus=4, domain=f"rack{i // 6}")
+        for i in range(24)
     )
     waves, _ = run(Fleet(nodes=nodes), "adaptive")
     screen = waves[1]
@@ -192,8 +201,8 @@ def test_a_pad_a_confirmation_failed_beside_pads_no_more_and_is_tested_beside_tw
 def test_a_node_that_does_not_answer_leaves_every_later_wave() -> None:
     fleet = fleet_of(64, 8)
     oracle = Oracle((), Costs(), 0)
-    policy = Policy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
-    waves: list[Wave] = []
+    policy = ScanPolicy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
+    waves: list[ScanWave] = []
     wave = policy.next()
     while wave is not None:
         waves.append(wave)
@@ -226,7 +235,7 @@ def test_a_gate_under_a_threshold_a_fleet_finding_waived_is_isolated_all_the_sam
     fleet finding waives, and its GPUs are still held against each other in pairs."""
     fleet = fleet_of(1, 4, "NVIDIA H200")
     oracle = Oracle((), Costs(), 0, shift=0.5)
-    policy = Policy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
+    policy = ScanPolicy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
     gate = policy.next()
     assert gate is not None
     inside = []
@@ -258,11 +267,11 @@ def test_a_gate_with_nvml_evidence_keeps_the_node_out() -> None:
     fleet = fleet_of(4, 2)
     _, outcomes = run(fleet, "ring")
     gate = [
-        Outcome(
+        GroupOutcome(
             group=o.group,
             result=Result.OK,
             busbw_gb_per_s=o.busbw_gb_per_s,
-            readings=(Reading(node=o.group.nodes[0], gpu=1, flags=("xid 79",)),),
+            readings=(MemberReading(node=o.group.nodes[0], gpu=1, flags=("xid 79",)),),
         )
         if o.group.nodes == ("n0001",)
         else o
@@ -297,13 +306,13 @@ def test_on_seven_nodes_with_one_gone_the_slow_node_is_confirmed_and_the_gone_on
     it, and the few known-good nodes of a small fleet partner the slow node instead."""
     fleet = fleet_of(7, 1)
     oracle = Oracle((Planted(fault=Fault.SLOW_NODE, nodes=("n0002",)),), Costs(), 0)
-    policy = Policy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
-    waves: list[Wave] = []
+    policy = ScanPolicy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
+    waves: list[ScanWave] = []
     wave = policy.next()
     while wave is not None:
         waves.append(wave)
         got = [
-            Outcome(group=g, result=Result.MISSING, reason="it left")
+            GroupOutcome(group=g, result=Result.MISSING, reason="it left")
             if g.stage is not Stage.GATE and "n0006" in g.nodes
             else oracle.measure(fleet, g)
             for g in wave.groups

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.scan.fleet import Group, Result, Stage
+from sweeper.scan.fleet import Result, ScanGroup, Stage
 from sweeper.scan.rows import Asked, outcome
 
 ASKED = Asked(latency_bytes=8, bandwidth_bytes=1 << 20)
 EXPECTED = {("all_reduce", 8), ("all_reduce", 1 << 20)}
-PAIR = Group(wave=1, stage=Stage.SCREEN, nodes=("a", "b"))
-GATE = Group(wave=0, stage=Stage.GATE, nodes=("a",))
+PAIR = ScanGroup(wave=1, stage=Stage.SCREEN, nodes=("a", "b"))
+GATE = ScanGroup(wave=0, stage=Stage.GATE, nodes=("a",))
 
 
 def _row(op: str = "all_reduce", size: int = 1 << 20, **columns: Any) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def test_a_gpus_clock_and_power_cap_under_load_come_with_its_readings() -> None:
 
 
 def test_a_gpu_whose_nvlink_replays_or_thermal_slowdown_the_gate_read_is_named_with_it() -> None:
-    from sweeper.scan.fleet import Fleet, Node
+    from sweeper.scan.fleet import Fleet, FleetNode
     from sweeper.scan.judge import Health, Subject, judge
     from sweeper.scan.thresholds import Thresholds
     from sweeper.telemetry import columns
@@ -122,7 +122,7 @@ def test_a_gpu_whose_nvlink_replays_or_thermal_slowdown_the_gate_read_is_named_w
         1: ("41 NVLink replays over one point", "3 NVLink CRC errors over one point"),
         2: ("sw_thermal_slowdown at 91 C",),
     }
-    fleet = Fleet(nodes=(Node(id="a", host="h", gpus=3),))
+    fleet = Fleet(nodes=(FleetNode(id="a", host="h", gpus=3),))
     verdicts = {v.gpu: v for v in judge(fleet, [got], Thresholds()) if v.subject is Subject.GPU}
     assert not verdicts[0].condemned  # only in a gate its peers failed: unconfirmed
     assert verdicts[1].health is verdicts[2].health is Health.FAILED

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from sweeper.cli import app
 from sweeper.results import scans
 from sweeper.scan.deadline import STALL_FLOOR_S, stall_s
-from sweeper.scan.fleet import Fleet, Group, Outcome, Stage
+from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, Stage
 from sweeper.scan.judge import Health, Subject, Verdict, judge
-from sweeper.scan.policy import Policy, Strategy, affine
+from sweeper.scan.policy import ScanPolicy, Strategy, affine
 from sweeper.scan.simulate import (
     DEFAULT_FAULTS,
     Costs,
@@ -117,19 +117,19 @@ class Unclocked(Oracle):
     reads at the gate like its peers (no clock or power-cap disagreement), so only its slow
     gate can send its node to isolation."""
 
-    def gate(self, fleet: Fleet, node: str, group: Group) -> Outcome:
+    def gate(self, fleet: Fleet, node: str, group: ScanGroup) -> GroupOutcome:
         o = super().gate(fleet, node, group)
         quiet = [replace(r, sm_clock_mhz=None, at_power_cap=False) for r in o.readings]
         return replace(o, readings=tuple(quiet))
 
 
-def one_node(oracle: Oracle) -> tuple[list[Outcome], dict[str, Verdict], list[Finding]]:
+def one_node(oracle: Oracle) -> tuple[list[GroupOutcome], dict[str, Verdict], list[Finding]]:
     """An adaptive scan of one node of 4 H200 (the reference's own shape), as the oracle
     measures it: its outcomes, verdicts and findings."""
     fleet = fleet_of(1, 4, "NVIDIA H200")
     thresholds = Thresholds()
-    policy = Policy(fleet, Strategy.parse("adaptive"), thresholds)
-    outcomes: list[Outcome] = []
+    policy = ScanPolicy(fleet, Strategy.parse("adaptive"), thresholds)
+    outcomes: list[GroupOutcome] = []
     wave = policy.next()
     while wave is not None:
         got = [oracle.measure(fleet, g) for g in wave.groups]
@@ -253,10 +253,10 @@ def test_the_oracle_slows_a_pair_only_where_traffic_flows_between_its_two_nodes(
     fleet = fleet_of(8, 2)
     oracle = Oracle((Planted(fault=Fault.SLOW_LINK, nodes=("n0000", "n0002")),), Costs(), 0)
 
-    a2a = Group(wave=1, stage=Stage.SCREEN, nodes=("n0000", "n0001", "n0002"))
-    ring = Group(wave=1, stage=Stage.CROSS_DOMAIN, nodes=("n0000", "n0001", "n0002", "n0003"))
-    apart = Group(wave=1, stage=Stage.CROSS_DOMAIN, nodes=("n0000", "n0002", "n0001", "n0003"))
-    healthy = Group(wave=1, stage=Stage.SCREEN, nodes=("n0004", "n0005", "n0006"))
+    a2a = ScanGroup(wave=1, stage=Stage.SCREEN, nodes=("n0000", "n0001", "n0002"))
+    ring = ScanGroup(wave=1, stage=Stage.CROSS_DOMAIN, nodes=("n0000", "n0001", "n0002", "n0003"))
+    apart = ScanGroup(wave=1, stage=Stage.CROSS_DOMAIN, nodes=("n0000", "n0002", "n0001", "n0003"))
+    healthy = ScanGroup(wave=1, stage=Stage.SCREEN, nodes=("n0004", "n0005", "n0006"))
     figure = {g: oracle.measure(fleet, g).busbw_gb_per_s or 0 for g in (a2a, ring, apart, healthy)}
     assert figure[a2a] == pytest.approx(0.5 * figure[healthy], rel=0.05)  # all_to_all: always
     assert figure[ring] == pytest.approx(Costs().internode_busbw_gb_per_s, rel=0.05)
@@ -266,11 +266,11 @@ def test_the_oracle_slows_a_pair_only_where_traffic_flows_between_its_two_nodes(
 def test_a_slow_gpu_slows_its_nodes_collectives_and_not_its_copies() -> None:
     fleet = fleet_of(4, 4)
     oracle = Oracle((Planted(fault=Fault.SLOW_GPU, nodes=("n0001",), gpu=2),), Costs(), 0)
-    gate = oracle.measure(fleet, Group(wave=0, stage=Stage.GATE, nodes=("n0001",)))
+    gate = oracle.measure(fleet, ScanGroup(wave=0, stage=Stage.GATE, nodes=("n0001",)))
     assert (gate.busbw_gb_per_s or 0) < 0.6 * Costs().island_busbw_gb_per_s
     copies = [r.copy_gb_per_s or 0 for r in gate.readings]
     assert min(copies) > 0.9 * Costs().copy_gb_per_s
-    across = oracle.measure(fleet, Group(wave=1, stage=Stage.SCREEN, nodes=("n0000", "n0001")))
+    across = oracle.measure(fleet, ScanGroup(wave=1, stage=Stage.SCREEN, nodes=("n0000", "n0001")))
     assert (across.busbw_gb_per_s or 0) < 0.6 * 2 * Costs().internode_a2a_gb_per_s
 
 

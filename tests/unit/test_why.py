@@ -37,7 +37,7 @@ def _texts(evidence: list[why.Evidence]) -> list[str]:
 
 
 def test_a_power_capped_gpu_says_its_clock_against_its_peers_and_why(rows: pd.DataFrame) -> None:
-    found = _texts(why.Health.of(rows).evidence[_uuid(2)])
+    found = _texts(why.GpuHealth.of(rows).evidence[_uuid(2)])
     assert found[:4] == [
         "SM clock 1.41 GHz against 1.98 GHz",
         "throttle: power cap, sync boost (held to a slower GPU of its group)",
@@ -53,12 +53,12 @@ def test_a_power_capped_gpu_says_its_clock_against_its_peers_and_why(rows: pd.Da
 
 
 def test_a_link_trained_at_x8_is_its_gpus_only_evidence(rows: pd.DataFrame) -> None:
-    assert _texts(why.Health.of(rows).evidence[_uuid(1)]) == ["PCIe link x8 of x16"]
+    assert _texts(why.GpuHealth.of(rows).evidence[_uuid(1)]) == ["PCIe link x8 of x16"]
     assert why.states(rows)[_uuid(1)].link() == "Gen5 x8 of Gen5 x16"
 
 
 def test_gpus_that_read_like_their_peers_have_no_line(rows: pd.DataFrame) -> None:
-    assert _uuid(0) not in why.Health.of(rows).evidence
+    assert _uuid(0) not in why.GpuHealth.of(rows).evidence
 
 
 def test_host_copies_are_a_share_of_each_gpus_pcie_peak(rows: pd.DataFrame) -> None:
@@ -90,7 +90,7 @@ def test_a_point_off_its_neighbours_names_what_its_gpus_read_differently(
 def test_a_weak_pair_names_its_route_and_its_gpus_evidence(rows: pd.DataFrame) -> None:
     nodes = (report_data.h200_node(),)
     names = {gpu.uuid: f"n0 GPU{gpu.index}" for gpu in nodes[0].gpus}
-    evidence = why.Health.of(rows).evidence
+    evidence = why.GpuHealth.of(rows).evidence
     line = why.pair_line(nodes, _uuid(2), _uuid(3), ["NV18"] * 12, evidence, names)
     assert line.startswith("route: NVLink (18 links). n0 GPU2: SM clock 1.41 GHz against 1.98")
     assert ". n0 GPU3: NVLink: 41 replays" in line
