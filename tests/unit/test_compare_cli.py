@@ -26,10 +26,11 @@ def write_run(root: Path, run_id: str, slow: float = 1.0) -> None:
     records.save(root, report_data.h200_record(run_id))
 
 
-@pytest.fixture
-def results(tmp_path: Path) -> Path:
-    """Three runs of the synthetic H200 node: one, the same again, and one 25% slower."""
-    root = tmp_path / "results"
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three runs of the synthetic H200 node: one, the same again, and one 25% slower. Written
+    once for the module: `sweeper compare` only reads them."""
+    root = tmp_path_factory.mktemp("compare") / "results"
     write_run(root, "monday")
     write_run(root, "tuesday")
     write_run(root, "wednesday", slow=1.25)
