@@ -23,6 +23,9 @@ why). Then:
 - `ring` (node i with i+1: 2 waves), `bisect` (i with i + N/2: 1 wave), `random:K` (K seeded
   random perfect matchings), `all` (every pair: N-1 waves by the circle method).
 
+Each strategy is one entry of `STRATEGIES`: its `Scheme` (the --strategy name) and the function
+that gives its waves of groups from what the gate and the isolation left (`Internode`).
+
 `ScanPolicy` is fed each wave's outcomes as the scan goes; `next_wave` replays it from the start
 on a scan's rows so far (a resume), each wave decided from the outcomes of the waves before
 it, so both give the same waves. The executor answers every group of a wave (`missing`
@@ -176,25 +179,46 @@ def excluded(
     return out
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Internode:
+    """What a strategy is handed once the gate and the isolation are done: the nodes they
+    left in (in fleet order, at least two), the index of its first wave, and the outcomes so
+    far (`history`, which grows by each wave's as the scan goes)."""
+
+    fleet: Fleet
+    strategy: Strategy
+    thresholds: Thresholds
+    history: list[GroupOutcome]
+    nodes: tuple[str, ...]
+    start: int
+
+
+# A strategy: the internode waves it gives, in order, each decided from the outcomes before it
+Strategist = Callable[[Internode], Iterator[ScanWave]]
+
+
 def waves(
     fleet: Fleet, strategy: Strategy, thresholds: Thresholds, history: list[GroupOutcome]
 ) -> Iterator[ScanWave]:
-    """The scan's waves in order. After yielding a wave it reads that wave's outcomes from
+    """The scan's waves in order: the gate, the isolation, then the strategy's (`STRATEGIES`)
+    over the nodes they left in. After yielding a wave it reads that wave's outcomes from
     `history`, which the caller extends before asking for the next one."""
     yield gate_wave(fleet)
     inside = isolate_waves(fleet, to_isolate(fleet, history, thresholds), 1)
     yield from inside
-    start = 1 + len(inside)
-    if strategy.kind is Scheme.ADAPTIVE:
-        yield from _Adaptive(fleet, thresholds, history, start).waves()
-        return
     out = excluded(fleet, history, thresholds)
-    nodes = [n for n in fleet.ids if n not in out]
-    k = 0
-    while pairs := _fixed(strategy, nodes, k):
-        groups = tuple(ScanGroup(wave=start + k, stage=Stage.SCREEN, nodes=p) for p in pairs)
-        yield ScanWave(index=start + k, stage=Stage.SCREEN, groups=groups)
-        k += 1
+    nodes = tuple(n for n in fleet.ids if n not in out)
+    if len(nodes) > 1:
+        start = 1 + len(inside)
+        at = Internode(
+            fleet=fleet,
+            strategy=strategy,
+            thresholds=thresholds,
+            history=history,
+            nodes=nodes,
+            start=start,
+        )
+        yield from STRATEGIES[strategy.kind](at)
 
 
 class ScanPolicy:
@@ -226,63 +250,62 @@ def next_wave(
     return None
 
 
-# ---- fixed strategies: the k-th matching of the nodes that passed the gate ----
+# ---- fixed strategies: rounds of groups fixed in advance, each round a screen wave ----
 
 
-Pairs = list[tuple[str, str]]
+Rounds = list[list[tuple[str, ...]]]  # each wave's groups, as their nodes
 
 
-def _fixed(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
-    """The k-th wave of the strategy's pairs (none: it is done)."""
-    return FIXED[strategy.kind](strategy, nodes, k) if len(nodes) > 1 else []
+def screens(rounds: Callable[[Strategy, Sequence[str]], Rounds]) -> Strategist:
+    """A strategy whose groups do not depend on what the scan finds: each of its rounds a
+    wave of screen groups (of any size), run in turn."""
+
+    def strategist(at: Internode) -> Iterator[ScanWave]:
+        for k, groups in enumerate(g for g in rounds(at.strategy, at.nodes) if g):
+            index = at.start + k
+            made = tuple(ScanGroup(wave=index, stage=Stage.SCREEN, nodes=g) for g in groups)
+            yield ScanWave(index=index, stage=Stage.SCREEN, groups=made)
+
+    return strategist
 
 
-def _ring(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
+def _ring(strategy: Strategy, nodes: Sequence[str]) -> Rounds:
     """Each node with the next: even n (0,1)(2,3).. then (1,2)(3,4)..(n-1,0); odd n takes a
     third wave."""
     n = len(nodes)
     edges = [(i, (i + 1) % n) for i in range(n if n > 2 else 1)]
     rounds = [edges[0::2], edges[1::2]] if n % 2 == 0 else _pack_edges(edges)
-    return [(nodes[a], nodes[b]) for a, b in rounds[k]] if k < len(rounds) else []
+    return [[(nodes[a], nodes[b]) for a, b in r] for r in rounds]
 
 
-def _bisect(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
+def _bisect(strategy: Strategy, nodes: Sequence[str]) -> Rounds:
     """Each node of the first half with its place in the second, once."""
     half = len(nodes) // 2
-    return [(nodes[i], nodes[i + half]) for i in range(half)] if k == 0 else []
+    return [[(nodes[i], nodes[i + half]) for i in range(half)]]
 
 
-def _random(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
+def _random(strategy: Strategy, nodes: Sequence[str]) -> Rounds:
     """`rounds` random matchings, drawn from the strategy's seed."""
-    if k >= strategy.rounds:
-        return []
     rng = random.Random(strategy.seed)
     order = list(nodes)
-    for _ in range(k + 1):
+    out: Rounds = []
+    for _ in range(strategy.rounds):
         rng.shuffle(order)
-    return [(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)]
+        out.append([(order[i], order[i + 1]) for i in range(0, len(order) - 1, 2)])
+    return out
 
 
-def _all(strategy: Strategy, nodes: Sequence[str], k: int) -> Pairs:
+def _all(strategy: Strategy, nodes: Sequence[str]) -> Rounds:
     """Every pair: the circle method, a bye where n is odd."""
     ring: list[str | None] = [*nodes, None] if len(nodes) % 2 else list(nodes)
     m = len(ring)
-    if k >= m - 1:
-        return []
-    rest = ring[1:]
-    turned = [ring[0], *rest[k:], *rest[:k]]
-    pairs = [(turned[i], turned[m - 1 - i]) for i in range(m // 2)]
-    return [(a, b) for a, b in pairs if a is not None and b is not None]
-
-
-# The fixed strategies, each the function that gives its k-th wave of pairs (the adaptive
-# one is a policy of its own: `_Adaptive`)
-FIXED: dict[Scheme, Callable[[Strategy, Sequence[str], int], Pairs]] = {
-    Scheme.RING: _ring,
-    Scheme.BISECT: _bisect,
-    Scheme.RANDOM: _random,
-    Scheme.ALL: _all,
-}
+    out: Rounds = []
+    for k in range(m - 1):
+        rest = ring[1:]
+        turned = [ring[0], *rest[k:], *rest[:k]]
+        pairs = [(turned[i], turned[m - 1 - i]) for i in range(m // 2)]
+        out.append([(a, b) for a, b in pairs if a is not None and b is not None])
+    return out
 
 
 def _pack_edges(edges: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
@@ -379,14 +402,13 @@ class _Adaptive:
     """The adaptive scan after the gate and the isolation, as a generator of waves; after
     each one it reads that wave's outcomes from `history`, which its caller fills."""
 
-    def __init__(
-        self, fleet: Fleet, thresholds: Thresholds, history: list[GroupOutcome], start: int
-    ) -> None:
-        self.fleet = fleet
-        self.thresholds = thresholds
-        self.history = history
-        self.census = Census(fleet)  # the history's figures, read once as it grows
-        self.index = start
+    def __init__(self, at: Internode) -> None:
+        self.fleet = at.fleet
+        self.thresholds = at.thresholds
+        self.history = at.history
+        self.nodes = list(at.nodes)
+        self.census = Census(at.fleet)  # the history's figures, read once as it grows
+        self.index = at.start
         self.gone: set[str] = set()  # did not answer: out of every later wave
         self.doubted: set[str] = set()  # a probe failed beside it as a pad: no pad again
         self.cursor = 0  # where the next pad is taken, so partners change between tests
@@ -418,11 +440,7 @@ class _Adaptive:
         return judged
 
     def waves(self) -> Iterator[ScanWave]:
-        out = excluded(self.fleet, self.history, self.thresholds)
-        nodes = [n for n in self.fleet.ids if n not in out]
-        if len(nodes) < 2:
-            return
-        for lines in self.screen(nodes):
+        for lines in self.screen(self.nodes):
             live = [kept for line in lines if len(kept := self.live(line)) > 1]
             if live:
                 wave = self.wave(Stage.SCREEN, [(line, ()) for line in live])
@@ -631,3 +649,15 @@ def _pack(tests: list[Test]) -> list[list[Test]]:
         else:
             waves.append((nodes, [test]))
     return [batch for _, batch in waves]
+
+
+# Every strategy, by its --strategy name: a function of the nodes the gate and the isolation
+# left in that gives its waves of groups. The adaptive one reads each wave's outcomes before
+# it picks the next; the fixed ones are rounds fixed in advance.
+STRATEGIES: dict[Scheme, Strategist] = {
+    Scheme.ADAPTIVE: lambda at: _Adaptive(at).waves(),
+    Scheme.RING: screens(_ring),
+    Scheme.BISECT: screens(_bisect),
+    Scheme.RANDOM: screens(_random),
+    Scheme.ALL: screens(_all),
+}

@@ -6,6 +6,7 @@ slow gate isolated GPU by GPU, gate failures kept out."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from itertools import combinations
 from math import ceil, isqrt, log2
@@ -23,11 +24,15 @@ from sweeper.scan.fleet import (
 )
 from sweeper.scan.policy import (
     CONFIRMS,
+    STRATEGIES,
+    Internode,
     ScanPolicy,
+    Scheme,
     Strategy,
     affine,
     excluded,
     next_wave,
+    screens,
     smallest_prime,
 )
 from sweeper.scan.simulate import Costs, Fault, Oracle, Planted, fleet_of
@@ -324,14 +329,43 @@ def test_on_seven_nodes_with_one_gone_the_slow_node_is_confirmed_and_the_gone_on
     assert len(partners) >= 2
 
 
-def test_every_fixed_strategy_is_one_function_of_the_table_that_returns_its_waves_of_pairs() -> (
+def test_every_strategy_is_one_entry_of_the_table_whose_function_gives_its_waves_of_groups() -> (
     None
 ):
-    from sweeper.scan.policy import FIXED, Scheme, _fixed
-
-    assert set(FIXED) == set(Scheme) - {Scheme.ADAPTIVE}
-    nodes = [f"n{i}" for i in range(6)]
-    for kind, made in FIXED.items():
+    fleet = fleet_of(6, 1)
+    assert set(STRATEGIES) == set(Scheme)
+    for kind, strategist in STRATEGIES.items():
         strategy = Strategy.parse("random:2" if kind is Scheme.RANDOM else str(kind))
-        assert _fixed(strategy, nodes, 0) == made(strategy, nodes, 0) != []
-        assert _fixed(strategy, nodes[:1], 0) == []  # one node: nothing to pair
+        at = Internode(
+            fleet=fleet,
+            strategy=strategy,
+            thresholds=THRESHOLDS,
+            history=[],
+            nodes=fleet.ids,
+            start=5,
+        )
+        first = next(strategist(at))  # the adaptive one's next waves need its outcomes
+        assert first.index == 5
+        assert first.groups
+        assert {g.wave for g in first.groups} == {5}
+        # on a healthy fleet the scan's first wave after its gate is the table's
+        waves, _ = run(fleet, str(strategy))
+        assert internode(waves)[0].groups == tuple(replace(g, wave=1) for g in first.groups)
+
+
+def test_a_fixed_strategy_may_give_groups_of_any_size() -> None:
+    def triples(strategy: Strategy, nodes: Sequence[str]) -> list[list[tuple[str, ...]]]:
+        return [[tuple(nodes[i : i + 3]) for i in range(0, len(nodes), 3)]]
+
+    fleet = fleet_of(6, 1)
+    at = Internode(
+        fleet=fleet,
+        strategy=Strategy.parse("ring"),
+        thresholds=THRESHOLDS,
+        history=[],
+        nodes=fleet.ids,
+        start=1,
+    )
+    (wave,) = screens(triples)(at)
+    assert [g.nodes for g in wave.groups] == [fleet.ids[:3], fleet.ids[3:]]
+    assert wave.stage is Stage.SCREEN
