@@ -14,14 +14,13 @@ from typing import Protocol
 
 BISECT_STEPS = 6  # at most this many tries below a bound that failed
 BISECT_TOLERANCE = 0.01  # stop when the bracket is within 1% of the size
-# Elements the data's fill and check (sweeper/rank/data.py) handle per step, so scratch memory
-# stays bounded at any size: large on GPUs, where each step is a few kernel launches, small
-# on CPUs, where memory is shared and tight.
-CHUNK_ELEMENTS = {"cuda": 1 << 22, "cpu": 1 << 18}
-# Bytes alive at once per element of a chunk, with room to spare: two int64 tensors of the
-# pattern (the sum over ranks), then the expected values and the float64 copies the check
-# compares (about 33; tests/unit/test_data.py measures it).
-SCRATCH_PER_ELEMENT = 48
+# Elements the data's check (sweeper/rank/data.py) compares per step, so scratch memory stays
+# bounded at any size: large on GPUs, where each step is a few kernel launches, smaller on
+# CPUs, where memory is shared and tight. The fill writes in place and needs none.
+CHUNK_ELEMENTS = {"cuda": 1 << 26, "cpu": 1 << 22}
+# Bytes alive at once per element of a chunk, with room to spare: the check's comparison, one
+# bool per element (tests/unit/test_data.py measures it), beside one period of the pattern.
+SCRATCH_PER_ELEMENT = 3
 
 
 class Footprint(Protocol):

@@ -42,8 +42,6 @@ def levels(dtype: torch.dtype, n: int, reduces: bool) -> int:
     return min(limit // n + 1, _PRIME)
 
 
-# The pattern is computed in place: each chunk needs its int64 tensor and one more, so the
-# scratch that `--max-size auto` sets aside is what fill and check really allocate.
 def _hash(start: int, stop: int, seed: int, device: torch.device) -> torch.Tensor:
     index = torch.arange(start, stop, dtype=torch.int64, device=device)
     return index.mul_(_MULT).add_(seed % _PRIME).remainder_(_PRIME)
@@ -70,21 +68,45 @@ def _sum_over_ranks(k: torch.Tensor, n: int, lv: int) -> torch.Tensor:
     return out.add_(cycles * lv * (lv - 1) // 2 + rest * (rest - 1) // 2)
 
 
-def _pieces(span: Span, device: torch.device) -> Iterator[tuple[int, int]]:
+def _period(
+    span: Span, n: int, lv: int, seed: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """The span's values over one period, from its first element on: h(i) depends on i only
+    modulo _PRIME, so every value of the pattern repeats with that period, and a span of any
+    length is this table repeated (computed on _PRIME elements, not on the span's)."""
+    table = _values(span.source, 0, _PRIME, n, lv, seed, device).to(dtype)
+    return table.roll(-(span.index % _PRIME))
+
+
+def _rows(length: int, device: torch.device) -> Iterator[tuple[int, int]]:
+    """[start, stop) pieces of a span in whole periods, a chunk's worth at a time (the last
+    piece holds the part period), so the check's scratch stays bounded at any size."""
     chunk = CHUNK_ELEMENTS.get(device.type, CHUNK_ELEMENTS["cpu"])
-    for start in range(0, span.length, chunk):
-        yield start, min(start + chunk, span.length)
+    step = max(1, chunk // _PRIME) * _PRIME
+    whole = length - length % _PRIME
+    for start in range(0, whole, step):
+        yield start, min(start + step, whole)
+    if whole < length:
+        yield whole, length
+
+
+def _tiled(values: torch.Tensor, period: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`values` (starting at a period's start) as rows of one period, and the period as
+    they compare with it: whole rows against the table, a part row against its head."""
+    if len(values) % _PRIME:
+        return values, period[: len(values)]
+    return values.view(-1, _PRIME), period
 
 
 def fill(buf: torch.Tensor, spans: Iterable[Span], n: int, lv: int, seed: int) -> None:
-    """Poison the whole buffer, then write each span's pattern."""
+    """Poison the whole buffer, then write each span's pattern: its period, broadcast."""
     poison(buf)
     for span in spans:
-        for start, stop in _pieces(span, buf.device):
-            values = _values(
-                span.source, span.index + start, span.index + stop, n, lv, seed, buf.device
-            )
-            buf[span.offset + start : span.offset + stop].copy_(values)
+        period = _period(span, n, lv, seed, buf.dtype, buf.device)
+        target = buf[span.offset : span.offset + span.length]
+        for start, stop in _rows(span.length, buf.device):
+            rows, table = _tiled(target[start:stop], period)
+            rows.copy_(table.expand_as(rows))
 
 
 def poison(buf: torch.Tensor) -> None:
@@ -92,13 +114,20 @@ def poison(buf: torch.Tensor) -> None:
     buf.fill_(255 if buf.dtype == torch.uint8 else -1)
 
 
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's elements as integers of their width. Results compare bit for bit: every
+    comparison is then defined for every dtype (float8 has no `!=`), and bit equality is
+    value equality here, since every expected value is a non-negative integer exact in the
+    dtype and a sum of them is never -0."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.itemsize])
+
+
 def count_wrong(buf: torch.Tensor, spans: Iterable[Span], n: int, lv: int, seed: int) -> int:
-    wrong = 0
+    wrong = torch.zeros((), dtype=torch.int64, device=buf.device)
     for span in spans:
-        for start, stop in _pieces(span, buf.device):
-            expected = _values(
-                span.source, span.index + start, span.index + stop, n, lv, seed, buf.device
-            )
-            actual = buf[span.offset + start : span.offset + stop].to(torch.float64)
-            wrong += int((actual != expected.to(torch.float64)).sum())
-    return wrong
+        period = _bits(_period(span, n, lv, seed, buf.dtype, buf.device))
+        actual = _bits(buf[span.offset : span.offset + span.length])
+        for start, stop in _rows(span.length, buf.device):
+            rows, table = _tiled(actual[start:stop], period)
+            wrong += torch.count_nonzero(rows != table)  # a sum would widen to int64 first
+    return int(wrong)  # one synchronization, after every chunk's comparison is queued

@@ -140,4 +140,4 @@ def test_fill_and_check_stay_within_the_scratch_sizing_counts(
     one whole chunk (in a fresh process, where the high-water mark starts at the buffer)."""
     per_element = peaks[source]
     # two thirds: room for the GPU caching allocator, which rounds blocks up
-    assert 8 < per_element <= sizing.scratch_bytes("cpu", 1) * 2 / 3, per_element
+    assert 0.5 < per_element <= sizing.scratch_bytes("cpu", 1) * 2 / 3, per_element
