@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -279,17 +279,26 @@ Command = TypeVar("Command", bound=Callable[..., Any])
 def sweep_options(*, after: str, leave_out: Collection[str] = ()) -> Callable[[Command], Command]:
     """Give a command the sweep's options (all but `leave_out`) after its parameter `after`;
     the command takes them as keyword arguments (`**options`), each None where not given."""
-    unknown = set(leave_out) - set(SWEEP_OPTIONS)
+    return given_options(SWEEP_OPTIONS, after=after, leave_out=leave_out)
+
+
+def given_options(
+    options: Mapping[str, Any], *, after: str | None, leave_out: Collection[str] = ()
+) -> Callable[[Command], Command]:
+    """Give a command the options of a table (name: its Annotated type; all but
+    `leave_out`) after its parameter `after` (None: first); the command takes them as keyword
+    arguments (`**options`), each None where not given."""
+    unknown = set(leave_out) - set(options)
     if unknown:
-        raise ValueError(f"no such sweep option: {', '.join(sorted(unknown))}")
+        raise ValueError(f"no such option: {', '.join(sorted(unknown))}")
 
     def give(command: Command) -> Command:
         own = inspect.signature(command, eval_str=True)
         named = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        at = [p.name for p in named].index(after) + 1
+        at = [p.name for p in named].index(after) + 1 if after is not None else 0
         added = [
             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind)
-            for name, kind in SWEEP_OPTIONS.items()
+            for name, kind in options.items()
             if name not in leave_out
         ]
         parameters = [*named[:at], *added, *named[at:]]

@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import asdict, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin
 
 import typer
 from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 
 from sweeper.commands.common import EXIT_REGRESSION, examples, fail, stoppable, sweep_console
 from sweeper.commands.options import (
@@ -27,6 +28,7 @@ from sweeper.commands.options import (
     WHERE,
     Format,
     OutputFormat,
+    given_options,
     option,
     sweep_options,
 )
@@ -35,7 +37,7 @@ from sweeper.planning.profile import SCAN_OPTIONS, ScanSection, build_spec, desc
 from sweeper.planning.sizes import parse_size
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan.judge import Subject, Verdict, named
-from sweeper.scan.policy import Scheme, Strategy
+from sweeper.scan.policy import STRATEGIES, Scheme, Strategy
 from sweeper.scan.simulate import MAX_FAULTS, Fault, Simulation, cycle
 from sweeper.scan.simulate import simulate as simulated
 from sweeper.scan.thresholds import Thresholds
@@ -57,32 +59,93 @@ RESUME_MAY_SET = frozenset({"results", "address", "connect_timeout"})
 # what a scan's verdicts are judged against
 VERDICTS = "Verdicts"
 # the strategies, as `--strategy` takes them: the policy's own table
-STRATEGIES = ", ".join(f"{s}:K" if s is Scheme.RANDOM else str(s) for s in Scheme)
+STRATEGY_NAMES = ", ".join(f"{s}:K" if s is Scheme.RANDOM else str(s) for s in STRATEGIES)
 SIMULATED_NODES = 64
 SIMULATED_GPUS = 8
 
 
-def _scan(field: str, panel: str, metavar: str, *flags: str, more: str = "") -> Any:
-    """A scan option: its help is its ScanSection field's, and the model owns its default."""
-    return option(ScanSection, field, panel, metavar, *flags, more=more)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Shown:
+    """How a scan setting shows on the command line; its help, default and rules are its
+    ScanSection field's."""
+
+    panel: str
+    metavar: str
+    flag: str | None = None  # where the option is not --field-name
+    more: str = ""  # said after the field's description
+    read: Callable[[Any], Any] | None = None  # the option's text -> the field's value
 
 
-# The scan's options, one a ScanSection field (the model validates them; None: not given).
-# --sizes and --min-busbw are text here (8,1G; TIER=GB/s, repeatable) that `section` reads.
-Nodes = Annotated[str | None, _scan("nodes", WHERE, "N|NODES")]
-StrategyOption = Annotated[
-    str | None, _scan("strategy", MEASURE, "STRATEGY", more=f" One of {STRATEGIES}.")
-]
-DomainLabel = Annotated[str | None, _scan("domain_label", WHERE, "LABEL")]
-Sizes = Annotated[str | None, _scan("sizes", MEASURE, "SIZES")]
-MinBusbw = Annotated[
-    list[str] | None,
-    _scan("min_busbw_gb_per_s", VERDICTS, "TIER=GB/S", "--min-busbw", more=" Repeatable."),
-]
-Sigmas = Annotated[float | None, _scan("sigmas", VERDICTS, "SIGMAS")]
-MinRatio = Annotated[float | None, _scan("min_ratio", VERDICTS, "RATIO")]
-Op = Annotated[str | None, _scan("op", MEASURE, "OP")]
-Seed = Annotated[int | None, _scan("seed", EXPERIMENTS, "N")]
+def parse_sizes(text: str) -> tuple[int, int]:
+    """`--sizes LATENCY,BANDWIDTH` (8,1G): the judged operation's two sizes."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        found = [parse_size(p) for p in parts]
+    except ValueError as exc:
+        raise BadInput(f"--sizes: {exc}") from None
+    if len(found) != 2 or found[0] >= found[1]:
+        raise BadInput(f"--sizes {text}: two sizes, the latency one first (such as 8,1G)")
+    return found[0], found[1]
+
+
+def floors(min_busbw: Sequence[str]) -> dict[Tier, float]:
+    """`--min-busbw internode=40` (GB/s, per tier; a bare figure is the internode tier's)."""
+    out: dict[Tier, float] = {}
+    for given in min_busbw:
+        tier, _, figure = given.rpartition("=")
+        try:
+            floor = out[Tier(tier or Tier.INTERNODE)] = float(figure)
+        except ValueError:
+            raise BadInput(
+                f"--min-busbw {given}: TIER=GB/s, such as internode=40 (tiers: "
+                f"{', '.join(Tier.values())})"
+            ) from None
+        if not (math.isfinite(floor) and floor > 0):
+            raise BadInput(f"--min-busbw {given}: a floor is a finite figure above 0 GB/s")
+    return out
+
+
+# Every ScanSection field, as `sweeper scan` shows it, in the order its help lists them
+SHOWN = {
+    "nodes": Shown(panel=WHERE, metavar="N|NODES"),
+    "strategy": Shown(panel=MEASURE, metavar="STRATEGY", more=f" One of {STRATEGY_NAMES}."),
+    "domain_label": Shown(panel=WHERE, metavar="LABEL"),
+    "sizes": Shown(panel=MEASURE, metavar="SIZES", read=parse_sizes),
+    "min_busbw_gb_per_s": Shown(
+        panel=VERDICTS, metavar="TIER=GB/S", flag="--min-busbw", more=" Repeatable.", read=floors
+    ),
+    "sigmas": Shown(panel=VERDICTS, metavar="SIGMAS"),
+    "min_ratio": Shown(panel=VERDICTS, metavar="RATIO"),
+    "op": Shown(panel=MEASURE, metavar="OP"),
+    "seed": Shown(panel=EXPERIMENTS, metavar="N"),
+}
+
+
+def typed(field: FieldInfo) -> Any:
+    """The type an option of a ScanSection field takes (None: not given): the field's own
+    where it is a number or text, text the option's reader reads where it is more (8,1G),
+    and text given again for each key of a mapping (--min-busbw internode=40)."""
+    kinds = [k for k in get_args(field.annotation) or (field.annotation,) if k is not type(None)]
+    if kinds in ([int], [float], [str]):
+        return kinds[0] | None
+    return list[str] | None if get_origin(field.annotation) is dict else str | None
+
+
+# The scan's settings as options, made from its section's fields (the model validates them)
+SCAN_SETTINGS: dict[str, Any] = {
+    name: Annotated[
+        typed(ScanSection.model_fields[name]),
+        option(
+            ScanSection,
+            name,
+            shown.panel,
+            shown.metavar,
+            *((shown.flag,) if shown.flag else ()),
+            more=shown.more,
+        ),
+    ]
+    for name, shown in SHOWN.items()
+}
 
 
 EXAMPLES = examples(
@@ -96,15 +159,8 @@ EXAMPLES = examples(
 
 
 @sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
+@given_options(SCAN_SETTINGS, after=None)
 def scan(
-    nodes: Nodes = None,
-    strategy: StrategyOption = None,
-    domain_label: DomainLabel = None,
-    sizes: Sizes = None,
-    min_busbw: MinBusbw = None,
-    sigmas: Sigmas = None,
-    min_ratio: MinRatio = None,
-    op: Op = None,
     simulate: Annotated[
         bool,
         typer.Option(
@@ -122,7 +178,6 @@ def scan(
             help="--simulate: how many faults, or their names (slow-node,...).",
         ),
     ] = "3",
-    seed: Seed = None,
     resume: Annotated[
         str | None,
         typer.Option(
@@ -139,17 +194,7 @@ def scan(
     it); exit 1 when something is condemned."""
     options["plugins"] = options.pop("plugin")
     try:
-        asked = {
-            "nodes": nodes,
-            "strategy": strategy,
-            "domain_label": domain_label,
-            "sizes": parse_sizes(sizes),
-            "min_busbw_gb_per_s": floors(min_busbw or []) or None,
-            "sigmas": sigmas,
-            "min_ratio": min_ratio,
-            "op": op,
-            "seed": seed,
-        }
+        asked = {name: _read(name, options.pop(name)) for name in SHOWN}
         if resume is not None:
             given = {"simulate": simulate or None, **asked, **options}
             spec, chosen, resumed = _resumed(resume, given)
@@ -165,6 +210,12 @@ def scan(
         raise fail(exc) from None
     if any(v.condemned for v in scanned.verdicts):
         raise typer.Exit(EXIT_REGRESSION)
+
+
+def _read(name: str, value: Any) -> Any:
+    """A scan setting's option as its field's value (None: not given)."""
+    reader = SHOWN[name].read
+    return reader(value) if reader is not None and value is not None else value
 
 
 def section(asked: dict[str, Any]) -> ScanSection:
@@ -202,38 +253,7 @@ def parse_strategy(text: str, seed: int, given_as: str | None = None) -> Strateg
         return Strategy.parse(text, seed=seed)
     except ValueError as exc:
         where = given_as or f"--strategy {text}"
-        raise BadInput(f"{where}: {exc}".rstrip(), hint=f"one of {STRATEGIES}") from None
-
-
-def parse_sizes(text: str | None) -> tuple[int, int] | None:
-    """`--sizes LATENCY,BANDWIDTH` (8,1G): the judged operation's two sizes."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        found = [parse_size(p) for p in parts]
-    except ValueError as exc:
-        raise BadInput(f"--sizes: {exc}") from None
-    if len(found) != 2 or found[0] >= found[1]:
-        raise BadInput(f"--sizes {text}: two sizes, the latency one first (such as 8,1G)")
-    return found[0], found[1]
-
-
-def floors(min_busbw: Sequence[str]) -> dict[Tier, float]:
-    """`--min-busbw internode=40` (GB/s, per tier; a bare figure is the internode tier's)."""
-    out: dict[Tier, float] = {}
-    for given in min_busbw:
-        tier, _, figure = given.rpartition("=")
-        try:
-            floor = out[Tier(tier or Tier.INTERNODE)] = float(figure)
-        except ValueError:
-            raise BadInput(
-                f"--min-busbw {given}: TIER=GB/s, such as internode=40 (tiers: "
-                f"{', '.join(Tier.values())})"
-            ) from None
-        if not (math.isfinite(floor) and floor > 0):
-            raise BadInput(f"--min-busbw {given}: a floor is a finite figure above 0 GB/s")
-    return out
+        raise BadInput(f"{where}: {exc}".rstrip(), hint=f"one of {STRATEGY_NAMES}") from None
 
 
 def parse_faults(text: str) -> tuple[Fault, ...]:

@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+import typer.main
+from rich.markup import escape
 from typer.testing import CliRunner
 
 from sweeper.cli import app
-from sweeper.commands.scan import print_verdicts
+from sweeper.commands.scan import SCAN_SETTINGS, print_verdicts
+from sweeper.planning.profile import ScanSection
 from sweeper.planning.spec import SweepSpec
 from sweeper.results import records, scans
 from sweeper.scan.document import Scanned, document
@@ -35,6 +38,24 @@ def test_bad_scan_input_is_one_line_and_exit_2_before_any_cluster(
     assert result.exit_code == 2, result.output
     (only,) = result.stderr.strip().splitlines()
     assert only.startswith(f"sweeper: error: {line}")
+
+
+def test_every_setting_of_a_profiles_scan_section_is_a_scan_option_made_from_its_field() -> None:
+    assert set(SCAN_SETTINGS) == set(ScanSection.model_fields)
+    command = typer.main.get_command(app).commands["scan"]  # type: ignore[attr-defined]
+    params = {p.name: p for p in command.params}
+    for name, field in ScanSection.model_fields.items():
+        assert params[name].help.startswith(escape(str(field.description)))
+        assert params[name].multiple == (name == "min_busbw_gb_per_s")  # a flag a key
+
+
+def test_a_scans_options_reach_its_settings() -> None:
+    args = ["scan", "--simulate", "--nodes", "4", "--gpus-per-node", "1", "--faults", "0"]
+    result = CliRunner().invoke(app, [*args, "--strategy", "random:2", "--seed", "4"])
+    assert result.exit_code == 0, result.output
+    assert "4 nodes x 1 GPUs, random:2, seed 4" in result.stdout
+    refused = CliRunner().invoke(app, [*args, "--sizes", "8,1M"])
+    assert "drop --op, --sizes" in refused.stderr
 
 
 def test_the_simulation_prints_its_verdicts_keeps_them_under_results_and_exits_1_condemning(
