@@ -19,7 +19,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from sweeper.planning.iterations import GRAPH_ITERS, MAX_ITERS, TARGET_POINT_S, block_iters
+from sweeper.planning.iterations import (
+    BLOCK_BUDGET_S,
+    GRAPH_ITERS,
+    MAX_ITERS,
+    TARGET_POINT_S,
+    block_iters,
+)
 from sweeper.planning.sizes import plateau_size, thinned
 from sweeper.wire import Backend, Tier
 
@@ -46,6 +52,8 @@ def adaptive(one_s: float, blocks: int, graph: bool) -> tuple[int, int]:
     one = max(one_s, 1e-9)
     target = TARGET_POINT_S / blocks
     unit = max(1, min(GRAPH_ITERS, math.floor(target / 4 / one))) if graph else 1
+    if one >= BLOCK_BUDGET_S and target <= BLOCK_BUDGET_S:  # the first call decides alone
+        return (1 if graph else 0) + 1, 1
     warm, batch = 1, 1  # the first call
     while batch * unit * one < target / 4 and batch * unit < MAX_ITERS:
         warm += batch

@@ -5,10 +5,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
+from sweeper.planning.costs import adaptive
 from sweeper.planning.iterations import BLOCK_BUDGET_S, GRAPH_ITERS, MAX_ITERS, MIN_ITERS
 from sweeper.rank.timing import (
     Eager,
     HostTimer,
+    block_target_s,
     calibrate,
     graph_unit,
 )
@@ -49,7 +51,7 @@ def test_calibration_sizes_the_block_to_the_target(per_iter_s: float, iters: int
     timer, launcher = ClockTimer(per_iter_s), Counted()
     warm, calls = calibrate(timer, launcher, lambda s: s, target_s=0.02)  # type: ignore[arg-type]
     assert calls == min(MAX_ITERS, iters)
-    assert warm == len(launcher.calls) == timer.iterations + 1
+    assert warm == len(launcher.calls) == timer.iterations  # the first call is timed too
 
 
 @pytest.mark.parametrize(
@@ -65,11 +67,24 @@ def test_at_large_sizes_a_time_budget_not_the_minimum_count_bounds_a_block(
     assert calls * per_iter_s <= max(BLOCK_BUDGET_S, per_iter_s) * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("per_iter_s", [BLOCK_BUDGET_S, 0.6, 2.0])
+def test_a_first_call_that_fills_the_budget_alone_ends_calibration(per_iter_s: float) -> None:
+    timer, launcher = ClockTimer(per_iter_s), Counted()
+    warm, calls = calibrate(timer, launcher, lambda s: s, target_s=0.01)  # type: ignore[arg-type]
+    assert (warm, calls, len(launcher.calls)) == (1, 1, 1)
+
+
+def test_a_first_call_under_the_budget_goes_on_to_the_batches() -> None:
+    timer, launcher = ClockTimer(BLOCK_BUDGET_S / 2), Counted()
+    warm, calls = calibrate(timer, launcher, lambda s: s, target_s=0.01)  # type: ignore[arg-type]
+    assert (warm, calls) == (2, 2)
+
+
 def test_calibration_counts_whole_graph_replays() -> None:
     timer, launcher = ClockTimer(1e-5), Counted(unit=50)
     warm, calls = calibrate(timer, launcher, lambda s: s, target_s=0.02)  # type: ignore[arg-type]
     assert calls == 2000 // 50  # 20 ms of 10 us iterations, in replays of 50
-    assert warm == sum(launcher.calls) == timer.iterations + 50
+    assert warm == sum(launcher.calls) == timer.iterations
 
 
 def test_calibration_uses_the_agreed_time_not_the_local_one() -> None:
@@ -141,3 +156,10 @@ def test_samples_are_each_iterations_slowest_rank_over_every_block() -> None:
 
 def test_algbw_is_bytes_over_time_in_decimal_gigabytes() -> None:
     assert algbw_gb_per_s(2 * 10**9, 0.5) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("per_iter_s", [1e-6, 1e-4, 1e-3, 0.02, 0.05, BLOCK_BUDGET_S, 0.6])
+def test_the_cost_model_predicts_the_iterations_calibration_runs(per_iter_s: float) -> None:
+    timer, launcher = ClockTimer(per_iter_s), Counted()
+    ran = calibrate(timer, launcher, lambda s: s, block_target_s(3))  # type: ignore[arg-type]
+    assert adaptive(per_iter_s, 3, graph=False) == ran
