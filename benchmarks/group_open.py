@@ -40,10 +40,11 @@ from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined
 from sweeper.commands.plan_estimate import recorded_node, replicated
 from sweeper.driver.cluster import actor_env
 from sweeper.ops.registry import resolve
+from sweeper.planning import request
 from sweeper.planning.placement import expected_placement
 from sweeper.planning.profile import build_spec
-from sweeper.planning.request import schedule_request
 from sweeper.planning.schedule import schedule
+from sweeper.wire import Backend
 
 CPU_NODE = Path(__file__).parents[1] / "tests" / "data" / "topologies" / "cpu-no-nvml.json"
 RANKS_PER_NODE = 2
@@ -135,7 +136,8 @@ def wave_of_pairs(nodes: int) -> list[tuple[int, ...]]:
     placement = expected_placement(
         "gloo", replicated(recorded_node(CPU_NODE), nodes), [RANKS_PER_NODE] * nodes
     )
-    planned = schedule(placement, schedule_request(spec, "gloo", resolve(spec.ops)))
+    run = request.resolve(spec.sections(), Backend.GLOO)
+    planned = schedule(placement, run.request(resolve(spec.ops)))
     wave = max(planned.waves, key=lambda w: len(w.groups))
     return [group.ranks for group in wave.groups]
 

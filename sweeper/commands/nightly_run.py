@@ -64,7 +64,7 @@ def run(
     profile's `scan:`), scan the fleet instead of sweeping (`scan_night`)."""
     from sweeper.driver import sweep  # Ray: only a command that sweeps needs it
 
-    outputs = spec.outputs
+    outputs = spec.sections().outputs
     reports_dir = directory(outputs.results, outputs.reports_dir)
     require_directory(reports_dir, f"--reports-dir {reports_dir}")  # the summary's
     if scan is not None:
@@ -93,14 +93,15 @@ def scan_night(
     the summary with the scan's condemned verdicts."""
     from sweeper.driver.scan import scan_fleet, summary  # Ray: a real cluster's scan
 
-    outputs = spec.outputs
+    outputs = spec.sections().outputs
     if outputs.report:
         require()  # the report's extra, before Ray starts
     chosen = scan_settings(section)
     scanned = scan_fleet(spec, chosen, observer, run_kind="nightly")
     kept = ScanVerdicts(
         path=scans.path(outputs.results, scanned.run_id),
-        document=summary(scanned, spec, chosen),  # as the run keeps it: with re-tests
+        # as the run keeps it: with re-tests
+        document=summary(scanned, spec.model_dump(mode="json"), chosen),
     )
     verdict = judge(outputs.results, scanned.run_id, policy, kept)
     page = None

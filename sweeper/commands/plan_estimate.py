@@ -24,9 +24,9 @@ from sweeper.planning.costs import CostModel, TierCost
 from sweeper.planning.estimate import Estimate, duration, estimate, model_for
 from sweeper.planning.inputs import read_json
 from sweeper.planning.placement import Placement, alone, expected_placement
-from sweeper.planning.request import ceiling_bytes, check_groups, schedule_request
+from sweeper.planning.request import RunPlan, check_groups, planned
 from sweeper.planning.schedule import Schedule, apart, nothing_to_measure, schedule
-from sweeper.planning.sections import DEFAULT_CPU_RANKS
+from sweeper.planning.sections import DEFAULT_CPU_RANKS, Sections
 from sweeper.planning.sizes import format_size
 from sweeper.planning.spec import SweepSpec, check_ranks
 from sweeper.results.load import load
@@ -63,25 +63,40 @@ class Plan:
     estimate: Estimate
     planning_s: float
     fitted_from: Path | None
+    ceiling_bytes: int | None  # where --max-size auto series likely end; None: not auto
 
 
 def plan(spec: SweepSpec, topology: Path | None, calibrate: Path | None = None) -> Plan:
     """The spec's plan on a recorded topology, or on the nodes the cluster gives (Ray)."""
-    experiments = spec.experiments
-    load_plugins(experiments.plugins)
-    configure_moe(experiments.moe)
-    ops = resolve(spec.planning.ops)
+    asked = spec.sections()
+    load_plugins(asked.experiments.plugins)
+    configure_moe(asked.experiments.moe)
+    ops = resolve(asked.planning.ops)
     if topology is not None:
-        return plan_recorded(spec, topology, ops, calibrate)
-    from sweeper.driver import sweep  # here, not at the top: Ray loads only for a live cluster
+        run, placement = on_recorded(asked, topology, ops)
+    else:
+        from sweeper.driver import sweep  # here, not at the top: Ray loads only for a live cluster
 
-    return plan_placement(spec, sweep.survey(spec).placement, ops, calibrate)
+        placement = sweep.survey(asked).placement
+        run = planned(asked, placement.backend)
+    return plan_placement(spec, run, placement, ops, calibrate)
 
 
 def plan_recorded(
     spec: SweepSpec, topology: Path, ops: Sequence[Collective], calibrate: Path | None = None
 ) -> Plan:
-    cluster = spec.cluster
+    """The spec's plan on a recorded topology, `ops` its operations resolved."""
+    run, placement = on_recorded(spec.sections(), topology, ops)
+    return plan_placement(spec, run, placement, ops, calibrate)
+
+
+def on_recorded(
+    asked: Sections, topology: Path, ops: Sequence[Collective]
+) -> tuple[RunPlan, Placement]:
+    """The run a recorded topology, replicated on as many nodes as asked, would be given, and
+    its placement; BadInput where it cannot run what is asked, or asks more groups than a
+    plan holds."""
+    cluster = asked.cluster
     node = recorded_node(topology)
     gpus = len(node.gpus)
     backend = cluster.backend or (Backend.NCCL if gpus else Backend.GLOO)
@@ -94,31 +109,36 @@ def plan_recorded(
         check_ranks(cluster.nodes, per_node, "--nodes")
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    check_groups(schedule_request(spec, backend, ops), cluster.nodes, per_node)
+    run = planned(asked, backend)
+    check_groups(run.request(ops), cluster.nodes, per_node)
     nodes = replicated(node, cluster.nodes)
-    placement = expected_placement(backend, nodes, [per_node] * len(nodes))
-    return plan_placement(spec, placement, ops, calibrate)
+    return run, expected_placement(backend, nodes, [per_node] * len(nodes))
 
 
 def plan_placement(
-    spec: SweepSpec, placement: Placement, ops: Sequence[Collective], calibrate: Path | None = None
+    spec: SweepSpec,
+    run: RunPlan,
+    placement: Placement,
+    ops: Sequence[Collective],
+    calibrate: Path | None = None,
 ) -> Plan:
-    model = model_for(placement.backend, spec.timing.timing(placement.backend))
+    model = model_for(run.backend, run.timing)
     if calibrate is not None:
         model = calibrated(_rows(calibrate), model)
-    request = schedule_request(spec, placement.backend, ops)
+    request = run.request(ops)
     check_groups(request, len(placement.nodes), max(map(len, placement.by_node), default=0))
     start = time.perf_counter()
-    planned = schedule(placement, request)
+    scheduled = schedule(placement, request)
     planning_s = time.perf_counter() - start
-    ceiling = ceiling_bytes(spec, placement.backend, placement.nodes)
+    ceiling = run.ceiling_bytes(placement.nodes)
     return Plan(
         spec=spec,
         placement=placement,
-        schedule=planned,
-        estimate=estimate(planned, model, ceiling, ops),
+        schedule=scheduled,
+        estimate=estimate(scheduled, model, ceiling, ops),
         planning_s=planning_s,
         fitted_from=calibrate,
+        ceiling_bytes=ceiling,
     )
 
 
@@ -247,7 +267,7 @@ def _tiers(groups: Sequence[Any]) -> dict[str, dict[str, int]]:
 def print_plan(found: Plan, shown_groups: int = 4) -> None:
     placement, planned, est = found.placement, found.schedule, found.estimate
     unit = "GPUs" if placement.backend == Backend.NCCL else "ranks"
-    tiers = found.spec.planning.tiers
+    tiers = found.spec.tiers
     per_node = len(placement.members) // max(1, len(placement.nodes))
     print(
         f"plan: {len(placement.nodes)} nodes x {per_node} {unit} ({placement.backend}), "
@@ -278,7 +298,7 @@ def print_plan(found: Plan, shown_groups: int = 4) -> None:
         if len(actors.waves) > shown_groups:
             print(f"    ... {len(actors.waves) - shown_groups} more waves")
     model = f"fitted to {found.fitted_from}" if found.fitted_from else "default cost model"
-    ceiling = ceiling_bytes(found.spec, placement.backend, placement.nodes)
+    ceiling = found.ceiling_bytes
     bound = f", auto sizes to ~{format_size(ceiling)}" if ceiling else ""
     print(
         f"estimated: {duration(est.waves_s)} in waves; one group at a time: "

@@ -407,14 +407,14 @@ def run(
     from sweeper.driver.scan import scan_fleet, summary  # Ray: a real cluster's scan
 
     scanned = scan_fleet(spec, chosen, observer, resumed=resumed)
-    doc = summary(scanned, spec, chosen)
+    doc = summary(scanned, spec.model_dump(mode="json"), chosen)
     if isinstance(observer, JsonConsole):
         observer.document(doc)  # stdout is the observer's alone while the scan runs
     else:
         print(
             f"scan {scanned.run_id}: {len(scanned.fleet.nodes)} nodes, "
             f"{len(scanned.outcomes)} groups, {scanned.rows} rows in {scanned.seconds:.0f} s "
-            f"-> {spec.outputs.results}"
+            f"-> {spec.results}"
         )
         retests = {v["name"]: v["retest"] for v in doc["verdicts"] if v.get("retest")}
         print_verdicts(scanned.verdicts, retests)

@@ -60,6 +60,7 @@ from sweeper.planning.placement import Group, Placement, classify
 from sweeper.planning.profile import SCAN_OPTIONS
 from sweeper.planning.schedule import Series
 from sweeper.planning.schedule import Wave as ExecutorWave
+from sweeper.planning.sections import Sections
 from sweeper.planning.spec import SweepSpec
 from sweeper.results import records, scans
 from sweeper.results.files import require_directory
@@ -279,7 +280,7 @@ class _Scan(RunState):
 
     def __init__(
         self,
-        spec: SweepSpec,
+        asked: Sections,
         settings: ScanSettings,
         observer: ScanObserver,
         run_kind: str,
@@ -287,7 +288,7 @@ class _Scan(RunState):
         resumed: Resumed | None = None,
     ) -> None:
         super().__init__(
-            spec, _Waves(observer), run_kind, connection, resumed.run if resumed else None
+            asked, _Waves(observer), run_kind, connection, resumed.run if resumed else None
         )
         self.settings = settings
         self.clock = time.monotonic()
@@ -471,7 +472,7 @@ class _Scan(RunState):
             machines=tuple(self.nodes),
             findings=tuple(findings(fleet, outcomes, thresholds)),
         )
-        kept = summary(self.scanned, self.plan.spec, self.settings)
+        kept = summary(self.scanned, self.plan.options, self.settings)
         scans.save(self.plan.outputs.results, self.run_id, kept)
 
     # ---- a wave ----
@@ -676,28 +677,30 @@ def scan_fleet(
     to the results (as a `run_kind` run: `nightly` for `sweeper nightly`'s), the judge's
     verdicts come back and go beside them as the scan's summary. With `resumed`, the rest
     of a stopped scan, under its id."""
-    load_plugins(spec.experiments.plugins)
+    asked = spec.sections()
+    load_plugins(asked.experiments.plugins)
     if settings.op is not None and settings.op not in REGISTRY:
         raise BadInput(f"--op {settings.op}: no such operation")
-    output = spec.outputs.results
+    output = asked.outputs.results
     require_directory(output, f"--results {output}")
 
     def made(connection: Connection) -> _Scan:
-        return _Scan(spec, settings, observer, run_kind, connection, resumed)
+        return _Scan(asked, settings, observer, run_kind, connection, resumed)
 
-    ran, _ = execute(spec, made)
+    ran, _ = execute(asked.cluster, made)
     assert ran.scanned is not None
     return ran.scanned
 
 
-def summary(scanned: Scanned, spec: SweepSpec, settings: ScanSettings) -> dict[str, Any]:
+def summary(scanned: Scanned, options: Mapping[str, Any], settings: ScanSettings) -> dict[str, Any]:
     """The scan's summary (`scan.document`), each condemned verdict with the command that
-    scans its subject again (`retest`)."""
+    scans its subject again (`retest`); `options`: the scan's sweep options, as its run
+    record keeps them."""
     doc = document(scanned)
     hosts = Counter(node.host for node in scanned.fleet.nodes)
     # a node by its host where the host has one node of the scan, else by its Ray id
     name_of = {n.id: n.host if hosts[n.host] == 1 else n.id for n in scanned.fleet.nodes}
-    flags = _flags(spec, settings)
+    flags = _flags(options, settings)
     for verdict, shown in zip(scanned.verdicts, doc["verdicts"], strict=True):
         if verdict.condemned:
             shown["retest"] = retest(verdict, name_of, flags)
@@ -713,16 +716,15 @@ def retest(verdict: Verdict, name_of: Mapping[str, str], flags: Sequence[str]) -
     return shlex.join(["sweeper", "scan", "--nodes", named_, *flags])
 
 
-def _flags(spec: SweepSpec, settings: ScanSettings) -> list[str]:
+def _flags(options: Mapping[str, Any], settings: ScanSettings) -> list[str]:
     """The options that make a re-test the scan's test: where and how it ran and where its
     rows went (the sweep options a scan takes, off their defaults) and how it judged (the
     scan's settings off theirs, but for which nodes and how they are grouped)."""
-    words = ["--results", str(spec.outputs.results)]
+    words = ["--results", str(options["results"])]
     taken = set(SCAN_OPTIONS - {"results"})
-    given = spec.model_dump(mode="json", include=taken)
-    default = SweepSpec().model_dump(mode="json", include=taken)
-    for key, value in given.items():
-        if value == default[key]:
+    for key, usual in SweepSpec().model_dump(mode="json", include=taken).items():
+        value = options[key]
+        if value == usual:
             continue
         flag = "--" + key.replace("_", "-")
         for each in value if isinstance(value, list) else [value]:

@@ -44,7 +44,7 @@ from sweeper.planning import request
 from sweeper.planning.estimate import estimate, model_for
 from sweeper.planning.placement import Group, Placement, alone, expected_placement, variants
 from sweeper.planning.schedule import ActorSet, Schedule, nothing_to_measure, schedule
-from sweeper.planning.sections import ClusterOptions, OutputOptions
+from sweeper.planning.sections import ClusterOptions, OutputOptions, Sections
 from sweeper.planning.spec import SweepSpec
 from sweeper.rank.preflight import nccl_available, no_nccl_allocator
 from sweeper.report import directory, require
@@ -144,16 +144,16 @@ def _layout(asked: ClusterOptions, backend: Backend) -> tuple[list[cluster.NodeS
     return slots, cluster.discover(slots)
 
 
-def survey(spec: SweepSpec) -> Survey:
-    asked = spec.cluster
-    connection = _connect(asked)
+def survey(asked: Sections) -> Survey:
+    connection = _connect(asked.cluster)
     try:
-        backend = choose_backend(asked.backend, connection.gpus())
-        slots, nodes = _layout(asked, backend)
+        backend = choose_backend(asked.cluster.backend, connection.gpus())
+        slots, nodes = _layout(asked.cluster, backend)
     finally:
         connection.close()
     placement = expected_placement(backend, nodes, [slot.ranks for slot in slots])
-    return Survey(backend, tuple(nodes), placement, tuple(request.tier_groups(spec, placement)))
+    groups = request.planned(asked, backend).tier_groups(placement)
+    return Survey(backend, tuple(nodes), placement, tuple(groups))
 
 
 RowKey = tuple[Any, ...]
@@ -261,7 +261,7 @@ class RunState:
 
     def __init__(
         self,
-        spec: SweepSpec,
+        asked: Sections,
         observer: Observer,
         run_kind: str,
         connection: Connection,
@@ -273,7 +273,7 @@ class RunState:
         self.resume = resume
         self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
-        self.plan = request.resolve(spec, choose_backend(spec.cluster.backend, connection.gpus()))
+        self.plan = request.resolve(asked, choose_backend(asked.cluster.backend, connection.gpus()))
         self.nodes: list[Node] = []  # the run's nodes, as its record keeps them
         self.rows: list[ResultRow] = []
         self.writer: ResultWriter | None = None
@@ -287,7 +287,7 @@ class RunState:
         raise NotImplementedError
 
     def record(self, ended: str | None = None) -> records.RunRecord:
-        return records.RunRecord.of(self.run_id, self.plan.spec, tuple(self.nodes), ended)
+        return records.RunRecord.of(self.run_id, self.plan.options, tuple(self.nodes), ended)
 
     def begin(self) -> None:
         """The journal opened and the run recorded: before the first row, a killed run is
@@ -343,13 +343,13 @@ class _Sweep(RunState):
 
     def __init__(
         self,
-        spec: SweepSpec,
+        asked: Sections,
         observer: Observer,
         run_kind: str,
         connection: Connection,
         resume: Resume | None = None,
     ) -> None:
-        super().__init__(spec, observer, run_kind, connection, resume)
+        super().__init__(asked, observer, run_kind, connection, resume)
         self.collectives = resolve(self.plan.planning.ops)
         self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
         if self.plan.timing.register:
@@ -382,7 +382,7 @@ class _Sweep(RunState):
                 groups=tuple(g for wave in planned.waves for g in wave.groups),
                 ops=tuple(c.name for c in self.collectives),
                 dtypes=asked.dtypes,
-                sizes=(asked.min_size, None if asked.auto else max(plan.sizes)),
+                sizes=(asked.min_size, None if asked.auto else max(asked.sizes)),
                 n_points=expected.points,
                 estimated_s=expected.waves_s,
                 output=plan.outputs.results,
@@ -475,7 +475,7 @@ class _Sweep(RunState):
         plan = self.plan
         if plan.backend is not Backend.NCCL or plan.cluster.gpu_visibility != "node":
             return
-        top = plan.sizes[-1] if not plan.planning.auto else COPY_SIZE
+        top = plan.planning.sizes[-1] if not plan.planning.auto else COPY_SIZE
         sizes = sorted({plan.planning.min_size, min(COPY_SIZE, top)})
         rank_of = {m.gpu_uuid: m.rank for m in placement.members}
         for node, placed in enumerate(placement.by_node):
@@ -545,24 +545,25 @@ def run(
 ) -> Finished:
     """Run a sweep: rows go to the results dataset as they come, and to the observer. With
     `resume`, the rest of an interrupted run, under its id."""
-    experiments, outputs = spec.experiments, spec.outputs
+    asked = spec.sections()
+    experiments, outputs = asked.experiments, asked.outputs
     load_plugins(experiments.plugins)
     configure_moe(experiments.moe)
-    resolve(spec.planning.ops)  # unknown operations are bad input before anything starts
-    if Engine.NCCL in spec.timing.engines and not nccl_available():
+    resolve(asked.planning.ops)  # unknown operations are bad input before anything starts
+    if Engine.NCCL in asked.timing.engines and not nccl_available():
         raise BadInput(
             "--engine nccl needs NCCL's Python bindings (nccl4py): "
             "install sweeper with its nccl extra (pip install '.[nccl]' in its clone)"
         )
-    if _gloo_here(spec.cluster):  # what gloo cannot run is refused before Ray starts
-        request.resolve(spec, Backend.GLOO)
+    if _gloo_here(asked.cluster):  # what gloo cannot run is refused before Ray starts
+        request.resolve(asked, Backend.GLOO)
     output = outputs.results
     require_directory(output, f"--results {output}")
     if outputs.report:
         require()
         reports = directory(output, outputs.reports_dir)
         require_directory(reports, f"--reports-dir {reports}")
-    made, elapsed = execute(spec, lambda c: _Sweep(spec, observer, run_kind, c, resume))
+    made, elapsed = execute(asked.cluster, lambda c: _Sweep(asked, observer, run_kind, c, resume))
     page = _report(outputs, made.run_id) if outputs.report and made.rows else None
     made.reported = page is not None
     finished = Finished(made.run_id, tuple(made.rows), elapsed, output, page)
@@ -573,16 +574,17 @@ def run(
 R = TypeVar("R", bound=RunState)
 
 
-def execute(spec: SweepSpec, make: Callable[[Connection], R]) -> tuple[R, float]:
-    """A run from connecting to its record's end, whatever its source of waves: `make` gives
-    the run on the connection, and its `measure` runs them. Whatever stops it (an error, a
-    signal, a lost head), what was measured is kept and the record says how it ended; a
-    signal's Stopped names the run and how to go on; a lost head is one line and exit 3.
+def execute(asked: ClusterOptions, make: Callable[[Connection], R]) -> tuple[R, float]:
+    """A run from connecting (to the cluster `asked`) to its record's end, whatever its
+    source of waves: `make` gives the run on the connection, and its `measure` runs them.
+    Whatever stops it (an error, a signal, a lost head), what was measured is kept and the
+    record says how it ended; a signal's Stopped names the run and how to go on; a lost head
+    is one line and exit 3.
     The run, and the seconds from connecting to its end."""
     clock = time.monotonic()
     made: R | None = None
     try:
-        with _connected(spec.cluster) as connection:
+        with _connected(asked) as connection:
             made = make(connection)
             stops.tell(made.told)  # what a signal stops, from now until the process ends
             try:

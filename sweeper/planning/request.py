@@ -1,23 +1,29 @@
-"""The one place a spec becomes what a run does: resolved once for the backend its cluster
-gave (`resolve` -> `RunPlan`, handed to the driver whole), and what a schedule is asked for
-(its groups, size grid, memory cap and series), for `sweeper run`, `sweeper topo` and
-`sweeper plan` alike, so all three plan the same groups, waves and series. Pure: no Ray, no
-torch.
+"""The one place a spec becomes what a run does: its sections (`SweepSpec.sections`, read
+once) resolved for the backend its cluster gave (`resolve` -> `RunPlan`, handed to the driver
+whole), and what a schedule is asked for (its groups, size grid, memory cap and series), for
+`sweeper run`, `sweeper topo` and `sweeper plan` alike, so all three plan the same groups, waves
+and series. Pure: no Ray, no torch.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sweeper.errors import BadInput
 from sweeper.planning.dtypes import gloo_refuses
 from sweeper.planning.placement import Group, Placement
 from sweeper.planning.schedule import Planned, Request
-from sweeper.planning.sections import ClusterOptions, ExperimentOptions, OutputOptions, PlanOptions
+from sweeper.planning.sections import (
+    ClusterOptions,
+    ExperimentOptions,
+    OutputOptions,
+    PlanOptions,
+    Sections,
+)
 from sweeper.planning.sizes import mem_limit_bytes
-from sweeper.planning.spec import SweepSpec
 from sweeper.topology import Node
 from sweeper.wire import Backend, MemLimit, Tier, Timing
 
@@ -29,39 +35,11 @@ GROUPS_LIMIT = 4_000_000
 _ON_NODE = frozenset({Tier.NVLINK, Tier.PCIE, Tier.CPU})
 
 
-def mem_limit(spec: SweepSpec, backend: Backend) -> MemLimit | None:
+def mem_limit(asked: PlanOptions, backend: Backend) -> MemLimit | None:
     """--mem-limit, or for CPU ranks the default cap."""
-    if spec.mem_limit is None and backend == Backend.GLOO:
+    if asked.mem_limit is None and backend == Backend.GLOO:
         return mem_limit_bytes(DEFAULT_CPU_MEM_LIMIT)
-    return spec.mem_limit
-
-
-def ceiling_bytes(spec: SweepSpec, backend: Backend, nodes: Sequence[Node]) -> int | None:
-    """Where --max-size auto series likely end: about one rank's memory; None: not auto."""
-    if not spec.planning.auto:
-        return None
-    memory = [gpu.memory_total_bytes for node in nodes for gpu in node.gpus]
-    ceiling = min(memory) if memory and backend == Backend.NCCL else DEFAULT_CPU_MEM_LIMIT
-    limit = mem_limit(spec, backend)
-    return ceiling if limit is None else min(ceiling, limit.of(ceiling))
-
-
-def schedule_request(spec: SweepSpec, backend: Backend, ops: Sequence[Planned] = ()) -> Request:
-    asked = spec.planning
-    return Request(
-        tiers=asked.tiers,
-        pairs=asked.pairs,
-        force_network=asked.force_network,
-        nccl_env=asked.nccl_env,
-        ops=ops,
-        dtypes=asked.dtypes,
-        sizes=asked.sizes(),
-        auto=asked.auto,
-        sees_node_gpus=backend == Backend.NCCL and spec.cluster.gpu_visibility == "node",
-        concurrent_pairs=asked.concurrent_pairs,
-        dense_sizes=asked.dense_sizes,
-        curves=asked.curves,
-    )
+    return asked.mem_limit
 
 
 def groups_bound(request: Request, nodes: int, per_node: int) -> int:
@@ -95,51 +73,74 @@ def check_groups(request: Request, nodes: int, per_node: int) -> None:
         )
 
 
-def tier_groups(spec: SweepSpec, placement: Placement) -> list[Group]:
-    """The groups the spec's tiers ask for on a placement (what `sweeper topo` lists; the
-    schedule runs them, and the groups of per-GPU operations beside them)."""
-    return schedule_request(spec, placement.backend).groups(placement)
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunPlan:
-    """A spec resolved once for the backend its cluster gave: what the driver runs, handed
-    down whole instead of asking the spec piece by piece."""
+    """A spec's sections resolved once for the backend its cluster gave: what the driver runs,
+    handed down whole or by its fields, never asking the spec again."""
 
-    spec: SweepSpec  # the options as given: the run record keeps them
+    options: Mapping[str, Any]  # the spec's options, as the run record keeps them
     backend: Backend
     cluster: ClusterOptions
     planning: PlanOptions  # its mem_limit with CPU ranks' default cap
     timing: Timing  # what every point is handed
     timeout_s: float  # what one point may take
-    sizes: tuple[int, ...]  # the grid; with auto, to the largest size accepted
     outputs: OutputOptions
     experiments: ExperimentOptions
 
-    def request(self, ops: Sequence[Planned]) -> Request:
-        return schedule_request(self.spec, self.backend, ops)
+    def request(self, ops: Sequence[Planned] = ()) -> Request:
+        """What the schedule is asked for, running `ops`."""
+        asked = self.planning
+        return Request(
+            tiers=asked.tiers,
+            pairs=asked.pairs,
+            force_network=asked.force_network,
+            nccl_env=asked.nccl_env,
+            ops=ops,
+            dtypes=asked.dtypes,
+            sizes=asked.sizes,
+            auto=asked.auto,
+            sees_node_gpus=self.backend == Backend.NCCL and self.cluster.gpu_visibility == "node",
+            concurrent_pairs=asked.concurrent_pairs,
+            dense_sizes=asked.dense_sizes,
+            curves=asked.curves,
+        )
+
+    def tier_groups(self, placement: Placement) -> list[Group]:
+        """The groups the tiers ask for on a placement (what `sweeper topo` lists; the
+        schedule runs them, and the groups of per-GPU operations beside them)."""
+        return self.request().groups(placement)
 
     def ceiling_bytes(self, nodes: Sequence[Node]) -> int | None:
-        return ceiling_bytes(self.spec, self.backend, nodes)
+        """Where --max-size auto series likely end: about one rank's memory; None: not auto."""
+        if not self.planning.auto:
+            return None
+        memory = [gpu.memory_total_bytes for node in nodes for gpu in node.gpus]
+        ceiling = min(memory) if memory and self.backend == Backend.NCCL else DEFAULT_CPU_MEM_LIMIT
+        limit = self.planning.mem_limit
+        return ceiling if limit is None else min(ceiling, limit.of(ceiling))
 
 
-def resolve(spec: SweepSpec, backend: Backend) -> RunPlan:
-    """The spec for a run on `backend`; BadInput where the backend cannot do what it asks
-    (CUDA graphs, the nccl engine, registered buffers or a float8 dtype on gloo)."""
-    timing = spec.timing
-    resolved = timing.timing(backend)
-    refused = gloo_refuses(spec.dtypes) if backend == Backend.GLOO else None
+def planned(asked: Sections, backend: Backend) -> RunPlan:
+    """The sections for a run on `backend` (what `sweeper plan` estimates); BadInput where the
+    backend cannot time its points as asked (CUDA graphs, the nccl engine, registered
+    buffers on gloo)."""
+    return RunPlan(
+        options=asked.options,
+        backend=backend,
+        cluster=asked.cluster,
+        planning=replace(asked.planning, mem_limit=mem_limit(asked.planning, backend)),
+        timing=asked.timing.timing(backend),
+        timeout_s=asked.timing.timeout_s,
+        outputs=asked.outputs,
+        experiments=asked.experiments,
+    )
+
+
+def resolve(asked: Sections, backend: Backend) -> RunPlan:
+    """The sections for a run on `backend`; BadInput where the backend cannot do what they
+    ask (`planned`'s refusals, and a float8 dtype on gloo)."""
+    plan = planned(asked, backend)
+    refused = gloo_refuses(asked.planning.dtypes) if backend == Backend.GLOO else None
     if refused is not None:
         raise BadInput(refused)
-    planning = spec.planning
-    return RunPlan(
-        spec=spec,
-        backend=backend,
-        cluster=spec.cluster,
-        planning=replace(planning, mem_limit=mem_limit(spec, backend)),
-        timing=resolved,
-        timeout_s=timing.timeout_s,
-        sizes=tuple(planning.sizes()),
-        outputs=spec.outputs,
-        experiments=spec.experiments,
-    )
+    return plan

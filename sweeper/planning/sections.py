@@ -1,8 +1,8 @@
 """The typed sections a sweep is read by: where it runs (cluster), what it measures
 (planning), how each point is timed, where its rows and report go, and what it runs beyond the
-collectives' grid. `SweepSpec` builds each from the flat fields users write; `request.resolve`
-gathers them, resolved for a backend, into the run plan the driver is handed. Pure: no Ray, no
-torch.
+collectives' grid. `SweepSpec.sections` builds them once from the flat fields users write, as
+one `Sections`; `request.resolve` makes that, for the backend a cluster gave, the run plan the
+driver is handed. Pure: no Ray, no torch.
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from sweeper.errors import BadInput
-from sweeper.planning.sizes import SIZE_LIMIT_BYTES, grid
 from sweeper.wire import Backend, Engine, Launch, MemLimit, MoeLayer, Timing
 
 DEFAULT_CPU_RANKS = 2  # CPU ranks per node, unless --gpus-per-node or --world
@@ -63,6 +62,7 @@ class PlanOptions:
     min_size: int
     max_size: int | None  # None: auto, the largest that fits in memory (probed)
     step_factor: float
+    sizes: tuple[int, ...]  # the grid; with auto, to the largest size accepted
     dense_sizes: bool  # every size, above a series' busbw plateau too (sizes.thinned)
     mem_limit: MemLimit | None  # as asked (`request.mem_limit`: CPU ranks' default cap)
     nccl_env: Mapping[str, tuple[str, ...]]  # swept NCCL variables (--nccl-env, --nccl-algos)
@@ -70,11 +70,6 @@ class PlanOptions:
     @property
     def auto(self) -> bool:
         return self.max_size is None
-
-    def sizes(self) -> list[int]:
-        """The grid; with auto, up to the largest size accepted (each series stops at its
-        bound)."""
-        return grid(self.min_size, self.max_size or SIZE_LIMIT_BYTES, self.step_factor)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,3 +124,16 @@ class ExperimentOptions:
     moe: MoeLayer
     copy_engine: bool
     plugins: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Sections:
+    """A spec read once (`SweepSpec.sections`): its options as the run record keeps them, and
+    the sections the commands and the driver read, for whatever backend the cluster gives."""
+
+    options: Mapping[str, Any]  # every SweepSpec field, as JSON (the record's; a resume's)
+    cluster: ClusterOptions
+    planning: PlanOptions
+    timing: TimingOptions
+    outputs: OutputOptions
+    experiments: ExperimentOptions

@@ -1,6 +1,6 @@
 """What a sweep is asked to do: the SweepSpec model, whose fields are `sweeper run`'s options
-and a profile's keys, flat as users write them, and how it is read as the typed sections of
-sweeper/planning/sections.py. Pure: no Ray, no torch. The CLI and YAML profiles both end here,
+and a profile's keys, flat as users write them, and how it is read, once, as the typed sections
+of sweeper/planning/sections.py. Pure: no Ray, no torch. The CLI and YAML profiles both end here,
 so a bad value is rejected once, with the option's (or the profile key's) name, before
 anything starts.
 """
@@ -39,10 +39,18 @@ from sweeper.planning.sections import (
     ExperimentOptions,
     OutputOptions,
     PlanOptions,
+    Sections,
     TimingOptions,
     needs_cuda,
 )
-from sweeper.planning.sizes import INT32_MAX, INT64_MAX, ITERS_LIMIT, grid, parse_size
+from sweeper.planning.sizes import (
+    INT32_MAX,
+    INT64_MAX,
+    ITERS_LIMIT,
+    SIZE_LIMIT_BYTES,
+    grid,
+    parse_size,
+)
 from sweeper.wire import REQUESTABLE_TIERS, Backend, Engine, Launch
 
 # `auto` or a Backend: a literal, so a profile's JSON Schema lists the three as today
@@ -408,57 +416,53 @@ class SweepSpec(BaseModel):
         """The requested grid from min_size up to max_size, like nccl-tests' -b/-e/-f."""
         return grid(self.min_size, max_size, self.step_factor)
 
-    @property
-    def cluster(self) -> ClusterOptions:
-        return ClusterOptions(
-            address=self.address,
-            connect_timeout_s=self.connect_timeout,
-            backend=None if self.backend == "auto" else Backend(self.backend),
-            nodes=self.nodes,
-            ranks_per_node=self._ranks_per_node(),
-            gpu_visibility=self.gpu_visibility,
-            name=self.cluster_name,
-        )
-
-    @property
-    def planning(self) -> PlanOptions:
-        return PlanOptions(
-            tiers=self.tiers,
-            pairs=self.pairs == "all",
-            force_network=self.force_network,
-            concurrent_pairs=self.concurrent,
-            curves=self.curves,
-            ops=self.ops,
-            dtypes=self.dtypes,
-            min_size=self.min_size,
-            max_size=None if self.max_size == "auto" else self.max_size,
-            step_factor=self.step_factor,
-            dense_sizes=self.dense_sizes,
-            mem_limit=self.mem_limit,
-            nccl_env=self.nccl_variables(),
-        )
-
-    @property
-    def timing(self) -> TimingOptions:
-        return TimingOptions(
-            iters=self.iters,
-            warmup=self.warmup,
-            check=self.check,
-            samples=self.samples,
-            seed=self.seed,
-            launches=tuple(map(Launch, self.launch)),
-            blocks=self.blocks,
-            engines=tuple(map(Engine, self.engine)),
-            register=self.register_buffers,
-            timeout_s=self.timeout,
-        )
-
-    @property
-    def outputs(self) -> OutputOptions:
-        return OutputOptions(results=self.results, report=self.report, reports_dir=self.reports_dir)
-
-    @property
-    def experiments(self) -> ExperimentOptions:
-        return ExperimentOptions(
-            moe=self.moe.layer(), copy_engine=self.copy_engine, plugins=self.plugins
+    def sections(self) -> Sections:
+        """The spec read once, as the typed sections of sweeper/planning/sections.py (and its
+        options, as the run record keeps them): what commands and the driver are handed."""
+        max_size = None if self.max_size == "auto" else self.max_size
+        return Sections(
+            options=self.model_dump(mode="json"),
+            cluster=ClusterOptions(
+                address=self.address,
+                connect_timeout_s=self.connect_timeout,
+                backend=None if self.backend == "auto" else Backend(self.backend),
+                nodes=self.nodes,
+                ranks_per_node=self._ranks_per_node(),
+                gpu_visibility=self.gpu_visibility,
+                name=self.cluster_name,
+            ),
+            planning=PlanOptions(
+                tiers=self.tiers,
+                pairs=self.pairs == "all",
+                force_network=self.force_network,
+                concurrent_pairs=self.concurrent,
+                curves=self.curves,
+                ops=self.ops,
+                dtypes=self.dtypes,
+                min_size=self.min_size,
+                max_size=max_size,
+                step_factor=self.step_factor,
+                sizes=tuple(self.sizes(max_size or SIZE_LIMIT_BYTES)),
+                dense_sizes=self.dense_sizes,
+                mem_limit=self.mem_limit,
+                nccl_env=self.nccl_variables(),
+            ),
+            timing=TimingOptions(
+                iters=self.iters,
+                warmup=self.warmup,
+                check=self.check,
+                samples=self.samples,
+                seed=self.seed,
+                launches=tuple(map(Launch, self.launch)),
+                blocks=self.blocks,
+                engines=tuple(map(Engine, self.engine)),
+                register=self.register_buffers,
+                timeout_s=self.timeout,
+            ),
+            outputs=OutputOptions(
+                results=self.results, report=self.report, reports_dir=self.reports_dir
+            ),
+            experiments=ExperimentOptions(
+                moe=self.moe.layer(), copy_engine=self.copy_engine, plugins=self.plugins
+            ),
         )

@@ -14,12 +14,12 @@ import json
 import shlex
 import sys
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from sweeper.errors import CorruptResults, ResultsUnwritable
-from sweeper.planning.spec import SweepSpec
 from sweeper.results.files import RUN_ID, read_bounded, run_name, write_text
 from sweeper.topology import Gpu, Node
 
@@ -36,12 +36,18 @@ class RunRecord:
 
     @classmethod
     def of(
-        cls, run_id: str, spec: SweepSpec, nodes: tuple[Node, ...], ended: str | None = None
+        cls,
+        run_id: str,
+        options: Mapping[str, Any],
+        nodes: tuple[Node, ...],
+        ended: str | None = None,
     ) -> RunRecord:
+        """The record of a run of these options (`Sections.options`) on these nodes, started
+        by this process's command line."""
         program = Path(sys.argv[0]).name if sys.argv else ""
         # `python -m sweeper` runs sweeper/__main__.py: show the command a user would type
         argv = ["sweeper" if program == "__main__.py" else program, *sys.argv[1:]]
-        return cls(run_id, shlex.join(argv), spec.model_dump(mode="json"), nodes, ended)
+        return cls(run_id, shlex.join(argv), dict(options), nodes, ended)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -279,7 +279,9 @@ def test_a_run_stopped_while_its_actors_started_is_in_history(tmp_path: Path) ->
     """Its record says how it ended; it has no row."""
     report_data.write_run(tmp_path, "r1")
     spec = SweepSpec(cluster_name="lab")
-    records.save(tmp_path, records.RunRecord.of(RUN, spec, (), "interrupted"))
+    records.save(
+        tmp_path, records.RunRecord.of(RUN, spec.model_dump(mode="json"), (), "interrupted")
+    )
     result = CliRunner().invoke(app, ["history", "--results", str(tmp_path), "--format", "json"])
     assert result.exit_code == 0, result.output
     stopped = json.loads(result.stdout)[-1]
@@ -302,7 +304,7 @@ def test_a_live_run_before_its_first_batch_is_running_for_every_reader(tmp_path:
 
     report_data.write_run(tmp_path, "r1")
     live = ResultWriter(tmp_path, RUN, "2026-11-27")  # its actors are starting
-    records.save(tmp_path, records.RunRecord.of(RUN, SweepSpec(), ()))
+    records.save(tmp_path, records.RunRecord.of(RUN, SweepSpec().model_dump(mode="json"), ()))
     try:
         cli = CliRunner()
         said = (

@@ -107,8 +107,10 @@ def test_a_partial_run_is_never_ok_its_status_says_how_it_ended(tmp_path: Path) 
         history.night(run_kind="run") for _ in range(5)
     )
     for run_id, ended in [(complete, "complete"), (interrupted, "interrupted"), (killed, None)]:
-        records.save(results, records.RunRecord.of(run_id, SweepSpec(), (), ended))
-    records.save(results, records.RunRecord.of(running, SweepSpec(), ()))
+        records.save(
+            results, records.RunRecord.of(run_id, SweepSpec().model_dump(mode="json"), (), ended)
+        )
+    records.save(results, records.RunRecord.of(running, SweepSpec().model_dump(mode="json"), ()))
     live = ResultWriter(results, running, "2026-10-05")  # its driver is still measuring
     live.append({"run_id": running, "status": "ok"})
 

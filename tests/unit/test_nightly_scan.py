@@ -55,11 +55,11 @@ class Fleet:
         self.nights += 1
         self.run_ids.append(run_id)
         scan = scanned(NODES, GPUS, faults=self.faults, strategy=settings.strategy, run_id=run_id)
-        writer = ResultWriter(spec.outputs.results, run_id, f"{started:%Y-%m-%d}")
+        writer = ResultWriter(spec.results, run_id, f"{started:%Y-%m-%d}")
         writer.extend(self._rows(run_id, started, run_kind, [n.host for n in scan.fleet.nodes]))
         writer.flush()
         writer.close()
-        scans.save(spec.outputs.results, run_id, document(scan))
+        scans.save(spec.results, run_id, document(scan))
         return scan
 
     def _rows(

@@ -16,7 +16,7 @@ from sweeper.commands.plan_estimate import recorded_node
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.placement import expected_placement
 from sweeper.planning.profile import build_spec, load_profile
-from sweeper.planning.request import schedule_request
+from sweeper.planning.request import resolve
 from sweeper.planning.schedule import Series, schedule
 from sweeper.planning.series import Budgets, MeasurePoint, SeriesRunner
 from sweeper.planning.sizes import SPARSE_FACTOR, grid, plateau_size, thinned
@@ -192,7 +192,7 @@ def test_dense_sizes_from_a_profile_or_the_command_line_keeps_every_size(
     node = recorded_node(Path(__file__).parents[1] / "data" / "topologies" / "cpu-no-nvml.json")
     planned = schedule(
         expected_placement(Backend.GLOO, [node], [2]),
-        schedule_request(spec, Backend.GLOO, [REGISTRY["all_reduce"]]),
+        resolve(spec.sections(), Backend.GLOO).request([REGISTRY["all_reduce"]]),
     )
     (series,) = planned.series(planned.waves[0].groups[0])
     assert series.sparse is sparse

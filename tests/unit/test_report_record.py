@@ -16,7 +16,7 @@ from tests import report_data
 
 def test_a_record_reads_back_as_it_was_written(tmp_path: Path) -> None:
     node = report_data.h200_node()
-    written = records.RunRecord.of("r1", SweepSpec(max_size="4G"), (node,))
+    written = records.RunRecord.of("r1", SweepSpec(max_size="4G").model_dump(mode="json"), (node,))
     records.save(tmp_path, written)
     back = records.load(tmp_path, "r1")
     assert back == written
@@ -42,6 +42,12 @@ def test_parquet_readers_do_not_see_records(tmp_path: Path) -> None:
 
 def test_python_dash_m_is_recorded_as_the_sweeper_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["/x/sweeper/__main__.py", "run", "--ops", "a b"])
-    assert records.RunRecord.of("r", SweepSpec(), ()).command == "sweeper run --ops 'a b'"
+    assert (
+        records.RunRecord.of("r", SweepSpec().model_dump(mode="json"), ()).command
+        == "sweeper run --ops 'a b'"
+    )
     monkeypatch.setattr(sys, "argv", ["/usr/bin/sweeper", "nightly"])
-    assert records.RunRecord.of("r", SweepSpec(), ()).command == "sweeper nightly"
+    assert (
+        records.RunRecord.of("r", SweepSpec().model_dump(mode="json"), ()).command
+        == "sweeper nightly"
+    )

@@ -22,7 +22,8 @@ from sweeper.planning.placement import (
     gpu_groups,
     groups,
 )
-from sweeper.planning.request import GROUPS_LIMIT, groups_bound, schedule_request, tier_groups
+from sweeper.planning.request import GROUPS_LIMIT, groups_bound
+from sweeper.planning.request import resolve as resolve_plan
 from sweeper.planning.schedule import (
     BANDWIDTH_BYTES,
     Request,
@@ -33,7 +34,7 @@ from sweeper.planning.schedule import (
     schedule,
 )
 from sweeper.planning.spec import SweepSpec
-from sweeper.wire import Tier
+from sweeper.wire import Backend, Tier
 
 TOPOLOGIES = Path(__file__).parents[1] / "data" / "topologies"
 DGX = TOPOLOGIES / "dgx-h100-nvswitch.json"
@@ -362,9 +363,10 @@ def test_topo_lists_the_groups_a_run_schedules() -> None:
     """`sweeper topo` and `sweeper run` ask the spec for groups in one place."""
     spec = SweepSpec(tiers=("all",), ops=("all_reduce", "broadcast"), nccl_algos=("ring",))
     where = placement(DGX, 2, 8)
-    planned = schedule(where, schedule_request(spec, "nccl", resolve(spec.ops)))
+    run = resolve_plan(spec.sections(), Backend.NCCL)
+    planned = schedule(where, run.request(resolve(spec.ops)))
     scheduled = [g for wave in planned.waves for g in wave.groups]
-    assert sorted(tier_groups(spec, where)) == sorted(scheduled)
+    assert sorted(run.tier_groups(where)) == sorted(scheduled)
 
 
 @pytest.mark.parametrize(

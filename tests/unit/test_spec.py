@@ -11,6 +11,7 @@ from sweeper.planning.request import resolve
 from sweeper.planning.sections import DEFAULT_CPU_RANKS
 from sweeper.planning.sizes import SIZE_LIMIT_BYTES, format_size, parse_size
 from sweeper.planning.spec import SweepSpec
+from sweeper.results import records
 from sweeper.results.schema import SCHEMA
 from sweeper.wire import Backend, Engine, Launch
 
@@ -169,24 +170,36 @@ def test_the_spec_is_read_by_typed_sections() -> None:
     spec = build_spec(
         nodes=2, world=8, max_size="1M", launch="eager", engine="torch,nccl", cluster_name="c"
     )
-    assert (spec.cluster.ranks_per_node, spec.cluster.cpu_ranks, spec.cluster.name) == (4, 4, "c")
-    assert spec.cluster.backend is None  # auto: the cluster decides
-    assert (spec.planning.max_size, spec.planning.auto) == (2**20, False)
-    assert spec.planning.sizes() == spec.sizes(2**20)
-    assert spec.timing.launches == (Launch.EAGER,)
-    assert spec.timing.engines == (Engine.TORCH, Engine.NCCL)
-    assert build_spec().cluster.cpu_ranks == DEFAULT_CPU_RANKS
+    asked = spec.sections()
+    cluster = asked.cluster
+    assert (cluster.ranks_per_node, cluster.cpu_ranks, cluster.name) == (4, 4, "c")
+    assert cluster.backend is None  # auto: the cluster decides
+    assert (asked.planning.max_size, asked.planning.auto) == (2**20, False)
+    assert asked.planning.sizes == tuple(spec.sizes(2**20))
+    assert asked.timing.launches == (Launch.EAGER,)
+    assert asked.timing.engines == (Engine.TORCH, Engine.NCCL)
+    assert build_spec().sections().cluster.cpu_ranks == DEFAULT_CPU_RANKS
 
 
 def test_a_spec_resolves_once_for_the_backend_its_cluster_gave() -> None:
-    spec = build_spec(min_size="1K")
-    on_cpus, on_gpus = resolve(spec, Backend.GLOO), resolve(spec, Backend.NCCL)
+    asked = build_spec(min_size="1K").sections()
+    on_cpus, on_gpus = resolve(asked, Backend.GLOO), resolve(asked, Backend.NCCL)
     assert on_cpus.timing.launches == (Launch.EAGER,)  # graphs need GPU ranks
     assert on_gpus.timing.launches == (Launch.GRAPH,)
     assert str(on_cpus.planning.mem_limit) == "64M"  # CPU ranks' default cap
     assert on_gpus.planning.mem_limit is None
-    assert on_cpus.sizes == tuple(spec.planning.sizes())
+    assert on_cpus.planning.sizes == asked.planning.sizes
     assert on_cpus.planning.auto
+
+
+def test_the_run_record_keeps_the_options_its_plan_was_resolved_from() -> None:
+    """The driver is handed the plan alone: its record's options are the plan's, and a
+    resume builds the spec they were read from again."""
+    spec = build_spec(ops="all_reduce", max_size="64K", tiers="all", nccl_algos="ring")
+    plan = resolve(spec.sections(), Backend.NCCL)
+    record = records.RunRecord.of("r", plan.options, ())
+    assert record.options == spec.model_dump(mode="json")
+    assert build_spec(None, **record.options) == spec
 
 
 @pytest.mark.parametrize(
@@ -203,4 +216,4 @@ def test_what_cpu_ranks_cannot_run_is_bad_input_once_the_backend_is_known(
 ) -> None:
     spec = build_spec(**options)  # the backend is auto: nothing to refuse yet
     with pytest.raises(BadInput, match=message):
-        resolve(spec, Backend.GLOO)
+        resolve(spec.sections(), Backend.GLOO)

@@ -402,7 +402,7 @@ from sweeper.results.writer import ResultWriter
 results, run_id = Path(sys.argv[1]), sys.argv[2]
 writer = ResultWriter(results, run_id, report_data.STARTED.strftime("%Y-%m-%d"), batch_rows=10**6)
 rows = list(report_data.gpu_rows(run_id, "gpu-node-1", 1.0, "WARN", report_data.GRAPH_ONLY, False))
-records.save(results, records.RunRecord.of(run_id, SweepSpec(), ()))
+records.save(results, records.RunRecord.of(run_id, SweepSpec().model_dump(mode="json"), ()))
 writer.extend(rows)
 print(len(rows), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
