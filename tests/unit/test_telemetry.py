@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -33,6 +36,51 @@ def test_error_counters_are_what_the_point_added() -> None:
     assert reading.nvlink_crc_delta == 2
     assert reading.nvlink_recovery_delta == 0
     assert reading.xid_codes == (63,)
+
+
+class Counting(Replay):
+    """A replay that notes every NVML call asked of it."""
+
+    def __init__(self, calls: dict[str, Any]) -> None:
+        super().__init__(calls, None)
+        self.asked: list[str] = []
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        self.asked.append(name)
+        return super().__getattr__(name)
+
+
+def _with_totals(calls: dict[str, Any]) -> dict[str, Any]:
+    """`calls` that also answer the driver's NVLink totals (nvmlFieldValue_t: its id, its
+    return code, its value), summed from the recorded per-link counters."""
+
+    def total(counter: int) -> int:
+        return sum(
+            v
+            for k, v in calls.items()
+            if k.startswith("nvmlDeviceGetNvLinkErrorCounter(") and k.endswith(f", {counter})")
+        )
+
+    fields = {38: total(2), 45: total(3), 52: total(0), 59: total(1)}
+    answer = [
+        SimpleNamespace(fieldId=f, nvmlReturn=0, value=SimpleNamespace(ullVal=v))
+        for f, v in fields.items()
+    ]
+    return {**calls, "nvmlDeviceGetFieldValues([38, 45, 52, 59])": answer}
+
+
+def test_the_drivers_nvlink_totals_are_read_in_one_call_with_the_same_counts() -> None:
+    record = json.loads((DATA / "h200-power-capped.json").read_text())
+    before, after = (_with_totals(sample) for sample in record["samples"])
+    replay = Counting(before)
+    watch = telemetry.Watch(replay, "handle")
+    started = watch.start()
+    replay.advance(after, None)
+    reading = watch.since(started)
+    assert (reading.nvlink_replay_delta, reading.nvlink_crc_delta) == (8, 2)
+    assert reading.nvlink_recovery_delta == 0
+    assert "nvmlDeviceGetFieldValues" in replay.asked
+    assert not {"nvmlDeviceGetNvLinkErrorCounter", "nvmlDeviceGetNvLinkState"} & set(replay.asked)
 
 
 def test_what_a_gpu_cannot_report_is_null_not_an_error() -> None:
