@@ -413,6 +413,9 @@ def off_neighbours(rows: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame
     columns = ["group_id", "operation", "dtype", "launch", "size_bytes", "time_us", "expected_us"]
     ok = preferred(rows)
     ok = ok[(ok["status"] == Status.OK) & ok["time_us"].notna() & (ok["time_us"] > 0)]
+    # a point has neighbours in a series of three or more: a fleet scan's 2,500 groups of two
+    # sizes each took seconds of a report to go through one by one
+    ok = ok[ok.groupby(SERIES, sort=False, dropna=False)["size_bytes"].transform("size") > 2]
     found: list[dict[str, Any]] = []
     for _, unsorted in ok.groupby(SERIES, sort=False, dropna=False):
         series = unsorted.sort_values("size_bytes")

@@ -150,10 +150,34 @@ def _panels(series: Sequence[tuple[str, pd.DataFrame]]) -> tuple[tuple[str, str,
     return (_BUS if bus or not has_alg else _ALG, _TIME)
 
 
+# A series of many groups: its columns' least and greatest values beside their middle one
+LOW, HIGH = "_low", "_high"
+
+
+def _spread(frame: pd.DataFrame, column: str, color: str) -> dict[str, Any]:
+    """Bars from a series' least to its greatest value at each size, where the frame holds
+    them (column + LOW, column + HIGH); none where it does not."""
+    if column + LOW not in frame:
+        return {}
+    y = frame[column].to_numpy(dtype=np.float64)
+    return {
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "array": frame[column + HIGH].to_numpy(dtype=np.float64) - y,
+            "arrayminus": y - frame[column + LOW].to_numpy(dtype=np.float64),
+            "color": color,
+            "thickness": 1,
+            "width": 3,
+        }
+    }
+
+
 def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.Figure:
     """Bus bandwidth (left; algbw on one rank) and time (right) against size, log axes, one
     line per series (frames with size_bytes, time_us and busbw_gb_per_s, and algbw_gb_per_s
-    for one rank); one legend entry per series."""
+    for one rank; a series of many groups with bars to the least and greatest of each
+    column, `_spread`); one legend entry per series."""
     panels = _panels(series)
     axes = ("", "2")  # the panels' axes: x and y, x2 and y2
     traces = []
@@ -178,6 +202,7 @@ def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.
                     "customdata": hover,
                     "hovertemplate": f"%{{fullData.name}}<br>%{{customdata}}: %{{y:.4g}} {unit}"
                     "<extra></extra>",
+                    **_spread(frame, column, color),
                 }
             )
     if len(series) == 1:  # no legend: the title names the one line
@@ -189,7 +214,13 @@ def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.
     for axis, (column, _, _) in zip(axes, panels, strict=True):
         if sizes:
             layout[f"xaxis{axis}"] = _merged(layout[f"xaxis{axis}"], _size_axis(sizes))
-        values = [v for _, frame in series for v in frame[column]]
+        values = [
+            v
+            for _, frame in series
+            for name in (column, column + LOW, column + HIGH)
+            if name in frame
+            for v in frame[name]
+        ]
         layout[f"yaxis{axis}"] = _merged(layout[f"yaxis{axis}"], _log_axis(values))
     return _figure(traces, layout)
 

@@ -19,6 +19,8 @@ from sweeper.analysis import label, preferred, tier_name, why
 from sweeper.analysis.p2p import pair_rows
 from sweeper.analysis.summary import missing
 from sweeper.results.records import RunRecord
+from sweeper.scan.document import verdicts as read_verdicts
+from sweeper.scan.judge import Subject
 from sweeper.scan.reference import Reference, reference
 from sweeper.topology import GPU_LINKS, Gpu, Node, gpu_link_peak
 from sweeper.wire import Kind, Status, Tier
@@ -53,6 +55,7 @@ class RunView:
     link_peaks: Mapping[tuple[str, int], LinkPeak]  # (tier with its variant, group size)
     rank_labels: Mapping[int, str]  # a pair's rank: 'n0 GPU3', else 'rank 5'
     scan: Mapping[str, Any] | None  # a fleet scan's summary (results.scans); None: no scan
+    drained: frozenset[str]  # node ids a scan's condemned verdicts name, but a group's
     # (tier with its variant, group size, operation): the reference figure, where one is known
     references: Mapping[tuple[str, int, str], Reference]
 
@@ -82,6 +85,7 @@ class RunView:
             link_peaks=_link_peaks(collectives, nodes),
             rank_labels=_rank_labels(pair_rows(rows), nodes),
             scan=scan,
+            drained=drained(scan),
             references=_references(points),
         )
 
@@ -89,6 +93,19 @@ class RunView:
 def members(cells: Iterable[Sequence[str] | None]) -> set[str]:
     """Everything a list column (hosts, gpu_uuids) names, over its rows."""
     return {str(member) for cell in cells for member in (cell if cell is not None else ())}
+
+
+def drained(scan: Mapping[str, Any] | None) -> frozenset[str]:
+    """The nodes to drain: those every condemned verdict of a scan names (a node, its GPU or
+    NVLink, a link's two ends), but a group's, which names a configuration to fix."""
+    if scan is None:
+        return frozenset()
+    return frozenset(
+        node
+        for v in read_verdicts(scan)
+        if v.condemned and v.subject is not Subject.GROUP
+        for node in v.nodes
+    )
 
 
 def _collective(rows: pd.DataFrame) -> pd.DataFrame:

@@ -5,26 +5,25 @@ timeline, and where the section appears."""
 from __future__ import annotations
 
 import html
-import json
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
+from markupsafe import escape
 
-from sweeper.report import build, figures, page
+from sweeper.report import build, page
 from sweeper.report.blocks import Figure, Table, Text
-from sweeper.report.sections import fleet, run
+from sweeper.report.sections import collectives, fleet, run
 from sweeper.report.view import RunView
 from sweeper.results import records, scans
 from sweeper.results.load import run_rows
-from sweeper.scan.document import Scanned, document
+from sweeper.scan.document import Scanned
 from sweeper.scan.fleet import Result
 from sweeper.scan.judge import Health, Subject, named
-from tests.scan_data import ADAPTIVE, scan_rows, scanned, write_scan
+from tests.scan_data import ADAPTIVE, scanned, write_scan
 
 
 @pytest.fixture(scope="module")
@@ -216,14 +215,18 @@ def test_the_section_opens_with_the_hosts_to_drain_and_why_before_the_map(
     hosts = {n.id: n.host for n in scan.fleet.nodes}
     drained = sorted({hosts[n] for v in named(scan.verdicts) if v.condemned for n in v.nodes})
     assert section.blocks[1].text == f"Drain {len(drained)} host(s): {', '.join(drained)}."
-    # before it, the run's inventory: a fleet of more than 64 nodes by kind, not a row a GPU
+    # before it, the run's inventory: a fleet of more than 64 nodes by kind, not a row a GPU,
+    # then every GPU of the nodes to drain
     record = records.load(written, scan.run_id)
     assert record is not None
     many = replace(record, nodes=record.nodes * 5)
-    inventory = run._inventory(many, [])
-    assert isinstance(inventory, Table)
-    assert [line[0].text for line in inventory.rows] == ["80"]  # 16 alike nodes, five times
-    assert inventory.rows[0][3].text == f"2 x {record.nodes[0].gpus[0].name}"
+    kinds, condemned = run._inventory(many, [], view.drained)
+    assert isinstance(kinds, Table)
+    assert isinstance(condemned, Table)
+    assert [line[0].text for line in kinds.rows] == ["80"]  # 16 alike nodes, five times
+    assert kinds.rows[0][3].text == f"2 x {record.nodes[0].gpus[0].name}"
+    assert {line[1].text for line in condemned.rows} == set(drained)
+    assert len(condemned.rows) == 5 * 2 * len(drained)  # each GPU of each, five times over
 
 
 def test_the_timeline_shows_the_stages_in_the_order_they_ran_and_each_wave_end_to_end(
@@ -268,14 +271,101 @@ def test_host_names_and_evidence_from_the_cluster_are_text_on_the_page(view: Run
     assert any(labelled in figure for figure in drawn)  # on the map
 
 
-def test_a_1024_node_maps_figure_stays_near_4_mb_of_json() -> None:
-    scan = scanned(1024, 8, strategy=ADAPTIVE)
-    rows = pd.DataFrame(list(scan_rows(scan)))
-    shown = fleet.fleet_map(json.loads(json.dumps(document(scan))), rows)
-    assert shown.codes.shape == (1024, 1024)
-    # the affine screen's first wave: 37 groups of at most 28 nodes, and the nodes left out
-    assert len(shown.domains) == 38
-    made = figures.fleet_map(
-        shown.labels, shown.domains, shown.codes, shown.busbw_gb_per_s, shown.rings, fleet.CODES
-    )
-    assert len(made.to_json()) < 4.5e6
+def test_a_large_fleets_map_is_blocks_of_neighbours_each_the_worst_of_its_pairs_in_one_domain(
+    scan: Scanned, view: RunView
+) -> None:
+    shown = fleet.fleet_map(_summary(view), view.rows)
+    assert fleet.in_blocks(shown, most=16) is shown  # a map of 16 nodes or fewer as it is
+    coarse = fleet.in_blocks(shown, most=7)
+    n = len(coarse.names)
+    assert n <= 7
+    assert coarse.codes.shape == coarse.busbw_gb_per_s.shape == (n, n)
+    # each block is neighbours of one domain: the domains' edges are blocks' edges
+    spans = [(label.split(" ... ")[0].split(":")[0], label) for label in coarse.labels]
+    first = [shown.names.index(name) for name, _ in spans]
+    assert [shown.domains[0][1], *(f for _, f, _ in shown.domains[1:])] == [
+        first[at] for _, at, _ in coarse.domains
+    ]
+    ends = [*first[1:], 16]
+    for i, (a, b) in enumerate(zip(first, ends, strict=True)):
+        verdicts = shown.verdicts[a:b]
+        counts = {c: verdicts.count(c) for c in fleet.CODES if c in verdicts}
+        assert coarse.verdicts[i] == ", ".join(f"{k} {c}" for c, k in counts.items())
+        for j, (c, d) in enumerate(zip(first, ends, strict=True)):
+            assert coarse.codes[i, j] == shown.codes[a:b, c:d].max()
+            figures_held = shown.busbw_gb_per_s[a:b, c:d]
+            if np.isfinite(figures_held).any():
+                assert coarse.busbw_gb_per_s[i, j] == np.nanmax(figures_held)
+    # every verdict a ring named is in its block's ring, the worst result shown
+    lines = [{line for r in m.rings for line in r.text.split("\n")} for m in (shown, coarse)]
+    assert lines[0] == lines[1]
+    assert {r.result for r in coarse.rings} == {r.result for r in shown.rings}
+    assert coarse.block == max(b - a for a, b in zip(first, ends, strict=True)) > 1
+
+
+def test_a_large_fleets_topology_is_a_table_a_shape_naming_the_nodes_to_drain(
+    scan: Scanned, view: RunView
+) -> None:
+    assert view.record is not None
+    hosts = {n.id: n.host for n in scan.fleet.nodes}
+    drained = sorted(hosts[n] for n in view.drained)
+    assert len(drained) >= 2
+    assert len(_tables(run.topology(view))) == 16  # a table a node, up to 64 nodes
+    many = replace(view, record=replace(view.record, nodes=view.record.nodes * 5))
+    (shape,) = _tables(run.topology(many))
+    assert shape.caption.startswith("80 nodes: n0 ")
+    every = [f"n{p} {node.host}" for p, node in enumerate(many.record.nodes)]  # type: ignore[union-attr]
+    to_drain = [name for name in every if name.split()[1] in drained]
+    assert shape.caption.endswith(f"; to drain: {', '.join(to_drain)}")
+    assert [line[0].text for line in shape.rows] == ["GPU0", "GPU1"]
+
+
+def _tables(section: Any) -> list[Table]:
+    return [b for b in section.blocks if isinstance(b, Table)]
+
+
+def test_an_operation_of_many_groups_draws_a_line_a_shape_with_bars_to_its_least_and_greatest(
+    view: RunView,
+) -> None:
+    rows = view.ok_collectives
+    assert rows["group_id"].nunique() > collectives.MOST_GROUP_LINES
+    section = collectives.operations(view)
+    assert section is not None
+    (shown,) = [b.figure for b in section.blocks if isinstance(b, Figure)]
+    lines = [t for t in shown.data if t.showlegend]
+    shapes = rows.groupby(["tier", "world_size"])["group_id"].nunique()
+    assert len(lines) == len(shapes)
+    for trace in lines:
+        tier, ranks, _ = trace.name.split(":")[0].split()
+        groups = shapes[tier, int(ranks)]
+        assert trace.name.endswith(f": median of {groups} groups") == (groups > 1)
+        part = rows[(rows["tier"] == tier) & (rows["world_size"] == int(ranks))]
+        by_size = part.groupby("size_bytes")["busbw_gb_per_s"]
+        assert list(trace.y) == pytest.approx(list(by_size.median()), nan_ok=True)
+        high, low = trace.y + trace.error_y.array, trace.y - trace.error_y.arrayminus
+        assert list(high) == pytest.approx(list(by_size.max()), nan_ok=True)
+        assert list(low) == pytest.approx(list(by_size.min()), nan_ok=True)
+
+
+def test_a_256_node_scans_page_summarizes_the_fleet_and_names_every_condemned_verdict(
+    tmp_path: Path,
+) -> None:
+    scan = scanned(256, 8, strategy=ADAPTIVE)
+    write_scan(tmp_path / "results", scan)
+    shown = build.write(tmp_path / "results", scan.run_id, tmp_path / "fleet.html").read_text()
+    # plotly.js inlined, and summaries that do not grow with the fleet: 0.17 MB beside it at
+    # 256 nodes and 0.22 MB at 1024, where a row, table or line a node or group came to
+    # 1.7 and 10.3 MB (a 1024-node page of 15.1 MB)
+    assert len(shown.encode()) - len(build._plotly_js().encode()) < 0.5e6
+    fleet_part = shown[shown.index('<section id="fleet">') :]
+    hosts = {n.id: n.host for n in scan.fleet.nodes}
+    condemned = [v for v in named(scan.verdicts) if v.condemned]
+    drained = sorted({hosts[n] for v in condemned for n in v.nodes})
+    assert len(condemned) >= 4
+    # the section opens with what to drain, then each condemned verdict and its evidence
+    opening = f">Drain {len(drained)} host(s): {', '.join(drained)}.</p>"
+    assert fleet_part.index(opening) < fleet_part.index("<table>")
+    for v in condemned:
+        assert f'<td class="code">{escape(v.name)}</td>' in fleet_part
+        assert escape(v.evidence) in fleet_part  # as the page's template writes text
+    assert re.search(r"256 nodes in \d+ blocks of up to 2 neighbours a side", fleet_part)

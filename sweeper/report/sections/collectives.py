@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from sweeper.analysis import fits, launch_costs, summarize, why
+from sweeper.analysis import fits, launch_costs, summarize, tier_name, why
 from sweeper.analysis.launches import SMALL_BYTES
 from sweeper.planning.sizes import plateau_size
 from sweeper.report import figures
@@ -32,12 +32,38 @@ def _about(tier: object, world_size: object, operation: object) -> tuple[Cell, .
 # Per operation
 
 
+# An operation measured on more groups than this draws a line per shape of group, not per
+# group: a fleet scan of 1024 nodes measures 2,500 groups, whose lines came to 3 MB.
+MOST_GROUP_LINES = 24
+_FIGURES = ["busbw_gb_per_s", "algbw_gb_per_s", "time_us"]
+
+
 def _series(rows: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
-    """Lines of a figure: one per group, and per dtype where the run has several."""
+    """Lines of a figure: one per group, and per dtype where the run has several; beyond
+    MOST_GROUP_LINES groups, one per shape (`_shapes`)."""
     several = rows["dtype"].nunique() > 1
+    if rows["group_id"].nunique() > MOST_GROUP_LINES:
+        yield from _shapes(rows, several)
+        return
     for (group_id, dtype), part in rows.groupby(["group_id", "dtype"], sort=False):
         name = f"{group_id} {dtype}" if several else str(group_id)
         yield name, part.sort_values("size_bytes")
+
+
+def _shapes(rows: pd.DataFrame, several: bool) -> Iterator[tuple[str, pd.DataFrame]]:
+    """A line per shape of group (its tier, its ranks, and its dtype where the run has
+    several): the median of its groups at each size, with bars to the least and greatest."""
+    keys = ["tier", "variant", "world_size", "dtype"]
+    for (tier, variant, ranks, dtype), part in rows.groupby(keys, sort=False):
+        name = f"{tier_name(str(tier), str(variant))} {ranks} ranks" + (
+            f" {dtype}" if several else ""
+        )
+        groups = part["group_id"].nunique()
+        if groups > 1:
+            name += f": median of {groups} groups"
+        sizes = part.groupby("size_bytes")[_FIGURES]
+        spread = sizes.min().add_suffix(figures.LOW).join(sizes.max().add_suffix(figures.HIGH))
+        yield name, sizes.median().join(spread).reset_index()
 
 
 def operations(view: RunView) -> Section | None:
@@ -67,7 +93,9 @@ def operations(view: RunView) -> Section | None:
         "Bandwidth and latency by operation",
         tuple(blocks),
         "Bus bandwidth (nccl-tests' busbw) and time per operation against size S, one line "
-        "per group; log axes. Failed points are left out (see Status).",
+        f"per group (of more than {MOST_GROUP_LINES} groups, one per shape of group: its tier "
+        "and ranks, the median of its groups with bars to the least and greatest); log axes. "
+        "Failed points are left out (see Status).",
     )
 
 

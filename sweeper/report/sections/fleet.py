@@ -5,13 +5,15 @@ and waves in time.
 
 The map's colours are the judge's (the summary's verdicts), its cells the rows': a pair of
 nodes is tested where a judged group held both. The rows name a group's members by host, so
-where hosts repeat (several Ray nodes on one machine) the map shows the verdicts alone. At
-1024 nodes its figure is a heatmap of one-byte codes and two-byte figures (plotly writes
-them as typed arrays), not a million hover strings.
+where hosts repeat (several Ray nodes on one machine) the map shows the verdicts alone. Its
+figure is a heatmap of one-byte codes and two-byte figures (plotly writes them as typed
+arrays); of more than MOST_A_SIDE nodes, a cell is a block of neighbouring nodes (at 1024
+nodes 149 blocks a side, 0.1 MB of the page, where a cell a pair of nodes came to 4.3 MB).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,16 +44,22 @@ _WORSE = (
 )
 CODES = (UNTESTED, *(str(h) for h in _WORSE))
 NO_DOMAIN = "not screened"
+# A map of more nodes than this shows blocks of neighbouring nodes: at 1024 nodes a cell a
+# pair of nodes came to 4 MB of the page, and each was under a pixel of the figure.
+MOST_A_SIDE = 160
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FleetMap:
-    labels: tuple[str, ...]  # the nodes in map order: host (node id where hosts repeat), verdict
+    names: tuple[str, ...]  # the nodes in map order: host (node id where hosts repeat)
+    verdicts: tuple[str, ...]  # each one's verdict
+    labels: tuple[str, ...]  # name and verdict
     domains: tuple[tuple[str, int, int], ...]  # each domain's name, first position and size
     codes: np.ndarray  # int8 [n, n]: CODES index of each pair's result
     busbw_gb_per_s: np.ndarray  # [n, n]: the best figure of a group holding both; NaN: none
     rings: tuple[figures.Ring, ...]  # what the verdicts name: a node (or its GPU), a link
     placed: bool  # every judged group's members were told apart by their hosts
+    block: int = 1  # the most nodes a place holds: more than one where `in_blocks` made it
 
 
 def _code(health: Health) -> int:
@@ -149,8 +157,11 @@ def fleet_map(summary: Mapping[str, Any], rows: pd.DataFrame) -> FleetMap:
     for p, i in enumerate(order):
         spans.setdefault(domains[i], []).append(p)
     health = {index[v.nodes[0]]: str(v.health) for v in verdicts if v.subject is Subject.NODE}
+    said = [health.get(i, UNTESTED) for i in order]
     return FleetMap(
-        labels=tuple(f"{names[i]} {health.get(i, UNTESTED)}" for i in order),
+        names=tuple(names[i] for i in order),
+        verdicts=tuple(said),
+        labels=tuple(f"{names[i]} {verdict}" for i, verdict in zip(order, said, strict=True)),
         domains=tuple((d, places[0], len(places)) for d, places in spans.items()),
         codes=codes[np.ix_(order, order)],
         busbw_gb_per_s=best[np.ix_(order, order)],
@@ -180,6 +191,68 @@ def _rings(verdicts: Sequence[Verdict], at: Mapping[str, int]) -> list[figures.R
     ]
 
 
+def in_blocks(shown: FleetMap, most: int = MOST_A_SIDE) -> FleetMap:
+    """The map of more than `most` nodes as one of blocks of neighbouring nodes, at most
+    `most` a side (`_spans`): a cell is the worst result of its pairs and the best figure of
+    a group that held two of its nodes, a ring every verdict of its cells, and a block is
+    named by its first node and its last, with its nodes counted by verdict."""
+    if len(shown.names) <= most:
+        return shown
+    spans, domains = _spans(shown.domains, len(shown.names), most)
+    starts = np.array([first for first, _ in spans], dtype=np.intp)
+    codes = np.maximum.reduceat(np.maximum.reduceat(shown.codes, starts, 0), starts, 1)
+    best = np.fmax.reduceat(np.fmax.reduceat(shown.busbw_gb_per_s, starts, 0), starts, 1)
+    names, said = [], []
+    for first, size in spans:
+        ends = (shown.names[first], shown.names[first + size - 1])
+        names.append(ends[0] if size == 1 else " ... ".join(ends))
+        counts = Counter(shown.verdicts[first : first + size])
+        said.append(", ".join(f"{counts[c]} {c}" for c in CODES if counts[c]))
+    at = np.repeat(np.arange(len(spans)), [size for _, size in spans])
+    merged: dict[tuple[int, int], list[figures.Ring]] = {}
+    for ring in shown.rings:
+        merged.setdefault((int(at[ring.row]), int(at[ring.column])), []).append(ring)
+    return FleetMap(
+        names=tuple(names),
+        verdicts=tuple(said),
+        labels=tuple(f"{name}: {counts}" for name, counts in zip(names, said, strict=True)),
+        domains=domains,
+        codes=codes.astype(np.int8),
+        busbw_gb_per_s=best,
+        rings=tuple(
+            figures.Ring(
+                row=row,
+                column=column,
+                result=CODES[max(CODES.index(r.result) for r in held)],
+                text="\n".join(dict.fromkeys(r.text for r in held)),
+            )
+            for (row, column), held in merged.items()
+        ),
+        placed=shown.placed,
+        block=max(size for _, size in spans),
+    )
+
+
+def _spans(
+    domains: Sequence[tuple[str, int, int]], n: int, most: int
+) -> tuple[list[tuple[int, int]], tuple[tuple[str, int, int], ...]]:
+    """Blocks of n places (first, size), at most `most`: each domain cut into blocks of the
+    smallest size that makes no more, its last block the rest; and the domains in blocks.
+    Where the domains alone are as many, the blocks cross their edges, in one domain."""
+    if len(domains) >= most:
+        size = math.ceil(n / most)
+        spans = [(s, min(size, n - s)) for s in range(0, n, size)]
+        return spans, (("fleet", 0, len(spans)),)
+    size = math.ceil(n / most)
+    while sum(math.ceil(length / size) for _, _, length in domains) > most:
+        size += 1
+    spans, out = [], []
+    for name, first, length in domains:
+        out.append((name, len(spans), math.ceil(length / size)))
+        spans += [(first + s, min(size, length - s)) for s in range(0, length, size)]
+    return spans, tuple(out)
+
+
 # The section
 
 
@@ -188,10 +261,9 @@ def fleet(view: RunView) -> Section | None:
     if summary is None:
         return None
     verdicts = read_verdicts(summary)
-    shown = fleet_map(summary, view.rows)
-    # what to drain and why first: at 1024 nodes the map and the run's inventory come to
-    # megabytes, and an operator reads the verdicts before them
-    blocks: list[Block] = [*_facts(summary), *_verdict_tables(verdicts, summary)]
+    shown = in_blocks(fleet_map(summary, view.rows))
+    # what to drain and why first: an operator reads the verdicts before the map
+    blocks: list[Block] = [*_facts(summary), *_verdict_tables(verdicts, summary, view.drained)]
     blocks.append(
         Figure(
             figures.fleet_map(
@@ -199,6 +271,17 @@ def fleet(view: RunView) -> Section | None:
             )
         )
     )
+    if shown.block > 1:
+        blocks.append(
+            Text(
+                f"{len(summary['nodes'])} nodes in {len(shown.names)} blocks of up to "
+                f"{shown.block} neighbours a side: a cell is the worst result of the pairs of "
+                "its two blocks and the best figure of a group that held two of their nodes; a "
+                "block's name counts its nodes by verdict. Every verdict that condemns: the "
+                "tables above.",
+                "muted",
+            )
+        )
     if not shown.placed:
         blocks.append(
             Text(
@@ -248,19 +331,19 @@ def _line(v: Verdict, hosts: Mapping[str, str]) -> tuple[Cell, ...]:
     )
 
 
-def _verdict_tables(verdicts: Sequence[Verdict], summary: Mapping[str, Any]) -> list[Block]:
-    """The condemned (a condemned node's GPUs go with it), the suspects the scan did not
-    separate, and how many of each kind are healthy."""
+def _verdict_tables(
+    verdicts: Sequence[Verdict], summary: Mapping[str, Any], drained: frozenset[str]
+) -> list[Block]:
+    """The hosts to drain (`view.drained`), the condemned (a condemned node's GPUs go with
+    it), the suspects the scan did not separate, and how many of each kind are healthy."""
     hosts = {str(n["id"]): str(n["host"]) for n in summary["nodes"]}
     columns = ("verdict", "what", "name", "hosts", "stage", "busbw GB/s", "fleet's", "evidence")
     shown = named(verdicts)
     out: list[Block] = []
     condemned = [v for v in shown if v.condemned]
     if condemned:
-        drained = sorted(
-            {hosts.get(n, n) for v in condemned if v.subject is not Subject.GROUP for n in v.nodes}
-        )
-        what = f"Drain {len(drained)} host(s): {', '.join(drained)}." if drained else ""
+        to_drain = sorted({hosts.get(n, n) for n in drained})
+        what = f"Drain {len(to_drain)} host(s): {', '.join(to_drain)}." if to_drain else ""
         fixed = [v for v in condemned if v.subject is Subject.GROUP]
         if fixed:
             what += f" Fix the configuration {len(fixed)} verdict(s) below name, on their nodes."

@@ -13,6 +13,7 @@ from sweeper.report.blocks import Block, Cell, Code, Facts, Section, Table, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView, members
 from sweeper.results.records import RunRecord
+from sweeper.topology import Node
 from sweeper.wire import Backend, Status
 
 _LINK_LEGEND = (
@@ -67,7 +68,7 @@ def run_header(view: RunView) -> Section:
             ("software", "version"), tuple((Cell(n), Cell(cells.fmt(v, ""))) for n, v in versions)
         ),
         *(() if first["backend"] == Backend.GLOO else (_nccl_env(df),)),  # gloo reads none
-        _inventory(record, hosts),
+        *_inventory(record, hosts, view.drained),
     ]
     if record is not None:
         blocks.append(Code("every option of the run", json.dumps(record.options, indent=1)))
@@ -93,23 +94,36 @@ def _nccl_env(df: pd.DataFrame) -> Table:
     return Table(("actor set", "NCCL variables"), tuple(rows), "NCCL variables of each actor set")
 
 
-# A fleet larger than this lists its nodes by kind, not a row a GPU.
+# A fleet larger than this lists its nodes by kind, not a row a GPU, and its topologies by
+# shape, not a table a node.
 EVERY_GPU_UP_TO = 64
 
 
-def _inventory(record: RunRecord | None, hosts: list[str]) -> Block:
+def _inventory(record: RunRecord | None, hosts: list[str], drained: frozenset[str]) -> list[Block]:
+    """Every node's GPUs; of a large fleet, its kinds of node and every GPU of the nodes to
+    drain."""
     if record is None:
-        return Text(
-            "No run record (topology, command line) was saved for this run; hosts from the rows: "
-            + ", ".join(hosts)
-        )
-    if len(record.nodes) > EVERY_GPU_UP_TO:
-        return _shapes(record)
+        return [
+            Text(
+                "No run record (topology, command line) was saved for this run; hosts from the "
+                "rows: " + ", ".join(hosts)
+            )
+        ]
+    every = list(enumerate(record.nodes))
+    if len(every) <= EVERY_GPU_UP_TO:
+        return [_gpus(every, "nodes and GPUs (NVML)")]
+    condemned = [(p, node) for p, node in every if node.node_id in drained]
+    caption = "the nodes to drain, every GPU (NVML)"
+    return [_shapes(record), *([_gpus(condemned, caption)] if condemned else [])]
+
+
+def _gpus(nodes: list[tuple[int, Node]], caption: str) -> Table:
+    """A row a GPU of each node (by its place in the run), a row a node without GPUs."""
     gpu_columns = ("GPU", "model", "memory", "PCI bus", "NUMA", "NVLink GB/s", "PCIe GB/s")
-    any_gpus = any(node.gpus for node in record.nodes)
+    any_gpus = any(node.gpus for _, node in nodes)
     columns = ("node", "host", "CPUs", *(gpu_columns if any_gpus else ("GPUs",)))
     rows: list[tuple[Cell, ...]] = []
-    for position, node in enumerate(record.nodes):
+    for position, node in nodes:
         where = (Cell(f"n{position}"), Cell(node.host), cells.num(node.cpus, "d"))
         if not node.gpus:  # why: in the topology section
             rows.append((*where, Cell("none"), *(Cell("") for _ in columns[len(where) + 1 :])))
@@ -126,7 +140,12 @@ def _inventory(record: RunRecord | None, hosts: list[str]) -> Block:
                     cells.num(gpu.pcie_gb_per_s, ".0f"),
                 )
             )
-    return Table(columns, tuple(rows), "nodes and GPUs (NVML)")
+    return Table(columns, tuple(rows), caption)
+
+
+def _few(names: list[str]) -> str:
+    """The first three names and the last: a kind's hosts in a cell."""
+    return ", ".join(names[:3]) + (f" ... {names[-1]}" if len(names) > 3 else "")
 
 
 def _shapes(record: RunRecord) -> Table:
@@ -144,11 +163,10 @@ def _shapes(record: RunRecord) -> Table:
     rows = []
     for (cpus, gpus), hosts in kinds.items():
         models = Counter(g[0] for g in gpus)
-        shown = ", ".join(hosts[:3]) + (f" ... {hosts[-1]}" if len(hosts) > 3 else "")
         rows.append(
             (
                 cells.num(len(hosts), "d"),
-                Cell(shown),
+                Cell(_few(hosts)),
                 cells.num(cpus, "d"),
                 Cell(", ".join(f"{n} x {m}" for m, n in models.items()) or "none"),
                 Cell(", ".join(sorted({f"{g[1] / 2**30:.0f} GiB" for g in gpus})), "num"),
@@ -209,22 +227,47 @@ def topology(view: RunView) -> Section | None:
     record = view.record
     if record is None:
         return None
-    blocks: list[Block] = []
-    for position, node in enumerate(record.nodes):
-        if not node.gpus:
-            blocks.append(Text(f"n{position} {node.host}: {no_gpus(node.reason)}."))
-            continue
-        names = tuple(f"GPU{gpu.index}" for gpu in node.gpus)
-        rows = tuple(
-            (Cell(name, "head"), *(Cell(link, _link_css(link)) for link in links))
-            for name, links in zip(names, node.links, strict=True)
-        )
-        blocks.append(Table(("", *names), rows, f"n{position} {node.host}"))
+    every = list(enumerate(record.nodes))
+    if len(every) <= EVERY_GPU_UP_TO:
+        blocks = [_links(f"n{position} {node.host}", node) for position, node in every]
+    else:
+        blocks = _topology_shapes(every, view.drained)
     if any(node.gpus for node in record.nodes):
         blocks.append(Text(_LINK_LEGEND, "muted"))
     return Section(
         "topology", "Topology", tuple(blocks), "Links between GPUs, as nvidia-smi topo -m"
     )
+
+
+def _links(name: str, node: Node) -> Block:
+    """A node's links between its GPUs as a table, or why it has no GPUs."""
+    if not node.gpus:
+        return Text(f"{name}: {no_gpus(node.reason)}.")
+    names = tuple(f"GPU{gpu.index}" for gpu in node.gpus)
+    rows = tuple(
+        (Cell(gpu, "head"), *(Cell(link, _link_css(link)) for link in links))
+        for gpu, links in zip(names, node.links, strict=True)
+    )
+    return Table(("", *names), rows, name)
+
+
+def _topology_shapes(nodes: list[tuple[int, Node]], drained: frozenset[str]) -> list[Block]:
+    """A large fleet's links, a table for each shape of node (its links, or why it has no
+    GPUs), where a table a node came to 2.7 MB at 1024 nodes: each says how many nodes have
+    it, the first of them and the last, and every node to drain."""
+    shapes: dict[tuple[tuple[tuple[str, ...], ...], str], list[tuple[int, Node]]] = {}
+    for position, node in nodes:
+        why = "" if node.gpus else no_gpus(node.reason)
+        shapes.setdefault((node.links, why), []).append((position, node))
+    blocks: list[Block] = []
+    for held in shapes.values():
+        names = [f"n{position} {node.host}" for position, node in held]
+        name = names[0] if len(held) == 1 else f"{len(held)} nodes: {_few(names)}"
+        condemned = [n for n, (_, node) in zip(names, held, strict=True) if node.node_id in drained]
+        if condemned and len(held) > 1:
+            name += f"; to drain: {', '.join(condemned)}"
+        blocks.append(_links(name, held[0][1]))
+    return blocks
 
 
 def no_gpus(reason: str | None) -> str:
