@@ -18,6 +18,7 @@ from typing import Any
 from sweeper.scan.fleet import Fleet, GroupOutcome, Stage
 from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
+from sweeper.scan.reference import entry
 from sweeper.scan.simulate import WaveRun
 from sweeper.scan.thresholds import Finding
 from sweeper.topology import Gpu
@@ -53,6 +54,7 @@ def _gpus(machines: Sequence[Machine]) -> dict[str, dict[int, Gpu]]:
 
 def _verdict(v: Verdict, hosts: Mapping[str, str], gpus: Mapping[str, dict[int, Gpu]]) -> Any:
     known = gpus.get(v.nodes[0], {}).get(v.gpu) if v.gpu is not None else None
+    share = v.reference_share
     return {
         "name": v.name,
         "subject": str(v.subject),
@@ -69,6 +71,9 @@ def _verdict(v: Verdict, hosts: Mapping[str, str], gpus: Mapping[str, dict[int, 
         "fleet_gb_per_s": v.fleet_gb_per_s,
         "threshold_gb_per_s": v.threshold_gb_per_s,
         "threshold_source": v.threshold_source,
+        "reference": entry(v.reference_source) or None,
+        "reference_gb_per_s": v.reference_gb_per_s,
+        "reference_share": None if share is None else round(share, 4),
         "tests": v.tests,
         "passed": v.passed,
         "pass_ratio": v.pass_ratio,
@@ -139,11 +144,18 @@ def document(scanned: Scanned) -> dict[str, Any]:
             for f in scanned.findings
         ],
         "verdicts": [_verdict(v, hosts, gpus) for v in scanned.verdicts],
+        # each reference the verdicts quote, once: a fleet's verdicts share a few
+        "references": {
+            entry(source): source
+            for source in dict.fromkeys(v.reference_source for v in scanned.verdicts)
+            if source
+        },
     }
 
 
 def verdicts(doc: Mapping[str, Any]) -> list[Verdict]:
     """The verdicts of a document `SCHEMA` accepts, as the judge gave them."""
+    sources = doc.get("references", {})
     return [
         Verdict(
             subject=Subject(v["subject"]),
@@ -157,6 +169,8 @@ def verdicts(doc: Mapping[str, Any]) -> list[Verdict]:
             fleet_gb_per_s=v["fleet_gb_per_s"],
             threshold_gb_per_s=v["threshold_gb_per_s"],
             threshold_source=v.get("threshold_source") or "",
+            reference_gb_per_s=v.get("reference_gb_per_s"),
+            reference_source=sources.get(v.get("reference") or "", ""),
             tests=v["tests"],
             passed=v["passed"],
             evidence=v["evidence"],
@@ -207,6 +221,18 @@ _VERDICT = _object(
             "description": "where the threshold came from: the fleet's median, the reference "
             "table (with its source), a flag",
         },
+        "reference": _nullable(
+            "string",
+            description="the reference figure's table entry (its source: the document's "
+            "references); null where none is known for its GPU model, tier, group size and "
+            "operation",
+        ),
+        "reference_gb_per_s": {**_GBPS, "description": "that reference's figure"},
+        "reference_share": _nullable(
+            "number",
+            minimum=0,
+            description="busbw_gb_per_s as a share of reference_gb_per_s (0.46: 46%)",
+        ),
         "tests": {**_COUNT, "description": "internode groups it took part in"},
         "passed": {**_COUNT, "description": "of those, passed"},
         "pass_ratio": _nullable("number", minimum=0, maximum=1),
@@ -217,6 +243,10 @@ _VERDICT = _object(
         },
     },
     "retest",
+    # added within version 1: a summary written before them has none
+    "reference",
+    "reference_gb_per_s",
+    "reference_share",
 )
 
 SCHEMA: dict[str, Any] = {
@@ -301,8 +331,16 @@ SCHEMA: dict[str, Any] = {
                 ),
             },
             "verdicts": {"type": "array", "items": _VERDICT},
+            "references": {
+                "type": "object",
+                "description": "each reference the verdicts quote, by its table entry: the "
+                "entry and where its figure comes from (a URL, or the command, machine and "
+                "date it was measured with)",
+                "additionalProperties": {"type": "string"},
+            },
         },
         "actors_started",
         "findings",
+        "references",
     ),
 }

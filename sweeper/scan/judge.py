@@ -26,17 +26,20 @@ passing group is at best `unconfirmed`.
 
 Every figure is judged against a threshold that names its source (`thresholds`); a threshold
 the fleet as a whole misses is a fleet finding (`thresholds.findings`), on which no node is
-condemned.
+condemned. A verdict's figure is also given as its share of the reference figure for its GPU
+model, tier, group size and operation (`reference`), where the table has one.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
+from typing import TypedDict
 
 from sweeper.scan.fleet import Fleet, GroupOutcome, MemberReading, Stage
+from sweeper.scan.reference import Reference, entry
 from sweeper.scan.thresholds import (
     Failure,
     Judged,
@@ -105,6 +108,10 @@ class Verdict:
     fleet_gb_per_s: float | None = None  # the fleet's median it was compared with
     threshold_gb_per_s: float | None = None
     threshold_source: str = ""  # where the threshold came from
+    # the reference figure for its GPU model, tier, group size and operation, and its table
+    # entry and source (`scan.reference`); None and empty where none is known
+    reference_gb_per_s: float | None = None
+    reference_source: str = ""
     tests: int = 0  # groups it took part in (internode; a GPU's: inside its node)
     passed: int = 0
     evidence: str = ""  # one sentence
@@ -125,6 +132,13 @@ class Verdict:
     def pass_ratio(self) -> float | None:
         return self.passed / self.tests if self.tests else None
 
+    @property
+    def reference_share(self) -> float | None:
+        """Its figure as a share of its reference figure; None where either is unknown."""
+        if self.busbw_gb_per_s is None or not self.reference_gb_per_s:
+            return None
+        return self.busbw_gb_per_s / self.reference_gb_per_s
+
 
 def judge(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds) -> list[Verdict]:
     judged = judge_groups(fleet, outcomes, thresholds)
@@ -135,7 +149,35 @@ def judge(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds
     # nodes: it neither condemns nor clears them
     tests = [j for j in judged.values() if _across(j) and not j.outcome.misconfigured]
     verdicts, links, groups = _internode(fleet, tests, nodes, gates)
-    return [*verdicts, *gpus, *links, *groups, *misconfigured(fleet, outcomes)]
+    judged_verdicts = [*verdicts, *gpus, *links, *groups]
+    return [*map(_quoted, judged_verdicts), *misconfigured(fleet, outcomes)]
+
+
+class _Against(TypedDict):
+    reference_gb_per_s: float | None
+    reference_source: str
+
+
+def _against(ref: Reference | None) -> _Against:
+    """A verdict's reference fields, from its deciding test's reference."""
+    if ref is None:
+        return {"reference_gb_per_s": None, "reference_source": ""}
+    return {"reference_gb_per_s": ref.busbw_gb_per_s, "reference_source": ref.source}
+
+
+def _quoted(v: Verdict) -> Verdict:
+    """Its evidence with its figure's share of the reference, where both are known: with the
+    reference's source where it is condemned (once: its threshold may quote it already), its
+    table entry alone where not (a fleet's thousands of healthy GPUs would repeat it)."""
+    part = v.reference_share
+    if part is None:
+        return v
+    if v.reference_source in v.threshold_source:
+        said = f"{part:.0%} of that reference"
+    else:
+        quoted = v.reference_source if v.condemned else entry(v.reference_source)
+        said = f"{part:.0%} of the reference {figure(v.reference_gb_per_s or 0)} GB/s ({quoted})"
+    return replace(v, evidence=f"{v.evidence}; {said}")
 
 
 def misconfigured(fleet: Fleet, outcomes: Sequence[GroupOutcome]) -> list[Verdict]:
@@ -335,6 +377,7 @@ def _gate_verdicts(
                 fleet_gb_per_s=j.fleet_gb_per_s,
                 threshold_gb_per_s=j.threshold_gb_per_s,
                 threshold_source=j.source,
+                **_against(j.reference),
                 evidence=why,
             )
     return gpus, nodes
@@ -426,6 +469,7 @@ def _gpu_verdict(
         threshold_source=(
             f"{PEER_SHARE:.0%} of the median of its node's pairs" if pairs else gate.source
         ),
+        **_against(pairs[0].reference if figures else gate.reference),
         tests=len(pairs) + 1,
         passed=sum(j.passed for j in pairs) + gate.passed,
         evidence=why,
@@ -446,6 +490,7 @@ def _nvlink(node: str, a: int, b: int, pair: Judged, seen: Inside) -> Verdict:
         fleet_gb_per_s=mid,
         threshold_gb_per_s=PEER_SHARE * mid,
         threshold_source=f"{PEER_SHARE:.0%} of the median of its node's pairs",
+        **_against(pair.reference),
         tests=1,
         evidence=(
             f"{node}/gpu{a}-gpu{b}: {pair.outcome.op} "
@@ -712,6 +757,7 @@ def _culprit(node: str, e: Explained) -> Verdict:
         fleet_gb_per_s=fleet,
         threshold_gb_per_s=threshold,
         threshold_source=source,
+        **_against(last.reference),
         tests=total,
         passed=passed,
         evidence=why,
@@ -746,6 +792,7 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
             fleet_gb_per_s=fleet,
             threshold_gb_per_s=threshold,
             threshold_source=source,
+            **_against(e.tests[max(passing)].reference),
             tests=total,
             passed=len(passing),
             evidence=why,
@@ -764,6 +811,7 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
             fleet_gb_per_s=gate.fleet_gb_per_s if held else None,
             threshold_gb_per_s=gate.threshold_gb_per_s if held else None,
             threshold_source=gate.source if held else "",
+            **_against(gate.reference),
             tests=1,
             passed=1,
             evidence=(
@@ -831,6 +879,7 @@ def _link(link: tuple[str, str], e: Explained, idx: list[int]) -> Verdict:
         fleet_gb_per_s=fleet,
         threshold_gb_per_s=threshold,
         threshold_source=source,
+        **_against(last.reference),
         tests=len(idx),
         passed=0,
         evidence=f"{a}-{b}: {measured} in {len(idx)} groups holding both; {ends}",
@@ -856,6 +905,7 @@ def _healthy_pairs(e: Explained, fleet: Fleet) -> list[Verdict]:
                     health=Health.HEALTHY,
                     busbw_gb_per_s=own,
                     fleet_gb_per_s=fleet_median,
+                    **_against(e.tests[max(idx)].reference),
                     tests=len(idx),
                     passed=len(idx),
                     evidence=f"{a}-{b}: passed {len(idx)} of {len(idx)} as a pair",

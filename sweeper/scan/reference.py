@@ -1,9 +1,9 @@
 """What a collective's busbw should be, per GPU model, tier, group size, operation and NCCL
 algorithm, so even a first scan of a new cluster says whether its numbers are normal, and a
-report gives each row's share of it. Each figure names its table entry and where it comes
-from (a URL, or "measured here": the command, the device kind and the date); where nothing is
-known for a model, tier and size, `reference` says so (None) and the judge compares the fleet
-with itself only.
+report gives each row's share of it, as a scan's verdicts do. Each figure names its table
+entry and where it comes from (a URL, or "measured here": the command, the device kind and
+the date); where nothing is known for a model, tier and size, `reference` says so (None) and
+the judge compares the fleet with itself only.
 
 NVLink SHARP (NVLS) gives an 8-GPU NVSwitch node an all_reduce busbw well above what its
 links carry by ring (about 480 GB/s against 370 on H100 and H200), so where NCCL's algorithm
@@ -48,6 +48,11 @@ class Reference:
     @property
     def source(self) -> str:
         return f"{self.name}: {self.citation}"
+
+
+def entry(source: str) -> str:
+    """The table entry a reference's `source` names, without its citation."""
+    return source.partition(": ")[0]
 
 
 _H200_X4 = "docs/measurements/h200-x4-2026-11-22.md"

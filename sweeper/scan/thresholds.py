@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from sweeper.scan.fleet import Fleet, GroupOutcome, Result, ScanGroup, Stage
-from sweeper.scan.reference import reference
+from sweeper.scan.reference import Reference, reference
 from sweeper.wire import Name, Tier
 
 # The stages that measure every node, not suspects: the fleet's medians come from these.
@@ -63,6 +63,9 @@ class Judged:
     # the absolute threshold it missed that a fleet finding waived, in words; empty where
     # none: a pass on the fleet's own figures only, which clears no GPU inside the group
     excused: str = ""
+    # the reference figure for its GPU model, tier, ranks and operation; None where none is
+    # known (whatever decided its threshold)
+    reference: Reference | None = None
 
     @property
     def passed(self) -> bool:
@@ -127,12 +130,10 @@ def rate(fleet: Fleet, o: GroupOutcome) -> float | None:
 
 
 def _floor(
-    fleet: Fleet, o: GroupOutcome, ranks: int, thresholds: Thresholds
+    group: ScanGroup, ref: Reference | None, thresholds: Thresholds
 ) -> tuple[float, str] | None:
-    group = o.group
     if (given := thresholds.min_busbw_gb_per_s.get(tier(group))) is not None:
         return given, f"the flag's {figure(given)} GB/s for {tier(group)}"
-    ref = reference(fleet.gpu_model, tier(group), ranks, o.op)
     if ref is None:
         return None
     share = thresholds.reference_share
@@ -167,6 +168,7 @@ class _Population:
     floor: tuple[float, str] | None
     finding: Finding | None
     waived: tuple[float, str] | None = None  # the floor the finding took the place of
+    reference: Reference | None = None
 
 
 def findings(
@@ -265,7 +267,8 @@ def _judging(
         if key in out:
             continue
         robust = tally.robust(key, thresholds.min_samples)
-        floor = _floor(fleet, o, o.group.ranks(fleet), thresholds)
+        ref = reference(fleet.gpu_model, tier(o.group), o.group.ranks(fleet), o.op)
+        floor = _floor(o.group, ref, thresholds)
         peers = tally.by_shape.get(key, []) if unbiased else []
         finding = _unheld(key, o, fleet, peers) if floor is None and peers else None
         waived = None
@@ -278,7 +281,9 @@ def _judging(
             if off or below >= thresholds.fleet_share * len(nodes):
                 finding = _finding(key, o, floor, below, len(nodes), peers)
                 floor, waived = None, floor
-        out[key] = _Population(robust=robust, floor=floor, finding=finding, waived=waived)
+        out[key] = _Population(
+            robust=robust, floor=floor, finding=finding, waived=waived, reference=ref
+        )
     return out
 
 
@@ -388,6 +393,7 @@ def judge_groups(
             figure_gb_per_s=value,
             source=source,
             excused=excused,
+            reference=p.reference,
         )
     return judged
 

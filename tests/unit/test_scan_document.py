@@ -54,6 +54,32 @@ def test_a_condemned_verdict_carries_its_evidence_and_the_threshold_it_missed() 
         assert v["evidence"].startswith(f"{v['nodes'][0]}: ")
 
 
+def test_each_verdict_gives_its_share_of_the_reference_its_figure_is_held_to() -> None:
+    doc = json.loads(json.dumps(document(scanned())))
+    shared = [v for v in doc["verdicts"] if v["reference_share"] is not None]
+    assert shared, "an H100 fleet's figures have references"
+    for v in shared:
+        assert v["reference_share"] == pytest.approx(
+            v["busbw_gb_per_s"] / v["reference_gb_per_s"], abs=1e-4
+        )
+        assert v["reference"].startswith("H100 ")
+        assert doc["references"][v["reference"]].startswith(f"{v['reference']}: ")
+        assert f"{v['reference_share']:.0%} of " in v["evidence"]
+    assert set(doc["references"]) == {v["reference"] for v in shared}
+    unknown = [v for v in doc["verdicts"] if v["reference"] is None]
+    assert all(v["reference_share"] is None is v["reference_gb_per_s"] for v in unknown)
+
+
+def test_a_summary_written_before_the_reference_keys_is_still_valid_version_1() -> None:
+    doc = json.loads(json.dumps(document(scanned())))
+    del doc["references"]
+    for v in doc["verdicts"]:
+        for key in ("reference", "reference_gb_per_s", "reference_share"):
+            del v[key]
+    jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
+    assert all(v.reference_gb_per_s is None for v in verdicts(doc))
+
+
 def test_the_verdicts_read_back_as_the_judge_gave_them() -> None:
     scan = scanned()
     assert verdicts(json.loads(json.dumps(document(scan)))) == list(scan.verdicts)

@@ -460,6 +460,49 @@ def test_a_healthy_nodes_verdict_carries_the_gate_figure_it_passed_and_its_thres
     )
 
 
+def test_a_slow_gate_gives_its_share_of_the_reference_and_where_that_figure_comes_from() -> None:
+    """Issue 41's 4 H200 with one GPU shared: all_reduce 166 GB/s, 46% of the 4-GPU H200
+    reference; the healthy nodes' GPUs near all of it, naming the table entry alone."""
+    fleet = Fleet(nodes=FLEET.nodes[:16], gpu_model="NVIDIA H200")
+    outcomes = gates(fleet)
+    outcomes[9] = GroupOutcome(
+        group=outcomes[9].group, result=Result.OK, busbw_gb_per_s=166.0, readings=()
+    )
+    verdicts = verdicts_of(outcomes, fleet)
+    slow = verdicts["n9"]
+    assert slow.health is Health.SLOW
+    assert slow.reference_gb_per_s == 361.0
+    assert slow.reference_share == pytest.approx(166 / 361)
+    assert slow.reference_source.startswith("H200 nvlink x4 all_reduce RING: measured here: ")
+    assert slow.evidence.endswith(f"; 46% of the reference 361 GB/s ({slow.reference_source})")
+    healthy = verdicts["n0/gpu0"]
+    assert healthy.health is Health.HEALTHY
+    assert re.search(
+        r"; (99|100|101)% of the reference 361 GB/s \(H200 nvlink x4 all_reduce RING\)$",
+        healthy.evidence,
+    )
+    # no GPU model: no reference, and nothing said of one
+    plain = verdicts_of(gates(), FLEET)["n0/gpu0"]
+    assert (plain.reference_gb_per_s, plain.reference_share, plain.reference_source) == (
+        None,
+        None,
+        "",
+    )
+    assert "reference" not in plain.evidence
+
+
+def test_a_verdict_whose_threshold_quotes_the_reference_gives_its_share_of_that_one() -> None:
+    lone = Fleet(nodes=(FleetNode(id="n0", host="h0", gpus=4),), gpu_model="H200")
+    (alone,) = (
+        v for v in verdicts_of(gates(lone, busbw=300.0), lone).values() if v.subject is Subject.NODE
+    )
+    assert alone.health is Health.HEALTHY
+    assert alone.reference_source in alone.threshold_source
+    assert alone.evidence.count(alone.reference_source) == 1
+    assert alone.reference_share == pytest.approx(300 / 361, rel=0.05)
+    assert alone.evidence.endswith(f"; {alone.reference_share:.0%} of that reference")
+
+
 def test_groups_whose_transport_broke_its_contract_are_misconfigured_not_a_slow_node() -> None:
     from dataclasses import replace
 
