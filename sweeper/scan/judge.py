@@ -676,15 +676,46 @@ def _explain(
         unexplained -= set(fails[best[2]])
 
 
-def _figures(tests: list[Judged], idx: Sequence[int]) -> tuple[float | None, float | None]:
-    own = [v for i in idx if (v := tests[i].figure_gb_per_s) is not None]
-    fleet = [v for i in idx if (v := tests[i].fleet_gb_per_s) is not None]
-    return (median(own) if own else None), (median(fleet) if fleet else None)
+class _Figures(_Against):
+    busbw_gb_per_s: float | None
+    fleet_gb_per_s: float | None
+    threshold_gb_per_s: float | None
+    threshold_source: str
 
 
-def _threshold(tests: list[Judged], idx: Sequence[int]) -> tuple[float | None, str]:
-    last = tests[max(idx)] if idx else None
-    return (last.threshold_gb_per_s, last.source) if last else (None, "")
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    """What a verdict's tests across nodes measured: its median figure and the fleet's, and
+    the threshold and the reference of the last of them."""
+
+    own: float | None
+    fleet: float | None
+    threshold: float | None
+    source: str
+    reference: Reference | None
+
+    @classmethod
+    def of(cls, tests: list[Judged], idx: Sequence[int]) -> _Measured:
+        own = [v for i in idx if (v := tests[i].figure_gb_per_s) is not None]
+        fleet = [v for i in idx if (v := tests[i].fleet_gb_per_s) is not None]
+        last = tests[max(idx)] if idx else None
+        return cls(
+            median(own) if own else None,
+            median(fleet) if fleet else None,
+            last.threshold_gb_per_s if last else None,
+            last.source if last else "",
+            last.reference if last else None,
+        )
+
+    def fields(self) -> _Figures:
+        """The verdict's fields of its figures."""
+        return {
+            "busbw_gb_per_s": self.own,
+            "fleet_gb_per_s": self.fleet,
+            "threshold_gb_per_s": self.threshold,
+            "threshold_source": self.source,
+            **_against(self.reference),
+        }
 
 
 def _hung(node: str, e: Explained) -> Verdict:
@@ -717,8 +748,7 @@ def _culprit(node: str, e: Explained) -> Verdict:
         {p for i in idx for p in tests[i].outcome.group.partners if p != node}
         | {p for i in idx if len(e.members[i]) == 2 for p in e.members[i] if p != node}
     )
-    own, fleet = _figures(tests, idx)
-    threshold, source = _threshold(tests, idx)
+    m = _Measured.of(tests, idx)
     last = tests[idx[-1]]
     flags = sorted({f for i in idx for f in tests[i].outcome.flags(node)})
     passed = len(e.passes.get(node, []))
@@ -741,9 +771,9 @@ def _culprit(node: str, e: Explained) -> Verdict:
         health = Health.SLOW
         size = _size(last.outcome.size_bytes)
         why = (
-            f"{node}: {last.outcome.op} at {size} {figure(own or 0)} GB/s "
-            f"{unit(last.outcome)} against the fleet's {figure(fleet or 0)} in {len(idx)} "
-            f"groups with different partners (threshold {figure(threshold or 0)}: {source})"
+            f"{node}: {last.outcome.op} at {size} {figure(m.own or 0)} GB/s "
+            f"{unit(last.outcome)} against the fleet's {figure(m.fleet or 0)} in {len(idx)} "
+            f"groups with different partners (threshold {figure(m.threshold or 0)}: {m.source})"
         )
     if flags:
         why += f"; {', '.join(flags)}"
@@ -753,11 +783,7 @@ def _culprit(node: str, e: Explained) -> Verdict:
         health=health,
         stage=last.outcome.group.stage,
         partners=tuple(partners),
-        busbw_gb_per_s=own,
-        fleet_gb_per_s=fleet,
-        threshold_gb_per_s=threshold,
-        threshold_source=source,
-        **_against(last.reference),
+        **m.fields(),
         tests=total,
         passed=passed,
         evidence=why,
@@ -769,12 +795,11 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
     passing = e.passes.get(node, [])
     total = len(failed) + len(passing)
     if passing:
-        own, fleet = _figures(e.tests, passing)
-        threshold, source = _threshold(e.tests, passing)
+        m = _Measured.of(e.tests, passing)
         ran = (
-            f": {measure(e.tests[passing[-1]].outcome)} {figure(own)} GB/s, the fleet's "
-            f"{figure(fleet or 0)} (threshold {figure(threshold or 0)}: {source})"
-            if own is not None
+            f": {measure(e.tests[passing[-1]].outcome)} {figure(m.own)} GB/s, the fleet's "
+            f"{figure(m.fleet or 0)} (threshold {figure(m.threshold or 0)}: {m.source})"
+            if m.own is not None
             else ""
         )
         own_failures = [i for i in failed if i in e.unexplained]
@@ -788,11 +813,7 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
             subject=Subject.NODE,
             nodes=(node,),
             health=Health.HEALTHY,
-            busbw_gb_per_s=own,
-            fleet_gb_per_s=fleet,
-            threshold_gb_per_s=threshold,
-            threshold_source=source,
-            **_against(e.tests[max(passing)].reference),
+            **m.fields(),
             tests=total,
             passed=len(passing),
             evidence=why,
@@ -846,8 +867,7 @@ def _gate_figures(gate: Judged | None) -> str:
 def _link(link: tuple[str, str], e: Explained, idx: list[int]) -> Verdict:
     a, b = link
     tests = e.tests
-    own, fleet = _figures(tests, idx)
-    threshold, source = _threshold(tests, idx)
+    m = _Measured.of(tests, idx)
     last = tests[max(idx)]
     passes = {n: len(e.passes.get(n, [])) for n in link}
     separated = passes[a] and passes[b]
@@ -860,10 +880,10 @@ def _link(link: tuple[str, str], e: Explained, idx: list[int]) -> Verdict:
         else Health.SLOW
     )
     measured = (
-        f"{last.outcome.op} at {_size(last.outcome.size_bytes)} {figure(own)} GB/s "
-        f"{unit(last.outcome)} against the fleet's {figure(fleet or 0)} "
-        f"(threshold {figure(threshold or 0)}: {source})"
-        if own is not None and Failure.SLOW in kinds
+        f"{last.outcome.op} at {_size(last.outcome.size_bytes)} {figure(m.own)} GB/s "
+        f"{unit(last.outcome)} against the fleet's {figure(m.fleet or 0)} "
+        f"(threshold {figure(m.threshold or 0)}: {m.source})"
+        if m.own is not None and Failure.SLOW in kinds
         else f"failed ({last.why})"
     )
     ends = f"each end passed beside other nodes ({a} {passes[a]}, {b} {passes[b]} groups)"
@@ -875,11 +895,7 @@ def _link(link: tuple[str, str], e: Explained, idx: list[int]) -> Verdict:
         health=health,
         stage=last.outcome.group.stage,
         partners=link,
-        busbw_gb_per_s=own,
-        fleet_gb_per_s=fleet,
-        threshold_gb_per_s=threshold,
-        threshold_source=source,
-        **_against(last.reference),
+        **m.fields(),
         tests=len(idx),
         passed=0,
         evidence=f"{a}-{b}: {measured} in {len(idx)} groups holding both; {ends}",
@@ -897,15 +913,15 @@ def _healthy_pairs(e: Explained, fleet: Fleet) -> list[Verdict]:
     out = []
     for (a, b), idx in seen.items():
         if all(e.tests[i].passed for i in idx):
-            own, fleet_median = _figures(e.tests, idx)
+            m = _Measured.of(e.tests, idx)
             out.append(
                 Verdict(
                     subject=Subject.LINK,
                     nodes=(a, b),
                     health=Health.HEALTHY,
-                    busbw_gb_per_s=own,
-                    fleet_gb_per_s=fleet_median,
-                    **_against(e.tests[max(idx)].reference),
+                    busbw_gb_per_s=m.own,
+                    fleet_gb_per_s=m.fleet,
+                    **_against(m.reference),
                     tests=len(idx),
                     passed=len(idx),
                     evidence=f"{a}-{b}: passed {len(idx)} of {len(idx)} as a pair",
