@@ -10,6 +10,7 @@ is None, never an error. No torch, no Ray here.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -24,13 +25,14 @@ _NVLINK_MAX_LINKS = 18
 _FEATURE_ENABLED = 1
 # nvmlNvLinkErrorCounter_t: replays, recoveries, CRC errors of flits and of data
 _NVLINK_REPLAY, _NVLINK_RECOVERY, _NVLINK_CRC_FLIT, _NVLINK_CRC_DATA = 0, 1, 2, 3
-# nvmlFieldValue_t ids of the same counters as the driver totals them over every link: one
-# call, where each link's counters took 72 (18 links x 4, about 1 ms each on 4 H100, 2026-11-27:
-# 0.14 s a point, three quarters of a small point's wall). Per-link reads remain for drivers
-# that do not give the totals.
-_FI_CRC_FLIT_TOTAL, _FI_CRC_DATA_TOTAL, _FI_REPLAY_TOTAL, _FI_RECOVERY_TOTAL = 38, 45, 52, 59
-_FI_TOTALS = [_FI_CRC_FLIT_TOTAL, _FI_CRC_DATA_TOTAL, _FI_REPLAY_TOTAL, _FI_RECOVERY_TOTAL]
-_NVML_SUCCESS = 0
+# NVLink's error counters are asked one link and counter at a time, about 0.9 ms a call on
+# H100 and H200 (72 calls, 65 ms a reading of 18 links; nvidia-h100-x4 and nvidia-h200-x2,
+# 2026-11-27), where the rest of a sample takes about 1 ms and a small point's timed blocks
+# 30 ms; the driver's totals over every link (nvmlDeviceGetFieldValues) answer NotSupported
+# there. So a GPU's NVLink counters are read at most every NVLINK_EVERY_S: a point that reads
+# them carries what the GPU counted since its previous reading, one that does not carries
+# null, and a GPU's rows summed still give every error it counted.
+NVLINK_EVERY_S = 2.0
 _EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
 # nvmlClocksThrottleReason* (nvmlClocksEventReason* since driver 535): bit -> name
 THROTTLE_REASONS = {
@@ -48,7 +50,7 @@ THROTTLE_REASONS = {
 
 @dataclass(frozen=True)
 class Sample:
-    """One reading of a GPU: its state, and its error counters as totals so far. Not a
+    """One reading of a GPU: its state, and its ECC counters as totals so far. Not a
     `wire.Reading`: a point's reading is two samples apart (`over`), its counters the gains."""
 
     sm_clock_mhz: int | None
@@ -59,9 +61,6 @@ class Sample:
     throttle_reasons: tuple[str, ...] | None
     ecc_corrected: int | None  # volatile counts: since the driver loaded
     ecc_uncorrected: int | None
-    nvlink_replays: int | None  # summed over the GPU's active links
-    nvlink_crc_errors: int | None
-    nvlink_recoveries: int | None
     pcie_gen: int | None  # the link as trained now (idle GPUs train down to save power)
     pcie_width: int | None
     pcie_max_gen: int | None  # the most the GPU and its slot allow: a link below it shows
@@ -102,7 +101,8 @@ def _nvlink_total(
     return sum(read) if read else None
 
 
-def _nvlink_per_link(nvml: Any, handle: Any) -> NvLinkErrors:
+def nvlink_errors(nvml: Any, handle: Any) -> NvLinkErrors:
+    """The GPU's NVLink error counters as totals so far, each summed over its active links."""
     links = [
         link
         for link in range(_NVLINK_MAX_LINKS)
@@ -115,25 +115,12 @@ def _nvlink_per_link(nvml: Any, handle: Any) -> NvLinkErrors:
     )
 
 
-def _nvlink_totals(nvml: Any, handle: Any) -> NvLinkErrors | None:
-    """The driver's totals over every link, or None where it gives none of them."""
-    values = _read(nvml, nvml.nvmlDeviceGetFieldValues, handle, _FI_TOTALS)
-    if values is None:
-        return None
-    got = {int(v.fieldId): int(v.value.ullVal) for v in values if v.nvmlReturn == _NVML_SUCCESS}
-    if not got:
-        return None
-    crc = [got[f] for f in (_FI_CRC_FLIT_TOTAL, _FI_CRC_DATA_TOTAL) if f in got]
-    return got.get(_FI_REPLAY_TOTAL), sum(crc) if crc else None, got.get(_FI_RECOVERY_TOTAL)
-
-
 def _milliwatts(value: Any) -> float | None:
     return None if value is None else int(value) / 1e3
 
 
 def sample(nvml: Any, handle: Any) -> Sample:
     """The GPU of `handle` now, through `nvml` (the pynvml module, or a replay of it)."""
-    replays, crc_errors, recoveries = _nvlink_totals(nvml, handle) or _nvlink_per_link(nvml, handle)
     ecc = nvml.nvmlDeviceGetTotalEccErrors
     throttle = _read(nvml, nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
     return Sample(
@@ -145,9 +132,6 @@ def sample(nvml: Any, handle: Any) -> Sample:
         throttle_reasons=_reasons(throttle),
         ecc_corrected=_read(nvml, ecc, handle, _ECC_CORRECTED, _ECC_VOLATILE),
         ecc_uncorrected=_read(nvml, ecc, handle, _ECC_UNCORRECTED, _ECC_VOLATILE),
-        nvlink_replays=replays,
-        nvlink_crc_errors=crc_errors,
-        nvlink_recoveries=recoveries,
         pcie_gen=_read(nvml, nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
         pcie_width=_read(nvml, nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
         pcie_max_gen=_read(nvml, nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
@@ -159,8 +143,14 @@ def _delta(before: int | None, after: int | None) -> int | None:
     return None if before is None or after is None else after - before
 
 
-def over(before: Sample, after: Sample, xid_codes: tuple[int, ...] | None) -> Reading:
-    """A point's reading from the samples around it and the XIDs raised in between."""
+def over(
+    before: Sample,
+    after: Sample,
+    xid_codes: tuple[int, ...] | None,
+    nvlink: NvLinkErrors = (None, None, None),
+) -> Reading:
+    """A point's reading from the samples around it, the XIDs raised in between and the
+    NVLink errors counted since the GPU's previous reading of them (None: not read)."""
     return Reading(
         sm_clock_mhz=after.sm_clock_mhz,
         mem_clock_mhz=after.mem_clock_mhz,
@@ -170,9 +160,9 @@ def over(before: Sample, after: Sample, xid_codes: tuple[int, ...] | None) -> Re
         throttle_reasons=after.throttle_reasons,
         ecc_corrected_delta=_delta(before.ecc_corrected, after.ecc_corrected),
         ecc_uncorrected_delta=_delta(before.ecc_uncorrected, after.ecc_uncorrected),
-        nvlink_replay_delta=_delta(before.nvlink_replays, after.nvlink_replays),
-        nvlink_crc_delta=_delta(before.nvlink_crc_errors, after.nvlink_crc_errors),
-        nvlink_recovery_delta=_delta(before.nvlink_recoveries, after.nvlink_recoveries),
+        nvlink_replay_delta=nvlink[0],
+        nvlink_crc_delta=nvlink[1],
+        nvlink_recovery_delta=nvlink[2],
         xid_codes=xid_codes,
         pcie_gen=after.pcie_gen,
         pcie_width=after.pcie_width,
@@ -195,9 +185,18 @@ class Watch:
     """One GPU's NVML, open for a rank's life: samples, and an event set for its XIDs
     (None where the driver does not deliver them, as in many VMs and containers)."""
 
-    def __init__(self, nvml: Any, handle: Any) -> None:
+    def __init__(
+        self,
+        nvml: Any,
+        handle: Any,
+        nvlink_every_s: float = NVLINK_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.nvml = nvml
         self.handle = handle
+        self.nvlink_every_s = nvlink_every_s
+        self.clock = clock
+        self.nvlink_read: tuple[float, NvLinkErrors] | None = None  # when, and what
         self.events: Any = _read(nvml, nvml.nvmlEventSetCreate)
         if self.events is not None:
             try:
@@ -224,8 +223,11 @@ class Watch:
         return cls(pynvml, handle)
 
     def start(self) -> Sample:
-        """Before a point: XIDs raised since the last one are not this point's; a sample."""
+        """Before a point: XIDs raised since the last one are not this point's; a sample (and
+        the GPU's first NVLink reading, the base of the next)."""
         self.xids()
+        if self.nvlink_read is None:
+            self.nvlink_read = (self.clock(), nvlink_errors(self.nvml, self.handle))
         return sample(self.nvml, self.handle)
 
     def xids(self) -> tuple[int, ...] | None:
@@ -241,4 +243,20 @@ class Watch:
             codes.append(int(event.eventData))
 
     def since(self, before: Sample) -> Reading:
-        return over(before, sample(self.nvml, self.handle), self.xids())
+        return over(before, sample(self.nvml, self.handle), self.xids(), self._nvlink_gains())
+
+    def _nvlink_gains(self) -> NvLinkErrors:
+        """What the NVLink counters gained since their last reading, if that was at least
+        `nvlink_every_s` ago (then they are read now); else nothing is read (None)."""
+        assert self.nvlink_read is not None, "since() before start()"
+        then, before = self.nvlink_read
+        now = self.clock()
+        if now - then < self.nvlink_every_s:
+            return None, None, None
+        after = nvlink_errors(self.nvml, self.handle)
+        self.nvlink_read = (now, after)
+        return (
+            _delta(before[0], after[0]),
+            _delta(before[1], after[1]),
+            _delta(before[2], after[2]),
+        )

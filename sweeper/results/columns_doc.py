@@ -32,6 +32,12 @@ _NO_GPU = (
 )
 _PAIR = "rows of no pair (every kind but p2p and copy)"
 _NO_NVLINK = f"{_NO_GPU}, or a GPU without NVLink"
+# NVLink's counters cost about 1 ms a link and counter, so a GPU reads them every 2 s at most
+_NVLINK_READ = (
+    "since the GPU's previous reading of them, all active links (read at most every 2 s, so "
+    "its rows summed give all it counted)"
+)
+_NVLINK_NULL = f"{_NO_NVLINK}, or a point that read no NVLink counter (within 2 s of one that did)"
 _TRANSPORT_NULL = (
     "not through NCCL (gloo ranks, copies), a group of one GPU, a point that did not run, "
     "rows written before sweeper read it (but NCCL's: `unknown`)"
@@ -234,22 +240,22 @@ DESCRIBED: dict[str, Described] = {
         "errors",
     ),
     "nvlink_replay_delta": _per_rank(
-        "NVLink replays gained over the point, all active links",
+        f"NVLink replays counted {_NVLINK_READ}",
         "`nvmlDeviceGetNvLinkErrorCounter`",
         "events",
-        _NO_NVLINK,
+        _NVLINK_NULL,
     ),
     "nvlink_crc_delta": _per_rank(
-        "NVLink CRC errors (flit and data) gained over the point, all active links",
+        f"NVLink CRC errors (flit and data) counted {_NVLINK_READ}",
         "`nvmlDeviceGetNvLinkErrorCounter`",
         "errors",
-        _NO_NVLINK,
+        _NVLINK_NULL,
     ),
     "nvlink_recovery_delta": _per_rank(
-        "NVLink recoveries gained over the point, all active links",
+        f"NVLink recoveries counted {_NVLINK_READ}",
         "`nvmlDeviceGetNvLinkErrorCounter`",
         "events",
-        _NO_NVLINK,
+        _NVLINK_NULL,
     ),
     "xid_codes": _per_rank(
         "XID errors the driver reported during the point (empty: none)",

@@ -41,7 +41,7 @@ from sweeper.wire import (
     Timed,
     Timing,
 )
-from tests.nvml_replay import Replay
+from tests.nvml_replay import Replay, recorded
 
 DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
 TELEMETRY = Path(__file__).parents[1] / "data" / "telemetry"
@@ -248,9 +248,7 @@ def test_measurements_go_through_the_store_as_rows_and_keep_their_kind(tmp_path:
 
 
 def test_a_gpu_point_carries_each_ranks_telemetry_through_the_store(tmp_path: Path) -> None:
-    record = json.loads((TELEMETRY / "h200-power-capped.json").read_text())
-    before, after = (telemetry.sample(Replay(calls), "handle") for calls in record["samples"])
-    capped = telemetry.over(before, after, (63,))
+    capped = recorded("h200-power-capped.json")  # XID 63 raised, 8 NVLink replays
     outcome = Outcome(
         "ok",
         (
