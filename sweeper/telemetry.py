@@ -29,10 +29,10 @@ _NVLINK_REPLAY, _NVLINK_RECOVERY, _NVLINK_CRC_FLIT, _NVLINK_CRC_DATA = 0, 1, 2, 
 # H100 and H200 (72 calls, 65 ms a reading of 18 links; nvidia-h100-x4 and nvidia-h200-x2,
 # 2026-11-27), where the rest of a sample takes about 1 ms and a small point's timed blocks
 # 30 ms; the driver's totals over every link (nvmlDeviceGetFieldValues) answer NotSupported
-# there. So a GPU's NVLink counters are read at most every NVLINK_EVERY_S: a point that reads
-# them carries what the GPU counted since its previous reading, one that does not carries
-# null, and a GPU's rows summed still give every error it counted.
-NVLINK_EVERY_S = 2.0
+# there. So a sweep reads a GPU's NVLink counters at most every `Timing.nvlink_every_s` (a
+# scan, whose groups last a fraction of a second and whose verdicts quote them, every point):
+# a point that reads them carries what the GPU counted since its previous reading, one that
+# does not carries null, and a GPU's rows summed still give every error it counted.
 _EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
 # nvmlClocksThrottleReason* (nvmlClocksEventReason* since driver 535): bit -> name
 THROTTLE_REASONS = {
@@ -189,12 +189,10 @@ class Watch:
         self,
         nvml: Any,
         handle: Any,
-        nvlink_every_s: float = NVLINK_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.nvml = nvml
         self.handle = handle
-        self.nvlink_every_s = nvlink_every_s
         self.clock = clock
         self.nvlink_read: tuple[float, NvLinkErrors] | None = None  # when, and what
         self.events: Any = _read(nvml, nvml.nvmlEventSetCreate)
@@ -242,16 +240,19 @@ class Watch:
                 return tuple(codes)
             codes.append(int(event.eventData))
 
-    def since(self, before: Sample) -> Reading:
-        return over(before, sample(self.nvml, self.handle), self.xids(), self._nvlink_gains())
+    def since(self, before: Sample, nvlink_every_s: float) -> Reading:
+        """After the point: a sample, the XIDs raised since `start`, and the NVLink errors
+        counted since their last reading if that was at least `nvlink_every_s` ago."""
+        nvlink = self._nvlink_gains(nvlink_every_s)
+        return over(before, sample(self.nvml, self.handle), self.xids(), nvlink)
 
-    def _nvlink_gains(self) -> NvLinkErrors:
+    def _nvlink_gains(self, every_s: float) -> NvLinkErrors:
         """What the NVLink counters gained since their last reading, if that was at least
-        `nvlink_every_s` ago (then they are read now); else nothing is read (None)."""
+        `every_s` ago (then they are read now); else nothing is read (None)."""
         assert self.nvlink_read is not None, "since() before start()"
         then, before = self.nvlink_read
         now = self.clock()
-        if now - then < self.nvlink_every_s:
+        if now - then < every_s:
             return None, None, None
         after = nvlink_errors(self.nvml, self.handle)
         self.nvlink_read = (now, after)

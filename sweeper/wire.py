@@ -147,6 +147,8 @@ class Timing:
     blocks: int = 3  # timed blocks per launch; the row's time is the median block's
     engines: tuple[Engine, ...] = (Engine.TORCH,)  # each gives the point rows
     register: bool = False  # buffers from NCCL's allocator, registered with the group's comms
+    # A GPU's NVLink error counters are read at most this often: 65 ms a reading (telemetry.py)
+    nvlink_every_s: float = 2.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

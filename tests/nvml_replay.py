@@ -71,11 +71,11 @@ DATA = Path(__file__).parent / "data" / "telemetry"
 def recorded(name: str) -> Reading:
     """A rank's reading over one point, by the real telemetry code from a recorded file of
     tests/data/telemetry: the GPU before, the GPU after, the XIDs raised in between. The point
-    reads the NVLink counters too, as a point does once NVLINK_EVERY_S has passed."""
+    reads the NVLink counters too, as a scan's point does."""
     record: dict[str, Any] = json.loads((DATA / name).read_text())
     before, after = record["samples"]
     replay = Replay(before, None if record["xid_events"] is None else [])
-    watch = Watch(replay, "handle", nvlink_every_s=0.0)
+    watch = Watch(replay, "handle")
     started = watch.start()
     replay.advance(after, record["xid_events"])
-    return watch.since(started)
+    return watch.since(started, nvlink_every_s=0.0)

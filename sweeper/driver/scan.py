@@ -386,7 +386,7 @@ class _Scan(RunState):
             self.placement,
             self._series,
             REGISTRY,
-            self.plan.timing,
+            replace(self.plan.timing, nvlink_every_s=0.0),  # its verdicts quote them
             self.plan.timeout_s,
             self.sizes[1],
             self._measured,

@@ -244,7 +244,11 @@ class Rank:
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(self.stream):
             timed = execution.run()
-        telemetry = watch.since(before) if watch is not None and before else None
+        telemetry = (
+            watch.since(before, r.point.timing.nvlink_every_s)
+            if watch is not None and before
+            else None
+        )
         return RankTimings(timed=timed, telemetry=telemetry)
 
     def copy_matrix(self, sizes: Sequence[int], iters: int, warmup: int) -> list[Copied]:

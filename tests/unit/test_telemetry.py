@@ -60,7 +60,7 @@ def test_nvlink_counters_are_read_every_few_seconds_and_no_error_is_lost() -> No
     calls = json.loads((DATA / "h200-power-capped.json").read_text())["samples"][0]
     now = [0.0]
     replay = Counting(calls)
-    watch = telemetry.Watch(replay, "handle", nvlink_every_s=2.0, clock=lambda: now[0])
+    watch = telemetry.Watch(replay, "handle", clock=lambda: now[0])
     gains = []
     for _ in range(8):
         started = watch.start()
@@ -68,7 +68,7 @@ def test_nvlink_counters_are_read_every_few_seconds_and_no_error_is_lost() -> No
         calls = _replays_gained(calls, 3, 1)
         replay.advance(calls, None)
         now[0] += 0.5
-        gains.append(watch.since(started).nvlink_replay_delta)
+        gains.append(watch.since(started, nvlink_every_s=2.0).nvlink_replay_delta)
         if gains[-1] is None:
             assert "nvmlDeviceGetNvLinkErrorCounter" not in replay.asked
     assert gains == [None, None, None, 4, None, None, None, 4]
@@ -92,7 +92,7 @@ def test_xids_raised_before_a_point_are_not_its_own() -> None:
     replay = Replay(record["samples"][0], [31])  # raised while the previous point ran
     watch = telemetry.Watch(replay, "handle")
     started = watch.start()
-    assert watch.since(started).xid_codes == ()
+    assert watch.since(started, 0.0).xid_codes == ()
 
 
 def test_columns_list_each_rank_in_group_order_and_are_null_without_a_gpu() -> None:
