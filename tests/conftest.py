@@ -26,14 +26,19 @@ def pytest_configure(config: pytest.Config) -> None:
         "own_cluster: the module runs on a Ray cluster of its own (ray.cluster_utils), "
         "so it runs after every test of the session's Ray",
     )
+    config.addinivalue_line(
+        "markers",
+        "ends_session_ray: the module shuts the session's Ray down (its drivers join other "
+        "clusters), so it runs after every other test of the session's Ray",
+    )
 
 
 @pytest.fixture
 def ray_session() -> None:
     """A real local Ray with room for 4 CPU ranks on a 2-core machine, started once and shared
     by the tests that use it (sweeps join a Ray that is already up). A test module that needs
-    another cluster (marked own_cluster, so it runs after the others) shuts it down, and a
-    test that needs this one after it starts it again."""
+    another cluster (marked own_cluster) or joins one (marked ends_session_ray) shuts it down,
+    so it runs after the others; a test that needs this one after it starts it again."""
     start_ray_session()
 
 
@@ -119,18 +124,22 @@ def _gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def _after_the_session_ray(item: pytest.Item) -> int:
+    """0 for a test that may run while the session's Ray is up; 1 for one of a module that
+    shuts it down to join another cluster; 2 for one of a module with a cluster of its own."""
+    if item.get_closest_marker("own_cluster") is not None:
+        return 2
+    return int(item.get_closest_marker("ends_session_ray") is not None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # A module with a cluster of its own shuts the session's Ray down; after it, the next
-    # test of the session's Ray starts it again (seconds on two cores, each time). Last,
-    # those modules leave one start of it for the whole session; and last of them, those on
-    # fake_nodes, which stay up to the session's end. The sort is stable: the order within
-    # each part is the collected one.
-    items.sort(
-        key=lambda item: (
-            item.get_closest_marker("own_cluster") is not None,
-            "fake_nodes" in item.fixturenames,
-        )
-    )
+    # A module that shuts the session's Ray down (to join another cluster, or to run on one of
+    # its own) runs after every test of it: a test of the session's Ray after such a module
+    # started it again, and each new Ray's ranks import torch again (seconds on two cores,
+    # each time). Last, those modules leave one start of it for the whole session; and last
+    # of them, those on fake_nodes, which stay up to the session's end. The sort is stable:
+    # the order within each part is the collected one.
+    items.sort(key=lambda item: (_after_the_session_ray(item), "fake_nodes" in item.fixturenames))
     if _gpu_count():
         return
     skip = pytest.mark.skip(reason="needs NVIDIA GPUs; none here")

@@ -25,8 +25,45 @@ from typer.testing import CliRunner
 from sweeper.cli import app
 from sweeper.driver import cluster
 
+# Its drivers join other clusters, so they shut the session's Ray down: the module runs after
+# every other test of it, this module's own (test_the_ranks_of_one_node_...) first
+pytestmark = pytest.mark.ends_session_ray
+
 # An empty HTTP/2 SETTINGS frame: what a gRPC server answers first
 _SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _listening(pid: int) -> list[str]:
+    """The local addresses at which process `pid` listens on TCP, as /proc shows them (hex;
+    all interfaces: 00000000, or 32 zeros for IPv6)."""
+    sockets = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd)
+        if target.startswith("socket:["):
+            sockets.add(target[len("socket:[") : -1])
+    found = []
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in sockets:  # 0A: LISTEN
+                found.append(fields[1].split(":")[0])
+    return found
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_ranks_of_one_node_listen_on_loopback_alone() -> None:
+    """Rank 0's rendezvous store and gloo's sockets, which no token protects: before, the
+    store listened on every interface."""
+    slots = cluster.choose_nodes("gloo", 1, 2)
+    ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0})
+    try:
+        infos = ranks.start()
+        listening = {info.rank: _listening(info.pid) for info in infos}
+    finally:
+        ranks.close()
+    assert listening[0], "rank 0 serves the store"
+    loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+    assert {rank: set(at) - loopback for rank, at in listening.items()} == {0: set(), 1: set()}
 
 
 @pytest.fixture
@@ -77,39 +114,6 @@ def test_a_server_that_answers_the_preface_and_stays_silent_fails_within_the_tim
     )
     assert len(result.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
-
-
-def _listening(pid: int) -> list[str]:
-    """The local addresses at which process `pid` listens on TCP, as /proc shows them (hex;
-    all interfaces: 00000000, or 32 zeros for IPv6)."""
-    sockets = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
-        if target.startswith("socket:["):
-            sockets.add(target[len("socket:[") : -1])
-    found = []
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in sockets:  # 0A: LISTEN
-                found.append(fields[1].split(":")[0])
-    return found
-
-
-@pytest.mark.usefixtures("ray_session")
-def test_the_ranks_of_one_node_listen_on_loopback_alone() -> None:
-    """Rank 0's rendezvous store and gloo's sockets, which no token protects: before, the
-    store listened on every interface."""
-    slots = cluster.choose_nodes("gloo", 1, 2)
-    ranks = cluster.RankSet("gloo", slots, {"CPU": 1.0})
-    try:
-        infos = ranks.start()
-        listening = {info.rank: _listening(info.pid) for info in infos}
-    finally:
-        ranks.close()
-    assert listening[0], "rank 0 serves the store"
-    loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
-    assert {rank: set(at) - loopback for rank, at in listening.items()} == {0: set(), 1: set()}
 
 
 # sweeper's embedded Ray, started as `sweeper run` starts it; it waits for a line on stdin
