@@ -31,14 +31,20 @@ from sweeper.driver.replay import PointKey, Recorded, Replay
 from sweeper.ops.descriptor import Collective
 from sweeper.planning.placement import Group, Placement
 from sweeper.planning.schedule import Series, Wave
-from sweeper.wire import Backend, Timing
+from sweeper.wire import Backend, Point, Timing
 
 POLL_S = 1.0  # the longest the loop sleeps without looking at deadlines
 
 
 class Executor:
+    """Runs an actor set's waves: each point's result goes to `emit` (the run's bound method
+    that makes it rows) as soon as it is in; `recorded` points (a resumed run's) are replayed,
+    not measured again. A scan's groups end at their first point that times out
+    (`timeout_ends_group`) and wait for each point its stall deadline (`deadline_s`)."""
+
     def __init__(
         self,
+        *,
         ranks: cluster.RankSet,
         placement: Placement,
         series_of: Callable[[Group], Sequence[Series]],
@@ -48,6 +54,8 @@ class Executor:
         max_size_bytes: int | None,  # a grid's limit; None with --max-size auto
         emit: Callable[[PointResult], None],
         recorded: Mapping[PointKey, Recorded] | None = None,
+        timeout_ends_group: bool = False,
+        deadline_s: Callable[[Group, Point], float] | None = None,
     ) -> None:
         self.ranks = ranks
         self.placement = placement
@@ -61,6 +69,8 @@ class Executor:
             device_type="cuda" if placement.backend == Backend.NCCL else "cpu",
             replay=Replay(recorded),
             emit=emit,
+            timeout_ends_group=timeout_ends_group,
+            deadline_s=deadline_s,
         )
         self.opened: set[tuple[int, ...]] = set()  # rank sets with a group in this world
 

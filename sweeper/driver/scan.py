@@ -382,29 +382,28 @@ class _Scan(RunState):
         shared = self.meta or self.metadata(ranks)
         self.meta = replace(shared, nccl_env=infos[0].nccl_env)  # rows name the pinned ring
         self.executor = Executor(
-            ranks,
-            self.placement,
-            self._series,
-            REGISTRY,
-            replace(self.plan.timing, nvlink_every_s=0.0),  # its verdicts quote them
-            self.plan.timeout_s,
-            self.sizes[1],
-            self._measured,
-        )
-        # a point that times out ends its group: one deadline for a hung node, not one a
-        # point; and each point is waited for its stall deadline, not --timeout
-        self.executor.shared = replace(
-            self.executor.shared, timeout_ends_group=True, deadline_s=self._deadline
+            ranks=ranks,
+            placement=self.placement,
+            series_of=self._series,
+            collectives=REGISTRY,
+            timing=replace(self.plan.timing, nvlink_every_s=0.0),  # its verdicts quote them
+            timeout_s=self.plan.timeout_s,
+            max_size_bytes=self.sizes[1],
+            emit=self._measured,
+            # a point that times out ends its group: one deadline for a hung node, not one a
+            # point; and each point is waited for its stall deadline, not --timeout
+            timeout_ends_group=True,
+            deadline_s=self._deadline,
         )
 
     def _rank_set(self, slots: Sequence[cluster.NodeSlot]) -> cluster.RankSet:
         """A new actor set on `slots`, not started."""
         backend = self.plan.backend
         ranks = cluster.RankSet(
-            backend,
-            slots,
-            cluster.bundle(backend),
-            cluster.actor_env(RING if backend is Backend.NCCL else {}),
+            backend=backend,
+            slots=slots,
+            bundle=cluster.bundle(backend),
+            env=cluster.actor_env(RING if backend is Backend.NCCL else {}),
             group_timeout_s=COMM_SHARE * min(self.plan.timeout_s, STALL_FLOOR_S),
             plugins=self.plan.experiments.plugins,
             start_timeout_s=self.settings.start_timeout_s,

@@ -350,6 +350,8 @@ class _Sweep(RunState):
         resume: Resume | None = None,
     ) -> None:
         super().__init__(asked, observer, run_kind, connection, resume)
+        self.placement: Placement | None = None  # the running actor set's, and its columns
+        self.meta: RunColumns | None = None
         self.collectives = resolve(self.plan.planning.ops)
         self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
         if self.plan.timing.register:
@@ -425,18 +427,17 @@ class _Sweep(RunState):
                         self.plan.timing,
                         failure,
                     ):
-                        self._measured(meta, planned.placement, done)
+                        self._keep(measurement.of_point(meta, planned.placement, done))
 
     def run_actor_set(self, variant: str) -> None:
         """One variant's waves, on an actor set of its own environment, planned again from
         where its ranks really landed."""
         plan = self.plan
-        bundle = cluster.bundle(plan.backend)
         ranks = cluster.RankSet(
-            plan.backend,
-            self.slots,
-            bundle,
-            self._env(variant),
+            backend=plan.backend,
+            slots=self.slots,
+            bundle=cluster.bundle(plan.backend),
+            env=self._env(variant),
             group_timeout_s=2 * plan.timeout_s,
             plugins=plan.experiments.plugins,
             mem_limit=plan.planning.mem_limit,
@@ -445,34 +446,39 @@ class _Sweep(RunState):
         )
         try:
             infos = ranks.start()
-            placement = cluster.placement(plan.backend, self.nodes, infos)
-            meta = replace(self.metadata(ranks), nccl_env=infos[0].nccl_env)
-            planned = self.plan_for(placement)
+            self.placement = cluster.placement(plan.backend, self.nodes, infos)
+            self.meta = replace(self.metadata(ranks), nccl_env=infos[0].nccl_env)
+            planned = self.plan_for(self.placement)
             mine = next(a for a in planned.actor_sets if a.variant == variant)
             executor = Executor(
-                ranks,
-                placement,
-                planned.series,
-                {c.name: c for c in self.collectives},
-                plan.timing,
-                plan.timeout_s,
-                plan.planning.max_size,
-                lambda done: self._measured(meta, placement, done),
-                self.resume.recorded if self.resume else None,
+                ranks=ranks,
+                placement=self.placement,
+                series_of=planned.series,
+                collectives={c.name: c for c in self.collectives},
+                timing=plan.timing,
+                timeout_s=plan.timeout_s,
+                max_size_bytes=plan.planning.max_size,
+                emit=self.measured,
+                recorded=self.resume.recorded if self.resume else None,
             )
             executor.run(mine.waves)
             if plan.experiments.copy_engine and variant == DEFAULT_VARIANT:
-                self.run_copies(ranks, placement, meta)
+                self.run_copies(ranks)
         finally:
             ranks.close()
 
-    def _measured(self, meta: RunColumns, placement: Placement, done: PointResult) -> None:
-        self._keep(measurement.of_point(meta, placement, done))
+    def measured(self, done: PointResult) -> None:
+        """A point of the running actor set: its rows, with the set's columns and placement."""
+        assert self.meta is not None
+        assert self.placement is not None
+        self._keep(measurement.of_point(self.meta, self.placement, done))
 
-    def run_copies(self, ranks: cluster.RankSet, placement: Placement, meta: RunColumns) -> None:
+    def run_copies(self, ranks: cluster.RankSet) -> None:
         """--copy-engine: on each node, the actor of its first GPU times peer copies among all
         the node's GPUs (it sees them all, with --gpu-visibility node)."""
-        plan = self.plan
+        plan, placement, meta = self.plan, self.placement, self.meta
+        assert placement is not None
+        assert meta is not None
         if plan.backend is not Backend.NCCL or plan.cluster.gpu_visibility != "node":
             return
         top = plan.planning.sizes[-1] if not plan.planning.auto else COPY_SIZE

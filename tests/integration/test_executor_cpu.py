@@ -59,11 +59,11 @@ def executor(four: tuple[cluster.RankSet, Placement]) -> Run:
     ranks.replace_ranks(())
     measured: list[PointResult] = []
     run = Executor(
-        ranks,
-        placement,
-        lambda group: [Series("all_reduce", "float32", COUNTS)],
-        {"all_reduce": REGISTRY["all_reduce"]},
-        Timing(iters=2, warmup=1, blocks=1),
+        ranks=ranks,
+        placement=placement,
+        series_of=lambda group: [Series("all_reduce", "float32", COUNTS)],
+        collectives={"all_reduce": REGISTRY["all_reduce"]},
+        timing=Timing(iters=2, warmup=1, blocks=1),
         timeout_s=30,
         max_size_bytes=1024,
         emit=measured.append,
