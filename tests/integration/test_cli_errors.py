@@ -345,25 +345,52 @@ except SystemExit as exc:
 """
 
 
-@pytest.mark.parametrize(
-    "args", [["--dtypes", "float8_e4m3fn"], ["--launch", "graph"], ["--engine", "torch,nccl"]]
-)
+_GLOO_CANNOT = {
+    "float8": ("--dtypes", "float8_e4m3fn"),
+    "graph": ("--launch", "graph"),
+    "nccl engine": ("--engine", "torch,nccl"),
+}
+
+
+@pytest.fixture(scope="module")
+def refused_before_ray(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[subprocess.CompletedProcess[str], Path]]:
+    """_REFUSED_BEFORE_RAY with each of _GLOO_CANNOT's options, the drivers started at once
+    (each is mostly its imports, which overlap): how each ended, and where its rows would
+    have gone. The tests only look."""
+    root = tmp_path_factory.mktemp("refused-before-ray")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    procs = {}
+    for name, args in _GLOO_CANNOT.items():
+        cwd = root / name
+        cwd.mkdir()
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-c", _REFUSED_BEFORE_RAY, *args, "--results", str(cwd / "results")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=cwd,
+        )
+    ended = {}
+    for name, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()  # no-op once it has exited; a hung driver fails, not hangs
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        ended[name] = (done, root / name / "results")
+    return ended
+
+
+@pytest.mark.parametrize("case", list(_GLOO_CANNOT))
 def test_what_gloo_cannot_run_is_refused_before_an_embedded_ray_starts_on_a_cpu_box(
-    tmp_path: Path, args: list[str]
+    refused_before_ray: dict[str, tuple[subprocess.CompletedProcess[str], Path]], case: str
 ) -> None:
     """No GPU here and no address: the ranks will be gloo's, so what gloo cannot run is bad
     input before Ray starts, where it was refused only once an embedded Ray was up (17 s)."""
-    out = tmp_path / "results"
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    done = subprocess.run(
-        [sys.executable, "-c", _REFUSED_BEFORE_RAY, *args, "--results", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-        cwd=tmp_path,
-    )
+    done, out = refused_before_ray[case]
     assert done.stdout.split() == ["2", "False"], done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not out.exists()
