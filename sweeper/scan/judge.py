@@ -453,6 +453,9 @@ def _gpu_verdict(
             why = f"{name}: took part only in its node's gate, {gate.excused}"
     if verdict is None and g in seen.telemetry:
         why += f"; {seen.telemetry[g]}"
+    noted = sorted({n for r in gate.outcome.readings if r.gpu == g for n in r.notes})
+    if noted:
+        why += f"; noted, not held against it: {', '.join(noted)}"
     return Verdict(
         subject=Subject.GPU,
         nodes=(node,),

@@ -19,11 +19,15 @@ HOST_COPIES = ("h2d", "d2h")  # a GPU's own copies the gate judges (the slower o
 # Power within 3% of the enforced limit is at the cap (analysis.why's rule for the report).
 CAP_SHARE = 0.97
 _FINE = (Status.OK, Status.SKIPPED)
-# The NVLink error counters a row carries (what each gained over the point), in words.
+# The NVLink counters that hold a GPU against it: replays (the link sent again) and
+# recoveries (it retrained). CRC errors alone are what those correct, and healthy links count
+# some: on the H200 machines measured (nvidia-h200-x2 and -x4, 2026-11-27) 1-2 a gate point,
+# 89-130 since the driver loaded, at 97-100% of the reference; so they are noted, not held.
 _NVLINK_ERRORS = {
     "nvlink_replay_delta": "NVLink replays",
-    "nvlink_crc_delta": "NVLink CRC errors",
-}  # a skipped point (a copy on CPU ranks) is no failure
+    "nvlink_recovery_delta": "NVLink recoveries",
+}
+_NVLINK_NOTED = {"nvlink_crc_delta": "NVLink CRC errors"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -101,6 +105,7 @@ def _readings(
     clock and whether the power cap held it."""
     copies: dict[str, float] = {}
     flags: dict[str, list[str]] = {}
+    notes: dict[str, list[str]] = {}
     clocks: dict[str, float] = {}
     capped: set[str] = set()
     for r in rows:
@@ -114,12 +119,15 @@ def _readings(
             for flag in _flags(r, i):
                 if flag not in flags.setdefault(uuid, []):
                     flags[uuid].append(flag)
+            for note in _counted(r, i, _NVLINK_NOTED):
+                if note not in notes.setdefault(uuid, []):
+                    notes[uuid].append(note)
             if loaded and (clock := _at(r, "sm_clock_mhz", i)):
                 clocks[uuid] = min(clocks.get(uuid, clock), float(clock))
             if loaded and _capped(r, i):
                 capped.add(uuid)
     out = []
-    for uuid in dict.fromkeys([*copies, *flags, *clocks]):
+    for uuid in dict.fromkeys([*copies, *flags, *notes, *clocks]):
         if uuid in gpus:
             node, index = gpus[uuid]
             out.append(
@@ -128,6 +136,7 @@ def _readings(
                     gpu=index,
                     copy_gb_per_s=copies.get(uuid),
                     flags=tuple(flags.get(uuid, ())),
+                    notes=tuple(notes.get(uuid, ())),
                     sm_clock_mhz=clocks.get(uuid),
                     at_power_cap=uuid in capped,
                 )
@@ -148,18 +157,25 @@ def _at(row: Row, column: str, i: int) -> Any:
     return None if values is None or i >= len(values) else values[i]
 
 
+def _counted(row: Row, i: int, counters: Mapping[str, str]) -> list[str]:
+    """The row's i-th GPU's counters among `counters` that counted something, in words."""
+    return [
+        f"{count} {what} over one point"
+        for column, what in counters.items()
+        if (count := _at(row, column, i))
+    ]
+
+
 def _flags(row: Row, i: int) -> list[str]:
     """What the telemetry of the row's i-th GPU holds against it: uncorrected ECC errors, XIDs,
-    NVLink replays and CRC errors counted over the point (a healthy link counts none), a PCIe
+    NVLink replays and recoveries counted over the point (a healthy link counts none), a PCIe
     link trained below its max under load, hardware slowdowns, and a thermal slowdown with the
     temperature it was read at."""
     out = []
     if ecc := _at(row, "ecc_uncorrected_delta", i):
         out.append(f"{ecc} uncorrected ECC errors")
     out += [f"xid {code}" for code in _at(row, "xid_codes", i) or ()]
-    for column, what in _NVLINK_ERRORS.items():
-        if count := _at(row, column, i):
-            out.append(f"{count} {what} over one point")
+    out += _counted(row, i, _NVLINK_ERRORS)
     gen, top = _at(row, "pcie_gen", i), _at(row, "pcie_max_gen", i)
     width, widest = _at(row, "pcie_width", i), _at(row, "pcie_max_width", i)
     if gen and top and width and widest and (gen < top or width < widest):

@@ -119,15 +119,39 @@ def test_a_gpu_whose_nvlink_replays_or_thermal_slowdown_the_gate_read_is_named_w
     flags = {r.gpu: r.flags for r in got.readings}
     assert flags == {
         0: (),
-        1: ("41 NVLink replays over one point", "3 NVLink CRC errors over one point"),
+        1: ("41 NVLink replays over one point", "1 NVLink recoveries over one point"),
         2: ("sw_thermal_slowdown at 91 C",),
     }
+    assert {r.gpu: r.notes for r in got.readings}[1] == ("3 NVLink CRC errors over one point",)
     fleet = Fleet(nodes=(FleetNode(id="a", host="h", gpus=3),))
     verdicts = {v.gpu: v for v in judge(fleet, [got], Thresholds()) if v.subject is Subject.GPU}
     assert not verdicts[0].condemned  # only in a gate its peers failed: unconfirmed
     assert verdicts[1].health is verdicts[2].health is Health.FAILED
     assert "41 NVLink replays" in verdicts[1].evidence
+    assert "noted, not held against it: 3 NVLink CRC errors" in verdicts[1].evidence
     assert "sw_thermal_slowdown at 91 C" in verdicts[2].evidence
+
+
+def test_nvlink_crc_errors_alone_are_noted_beside_a_healthy_gpu_not_held_against_it() -> None:
+    """Healthy H200s at 97-100% of the reference count 1-2 CRC errors a gate point
+    (nvidia-h200-x2 and -x4, 2026-11-27); a scan that failed a GPU on them drained a working
+    GPU, and named a GPU slowed by a second process for them instead of its slow pairs."""
+    from sweeper.scan.fleet import Fleet, FleetNode
+    from sweeper.scan.judge import Subject, judge
+    from sweeper.scan.thresholds import Thresholds
+
+    uuids = ["GPU-a0", "GPU-a1"]
+    counters = {"nvlink_crc_delta": [0, 2], "nvlink_replay_delta": [0, 0]}
+    rows = [_row(size=8, **counters), _row(gpu_uuids=uuids, **counters)]
+    got = outcome(GATE, rows, EXPECTED, ASKED, {u: ("a", g) for g, u in enumerate(uuids)})
+    assert [(r.gpu, r.flags, r.notes) for r in got.readings] == [
+        (1, (), ("2 NVLink CRC errors over one point",))
+    ]
+    fleet = Fleet(nodes=(FleetNode(id="a", host="h", gpus=2),))
+    gpus = {v.gpu: v for v in judge(fleet, [got], Thresholds()) if v.subject is Subject.GPU}
+    assert not gpus[0].condemned
+    assert not gpus[1].condemned
+    assert "noted, not held against it: 2 NVLink CRC errors over one point" in gpus[1].evidence
 
 
 def test_a_groups_rows_flagged_by_the_tier_contract_make_it_misconfigured() -> None:
