@@ -86,24 +86,25 @@ class Overheads:
 # (series_s); probe_s's mean per series; run_started_at to the first point (set_start_s).
 # Where a figure was not measured on the kind it says so.
 #
-# GPUs: nvidia-h200-x4 (4 H200, NV18), 2026-11-27 21:13 UTC, the default `sweeper run`
-# (tests/data/results/h200-x4-default-2026-11-27, its first run: 464 rows, 8 B to the memory
-# bound, 269.9 s of wall) as `sweeper plan --calibrate` fits it; its second run (after the
-# sparse tail gave the bound room, 253.8 s) fits within 8% of each figure. run_s: the walls
-# less set_start_s and the points' span (13.2 and 16.0 s), and the four runs of
-# h200-x4-identical/-channels (11.7-15.5 s), 13.6 taken. row_s: a point of 2 rows journaled,
-# 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, docs/measurements/h100-x1-2026-11-25.md).
-# wave_open_s: 62 ms for a wave of 4 node pairs on the 2-core box (docs/measurements/
-# cpu-2026-11-23.md), 50 ms taken. open_per_rank_s: issue 15's fake-cluster figures.
+# GPUs: nvidia-h200-x4 (4 H200, NV18), 2026-11-27 23:46 UTC, the default `sweeper run`
+# (tests/data/results/h200-x4-default-2026-11-27: 459 rows, 8 B to the memory bound, 140.2 s
+# of wall) as `sweeper plan --calibrate` fits it, after the fill and check by period, the
+# NVLink counters every 2 s and calibration's one call at the largest sizes (the run of 21:13,
+# before them, fitted 0.152 s a point and 0.039 s a GB). run_s: its wall less set_start_s and
+# the points' span (14.9 s; 11.7-16.0 s in the runs before). row_s: a point of 2 rows
+# journaled, 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, docs/measurements/
+# h100-x1-2026-11-25.md). wave_open_s: 62 ms for a wave of 4 node pairs on the 2-core box
+# (docs/measurements/cpu-2026-11-23.md), 50 ms taken. open_per_rank_s: issue 15's
+# fake-cluster figures.
 GPU_OVERHEADS = Overheads(
-    point_s=0.152,
-    per_gb_s=0.039,
+    point_s=0.036,
+    per_gb_s=0.0118,
     row_s=0.0032,
-    series_s=0.071,
-    probe_s=0.084,
+    series_s=0.110,
+    probe_s=0.040,
     wave_open_s=0.05,
-    set_start_s=15.4,
-    run_s=13.6,
+    set_start_s=19.2,
+    run_s=14.9,
     open_per_rank_s=0.003,
 )
 # The 2-core CPU box the tests run on (2 gloo ranks), 2026-11-27: the default `sweeper run
@@ -130,12 +131,12 @@ CPU_OVERHEADS = Overheads(
 # latency assumed. internode: assumed, one 400 Gb/s NIC per GPU, no fleet measured. local
 # (one GPU alone): assumed.
 DEFAULT_TIERS: dict[str, TierCost] = {
-    Tier.NVLINK: TierCost(latency_us=8.6, algbw_gb_per_s=313.0),
+    Tier.NVLINK: TierCost(latency_us=8.4, algbw_gb_per_s=331.0),
     Tier.PCIE: TierCost(latency_us=40.0, algbw_gb_per_s=25.0),
     Tier.INTERNODE: TierCost(latency_us=50.0, algbw_gb_per_s=40.0),
     Tier.CPU: TierCost(latency_us=1140.0, algbw_gb_per_s=0.425),
     Tier.LOCAL: TierCost(latency_us=10.0, algbw_gb_per_s=1000.0),
-    Tier.GPU: TierCost(latency_us=6.9, algbw_gb_per_s=13.2),
+    Tier.GPU: TierCost(latency_us=9.3, algbw_gb_per_s=10.8),
 }
 
 
