@@ -107,34 +107,35 @@ GPU_OVERHEADS = Overheads(
     run_s=14.9,
     open_per_rank_s=0.003,
 )
-# The 2-core CPU box the tests run on (2 gloo ranks), 2026-11-27: the default `sweeper run
-# --no-report` twice, 269 points each, with other test runs on the box: 19:49 UTC (160.4 s of
-# wall, 5.2 s to its first point) and 20:48 UTC, after the block budget (204.1 s, 23.0 s to
-# its first point), fitted together; run_s: each wall less set_start_s and the points' span
-# (148.0 and 151.3 s), the mean (7.2 and 29.8 s).
+# The 2-core CPU box the tests run on (2 gloo ranks), 2026-11-27 23:58 and 23:59 UTC: the
+# default `sweeper run` twice back to back (report included), 269 points each, the box's load
+# average about 2 (53.5 and 59.6 s of wall), after the fill and check by the pattern's period
+# (the runs before it, 160.4 and 204.1 s, fitted 84.7 s a GB), fitted apart and averaged (each
+# figure within 10% of either fit but series_s, 1-7 ms); run_s: each wall less set_start_s and
+# the points' span (8.8 and 12.6 s).
 CPU_OVERHEADS = Overheads(
-    point_s=0.026,
-    per_gb_s=84.7,
+    point_s=0.039,
+    per_gb_s=3.66,
     row_s=0.0032,
-    series_s=0.043,
-    probe_s=0.021,
+    series_s=0.004,
+    probe_s=0.018,
     wave_open_s=0.05,
-    set_start_s=14.1,
-    run_s=18.5,
+    set_start_s=6.1,
+    run_s=10.7,
     open_per_rank_s=0.003,
 )
 
 # An iteration per tier. nvlink and gpu (each GPU's copies, pinned and pageable together):
 # the 4 H200 default run above fitted (graph launches; their eager smallest all_reduce was
-# 35 us, docs/measurements/h200-x4-2026-11-22.md). cpu: the CPU runs below fitted. pcie: 4
-# H200 with NCCL_P2P_DISABLE=1, 23.0-31.4 GB/s at 256 MiB (h200-x4-2026-11-22.md), the
-# latency assumed. internode: assumed, one 400 Gb/s NIC per GPU, no fleet measured. local
-# (one GPU alone): assumed.
+# 35 us, docs/measurements/h200-x4-2026-11-22.md). cpu: the CPU runs of CPU_OVERHEADS
+# fitted. pcie: 4 H200 with NCCL_P2P_DISABLE=1, 23.0-31.4 GB/s at 256 MiB
+# (h200-x4-2026-11-22.md), the latency assumed. internode: assumed, one 400 Gb/s NIC per GPU,
+# no fleet measured. local (one GPU alone): assumed.
 DEFAULT_TIERS: dict[str, TierCost] = {
     Tier.NVLINK: TierCost(latency_us=8.4, algbw_gb_per_s=331.0),
     Tier.PCIE: TierCost(latency_us=40.0, algbw_gb_per_s=25.0),
     Tier.INTERNODE: TierCost(latency_us=50.0, algbw_gb_per_s=40.0),
-    Tier.CPU: TierCost(latency_us=1140.0, algbw_gb_per_s=0.425),
+    Tier.CPU: TierCost(latency_us=878.0, algbw_gb_per_s=0.682),
     Tier.LOCAL: TierCost(latency_us=10.0, algbw_gb_per_s=1000.0),
     Tier.GPU: TierCost(latency_us=9.3, algbw_gb_per_s=10.8),
 }
