@@ -33,6 +33,7 @@ import sweeper
 from sweeper.analysis.summary import label
 from sweeper.ops.registry import REGISTRY, names
 from sweeper.planning.sizes import format_size
+from sweeper.wire import Engine
 
 HIDDEN = 8192  # vLLM's benchmark: (rows, hidden) bf16 tensors
 ITEMSIZE = 2
@@ -50,9 +51,9 @@ VLLM_NCCL_MS = {512 * 2**10: 0.011, 16 * 2**20: 0.087, 64 * 2**20: 0.262}
 
 def candidate(row: Mapping[str, Any]) -> str:
     """A way of all-reducing: the operation's name, and its engine where it has a direct NCCL
-    form (the descriptor is not `torch_only`), so that both engines' rows stand apart."""
+    form (the descriptor runs on the nccl engine), so that both engines' rows stand apart."""
     op, algorithm = str(row["op"]), str(row["algorithm"])
-    direct = not REGISTRY[names()[(op, algorithm)]].torch_only
+    direct = REGISTRY[names()[(op, algorithm)]].runs_on(Engine.NCCL)
     return f"{label(op, algorithm)} [{row['engine']}]" if direct else label(op, algorithm)
 
 

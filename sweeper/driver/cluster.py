@@ -42,6 +42,7 @@ from sweeper.wire import (
     SET_ENV_PREFIXES,
     Backend,
     Copied,
+    Engine,
     Limits,
     MemLimit,
     MoeLayer,
@@ -212,7 +213,7 @@ class RankSet:
     plugins: tuple[str, ...] = ()
     mem_limit: MemLimit | None = None
     moe: MoeLayer | None = None
-    nccl_engine: bool = False  # each group also gets its own NCCL communicator
+    engines: tuple[Engine, ...] = (Engine.TORCH,)  # each group gets a communicator in each
     start_timeout_s: float = _START_TIMEOUT_S  # an actor's start, join, leave; a group's open
     actors_started: int = field(default=0, init=False)  # by this set, replacements included
     actors: list[Any] = field(default_factory=list)
@@ -258,7 +259,7 @@ class RankSet:
                 self.plugins,
                 Limits(mem_limit=self.mem_limit, host_share_bytes=slot.memory_bytes // slot.ranks),
                 self.moe,
-                self.nccl_engine,
+                self.engines,
             )
         )
 

@@ -46,7 +46,8 @@ from sweeper.planning.placement import Group, Placement, alone, expected_placeme
 from sweeper.planning.schedule import ActorSet, Schedule, nothing_to_measure, schedule
 from sweeper.planning.sections import ClusterOptions, OutputOptions, Sections
 from sweeper.planning.spec import SweepSpec
-from sweeper.rank.preflight import nccl_available, no_nccl_allocator
+from sweeper.rank.engines import ENGINES
+from sweeper.rank.preflight import no_nccl_allocator
 from sweeper.report import directory, require
 from sweeper.results import records
 from sweeper.results.files import NEW_RUN_ID, require_directory
@@ -55,7 +56,7 @@ from sweeper.results.load import files, load
 from sweeper.results.schema import RUN_POINT
 from sweeper.results.writer import ResultWriter
 from sweeper.topology import Node, nvml_driver_version
-from sweeper.wire import DEFAULT_VARIANT, Backend, Engine, Status
+from sweeper.wire import DEFAULT_VARIANT, Backend, Status
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 SCAN_KEY = "scan"  # a scan's record keeps its settings under this key of its options
@@ -442,7 +443,7 @@ class _Sweep(RunState):
             plugins=plan.experiments.plugins,
             mem_limit=plan.planning.mem_limit,
             moe=plan.experiments.moe,
-            nccl_engine=Engine.NCCL in plan.timing.engines,
+            engines=plan.timing.engines,
         )
         try:
             infos = ranks.start()
@@ -556,11 +557,9 @@ def run(
     load_plugins(experiments.plugins)
     configure_moe(experiments.moe)
     resolve(asked.planning.ops)  # unknown operations are bad input before anything starts
-    if Engine.NCCL in asked.timing.engines and not nccl_available():
-        raise BadInput(
-            "--engine nccl needs NCCL's Python bindings (nccl4py): "
-            "install sweeper with its nccl extra (pip install '.[nccl]' in its clone)"
-        )
+    for engine in asked.timing.engines:
+        if (missing := ENGINES[engine].missing()) is not None:
+            raise BadInput(f"--engine {engine} needs {missing}")
     if _gloo_here(asked.cluster):  # what gloo cannot run is refused before Ray starts
         request.resolve(asked, Backend.GLOO)
     output = outputs.results

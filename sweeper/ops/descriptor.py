@@ -13,6 +13,8 @@ elements (S = count x itemsize, with nccl-tests' conventions) on `n` ranks:
   (`Comm`, whichever engine it is) once and returns the step that performs one iteration, so
   everything that can be worked out once per point (views, peer lists, split sizes) stays
   out of the timed loop,
+- the engines it runs on, where its bind reaches one itself (`engines`; the rank's engine
+  registry, `rank/engines.py`, says so in the others' rows),
 - and where it cannot run (`why_not`, with the reason).
 
 The entries live in `registry.py` and `algorithms/` (variants). Torch appears here in
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sweeper.planning import knobs
 from sweeper.planning.placement import Shape, Traits
-from sweeper.wire import Backend, Kind
+from sweeper.wire import Backend, Engine, Kind
 
 if TYPE_CHECKING:
     import torch
@@ -162,9 +164,10 @@ class Collective:
     why_not: Callable[[Shape], str | None] = _anywhere  # why it cannot run on a group, if not
     nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
     kind: Kind = Kind.COLLECTIVE  # the rows' `kind`
-    # its bind reaches torch itself (symmetric memory, all-to-all-v, copies) or it is an
-    # algorithm of torch.distributed calls: other engines' rows say it runs on torch only
-    torch_only: bool = False
+    # the engines it runs on, where its bind reaches one itself (torch: symmetric memory,
+    # all-to-all-v, copies, algorithms of torch.distributed calls); other engines' rows say
+    # so. None: every engine, its bind speaking only the engine protocol (`Comm`)
+    engines: tuple[Engine, ...] | None = None
     core: bool = True  # part of `--ops all`; variants and experiments are asked for by name
     symmetric: bool = False  # the send buffer comes from torch symmetric memory
     setup: Callable[[Buffers, Comm], None] | None = None  # collective setup before timing
@@ -176,6 +179,9 @@ class Collective:
         # the report reads a pair's rows by source and destination
         if (self.kind == Kind.P2P) != (self.direction is not None):
             raise ValueError(f"{self.name}: kind '{self.kind}' with direction {self.direction}")
+
+    def runs_on(self, engine: Engine) -> bool:
+        return self.engines is None or engine in self.engines
 
     def why_not_on(self, shape: Shape) -> str | None:
         """Why the operation cannot run on a group, if not: its own reason, or the NCCL_ALGO /

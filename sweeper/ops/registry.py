@@ -35,7 +35,7 @@ from sweeper.ops.descriptor import (
 )
 from sweeper.planning.inputs import QUOTE_CHARS, quoted
 from sweeper.planning.placement import PerGpu, Traits
-from sweeper.wire import Kind, MoeLayer
+from sweeper.wire import Engine, Kind, MoeLayer
 
 if TYPE_CHECKING:
     import torch
@@ -202,11 +202,14 @@ def _with_work(work: Callable[[int, int], int]) -> LayoutFn:
     return layout
 
 
+_TORCH = (Engine.TORCH,)  # what an operation whose bind reaches torch itself runs on
+
+
 def _torch_variant(name: str, op: str, algorithm: str, **more: Any) -> Collective:
     """A variant only the torch engine runs (an algorithm of torch.distributed calls, torch
     symmetric memory, an experiment): asked for by name or pattern, not part of `--ops all`;
-    the nccl engine's rows say it runs on torch only."""
-    return Collective(name=name, op=op, algorithm=algorithm, torch_only=True, core=False, **more)
+    the other engines' rows say it runs on torch only."""
+    return Collective(name=name, op=op, algorithm=algorithm, engines=_TORCH, core=False, **more)
 
 
 def _moe(spec: MoeLayer, combine: bool) -> Collective:
@@ -272,7 +275,7 @@ def _host_copy(op: str, pinned: bool, layout: LayoutFn, bind: Callable[..., Step
         bind=partial(bind, pinned),
         why_not=copies.why_not,
         kind=Kind.COPY,
-        torch_only=True,
+        engines=_TORCH,
         traits=Traits(ends_bytes=HOST_COPY_BYTES, per_gpu=PerGpu()),
     )
 
@@ -292,7 +295,7 @@ _DEVICE_COPY = Collective(
     bind=copies.within,
     why_not=copies.why_not_on_device,
     kind=Kind.COPY,
-    torch_only=True,
+    engines=_TORCH,
     traits=Traits(ends_bytes=HOST_COPY_BYTES, per_gpu=PerGpu(together=False, host_link=False)),
 )
 

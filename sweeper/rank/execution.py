@@ -19,6 +19,7 @@ import torch.distributed as dist
 from sweeper.ops.descriptor import Step
 from sweeper.planning.iterations import GRAPH_ITERS
 from sweeper.rank.buffers import Ready
+from sweeper.rank.engines import ENGINES
 from sweeper.rank.groups import Groups
 from sweeper.rank.timing import (
     Eager,
@@ -35,7 +36,6 @@ EMPTY_GRAPH = (
     "nothing to time: the CUDA graph holds no GPU work (NCCL moves nothing for an in-place "
     "operation on one rank; the eager row shows what the call costs)"
 )
-TORCH_ONLY = "no direct NCCL form: this operation runs on the torch engine only"
 
 
 @dataclass
@@ -55,14 +55,15 @@ class Execution:
         timed: list[Timed] = []
         for name in timing.engines:
             engine = Engine(name)
-            if engine == Engine.NCCL and r.collective.torch_only:
+            why = ENGINES[engine].why_not(r.collective)
+            if why is not None:
                 timed += [
                     Timed(
                         engine=engine,
                         launch=Launch(launch),
                         blocks=(),
                         warmup_iters=0,
-                        skipped=TORCH_ONLY,
+                        skipped=why,
                     )
                     for launch in timing.launches
                 ]

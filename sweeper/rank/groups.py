@@ -1,5 +1,6 @@
-"""The rank's world and the groups it opens in it: each group a torch process group (the torch
-engine's `TorchComm`) and, with the nccl engine, an NCCL communicator of its own (`NcclComm`).
+"""The rank's world and the groups it opens in it: each group a torch process group (its
+agreements and barriers, and the torch engine's communicator) and a communicator in each
+other engine the sweep asks for, opened by the engine's entry (`engines.ENGINES`).
 
 Every rank of a set joins the world together, the world's size given with the join (and
 leaves it together when failed peers are replaced, or when a node's ranks are dropped: the
@@ -20,7 +21,8 @@ import torch.distributed as dist
 from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
 from sweeper.ops.descriptor import Comm
-from sweeper.rank.nccl import NcclComm, unique_id
+from sweeper.rank.engines import ENGINES, Opening
+from sweeper.rank.nccl import NcclComm
 from sweeper.rank.nccl_debug import NcclDebug
 from sweeper.rank.torch_engine import TorchComm
 from sweeper.wire import Backend, Engine
@@ -35,7 +37,7 @@ class Groups:
         backend: Backend,
         device: torch.device,
         stream: torch.cuda.Stream | None,
-        nccl_engine: bool,
+        engines: tuple[Engine, ...],
         nccl_debug: NcclDebug | None = None,
     ) -> None:
         self.rank = -1  # given at join(), once the driver has put the set in physical order
@@ -44,17 +46,23 @@ class Groups:
         self.backend = backend
         self.device = device
         self.stream = stream  # the one the nccl engine's calls go to
-        self.nccl_engine = nccl_engine
+        self.engines = engines  # each group's communicators: one in each
         self.store: TCPStore | None = None
         self._listener: int | None = None  # rank 0's, from listen() to join(): the store's
         self.torch: dict[str, TorchComm] = {}
         self.opened: set[tuple[int, ...]] = set()  # rank sets with a group in this world
-        self.nccl: dict[str, NcclComm] = {}
+        self.comms: dict[tuple[str, Engine], Comm] = {}
         self.nccl_debug = nccl_debug  # what NCCL said as each communicator started
 
     def comm(self, engine: Engine, group_id: str) -> Comm:
         """The group's communicator on an engine."""
-        return self.nccl[group_id] if engine == Engine.NCCL else self.torch[group_id]
+        return self.comms[group_id, engine]
+
+    @property
+    def nccl(self) -> dict[str, NcclComm]:
+        """The groups' direct NCCL communicators, which --register-buffers registers the
+        point's buffers with (ncclCommRegister) beside torch's."""
+        return {g: c for (g, _), c in self.comms.items() if isinstance(c, NcclComm)}
 
     def listen(self, host: str) -> int:
         """Rank 0 only, before join: a socket for the rendezvous store at `host` (its address
@@ -133,21 +141,20 @@ class Groups:
         self.torch[group_id] = TorchComm(group, ranks.index(self.rank), len(ranks), nodes)
         if debug is not None:
             debug.take((group_id, Engine.TORCH))
-        if self.nccl_engine:
-            self.nccl[group_id] = self._nccl_comm(group_id, ranks, nodes)
-            if debug is not None:
-                debug.take((group_id, Engine.NCCL))
-
-    def _nccl_comm(self, group_id: str, ranks: tuple[int, ...], nodes: tuple[int, ...]) -> NcclComm:
-        """The group's own NCCL communicator: its first rank makes the unique id and passes it
-        through the set's store; every member then joins (NCCL waits for all of them)."""
         assert self.store is not None
-        assert self.stream is not None
-        key = f"sweeper/nccl-id/{group_id}"  # a group opens once per world
-        if self.rank == ranks[0]:
-            self.store.set(key, unique_id())
-        uid = self.store.get(key).decode()
-        return NcclComm(uid, ranks.index(self.rank), len(ranks), nodes, self.stream)
+        at = Opening(
+            group_id=group_id,
+            ranks=ranks,
+            rank=self.rank,
+            nodes=nodes,
+            store=self.store,
+            process_group=self.torch[group_id],
+            stream=self.stream,
+        )
+        for engine in self.engines:
+            self.comms[group_id, engine] = ENGINES[engine].open(at)
+            if debug is not None:
+                debug.take((group_id, engine))
 
     def close(self, group_id: str) -> None:
         if self.nccl_debug is not None:
@@ -155,16 +162,17 @@ class Groups:
         comm = self.torch.pop(group_id, None)
         if comm is not None and comm.group is not dist.group.WORLD:
             dist.destroy_process_group(comm.group)
-        direct = self.nccl.pop(group_id, None)
-        if direct is not None:
-            direct.destroy()
+        for engine in self.engines:
+            opened = self.comms.pop((group_id, engine), None)
+            if opened is not None:
+                ENGINES[engine].close(opened)
 
     def leave(self) -> None:
         """Drop every group and the world, to join a new world with replaced peers or fewer
         ranks. A rank in no world (new, or gone from one already) has nothing to leave."""
-        for direct in self.nccl.values():
-            direct.destroy()
-        self.nccl.clear()
+        for (_, engine), comm in self.comms.items():
+            ENGINES[engine].close(comm)
+        self.comms.clear()
         self.torch.clear()
         if self.nccl_debug is not None:
             self.nccl_debug.heard.clear()

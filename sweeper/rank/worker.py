@@ -43,6 +43,7 @@ from sweeper.topology import nvml_driver_version
 from sweeper.wire import (
     Backend,
     Copied,
+    Engine,
     Limits,
     MoeLayer,
     Point,
@@ -66,7 +67,7 @@ class Rank:
         plugins: tuple[str, ...] = (),
         limits: Limits | None = None,
         moe: MoeLayer | None = None,
-        nccl_engine: bool = False,
+        engines: tuple[Engine, ...] = (Engine.TORCH,),
         *,
         facts: RayFacts,
     ) -> None:
@@ -89,7 +90,7 @@ class Rank:
         # engine's bound calls name, graphs are captured and replayed on, and events time.
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self.watch = Watch.open(self._gpu_uuid()) if self.device.type == "cuda" else None
-        self.groups = Groups(backend, self.device, self.stream, nccl_engine, self.nccl_debug)
+        self.groups = Groups(backend, self.device, self.stream, engines, self.nccl_debug)
         self.ready: Ready | None = None
 
     @property

@@ -9,6 +9,7 @@ from sweeper.errors import BadInput
 from sweeper.ops.descriptor import SUM
 from sweeper.ops.registry import REGISTRY, load_plugins, resolve
 from sweeper.planning.placement import Shape
+from sweeper.wire import Engine
 
 
 @pytest.mark.parametrize(
@@ -128,7 +129,7 @@ def test_a_pinned_nccl_algo_or_proto_runs_only_the_kernels_it_implements(
 
 
 def test_the_nccl_engine_has_every_core_operation_and_the_pairs_but_no_variant() -> None:
-    direct = {c.name for c in REGISTRY.values() if not c.torch_only}
+    direct = {c.name for c in REGISTRY.values() if c.runs_on(Engine.NCCL)}
     # copies call no NCCL: nothing to call directly
     core = {c.name for c in REGISTRY.values() if c.core and c.traits.per_gpu is None}
     assert direct == core | {"p2p", "p2p:reverse", "p2p:bi"}
