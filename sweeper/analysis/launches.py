@@ -21,14 +21,20 @@ from sweeper.wire import Engine, Launch, Status
 # What one point is, whatever its engine and launch mode (the point of `schema.POINT` in
 # each run, without them): the rows one engine and launch mode of a point is chosen among.
 POINT = tuple(key for key in ("run_id", *schema.POINT) if key not in ("launch", "engine"))
-# Which of a point's rows the analyses read, best first: the closest to the wire (NCCL
-# called directly, from a graph) before what a PyTorch program adds to it.
-PREFERENCE = (
-    (Engine.NCCL, Launch.GRAPH),
-    (Engine.TORCH, Launch.GRAPH),
-    (Engine.NCCL, Launch.EAGER),
-    (Engine.TORCH, Launch.EAGER),
-)
+# Which of a point's rows the analyses read, best first: the closest to the wire (from a
+# graph, then NCCL called directly) before what a PyTorch program adds to it. An engine not
+# named here comes after those that are, so a new engine's rows are read, never refused.
+LAUNCH_ORDER = (Launch.GRAPH, Launch.EAGER)
+ENGINE_ORDER = (Engine.NCCL, Engine.TORCH)
+
+
+def preference(engine: str, launch: str) -> int:
+    """A row's place in the order the analyses read a point's rows in (smallest first)."""
+    known = [str(e) for e in ENGINE_ORDER]
+    own = known.index(engine) if engine in known else len(known)
+    return LAUNCH_ORDER.index(Launch(launch)) * (len(known) + 1) + own
+
+
 SMALL_BYTES = 64 * 2**10  # up to here an operation's time is mostly its fixed cost
 COST_COLUMNS = (
     "tier",
@@ -52,10 +58,10 @@ def _point_ids(rows: pd.DataFrame) -> pd.Series:
 
 
 def preferred(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each point's rows in one engine and launch mode, the first of PREFERENCE it has
-    (graph before eager, the nccl engine before torch), whatever their status."""
+    """Each point's rows in one engine and launch mode, the first it has in `preference`'s
+    order (graph before eager, the nccl engine before torch), whatever their status."""
     rank = pd.Series(
-        [PREFERENCE.index((e, la)) for e, la in zip(rows["engine"], rows["launch"], strict=True)],
+        [preference(e, la) for e, la in zip(rows["engine"], rows["launch"], strict=True)],
         index=rows.index,
     )
     best = rank.groupby(_point_ids(rows)).transform("min")

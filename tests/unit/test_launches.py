@@ -64,6 +64,27 @@ def test_an_eager_row_is_kept_where_its_point_has_no_graph_row(tmp_path: Path) -
     ]
 
 
+def test_a_new_engines_rows_are_read_after_the_known_engines_not_refused(tmp_path: Path) -> None:
+    """An engine the order does not name (a third, added as docs/ARCHITECTURE.md says) has its
+    rows read where its point has no other, and yields to nccl and torch where it has."""
+    rows = _stored(
+        tmp_path,
+        [
+            _row(64, 25.0, "graph", engine="store"),
+            _row(64, 20.0, "graph", engine="torch"),
+            _row(128, 40.0, "graph", engine="store"),
+            _row(256, 50.0, "eager", engine="store"),
+            _row(256, 45.0, "eager", engine="nccl"),
+        ],
+    )
+    kept = preferred(rows)
+    assert list(zip(kept["size_bytes"], kept["engine"], strict=True)) == [
+        (64, "torch"),
+        (128, "store"),
+        (256, "nccl"),
+    ]
+
+
 def test_rows_without_a_launch_mode_are_eager(tmp_path: Path) -> None:
     """Rows from before launch modes read as null: eager, so a graph row of the same point
     wins over them; a frame with no launch column at all is eager throughout."""
