@@ -147,7 +147,7 @@ def over(
     before: Sample,
     after: Sample,
     xid_codes: tuple[int, ...] | None,
-    nvlink: NvLinkErrors = (None, None, None),
+    nvlink: NvLinkErrors,
 ) -> Reading:
     """A point's reading from the samples around it, the XIDs raised in between and the
     NVLink errors counted since the GPU's previous reading of them (None: not read)."""

@@ -24,15 +24,14 @@ POINT = tuple(key for key in ("run_id", *schema.POINT) if key not in ("launch", 
 # Which of a point's rows the analyses read, best first: the closest to the wire (from a
 # graph, then NCCL called directly) before what a PyTorch program adds to it. An engine not
 # named here comes after those that are, so a new engine's rows are read, never refused.
-LAUNCH_ORDER = (Launch.GRAPH, Launch.EAGER)
-ENGINE_ORDER = (Engine.NCCL, Engine.TORCH)
+LAUNCH_ORDER: tuple[str, ...] = (Launch.GRAPH, Launch.EAGER)  # names: members equal them
+ENGINE_ORDER: tuple[str, ...] = (Engine.NCCL, Engine.TORCH)
 
 
 def preference(engine: str, launch: str) -> int:
     """A row's place in the order the analyses read a point's rows in (smallest first)."""
-    known = [str(e) for e in ENGINE_ORDER]
-    own = known.index(engine) if engine in known else len(known)
-    return LAUNCH_ORDER.index(Launch(launch)) * (len(known) + 1) + own
+    own = ENGINE_ORDER.index(engine) if engine in ENGINE_ORDER else len(ENGINE_ORDER)
+    return LAUNCH_ORDER.index(launch) * (len(ENGINE_ORDER) + 1) + own
 
 
 SMALL_BYTES = 64 * 2**10  # up to here an operation's time is mostly its fixed cost

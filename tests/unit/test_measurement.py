@@ -333,7 +333,7 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
         tuple(
             RankTimings(
                 timed=(_timed(t),),
-                telemetry=telemetry.over(before, after, ()) if i == 1 else None,
+                telemetry=telemetry.over(before, after, (), (None, None, None)) if i == 1 else None,
             )
             for i, t in enumerate(seconds)
         ),
