@@ -46,15 +46,18 @@ def start_ray_session() -> None:
     """ray_session's Ray, for a fixture of wider scope that uses it only while it sets up."""
     import ray
 
+    from sweeper.driver.connection import without_monitors
+
     if not ray.is_initialized():
-        ray.init(
-            address="local",
-            num_cpus=4,
-            include_dashboard=False,
-            configure_logging=False,
-            log_to_driver=False,
-            namespace="sweeper-tests",
-        )
+        with without_monitors():  # as the embedded Ray: its log monitor took CPU all along
+            ray.init(
+                address="local",
+                num_cpus=4,
+                include_dashboard=False,
+                configure_logging=False,
+                log_to_driver=False,
+                namespace="sweeper-tests",
+            )
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import grpc
 import ray
-from ray._private import ray_constants
+from ray._private import parameter, ray_constants
 from ray._private.authentication.authentication_token_setup import (
     AUTH_MODE_ENV_VAR,
     _enable_token_auth,
@@ -380,7 +380,7 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
             # what ray.init does for a cluster it starts (token authentication on), where it
             # also warns so as the first line of every run: nothing the user has to act on
             _enable_token_auth()
-        with _on_loopback(), _socket_paths_checked():
+        with _on_loopback(), without_monitors(), _socket_paths_checked():
             ray.init(
                 address="local",
                 num_cpus=max(os.cpu_count() or 1, cpu_ranks),
@@ -397,18 +397,40 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
 
 @contextmanager
 def _on_loopback() -> Iterator[None]:
-    """An embedded Ray started on loopback: its GCS, raylet, workers, agents and autoscaler
-    metrics listen on 127.0.0.1 alone, where Ray would bind every interface (or the host's
-    address), as for a node that others join. Ray puts a node on loopback only where it runs
-    no cluster (macOS, Windows): `ray.init` turns a loopback `_node_ip_address` into the
-    host's. Its switch is turned for the embedded Ray's start alone: a cluster joined later
-    in the process is joined at this host's address."""
+    """An embedded Ray started on loopback: its GCS, raylet, workers and agents listen on
+    127.0.0.1 alone, where Ray would bind every interface (or the host's address), as for a
+    node that others join. Ray puts a node on loopback only where it runs no cluster (macOS,
+    Windows): `ray.init` turns a loopback `_node_ip_address` into the host's. Its switch is
+    turned for the embedded Ray's start alone: a cluster joined later in the process is
+    joined at this host's address."""
     cluster = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
         yield
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = cluster
+
+
+@contextmanager
+def without_monitors() -> Iterator[None]:
+    """A Ray that `ray.init` starts here, started without Ray's log monitor and autoscaler
+    monitor, two Python processes that `ray.init` has no option for. The log monitor tails
+    every worker's log files to send their lines to drivers, which get none (log_to_driver
+    is off): it took a few percent of a core all the while, beside the ranks it timed. The
+    autoscaler has no other node to start for a Ray of one machine. Each took a second of
+    CPU to start, before the first rank could."""
+    params = parameter.RayParams
+
+    def quiet(**given: Any) -> parameter.RayParams:
+        ray_params = params(**given, no_monitor=True)
+        ray_params.include_log_monitor = False  # type: ignore[assignment]  # a flag (typed str)
+        return ray_params
+
+    parameter.RayParams = quiet  # type: ignore[misc,assignment]  # ray.init's only RayParams
+    try:
+        yield
+    finally:
+        parameter.RayParams = params  # type: ignore[misc]
 
 
 @contextmanager
