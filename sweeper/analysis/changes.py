@@ -50,6 +50,8 @@ CHANGE_COLUMNS = (
     "new_spread",
     "scatter",  # the robust spread of ln(1 + change) over the series' size class
     "noise",  # the change the runs could show unchanged: e^max(ln(1+floor), k x ...) - 1
+    "class_change",  # the median change of the series' points in its size class
+    "class_noise",  # the change that median could show unchanged (NaN: too few points)
     "verdict",  # VERDICTS; null where one run only measured the point
     "regression",
     "improvement",
@@ -58,6 +60,7 @@ VERDICTS = ("regression", "improvement", "unclear", "unchanged")
 MIN_BLOCKS = 3  # fewer blocks say nothing of a run's spread
 MIN_SCATTER_POINTS = 3  # fewer points of a series in a size class: no scatter
 MAD_TO_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal noise
+MEDIAN_EFFICIENCY = 1.2533  # sqrt(pi / 2): a median's standard error over the mean's
 # A point over sizes: its series, whose points in one size class share their runs' noise.
 SERIES = tuple(key for key in POINT if key != "size_bytes")
 
@@ -103,6 +106,18 @@ class RegressionRule:
     same the other way round. A change of less than
     `threshold` is unchanged; a larger one that the noise can explain, or of a point without
     `MIN_BLOCKS` blocks a side, unclear.
+
+    A point is also a regression where its series' size class moved as a whole
+    (`_class_shift`): the median change of the class's points lost more than the threshold,
+    the class's floor, `k` x the median's standard error and `k` x the median spread of
+    their blocks, and the point itself lost more than the threshold and its floor, every
+    block slower. One size of a series is now and then dealt a slower state for a whole run
+    (send_recv on two H200: 6-9% at one size, its neighbours within 1%), which the scatter
+    rightly counts as noise; but a cause in the fabric, the library or the configuration
+    moves every size of the class, so their median moves with little error, and the point's
+    own draw of noise no longer hides it (a 10% slowdown from 1 MiB planted in the recorded
+    GPU runs: 96% of those points where the point's own noise saw 85%, and still none of
+    524 point-comparisons of identical runs flagged; docs/REGRESSIONS.md).
 
     Every change is judged as a log ratio (ln(new / base)), so that a point twice as fast
     from A to B is as clear as half as fast from B to A; `noise` is its bar as a fraction.
@@ -214,6 +229,36 @@ def _corroborated(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]
     return corroborated
 
 
+def _class_shift(
+    out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]], rule: RegressionRule
+) -> tuple[pd.Series, pd.Series]:
+    """Each point's series' size class: the median of its judged points' log changes, and
+    the bar that median must pass to be a change of the class (both NaN where the class has
+    fewer than MIN_SCATTER_POINTS judged points, or its points no blocks). The bar is the
+    largest of the threshold, the class's floor, `k` x the median's standard error (1.2533
+    sigma / sqrt(n), sigma from the MAD of the points around it) and `k` x the median of
+    the points' combined block spreads, so a run whose blocks scatter (a busy host) moves
+    no class."""
+    frame, names = _in_series_classes(out, judged)
+    keys = [frame[n] for n in names]
+    median = frame.groupby(names, sort=False)["log"].transform("median")
+    mad = (frame["log"] - median).abs().groupby(keys, sort=False).transform("median")
+    count = frame.groupby(names, sort=False)["log"].transform("count")
+    error = MEDIAN_EFFICIENCY * MAD_TO_SIGMA * mad / np.sqrt(count)
+    spread = pd.Series(
+        np.hypot(out.loc[frame.index, "base_spread"], out.loc[frame.index, "new_spread"]),
+        index=frame.index,
+    )
+    blocks = spread.groupby(keys, sort=False).transform("median")
+    floor = np.log1p([max(size_class(s).floor, rule.threshold) for s in frame["size"]])
+    bar = np.fmax(np.fmax(floor, rule.k * error), rule.k * blocks)  # NaN blocks: NaN
+    enough = count >= MIN_SCATTER_POINTS
+    return (
+        median.where(enough).reindex(out.index),
+        bar.where(enough).reindex(out.index),
+    )
+
+
 def _apart(base: object, new: object) -> tuple[bool, bool]:
     """Whether every block of `new` is slower than every block of `base`, and faster."""
     a, b = _blocks(base), _blocks(new)
@@ -266,8 +311,16 @@ def point_changes(
     change = np.log1p(out["busbw_change"])
     bar = np.fmax(noise, math.log1p(rule.threshold))
     shared = _corroborated(out, ran).to_numpy(dtype=bool)
-    slower = ran & (change <= -bar).fillna(False).to_numpy(dtype=bool) & slower_blocks & shared
-    faster = ran & (change >= bar).fillna(False).to_numpy(dtype=bool) & faster_blocks & shared
+    moved, class_bar = _class_shift(out, ran, rule)
+    out["class_change"] = np.expm1(moved)
+    out["class_noise"] = np.expm1(class_bar)
+    own = np.fmax(floor, math.log1p(rule.threshold))
+    class_down = ((moved <= -class_bar) & (change <= -own)).fillna(False).to_numpy(dtype=bool)
+    class_up = ((moved >= class_bar) & (change >= own)).fillna(False).to_numpy(dtype=bool)
+    beyond_down = (change <= -bar).fillna(False).to_numpy(dtype=bool) & shared
+    beyond_up = (change >= bar).fillna(False).to_numpy(dtype=bool) & shared
+    slower = ran & slower_blocks & (beyond_down | class_down)
+    faster = ran & faster_blocks & (beyond_up | class_up)
     small = ran & (change.abs() < math.log1p(rule.threshold)).fillna(False).to_numpy(dtype=bool)
     regression = (both & base_ok & ~new_ok) | slower
     improvement = (both & ~base_ok & new_ok) | faster

@@ -101,15 +101,16 @@ def print_comparison(comparison: Comparison, every: bool, out: TextIO | None = N
         + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
         + f" (a change of bus bandwidth counts beyond {rule.threshold:.0%} and the noise of "
         "its point: its size's floor, and "
-        f"{rule.k:g}x its runs' blocks' spread and its series' scatter; or a point failed "
-        "only now; unclear: a change the noise can explain)",
+        f"{rule.k:g}x its runs' blocks' spread and its series' scatter, or beyond its floor "
+        "where its series' size class moved as a whole beyond the class's noise; or a point "
+        "failed only now; unclear: a change the noise can explain)",
         soft_wrap=True,
     )
     shown = _shown(comparison, every)
     if shown.empty:
         return
     table = Table()
-    columns = ("", "series", "size", "base GB/s", "GB/s", "change", "noise")
+    columns = ("", "series", "size", "base GB/s", "GB/s", "change", "noise", "class", "class noise")
     for column in (*columns, "status"):
         table.add_column(column, justify="right" if column in columns[2:] else "left")
     for point in shown.to_dict("records"):
@@ -121,6 +122,8 @@ def print_comparison(comparison: Comparison, every: bool, out: TextIO | None = N
             _number(point["new_busbw_gb_per_s"], ".3g"),
             _number(point["busbw_change"], "+.1%"),
             _number(point["noise"], ".1%"),
+            _number(point["class_change"], "+.1%"),
+            _number(point["class_noise"], ".1%"),
             f"{point['base_status']} -> {point['new_status']}"
             if point["present"] == "both"
             else f"only in {point['present']}",

@@ -79,6 +79,8 @@ def baseline(view: RunView) -> Section | None:
             cells.num(r["new_busbw_gb_per_s"], cells.SIG),
             cells.num(100 * r["busbw_change"], "+.1f", _VERDICT_CSS.get(str(r["verdict"]), "")),
             cells.num(100 * r["noise"], ".1f"),
+            cells.num(100 * r["class_change"], "+.1f"),
+            cells.num(100 * r["class_noise"], ".1f"),
             Cell(
                 f"{r['base_status']} -> {r['new_status']}",
                 "" if r["new_status"] == Status.OK else "bad",
@@ -88,7 +90,17 @@ def baseline(view: RunView) -> Section | None:
     ]
     point = ("group", "operation", "dtype", "size", *(("launch",) if several else ()))
     if lines:
-        columns = ("verdict", *point, "base busbw", "busbw", "change %", "noise %", "status")
+        columns = (
+            "verdict",
+            *point,
+            "base busbw",
+            "busbw",
+            "change %",
+            "noise %",
+            "class change %",
+            "class noise %",
+            "status",
+        )
         blocks.append(cells.table(columns, lines, "changes beyond the threshold"))
     else:
         blocks.append(Text(f"No point changed by {rule.threshold:.0%} or more."))
@@ -105,5 +117,8 @@ def baseline(view: RunView) -> Section | None:
         f"1 MiB, 5% above: what identical runs moved on 4 H200), {rule.k:g}x the spread of "
         f"the two runs' timed blocks and {rule.k:g}x the scatter of its series' changes at "
         "sizes of its class, with every block of one run beyond every block of the other; "
-        "else it is unclear. A point failed only now is a regression.",
+        "or where its series' size class moved as a whole (the median change of its points "
+        f"beyond the class's floor, {rule.k:g}x that median's error and {rule.k:g}x their "
+        "blocks' spread) and the point moved with it beyond its floor; else it is unclear. "
+        "A point failed only now is a regression.",
     )
