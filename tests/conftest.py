@@ -79,9 +79,10 @@ def cluster_head() -> Iterator[Cluster]:
     from ray.cluster_utils import Cluster
 
     ray.shutdown()  # the session's Ray: the next test that needs it starts it again
-    # No dashboard modules, no log monitor: every driver of it leaves workers' logs where they
-    # are (log_to_driver=False), and the two took CPU all the while the head was up.
-    quiet = {"include_dashboard": False, "include_log_monitor": False}
+    # No dashboard modules, no log monitor, no autoscaler (it has no node to start): every
+    # driver of it leaves workers' logs where they are (log_to_driver=False), and these took
+    # CPU all the while the head was up.
+    quiet = {"include_dashboard": False, "include_log_monitor": False, "no_monitor": True}
     head = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, **quiet})
     yield head
     head.shutdown()
