@@ -19,7 +19,8 @@ BISECT_TOLERANCE = 0.01  # stop when the bracket is within 1% of the size
 # CPUs, where memory is shared and tight. The fill writes in place and needs none.
 CHUNK_ELEMENTS = {"cuda": 1 << 26, "cpu": 1 << 22}
 # Bytes alive at once per element of a chunk, with room to spare: the check's comparison, one
-# bool per element (tests/unit/test_data.py measures it), beside one period of the pattern.
+# bool per element (tests/unit/test_data.py measures it), beside one period of the pattern; a
+# count of the wrong ones widens a mebi-element at a time (data.COUNT_ELEMENTS), not a chunk.
 SCRATCH_PER_ELEMENT = 3
 
 

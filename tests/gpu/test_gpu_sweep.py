@@ -149,8 +149,16 @@ def test_host_copies_asked_by_name_take_every_size_are_exact_and_a_share_of_the_
     assert ran.loc[ran["op"] == "d2h", "n_wrong"].isna().all()  # its output is on the host
     alone = ran[~ran["concurrent"].astype(bool)]
     large = alone[(alone["size_bytes"] == 256 * 2**20) & (alone["algorithm"] == "pinned")]
-    # a link that trained down shows as a low share; a healthy one is well above half
-    assert large["pcie_pct_of_peak"].between(50, 110).all(), large["pcie_pct_of_peak"]
+    # A healthy link runs well above half of its peak, though a shared host's memory moves a
+    # copy now and then (4 H100, 2026-11-28: alone, 64-87% in one run, 38-45% for three of
+    # twelve in the run before); a link trained down to half its lanes or generation stays
+    # under half in every row, and its trained state is in the row.
+    share = large["pcie_pct_of_peak"]
+    assert share.between(25, 110).all(), share
+    assert share.median() > 50, share
+    trained = large[["pcie_gen", "pcie_max_gen", "pcie_width", "pcie_max_width"]].map(list)
+    assert (trained["pcie_gen"] == trained["pcie_max_gen"]).all(), trained
+    assert (trained["pcie_width"] == trained["pcie_max_width"]).all(), trained
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="GPUs at once: two or more")

@@ -33,6 +33,7 @@ def test_nvlink_rows_say_p2p_and_without_it_shm_then_the_network_each_flagged(
         *("--tiers", "nvlink", "--pairs", "none", "--ops", "all_reduce,all_to_all"),
         *("--max-size", "64K", "--engine", "torch,nccl", "--launch", "graph,eager"),
         *("--nccl-env", "NCCL_P2P_DISABLE=1", "--nccl-env", "NCCL_SHM_DISABLE=0,1"),
+        exit_code=5,  # rows flagged against their tier, every point run
     )
     env = df["nccl_env"].map(dict)
     assert not any(name.startswith("NCCL_DEBUG") for names in env for name in names)

@@ -95,6 +95,7 @@ chunk = 1 << 24
 sizing.CHUNK_ELEMENTS["cpu"] = chunk
 buf = torch.zeros(chunk, dtype=torch.float32)
 spans = [Span(0, chunk, SUM if sys.argv[1] == "sum" else 1, 0)]
+lv = data.levels(torch.float32, 8, True)
 
 
 def high_water_kib():  # this process's own peak (ru_maxrss would carry the parent's over exec)
@@ -103,13 +104,15 @@ def high_water_kib():  # this process's own peak (ru_maxrss would carry the pare
 
 
 base = high_water_kib()
-data.fill(buf, spans, 8, data.levels(torch.float32, 8, True), 0)
-assert data.count_wrong(buf, spans, 8, data.levels(torch.float32, 8, True), 0) == 0
+data.fill(buf, spans, 8, lv, 0)
+wrong = chunk // 2 if sys.argv[1] == "wrong" else 0
+buf[:wrong] = -1.0  # in place: the count of wrong elements is measured too
+assert data.count_wrong(buf, spans, 8, lv, 0) == wrong
 print((high_water_kib() - base) * 1024 / chunk)
 """
 
 
-SOURCES = ("sum", "rank")
+SOURCES = ("sum", "rank", "wrong")  # "wrong": half the elements, counted
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +140,9 @@ def test_fill_and_check_stay_within_the_scratch_sizing_counts(
     peaks: dict[str, float], source: str
 ) -> None:
     """Scratch memory for --max-size auto: the peak resident growth of filling and checking
-    one whole chunk (in a fresh process, where the high-water mark starts at the buffer)."""
+    one whole chunk (in a fresh process, where the high-water mark starts at the buffer),
+    also where half of it is wrong and counted (on CUDA a count widens its input to int64:
+    a chunk's at once asked 8 bytes an element at the --mem-limit bound on 4 H100)."""
     per_element = peaks[source]
     # two thirds: room for the GPU caching allocator, which rounds blocks up
     assert 0.5 < per_element <= sizing.scratch_bytes("cpu", 1) * 2 / 3, per_element
