@@ -133,6 +133,8 @@ class ResultRow:
     nccl_channels: int | None = None
     nccl_algo: str | None = None
     nccl_proto: str | None = None
+    # a point that timed out: its ranks that did not answer, by their place in the group
+    unanswered: tuple[int, ...] | None = None
     # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
     # (last: the writer spreads it after the row's own columns)
     readings: Mapping[str, tuple[Any, ...] | None] = field(
@@ -142,9 +144,10 @@ class ResultRow:
 
 def of_point(run: RunColumns, placement: Placement, done: PointResult) -> list[ResultRow]:
     """The point's measurements: one per engine and launch mode it was timed with (a failed
-    point: one per engine and launch mode it asked for, each saying why). An operation each
-    GPU performs on its own (`per_gpu`) run by several GPUs at once gives them per GPU, each
-    from that GPU's own blocks and telemetry; its rows say `concurrent`."""
+    point: one per engine and launch mode it asked for, each saying why, a timed-out one also
+    which of its ranks did not answer). An operation each GPU performs on its own (`per_gpu`)
+    run by several GPUs at once gives them per GPU, each from that GPU's own blocks and
+    telemetry; its rows say `concurrent`."""
     group, point, collective, outcome = done.group, done.point, done.collective, done.outcome
     n = group.world_size
     pair: dict[str, Any] = {}
@@ -186,6 +189,7 @@ def of_point(run: RunColumns, placement: Placement, done: PointResult) -> list[R
         probe_s=done.probe_s,
         wave=done.wave,
         started_at=done.started_at,
+        unanswered=tuple(group.ranks.index(r) for r in outcome.unanswered) or None,
         ended_at=done.ended_at,
         **pair,
     )

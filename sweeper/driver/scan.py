@@ -21,7 +21,9 @@ the waves, and the verdicts, are those the scan would have given. A row is its g
 its wave, stage and group id (node positions are the scan's node order, lost nodes
 included), which a group of more than 8 nodes shares with the wave's other groups of its
 size: there its GPUs' UUIDs (or, on CPU ranks, its hosts) tell them apart, and rows that
-still match two groups are measured again.
+still match two groups are measured again. A point that timed out keeps in its rows which
+ranks did not answer (`unanswered`), so the node that hung is named from rows read back as
+from rows just made (`silent_nodes`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Container, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -310,7 +312,6 @@ class _Scan(RunState):
         self.meta: measurement.RunColumns | None = None
         self.executor: Executor | None = None
         self.by_group: dict[Group, list[Row]] = defaultdict(list)
-        self.silent: dict[Group, set[str]] = defaultdict(set)  # nodes that did not answer
         self.stage_of: dict[Group, scan.Stage] = {}
         self.op_of: dict[Group, Collective] = {}  # each executor group's judged operation
         self.scanned: Scanned | None = None
@@ -533,10 +534,14 @@ class _Scan(RunState):
         counts = tuple(sorted({collective.count(s, itemsize, n) for s in wanted}))
         return Series(op=collective.name, dtype=DTYPE, counts=counts)
 
-    def _expected(self, group: Group) -> set[tuple[str, int]]:
+    def _expected(self, parts: Sequence[Group]) -> set[tuple[str, int]]:
+        """The (op, size_bytes) points a scan group's executor groups are asked for."""
         itemsize = DTYPES[DTYPE].itemsize
         return {
-            (REGISTRY[s.op].op, count * itemsize) for s in self._series(group) for count in s.counts
+            (REGISTRY[s.op].op, count * itemsize)
+            for g in parts
+            for s in self._series(g)
+            for count in s.counts
         }
 
     def _measured(self, done: PointResult) -> None:
@@ -549,13 +554,16 @@ class _Scan(RunState):
         ]
         self.keep(rows)
         self.by_group[done.group].extend(columns(row) for row in rows)
-        placement = self.placement
-        silent = {
-            placement.nodes[placement.members[r].node].node_id for r in done.outcome.unanswered
-        }
-        nodes = {placement.nodes[placement.members[r].node].node_id for r in done.group.ranks}
-        if silent and (silent < nodes or len(nodes) == 1):  # all silent, of several: no one named
-            self.silent[done.group] |= silent
+
+    def _outcome(
+        self, group: scan.ScanGroup, parts: Sequence[Group], rows: Sequence[Row]
+    ) -> scan.GroupOutcome:
+        """The group's outcome from its rows (`scan.rows.outcome`), measured now or read back:
+        its executor groups are `parts`, and the nodes that did not answer a point that timed
+        out are those its rows' `unanswered` name (`silent`)."""
+        assert self.placement is not None
+        silent = silent_nodes(self.placement, parts, rows)
+        return outcome(group, rows, self._expected(parts), self.asked(group), self.gpus, silent)
 
     def _missing(self, groups: Sequence[scan.ScanGroup]) -> dict[scan.ScanGroup, scan.GroupOutcome]:
         """The groups holding a node that is out of the scan, each missing, saying why (which
@@ -587,9 +595,8 @@ class _Scan(RunState):
         out = {}
         for group, kept in mine.items():
             parts = [g for part in self.groups(group) for g in part]
-            expected = set().union(*(self._expected(g) for g in parts))
-            if expected <= {(r["op"], r["size_bytes"]) for r in kept}:
-                out[group] = outcome(group, kept, expected, self.asked(group), self.gpus)
+            if self._expected(parts) <= {(r["op"], r["size_bytes"]) for r in kept}:
+                out[group] = self._outcome(group, parts, kept)
             else:
                 self.partial[group] = kept
         return out
@@ -631,7 +638,6 @@ class _Scan(RunState):
         made = {group: self.groups(group) for group in groups}
         for g in (g for parts in made.values() for part in parts for g in part):
             self.by_group.pop(g, None)  # a wave run again: its own rows only
-            self.silent.pop(g, None)
         replayed = recorded(r for g in groups for r in self.partial.get(g, ()))
         for k in range(max(len(parts) for parts in made.values())):
             together = tuple(g for s in made.values() if k < len(s) for g in s[k])
@@ -639,14 +645,12 @@ class _Scan(RunState):
         out = {}
         for group, parts in made.items():
             mine = [g for part in parts for g in part]
-            asked = self.asked(group)
             if not mine:  # a GPU alone on CPU ranks: no copies to time, nothing against it
-                out[group] = scan.GroupOutcome(group=group, result=scan.Result.OK, op=asked.op)
+                op = self.asked(group).op
+                out[group] = scan.GroupOutcome(group=group, result=scan.Result.OK, op=op)
                 continue
             rows = [*self.partial.pop(group, ()), *(r for g in mine for r in self.by_group[g])]
-            expected = set().union(*(self._expected(g) for g in mine))
-            silent = set().union(*(self.silent[g] for g in mine))
-            out[group] = outcome(group, rows, expected, asked, self.gpus, silent)
+            out[group] = self._outcome(group, mine, rows)
         return out
 
 
@@ -663,6 +667,24 @@ def _owns(shape: _Shape, group: scan.ScanGroup, row: Row) -> bool:
         return False
     hosts = Counter(row["hosts"] or ())
     return set(row["gpu_uuids"] or ()) <= shape.uuids and not hosts - shape.hosts
+
+
+def silent_nodes(placement: Placement, parts: Sequence[Group], rows: Iterable[Row]) -> set[str]:
+    """The nodes whose ranks did not answer a point of `rows` that timed out: a row's
+    `unanswered` are group ranks of the part (executor group) its group id names, placed by
+    `placement`. Where every node of several went silent, none: nothing tells a hung node
+    from those it blocked."""
+    by_id = {placement.group_id(g): g for g in parts}
+    out: set[str] = set()
+    for row in rows:
+        part, places = by_id.get(row["group_id"]), row.get("unanswered")
+        if part is None or places is None or not len(places):
+            continue
+        node_of = [placement.nodes[placement.members[r].node].node_id for r in part.ranks]
+        silent, nodes = {node_of[i] for i in places}, set(node_of)
+        if silent < nodes or len(nodes) == 1:
+            out |= silent
+    return out
 
 
 def scan_fleet(

@@ -337,6 +337,15 @@ DESCRIBED: dict[str, Described] = {
         meaning="the protocol NCCL chose for the point's first call (`LL`, `LL128`, `SIMPLE`)",
         null="as `nccl_algo`",
     ),
+    "unanswered": Described(
+        meaning="a point that timed out: the ranks whose reply was not in at its deadline, as "
+        "group ranks (0 to `world_size` - 1: their places in `hosts` and `gpu_uuids`; `error` "
+        "names them by the run's rank numbers where others answered). A scan holds the node of "
+        "those ranks `failed`, not its group's links, where it is the group's one node or "
+        "another node of the group answered; a resumed scan reads it here",
+        null="the point did not time out; rows written before sweeper kept it (their `error` "
+        "names the ranks)",
+    ),
 }
 
 

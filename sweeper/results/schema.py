@@ -115,6 +115,11 @@ SCHEMA = pa.schema(
         ("nccl_channels", pa.int32()),
         ("nccl_algo", pa.string()),
         ("nccl_proto", pa.string()),
+        # a point that timed out: the ranks whose reply was not in at its deadline, as group
+        # ranks (places in `hosts` and `gpu_uuids`), so a resumed scan names the node that hung
+        # as the scan did; null on every other row, older ones included, so no upgrade step
+        # fills it (their `error` says the ranks in words)
+        ("unanswered", pa.list_(pa.int32())),
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )

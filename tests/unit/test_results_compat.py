@@ -112,6 +112,7 @@ DTYPES = {
     "nccl_channels": "Int32",
     "nccl_algo": _STR,
     "nccl_proto": _STR,
+    "unanswered": _OBJ,
     "date": _STR,
 }
 # how many rows have a value in each column: every row, the 24 measured (the 8 h2d rows are
