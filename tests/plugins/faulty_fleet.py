@@ -15,7 +15,7 @@ from sweeper.ops.registry import REGISTRY, register
 
 SLOW_NODE = 2
 SLOW_LINK = (4, 5)
-DELAY_S = 0.1
+DELAY_S = 0.2
 SLOW_FROM_BYTES = 64 << 10
 _all_reduce = REGISTRY["all_reduce"]
 
