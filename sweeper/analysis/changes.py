@@ -167,26 +167,47 @@ def _spread(blocks: np.ndarray[Any, np.dtype[np.float64]] | None) -> float:
     return float(np.log(blocks.max() / blocks.min()))
 
 
+@dataclass(frozen=True)
+class _Classes:
+    """The judged points keyed by their series and size class (the key columns' `names`), in
+    order of size within each, with their log change (`log`), size, class floor as a log
+    (`floor`) and two runs' combined block spread (`spread`): what the scatter, the
+    neighbour rule and the class's shift read, made once. `index`: every point's."""
+
+    frame: pd.DataFrame
+    names: list[str]
+    index: pd.Index
+
+    def groups(self) -> Any:
+        return self.frame.groupby(self.names, sort=False)
+
+    def keys(self) -> list[pd.Series]:
+        return [self.frame[n] for n in self.names]
+
+
 def _in_series_classes(
-    out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]], **columns: Any
-) -> tuple[pd.DataFrame, list[str]]:
-    """The judged points with their log change (`log`), size and `columns`, keyed by their
-    series and size class (the key columns' `names`), in order of size within each: what the
-    scatter and the neighbour rule read."""
+    out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]], floor: Any, spread: Any
+) -> _Classes:
     frame = pd.DataFrame(
-        {"log": np.log1p(out["busbw_change"].where(judged)), "size": out["size_bytes"]},
+        {
+            "log": np.log1p(out["busbw_change"].where(judged)),
+            "size": out["size_bytes"],
+            "floor": floor,
+            "spread": spread,
+        },
         index=out.index,
-    ).assign(**columns)
+    )
     names = []
     for i, key in enumerate(SERIES):
         frame[f"k{i}"] = out[key].astype("string").fillna("")
         names.append(f"k{i}")
     frame["class"] = [size_class(s).name for s in out["size_bytes"]]
     names.append("class")
-    return frame[frame["log"].notna()].sort_values([*names, "size"], kind="stable"), names
+    judged_frame = frame[frame["log"].notna()].sort_values([*names, "size"], kind="stable")
+    return _Classes(judged_frame, names, out.index)
 
 
-def _scatter(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]) -> pd.Series:
+def _scatter(classes: _Classes) -> pd.Series:
     """Each point's series' scatter in its size class, from the successive differences of
     the log changes of its judged points there, in order of size: 1.4826 x their MAD over
     sqrt(2) (the difference of two independent points has sqrt(2) times their sigma); NaN
@@ -195,19 +216,19 @@ def _scatter(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]) -> 
     as much (fewer NCCL channels cost 4 H200 63% of all_reduce's bus bandwidth at 1 MiB and
     87% at 256 MiB), so its spread over the class would count as noise and hide it, where
     noise moves neighbouring sizes by unrelated amounts."""
-    frame, names = _in_series_classes(out, judged)
-    steps = frame.groupby(names, sort=False)["log"].diff()
-    deviation = steps - steps.groupby([frame[n] for n in names], sort=False).transform("median")
-    mad = deviation.abs().groupby([frame[n] for n in names], sort=False).transform("median")
-    count = frame.groupby(names, sort=False)["log"].transform("count")
+    keys = classes.keys()
+    steps = classes.groups()["log"].diff()
+    deviation = steps - steps.groupby(keys, sort=False).transform("median")
+    mad = deviation.abs().groupby(keys, sort=False).transform("median")
+    count = classes.groups()["log"].transform("count")
     per_point = (MAD_TO_SIGMA * mad / math.sqrt(2)).where(count >= MIN_SCATTER_POINTS)
     # every point of a series' class gets the class's figure (its first point has no step)
-    per_class = per_point.groupby([frame[n] for n in names], sort=False).transform("max")
-    scatter: pd.Series = per_class.reindex(out.index)
+    per_class = per_point.groupby(keys, sort=False).transform("max")
+    scatter: pd.Series = per_class.reindex(classes.index)
     return scatter
 
 
-def _corroborated(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]) -> pd.Series:
+def _corroborated(classes: _Classes) -> pd.Series:
     """Whether each point's change is shared by a neighbouring size of its series in its
     size class: the size just below or just above it there (among the judged) moved the same
     way by at least the class's floor. True for a point with no other judged size of its
@@ -216,22 +237,19 @@ def _corroborated(out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]]
     then (two H200s, three identical runs: all_reduce at 256 KiB 12% apart in one of them,
     its neighbours within 1.6%), and two runs cannot tell that from a change at that size
     alone."""
-    floors = np.log1p([size_class(s).floor for s in out["size_bytes"]])
-    frame, names = _in_series_classes(out, judged, floor=floors)
-    series = frame.groupby(names, sort=False)
-    sign = np.sign(frame["log"])
-    shared = pd.Series(False, index=frame.index)
+    series = classes.groups()
+    sign = np.sign(classes.frame["log"])
+    shared = pd.Series(False, index=classes.frame.index)
     for step in (1, -1):
         log, floor = series["log"].shift(step), series["floor"].shift(step)
         shared |= ((np.sign(log) == sign) & (log.abs() >= floor)).fillna(False)
     alone = series["log"].transform("count") < 2
-    corroborated: pd.Series = (shared | alone).reindex(out.index, fill_value=True).astype(bool)
+    corroborated: pd.Series = shared | alone
+    corroborated = corroborated.reindex(classes.index, fill_value=True).astype(bool)
     return corroborated
 
 
-def _class_shift(
-    out: pd.DataFrame, judged: np.ndarray[Any, np.dtype[np.bool_]], rule: RegressionRule
-) -> tuple[pd.Series, pd.Series]:
+def _class_shift(classes: _Classes, rule: RegressionRule) -> tuple[pd.Series, pd.Series]:
     """Each point's series' size class: the median of its judged points' log changes, and
     the bar that median must pass to be a change of the class (both NaN where the class has
     fewer than MIN_SCATTER_POINTS judged points, or its points no blocks). The bar is the
@@ -239,23 +257,18 @@ def _class_shift(
     sigma / sqrt(n), sigma from the MAD of the points around it) and `k` x the median of
     the points' combined block spreads, so a run whose blocks scatter (a busy host) moves
     no class."""
-    frame, names = _in_series_classes(out, judged)
-    keys = [frame[n] for n in names]
-    median = frame.groupby(names, sort=False)["log"].transform("median")
+    frame, keys = classes.frame, classes.keys()
+    median = classes.groups()["log"].transform("median")
     mad = (frame["log"] - median).abs().groupby(keys, sort=False).transform("median")
-    count = frame.groupby(names, sort=False)["log"].transform("count")
+    count = classes.groups()["log"].transform("count")
     error = MEDIAN_EFFICIENCY * MAD_TO_SIGMA * mad / np.sqrt(count)
-    spread = pd.Series(
-        np.hypot(out.loc[frame.index, "base_spread"], out.loc[frame.index, "new_spread"]),
-        index=frame.index,
-    )
-    blocks = spread.groupby(keys, sort=False).transform("median")
-    floor = np.log1p([max(size_class(s).floor, rule.threshold) for s in frame["size"]])
+    blocks = frame["spread"].groupby(keys, sort=False).transform("median")
+    floor = np.fmax(frame["floor"], math.log1p(rule.threshold))
     bar = np.fmax(np.fmax(floor, rule.k * error), rule.k * blocks)  # NaN blocks: NaN
     enough = count >= MIN_SCATTER_POINTS
     return (
-        median.where(enough).reindex(out.index),
-        bar.where(enough).reindex(out.index),
+        median.where(enough).reindex(classes.index),
+        bar.where(enough).reindex(classes.index),
     )
 
 
@@ -295,10 +308,11 @@ def point_changes(
     base_ok = (out["base_status"] == Status.OK).fillna(False).to_numpy(dtype=bool)
     new_ok = (out["new_status"] == Status.OK).fillna(False).to_numpy(dtype=bool)
     ran = both & base_ok & new_ok
-    out["scatter"] = _scatter(out, ran)
     # changes are judged as log ratios, so that twice as fast and half as fast weigh alike
     floor = np.log1p([size_class(size).floor for size in out["size_bytes"]])
     spread = np.hypot(out["base_spread"], out["new_spread"])  # NaN without blocks
+    classes = _in_series_classes(out, ran, floor, spread)
+    out["scatter"] = _scatter(classes)
     # NaN scatter (too few points) is left out; NaN spread (no blocks) leaves the floor
     noise = np.fmax(np.fmax(floor, rule.k * spread), rule.k * out["scatter"])
     out["noise"] = np.expm1(noise)
@@ -310,8 +324,8 @@ def point_changes(
     faster_blocks = np.array([f for _, f in apart], dtype=bool)
     change = np.log1p(out["busbw_change"])
     bar = np.fmax(noise, math.log1p(rule.threshold))
-    shared = _corroborated(out, ran).to_numpy(dtype=bool)
-    moved, class_bar = _class_shift(out, ran, rule)
+    shared = _corroborated(classes).to_numpy(dtype=bool)
+    moved, class_bar = _class_shift(classes, rule)
     out["class_change"] = np.expm1(moved)
     out["class_noise"] = np.expm1(class_bar)
     own = np.fmax(floor, math.log1p(rule.threshold))
