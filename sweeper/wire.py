@@ -228,6 +228,8 @@ class Timed:
     skipped: str | None = None  # why there is nothing to time (then there are no blocks)
     registered: bool = False  # its buffers registered with this engine's communicator
     fabric: Fabric | None = None  # None: not through NCCL (gloo ranks)
+    start_s: float | None = None  # how long this engine's communicator of the group took to open
+    energy_mj: int | None = None  # what the GPU's NVML energy counter gained over the blocks
 
 
 # The Arrow type of one rank's value of a Reading field: the rows' telemetry columns hold a
