@@ -139,6 +139,13 @@ def sample(nvml: Any, handle: Any) -> Sample:
     )
 
 
+def energy_mj(nvml: Any, handle: Any) -> int | None:
+    """The GPU's total energy since the driver loaded, in mJ (Volta and later; None where the
+    GPU has no such counter)."""
+    value = _read(nvml, nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+    return None if value is None else int(value)
+
+
 def _delta(before: int | None, after: int | None) -> int | None:
     return None if before is None or after is None else after - before
 
@@ -227,6 +234,11 @@ class Watch:
         if self.nvlink_read is None:
             self.nvlink_read = (self.clock(), nvlink_errors(self.nvml, self.handle))
         return sample(self.nvml, self.handle)
+
+    def energy_mj(self) -> int | None:
+        """The GPU's energy counter now (mJ since the driver loaded), or None: it has none.
+        Read around a point's timed blocks (`rank.execution`), never inside one."""
+        return energy_mj(self.nvml, self.handle)
 
     def xids(self) -> tuple[int, ...] | None:
         """The XID codes raised since the last call (waiting for none), or None: unreadable."""

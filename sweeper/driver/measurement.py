@@ -135,6 +135,11 @@ class ResultRow:
     nccl_proto: str | None = None
     # a point that timed out: its ranks that did not answer, by their place in the group
     unanswered: tuple[int, ...] | None = None
+    # the group's communicator in this engine: seconds to open, the slowest rank's
+    comm_start_s: float | None = None
+    # the group's GPUs over the timed blocks: NVML's energy counter, summed over the ranks
+    energy_j: float | None = None
+    energy_j_per_gb: float | None = None
     # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
     # (last: the writer spreads it after the row's own columns)
     readings: Mapping[str, tuple[Any, ...] | None] = field(
@@ -270,6 +275,7 @@ def _timed(base: ResultRow, ranks: list[Timed], pcie_peak_gb_per_s: float | None
     algbw = algbw_gb_per_s(base.size_bytes, across.seconds)
     micros = None if not across.samples else np.asarray(across.samples) * 1e6
     wrong = f"{n_wrong} elements wrong ({format_size(base.size_bytes)})" if n_wrong else None
+    energy_j, energy_j_per_gb = _energy(base.size_bytes, ranks)
     return replace(
         mine,
         **_fabric(base, [t.fabric for t in ranks if t.fabric is not None]),
@@ -289,7 +295,21 @@ def _timed(base: ResultRow, ranks: list[Timed], pcie_peak_gb_per_s: float | None
         status=Status.ERROR if n_wrong else mine.status,
         error=wrong or mine.error,
         pcie_pct_of_peak=None if pcie_peak_gb_per_s is None else 100 * algbw / pcie_peak_gb_per_s,
+        comm_start_s=max((t.start_s for t in ranks if t.start_s is not None), default=None),
+        energy_j=energy_j,
+        energy_j_per_gb=energy_j_per_gb,
     )
+
+
+def _energy(size_bytes: int, ranks: list[Timed]) -> tuple[float | None, float | None]:
+    """The group's GPUs' energy over the timed blocks, and per GB of S per iteration; none
+    where any rank's GPU could not say (a sum over some GPUs would read low)."""
+    gains = [t.energy_mj for t in ranks]
+    if not gains or any(g is None for g in gains):
+        return None, None
+    joules = sum(g for g in gains if g is not None) / 1e3
+    moved_gb = size_bytes * sum(b.iters for b in ranks[0].blocks) / 1e9
+    return joules, joules / moved_gb if moved_gb else None
 
 
 def _fabric(base: ResultRow, fabrics: list[Fabric]) -> dict[str, Any]:

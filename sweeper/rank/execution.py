@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -30,7 +31,7 @@ from sweeper.rank.timing import (
     calibrate,
     graph_unit,
 )
-from sweeper.wire import Engine, Fabric, Launch, Timed, Timing
+from sweeper.wire import Block, Engine, Fabric, Launch, Timed, Timing
 
 EMPTY_GRAPH = (
     "nothing to time: the CUDA graph holds no GPU work (NCCL moves nothing for an in-place "
@@ -48,6 +49,8 @@ class Execution:
     timer: Timer
     stream: torch.cuda.Stream | None  # the rank's work stream (CUDA ranks)
     device: torch.device
+    # the GPU's total energy so far (NVML, mJ; None: unreadable); None: no GPU watched
+    energy_mj: Callable[[], int | None] | None = None
 
     def run(self) -> tuple[Timed, ...]:
         r = self.ready
@@ -73,8 +76,10 @@ class Execution:
             mine = self._launches(engine, step, timing)
             n_wrong = r.check(step) if timing.check else None
             registered = r.registration is not None
+            start_s = self.groups.started.get((r.point.group_id, engine))
             timed += [
-                replace(t, n_wrong=n_wrong, registered=registered, fabric=fabric) for t in mine
+                replace(t, n_wrong=n_wrong, registered=registered, fabric=fabric, start_s=start_s)
+                for t in mine
             ]
         return tuple(timed)
 
@@ -174,17 +179,25 @@ class Execution:
             extra, calibrated = calibrate(self.timer, launcher, self.agree, target_s)
             warm += extra
             calls = calls or calibrated
-        blocks = []
+        blocks: list[Block] = []
+        before: int | None = None
         for _ in range(timing.blocks):
-            self._barrier()
+            self._barrier()  # the device idle on every rank: the energy read next is the blocks'
+            if not blocks:
+                before = self._energy_mj()
             blocks.append(self.timer.time(launcher, calls, timing.samples))
+        after = self._energy_mj()
         return Timed(
             engine=engine,
             launch=launcher.launch,
             blocks=tuple(blocks),
             warmup_iters=warm,
             note=note,
+            energy_mj=None if before is None or after is None else after - before,
         )
+
+    def _energy_mj(self) -> int | None:
+        return None if self.energy_mj is None else self.energy_mj()
 
     def agree(self, seconds: float) -> float:
         """The slowest rank's time, so that every rank takes the same decision from it."""

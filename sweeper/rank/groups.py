@@ -15,6 +15,7 @@ import fcntl
 import os
 import socket
 import struct
+import time
 
 import torch
 import torch.distributed as dist
@@ -53,6 +54,8 @@ class Groups:
         self.opened: set[tuple[int, ...]] = set()  # rank sets with a group in this world
         self.comms: dict[tuple[str, Engine], Comm] = {}
         self.nccl_debug = nccl_debug  # what NCCL said as each communicator started
+        # seconds each group's communicator in each engine took to open on this rank
+        self.started: dict[tuple[str, Engine], float] = {}
 
     def comm(self, engine: Engine, group_id: str) -> Comm:
         """The group's communicator on an engine."""
@@ -95,6 +98,7 @@ class Groups:
             )
         else:
             self.store = TCPStore(host, port, world_size, False)
+        began = time.perf_counter()
         # The world is not bound to the device (no device_id): torch would then make every
         # subgroup by splitting the world's communicator (ncclCommSplit, a collective over
         # every rank of the world), which a group opened on its members only never completes.
@@ -110,6 +114,7 @@ class Groups:
         if self.device.type == "cuda":  # make NCCL's communicator now: a refused setting fails here
             dist.all_reduce(torch.zeros(1, device=self.device), group=world)
             torch.cuda.synchronize(self.device)
+        self.started["world", Engine.TORCH] = time.perf_counter() - began
         self.torch["world"] = TorchComm(world, self.rank, self.world_size)
         if self.nccl_debug is not None:
             self.nccl_debug.take(("world", Engine.TORCH))
@@ -121,6 +126,7 @@ class Groups:
         debug = self.nccl_debug
         if len(ranks) == self.world_size:
             group = self.torch["world"].group
+            self.started[group_id, Engine.TORCH] = self.started["world", Engine.TORCH]
             if debug is not None:
                 debug.share(("world", Engine.TORCH), (group_id, Engine.TORCH))
         elif ranks in self.opened:
@@ -129,6 +135,7 @@ class Groups:
             raise RuntimeError(f"ranks {ranks} open a second group in one world")
         else:
             self.opened.add(ranks)
+            began = time.perf_counter()
             group = dist.new_group(
                 list(ranks),
                 use_local_synchronization=True,
@@ -138,6 +145,7 @@ class Groups:
                 # made now, among the members (the open is timed apart from the first point)
                 device_id=self.device if self.device.type == "cuda" else None,
             )
+            self.started[group_id, Engine.TORCH] = time.perf_counter() - began
         self.torch[group_id] = TorchComm(group, ranks.index(self.rank), len(ranks), nodes)
         if debug is not None:
             debug.take((group_id, Engine.TORCH))
@@ -152,13 +160,18 @@ class Groups:
             stream=self.stream,
         )
         for engine in self.engines:
+            began = time.perf_counter()
             self.comms[group_id, engine] = ENGINES[engine].open(at)
+            # an engine whose communicator is the group's process group adds ~0 to its start
+            opened_s = time.perf_counter() - began
+            self.started[group_id, engine] = self.started.get((group_id, engine), 0.0) + opened_s
             if debug is not None:
                 debug.take((group_id, engine))
 
     def close(self, group_id: str) -> None:
         if self.nccl_debug is not None:
             self.nccl_debug.forget(group_id)
+        self.started = {key: s for key, s in self.started.items() if key[0] != group_id}
         comm = self.torch.pop(group_id, None)
         if comm is not None and comm.group is not dist.group.WORLD:
             dist.destroy_process_group(comm.group)
@@ -174,6 +187,7 @@ class Groups:
             ENGINES[engine].close(comm)
         self.comms.clear()
         self.torch.clear()
+        self.started.clear()
         if self.nccl_debug is not None:
             self.nccl_debug.heard.clear()
         self.opened.clear()

@@ -237,7 +237,8 @@ class Rank:
         r = self.ready
         if r.collective.setup is not None:
             r.collective.setup(r.buffers, r.comm)
-        execution = Execution(r, self.groups, self.timer, self.stream, self.device)
+        meter = self.watch.energy_mj if self.watch is not None else None
+        execution = Execution(r, self.groups, self.timer, self.stream, self.device, meter)
         if self.stream is None:
             return RankTimings(timed=execution.run())
         watch = self.watch

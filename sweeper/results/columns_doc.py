@@ -346,6 +346,30 @@ DESCRIBED: dict[str, Described] = {
         null="the point did not time out; rows written before sweeper kept it (their `error` "
         "names the ranks)",
     ),
+    "comm_start_s": Described(
+        meaning="how long the group's communicator in the row's engine took to open, the "
+        "slowest rank's: for `torch`, torch.distributed's process group made with the "
+        "group's device (NCCL's communicator started at once; the world's join where the "
+        "group is the world), for `nccl`, ncclCommInitRank with its unique id passed through "
+        "the store; the same on every row of the group and engine",
+        unit="seconds",
+        null=f"{_NOT_RUN}, or rows written before sweeper timed it",
+    ),
+    "energy_j": Described(
+        meaning="the energy the group's GPUs used over the row's timed blocks: what each "
+        "GPU's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ) gained from "
+        "after the first block's barrier to the end of the last, summed over the ranks; the "
+        "counter updates at its own period, so a row whose blocks last a few milliseconds "
+        "reads it coarsely",
+        unit="joules",
+        null=f"any rank's GPU has no such counter (before Volta), {_NO_GPU}",
+    ),
+    "energy_j_per_gb": Described(
+        meaning="`energy_j` per GB (1e9 bytes) of S over the blocks' iterations: the energy "
+        "the collective cost per byte of its size, beside `busbw_gb_per_s`",
+        unit="joules per GB",
+        null="as `energy_j`",
+    ),
 }
 
 

@@ -120,6 +120,13 @@ SCHEMA = pa.schema(
         # as the scan did; null on every other row, older ones included, so no upgrade step
         # fills it (their `error` says the ranks in words)
         ("unanswered", pa.list_(pa.int32())),
+        # the group's communicator in the row's engine: the seconds it took to open, the
+        # slowest rank's; null on older rows, so no upgrade step fills it
+        ("comm_start_s", pa.float64()),
+        # what the group's GPUs used over the row's timed blocks (NVML's total energy counter,
+        # summed over the ranks), and per GB of S moved per iteration; null on older rows
+        ("energy_j", pa.float64()),
+        ("energy_j_per_gb", pa.float64()),
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )

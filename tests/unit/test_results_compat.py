@@ -113,6 +113,9 @@ DTYPES = {
     "nccl_algo": _STR,
     "nccl_proto": _STR,
     "unanswered": _OBJ,
+    "comm_start_s": _F64,
+    "energy_j": _F64,
+    "energy_j_per_gb": _F64,
     "date": _STR,
 }
 # how many rows have a value in each column: every row, the 24 measured (the 8 h2d rows are
