@@ -152,20 +152,28 @@ app.command(cls=_Command, epilog=plan.EXAMPLES)(plan.plan)
 app.command(cls=_Command, epilog=report.EXAMPLES)(report.report)
 
 
-def _warn_in_one_line(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: TextIO | None = None,
-    line: str | None = None,
-) -> None:
-    """sweeper's own warnings (a corrupt results file skipped) as one line, like its errors;
-    everyone else's as Python shows them."""
-    if issubclass(category, SweeperWarning):
-        print(f"sweeper: warning: {message}", file=sys.stderr)
-    else:
-        _show_warning(message, category, filename, lineno, file, line)
+class _OneLine:
+    """sweeper's own warnings (a corrupt results file skipped) as one line, like its errors,
+    each once a command (a file every read of a command skips is named once); everyone
+    else's as Python shows them."""
+
+    def __init__(self) -> None:
+        self.shown: set[str] = set()
+
+    def __call__(
+        self,
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if not issubclass(category, SweeperWarning):
+            _show_warning(message, category, filename, lineno, file, line)
+        elif str(message) not in self.shown:
+            self.shown.add(str(message))
+            print(f"sweeper: warning: {message}", file=sys.stderr)
 
 
 _show_warning = warnings.showwarning
@@ -191,4 +199,4 @@ def main(
     ] = False,
 ) -> None:
     """sweeper: collective and peer-to-peer bandwidth of a GPU cluster, on Ray."""
-    warnings.showwarning = _warn_in_one_line
+    warnings.showwarning = _OneLine()

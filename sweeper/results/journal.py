@@ -34,7 +34,7 @@ from sweeper.results.files import (
     write_batch,
 )
 from sweeper.results.schema import SCHEMA
-from sweeper.results.upgrade import complete, upgrade, version
+from sweeper.results.upgrade import UNVERSIONED, complete, upgrade, version
 
 JOURNAL_DIR = "_journal"
 _SUFFIX = ".arrows"
@@ -243,6 +243,11 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
         rows = sum(int(batch.num_rows) for batch in batches)
         metadata = (schema.metadata if schema else None) or {}
         date, number = (metadata.get(k, b"").decode(errors="replace") for k in (b"date", b"batch"))
+        try:
+            since = version(schema, path) if schema is not None else UNVERSIONED
+        except BadInput as exc:  # a newer sweeper's: recovered here, it would lose what it says
+            warnings.warn(f"skipped {exc}; it is kept", CorruptResults, stacklevel=2)
+            return 0
         if schema is not None and rows:
             directory = partition(root, date)
             if not (PARTITION_DIR.fullmatch(directory.name) and number.isdigit()):
@@ -256,7 +261,7 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
             else:
                 table = complete(pa.Table.from_batches(batches, schema=schema))
                 try:
-                    write_batch(directory, run_id, index, upgrade(table, version(schema, path)))
+                    write_batch(directory, run_id, index, upgrade(table, since))
                 except OSError as exc:
                     raise ResultsUnwritable.of(root, exc) from None
         path.unlink()

@@ -10,6 +10,7 @@ with, so a reader sees every row as today's writer makes it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,9 +29,19 @@ from sweeper.results.files import BATCH, PARTITION_DIR, open_regular, run_name
 from sweeper.results.journal import live_runs, recover_all
 from sweeper.results.schema import DATASET_SCHEMA, PARTITION, RUN_COLUMNS, SCHEMA
 from sweeper.results.upgrade import KIND_SOURCES, UNVERSIONED, canonical, upgrade, version
-from sweeper.wire import Status
+from sweeper.wire import Backend, Kind, Launch, Name, Status, Tier
 
 LATEST = "latest"
+# Columns whose values are a closed set: a row naming none of its members is not sweeper's
+# (a planted or damaged file). `engine` is open: a newer sweeper's engine is read, last.
+_ENUMS: dict[str, type[Name]] = {
+    "backend": Backend,
+    "tier": Tier,
+    "kind": Kind,
+    "launch": Launch,
+    "status": Status,
+}
+_FILE = "__filename"  # the dataset's own column: which file a row came from
 
 
 def _foreign(schema: pa.Schema) -> str | None:
@@ -41,6 +52,10 @@ def _foreign(schema: pa.Schema) -> str | None:
         return f"not sweeper's rows (column {unknown[0]!r})"
     if "run_id" not in schema.names:
         return "not sweeper's rows (no run_id)"
+    for field in schema:
+        expected = SCHEMA.field(field.name).type
+        if not field.type.equals(expected):
+            return f"not sweeper's rows (column {field.name!r} is {field.type}, not {expected})"
     return None
 
 
@@ -56,7 +71,8 @@ def files(root: str | os.PathLike[str]) -> list[str]:
     of sweeper's name that is not a regular file (a FIFO, a device, a link, a folder), whose
     Parquet footer cannot be read (a disk that filled, a copy cut short), whose columns are
     not sweeper's (another tool's), or that is a copy of a batch already taken, is skipped
-    with a CorruptResults warning that names it."""
+    with a CorruptResults warning that names it; so is one a newer sweeper wrote (its rows
+    may mean what this one cannot tell)."""
     found = []
     seen: dict[str, Path] = {}
     for folder in sorted(Path(root).iterdir()):
@@ -69,18 +85,77 @@ def files(root: str | os.PathLike[str]) -> list[str]:
                 with open_regular(path) as file:  # a FIFO would hang the read
                     metadata = pq.read_metadata(file)
                 schema = metadata.schema.to_arrow_schema()
-                version(schema, path)  # a newer sweeper's file is refused, not taken as foreign
+                version(schema, path)  # a newer sweeper's file: neither read nor foreign
                 reason = _foreign(schema)
-            except (OSError, pa.ArrowException) as exc:
-                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            except (OSError, pa.ArrowException, BadInput) as exc:
+                reason = _why(exc).removeprefix(f"{path}: ")
             if reason is None:
                 first = seen.setdefault(_fingerprint(metadata), path)
                 reason = None if first == path else f"a copy of {first}"
             if reason is not None:
-                warnings.warn(f"skipped {path}: {reason}", CorruptResults, stacklevel=3)
+                _skip(str(path), reason)
                 continue
             found.append(str(path))
     return found
+
+
+def _why(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _skip(path: str, reason: str) -> None:
+    warnings.warn(f"skipped {path}: {reason}", CorruptResults, stacklevel=4)
+
+
+def _known(table: pa.Table) -> pa.Table:
+    """`table` (read with `_FILE`) without the rows of any file in which a row names a value
+    that no member of its column's enum is (`_ENUMS`), each such file skipped with one
+    warning. Nulls are known: `upgrade` fills what older files lack."""
+    first: dict[str, str] = {}
+    for column, enum in _ENUMS.items():
+        if column not in table.column_names:
+            continue
+        values = table[column]
+        named = pc.or_kleene(
+            pc.is_null(values), pc.is_in(values, value_set=pa.array(enum.values()))
+        )
+        bad = pc.invert(named)
+        for file, value in zip(
+            table[_FILE].filter(bad).to_pylist(), values.filter(bad).to_pylist(), strict=True
+        ):
+            first.setdefault(
+                file,
+                f"not sweeper's rows ({column} {value!r} is none of {', '.join(enum.values())})",
+            )
+    if not first:
+        return table
+    for file, reason in sorted(first.items()):
+        _skip(file, reason)
+    return table.filter(pc.invert(pc.is_in(table[_FILE], value_set=pa.array(list(first)))))
+
+
+def _scan(
+    source: ds.Dataset,
+    fragments: list[ds.Fragment],
+    columns: list[str],
+    filter_: ds.Expression | None,
+) -> pa.Table:
+    """These fragments' rows, read together (threaded); where one cannot be read (a data page
+    damaged past its footer), each alone, skipping those that fail with one warning each."""
+
+    def scan(part: list[ds.Fragment]) -> pa.Table:
+        subset = ds.FileSystemDataset(part, source.schema, source.format, source.filesystem)
+        return subset.to_table(columns=columns, filter=filter_)
+
+    with contextlib.suppress(OSError, pa.ArrowException):
+        return scan(fragments)
+    tables = []
+    for fragment in fragments:
+        try:
+            tables.append(scan([fragment]))
+        except (OSError, pa.ArrowException) as exc:
+            _skip(fragment.path, _why(exc))
+    return pa.concat_tables(tables) if tables else scan([])
 
 
 def dataset(root: str | os.PathLike[str]) -> ds.Dataset:
@@ -104,16 +179,13 @@ def read(
         raise FileNotFoundError(f"no results directory at {root}")
     recover_all(Path(root))  # a killed run's rows count, as a database replays its log on open
     source = dataset(root)
-    # kind is implied by other columns in rows from before it: read them with it
+    # kind is implied by other columns in rows from before it: read them with it; the
+    # closed sets' columns are read to tell a planted file's rows (`_known`)
     extra = [c for c in KIND_SOURCES if c not in columns] if "kind" in columns else []
+    read = list(dict.fromkeys([*columns, *extra, *_ENUMS, _FILE]))
     # files of one version in a row are read together (threaded), in their order
     parts = [
-        upgrade(
-            ds.FileSystemDataset(
-                list(fragments), source.schema, source.format, source.filesystem
-            ).to_table(columns=[*columns, *extra], filter=filter_),
-            since,
-        ).select(list(columns))
+        upgrade(_known(_scan(source, list(fragments), read, filter_)), since).select(list(columns))
         for since, fragments in groupby(
             source.get_fragments(), key=lambda f: version(f.physical_schema, f.path)
         )

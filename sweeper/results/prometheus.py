@@ -76,7 +76,8 @@ COLUMNS = tuple(dict.fromkeys([*RUN_COLUMNS, *CURVE, *SERIES, *MEASURED]))
 
 def _per_host(rows: pd.DataFrame) -> pd.DataFrame:
     """`rows` (one size of each curve) with one row per host each ran on."""
-    hosts = rows["hosts"].map(lambda names: sorted(set(names)))
+    # a row of no hosts (another tool's, an old test's) belongs to none: dropped below
+    hosts = rows["hosts"].map(lambda names: sorted(set(names)) if names is not None else [])
     exploded = rows.assign(**{HOST: hosts}).explode(HOST)
     known: pd.DataFrame = exploded.dropna(subset=[HOST, "value"])
     return known
@@ -107,7 +108,8 @@ def _gauge(name: str, help_: str, unit: str, samples: Samples) -> Metric:
 
 
 def _run(rows: pd.DataFrame) -> list[Metric]:
-    """The run's info series, duration and end; none for a run without rows."""
+    """The run's info series, duration and end (where its rows say when it ran); none for a
+    run without rows."""
     if rows.empty:
         return []
     first = rows.iloc[0]
@@ -115,6 +117,8 @@ def _run(rows: pd.DataFrame) -> list[Metric]:
     info.add_metric([], {c: "" if pd.isna(first[c]) else str(first[c]) for c in INFO})
     started = pd.Timestamp(first["run_started_at"])
     ended = pd.Timestamp(pd.concat([rows["measured_at"], rows["ended_at"]]).max())
+    if pd.isna(started) or pd.isna(ended):  # rows that do not say when they ran
+        return [info]
     end = GaugeMetricFamily(END, "When the run's last point ended.", unit="seconds")
     end.add_metric([], ended.timestamp())
     duration = GaugeMetricFamily(

@@ -30,9 +30,12 @@ KIND_SOURCES = ("op", "algorithm", "params")
 
 def version(schema: pa.Schema, source: object) -> int:
     """The schema version file (or journal) `source` was written with; BadInput where a newer
-    sweeper wrote it."""
+    sweeper wrote it, or its version is no number."""
     found = (schema.metadata or {}).get(VERSION_KEY)
-    written = int(found) if found else UNVERSIONED
+    try:
+        written = int(found[:8]) if found else UNVERSIONED  # a planted 5000 digits: no number
+    except ValueError:
+        raise BadInput(f"{source}: its results schema version is no number") from None
     if written > SCHEMA_VERSION:
         raise BadInput(
             f"{source}: written by a newer sweeper (results schema version {written}; "

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import sweeper
-from sweeper.errors import BadInput
+from sweeper.errors import CorruptResults
 from sweeper.results import records
 from sweeper.results.journal import journal_path
 from sweeper.results.load import runs
@@ -223,30 +223,30 @@ def test_a_row_that_says_its_transport_keeps_it() -> None:
 _NEWER = {VERSION_KEY: str(SCHEMA_VERSION + 1).encode()}
 
 
-def test_a_results_file_a_newer_sweeper_wrote_is_refused_in_one_line_that_names_it(
+def test_a_results_file_a_newer_sweeper_wrote_is_skipped_with_one_line_that_names_it(
     tmp_path: Path,
 ) -> None:
     """Its rows may mean what this sweeper cannot tell (asv refuses a newer API's results),
-    so neither read as today's nor skipped as another tool's."""
+    so neither read as today's nor taken as another tool's: skipped by name, and the rest
+    read."""
     root = tmp_path / "results"
     shutil.copytree(OLD, root)
     batch = root / "date=2026-11-25" / f"{RUN}-00000.parquet"
     newer = batch.with_name(f"{RUN}-00001.parquet")
     pq.write_table(pq.read_table(batch).replace_schema_metadata(_NEWER), newer)
 
-    with pytest.raises(BadInput) as refused:
-        sweeper.load(root)
+    with pytest.warns(CorruptResults) as skipped:
+        rows = sweeper.load(root)
 
-    message = str(refused.value)
+    (message,) = (str(w.message) for w in skipped)
     assert message == (
-        f"{newer}: written by a newer sweeper (results schema version {SCHEMA_VERSION + 1}; "
-        f"this one reads up to {SCHEMA_VERSION})"
+        f"skipped {newer}: written by a newer sweeper (results schema version "
+        f"{SCHEMA_VERSION + 1}; this one reads up to {SCHEMA_VERSION})"
     )
-    assert "\n" not in message
-    assert refused.value.exit_code == 2
+    assert len(rows) == pq.read_metadata(batch).num_rows
 
 
-def test_a_journal_a_newer_sweeper_left_is_refused_and_kept_not_recovered(tmp_path: Path) -> None:
+def test_a_journal_a_newer_sweeper_left_is_skipped_and_kept_not_recovered(tmp_path: Path) -> None:
     """Recovering it here would write its rows as this version's batch, losing what only the
     newer schema says."""
     run_id = "20261127T000000Z-abcdef"
@@ -257,7 +257,7 @@ def test_a_journal_a_newer_sweeper_left_is_refused_and_kept_not_recovered(tmp_pa
     with pa.OSFile(str(journal), "wb") as sink, pa.ipc.new_stream(sink, rows.schema) as stream:
         stream.write_table(rows)
 
-    with pytest.raises(BadInput, match="written by a newer sweeper"):
+    with pytest.warns(CorruptResults, match=r"skipped .*\.arrows: written by a newer sweeper"):
         sweeper.load(tmp_path)
 
     assert journal.exists()
