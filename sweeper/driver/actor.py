@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -70,8 +71,10 @@ def rank_process() -> tuple[Connection, subprocess.Popen[bytes] | None]:
     node's template (started here where there is none yet), else a fresh interpreter (then
     returned too, for the actor to hold). A template that cannot be used safely costs one
     line on this actor's stderr."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the actor's imports
-    setting = Setting(env=env, path=list(sys.path), cwd=os.getcwd())
+    path = import_path(sys.path)
+    # the actor's imports, and safe-path mode for any Python the rank starts in turn
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYTHONSAFEPATH": "1"}
+    setting = Setting(env=env, path=path, cwd=os.getcwd())
     raylet = int(os.environ.get("RAY_RAYLET_PID", os.getppid()))
     try:
         conn = _forked(setting, raylet)
@@ -81,6 +84,21 @@ def rank_process() -> tuple[Connection, subprocess.Popen[bytes] | None]:
     if conn is not None:
         return conn, None
     return _fresh(env)
+
+
+def import_path(entries: Sequence[str]) -> list[str]:
+    """An import path less what another user could plant a module in: the current directory
+    (an empty or relative entry), a directory anyone may write into (/tmp), or one that is
+    missing (anyone who may write its parent could make it)."""
+    kept = []
+    for entry in entries:
+        try:
+            mode = os.stat(entry).st_mode
+        except OSError:
+            continue
+        if os.path.isabs(entry) and not (stat.S_ISDIR(mode) and mode & stat.S_IWOTH):
+            kept.append(entry)
+    return kept
 
 
 def _forked(setting: Setting, raylet: int) -> Connection | None:
@@ -106,8 +124,9 @@ def _started(name: str, raylet: int, setting: Setting) -> bool:
     """Starts the template; returns once it listens (or another one holds its socket)."""
     try:
         subprocess.run(
-            [sys.executable, "-m", "sweeper.rank.template", name, str(raylet), str(IDLE_S)],
+            rendezvous.python("sweeper.rank.template", name, str(raylet), str(IDLE_S)),
             check=False,
+            cwd=rendezvous.CODE_ROOT,
             env=shared(setting.env),  # no actor's own: each rank takes its own after the fork
             stdin=subprocess.DEVNULL,
             timeout=60,
@@ -136,8 +155,9 @@ def _fresh(env: dict[str, str]) -> tuple[Connection, subprocess.Popen[bytes]]:
     # A fresh interpreter, not multiprocessing's spawn, which would run Ray's worker
     # script again as the child's main module and so load Ray into the rank's process.
     process = subprocess.Popen(
-        [sys.executable, "-m", "sweeper.rank.process", str(theirs.fileno()), str(os.getpid())],
+        rendezvous.python("sweeper.rank.process", str(theirs.fileno()), str(os.getpid())),
         pass_fds=(theirs.fileno(),),
+        cwd=rendezvous.CODE_ROOT,
         env=env,
     )
     theirs.close()

@@ -42,7 +42,7 @@ from ray.core.generated import (
     ray_client_pb2_grpc,
 )
 
-from sweeper.driver import stops
+from sweeper.driver import stops, trust
 from sweeper.errors import BadInput, InfrastructureError, SweeperError
 
 SLICE_S = 0.2  # the longest the driver waits in Ray before it looks for a signal
@@ -53,6 +53,7 @@ class Connection:
     embedded: bool
     address: str | None
     watch: HeadWatch | None = None  # none for Ray Client, whose driver runs on the head
+    minted: bool = False  # an embedded Ray's token, made for it (trust.mint_token)
 
     def gpus(self) -> int:
         return int(ray.cluster_resources().get("GPU", 0))
@@ -74,6 +75,8 @@ class Connection:
         if self.embedded:
             with stops.held():
                 ray.shutdown()
+        if self.minted:
+            trust.drop_token()
 
     def _abandon(self) -> None:
         """With the head lost, Ray is left as it is: ray.shutdown, and the interpreter's exit
@@ -364,6 +367,8 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
     remote = parse_address(address, named) if address else None
     if ray.is_initialized():
         return _watched(Connection(embedded=False, address=None))
+    trust.warn_if_shared()
+    trust.narrow_token_file()
     on_sigterm = signal.getsignal(signal.SIGTERM)
     try:
         if address:
@@ -371,7 +376,8 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
                 _check_reachable(remote, timeout_s)
                 address = str(remote)
             try:
-                ray.init(address=address, namespace="sweeper", log_to_driver=False)
+                with trust.from_code_root():
+                    ray.init(address=address, namespace="sweeper", log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise InfrastructureError(f"cannot connect to Ray at {address}: {exc}") from None
             joined = Connection(embedded=False, address=address)
@@ -380,16 +386,27 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
             # what ray.init does for a cluster it starts (token authentication on), where it
             # also warns so as the first line of every run: nothing the user has to act on
             _enable_token_auth()
-        with _on_loopback(), without_monitors(), _socket_paths_checked():
-            ray.init(
-                address="local",
-                num_cpus=max(os.cpu_count() or 1, cpu_ranks),
-                include_dashboard=False,
-                namespace="sweeper",
-                log_to_driver=False,
-                configure_logging=False,
-            )
-        return _watched(Connection(embedded=True, address=None))
+        minted = is_token_auth_enabled() and trust.mint_token()
+        try:
+            with (
+                _on_loopback(),
+                without_monitors(),
+                _socket_paths_checked(),
+                trust.from_code_root(),
+            ):
+                ray.init(
+                    address="local",
+                    num_cpus=max(os.cpu_count() or 1, cpu_ranks),
+                    include_dashboard=False,
+                    namespace="sweeper",
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
+        except BaseException:
+            if minted:
+                trust.drop_token()
+            raise
+        return _watched(Connection(embedded=True, address=None, minted=minted))
     finally:
         if on_sigterm is not None:  # None: a handler not set from Python, which Ray leaves be
             signal.signal(signal.SIGTERM, on_sigterm)

@@ -30,6 +30,17 @@ from pathlib import Path
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Python's safe-path mode (3.11+): `-m` puts no current directory first on the import path
+_SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()
+# The directory sweeper's code is imported from: the working directory of the Pythons sweeper
+# starts, where `-m` on 3.10 puts it first on their import path.
+CODE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def python(module: str, *args: str) -> list[str]:
+    """The command line of a Python of sweeper's own running `module`: nothing of the
+    directory it starts in is imported (run it with cwd=CODE_ROOT, for Python 3.10)."""
+    return [sys.executable, *_SAFE_PATH, "-m", module, *args]
 
 
 class Unusable(Exception):
@@ -126,9 +137,9 @@ def _prove(sock: socket.socket, digest: str) -> None:
         ours = os.stat(sys.executable)
     except OSError as exc:
         raise Unusable(f"cannot tell what holds the rank template's socket (pid {pid})") from exc
-    template = [b"-m", b"sweeper.rank.template", digest.encode()]
+    template = [arg.encode() for arg in python("sweeper.rank.template", digest)[1:]]
     same = (executable.st_dev, executable.st_ino) == (ours.st_dev, ours.st_ino)
-    if argv[1:4] != template or not same:
+    if argv[1 : 1 + len(template)] != template or not same:
         command = b" ".join(argv).decode(errors="replace")[:120]
         raise Unusable(f"the rank template's socket is held by process {pid}, {command!r}")
 

@@ -260,7 +260,9 @@ def test_a_temporary_directory_longer_than_a_socket_path_still_gets_a_template(
     try:
         assert actor.rank
         template = parent(actor.rank)
-        assert _command(template)[1:4] == ["-m", "sweeper.rank.template", name]
+        safe_path = ["-P"] if sys.version_info >= (3, 11) else []  # no cwd on its import path
+        expected = [*safe_path, "-m", "sweeper.rank.template", name]
+        assert _command(template)[1 : 1 + len(expected)] == expected
         assert (long / f"sweeper-{os.getuid()}" / name).is_socket()
     finally:
         stderr = _ended(actor)
@@ -284,7 +286,9 @@ def test_a_killed_templates_socket_file_is_replaced_and_a_template_that_ends_rem
     try:
         assert actor.rank
         template = parent(actor.rank)
-        assert _command(template)[1:4] == ["-m", "sweeper.rank.template", name]
+        safe_path = ["-P"] if sys.version_info >= (3, 11) else []  # no cwd on its import path
+        expected = [*safe_path, "-m", "sweeper.rank.template", name]
+        assert _command(template)[1 : 1 + len(expected)] == expected
         raylet.kill()
         assert gone(template)
         assert sorted(directory.iterdir()) == []
