@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import grpc
 import ray
+from ray._common.utils import get_ray_address_file
 from ray._private import parameter, ray_constants
 from ray._private.authentication.authentication_token_setup import (
     AUTH_MODE_ENV_VAR,
@@ -161,6 +162,31 @@ _TOKEN_HINT = (
     "`ray get-auth-token` on the head prints the cluster's token: give it as RAY_AUTH_TOKEN, "
     "in a file named by RAY_AUTH_TOKEN_PATH, or in ~/.ray/auth_token"
 )
+
+
+def _recorded_address(named: str) -> str:
+    """`auto`: the cluster the last `ray start` on this machine recorded (Ray's
+    ray_current_cluster), as HOST:PORT, so the connection is bounded by --connect-timeout as any
+    address is (ray.init resolves `auto` itself and then retries for minutes). A record that
+    another user wrote (the file is in the shared temporary directory) is refused: joining
+    their cluster would hand them this user's token and unpickle what they send."""
+    path = get_ray_address_file(None)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        raise InfrastructureError(
+            f"{named} 'auto': no Ray cluster was started on this machine ({path} is missing)",
+            hint="start one with `ray start --head`, or give its HOST:PORT",
+        ) from None
+    with os.fdopen(fd) as record:
+        owner = os.fstat(fd).st_uid
+        recorded = record.read(256).strip()
+    if owner not in (os.getuid(), 0):
+        raise BadInput(
+            f"{named} 'auto': {path} was written by uid {owner}, not this user: give the "
+            "address of the cluster you mean to join"
+        )
+    return recorded
 
 
 def _check_reachable(address: Address, timeout_s: float) -> None:
@@ -364,6 +390,8 @@ def connect(address: str | None, cpu_ranks: int, timeout_s: float = 60.0) -> Con
     """
     named = "--address" if address else "$RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS") or None
+    if address == "auto":
+        address = _recorded_address(named)
     remote = parse_address(address, named) if address else None
     if ray.is_initialized():
         return _watched(Connection(embedded=False, address=None))

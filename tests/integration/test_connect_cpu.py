@@ -116,6 +116,63 @@ def test_a_server_that_answers_the_preface_and_stays_silent_fails_within_the_tim
     assert list(tmp_path.iterdir()) == []
 
 
+def _recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, address: str | None) -> Path:
+    """RAY_ADDRESS=auto with what `ray start` would have recorded under this TMPDIR (none
+    where `address` is None); returns an empty working directory."""
+    ray.shutdown()  # the session's Ray, which a driver would join: the next test starts it
+    if address is not None:
+        (tmp_path / "ray").mkdir()
+        (tmp_path / "ray" / "ray_current_cluster").write_text(address)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
+def test_ray_address_auto_is_bounded_by_the_connect_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent_server: int
+) -> None:
+    """`auto` (docs/USAGE.md, every systemd unit) is the address `ray start` recorded, joined
+    as any address is: one line within --connect-timeout. Before, ray.init resolved it and
+    retried past 150 s with Ray's own lines on the console."""
+    work = _recorded(tmp_path, monkeypatch, f"127.0.0.1:{silent_server}")
+    start = time.monotonic()
+    result = CliRunner().invoke(app, ["run", "--connect-timeout", "1"])
+    assert time.monotonic() - start < 1 + 8
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith(
+        f"sweeper: error: cannot reach Ray at 127.0.0.1:{silent_server}: no answer within 1 s"
+    )
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert list(work.iterdir()) == []
+
+
+def test_ray_address_auto_with_no_cluster_recorded_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = _recorded(tmp_path, monkeypatch, None)
+    result = CliRunner().invoke(app, ["topo"])
+    assert result.exit_code == 3, result.output
+    assert "$RAY_ADDRESS 'auto': no Ray cluster was started on this machine" in result.stderr
+    assert list(work.iterdir()) == []
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
+def test_ray_address_auto_recorded_by_another_user_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent_server: int
+) -> None:
+    """The record is in the shared temporary directory: another user's would have this user
+    join their cluster, hand it the token and unpickle what it sends."""
+    work = _recorded(tmp_path, monkeypatch, f"127.0.0.1:{silent_server}")
+    os.chown(tmp_path / "ray" / "ray_current_cluster", 65534, 65534)
+    result = CliRunner().invoke(app, ["topo"])
+    assert result.exit_code == 2, result.output
+    assert "was written by uid 65534, not this user" in result.stderr
+    assert list(work.iterdir()) == []
+
+
 # sweeper's embedded Ray, started as `sweeper run` starts it; it waits for a line on stdin
 _EMBEDDED = """
 import sys
