@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import typer
 import typer.main
 from markdown_it import MarkdownIt
@@ -160,12 +163,26 @@ def test_the_check_refuses_a_wrong_command_or_option(line: str, problem: str) ->
         _check(line)
 
 
+CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
+
+
+def _cpu_torch_lines() -> list[str]:
+    """The quick start's CPU-torch lines: a user's, on any index, where CI pins its index's."""
+    return [
+        line.split("#")[0].strip()
+        for line in _shell_lines("Quick start")
+        if CPU_INDEX in line or "torch.version.cuda" in line
+    ]
+
+
 def test_ci_runs_the_quick_start_as_written() -> None:
-    """.ci/run runs the quick start's lines, in order, all but the sweep itself."""
+    """.ci/run runs the quick start's lines, in order, all but the sweep itself and the CPU
+    torch a user takes from PyTorch's index (CI's own index serves its pin as a CPU build)."""
     quick_start = [
         line.strip()
         for line in _shell_lines("Quick start")
         if not any(words[0] == "sweeper" for words in _commands(line))
+        if line.split("#")[0].strip() not in _cpu_torch_lines()
     ]
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert "python -m pytest" in quick_start
@@ -173,6 +190,33 @@ def test_ci_runs_the_quick_start_as_written() -> None:
     assert not missing
     order = [ci.index(line) for line in quick_start]
     assert order == sorted(order)
+
+
+def _ci_torch() -> str:
+    (pin,) = re.findall(r"^pip install -q (torch==\S+)$", (ROOT / ".ci" / "run").read_text(), re.M)
+    return pin
+
+
+def test_the_quick_start_gives_pip_and_uv_a_cpu_torch_of_the_version_ci_pins() -> None:
+    """On the public index CI's pin is the CUDA build: the README gives each tool the same
+    version from PyTorch's CPU index, which serves CPU builds only."""
+    lines = _cpu_torch_lines()
+    assert f"pip install {_ci_torch()} {CPU_INDEX}" in lines
+    assert f"uv pip install {_ci_torch()} {CPU_INDEX}" in lines
+    said = " ".join(README.read_text().split("## Commands")[0].split())
+    assert f"`pip install {_ci_torch()}` is the CUDA build" in said
+
+
+def test_the_quick_start_check_prints_none_exactly_for_a_cpu_torch() -> None:
+    """The README's one-line check, run here, tells the CPU build (`+cpu`, as CI installs)
+    from a CUDA one."""
+    (check,) = [line for line in _cpu_torch_lines() if line.startswith("python -c")]
+    printed = subprocess.run(
+        [sys.executable, *shlex.split(check)[1:]], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert printed == str(torch.version.cuda)
+    if torch.__version__.endswith("+cpu"):
+        assert printed == "None"
 
 
 def _targets() -> Iterator[tuple[str, Token]]:
