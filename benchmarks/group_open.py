@@ -136,7 +136,7 @@ def wave_of_pairs(nodes: int) -> list[tuple[int, ...]]:
     placement = expected_placement(
         "gloo", replicated(recorded_node(CPU_NODE), nodes), [RANKS_PER_NODE] * nodes
     )
-    run = request.resolve(spec.sections(), Backend.GLOO)
+    run = request.resolve(spec, Backend.GLOO)
     planned = schedule(placement, run.request(resolve(spec.ops)))
     wave = max(planned.waves, key=lambda w: len(w.groups))
     return [group.ranks for group in wave.groups]

@@ -64,18 +64,17 @@ def run(
     profile's `scan:`), scan the fleet instead of sweeping (`scan_night`)."""
     from sweeper.driver import sweep  # Ray: only a command that sweeps needs it
 
-    outputs = spec.sections().outputs
-    reports_dir = directory(outputs.results, outputs.reports_dir)
+    reports_dir = directory(spec.results, spec.reports_dir)
     require_directory(reports_dir, f"--reports-dir {reports_dir}")  # the summary's
     if scan is not None:
         return scan_night(spec, policy, observer, scan, reports_dir)
     finished = sweep.run(spec, observer, "nightly", resume)
-    verdict = judge(outputs.results, finished.run_id, policy)
+    verdict = judge(spec.results, finished.run_id, policy)
     if finished.report and verdict.history:
         from sweeper.report import build  # plotly and jinja2: the report extra, --report only
 
         # the page again, now that the verdict names the run to compare it with: last night
-        build.write(outputs.results, verdict.run_id, finished.report, verdict.history[-1])
+        build.write(spec.results, verdict.run_id, finished.report, verdict.history[-1])
     return Night(verdict, write_summary(verdict, reports_dir, finished.report), finished.report)
 
 
@@ -93,24 +92,23 @@ def scan_night(
     the summary with the scan's condemned verdicts."""
     from sweeper.driver.scan import scan_fleet, summary  # Ray: a real cluster's scan
 
-    outputs = spec.sections().outputs
-    if outputs.report:
+    if spec.report:
         require()  # the report's extra, before Ray starts
     chosen = scan_settings(section)
     scanned = scan_fleet(spec, chosen, observer, run_kind="nightly")
     kept = ScanVerdicts(
-        path=scans.path(outputs.results, scanned.run_id),
+        path=scans.path(spec.results, scanned.run_id),
         # as the run keeps it: with re-tests
         document=summary(scanned, spec.model_dump(mode="json"), chosen),
     )
-    verdict = judge(outputs.results, scanned.run_id, policy, kept)
+    verdict = judge(spec.results, scanned.run_id, policy, kept)
     page = None
-    if outputs.report and scanned.rows:
+    if spec.report and scanned.rows:
         from sweeper.report import build  # plotly and jinja2: the report extra
 
-        where = build.default_output(outputs.results, scanned.run_id, outputs.reports_dir)
+        where = build.default_output(spec.results, scanned.run_id, spec.reports_dir)
         baseline = verdict.history[-1] if verdict.history else None
-        page = build.write(outputs.results, scanned.run_id, where, baseline)
+        page = build.write(spec.results, scanned.run_id, where, baseline)
     return Night(verdict, write_summary(verdict, reports_dir, page), page)
 
 

@@ -26,9 +26,8 @@ from sweeper.planning.inputs import read_json
 from sweeper.planning.placement import Placement, alone, expected_placement
 from sweeper.planning.request import RunPlan, check_groups, planned
 from sweeper.planning.schedule import Schedule, apart, nothing_to_measure, schedule
-from sweeper.planning.sections import DEFAULT_CPU_RANKS, Sections
 from sweeper.planning.sizes import format_size
-from sweeper.planning.spec import SweepSpec, check_ranks
+from sweeper.planning.spec import DEFAULT_CPU_RANKS, SweepSpec, check_ranks
 from sweeper.results.load import load
 from sweeper.topology import Node
 from sweeper.wire import Backend, Status
@@ -68,17 +67,16 @@ class Plan:
 
 def plan(spec: SweepSpec, topology: Path | None, calibrate: Path | None = None) -> Plan:
     """The spec's plan on a recorded topology, or on the nodes the cluster gives (Ray)."""
-    asked = spec.sections()
-    load_plugins(asked.experiments.plugins)
-    configure_moe(asked.experiments.moe)
-    ops = resolve(asked.planning.ops)
+    load_plugins(spec.plugins)
+    configure_moe(spec.moe.layer())
+    ops = resolve(spec.ops)
     if topology is not None:
-        run, placement = on_recorded(asked, topology, ops)
+        run, placement = on_recorded(spec, topology, ops)
     else:
         from sweeper.driver import sweep  # here, not at the top: Ray loads only for a live cluster
 
-        placement = sweep.survey(asked).placement
-        run = planned(asked, placement.backend)
+        placement = sweep.survey(spec).placement
+        run = planned(spec, placement.backend)
     return plan_placement(spec, run, placement, ops, calibrate)
 
 
@@ -86,32 +84,31 @@ def plan_recorded(
     spec: SweepSpec, topology: Path, ops: Sequence[Collective], calibrate: Path | None = None
 ) -> Plan:
     """The spec's plan on a recorded topology, `ops` its operations resolved."""
-    run, placement = on_recorded(spec.sections(), topology, ops)
+    run, placement = on_recorded(spec, topology, ops)
     return plan_placement(spec, run, placement, ops, calibrate)
 
 
 def on_recorded(
-    asked: Sections, topology: Path, ops: Sequence[Collective]
+    spec: SweepSpec, topology: Path, ops: Sequence[Collective]
 ) -> tuple[RunPlan, Placement]:
     """The run a recorded topology, replicated on as many nodes as asked, would be given, and
     its placement; BadInput where it cannot run what is asked, or asks more groups than a
     plan holds."""
-    cluster = asked.cluster
     node = recorded_node(topology)
     gpus = len(node.gpus)
-    backend = cluster.backend or (Backend.NCCL if gpus else Backend.GLOO)
+    backend = spec.requested_backend or (Backend.NCCL if gpus else Backend.GLOO)
     if backend is Backend.NCCL and not gpus:
         raise BadInput(f"--backend nccl: the topology {topology} has no GPUs")
-    per_node = cluster.ranks_per_node or (gpus if backend is Backend.NCCL else DEFAULT_CPU_RANKS)
+    per_node = spec.ranks_per_node or (gpus if backend is Backend.NCCL else DEFAULT_CPU_RANKS)
     if backend is Backend.NCCL and per_node > gpus:
         raise BadInput(f"--gpus-per-node {per_node}: the topology has {gpus} GPUs")
     try:
-        check_ranks(cluster.nodes, per_node, "--nodes")
+        check_ranks(spec.nodes, per_node, "--nodes")
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    run = planned(asked, backend)
-    check_groups(run.request(ops), cluster.nodes, per_node)
-    nodes = replicated(node, cluster.nodes)
+    run = planned(spec, backend)
+    check_groups(run.request(ops), spec.nodes, per_node)
+    nodes = replicated(node, spec.nodes)
     return run, expected_placement(backend, nodes, [per_node] * len(nodes))
 
 

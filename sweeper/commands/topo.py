@@ -51,7 +51,7 @@ def topo(
         # Ray and pandas: loaded once the options are good
         from sweeper.driver import console, sweep
 
-        survey = sweep.survey(spec.sections())
+        survey = sweep.survey(spec)
     except SweeperError as exc:
         raise fail(exc) from None
     with printing():

@@ -62,7 +62,6 @@ from sweeper.planning.placement import Group, Placement, classify
 from sweeper.planning.profile import SCAN_OPTIONS
 from sweeper.planning.schedule import Series
 from sweeper.planning.schedule import Wave as ExecutorWave
-from sweeper.planning.sections import Sections
 from sweeper.planning.spec import SweepSpec
 from sweeper.results import records, scans
 from sweeper.results.files import require_directory
@@ -282,7 +281,7 @@ class _Scan(RunState):
 
     def __init__(
         self,
-        asked: Sections,
+        asked: SweepSpec,
         settings: ScanSettings,
         observer: ScanObserver,
         run_kind: str,
@@ -320,7 +319,7 @@ class _Scan(RunState):
         """The scan's nodes and their topology: the count or the nodes asked; resuming, the
         record's nodes in its order, those Ray no longer has out of the scan (and their
         topology the record's)."""
-        backend, per_node = self.plan.backend, self.plan.cluster.ranks_per_node
+        backend, per_node = self.plan.backend, self.plan.spec.ranks_per_node
         asked = self.settings.nodes
         if machines is not None:
             names = [m.node_id for m in machines]
@@ -388,7 +387,7 @@ class _Scan(RunState):
             series_of=self._series,
             collectives=REGISTRY,
             timing=replace(self.plan.timing, nvlink_every_s=0.0),  # its verdicts quote them
-            timeout_s=self.plan.timeout_s,
+            timeout_s=self.plan.spec.timeout,
             max_size_bytes=self.sizes[1],
             emit=self._measured,
             # a point that times out ends its group: one deadline for a hung node, not one a
@@ -405,8 +404,8 @@ class _Scan(RunState):
             slots=slots,
             bundle=cluster.bundle(backend),
             env=cluster.actor_env(RING if backend is Backend.NCCL else {}),
-            group_timeout_s=COMM_SHARE * min(self.plan.timeout_s, STALL_FLOOR_S),
-            plugins=self.plan.experiments.plugins,
+            group_timeout_s=COMM_SHARE * min(self.plan.spec.timeout, STALL_FLOOR_S),
+            plugins=self.plan.spec.plugins,
             start_timeout_s=self.settings.start_timeout_s,
         )
         self.sets.append(ranks)
@@ -432,7 +431,7 @@ class _Scan(RunState):
         nodes, ranks = self.placement.n_nodes(group.ranks), group.world_size
         stage, op = self.stage_of[group], REGISTRY[point.op].op
         return stall_s(
-            COSTS.expected_s(stage, op, ranks, nodes, point.size_bytes), self.plan.timeout_s
+            COSTS.expected_s(stage, op, ranks, nodes, point.size_bytes), self.plan.spec.timeout
         )
 
     # ---- the scan ----
@@ -473,7 +472,7 @@ class _Scan(RunState):
             findings=tuple(findings(fleet, outcomes, thresholds)),
         )
         kept = summary(self.scanned, self.plan.options, self.settings)
-        scans.save(self.plan.outputs.results, self.run_id, kept)
+        scans.save(self.plan.spec.results, self.run_id, kept)
 
     # ---- a wave ----
 
@@ -698,17 +697,16 @@ def scan_fleet(
     to the results (as a `run_kind` run: `nightly` for `sweeper nightly`'s), the judge's
     verdicts come back and go beside them as the scan's summary. With `resumed`, the rest
     of a stopped scan, under its id."""
-    asked = spec.sections()
-    load_plugins(asked.experiments.plugins)
+    load_plugins(spec.plugins)
     if settings.op is not None and settings.op not in REGISTRY:
         raise BadInput(f"--op {settings.op}: no such operation")
-    output = asked.outputs.results
+    output = spec.results
     require_directory(output, f"--results {output}")
 
     def made(connection: Connection) -> _Scan:
-        return _Scan(asked, settings, observer, run_kind, connection, resumed)
+        return _Scan(spec, settings, observer, run_kind, connection, resumed)
 
-    ran, _ = execute(asked.cluster, made)
+    ran, _ = execute(spec, made)
     assert ran.scanned is not None
     return ran.scanned
 

@@ -44,8 +44,7 @@ from sweeper.planning import request
 from sweeper.planning.estimate import estimate, model_for
 from sweeper.planning.placement import Group, Placement, alone, expected_placement, variants
 from sweeper.planning.schedule import ActorSet, Schedule, nothing_to_measure, schedule
-from sweeper.planning.sections import ClusterOptions, OutputOptions, Sections
-from sweeper.planning.spec import SweepSpec
+from sweeper.planning.spec import ClusterSection, OutputSection, SweepSpec
 from sweeper.rank.engines import ENGINES
 from sweeper.rank.preflight import no_nccl_allocator
 from sweeper.report import directory, require
@@ -56,7 +55,7 @@ from sweeper.results.load import files, load
 from sweeper.results.schema import RUN_POINT
 from sweeper.results.writer import ResultWriter
 from sweeper.topology import Node, nvml_driver_version
-from sweeper.wire import DEFAULT_VARIANT, Backend, Status
+from sweeper.wire import DEFAULT_VARIANT, Backend, Engine, Status
 
 COPY_SIZE = 256 * 2**20  # the copy-engine matrix's bandwidth size (and the smallest, latency)
 SCAN_KEY = "scan"  # a scan's record keeps its settings under this key of its options
@@ -74,11 +73,11 @@ def choose_backend(asked: Backend | None, gpus: int) -> Backend:
     return asked
 
 
-def _gloo_here(options: ClusterOptions) -> bool:
+def _gloo_here(options: ClusterSection) -> bool:
     """Whether the run's ranks will be gloo's, known before Ray starts: gloo asked for, or an
     embedded Ray on a machine with no NVIDIA driver (no GPU for Ray to find)."""
-    if options.backend is not None:
-        return options.backend is Backend.GLOO
+    if options.requested_backend is not None:
+        return options.requested_backend is Backend.GLOO
     embedded = not (options.address or os.environ.get("RAY_ADDRESS"))
     return embedded and nvml_driver_version() is None
 
@@ -106,12 +105,12 @@ class Survey:
     groups: tuple[Group, ...]
 
 
-def _connect(asked: ClusterOptions) -> Connection:
-    return connect(asked.address, asked.cpu_ranks, asked.connect_timeout_s)
+def _connect(asked: ClusterSection) -> Connection:
+    return connect(asked.address, asked.cpu_ranks, asked.connect_timeout)
 
 
 @contextmanager
-def _connected(asked: ClusterOptions) -> Iterator[Connection]:
+def _connected(asked: ClusterSection) -> Iterator[Connection]:
     """A connection that a signal cannot leave half made: a first one while Ray starts stops
     the run once it has, and the embedded Ray is shut down whatever stopped the run.
 
@@ -139,17 +138,17 @@ def _connected(asked: ClusterOptions) -> Iterator[Connection]:
         connection.close()
 
 
-def _layout(asked: ClusterOptions, backend: Backend) -> tuple[list[cluster.NodeSlot], list[Node]]:
+def _layout(asked: ClusterSection, backend: Backend) -> tuple[list[cluster.NodeSlot], list[Node]]:
     """The chosen nodes and their topology: the part of a sweep before any actor."""
     slots = cluster.choose_nodes(backend, asked.nodes, asked.ranks_per_node)
     return slots, cluster.discover(slots)
 
 
-def survey(asked: Sections) -> Survey:
-    connection = _connect(asked.cluster)
+def survey(asked: SweepSpec) -> Survey:
+    connection = _connect(asked)
     try:
-        backend = choose_backend(asked.cluster.backend, connection.gpus())
-        slots, nodes = _layout(asked.cluster, backend)
+        backend = choose_backend(asked.requested_backend, connection.gpus())
+        slots, nodes = _layout(asked, backend)
     finally:
         connection.close()
     placement = expected_placement(backend, nodes, [slot.ranks for slot in slots])
@@ -262,7 +261,7 @@ class RunState:
 
     def __init__(
         self,
-        asked: Sections,
+        asked: SweepSpec,
         observer: Observer,
         run_kind: str,
         connection: Connection,
@@ -274,7 +273,8 @@ class RunState:
         self.resume = resume
         self.started_at = resume.started_at if resume else datetime.now(timezone.utc)
         self.run_id = resume.run_id if resume else new_run_id(self.started_at)
-        self.plan = request.resolve(asked, choose_backend(asked.cluster.backend, connection.gpus()))
+        backend = choose_backend(asked.requested_backend, connection.gpus())
+        self.plan = request.resolve(asked, backend)
         self.nodes: list[Node] = []  # the run's nodes, as its record keeps them
         self.rows: list[ResultRow] = []
         self.writer: ResultWriter | None = None
@@ -293,7 +293,7 @@ class RunState:
     def begin(self) -> None:
         """The journal opened and the run recorded: before the first row, a killed run is
         told (and resumed) by a record with no end."""
-        output = self.plan.outputs.results
+        output = self.plan.spec.results
         self.writer = ResultWriter(output, self.run_id, self.started_at.strftime("%Y-%m-%d"))
         records.save(output, self.record())
 
@@ -309,7 +309,7 @@ class RunState:
         """The line of a run whose head was lost: what was kept, and how to go on."""
         if self.writer is None:
             return f"lost the Ray head at {address} before a run started; nothing was written"
-        resume = stops.resume_command(self.run_id, self.plan.outputs.results, self.command)
+        resume = stops.resume_command(self.run_id, self.plan.spec.results, self.command)
         return (
             f"lost the Ray head at {address} mid-run: {len(self.rows)} rows written, "
             f"resume with: {resume}"
@@ -320,7 +320,7 @@ class RunState:
         to resume, or a complete run (whose report, if it was asked for, is not written)."""
         if self.writer is None:
             return
-        outputs = self.plan.outputs
+        outputs = self.plan.spec
         stop.run_id, stop.output, stop.command = self.run_id, outputs.results, self.command
         stop.complete = self.ended == "complete"
         stop.unreported = stop.complete and outputs.report and bool(self.rows) and not self.reported
@@ -332,7 +332,7 @@ class RunState:
                 self.run_id,
                 self.started_at,
                 self.run_kind,
-                self.plan.cluster.name or self.connection.head_host(),
+                self.plan.spec.cluster_name or self.connection.head_host(),
                 self.plan.backend,
                 ranks,
             )
@@ -344,7 +344,7 @@ class _Sweep(RunState):
 
     def __init__(
         self,
-        asked: Sections,
+        asked: SweepSpec,
         observer: Observer,
         run_kind: str,
         connection: Connection,
@@ -353,11 +353,11 @@ class _Sweep(RunState):
         super().__init__(asked, observer, run_kind, connection, resume)
         self.placement: Placement | None = None  # the running actor set's, and its columns
         self.meta: RunColumns | None = None
-        self.collectives = resolve(self.plan.planning.ops)
-        self.slots, self.nodes = _layout(self.plan.cluster, self.plan.backend)
+        self.collectives = resolve(self.plan.spec.ops)
+        self.slots, self.nodes = _layout(self.plan.spec, self.plan.backend)
         if self.plan.timing.register:
             _check_allocators(self.nodes, cluster.nccl_allocators(self.slots))
-        forced = self.plan.planning.force_network
+        forced = self.plan.spec.force_network
         if self.plan.backend is Backend.NCCL and (len(self.slots) > 1 or forced):
             hosts = [slot.host for slot in self.slots]
             offers = cluster.offers(self.slots, self._env(DEFAULT_VARIANT))
@@ -368,7 +368,7 @@ class _Sweep(RunState):
         return schedule(placement, self.plan.request(self.collectives))
 
     def measure(self) -> None:
-        plan, asked = self.plan, self.plan.planning
+        plan, asked = self.plan, self.plan.spec
         slots = [slot.ranks for slot in self.slots]
         placement = expected_placement(plan.backend, self.nodes, slots)
         planned = self.plan_for(placement)
@@ -385,10 +385,10 @@ class _Sweep(RunState):
                 groups=tuple(g for wave in planned.waves for g in wave.groups),
                 ops=tuple(c.name for c in self.collectives),
                 dtypes=asked.dtypes,
-                sizes=(asked.min_size, None if asked.auto else max(asked.sizes)),
+                sizes=(asked.min_size, None if asked.largest is None else max(plan.sizes)),
                 n_points=expected.points,
                 estimated_s=expected.waves_s,
-                output=plan.outputs.results,
+                output=asked.results,
                 note=alone(placement),
             )
         )
@@ -439,10 +439,10 @@ class _Sweep(RunState):
             slots=self.slots,
             bundle=cluster.bundle(plan.backend),
             env=self._env(variant),
-            group_timeout_s=2 * plan.timeout_s,
-            plugins=plan.experiments.plugins,
-            mem_limit=plan.planning.mem_limit,
-            moe=plan.experiments.moe,
+            group_timeout_s=2 * plan.spec.timeout,
+            plugins=plan.spec.plugins,
+            mem_limit=plan.mem_limit,
+            moe=plan.spec.moe.layer(),
             engines=plan.timing.engines,
         )
         try:
@@ -457,13 +457,13 @@ class _Sweep(RunState):
                 series_of=planned.series,
                 collectives={c.name: c for c in self.collectives},
                 timing=plan.timing,
-                timeout_s=plan.timeout_s,
-                max_size_bytes=plan.planning.max_size,
+                timeout_s=plan.spec.timeout,
+                max_size_bytes=plan.spec.largest,
                 emit=self.measured,
                 recorded=self.resume.recorded if self.resume else None,
             )
             executor.run(mine.waves)
-            if plan.experiments.copy_engine and variant == DEFAULT_VARIANT:
+            if plan.spec.copy_engine and variant == DEFAULT_VARIANT:
                 self.run_copies(ranks)
         finally:
             ranks.close()
@@ -480,10 +480,10 @@ class _Sweep(RunState):
         plan, placement, meta = self.plan, self.placement, self.meta
         assert placement is not None
         assert meta is not None
-        if plan.backend is not Backend.NCCL or plan.cluster.gpu_visibility != "node":
+        if plan.backend is not Backend.NCCL or plan.spec.gpu_visibility != "node":
             return
-        top = plan.planning.sizes[-1] if not plan.planning.auto else COPY_SIZE
-        sizes = sorted({plan.planning.min_size, min(COPY_SIZE, top)})
+        top = COPY_SIZE if plan.spec.largest is None else plan.sizes[-1]
+        sizes = sorted({plan.spec.min_size, min(COPY_SIZE, top)})
         rank_of = {m.gpu_uuid: m.rank for m in placement.members}
         for node, placed in enumerate(placement.by_node):
             if len(placed) < 2:
@@ -493,7 +493,7 @@ class _Sweep(RunState):
                 sizes,
                 plan.timing.iters or 20,
                 plan.timing.warmup or 3,
-                plan.timeout_s,
+                plan.spec.timeout,
             )
             for copied in copies:
                 for dst, seconds in zip(copied.dsts, copied.seconds, strict=True):
@@ -514,8 +514,8 @@ class _Sweep(RunState):
 
     def _env(self, variant: str) -> dict[str, str]:
         plan = self.plan
-        extra = dict(variants(plan.planning.nccl_env)[variant])
-        if plan.backend is Backend.NCCL and plan.cluster.gpu_visibility == "node":
+        extra = dict(variants(plan.spec.nccl_variables())[variant])
+        if plan.backend is Backend.NCCL and plan.spec.gpu_visibility == "node":
             extra["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
         return cluster.actor_env(extra)
 
@@ -552,24 +552,22 @@ def run(
 ) -> Finished:
     """Run a sweep: rows go to the results dataset as they come, and to the observer. With
     `resume`, the rest of an interrupted run, under its id."""
-    asked = spec.sections()
-    experiments, outputs = asked.experiments, asked.outputs
-    load_plugins(experiments.plugins)
-    configure_moe(experiments.moe)
-    resolve(asked.planning.ops)  # unknown operations are bad input before anything starts
-    for engine in asked.timing.engines:
+    load_plugins(spec.plugins)
+    configure_moe(spec.moe.layer())
+    resolve(spec.ops)  # unknown operations are bad input before anything starts
+    for engine in map(Engine, spec.engine):
         if (missing := ENGINES[engine].missing()) is not None:
             raise BadInput(f"--engine {engine} needs {missing}")
-    if _gloo_here(asked.cluster):  # what gloo cannot run is refused before Ray starts
-        request.resolve(asked, Backend.GLOO)
-    output = outputs.results
+    if _gloo_here(spec):  # what gloo cannot run is refused before Ray starts
+        request.resolve(spec, Backend.GLOO)
+    output = spec.results
     require_directory(output, f"--results {output}")
-    if outputs.report:
+    if spec.report:
         require()
-        reports = directory(output, outputs.reports_dir)
+        reports = directory(output, spec.reports_dir)
         require_directory(reports, f"--reports-dir {reports}")
-    made, elapsed = execute(asked.cluster, lambda c: _Sweep(asked, observer, run_kind, c, resume))
-    page = _report(outputs, made.run_id) if outputs.report and made.rows else None
+    made, elapsed = execute(spec, lambda c: _Sweep(spec, observer, run_kind, c, resume))
+    page = _report(spec, made.run_id) if spec.report and made.rows else None
     made.reported = page is not None
     finished = Finished(made.run_id, tuple(made.rows), elapsed, output, page)
     observer.finished(finished)
@@ -579,7 +577,7 @@ def run(
 R = TypeVar("R", bound=RunState)
 
 
-def execute(asked: ClusterOptions, make: Callable[[Connection], R]) -> tuple[R, float]:
+def execute(asked: ClusterSection, make: Callable[[Connection], R]) -> tuple[R, float]:
     """A run from connecting (to the cluster `asked`) to its record's end, whatever its
     source of waves: `make` gives the run on the connection, and its `measure` runs them.
     Whatever stops it (an error, a signal, a lost head), what was measured is kept and the
@@ -619,13 +617,13 @@ def _end(made: RunState, ended: str) -> None:
             made.writer.flush()
         finally:
             try:
-                records.save(made.plan.outputs.results, made.record(ended))
+                records.save(made.plan.spec.results, made.record(ended))
                 made.ended = ended
             finally:
                 made.writer.close()
 
 
-def _report(outputs: OutputOptions, run_id: str) -> Path:
+def _report(outputs: OutputSection, run_id: str) -> Path:
     from sweeper.report import build  # the report's extra (jinja2, plotly): --report only
 
     return build.write(

@@ -31,7 +31,7 @@ class Estimate:
 
 def model_for(backend: Backend, timing: Timing) -> CostModel:
     """The cost model of the kind of machine a backend runs on, timing points as a run's
-    are handed (`TimingOptions.timing`): iterations, blocks, and every launch mode and
+    are handed (`request.timing`): iterations, blocks, and every launch mode and
     engine timing each point again."""
     return CostModel.for_backend(
         backend,

@@ -1,12 +1,13 @@
 """How option values are spelled on the command line and in a profile, beside the Python
-types they become: comma lists, sizes (64M), --mem-limit (8G, 50%), key=value pairs, and
---nccl-env's KEY=V1,V2. Each type carries the JSON Schema of what a profile may spell (the
-validators accept more than the Python types say), so the published schema accepts what the
-model does.
+types they become: comma lists, sizes (64M), --mem-limit (8G, 50%), key=value pairs,
+--nccl-env's KEY=V1,V2; and how an option shows on the command line (`Cli`). Each type
+carries the JSON Schema of what a profile may spell (the validators accept more than the
+Python types say), so the published schema accepts what the model does.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
@@ -14,6 +15,18 @@ from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 from sweeper.planning.inputs import quoted
 from sweeper.planning.sizes import parse_mem_limit, parse_size
 from sweeper.wire import MemLimit
+
+
+@dataclass(frozen=True, slots=True)
+class Cli:
+    """How an option shows on the command line beyond its field's name, description and
+    default (a field's `Annotated` metadata): what its value is called in help (`metavar`;
+    none for an on/off flag), its flags where they are not --name (--name/--no-name for a
+    flag), and whether it is given again for each value (`repeated`)."""
+
+    metavar: str = ""
+    flags: tuple[str, ...] = ()
+    repeated: bool = False
 
 
 def _split(value: object) -> object:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import warnings
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -23,10 +22,9 @@ from pydantic import (
     model_validator,
 )
 
-from sweeper.errors import BadInput, Renamed
+from sweeper.errors import BadInput
 from sweeper.planning.fields import Size
 from sweeper.planning.inputs import FILE_LIMIT_BYTES, QUOTE_CHARS, quoted, read_text
-from sweeper.planning.sizes import SIZE_LIMIT_BYTES
 from sweeper.planning.spec import SweepSpec
 from sweeper.wire import Tier
 
@@ -233,8 +231,6 @@ def load_profile(path: Path) -> Profile:
         raise BadInput(f"{path}: nested too deeply to be a profile") from None
     if not isinstance(values, dict):
         raise BadInput(f"{path}: a profile is a mapping of option names to values")
-    if "output" in values:  # the results directory's name in 0.1
-        warnings.warn(Renamed(f"{path}: output: is now results:"), stacklevel=2)
     try:
         return Profile.model_validate(values)
     except ValidationError as exc:
@@ -362,8 +358,7 @@ def build_spec(profile: Profile | None = None, **options: Any) -> SweepSpec:
         spec = SweepSpec(**{**(profile.options() if profile else {}), **given})
     except ValidationError as exc:
         raise BadInput(describe(exc)) from None
-    # min > max, or a grid too fine to list, is bad input now, not after Ray started
-    spec.sizes(spec.max_size if isinstance(spec.max_size, int) else SIZE_LIMIT_BYTES)
+    spec.grid()  # min > max, or a grid too fine to list, is bad input now, not after Ray started
     return spec
 
 

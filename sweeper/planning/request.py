@@ -1,31 +1,25 @@
-"""The one place a spec becomes what a run does: its sections (`SweepSpec.sections`, read
-once) resolved for the backend its cluster gave (`resolve` -> `RunPlan`, handed to the driver
-whole), and what a schedule is asked for (its groups, size grid, memory cap and series), for
-`sweeper run`, `sweeper topo` and `sweeper plan` alike, so all three plan the same groups, waves
-and series. Pure: no Ray, no torch.
+"""The one place a spec becomes what a run does: the spec resolved for the backend its
+cluster gave (`resolve` -> `RunPlan`, handed to the driver whole), and what a schedule is
+asked for (its groups, size grid, memory cap and series), for `sweeper run`, `sweeper topo`
+and `sweeper plan` alike, so all three plan the same groups, waves and series. Pure: no Ray,
+no torch.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sweeper.errors import BadInput
 from sweeper.planning.dtypes import gloo_refuses
 from sweeper.planning.placement import Group, Placement
 from sweeper.planning.schedule import Planned, Request
-from sweeper.planning.sections import (
-    ClusterOptions,
-    ExperimentOptions,
-    OutputOptions,
-    PlanOptions,
-    Sections,
-)
 from sweeper.planning.sizes import mem_limit_bytes
+from sweeper.planning.spec import MeasureSection, SweepSpec, needs_cuda
 from sweeper.topology import Node
-from sweeper.wire import Backend, MemLimit, Tier, Timing
+from sweeper.wire import Backend, Engine, Launch, MemLimit, Tier, Timing
 
 DEFAULT_CPU_MEM_LIMIT = 64 * 2**20  # per CPU rank, unless --mem-limit: keeps `sweeper run` quick
 # A plan holds every group it asks for (~0.3 KB each) and takes ~30 us to place one: every
@@ -35,7 +29,7 @@ GROUPS_LIMIT = 4_000_000
 _ON_NODE = frozenset({Tier.NVLINK, Tier.PCIE, Tier.CPU})
 
 
-def mem_limit(asked: PlanOptions, backend: Backend) -> MemLimit | None:
+def mem_limit(asked: MeasureSection, backend: Backend) -> MemLimit | None:
     """--mem-limit, or for CPU ranks the default cap."""
     if asked.mem_limit is None and backend == Backend.GLOO:
         return mem_limit_bytes(DEFAULT_CPU_MEM_LIMIT)
@@ -73,36 +67,59 @@ def check_groups(request: Request, nodes: int, per_node: int) -> None:
         )
 
 
+def timing(spec: SweepSpec, backend: Backend) -> Timing:
+    """What every point of a run on `backend` is handed: the launch modes as asked, else
+    graph on GPUs and eager on CPU ranks; BadInput where the backend cannot do what was
+    asked (CUDA graphs, the nccl engine, registered buffers on gloo)."""
+    gpus = backend == Backend.NCCL
+    refused = None if gpus else needs_cuda(spec.launch, spec.engine, spec.register_buffers)
+    if refused is not None:
+        raise BadInput(refused)
+    return Timing(
+        iters=spec.iters,
+        warmup=spec.warmup,
+        check=spec.check,
+        samples=spec.samples,
+        seed=spec.seed,
+        launches=tuple(map(Launch, spec.launch)) or (Launch.GRAPH if gpus else Launch.EAGER,),
+        blocks=spec.blocks,
+        engines=tuple(map(Engine, spec.engine)),
+        register=spec.register_buffers,
+    )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunPlan:
-    """A spec's sections resolved once for the backend its cluster gave: what the driver runs,
-    handed down whole or by its fields, never asking the spec again."""
+    """A spec resolved once for the backend its cluster gave: what the driver runs, the
+    options as asked (`spec`) beside what the backend made of them."""
 
-    options: Mapping[str, Any]  # the spec's options, as the run record keeps them
+    spec: SweepSpec
     backend: Backend
-    cluster: ClusterOptions
-    planning: PlanOptions  # its mem_limit with CPU ranks' default cap
     timing: Timing  # what every point is handed
-    timeout_s: float  # what one point may take
-    outputs: OutputOptions
-    experiments: ExperimentOptions
+    mem_limit: MemLimit | None  # --mem-limit, or CPU ranks' default cap
+    sizes: tuple[int, ...]  # the grid; with auto, to the largest size accepted
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The spec's options, as the run record keeps them (a resume's)."""
+        return self.spec.model_dump(mode="json")
 
     def request(self, ops: Sequence[Planned] = ()) -> Request:
         """What the schedule is asked for, running `ops`."""
-        asked = self.planning
+        spec = self.spec
         return Request(
-            tiers=asked.tiers,
-            pairs=asked.pairs,
-            force_network=asked.force_network,
-            nccl_env=asked.nccl_env,
+            tiers=spec.tiers,
+            pairs=spec.pairs == "all",
+            force_network=spec.force_network,
+            nccl_env=spec.nccl_variables(),
             ops=ops,
-            dtypes=asked.dtypes,
-            sizes=asked.sizes,
-            auto=asked.auto,
-            sees_node_gpus=self.backend == Backend.NCCL and self.cluster.gpu_visibility == "node",
-            concurrent_pairs=asked.concurrent_pairs,
-            dense_sizes=asked.dense_sizes,
-            curves=asked.curves,
+            dtypes=spec.dtypes,
+            sizes=self.sizes,
+            auto=spec.largest is None,
+            sees_node_gpus=self.backend == Backend.NCCL and spec.gpu_visibility == "node",
+            concurrent_pairs=spec.concurrent,
+            dense_sizes=spec.dense_sizes,
+            curves=spec.curves,
         )
 
     def tier_groups(self, placement: Placement) -> list[Group]:
@@ -112,35 +129,32 @@ class RunPlan:
 
     def ceiling_bytes(self, nodes: Sequence[Node]) -> int | None:
         """Where --max-size auto series likely end: about one rank's memory; None: not auto."""
-        if not self.planning.auto:
+        if self.spec.largest is not None:
             return None
         memory = [gpu.memory_total_bytes for node in nodes for gpu in node.gpus]
         ceiling = min(memory) if memory and self.backend == Backend.NCCL else DEFAULT_CPU_MEM_LIMIT
-        limit = self.planning.mem_limit
+        limit = self.mem_limit
         return ceiling if limit is None else min(ceiling, limit.of(ceiling))
 
 
-def planned(asked: Sections, backend: Backend) -> RunPlan:
-    """The sections for a run on `backend` (what `sweeper plan` estimates); BadInput where the
+def planned(spec: SweepSpec, backend: Backend) -> RunPlan:
+    """The spec for a run on `backend` (what `sweeper plan` estimates); BadInput where the
     backend cannot time its points as asked (CUDA graphs, the nccl engine, registered
     buffers on gloo)."""
     return RunPlan(
-        options=asked.options,
+        spec=spec,
         backend=backend,
-        cluster=asked.cluster,
-        planning=replace(asked.planning, mem_limit=mem_limit(asked.planning, backend)),
-        timing=asked.timing.timing(backend),
-        timeout_s=asked.timing.timeout_s,
-        outputs=asked.outputs,
-        experiments=asked.experiments,
+        timing=timing(spec, backend),
+        mem_limit=mem_limit(spec, backend),
+        sizes=spec.grid(),
     )
 
 
-def resolve(asked: Sections, backend: Backend) -> RunPlan:
-    """The sections for a run on `backend`; BadInput where the backend cannot do what they
-    ask (`planned`'s refusals, and a float8 dtype on gloo)."""
-    plan = planned(asked, backend)
-    refused = gloo_refuses(asked.planning.dtypes) if backend == Backend.GLOO else None
+def resolve(spec: SweepSpec, backend: Backend) -> RunPlan:
+    """The spec for a run on `backend`; BadInput where the backend cannot do what it asks
+    (`planned`'s refusals, and a float8 dtype on gloo)."""
+    plan = planned(spec, backend)
+    refused = gloo_refuses(spec.dtypes) if backend == Backend.GLOO else None
     if refused is not None:
         raise BadInput(refused)
     return plan

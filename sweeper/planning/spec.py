@@ -1,14 +1,17 @@
-"""What a sweep is asked to do: the SweepSpec model, whose fields are `sweeper run`'s options
-and a profile's keys, flat as users write them, and how it is read, once, as the typed sections
-of sweeper/planning/sections.py. Pure: no Ray, no torch. The CLI and YAML profiles both end here,
-so a bad value is rejected once, with the option's (or the profile key's) name, before
-anything starts.
+"""What a sweep is asked to do, declared once: its sections (where it runs, what it measures,
+how each point is timed, NCCL, where its output goes, experiments), each a frozen model whose
+fields are options, with their rules and what is read from them; and `SweepSpec`, the union
+of the sections, flat as users write them, whose fields are `sweeper run`'s options, a
+profile's keys, `sweeper.run`'s keywords and a run record's options. Pure: no Ray, no torch.
+A bad value is refused once, with the option's (or the profile key's) name, before anything
+starts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -24,6 +27,7 @@ from sweeper.planning import knobs
 from sweeper.planning.dtypes import canonical_dtype, gloo_refuses
 from sweeper.planning.fields import (
     SIZE_SCHEMA,
+    Cli,
     CommaList,
     MemLimitField,
     NcclVariables,
@@ -34,15 +38,6 @@ from sweeper.planning.fields import (
 from sweeper.planning.inputs import quoted
 from sweeper.planning.moe import MoeSpec
 from sweeper.planning.placement import WORLD
-from sweeper.planning.sections import (
-    ClusterOptions,
-    ExperimentOptions,
-    OutputOptions,
-    PlanOptions,
-    Sections,
-    TimingOptions,
-    needs_cuda,
-)
 from sweeper.planning.sizes import (
     INT32_MAX,
     INT64_MAX,
@@ -62,6 +57,19 @@ NCCL_ALGOS = ("ring", "tree")  # NCCL_ALGO values a variant actor set can pin
 # for a million CPUs grows by gigabytes, a plan for a million nodes for ever.
 MAX_RANKS_PER_NODE = 1024
 MAX_RANKS = 65_536
+DEFAULT_CPU_RANKS = 2  # CPU ranks per node, unless --gpus-per-node or --world
+GRAPH_NEEDS_CUDA = "--launch graph: CUDA graphs need GPU ranks (NCCL); CPU ranks launch eagerly"
+NCCL_NEEDS_CUDA = "--engine nccl: direct NCCL calls need GPU ranks; CPU ranks use torch (gloo)"
+REGISTER_NEEDS_CUDA = "--register-buffers: NCCL registers GPU buffers; CPU ranks have none (gloo)"
+
+
+def needs_cuda(launches: Collection[str], engines: Collection[str], register: bool) -> str | None:
+    """Why CPU ranks (gloo) cannot run what was asked, if they cannot."""
+    if Launch.GRAPH in launches:
+        return GRAPH_NEEDS_CUDA
+    if Engine.NCCL in engines:
+        return NCCL_NEEDS_CUDA
+    return REGISTER_NEEDS_CUDA if register else None
 
 
 def _one_of(value: tuple[str, ...], known: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -91,15 +99,24 @@ def _bounded(per_node: int | None, nodes: int, option: str) -> int | None:
     return per_node
 
 
-class SweepSpec(BaseModel):
-    """Everything a sweep needs to know; `sweeper run` options and profile keys are its fields."""
+class Section(BaseModel):
+    """A part of a sweep's options: each field an option (its description the help, its
+    `Cli` metadata how the command line shows it), `title` the help panel that lists them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    address: str | None = Field(
+    title: ClassVar[str]
+
+
+class ClusterSection(Section):
+    """Where a sweep runs, and on how many ranks."""
+
+    title: ClassVar[str] = "Where"
+
+    address: Annotated[str | None, Cli("ADDRESS")] = Field(
         None, description="Ray address; default $RAY_ADDRESS, else an embedded local Ray."
     )
-    connect_timeout: float = Field(
+    connect_timeout: Annotated[float, Cli("SECONDS")] = Field(
         60.0,
         gt=0,
         le=86_400,
@@ -107,226 +124,45 @@ class SweepSpec(BaseModel):
         description="Seconds to reach the Ray cluster at --address before giving up.",
         strict=True,
     )
-    backend: BackendAsked = Field(
+    backend: Annotated[BackendAsked, Cli("BACKEND")] = Field(
         "auto", description="auto: NCCL when the cluster has GPUs, else gloo on CPU ranks."
     )
-    world: int | None = Field(
+    world: Annotated[int | None, Cli("N")] = Field(
         None,
         ge=1,
         le=INT32_MAX,
         description="Total ranks (nodes x ranks per node); default all GPUs, or 2.",
         strict=True,
     )
-    nodes: int = Field(
+    nodes: Annotated[int, Cli("N")] = Field(
         1,
         ge=1,
         le=INT32_MAX,
         description="Nodes to run on (nodes with GPUs, for NCCL).",
         strict=True,
     )
-    gpus_per_node: int | None = Field(
+    gpus_per_node: Annotated[int | None, Cli("N")] = Field(
         None,
         ge=1,
         le=INT32_MAX,
         description="Ranks per node: GPUs (default all) or gloo CPU ranks (2).",
         strict=True,
     )
-    tiers: CommaList = Field(
-        (WORLD,),
-        min_length=1,
-        description="world (every rank, one group), or nvlink,pcie,internode,cpu; all: every tier.",
-    )
-    pairs: Literal["all", "none"] = Field(
-        "all", description="With --tiers: also every pair of GPUs / of nodes (can be many)."
-    )
-    force_network: bool = Field(
-        False, description="internode again with NCCL P2P and SHM off: the network transport."
-    )
-    gpu_visibility: Literal["node", "own"] = Field(
+    gpu_visibility: Annotated[Literal["node", "own"], Cli("node|own")] = Field(
         "node",
         description="node: each actor sees its node's GPUs (symmetric memory needs it); "
         "own: only its GPU.",
     )
-    ops: CommaList = Field(("all",), min_length=1, description="Operations to run, or 'all'.")
-    dtypes: CommaList = Field(
-        ("float32",), min_length=1, description="Element types (torch spelling or nccl-tests')."
-    )
-    min_size: Size = Field(8, description="Smallest size S in bytes (K, M, G suffixes).")
-    max_size: Annotated[int | Literal["auto"], WithJsonSchema(SIZE_SCHEMA)] = Field(
-        "auto", description="Largest size S, or auto: the largest that fits in memory (probed)."
-    )
-    mem_limit: MemLimitField | None = Field(
-        None,
-        description="Cap on each rank's memory, bytes (8G) or percent (50%); CPU ranks: 64M.",
-    )
-    step_factor: float = Field(
-        2.0,
-        gt=1,
-        allow_inf_nan=False,
-        description="Multiply the size by this at each step.",
-        strict=True,
-    )
-    dense_sizes: bool = Field(
-        False,
-        description="Run every size of the grid; by default, above the size from which a "
-        "series' busbw rises less than 2% over three steps, only every 8x size and the largest.",
-    )
-    iters: int | None = Field(
-        None,
-        ge=1,
-        le=ITERS_LIMIT,
-        description="Timed iterations; default adaptive (a block of a few ms).",
-        strict=True,
-    )
-    warmup: int | None = Field(
-        None,
-        ge=0,
-        le=ITERS_LIMIT,
-        description="Warm-up iterations; default adaptive (as long as the block).",
-        strict=True,
-    )
-    launch: CommaList = Field(
-        (),
-        description="graph (the timed iterations captured once as a CUDA graph and replayed, "
-        "like nccl-tests -G), eager (issued from Python), or both; default graph on GPUs, "
-        "eager on CPU ranks.",
-    )
-    engine: CommaList = Field(
-        ("torch",),
-        min_length=1,
-        description="torch (torch.distributed, what a PyTorch program pays), nccl (NCCL "
-        "called directly, as nccl-tests does; needs sweeper-bench[nccl]), or both.",
-    )
-    register_buffers: bool = Field(
-        False,
-        description="Give the points' buffers from NCCL's allocator (ncclMemAlloc) and "
-        "register them with the group's communicators, as nccl-tests -R 1 and torch's "
-        "register_mem_pool do: NCCL then reads and writes peers' buffers directly.",
-    )
-    blocks: int = Field(
-        3,
-        ge=1,
-        le=1000,
-        description="Timed blocks per point; the row's time is the median block's.",
-        strict=True,
-    )
-    check: bool = Field(True, description="Check every point's result on a separate iteration.")
-    samples: bool = Field(
-        False, description="Keep per-iteration times (p50/p99 and the samples_us column)."
-    )
-    timeout: float = Field(
-        300.0,
-        gt=0,
-        le=86_400,  # a point that runs for a day has hung
-        allow_inf_nan=False,
-        description="Seconds one point may take before it fails.",
-        strict=True,
-    )
-    seed: int = Field(
-        0, ge=0, le=INT64_MAX, description="Seed of the deterministic input data.", strict=True
-    )
-    results: Path = Field(Path("results"), description="Results directory (a Parquet dataset).")
-    moe: Annotated[MoeSpec, BeforeValidator(key_values)] = Field(
-        MoeSpec(),
-        description="The MoE layer of moe:dispatch/moe:combine: key=value pairs.",
-        json_schema_extra=or_key_values,
-    )
-    nccl_algos: CommaList = Field(
-        (), description="Also run every group with NCCL_ALGO set to each: ring, tree."
-    )
-    nccl_env: NcclVariables = Field(
-        {},
-        description="NCCL variables to sweep, KEY=V1,V2 (repeatable): each combination of "
-        "the values runs every group again on an actor set of its own, beside NCCL's defaults; "
-        "KEY1+KEY2=V1,V2 sets both to each value (NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS=4: "
-        "exactly 4 channels).",
-    )
-    allow_multicast_knobs: bool = Field(
-        False,
-        description="Let --nccl-env sweep NVLink multicast variables (NCCL_NVLS_ENABLE, "
-        "NCCL_NVLS_*, NCCL_MNNVL_*). Never on a machine whose environment keeps multicast off.",
-    )
-    concurrent: bool = Field(
-        False,
-        description="A node's pairs share its links on purpose: disjoint pairs in one wave "
-        "(circle-method rounds), to show what they cost each other.",
-    )
-    curves: int | None = Field(
-        None,
-        ge=1,
-        le=1000,
-        description="Every operation's curve on this many groups of each tier and shape, "
-        "spread over them; every other group measures its bandwidth alone (the first of --ops "
-        "it runs, at the largest size up to 1G), and swept NCCL variables run on the curves' "
-        "groups only. Default: every group runs every curve.",
-        strict=True,
-    )
-    copy_engine: bool = Field(
-        False, description="Time peer copies between every GPU pair of a node, and fan-out."
-    )
-    report: bool = Field(
-        True,
-        description="Write an HTML report of the run at the end (needs sweeper-bench[report]).",
-    )
-    reports_dir: Path | None = Field(
-        None, description="Where reports go; default reports/ beside the results directory."
-    )
-    plugins: CommaList = Field(
-        (), description="Python modules that register more operations (driver and every rank)."
-    )
-    cluster_name: str | None = Field(
-        None, description="Name recorded on every row; default the head node's host name."
-    )
-
-    @field_validator("max_size", mode="before")
-    @classmethod
-    def _max_size(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() == "auto":
-            return "auto"
-        return parse_size(value)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _results_was_output(cls, values: object) -> object:
-        # `output`, the results directory's name in 0.1, is how run records of then keep it
-        # (a resume reads them); the user's spellings are warned about where they are read
-        if isinstance(values, dict) and "output" in values and "results" not in values:
-            values = {("results" if k == "output" else k): v for k, v in values.items()}
-        return values
-
-    @field_validator("results", "reports_dir", mode="before")
-    @classmethod
-    def _directory(cls, value: object) -> object:
-        # Path("") is the current directory: an empty name is a mistake, not a choice of it
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("an empty path; name a directory")
-        return value
-
-    @field_validator("dtypes")
-    @classmethod
-    def _dtypes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(canonical_dtype(name) for name in value))
-
-    @field_validator("tiers")
-    @classmethod
-    def _tiers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        requestable = tuple(tier.value for tier in REQUESTABLE_TIERS)
-        known = (WORLD, *requestable)
-        if "all" in value:
-            return requestable
-        unknown = [tier for tier in value if tier not in known]
-        if unknown:
-            raise ValueError(f"unknown tier {quoted(unknown[0])}; known: {', '.join(known)}, all")
-        return tuple(dict.fromkeys(value))
 
     @model_validator(mode="after")
-    def _ranks(self) -> SweepSpec:
-        self._ranks_per_node()  # a --world that does not split is rejected while parsing
+    def _ranks(self) -> ClusterSection:
+        _ = self.ranks_per_node  # a --world that does not split is rejected while parsing
         return self
 
-    def _ranks_per_node(self) -> int | None:
-        """Ranks on each node, from --gpus-per-node or --world; None: the backend's default.
-        Read as `cluster.ranks_per_node`."""
+    @property
+    def ranks_per_node(self) -> int | None:
+        """Ranks on each node, from --gpus-per-node or --world; None: the backend's default
+        (every GPU; DEFAULT_CPU_RANKS CPU ranks)."""
         if self.nodes > MAX_RANKS:
             raise ValueError(
                 f"--nodes {self.nodes}: more nodes than sweeper plans ranks for ({MAX_RANKS})"
@@ -345,18 +181,204 @@ class SweepSpec(BaseModel):
             )
         return _bounded(per_node, self.nodes, "--world")
 
+    @property
+    def cpu_ranks(self) -> int:
+        """The CPU ranks of a node an embedded Ray must fit."""
+        return self.ranks_per_node or DEFAULT_CPU_RANKS
+
+    @property
+    def requested_backend(self) -> Backend | None:
+        """The backend asked for; None: auto, NCCL where the cluster has GPUs, else gloo."""
+        return None if self.backend == "auto" else Backend(self.backend)
+
+
+class MeasureSection(Section):
+    """What a sweep measures: the groups its tiers ask for, operations, dtypes and sizes."""
+
+    title: ClassVar[str] = "What to measure"
+
+    tiers: Annotated[CommaList, Cli("TIERS")] = Field(
+        (WORLD,),
+        min_length=1,
+        description="world (every rank, one group), or nvlink,pcie,internode,cpu; all: every tier.",
+    )
+    pairs: Annotated[Literal["all", "none"], Cli("PAIRS")] = Field(
+        "all", description="With --tiers: also every pair of GPUs / of nodes (can be many)."
+    )
+    force_network: bool = Field(
+        False, description="internode again with NCCL P2P and SHM off: the network transport."
+    )
+    ops: Annotated[CommaList, Cli("OPS")] = Field(
+        ("all",), min_length=1, description="Operations to run, or 'all'."
+    )
+    dtypes: Annotated[CommaList, Cli("DTYPES")] = Field(
+        ("float32",), min_length=1, description="Element types (torch spelling or nccl-tests')."
+    )
+    min_size: Annotated[Size, Cli("SIZE")] = Field(
+        8, description="Smallest size S in bytes (K, M, G suffixes)."
+    )
+    max_size: Annotated[int | Literal["auto"], WithJsonSchema(SIZE_SCHEMA), Cli("SIZE")] = Field(
+        "auto", description="Largest size S, or auto: the largest that fits in memory (probed)."
+    )
+    mem_limit: Annotated[MemLimitField | None, Cli("SIZE|PCT%")] = Field(
+        None,
+        description="Cap on each rank's memory, bytes (8G) or percent (50%); CPU ranks: 64M.",
+    )
+    step_factor: Annotated[float, Cli("FACTOR")] = Field(
+        2.0,
+        gt=1,
+        allow_inf_nan=False,
+        description="Multiply the size by this at each step.",
+        strict=True,
+    )
+    dense_sizes: Annotated[bool, Cli(flags=("--dense-sizes/--sparse-sizes",))] = Field(
+        False,
+        description="Run every size of the grid; by default, above the size from which a "
+        "series' busbw rises less than 2% over three steps, only every 8x size and the largest.",
+    )
+    plugins: Annotated[CommaList, Cli("MODULE", repeated=True)] = Field(
+        (), description="Python modules that register more operations (driver and every rank)."
+    )
+
+    @field_validator("max_size", mode="before")
+    @classmethod
+    def _max_size(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        return parse_size(value)
+
+    @field_validator("dtypes")
+    @classmethod
+    def _dtypes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(canonical_dtype(name) for name in value))
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        requestable = tuple(tier.value for tier in REQUESTABLE_TIERS)
+        known = (WORLD, *requestable)
+        if "all" in value:
+            return requestable
+        unknown = [tier for tier in value if tier not in known]
+        if unknown:
+            raise ValueError(f"unknown tier {quoted(unknown[0])}; known: {', '.join(known)}, all")
+        return tuple(dict.fromkeys(value))
+
+    @field_validator("ops")
+    @classmethod
+    def _ops(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(name.strip() for name in value))
+
+    @property
+    def largest(self) -> int | None:
+        """--max-size in bytes; None: auto, the largest that fits in memory (probed)."""
+        return None if self.max_size == "auto" else self.max_size
+
+    def sizes(self, max_size: int) -> list[int]:
+        """The requested grid from min_size up to max_size, like nccl-tests' -b/-e/-f."""
+        return grid(self.min_size, max_size, self.step_factor)
+
+    def grid(self) -> tuple[int, ...]:
+        """The grid asked for; with auto, to the largest size sweeper accepts."""
+        return tuple(self.sizes(self.largest or SIZE_LIMIT_BYTES))
+
+
+class TimingSection(Section):
+    """How every point is measured, as asked (`request.timing` resolves it for a backend)."""
+
+    title: ClassVar[str] = "Timing"
+
+    iters: Annotated[int | None, Cli("N")] = Field(
+        None,
+        ge=1,
+        le=ITERS_LIMIT,
+        description="Timed iterations; default adaptive (a block of a few ms).",
+        strict=True,
+    )
+    warmup: Annotated[int | None, Cli("N")] = Field(
+        None,
+        ge=0,
+        le=ITERS_LIMIT,
+        description="Warm-up iterations; default adaptive (as long as the block).",
+        strict=True,
+    )
+    launch: Annotated[CommaList, Cli("LAUNCH")] = Field(
+        (),
+        description="graph (the timed iterations captured once as a CUDA graph and replayed, "
+        "like nccl-tests -G), eager (issued from Python), or both; default graph on GPUs, "
+        "eager on CPU ranks.",
+    )
+    engine: Annotated[CommaList, Cli("ENGINE")] = Field(
+        ("torch",),
+        min_length=1,
+        description="torch (torch.distributed, what a PyTorch program pays), nccl (NCCL "
+        "called directly, as nccl-tests does; needs sweeper-bench[nccl]), or both.",
+    )
+    blocks: Annotated[int, Cli("N")] = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="Timed blocks per point; the row's time is the median block's.",
+        strict=True,
+    )
+    check: bool = Field(True, description="Check every point's result on a separate iteration.")
+    samples: bool = Field(
+        False, description="Keep per-iteration times (p50/p99 and the samples_us column)."
+    )
+    timeout: Annotated[float, Cli("SECONDS")] = Field(
+        300.0,
+        gt=0,
+        le=86_400,  # a point that runs for a day has hung
+        allow_inf_nan=False,
+        description="Seconds one point may take before it fails.",
+        strict=True,
+    )
+    seed: Annotated[int, Cli("N")] = Field(
+        0, ge=0, le=INT64_MAX, description="Seed of the deterministic input data.", strict=True
+    )
+
+    @field_validator("launch")
+    @classmethod
+    def _launch(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _one_of(value, Launch.values(), "launch mode")
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _one_of(value, Engine.values(), "engine")
+
+
+class NcclSection(Section):
+    """What NCCL is asked beyond its defaults: registered buffers, swept variables."""
+
+    title: ClassVar[str] = "NCCL"
+
+    register_buffers: bool = Field(
+        False,
+        description="Give the points' buffers from NCCL's allocator (ncclMemAlloc) and "
+        "register them with the group's communicators, as nccl-tests -R 1 and torch's "
+        "register_mem_pool do: NCCL then reads and writes peers' buffers directly.",
+    )
+    nccl_algos: Annotated[CommaList, Cli("ALGOS")] = Field(
+        (), description="Also run every group with NCCL_ALGO set to each: ring, tree."
+    )
+    nccl_env: Annotated[NcclVariables, Cli("KEY=V1,V2", repeated=True)] = Field(
+        {},
+        description="NCCL variables to sweep, KEY=V1,V2 (repeatable): each combination of "
+        "the values runs every group again on an actor set of its own, beside NCCL's defaults; "
+        "KEY1+KEY2=V1,V2 sets both to each value (NCCL_MIN_NCHANNELS+NCCL_MAX_NCHANNELS=4: "
+        "exactly 4 channels).",
+    )
+    allow_multicast_knobs: Annotated[bool, Cli(flags=("--allow-multicast-knobs",))] = Field(
+        False,
+        description="Let --nccl-env sweep NVLink multicast variables (NCCL_NVLS_ENABLE, "
+        "NCCL_NVLS_*, NCCL_MNNVL_*). Never on a machine whose environment keeps multicast off.",
+    )
+
     @field_validator("nccl_algos")
     @classmethod
     def _nccl_algos(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _one_of(value, NCCL_ALGOS, "NCCL algorithm")
-
-    @field_validator("cluster_name")
-    @classmethod
-    def _cluster_name(cls, value: str | None) -> str | None:
-        # recorded on every row, shown in reports and in Prometheus labels: one printable line
-        if value is not None and not value.isprintable():
-            raise ValueError(f"{quoted(value)} holds a control character; a name is one line")
-        return value
 
     @field_validator("nccl_env")
     @classmethod
@@ -375,7 +397,7 @@ class SweepSpec(BaseModel):
         return {name: tuple(dict.fromkeys(values)) for name, values in value.items()}
 
     @model_validator(mode="after")
-    def _nccl_grid(self) -> SweepSpec:
+    def _nccl_grid(self) -> NcclSection:
         knobs.check_size(self.nccl_variables())  # before any combination is made
         knobs.check_multicast(self.nccl_env, self.allow_multicast_knobs)
         return self
@@ -388,18 +410,100 @@ class SweepSpec(BaseModel):
             swept["NCCL_ALGO"] = tuple(dict.fromkeys((*swept.get("NCCL_ALGO", ()), *algos)))
         return swept
 
-    @field_validator("launch")
-    @classmethod
-    def _launch(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _one_of(value, Launch.values(), "launch mode")
 
-    @field_validator("engine")
+class OutputSection(Section):
+    """Where a run's rows and its report go, and the name its rows carry."""
+
+    title: ClassVar[str] = "Output"
+
+    results: Annotated[Path, Cli("DIR")] = Field(
+        Path("results"), description="Results directory (a Parquet dataset)."
+    )
+    report: bool = Field(
+        True,
+        description="Write an HTML report of the run at the end (needs sweeper-bench[report]).",
+    )
+    reports_dir: Annotated[Path | None, Cli("DIR")] = Field(
+        None, description="Where reports go; default reports/ beside the results directory."
+    )
+    cluster_name: Annotated[str | None, Cli("NAME")] = Field(
+        None, description="Name recorded on every row; default the head node's host name."
+    )
+
+    @field_validator("results", "reports_dir", mode="before")
     @classmethod
-    def _engine(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _one_of(value, Engine.values(), "engine")
+    def _directory(cls, value: object) -> object:
+        # Path("") is the current directory: an empty name is a mistake, not a choice of it
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("an empty path; name a directory")
+        return value
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, value: str | None) -> str | None:
+        # recorded on every row, shown in reports and in Prometheus labels: one printable line
+        if value is not None and not value.isprintable():
+            raise ValueError(f"{quoted(value)} holds a control character; a name is one line")
+        return value
+
+
+class ExperimentSection(Section):
+    """Beyond the collectives' grid: pairs that share links, curves on a few groups, the
+    copy-engine matrix, the MoE layer."""
+
+    title: ClassVar[str] = "Experiments"
+
+    concurrent: Annotated[bool, Cli(flags=("--concurrent/--isolated",))] = Field(
+        False,
+        description="A node's pairs share its links on purpose: disjoint pairs in one wave "
+        "(circle-method rounds), to show what they cost each other.",
+    )
+    curves: Annotated[int | None, Cli("N")] = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="Every operation's curve on this many groups of each tier and shape, "
+        "spread over them; every other group measures its bandwidth alone (the first of --ops "
+        "it runs, at the largest size up to 1G), and swept NCCL variables run on the curves' "
+        "groups only. Default: every group runs every curve.",
+        strict=True,
+    )
+    copy_engine: bool = Field(
+        False, description="Time peer copies between every GPU pair of a node, and fan-out."
+    )
+    moe: Annotated[MoeSpec, BeforeValidator(key_values), Cli("KEY=VALUE,...")] = Field(
+        MoeSpec(),
+        description="The MoE layer of moe:dispatch/moe:combine: key=value pairs.",
+        json_schema_extra=or_key_values,
+    )
+
+
+# The sections in the order help, the schema and the API list them
+SECTIONS: tuple[type[Section], ...] = (
+    ClusterSection,
+    MeasureSection,
+    TimingSection,
+    NcclSection,
+    OutputSection,
+    ExperimentSection,
+)
+
+
+# pydantic orders an inheriting model's fields from its last base to its first: the bases are
+# SECTIONS reversed, so the fields come in the sections' order
+class SweepSpec(
+    ExperimentSection,
+    OutputSection,
+    NcclSection,
+    TimingSection,
+    MeasureSection,
+    ClusterSection,
+):
+    """Everything a sweep needs to know: the union of its sections, whose fields are
+    `sweeper run`'s options, a profile's keys and `sweeper.run`'s keywords."""
 
     @model_validator(mode="after")
-    def _graphneeds_cuda(self) -> SweepSpec:
+    def _gloo_refuses(self) -> SweepSpec:
         if self.backend == Backend.GLOO.value:  # asked for: refused before Ray starts
             refused = needs_cuda(self.launch, self.engine, self.register_buffers)
             refused = refused or gloo_refuses(self.dtypes)
@@ -407,62 +511,7 @@ class SweepSpec(BaseModel):
                 raise ValueError(refused)
         return self
 
-    @field_validator("ops")
-    @classmethod
-    def _ops(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(name.strip() for name in value))
 
-    def sizes(self, max_size: int) -> list[int]:
-        """The requested grid from min_size up to max_size, like nccl-tests' -b/-e/-f."""
-        return grid(self.min_size, max_size, self.step_factor)
-
-    def sections(self) -> Sections:
-        """The spec read once, as the typed sections of sweeper/planning/sections.py (and its
-        options, as the run record keeps them): what commands and the driver are handed."""
-        max_size = None if self.max_size == "auto" else self.max_size
-        return Sections(
-            options=self.model_dump(mode="json"),
-            cluster=ClusterOptions(
-                address=self.address,
-                connect_timeout_s=self.connect_timeout,
-                backend=None if self.backend == "auto" else Backend(self.backend),
-                nodes=self.nodes,
-                ranks_per_node=self._ranks_per_node(),
-                gpu_visibility=self.gpu_visibility,
-                name=self.cluster_name,
-            ),
-            planning=PlanOptions(
-                tiers=self.tiers,
-                pairs=self.pairs == "all",
-                force_network=self.force_network,
-                concurrent_pairs=self.concurrent,
-                curves=self.curves,
-                ops=self.ops,
-                dtypes=self.dtypes,
-                min_size=self.min_size,
-                max_size=max_size,
-                step_factor=self.step_factor,
-                sizes=tuple(self.sizes(max_size or SIZE_LIMIT_BYTES)),
-                dense_sizes=self.dense_sizes,
-                mem_limit=self.mem_limit,
-                nccl_env=self.nccl_variables(),
-            ),
-            timing=TimingOptions(
-                iters=self.iters,
-                warmup=self.warmup,
-                check=self.check,
-                samples=self.samples,
-                seed=self.seed,
-                launches=tuple(map(Launch, self.launch)),
-                blocks=self.blocks,
-                engines=tuple(map(Engine, self.engine)),
-                register=self.register_buffers,
-                timeout_s=self.timeout,
-            ),
-            outputs=OutputOptions(
-                results=self.results, report=self.report, reports_dir=self.reports_dir
-            ),
-            experiments=ExperimentOptions(
-                moe=self.moe.layer(), copy_engine=self.copy_engine, plugins=self.plugins
-            ),
-        )
+def section_of(option: str) -> type[Section]:
+    """The section that declares an option (a SweepSpec field)."""
+    return next(section for section in SECTIONS if option in section.model_fields)

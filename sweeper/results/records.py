@@ -24,13 +24,15 @@ from sweeper.results.files import RUN_ID, read_bounded, run_name, write_text
 from sweeper.topology import Gpu, Node
 
 RECORDS_DIR = "_runs"
+# The options a record of an earlier release names otherwise: 0.1's results directory `output`
+RENAMED_OPTIONS = {"output": "results"}
 
 
 @dataclass(frozen=True)
 class RunRecord:
     run_id: str
     command: str  # the command line that started the run, as the shell would take it back
-    options: dict[str, Any]  # every SweepSpec field, as JSON
+    options: dict[str, Any]  # every SweepSpec field, as JSON, by today's names
     nodes: tuple[Node, ...]
     ended: str | None = None  # complete, interrupted, or None: running, or killed
 
@@ -42,7 +44,7 @@ class RunRecord:
         nodes: tuple[Node, ...],
         ended: str | None = None,
     ) -> RunRecord:
-        """The record of a run of these options (`Sections.options`) on these nodes, started
+        """The record of a run of these options (`RunPlan.options`) on these nodes, started
         by this process's command line."""
         program = Path(sys.argv[0]).name if sys.argv else ""
         # `python -m sweeper` runs sweeper/__main__.py: show the command a user would type
@@ -66,7 +68,18 @@ class RunRecord:
         )
         # records from before `ended` existed were written once, at the end
         ended = data.get("ended", "complete")
-        return cls(str(data["run_id"]), str(data["command"]), dict(data["options"]), nodes, ended)
+        options = todays_options(data["options"])
+        return cls(str(data["run_id"]), str(data["command"]), options, nodes, ended)
+
+
+def todays_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's options by today's names (RENAMED_OPTIONS), so a run of an earlier release
+    resumes and reports as one of today's; a name given both ways keeps today's value."""
+    return {
+        RENAMED_OPTIONS.get(name, name): value
+        for name, value in options.items()
+        if RENAMED_OPTIONS.get(name) not in options
+    }
 
 
 def path(results: Path, run_id: str) -> Path:

@@ -81,7 +81,7 @@ def test_too_many_nodes_or_gpus_exit_3_naming_what_the_cluster_has(
 
 
 def test_discovery_reports_cpu_nodes_as_such(fake_nodes: Cluster) -> None:
-    found = survey(build_spec(backend="gloo", nodes=3, gpus_per_node=2, tiers="all").sections())
+    found = survey(build_spec(backend="gloo", nodes=3, gpus_per_node=2, tiers="all"))
     assert [node.nvml for node in found.nodes] == [False, False, False]
     assert len({node.node_id for node in found.nodes}) == 3
     tiers = Counter(group.tier for group in found.groups)

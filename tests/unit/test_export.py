@@ -275,7 +275,7 @@ def test_the_documented_series_count_is_the_weekly_profiles() -> None:
                 keys.setdefault(node, set()).update(
                     (group.tier, group.variant, group.world_size, s.op, s.dtype) for s in measured
                 )
-    assert spec.sections().timing.engines == ("torch",)  # one engine, one launch mode each
+    assert spec.engine == ("torch",)  # one engine, one launch mode each
     counts = Counter(len(node_keys) for node_keys in keys.values())
     ((common, _),) = counts.most_common(1)
     most = max(counts)

@@ -1,10 +1,12 @@
 """One name per setting: the results directory is `results` on the command line (--results),
 in a profile, in `sweeper.run` and in the run's record (the report's "every option of the
-run"); the plugins are --plugins and `plugins`. The old spellings (--output, output:,
-output=, --plugin) still work for a release, each with one line saying the new name."""
+run"); the plugins are --plugins and `plugins`. A profile's `output:` (0.1's, never published)
+is an unknown key; a run record of 0.1, which says `output`, is read by today's names."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,12 +15,14 @@ from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
-from sweeper.errors import BadInput, Renamed
+from sweeper.errors import BadInput
 from sweeper.planning.profile import build_spec, load_profile
 from sweeper.planning.spec import SweepSpec
+from sweeper.results import records
 
 ROOT = Path(__file__).parents[2]
 DGX = ROOT / "tests" / "data" / "topologies" / "dgx-h100-nvswitch.json"
+RUN_OF_0_1 = ROOT / "tests/data/results/main-2026-11-25/_runs/20261125T063903Z-c4526e.json"
 
 
 def _shown_flags(command: str) -> set[str]:
@@ -44,20 +48,29 @@ def test_a_runs_record_keeps_the_results_directory_as_results() -> None:
     assert "output" not in options
 
 
-def test_a_record_of_0_1_with_output_is_read_as_results_without_a_warning() -> None:
-    with_old_key = SweepSpec().model_dump(mode="json") | {"output": "old"}
-    del with_old_key["results"]
-    assert build_spec(**with_old_key).results == Path("old")
+def test_a_run_record_of_0_1_resumes_with_its_output_read_as_results(tmp_path: Path) -> None:
+    shutil.copytree(RUN_OF_0_1.parent, tmp_path / records.RECORDS_DIR)
+    run_id = RUN_OF_0_1.stem
+    written = json.loads(RUN_OF_0_1.read_text())["options"]
+    assert "results" not in written
+    started = records.load(tmp_path, run_id)
+    assert started is not None
+    assert "output" not in started.options
+    assert started.options["results"] == written["output"]
+    # what `sweeper run --resume RUN` builds from the record (commands/run.py)
+    spec = build_spec(None, **{**started.options, "results": tmp_path})
+    assert spec.results == tmp_path
+    assert spec.ops == tuple(started.options["ops"])
 
 
-def test_a_profiles_results_key_and_its_old_name_with_a_warning(tmp_path: Path) -> None:
+def test_a_profiles_results_key_and_output_an_unknown_key(tmp_path: Path) -> None:
     new = tmp_path / "new.yaml"
     new.write_text("results: here\n")
     assert build_spec(load_profile(new)).results == Path("here")
     old = tmp_path / "old.yaml"
     old.write_text("output: there\n")
-    with pytest.warns(Renamed, match=r"old.yaml: output: is now results:"):
-        assert build_spec(load_profile(old)).results == Path("there")
+    with pytest.raises(BadInput, match=r"old.yaml: unknown key 'output'"):
+        load_profile(old)
 
 
 def test_the_apis_results_keyword_and_its_old_name_with_a_warning() -> None:

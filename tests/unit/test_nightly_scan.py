@@ -217,7 +217,7 @@ def test_a_nightly_scan_is_compared_with_nightly_scans_only(tmp_path: Path, flee
     """A nightly sweep (no scan summary beside it) of the same cluster is no part of a
     scan's history, nor a hand-run scan (run_kind scan)."""
     night(tmp_path, fleet)
-    spec = SweepSpec(output=fleet.results)
+    spec = SweepSpec(results=fleet.results)
     settings = ScanSettings(strategy=Strategy.parse("adaptive"), thresholds=Thresholds())
     by_hand = fleet.scan(spec, settings, None, "scan")
     swept = fleet.scan(spec, settings, None, "nightly")

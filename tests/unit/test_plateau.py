@@ -192,7 +192,7 @@ def test_dense_sizes_from_a_profile_or_the_command_line_keeps_every_size(
     node = recorded_node(Path(__file__).parents[1] / "data" / "topologies" / "cpu-no-nvml.json")
     planned = schedule(
         expected_placement(Backend.GLOO, [node], [2]),
-        resolve(spec.sections(), Backend.GLOO).request([REGISTRY["all_reduce"]]),
+        resolve(spec, Backend.GLOO).request([REGISTRY["all_reduce"]]),
     )
     (series,) = planned.series(planned.waves[0].groups[0])
     assert series.sparse is sparse

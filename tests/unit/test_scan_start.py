@@ -169,8 +169,8 @@ def test_a_scan_stopped_or_whose_head_is_lost_says_to_resume_it_with_sweeper_sca
     class Scanning(RunState):
         command = _Scan.command
 
-    spec = build_spec(backend="gloo", output=tmp_path)
-    scanning = Scanning(spec.sections(), None, "scan", _Connected())  # type: ignore[arg-type]
+    spec = build_spec(backend="gloo", results=tmp_path)
+    scanning = Scanning(spec, None, "scan", _Connected())  # type: ignore[arg-type]
     scanning.writer = ResultWriter(tmp_path, scanning.run_id, "2026-11-27")  # its first row
     try:
         again = f"sweeper scan --resume {scanning.run_id} --results {tmp_path}"

@@ -363,7 +363,7 @@ def test_topo_lists_the_groups_a_run_schedules() -> None:
     """`sweeper topo` and `sweeper run` ask the spec for groups in one place."""
     spec = SweepSpec(tiers=("all",), ops=("all_reduce", "broadcast"), nccl_algos=("ring",))
     where = placement(DGX, 2, 8)
-    run = resolve_plan(spec.sections(), Backend.NCCL)
+    run = resolve_plan(spec, Backend.NCCL)
     planned = schedule(where, run.request(resolve(spec.ops)))
     scheduled = [g for wave in planned.waves for g in wave.groups]
     assert sorted(run.tier_groups(where)) == sorted(scheduled)

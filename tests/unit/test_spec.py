@@ -8,9 +8,8 @@ from sweeper.errors import BadInput
 from sweeper.planning.dtypes import canonical_dtype
 from sweeper.planning.profile import build_spec
 from sweeper.planning.request import resolve
-from sweeper.planning.sections import DEFAULT_CPU_RANKS
 from sweeper.planning.sizes import SIZE_LIMIT_BYTES, format_size, parse_size
-from sweeper.planning.spec import SweepSpec
+from sweeper.planning.spec import DEFAULT_CPU_RANKS, SECTIONS, SweepSpec
 from sweeper.results import records
 from sweeper.results.schema import SCHEMA
 from sweeper.wire import Backend, Engine, Launch
@@ -166,37 +165,38 @@ def test_the_largest_size_times_the_ranks_of_a_large_group_fits_the_size_column(
     assert _column_max("size_bytes") // 4096 >= SIZE_LIMIT_BYTES
 
 
-def test_the_spec_is_read_by_typed_sections() -> None:
+def test_the_spec_is_the_union_of_its_sections_and_reads_what_they_derive() -> None:
     spec = build_spec(
         nodes=2, world=8, max_size="1M", launch="eager", engine="torch,nccl", cluster_name="c"
     )
-    asked = spec.sections()
-    cluster = asked.cluster
-    assert (cluster.ranks_per_node, cluster.cpu_ranks, cluster.name) == (4, 4, "c")
-    assert cluster.backend is None  # auto: the cluster decides
-    assert (asked.planning.max_size, asked.planning.auto) == (2**20, False)
-    assert asked.planning.sizes == tuple(spec.sizes(2**20))
-    assert asked.timing.launches == (Launch.EAGER,)
-    assert asked.timing.engines == (Engine.TORCH, Engine.NCCL)
-    assert build_spec().sections().cluster.cpu_ranks == DEFAULT_CPU_RANKS
+    assert all(isinstance(spec, section) for section in SECTIONS)
+    assert list(SweepSpec.model_fields) == [n for s in SECTIONS for n in s.model_fields]
+    assert (spec.ranks_per_node, spec.cpu_ranks, spec.cluster_name) == (4, 4, "c")
+    assert spec.requested_backend is None  # auto: the cluster decides
+    assert spec.largest == 2**20
+    assert spec.grid() == tuple(spec.sizes(2**20))
+    timing = resolve(spec, Backend.NCCL).timing
+    assert timing.launches == (Launch.EAGER,)
+    assert timing.engines == (Engine.TORCH, Engine.NCCL)
+    assert build_spec().cpu_ranks == DEFAULT_CPU_RANKS
 
 
 def test_a_spec_resolves_once_for_the_backend_its_cluster_gave() -> None:
-    asked = build_spec(min_size="1K").sections()
+    asked = build_spec(min_size="1K")
     on_cpus, on_gpus = resolve(asked, Backend.GLOO), resolve(asked, Backend.NCCL)
     assert on_cpus.timing.launches == (Launch.EAGER,)  # graphs need GPU ranks
     assert on_gpus.timing.launches == (Launch.GRAPH,)
-    assert str(on_cpus.planning.mem_limit) == "64M"  # CPU ranks' default cap
-    assert on_gpus.planning.mem_limit is None
-    assert on_cpus.planning.sizes == asked.planning.sizes
-    assert on_cpus.planning.auto
+    assert str(on_cpus.mem_limit) == "64M"  # CPU ranks' default cap
+    assert on_gpus.mem_limit is None
+    assert on_cpus.sizes == asked.grid()
+    assert on_cpus.spec.largest is None  # auto
 
 
 def test_the_run_record_keeps_the_options_its_plan_was_resolved_from() -> None:
     """The driver is handed the plan alone: its record's options are the plan's, and a
     resume builds the spec they were read from again."""
     spec = build_spec(ops="all_reduce", max_size="64K", tiers="all", nccl_algos="ring")
-    plan = resolve(spec.sections(), Backend.NCCL)
+    plan = resolve(spec, Backend.NCCL)
     record = records.RunRecord.of("r", plan.options, ())
     assert record.options == spec.model_dump(mode="json")
     assert build_spec(None, **record.options) == spec
@@ -216,4 +216,4 @@ def test_what_cpu_ranks_cannot_run_is_bad_input_once_the_backend_is_known(
 ) -> None:
     spec = build_spec(**options)  # the backend is auto: nothing to refuse yet
     with pytest.raises(BadInput, match=message):
-        resolve(spec.sections(), Backend.GLOO)
+        resolve(spec, Backend.GLOO)
