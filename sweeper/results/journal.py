@@ -12,9 +12,11 @@ import contextlib
 import errno
 import fcntl
 import os
+import secrets
 import stat
 import warnings
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -94,18 +96,54 @@ class Journal:
             self.file.close()
 
 
-def _read(file: BinaryIO) -> tuple[pa.Schema | None, list[pa.RecordBatch]]:
-    """A journal's schema and every complete write in it: reading stops at the write that
-    was in flight when its driver died."""
+# Where every message of an Arrow IPC stream starts: a reader that meets a damaged one looks
+# for the next from there.
+_MESSAGE = b"\xff\xff\xff\xff"
+
+
+@dataclass(frozen=True)
+class _Contents:
+    """What a journal holds: its schema (None: killed before its first write reached the
+    disk, or its start damaged), every whole write in it, and the offset of the first damage
+    that whole writes follow (None where there is none: a torn last write is the point in
+    flight when its driver died, not damage)."""
+
+    schema: pa.Schema | None
+    batches: list[pa.RecordBatch]
+    damaged_at: int | None = None
+
+
+def _read(file: BinaryIO) -> _Contents:
+    """A journal's schema and every whole write in it. A write that cannot be read (a torn
+    last write, or bytes overwritten in its middle) is stepped over to the next message that
+    reads as one of the journal's writes, so the rows after damage are kept too."""
+    data = file.read()
+    source = pa.BufferReader(pa.py_buffer(data))
     try:
-        reader = pa.ipc.open_stream(pa.py_buffer(file.read()))
-    except (OSError, pa.ArrowException):
-        return None, []  # killed before its first write reached the disk
-    batches = []
-    with contextlib.suppress(OSError, pa.ArrowException):  # a torn last write: the point in flight
-        for batch in reader:
-            batches.append(batch)
-    return reader.schema, batches
+        schema = pa.ipc.read_schema(pa.ipc.read_message(source))
+    except (EOFError, OSError, pa.ArrowException):
+        # torn as its first write reached the disk, or damaged with writes after it
+        return _Contents(None, [], 0 if data.find(_MESSAGE, 1) >= 0 else None)
+    batches: list[pa.RecordBatch] = []
+    at, damaged_at, failed = source.tell(), None, None
+    while at < len(data):
+        source.seek(at)
+        try:
+            batch = pa.ipc.read_record_batch(pa.ipc.read_message(source), schema)
+            batch.validate(full=True)
+        except EOFError:
+            break  # the stream's end
+        except (OSError, pa.ArrowException):
+            failed = at if failed is None else failed
+            at = data.find(_MESSAGE, at + 1)
+            if at < 0:
+                break
+            continue
+        if failed is not None and damaged_at is None:
+            damaged_at = failed  # whole writes after it: damage, not a torn end
+        batches.append(batch)
+        at = source.tell()
+    return _Contents(schema, batches, damaged_at)
 
 
 class RunLock:
@@ -188,7 +226,7 @@ def journaled(root: str | os.PathLike[str], run_id: str) -> pa.Table:
     none where it has no journal."""
     try:
         with open_regular(journal_path(root, run_id)) as file:
-            schema, batches = _read(file)
+            schema, batches = (found := _read(file)).schema, found.batches
     except (FileNotFoundError, NotAFile):
         schema = None  # compacted since its driver was seen, or not sweeper's
     if schema is None:
@@ -222,8 +260,9 @@ def refuse_live(root: str | os.PathLike[str], run_id: str) -> None:
 
 def recover(root: str | os.PathLike[str], run_id: str) -> int:
     """Turn the journal a killed or stopped driver left for `run_id` into the Parquet batch
-    it would have become, and remove it; returns how many rows that saved (0: no journal,
-    its rows already in their batch, or a live driver still writing it)."""
+    it would have become, and remove it (a damaged one: set aside, with a warning); returns
+    how many rows that saved (0: no journal, its rows already in their batch, or a live
+    driver still writing it)."""
     path = journal_path(root, run_id)
     try:
         file = open_regular(path)
@@ -239,7 +278,8 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
             return 0  # its driver is alive: the rows are its to write
         if os.fstat(file.fileno()).st_nlink == 0:
             return 0  # its driver compacted it while we waited for the lock
-        schema, batches = _read(file)
+        found = _read(file)
+        schema, batches = found.schema, found.batches
         rows = sum(int(batch.num_rows) for batch in batches)
         metadata = (schema.metadata if schema else None) or {}
         date, number = (metadata.get(k, b"").decode(errors="replace") for k in (b"date", b"batch"))
@@ -264,8 +304,24 @@ def recover(root: str | os.PathLike[str], run_id: str) -> int:
                     write_batch(directory, run_id, index, upgrade(table, since))
                 except OSError as exc:
                     raise ResultsUnwritable.of(root, exc) from None
-        path.unlink()
+        if found.damaged_at is None:
+            path.unlink()
+        else:
+            _set_aside(path, found.damaged_at, rows)
     return rows
+
+
+def _set_aside(path: Path, damaged_at: int, rows: int) -> None:
+    """Keep a damaged journal, whose whole writes are in their batch now, where no reader
+    recovers it again (`*.arrows` only) and whoever looks into the damage finds it."""
+    aside = path.with_name(f"{path.name}.damaged-{secrets.token_hex(4)}")
+    os.rename(path, aside)
+    warnings.warn(
+        f"{path} is damaged at byte {damaged_at}: {rows} whole rows before and after the "
+        f"damage are recovered, the write there is lost; the journal is kept as {aside.name}",
+        CorruptResults,
+        stacklevel=3,
+    )
 
 
 def leftover_journals(root: str | os.PathLike[str]) -> list[str]:

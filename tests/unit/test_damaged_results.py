@@ -5,6 +5,7 @@ warning line, once, and goes on with the rest."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +16,9 @@ from typer.testing import CliRunner
 import sweeper
 from sweeper.cli import app
 from sweeper.errors import CorruptResults
+from sweeper.results.journal import journal_path
 from sweeper.results.schema import SCHEMA_VERSION, VERSION_KEY
+from sweeper.results.writer import ResultWriter
 from tests.synthetic import History, every_series
 
 
@@ -83,3 +86,49 @@ def test_load_skips_a_planted_or_newer_batch_with_a_warning_naming_each(tmp_path
         f"skipped {path}: {reason}" for path, reason in planted.items()
     )
     assert sorted(set(rows["run_id"])) == run_ids
+
+
+def _journaled(results: Path, rows: int, damaged: int) -> tuple[int, int]:
+    """A run's `rows` points journaled one by one (fsync'd each) by a driver that stopped
+    before its batch: the byte range of its write number `damaged` (from 0)."""
+    started = datetime(2026, 11, 21, 23, 0, tzinfo=timezone.utc)
+    writer = ResultWriter(results, "r1", "2026-11-21", batch_rows=10**6)
+    journal = journal_path(results, "r1")
+    for i in range(rows):
+        if i == damaged:
+            start = journal.stat().st_size
+        writer.append({"run_id": "r1", "run_started_at": started, "size_bytes": i, "status": "ok"})
+        if i == damaged:
+            end = journal.stat().st_size
+    writer.close()  # its lock released, its rows left in the journal
+    return start, end
+
+
+@pytest.mark.filterwarnings("default::sweeper.errors.CorruptResults")  # shown, as users see it
+def test_a_journal_damaged_in_its_middle_keeps_the_rows_after_it_and_is_set_aside(
+    tmp_path: Path,
+) -> None:
+    """64 bytes overwritten inside the tenth of 20 writes: history recovered the 9 before
+    it, said nothing, and deleted the journal with the evidence."""
+    results = tmp_path / "results"
+    start, end = _journaled(results, 20, damaged=9)
+    journal = journal_path(results, "r1")
+    damaged = bytearray(journal.read_bytes())
+    damaged[start + 64 : start + 128] = b"\xab" * 64
+    assert start + 128 < end
+    journal.write_bytes(bytes(damaged))
+
+    result = CliRunner().invoke(app, ["history", "--results", str(results), "--format", "json"])
+
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(result.stdout)
+    assert run["points"] == 19
+    assert sorted(sweeper.load(results)["size_bytes"]) == [i for i in range(20) if i != 9]
+    (aside,) = journal.parent.glob("r1.arrows.damaged-*")
+    assert aside.read_bytes() == bytes(damaged)
+    assert not journal.exists()
+    assert result.stderr.splitlines() == [
+        f"sweeper: warning: {journal} is damaged at byte {start}: 19 whole rows before "
+        f"and after the damage are recovered, the write there is lost; the journal is kept "
+        f"as {aside.name}"
+    ]
