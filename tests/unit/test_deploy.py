@@ -67,10 +67,22 @@ def test_the_cluster_launchers_gpu_nodes_bring_every_efa_interface_into_the_cont
     # Ray's default AMI carries CUDA 11.2's driver; the image needs 580 or newer
     assert node["ImageId"].startswith("resolve:ssm:/aws/service/deeplearning/ami/")
     options = " ".join(config["docker"]["run_options"])
-    for option in ("--device=/dev/infiniband", "--cap-add=IPC_LOCK", "--ulimit memlock=-1:-1"):
-        assert option in options
     (shm,) = re.findall(r"--shm-size=(\d+)g", options)
     assert int(shm) >= 8
+
+
+RDMA_OPTIONS = ("--device=/dev/infiniband", "--cap-add=IPC_LOCK", "--ulimit memlock=-1:-1")
+
+
+def test_the_cluster_launcher_gives_rdma_to_the_workers_and_not_to_the_cpu_head() -> None:
+    """Ray gives a worker run_options and worker_run_options, the head run_options and
+    head_run_options: the CPU head has no /dev/infiniband, where docker run would fail."""
+    docker = yaml.safe_load((ROOT / "cluster.yaml").read_text())["docker"]
+    head = " ".join([*docker["run_options"], *docker.get("head_run_options", [])])
+    worker = " ".join([*docker["run_options"], *docker.get("worker_run_options", [])])
+    for option in RDMA_OPTIONS:
+        assert option in worker
+        assert option not in head
 
 
 @pytest.mark.parametrize(("name", "resource"), FABRICS.items())
