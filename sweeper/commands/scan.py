@@ -38,7 +38,7 @@ from sweeper.planning.sizes import parse_size
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan.judge import Subject, Verdict, named
 from sweeper.scan.policy import STRATEGIES, Scheme, Strategy
-from sweeper.scan.simulate import MAX_FAULTS, Fault, Simulation, cycle
+from sweeper.scan.simulate import Fault, Simulation, parse_faults
 from sweeper.scan.simulate import simulate as simulated
 from sweeper.scan.thresholds import Thresholds
 from sweeper.wire import Tier
@@ -48,6 +48,11 @@ if TYPE_CHECKING:
     from sweeper.driver.scan import Resumed, ScanSettings
     from sweeper.scan.document import Scanned
 
+# the sweep's options a scan takes, by their names here (plugin, and the old spellings)
+SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} | {
+    "old_output",
+    "old_plugin",
+}
 # what may change between a scan and its resumption: where it is, not what it measures
 RESUME_MAY_SET = frozenset({"results", "address", "connect_timeout"})
 
@@ -153,7 +158,7 @@ EXAMPLES = examples(
 )
 
 
-@sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_OPTIONS)
+@sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
 @given_options(SCAN_SETTINGS, after=None)
 def scan(
     simulate: Annotated[
@@ -170,9 +175,19 @@ def scan(
         typer.Option(
             metavar="FAULTS",
             rich_help_panel=EXPERIMENTS,
-            help="--simulate: how many faults, or their names (slow-node,...).",
+            help="--simulate: how many faults, or their names (slow-node,...), each with "
+            "=COUNT where more than one (slow-node=26,slow-link=2).",
         ),
     ] = "3",
+    slowdown: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SHARE",
+            rich_help_panel=EXPERIMENTS,
+            help="--simulate: what each slow fault takes off its speed (0.15: 85% left); "
+            "default: each fault's own, about a half.",
+        ),
+    ] = None,
     resume: Annotated[
         str | None,
         typer.Option(
@@ -187,6 +202,7 @@ def scan(
     """A verdict for every node, GPU and link: healthy, slow, failed, flaky, unreachable or
     unconfirmed, each with its evidence (and a condemned one with the command that re-tests
     it); exit 1 when something is condemned."""
+    options["plugins"] = options.pop("plugin")
     try:
         asked = {name: _read(name, options.pop(name)) for name in SHOWN}
         if resume is not None:
@@ -195,7 +211,7 @@ def scan(
         else:
             chosen, resumed = settings(section(asked)), None
             if simulate:
-                _simulate(chosen, parse_faults(faults), options, format)  # exits
+                _simulate(chosen, parse_faults(faults), slowdown, options, format)  # exits
             spec = build_spec(**options)
         observer = sweep_console(format)
         with stoppable(observer):
@@ -250,21 +266,6 @@ def parse_strategy(text: str, seed: int, given_as: str | None = None) -> Strateg
         raise BadInput(f"{where}: {exc}".rstrip(), hint=f"one of {STRATEGY_NAMES}") from None
 
 
-def parse_faults(text: str) -> tuple[Fault, ...]:
-    """`--faults 3` (that many: a slow node, a slow link, a dead node, then the others in
-    turn) or names (slow-node,flapping)."""
-    if text.isascii() and text.isdigit():
-        if int(text) > MAX_FAULTS:  # refused before a fault is listed
-            raise BadInput(f"--faults {text}: the simulation plants at most {MAX_FAULTS}")
-        return cycle(int(text))
-    try:
-        return tuple(Fault(name.strip()) for name in text.split(",") if name.strip())
-    except ValueError:
-        raise BadInput(
-            f"--faults {text}: a count, or names among {', '.join(Fault.values())}"
-        ) from None
-
-
 def _resumed(run_id: str, given: dict[str, Any]) -> tuple[SweepSpec, ScanSettings, Resumed]:
     """The spec and settings a scan was started with, where it is now, and where it stopped."""
     from sweeper.driver.scan import resumable  # Ray (not started): the options are good
@@ -281,7 +282,11 @@ def _resumed(run_id: str, given: dict[str, Any]) -> tuple[SweepSpec, ScanSetting
 
 
 def _simulate(
-    chosen: ScanSettings, faults: Sequence[Fault], options: dict[str, Any], output_format: Format
+    chosen: ScanSettings,
+    faults: Sequence[Fault],
+    slowdown: float | None,
+    options: dict[str, Any],
+    output_format: Format,
 ) -> None:
     """The simulation of the scan: printed, kept under --results (where given) as a scan's
     summary, and its exit: 1 when it condemned something."""
@@ -299,6 +304,7 @@ def _simulate(
         strategy=chosen.strategy,
         seed=chosen.strategy.seed,
         thresholds=chosen.thresholds,
+        slowdown=slowdown,
     )
     kept = _keep(sim, options["results"])
     if output_format is Format.json:

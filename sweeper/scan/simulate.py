@@ -1,9 +1,9 @@
 """A scan of a simulated fleet: planted faults, an oracle that measures each group with noise,
 the same policy and judge as a real scan, a cost model that times each wave, and the
-verdicts scored against the planted truth. A failing group is an error returned at once; a
-hang holds its wave for the point's stall deadline (`deadline.stall_s`).
+verdicts scored against the planted truth. Its noise is drawn from recorded GPU runs
+(`noise`); `benchmarks/scan_envelope.py` measures it over severities, densities and fleets.
 
-    sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults 3 --strategy adaptive
+    sweeper scan --simulate --nodes 1024 --gpus-per-node 8 --faults slow-node=26 --slowdown 0.2
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from math import isqrt
+from math import isqrt, log2
 
 from sweeper.errors import BadInput
+from sweeper.ops.registry import REGISTRY
 from sweeper.planning.costs import DEFAULT_TIERS, GPU_OVERHEADS, CostModel
 from sweeper.scan.deadline import stall_s
 from sweeper.scan.fleet import (
@@ -27,12 +28,14 @@ from sweeper.scan.fleet import (
     Stage,
 )
 from sweeper.scan.judge import Subject, Verdict, judge
-from sweeper.scan.policy import ScanPolicy, Strategy, blocks
+from sweeper.scan.noise import Noise, recorded
+from sweeper.scan.policy import ScanPolicy, Strategy
 from sweeper.scan.thresholds import Finding, Thresholds, findings
 from sweeper.topology import MAX_GPUS as MAX_GPUS_PER_NODE
 from sweeper.wire import Name, Tier
 
 GiB = 1 << 30
+BANDWIDTH_BYTES = 1 << 20  # from here a recorded point's noise is its bandwidth's
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,7 +90,11 @@ class Costs:
     # for a send_recv over NVLink.
     internode_a2a_gb_per_s: float = 45.0
     pair_busbw_gb_per_s: float = 339.6
-    noise: float = 0.01  # one sigma of each figure's run-to-run spread (~1-2%), assumed
+    # Each figure over its model's: a recorded GPU point's time over its series' median, at
+    # the bandwidth sizes the scan judges (1 MiB and up: 252 points, 0.4% of them 10-11% slow;
+    # tests/data/results, `noise.recorded`). Every size's (0.6% 25-79% slow) is the heavier
+    # tail the envelope also runs. Those runs are of one node: internode noise is assumed alike.
+    noise: Noise = field(default_factory=lambda: recorded(BANDWIDTH_BYTES))
 
     def comm_s(self, ranks: int) -> float:
         return self.comm_base_s + self.comm_per_rank_s * ranks
@@ -113,7 +120,8 @@ class Costs:
 
 class Fault(Name):
     SLOW_NODE = "slow-node"  # its traffic across nodes (its PCIe root, its NICs' firmware)
-    SLOW_LINK = "slow-link"  # a pair of nodes: the path between them
+    SLOW_LINK = "slow-link"  # a pair of nodes: every flow between them loses a share (a cut)
+    CAPPED_LINK = "capped-link"  # a pair of nodes: the path between them carries at most a rate
     DEAD_NODE = "dead-node"  # never answers: its actors do not start
     SLOW_NIC = "slow-nic"  # its NICs, and NVML/sysfs says so
     SLOW_GPU = "slow-gpu"  # one GPU held back (shared, clocks down at its power cap)
@@ -123,10 +131,21 @@ class Fault(Name):
 
 
 DEFAULT_FAULTS = (Fault.SLOW_NODE, Fault.SLOW_LINK, Fault.DEAD_NODE)
-# How much slower a planted fault makes what crosses it (assumptions: faults a scan must
-# see, such as a NIC trained at 200 of 400 Gb/s).
-SLOWDOWN = {Fault.SLOW_NODE: 0.55, Fault.SLOW_LINK: 0.5, Fault.SLOW_NIC: 0.5, Fault.SLOW_GPU: 0.5}
-FLAP_FAILS = 0.5  # a flapping node fails each test across nodes with this chance
+# The share of its speed a slow fault keeps where none is asked (`--slowdown`): a NIC trained
+# at 200 of 400 Gb/s. The envelope (`benchmarks/scan_envelope.py`) runs 10-50% slowdowns.
+RATES = {
+    Fault.SLOW_NODE: 0.55,
+    Fault.SLOW_LINK: 0.5,
+    Fault.CAPPED_LINK: 0.5,
+    Fault.SLOW_NIC: 0.5,
+    Fault.SLOW_GPU: 0.5,
+}
+LINKS = (Fault.SLOW_LINK, Fault.CAPPED_LINK)
+FLAP_FAILS = 0.5  # a flapping node fails a test with this chance, where none is asked
+NIC_GBIT_PER_S = 400  # a NIC's link speed (NDR), which sysfs gives at a step (200, 100) down
+# A rack: a Ray label's nodes, 32 as in a DGX SuperPOD's scalable unit (NVIDIA DGX SuperPOD
+# reference architecture: 32 nodes a leaf group).
+RACK_NODES = 32
 HANG_WITHIN = 3  # a node that hangs once does so in one of its first tests, the gate's included
 # A GPU held back runs its SM clock at this share of its peers' (1.68 against 1.98 GHz: an
 # H200 shared with another process, issue 41) and draws its power cap.
@@ -139,12 +158,22 @@ class Planted:
     fault: Fault
     nodes: tuple[str, ...]
     gpu: int | None = None
+    rate: float | None = None  # a slow fault: the share of its speed it keeps; None: RATES'
+    fails: float | None = None  # a flapping node: its chance to fail a test; None: FLAP_FAILS
+
+    @property
+    def speed(self) -> float:
+        return self.rate if self.rate is not None else RATES.get(self.fault, 1.0)
+
+    @property
+    def failing(self) -> float:
+        return self.fails if self.fails is not None else FLAP_FAILS
 
     @property
     def subject(self) -> tuple[Subject, tuple[str, ...], int | None]:
         if self.fault is Fault.SLOW_GPU:
             return Subject.GPU, self.nodes, self.gpu
-        if self.fault is Fault.SLOW_LINK:
+        if self.fault in LINKS:
             return Subject.LINK, self.nodes, None
         return Subject.NODE, self.nodes, None
 
@@ -158,53 +187,141 @@ def cycle(count: int) -> tuple[Fault, ...]:
         Fault.HUNG_ONCE,
         Fault.HUNG,
         Fault.SLOW_NIC,
+        Fault.CAPPED_LINK,
     )
     return tuple(order[i % len(order)] for i in range(count))
 
 
-def fleet_of(nodes: int, gpus_per_node: int, gpu_model: str | None = "H100") -> Fleet:
+def parse_faults(text: str) -> tuple[Fault, ...]:
+    """`--faults`: a count (the default three, then the others in turn), names
+    (slow-node,flapping) or names with counts (slow-node=26,slow-link=2); BadInput otherwise."""
+    if text.isascii() and text.isdigit():
+        if int(text) > MAX_NODES:  # refused before a fault is listed
+            raise BadInput(f"--faults {text}: the simulation plants at most {MAX_NODES}")
+        return cycle(int(text))
+    out: list[Fault] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, given = item.partition("=")
+        count = given or "1"
+        if name not in Fault.values() or not (count.isascii() and count.isdigit()):
+            raise BadInput(
+                f"--faults {text}: a count, or names among {', '.join(Fault.values())}, each "
+                "with =COUNT where more than one"
+            )
+        if len(out) + int(count) > MAX_NODES:
+            raise BadInput(f"--faults {text}: the simulation plants at most {MAX_NODES}")
+        out += [Fault(name)] * int(count)
+    return tuple(out)
+
+
+def fleet_of(
+    nodes: int, gpus_per_node: int, gpu_model: str | None = "H100", *, racks: int = 0, seed: int = 0
+) -> Fleet:
+    """A fleet of `nodes`; with `racks`, each node labelled with its rack of that many nodes,
+    placed at random in the order of ids, as Ray's random node ids place them."""
+    where = list(range(nodes))
+    random.Random(seed).shuffle(where)
     return Fleet(
         nodes=tuple(
-            FleetNode(id=f"n{i:04d}", host=f"host{i:04d}", gpus=gpus_per_node) for i in range(nodes)
+            FleetNode(
+                id=f"n{i:04d}",
+                host=f"host{i:04d}",
+                gpus=gpus_per_node,
+                domain=f"rack{where[i] // racks:03d}" if racks else None,
+            )
+            for i in range(nodes)
         ),
         gpu_model=gpu_model,
     )
 
 
-def plant(fleet: Fleet, faults: Sequence[Fault], seed: int) -> tuple[Planted, ...]:
+def plant(
+    fleet: Fleet,
+    faults: Sequence[Fault],
+    seed: int,
+    *,
+    slowdown: float | None = None,
+    fails: float | None = None,
+    rack: bool = False,
+    hub: int = 1,
+) -> tuple[Planted, ...]:
     """Distinct nodes for each fault, drawn at random: any node may be one a policy would
     take as a partner. A slow link's two ends are drawn from different blocks of ~sqrt(N)
-    nodes (a switch's, which a screen of blocks would keep apart)."""
+    nodes (a switch's, which a screen of blocks would keep apart) where the fleet has two.
+
+    `slowdown`: what a slow fault takes off its speed (0.15: it keeps 85%; None: RATES');
+    `fails`: a flapping node's chance to fail a test; `rack`: the slow nodes fill the fleet's
+    racks (its labels) one after another, from one drawn at random; `hub`: links in runs of
+    `hub` sharing one end (2: two slow pairs on one node)."""
     rng = random.Random(seed)
     ids = list(fleet.ids)
     block = max(2, isqrt(len(ids)))
     free = set(range(len(ids)))
+    racked = _racked(fleet, rng) if rack else []
+    rate = None if slowdown is None else 1 - slowdown
     planted: list[Planted] = []
-    for fault in faults:
-        i = rng.choice(sorted(free))
-        free.discard(i)
-        if fault is Fault.SLOW_LINK:
-            j = rng.choice([k for k in sorted(free) if k // block != i // block])
+    shared: int | None = None  # the hub of the run of links under way
+    for k, fault in enumerate(faults):
+        links_before = sum(f in LINKS for f in faults[:k])
+        if fault in LINKS and shared is not None and links_before % hub:
+            i = shared
+        else:
+            i = racked.pop(0) if fault is Fault.SLOW_NODE and racked else _draw(rng, free)
+            free.discard(i)
+            shared = i
+        if fault in LINKS:
+            apart = [j for j in sorted(free) if j // block != i // block]
+            j = _draw(rng, set(apart) or free)
             free.discard(j)
-            planted.append(Planted(fault=fault, nodes=(ids[min(i, j)], ids[max(i, j)])))
+            planted.append(Planted(fault=fault, nodes=(ids[min(i, j)], ids[max(i, j)]), rate=rate))
             continue
         gpu = rng.randrange(fleet.nodes[i].gpus) if fault is Fault.SLOW_GPU else None
-        planted.append(Planted(fault=fault, nodes=(ids[i],), gpu=gpu))
+        planted.append(
+            Planted(
+                fault=fault,
+                nodes=(ids[i],),
+                gpu=gpu,
+                rate=rate if fault in RATES else None,
+                fails=fails if fault is Fault.FLAPPING else None,
+            )
+        )
     return tuple(planted)
 
 
+def _draw(rng: random.Random, free: set[int]) -> int:
+    if not free:
+        raise BadInput("--faults: more faulty nodes than the fleet holds")
+    return rng.choice(sorted(free))
+
+
+def _racked(fleet: Fleet, rng: random.Random) -> list[int]:
+    """The fleet's nodes rack by rack (by label), from a rack drawn at random."""
+    racks: dict[str | None, list[int]] = {}
+    for i, node in enumerate(fleet.nodes):
+        racks.setdefault(node.domain, []).append(i)
+    names = sorted(racks, key=str)
+    first = rng.randrange(len(names))
+    return [i for name in names[first:] + names[:first] for i in racks[name]]
+
+
 class Oracle:
-    """Measures a group as the planted fleet would, with noise, by the physics of each fault:
+    """Measures a group as the planted fleet would, with noise (`Costs.noise`), by the
+    physics of each fault:
 
     - a slow GPU holds back every collective its rank is in (its node's gate, its pairs, any
       group across nodes holding its node), not its host copies; its SM clock is low and it
       draws its power cap;
-    - a slow node, or NIC, every group across nodes holding it (a NIC says so in NVML);
-    - a slow pair of nodes only what flows between its two nodes, whatever group holds them:
-      an all_to_all always (each member sends to each; a flow's loss scales its goodput
-      whatever its share of the NIC, and the operation ends with its slowest flow), a ring
-      all_reduce only where the two are ring neighbours;
-    - a flapping node fails each test across nodes with FLAP_FAILS' chance;
+    - a slow node, or NIC, every group across nodes holding it (a NIC trained down a step,
+      to a half or a quarter, says so in sysfs);
+    - a cut pair of nodes (`slow-link`) only what flows between its two nodes, whatever group
+      holds them: an all_to_all always (each member sends to each; a flow's loss scales its
+      goodput whatever its share of the NIC, and the operation ends with its slowest flow), a
+      ring all_reduce only where the two are ring neighbours;
+    - a capped pair (`capped-link`) carries at most its rate of one node's NICs between its
+      two nodes: an all_to_all of k nodes asks 1/(k-1) of that of each pair, so it is slowed
+      only where the cap is below the share asked (by min(1, rate x (k-1))); a ring's
+      neighbours ask all of it;
+    - a flapping node fails each test across nodes with its chance;
     - a node that hangs stops answering (at its k-th test, or from its first on): its group
       times out after the point's deadline and names it, the others answer;
     - a dead node's actors never start: its groups bring nothing back;
@@ -217,7 +334,7 @@ class Oracle:
         self.shift = shift
         self.rng = random.Random(seed + 1)
         self.dead = {p.nodes[0] for p in planted if p.fault is Fault.DEAD_NODE}
-        self.flapping = {p.nodes[0] for p in planted if p.fault is Fault.FLAPPING}
+        self.flapping = {p.nodes[0]: p.failing for p in planted if p.fault is Fault.FLAPPING}
         self.hung = {p.nodes[0] for p in planted if p.fault is Fault.HUNG}
         self.hangs_at = {
             p.nodes[0]: self.rng.randrange(HANG_WITHIN)
@@ -226,19 +343,22 @@ class Oracle:
         }
         self.tests: dict[str, int] = {}
         self.node_rate = {
-            p.nodes[0]: SLOWDOWN[p.fault]
-            for p in planted
-            if p.fault in (Fault.SLOW_NODE, Fault.SLOW_NIC)
+            p.nodes[0]: p.speed for p in planted if p.fault in (Fault.SLOW_NODE, Fault.SLOW_NIC)
         }
-        self.nic = {p.nodes[0] for p in planted if p.fault is Fault.SLOW_NIC}
-        self.links = {frozenset(p.nodes) for p in planted if p.fault is Fault.SLOW_LINK}
-        self.gpus = {(p.nodes[0], p.gpu) for p in planted if p.fault is Fault.SLOW_GPU}
+        self.nic = {
+            p.nodes[0]: p.speed
+            for p in planted
+            if p.fault is Fault.SLOW_NIC and log2(1 / p.speed) in (1.0, 2.0)
+        }
+        self.cut = {frozenset(p.nodes): p.speed for p in planted if p.fault is Fault.SLOW_LINK}
+        self.capped = {frozenset(p.nodes): p.speed for p in planted if p.fault is Fault.CAPPED_LINK}
+        self.gpus = {(p.nodes[0], p.gpu): p.speed for p in planted if p.fault is Fault.SLOW_GPU}
 
     def noisy(self, value: float) -> float:
-        return value * self.shift * (1 + self.rng.gauss(0, self.costs.noise))
+        return value * self.shift / self.costs.noise.draw(self.rng)
 
     def gpu_rate(self, node: str, gpu: int) -> float:
-        return SLOWDOWN[Fault.SLOW_GPU] if (node, gpu) in self.gpus else 1.0
+        return self.gpus.get((node, gpu), 1.0)
 
     def hanging(self, group: ScanGroup) -> tuple[str, ...]:
         """The members that do not answer this test (each test counted for each member)."""
@@ -269,27 +389,41 @@ class Oracle:
             return self.isolate(group)
         return self.across(fleet, group)
 
+    def pairs_rate(self, group: ScanGroup) -> float:
+        """What the group's slow pairs leave of its speed: the slowest flow between a pair's
+        ends that the group's traffic holds."""
+        nodes = group.nodes
+        held = set(nodes)
+        if group.op == "all_to_all":  # every member sends to every other, 1/(k-1) a pair
+            crossing = {link for link in (*self.cut, *self.capped) if link <= held}
+            asked = 1 / max(len(nodes) - 1, 1)
+        else:  # a ring: each node with the next, all of it
+            ring = {frozenset(p) for p in zip(nodes, nodes[1:] + nodes[:1], strict=True)}
+            crossing = {link for link in (*self.cut, *self.capped) if link in ring}
+            asked = 1.0
+        rates = [self.cut[link] for link in crossing if link in self.cut]
+        rates += [min(1.0, self.capped[link] / asked) for link in crossing if link in self.capped]
+        return min(rates, default=1.0)
+
     def across(self, fleet: Fleet, group: ScanGroup) -> GroupOutcome:
-        if any(n in self.flapping and self.rng.random() < FLAP_FAILS for n in group.nodes):
+        if any(self.rng.random() < self.flapping[n] for n in group.nodes if n in self.flapping):
             return GroupOutcome(
                 group=group, result=Result.FAILED, op=group.op, reason="NCCL error: remote closed"
             )
         nodes = group.nodes
         held = set(nodes)
-        if group.op == "all_to_all":  # every member sends to every other
-            crossing = [link for link in self.links if link <= held]
-        else:  # a ring: each node with the next
-            ring = {frozenset(p) for p in zip(nodes, nodes[1:] + nodes[:1], strict=True)}
-            crossing = [link for link in self.links if link in ring]
         rate = min(
             [self.node_rate.get(n, 1.0) for n in nodes]
-            + [SLOWDOWN[Fault.SLOW_GPU] for n, _ in self.gpus if n in held]
-            + [SLOWDOWN[Fault.SLOW_LINK] for _ in crossing]
+            + [r for (n, _), r in self.gpus.items() if n in held]
+            + [self.pairs_rate(group)]
         )
         readings = tuple(
-            MemberReading(node=n, flags=("NIC mlx5_3 at 200 of 400 Gb/s",))
-            for n in nodes
-            if n in self.nic
+            MemberReading(
+                node=n,
+                flags=(f"NIC mlx5_3 at {NIC_GBIT_PER_S * r:.0f} of {NIC_GBIT_PER_S} Gb/s",),
+            )
+            for n, r in self.nic.items()
+            if n in held
         )
         ranks = group.ranks(fleet)
         if group.op == "all_to_all":
@@ -350,10 +484,8 @@ class Oracle:
 
 
 def factor(op: str, ranks: int) -> float:
-    """busbw / algbw (nccl-tests'): all_reduce 2(n-1)/n, all_to_all (n-1)/n, a pair's 1."""
-    if ranks < 2:
-        return 1.0
-    return {"all_reduce": 2.0, "all_to_all": 1.0}.get(op, ranks / (ranks - 1)) * (ranks - 1) / ranks
+    """busbw / algbw, the operation's own (`ops.registry`); 1 for a group of one rank."""
+    return REGISTRY[op].busbw_factor(ranks) if ranks > 1 else 1.0
 
 
 def wave_seconds(fleet: Fleet, outcomes: Sequence[GroupOutcome], costs: Costs) -> float:
@@ -478,21 +610,21 @@ def score(verdicts: Sequence[Verdict], planted: Sequence[Planted]) -> Score:
 
 
 # The largest simulated fleet: 8x the 1024 nodes a scan plans for (8192 nodes of 8 GPUs
-# simulate in 3 s with 3 faults); and the most faults planted at once (each is bisected:
-# 16 in 1024 nodes simulate in 2 s, in 4096 in 10 s).
+# simulate in 3 s with 3 faults).
 MAX_NODES = 8192
 MAX_GPUS = 65_536  # as many as a sweep plans ranks (planning.spec.MAX_RANKS)
-MAX_FAULTS = 16
-# Each fault takes nodes of its own, a slow link two of different blocks of ~sqrt(N) nodes:
-# at one fault a block, a fleet of 16 nodes or more always has them free (a smaller one may
-# not, whatever else is planted first).
-LINK_NODES = 16
 
 
-def check(nodes: int, gpus_per_node: int, faults: Sequence[Fault]) -> None:
+def nodes_needed(faults: Sequence[Fault], hub: int = 1) -> int:
+    """The nodes these faults take, each its own: one a fault, a link two, a run of `hub`
+    links sharing one end."""
+    links = sum(f in LINKS for f in faults)
+    return len(faults) + -(-links // hub)
+
+
+def check(nodes: int, gpus_per_node: int, faults: Sequence[Fault], hub: int = 1) -> None:
     """BadInput where the simulation cannot be what was asked, before anything is built: a
-    fleet past MAX_NODES or MAX_GPUS, more faults than MAX_FAULTS, or more
-    than one a screen block (each is planted on nodes of its own, apart from the others')."""
+    fleet past MAX_NODES or MAX_GPUS, or more faulty nodes than it holds."""
     if not 1 <= nodes <= MAX_NODES:
         raise BadInput(f"--nodes {nodes}: the simulation holds 1 to {MAX_NODES} nodes")
     if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
@@ -504,15 +636,10 @@ def check(nodes: int, gpus_per_node: int, faults: Sequence[Fault]) -> None:
             f"--nodes {nodes} x --gpus-per-node {gpus_per_node}: the simulation holds at "
             f"most {MAX_GPUS} GPUs"
         )
-    room = min(MAX_FAULTS, len(blocks([str(i) for i in range(nodes)])))
-    if len(faults) > room:
+    if (needed := nodes_needed(faults, hub)) > nodes:
         raise BadInput(
-            f"--faults: {len(faults)} faults; {nodes} nodes hold at most {room} (one a screen "
-            f"block of about sqrt(N) nodes, at most {MAX_FAULTS})"
-        )
-    if Fault.SLOW_LINK in faults and nodes < LINK_NODES:
-        raise BadInput(
-            f"--faults: a slow link needs a fleet of {LINK_NODES} nodes or more, not {nodes}"
+            f"--faults: {len(faults)} faults take {needed} nodes of their own; the fleet has "
+            f"{nodes}"
         )
 
 
@@ -527,13 +654,17 @@ def simulate(
     costs: Costs | None = None,
     gpu_model: str | None = "H100",
     shift: float = 1.0,
+    slowdown: float | None = None,
 ) -> Simulation:
-    """A scan of a simulated fleet; `shift` scales every figure (a fleet off as a whole)."""
+    """A scan of a simulated fleet; `shift` scales every figure (a fleet off as a whole),
+    `slowdown` is what each slow fault takes off its speed (`plant`)."""
     check(nodes, gpus_per_node, faults)
+    if slowdown is not None and not 0 < slowdown < 1:
+        raise BadInput(f"--slowdown {slowdown}: a share of its speed a fault takes, in (0, 1)")
     fleet = fleet_of(nodes, gpus_per_node, gpu_model)
     return run(
         fleet,
-        plant(fleet, faults, seed),
+        plant(fleet, faults, seed, slowdown=slowdown),
         strategy=strategy or Strategy.parse("adaptive", seed=seed),
         seed=seed,
         thresholds=thresholds,

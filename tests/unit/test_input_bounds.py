@@ -152,12 +152,13 @@ def test_an_nccl_grid_past_its_limit_is_refused_from_the_counts_before_expanding
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (["--faults", "1000000"], "--faults 1000000: the simulation plants at most 16"),
-        (["--faults", "160"], "--faults 160: the simulation plants at most 16"),
-        (["--nodes", "3", "--faults", "3"], "--faults: 3 faults; 3 nodes hold at most 1"),
-        (["--nodes", "64", "--faults", "12"], "--faults: 12 faults; 64 nodes hold at most 8"),
-        (["--nodes", "8", "--faults", "slow-link"], "--faults: a slow link needs a fleet of 16"),
+        (["--faults", "1000000"], "--faults 1000000: the simulation plants at most 8192"),
+        (["--faults", "160"], "--faults: 160 faults take 195 nodes of their own; the fleet has 64"),
+        (["--nodes", "3", "--faults", "3"], "--faults: 3 faults take 4 nodes of their own; the"),
+        (["--nodes", "8", "--faults", "slow-node=9"], "--faults: 9 faults take 9 nodes of"),
+        (["--faults", "slow-node=x"], "--faults slow-node=x: a count, or names"),
         (["--faults", "²"], "--faults ²: a count, or names"),  # a digit int() does not read
+        (["--slowdown", "1.5"], "--slowdown 1.5: a share of its speed a fault takes"),
         (["--nodes", "16", "--gpus-per-node", "2000"], "--gpus-per-node 2000: a node holds 1 to"),
         (["--sizes", "8,lots"], "--sizes: 'lots' is not a size"),
         (["--sizes", "8,1M"], "--simulate times "),
