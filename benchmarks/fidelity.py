@@ -447,7 +447,7 @@ def run_sweeper(
         iters=args.iters,
         warmup=args.warmup,
         blocks=args.blocks,
-        output=Path(args.out) / "results",
+        results=Path(args.out) / "results",
         report=False,
     )
     return [columns(row) for row in run(spec, observer).rows]

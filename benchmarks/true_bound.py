@@ -107,7 +107,7 @@ def main() -> int:
         mem_limit=args.mem_limit,
         iters=2,
         warmup=1,
-        output=out / "results",
+        results=out / "results",
     )
     elapsed_s = time.monotonic() - clock
     name_of = names()

@@ -52,7 +52,7 @@ def measure(nodes: int, out: Path) -> str:
             iters=2,
             warmup=1,
             report=False,
-            output=out,
+            results=out,
         )
         start = time.monotonic()
         run(spec, _Quiet())

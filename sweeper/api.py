@@ -1,18 +1,17 @@
 """sweeper as a library: `run` a sweep and get its rows as a DataFrame, or `plan` one, with the
 keywords of `sweeper run` and `sweeper plan`.
 
-The keywords are the SweepSpec's fields (declared once, in sweeper/planning/spec.py) and the
-command's own few. Each function's signature and docstring are made from that model, as
-`sweeper run -h` is: `help(sweeper.run)` lists every keyword with its default and the
-description `-h` gives it; type checkers read the keywords through the pydantic plugin. The
-values are checked by the spec as the command line's are.
+The keywords are the SweepSpec's fields (each declared once, in its section of
+sweeper/planning/spec.py) and the command's own few. Each function's signature and docstring
+are made from those fields, as `sweeper run -h` is: `help(sweeper.run)` lists every keyword
+with its default and the description `-h` gives it. The values are checked by the spec as the
+command line's are.
 """
 
 from __future__ import annotations
 
 import inspect
 import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 
-from sweeper.errors import BadInput, Renamed
+from sweeper.errors import BadInput
 from sweeper.planning.profile import build_spec, load_sweep_profile
 from sweeper.planning.spec import SweepSpec
 
@@ -60,10 +59,6 @@ class PlanKeywords(SweepSpec):
     )
     calibrate: Path | None = Field(
         None, description="Fit the cost model to the rows of an earlier run (its results)."
-    )
-    # plan asks no results directory of its own: `results` is 0.1's name for `calibrate`
-    results: Path | None = Field(  # type: ignore[assignment]
-        None, description="The old name of `calibrate`, taken with a warning for one release."
     )
 
 
@@ -136,11 +131,7 @@ def _path(options: dict[str, Any], name: str) -> Path | None:
 
 def _spec(options: dict[str, Any]) -> SweepSpec:
     """The spec of the options given (a profile's, overridden by the rest); BadInput as the
-    command line's. `output`, the results directory's name in 0.1, is taken with a warning."""
-    if "output" in options:
-        warnings.warn(Renamed("sweeper.run(output=...) is now results=..."), stacklevel=3)
-        if "results" not in options:
-            options["results"] = options.pop("output")
+    command line's."""
     profile = _path(options, "profile")
     return build_spec(load_sweep_profile(profile) if profile is not None else None, **options)
 
@@ -185,10 +176,6 @@ def plan(**options: Any) -> Plan:
     the estimated duration. With `topology` (a recorded node, `nodes` times) no cluster is
     needed; without it, the cluster's nodes are asked for through Ray."""
     topology, calibrate = _path(options, "topology"), _path(options, "calibrate")
-    old = _path(options, "results")
-    if old is not None:
-        warnings.warn(Renamed("sweeper.plan(results=...) is now calibrate=..."), stacklevel=3)
-        calibrate = calibrate or old
     spec = _spec(options)
     from sweeper.commands import plan_estimate as planned  # pandas (the cost model): not at import
 

@@ -17,11 +17,6 @@ class SweeperWarning(UserWarning):
     """Something the user should know that does not stop the command: shown in one line."""
 
 
-class Renamed(SweeperWarning, FutureWarning):
-    """A setting given by its old name (--output, a profile's output:, sweeper.run(output=)):
-    taken as its new one for one more release."""
-
-
 class CorruptResults(SweeperWarning):
     """A results file of sweeper's own name that it cannot take (not readable Parquet, not
     sweeper's columns, a second copy of a batch, a run record that is not one): skipped."""

@@ -25,9 +25,6 @@ from sweeper.planning.profile import SCAN_TAKES, Profile, build_spec, load_profi
 if TYPE_CHECKING:
     from sweeper.commands.nightly_run import Night
 
-# what a nightly of a profile with a scan: section takes, by the names here
-NIGHTLY_SCAN_TAKES = SCAN_TAKES | {"old_output"}
-
 EXAMPLES = examples(
     "sweeper nightly --profile jobs/nightly.yaml",
     "sweeper nightly --profile jobs/nightly.yaml --results /data/results "
@@ -46,14 +43,13 @@ def nightly(
     """Sweep a profile (or scan the fleet, with a scan: section), compare the run with the
     history of this cluster and hardware, write the report and a JSON summary beside it; exit 1
     on a regression or a condemned node, GPU or link (4: neither, but some points failed)."""
-    options["plugins"] = options.pop("plugin")
     observer = sweep_console(format)
     try:
         with stoppable(observer):
             loaded = _profile(profile) or Profile()
             given = sorted(k for k, v in options.items() if v is not None)
             if loaded.scan is not None and (
-                sweeps := [k for k in given if k not in NIGHTLY_SCAN_TAKES]
+                sweeps := [k for k in given if k not in SCAN_TAKES]
             ):
                 flags = ", ".join("--" + k.replace("_", "-") for k in sweeps)
                 raise BadInput(f"the profile's scan: chooses what a scan measures; drop {flags}")

@@ -10,14 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from sweeper.commands.common import examples, fail, printing, printing_aside, sweep_profile
-from sweeper.commands.options import (
-    Calibrate,
-    Format,
-    OldCalibrate,
-    OutputFormat,
-    ProfileFile,
-    sweep_options,
-)
+from sweeper.commands.options import Calibrate, Format, OutputFormat, ProfileFile, sweep_options
 from sweeper.errors import SweeperError
 from sweeper.planning.profile import build_spec
 
@@ -31,7 +24,6 @@ PLAN_LEAVES_OUT = (
     "timeout",
     "seed",
     "results",
-    "old_output",
     "copy_engine",
     "report",
     "reports_dir",
@@ -58,13 +50,11 @@ def plan(
         ),
     ] = None,
     calibrate: Calibrate = None,
-    old_results: OldCalibrate = None,
     format: OutputFormat = Format.human,
     **options: Any,
 ) -> None:
     """The schedule a sweep would run: actor sets, waves of groups that share no link, points,
     and the estimated duration (in waves, and one group at a time)."""
-    options["plugins"] = options.pop("plugin")
     try:
         spec = build_spec(sweep_profile(profile), **options)
         # pandas (the cost model): once the options are good

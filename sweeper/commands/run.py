@@ -58,7 +58,6 @@ def run(
     **options: Any,
 ) -> None:
     """Sweep every collective over a range of sizes; write rows to the results dataset."""
-    options["plugins"] = options.pop("plugin")
     observer = sweep_console(format)
     try:
         with stoppable(observer):

@@ -18,7 +18,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from sweeper.errors import BadInput
+from sweeper.errors import BadInput, ResultsUnwritable
 from sweeper.report import directory, page
 from sweeper.report.view import RunView
 from sweeper.results import records, scans
@@ -116,7 +116,7 @@ def write(
     Bad input (no such directory or run, a run id that is not one, a page or script path
     that a file or directory is in the way of, or that is not a regular file, and without
     `make_directory` a page whose directory is not there) raises BadInput before anything
-    is written."""
+    is written; a write the disk refuses (full), ResultsUnwritable, nothing half-written."""
     run_id = resolve(results, run_id)
     base_id = resolve(results, baseline) if baseline else None
     if output is not None and not make_directory and not os.path.lexists(output.parent):
@@ -131,8 +131,15 @@ def write(
         require_file(js_dir / PLOTLY_JS, f"--js {js_dir}")
     df = run_rows(results, run_id)
     base = run_rows(results, base_id) if base_id else None
-    os.close(open_directory(output.parent))  # made, and judged, before --js points at it
-    src = _shared_js(js_dir, output) if js_dir else None
     record, scan = records.load(results, run_id), scans.load(results, run_id)
-    write_text(output, render(df, record, base, src, scan))
+    try:
+        os.close(open_directory(output.parent))  # made, and judged, before --js points at it
+        src = _shared_js(js_dir, output) if js_dir else None
+        write_text(output, render(df, record, base, src, scan))
+    except OSError as exc:  # a disk that filled meanwhile: the page is whole or not there
+        raise ResultsUnwritable(
+            f"cannot write the report {output}: {exc.strerror or exc}",
+            hint=f"the run's rows are kept in {results}; sweeper report {run_id} --results "
+            f"{results} writes it once there is room",
+        ) from None
     return output

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweeper.errors import CorruptResults
+from sweeper.errors import CorruptResults, ResultsUnwritable
 from sweeper.results.files import read_bounded, run_name, write_text
 
 
@@ -18,8 +18,12 @@ def path(reports_dir: Path, run_id: str) -> Path:
 
 
 def write(reports_dir: Path, run_id: str, summary: dict[str, Any]) -> Path:
-    """The summary of `run_id`, written whole or not at all."""
-    return write_text(path(reports_dir, run_id), json.dumps(summary, indent=1) + "\n")
+    """The summary of `run_id`, written whole or not at all (ResultsUnwritable where the
+    disk refuses it)."""
+    try:
+        return write_text(path(reports_dir, run_id), json.dumps(summary, indent=1) + "\n")
+    except OSError as exc:
+        raise ResultsUnwritable.of(reports_dir, exc) from None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

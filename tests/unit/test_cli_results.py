@@ -1,6 +1,6 @@
 """One meaning per option name: the results directory is --results in every command (`report`'s
---output is its HTML file); --output, its old name in run, nightly and scan, still works but
-is out of help. Nothing starts Ray: a file where the directory goes is refused before."""
+--output is its HTML file); --output, its name in 0.1 (never published), is no option of run,
+nightly or scan. Nothing starts Ray: a file where the directory goes is refused before."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def test_the_results_directory_is_results_in_help(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", SWEEPS)
-def test_output_is_the_old_name_hidden_from_help(name: str) -> None:
-    assert _options(name)["--output"] is False
+def test_output_is_no_option_of_a_sweep(name: str) -> None:
+    assert "--output" not in _options(name)
     shown = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout
     assert "--results" in shown
     assert "--output" not in shown
@@ -44,24 +44,13 @@ def test_report_output_is_still_its_html_file() -> None:
     assert _options("report")["-o"] is True
 
 
-@pytest.mark.parametrize("flag", ["--results", "--output"])
 @pytest.mark.parametrize("name", ["run", "nightly"])
-def test_both_names_reach_the_results_directory(tmp_path: Path, name: str, flag: str) -> None:
+def test_results_reaches_the_results_directory(tmp_path: Path, name: str) -> None:
     file = tmp_path / "a_file"
     file.write_text("")
-    result = CliRunner().invoke(app, [name, flag, str(file)])
+    result = CliRunner().invoke(app, [name, "--results", str(file)])
     assert result.exit_code == 2
     assert f"{file} is not a directory" in result.stderr
-
-
-def test_both_names_at_once_is_bad_input(tmp_path: Path) -> None:
-    given = ["--results", str(tmp_path / "a"), "--output", str(tmp_path / "b")]
-    result = CliRunner().invoke(app, ["run", *given, "--ops", "no_such_op"])
-    assert result.exit_code == 2
-    assert result.stderr == (
-        "sweeper: warning: --output is now --results; --output goes in the next release\n"
-        "sweeper: error: --results: give the results directory once (--output is its old name)\n"
-    )
 
 
 def test_the_resume_line_names_results() -> None:

@@ -132,19 +132,13 @@ def test_a_sparse_series_is_priced_at_the_sizes_the_run_keeps() -> None:
     assert len(kept) < len(sizes)
 
 
-def test_plan_calibrate_and_its_old_name_results_with_one_line(tmp_path: Path) -> None:
+def test_plan_calibrate_fits_the_model_to_a_runs_rows(tmp_path: Path) -> None:
     args = ["plan", "--topology", str(H200X4), "--ops", "all_reduce", "--max-size", "1M"]
     new = CliRunner().invoke(app, [*args, "--calibrate", str(IDENTICAL), "--format", "json"])
     assert new.exit_code == 0, new.output
     assert new.stderr == ""
-    old = CliRunner().invoke(app, [*args, "--results", str(IDENTICAL), "--format", "json"])
-    assert old.exit_code == 0, old.output
-    planned = [{**json.loads(r.stdout), "planning_s": 0} for r in (old, new)]
-    assert planned[0] == planned[1]
-    assert old.stderr == (
-        "sweeper: warning: plan --results is now --calibrate; plan --results goes in the next "
-        "release\n"
-    )
+    plain = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert json.loads(new.stdout)["cost_model"] != json.loads(plain.stdout)["cost_model"]
     empty = tmp_path / "empty"
     empty.mkdir()
     refused = CliRunner().invoke(app, [*args, "--calibrate", str(empty)])
@@ -152,13 +146,11 @@ def test_plan_calibrate_and_its_old_name_results_with_one_line(tmp_path: Path) -
     assert "--calibrate" in refused.stderr
 
 
-def test_the_apis_calibrate_keyword_and_its_old_name_with_a_warning() -> None:
+def test_the_apis_calibrate_keyword_fits_the_model() -> None:
     asked = {"topology": H200X4, "ops": "all_reduce", "max_size": "1M"}
     found = sweeper.plan(**asked, calibrate=IDENTICAL)
     assert found.fitted_from == IDENTICAL
-    with pytest.warns(FutureWarning, match=r"sweeper.plan\(results=...\) is now calibrate"):
-        old = sweeper.plan(**asked, results=IDENTICAL)
-    assert old.estimate == found.estimate
+    assert found.estimate != sweeper.plan(**asked).estimate
 
 
 def test_the_gpu_and_cpu_models_are_the_measured_kinds() -> None:

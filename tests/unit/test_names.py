@@ -1,7 +1,8 @@
 """One name per setting: the results directory is `results` on the command line (--results),
 in a profile, in `sweeper.run` and in the run's record (the report's "every option of the
-run"); the plugins are --plugins and `plugins`. A profile's `output:` (0.1's, never published)
-is an unknown key; a run record of 0.1, which says `output`, is read by today's names."""
+run"); the plugins are --plugins and `plugins`. 0.1's spellings (never published: --output,
+--plugin, plan --results, a profile's output:, sweeper.run(output=)) are unknown; a run record
+of 0.1, which says `output`, is read by today's names."""
 
 from __future__ import annotations
 
@@ -73,32 +74,23 @@ def test_a_profiles_results_key_and_output_an_unknown_key(tmp_path: Path) -> Non
         load_profile(old)
 
 
-def test_the_apis_results_keyword_and_its_old_name_with_a_warning() -> None:
+def test_the_apis_results_keyword_and_output_an_unknown_keyword() -> None:
     with pytest.raises(BadInput, match="--results: an empty path"):
         sweeper.run(results=" ")
-    with (
-        pytest.warns(FutureWarning, match=r"sweeper.run\(output=...\) is now results=..."),
-        pytest.raises(BadInput, match="--results: an empty path"),
-    ):
+    with pytest.raises(BadInput, match=r"^unknown option 'output'$"):
         sweeper.run(output=" ")  # type: ignore[call-arg]
 
 
-def test_the_old_flags_work_for_a_release_with_one_line_each(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        app, ["run", "--resume", "20260101T000000Z-abcdef", "--output", str(tmp_path)]
-    )
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["run", "--resume", "20260101T000000Z-abcdef", "--output", "r"], "--output"),
+        (["plan", "--topology", str(DGX), "--plugin", "no_such_plugin"], "--plugin"),
+        (["plan", "--topology", str(DGX), "--results", "r"], "--results"),
+    ],
+)
+def test_the_spellings_of_0_1_are_unknown_options(argv: list[str], flag: str) -> None:
+    result = CliRunner().invoke(app, argv)
     assert result.exit_code == 2, result.output
-    warning, error = result.stderr.splitlines()
-    assert warning == (
-        "sweeper: warning: --output is now --results; --output goes in the next release"
-    )
-    assert "20260101T000000Z-abcdef" in error
-    result = CliRunner().invoke(
-        app, ["plan", "--topology", str(DGX), "--plugin", "no_such_plugin", "--ops", "x"]
-    )
-    assert result.exit_code == 2, result.output
-    warning, error = result.stderr.splitlines()
-    assert warning == (
-        "sweeper: warning: --plugin is now --plugins; --plugin goes in the next release"
-    )
-    assert error.startswith("sweeper: error: --plugins no_such_plugin: cannot import it")
+    assert result.stderr.startswith(f"sweeper: error: No such option: {flag} ")
+    assert len(result.stderr.splitlines()) == 1
