@@ -48,11 +48,6 @@ if TYPE_CHECKING:
     from sweeper.driver.scan import Resumed, ScanSettings
     from sweeper.scan.document import Scanned
 
-# the sweep's options a scan takes, by their names here (plugin, and the old spellings)
-SCAN_SWEEP_OPTIONS = {"plugin" if o == "plugins" else o for o in SCAN_OPTIONS} | {
-    "old_output",
-    "old_plugin",
-}
 # what may change between a scan and its resumption: where it is, not what it measures
 RESUME_MAY_SET = frozenset({"results", "address", "connect_timeout"})
 
@@ -158,7 +153,7 @@ EXAMPLES = examples(
 )
 
 
-@sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_SWEEP_OPTIONS)
+@sweep_options(after="op", leave_out=set(SWEEP_OPTIONS) - SCAN_OPTIONS)
 @given_options(SCAN_SETTINGS, after=None)
 def scan(
     simulate: Annotated[
@@ -202,7 +197,6 @@ def scan(
     """A verdict for every node, GPU and link: healthy, slow, failed, flaky, unreachable or
     unconfirmed, each with its evidence (and a condemned one with the command that re-tests
     it); exit 1 when something is condemned."""
-    options["plugins"] = options.pop("plugin")
     try:
         asked = {name: _read(name, options.pop(name)) for name in SHOWN}
         if resume is not None:
