@@ -1,4 +1,4 @@
-"""How `sweeper nightly` judges histories with the measured noise (tests/nightly_noise.py):
+"""How `sweeper nightly` judges histories with the measured noise (benchmarks/nights.py):
 over many seeds, 14 nights of eight nodes, one node's bandwidth 10% lower from night 10,
 another node twice as noisy, each night judged as it came. Prints the false alarms (a
 regression anywhere but the stepped series after its step), how soon the step alarms and
@@ -14,9 +14,9 @@ import argparse
 import math
 from collections import Counter
 
+from benchmarks.nights import NOISY, STEPPING, judged, nights
 from sweeper.analysis.regression import PEAK_BUSBW, Policy
 from sweeper.planning.profile import NightlySettings
-from tests.nightly_noise import NOISY, STEPPING, judged, nights
 
 
 def wilson(hits: int, n: int) -> str:

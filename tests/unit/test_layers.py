@@ -192,3 +192,24 @@ def test_a_grant_of_one_module_allows_that_module_and_no_other_of_its_package(
         },
     )
     assert breaches(root, table) == ["driver.cluster imports rank.worker"]
+
+
+def _imported(path: Path) -> set[str]:
+    """The top-level packages a script imports, at any depth of its code."""
+    tree = ast.parse(path.read_text())
+    names = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    return {name.split(".")[0] for name in names}
+
+
+def test_benchmarks_import_nothing_from_the_tests() -> None:
+    """A benchmark is run from a clone without its test suite in mind: what it shares with a
+    test lives in benchmarks/ (or sweeper/), and the test imports it from there."""
+    scripts = sorted((Path(__file__).parents[2] / "benchmarks").glob("*.py"))
+    assert scripts
+    assert [path.name for path in scripts if "tests" in _imported(path)] == []

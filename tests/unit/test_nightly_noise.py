@@ -1,4 +1,4 @@
-"""Nightly judgement over synthetic histories with the measured noise (tests/nightly_noise.py):
+"""Nightly judgement over synthetic histories with the measured noise (benchmarks/nights.py):
 one node's bandwidth steps down 10% on one night, another node's noise is doubled. Judged as
 each night came, over fixed seeds; benchmarks/nightly_noise.py measures the same over 200."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.nights import NOISY, STEPPING, judged, nights
 from sweeper.analysis.regression import PEAK_BUSBW, Policy
 from sweeper.planning.profile import NightlySettings
-from tests.nightly_noise import NOISY, STEPPING, judged, nights
 
 POLICY = Policy.of(NightlySettings())
 SEEDS = range(8)
