@@ -16,12 +16,12 @@ from sweeper.planning.spec import SECTIONS, SweepSpec, TimingSection, section_of
 
 SPEC = Path(__file__).parents[2] / "sweeper" / "planning" / "spec.py"
 # The one declaration the example adds, in TimingSection, after its seed
-ADDED = '''
+ADDED = """
     rounds: Annotated[int, Cli("N")] = Field(
         1, ge=1, le=100, description="Rounds of every point (a worked example).", strict=True
     )
-'''
-ANCHOR = "Seed of the deterministic input data.\", strict=True\n    )\n"
+"""
+ANCHOR = 'Seed of the deterministic input data.", strict=True\n    )\n'
 
 CHILD = textwrap.dedent(
     """
@@ -70,13 +70,13 @@ def _with_the_option_added() -> dict[str, object]:
     return json.loads(found.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def test_an_option_added_to_its_section_reaches_the_cli_the_schema_the_api_and_the_record() -> (
-    None
-):
+def test_an_option_added_to_its_section_reaches_the_cli_the_schema_the_api_and_the_record() -> None:
     seen = _with_the_option_added()
     help_lines = seen["help"]
-    assert isinstance(help_lines, list) and len(help_lines) == 1
-    assert "N" in help_lines[0] and "Rounds of every point" in help_lines[0]
+    assert isinstance(help_lines, list)
+    assert len(help_lines) == 1
+    assert " N " in help_lines[0]
+    assert "Rounds of every point" in help_lines[0]
     assert "[default: 1]" in help_lines[0]
     code, stderr = seen["refused"]  # type: ignore[misc]
     assert code == 2
