@@ -27,6 +27,7 @@ from sweeper.commands import (
     run,
     scan,
     topo,
+    tune,
 )
 from sweeper.commands.common import fail
 from sweeper.errors import BadInput, SweeperWarning
@@ -144,6 +145,7 @@ app.command(cls=_Command, epilog=run.EXAMPLES)(run.run)
 app.command(cls=_Command, epilog=nightly.EXAMPLES)(nightly.nightly)
 app.command(cls=_Command, epilog=scan.EXAMPLES)(scan.scan)
 app.command(cls=_Command, epilog=compare.EXAMPLES)(compare.compare)
+app.command(cls=_Command, epilog=tune.EXAMPLES)(tune.tune)
 app.command(cls=_Command, epilog=history.EXAMPLES)(history.history)
 app.command(cls=_Command, epilog=export.EXAMPLES)(export.export)
 config_app.command("schema", cls=_Command)(config.schema)

@@ -112,28 +112,33 @@ def _normal(rows: pd.DataFrame, variant: str) -> pd.DataFrame:
     return normal
 
 
+def configured(rows: pd.DataFrame, configs: Sequence[Configuration]) -> pd.DataFrame:
+    """The rows of every configuration but the default's repeats, as the default's would be
+    (`_normal`), with their configuration's name (`config`) and `default` (whether the row
+    is the default configuration's)."""
+    parts = []
+    for c in configs:
+        if c.name == DEFAULT_VARIANT and not c.default:
+            continue  # the default again: a second measurement of it, not an alternative
+        mine = rows[(rows["run_id"] == c.run_id) & (rows["variant"] == c.variant)]
+        parts.append(_normal(mine, c.variant).assign(config=c.name, default=c.default))
+    frame: pd.DataFrame = pd.concat(parts, ignore_index=True)
+    return frame
+
+
 def _long(
     rows: pd.DataFrame, configs: Sequence[Configuration], rule: RegressionRule
 ) -> pd.DataFrame:
     """Every ok row of every configuration, named, with its verdict against the default."""
-    parts = {
-        c: _normal(rows[(rows["run_id"] == c.run_id) & (rows["variant"] == c.variant)], c.variant)
-        for c in configs
-    }
-    base = next(part for c, part in parts.items() if c.default)
-    named = []
-    for c, part in parts.items():
-        if c.name == DEFAULT_VARIANT and not c.default:
-            continue  # the default again: a second measurement of it, not an alternative
-        mine = part.assign(config=c.name)
-        if c.default:
-            mine = mine.assign(verdict=pd.NA, noise=math.nan)
-        else:
-            judged = point_changes(base, mine, rule)[[*_KEYS, "verdict", "noise"]]
-            mine = mine.merge(judged, on=_KEYS, how="left")
-        named.append(mine[mine["status"] == Status.OK])
+    each = configured(rows, configs)
+    base = each[each["default"]]
+    named = [base.assign(verdict=pd.NA, noise=math.nan)]
+    for (_, _), mine in each[~each["default"]].groupby(["run_id", "variant"], sort=False):
+        judged = point_changes(base, mine, rule)[[*_KEYS, "verdict", "noise"]]
+        named.append(mine.merge(judged, on=_KEYS, how="left"))
     frame: pd.DataFrame = pd.concat(named, ignore_index=True)
-    return frame
+    ok: pd.DataFrame = frame[frame["status"] == Status.OK]
+    return ok
 
 
 def regret(rows: pd.DataFrame, rule: RegressionRule | None = None) -> pd.DataFrame:
