@@ -94,12 +94,13 @@ class Robust:
     median: float
     sigma: float
     count: int = 0
+    of_what: str = "groups"  # what its figures are: "groups", or "nodes' best groups"
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> Robust:
+    def of(cls, values: Sequence[float], of_what: str = "groups") -> Robust:
         mid = median(values)
         sigma = MAD_TO_SIGMA * median(abs(v - mid) for v in values)
-        return cls(median=mid, sigma=sigma, count=len(values))
+        return cls(median=mid, sigma=sigma, count=len(values), of_what=of_what)
 
     def limit(self, thresholds: Thresholds) -> float:
         return min(self.median * thresholds.min_ratio, self.median - thresholds.sigmas * self.sigma)
@@ -186,7 +187,8 @@ def findings(
 
 @dataclass
 class _Tally:
-    """Figures of passing groups by shape and by kind, and each node's best by kind."""
+    """Figures of passing groups by shape and by kind, and each node's best by kind and by
+    shape."""
 
     count: int = 0  # outcomes taken, passing or not
     by_shape: dict[tuple[bool, str, int], list[float]] = field(
@@ -194,6 +196,9 @@ class _Tally:
     )
     by_kind: dict[tuple[bool, str], list[float]] = field(default_factory=lambda: defaultdict(list))
     best: dict[tuple[bool, str], dict[str, float]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
+    best_by_shape: dict[tuple[bool, str, int], dict[str, float]] = field(
         default_factory=lambda: defaultdict(dict)
     )
     _robust: dict[object, tuple[int, Robust]] = field(default_factory=dict)
@@ -205,16 +210,27 @@ class _Tally:
         key = _key(fleet, o)
         self.by_shape[key].append(value)
         self.by_kind[key[:2]].append(value)
-        best = self.best[key[:2]]
-        for n in o.group.nodes:
-            best[n] = max(best.get(n, value), value)
+        for best in (self.best[key[:2]], self.best_by_shape[key]):
+            for n in o.group.nodes:
+                best[n] = max(best.get(n, value), value)
 
     def robust(self, key: tuple[bool, str, int], min_samples: int) -> Robust | None:
-        """The shape's population where it has `min_samples` figures, else its kind's."""
+        """Across nodes, each node's best figure of the shape where `min_samples` nodes have
+        one: a group runs at its slowest member's pace, so slow nodes scattered through a
+        fleet drag down most of its groups (26 slow of 1024 hold one in most screen groups of
+        28) but no healthy node's best, as long as one of its groups held none. Else the
+        shape's groups where it has `min_samples` figures, else its kind's (nodes, then
+        groups, of a shape measured fewer times are of its kind)."""
         shape = self.by_shape.get(key, [])
-        values, at = (
-            (shape, key) if len(shape) >= min_samples else (self.by_kind.get(key[:2]), key[:2])
-        )
+        at = key if len(shape) >= min_samples else key[:2]
+        nodes = self.best_by_shape[key] if at == key else self.best.get(key[:2], {})
+        if not key[0] and len(nodes) >= min_samples:
+            made = self._robust.get(("nodes", at))
+            if made is None or made[0] != self.count:  # a node's best only ever rises
+                robust = Robust.of(list(nodes.values()), "nodes' best groups")
+                made = self._robust[("nodes", at)] = (self.count, robust)
+            return made[1]
+        values = shape if at == key else self.by_kind.get(key[:2])
         if not values:
             return None
         made = self._robust.get(at)
@@ -369,7 +385,7 @@ def judge_groups(
                 (
                     p.robust.limit(thresholds),
                     f"the fleet's median {figure(p.robust.median)} GB/s of "
-                    f"{p.robust.count} groups, less {1 - thresholds.min_ratio:.0%} or "
+                    f"{p.robust.count} {p.robust.of_what}, less {1 - thresholds.min_ratio:.0%} or "
                     f"{thresholds.sigmas:g} robust sigmas",
                 )
             )

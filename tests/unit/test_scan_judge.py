@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -522,3 +522,51 @@ def test_groups_whose_transport_broke_its_contract_are_misconfigured_not_a_slow_
     nodes = {v.nodes[0]: v for v in verdicts if v.subject is Subject.NODE}
     assert not nodes["n17"].condemned  # measured only through the misconfigured groups
     assert [v.name for v in verdicts if v.condemned] == [wrong.name]
+
+
+def affine_screen(fleet: Fleet, rate: dict[str, float]) -> list[GroupOutcome]:
+    """The adaptive screen's all_to_all groups over `fleet`, each GPU moving 45 GB/s through
+    its NIC times its group's slowest member's rate (a group runs at its slowest member's
+    pace), as busbw counts it."""
+    out = []
+    for wave, lines in enumerate(affine(fleet.ids), start=1):
+        for line in lines:
+            group = ScanGroup(wave=wave, stage=Stage.SCREEN, nodes=line)
+            ranks, nodes = group.ranks(fleet), len(line)
+            through = 45.0 * min(rate.get(n, 1.0) for n in line)
+            busbw = through * nodes / (nodes - 1) * (ranks - 1) / ranks
+            out.append(
+                GroupOutcome(
+                    group=group,
+                    result=Result.OK,
+                    busbw_gb_per_s=busbw,
+                    size_bytes=GiB,
+                    op="all_to_all",
+                )
+            )
+    return out
+
+
+@pytest.mark.parametrize(
+    "slow", [range(8, 16), (3, 9, 14, 22, 30, 37, 41, 50, 58, 61)], ids=["rack", "scattered"]
+)
+def test_slow_nodes_in_most_screen_groups_leave_the_threshold_where_it_was_and_are_named(
+    slow: Sequence[int],
+) -> None:
+    """Slow nodes (a rack of 8 or 10 scattered, of 64) held by most of the screen's groups:
+    the fleet's figure is its nodes' (each node's best group), which a minority cannot move,
+    so the threshold is the healthy fleet's and every slow node is named, no other."""
+    rate = {f"n{i}": 0.8 for i in slow}
+    outcomes = affine_screen(FLEET, rate)
+    held = sum(any(n in rate for n in o.group.nodes) for o in outcomes)
+    assert held * 2 > len(outcomes)  # the groups' median is a slow group's
+    healthy = judge_groups(FLEET, affine_screen(FLEET, {}), Thresholds())
+    expected = {j.threshold_gb_per_s for j in healthy.values()}
+    judged = judge_groups(FLEET, outcomes, Thresholds())
+    assert {j.threshold_gb_per_s for j in judged.values()} == expected
+    assert "nodes' best groups" in next(iter(judged.values())).source
+    assert not [f for f in findings(FLEET, outcomes, Thresholds()) if f.off]
+    verdicts = verdicts_of(gates() + outcomes)
+    condemned = sorted(v.name for v in verdicts.values() if v.condemned)
+    assert condemned == sorted(rate)
+    assert all(verdicts[n].health is Health.SLOW for n in rate)
