@@ -1,0 +1,278 @@
+"""The fleet scan's envelope (issue 52): the adaptive scan of simulated fleets over a grid of
+severity (10-50% slow), density (0.1-10% of the nodes slow, a whole rack), flakiness (1 in 2,
+5, 10), pairs sharing a node, a capped pair beside a cut one, fleet size (2-4096 nodes) and
+noise (recorded GPU points at the bandwidth sizes, or at every size with their 25-79% tails:
+`sweeper.scan.noise`). Per cell, pooled over seeds: recall (planted faults condemned as
+themselves), precision (condemned verdicts that were planted), healthy subjects condemned a
+scan, the largest unconfirmed verdict in nodes, and the cost model's scan minutes. Then, per
+class, the detection limit: the smallest slowdown from which every slowdown of the grid is
+found with recall >= 0.99. Where the policy stops working is printed with where it works.
+
+    nice -n 10 python benchmarks/scan_envelope.py --seeds 5
+    python benchmarks/scan_envelope.py --seeds 30 --axes severity --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from statistics import median
+
+from sweeper.scan.judge import Health
+from sweeper.scan.noise import recorded
+from sweeper.scan.policy import Strategy
+from sweeper.scan.simulate import (
+    BANDWIDTH_BYTES,
+    RACK_NODES,
+    Costs,
+    Fault,
+    fleet_of,
+    plant,
+    run,
+)
+
+SLOWDOWNS = (0.1, 0.15, 0.2, 0.3, 0.5)
+SLOW = {
+    "slow-node": Fault.SLOW_NODE,
+    "slow-gpu": Fault.SLOW_GPU,
+    "slow-nic": Fault.SLOW_NIC,
+    "slow-pair (cut)": Fault.SLOW_LINK,
+    "slow-pair (capped)": Fault.CAPPED_LINK,
+}
+SHARES = (0.001, 0.01, 0.025, 0.05, 0.1)  # of the fleet's nodes slow, scattered
+DENSITY_SLOWDOWN = 0.3  # the density cells' slowdown: above the threshold's 15%, as a NIC at 70%
+FLAKY = (2, 5, 10)  # a flaky node fails one test in this many
+FLEETS = (2, 3, 7, 49, 100, 1024, 4096)
+NODES = 1024  # where an axis does not say
+GPUS = 8
+PER_SCAN = 4  # faults a scan plants in the severity and flakiness cells (0.4% of 1024 nodes)
+RECALL_LIMIT = 0.99
+NOISES = {"bandwidth": BANDWIDTH_BYTES, "every size": 0}
+
+
+@dataclass(frozen=True)
+class Cell:
+    axis: str
+    name: str  # the fault class, or "healthy"
+    faults: tuple[Fault, ...] = ()
+    nodes: int = NODES
+    slowdown: float | None = None
+    fails: float | None = None
+    rack: bool = False
+    labelled: bool = False  # nodes carry a rack label (`--domain-label`)
+    hub: int = 1
+    noise: str = "bandwidth"
+
+    @property
+    def setting(self) -> str:
+        out = []
+        if self.slowdown is not None:
+            out.append(f"{self.slowdown:.0%} slow")
+        if self.fails is not None:
+            out.append(f"fails 1 in {round(1 / self.fails)}")
+        if self.rack:
+            out.append("one rack" + (", labelled" if self.labelled else ", no label"))
+        if self.hub > 1:
+            out.append(f"{self.hub} pairs a hub")
+        if self.noise != "bandwidth":
+            out.append(f"noise: {self.noise}")
+        return ", ".join(out) or "-"
+
+
+def cells(axes: Sequence[str]) -> Iterator[Cell]:
+    if "severity" in axes:
+        for name, fault in SLOW.items():
+            for s in SLOWDOWNS:
+                yield Cell("severity", name, (fault,) * PER_SCAN, slowdown=s)
+    if "density" in axes:
+        for share in SHARES:
+            count = max(1, round(share * NODES))
+            yield Cell(
+                "density",
+                f"slow-node x{count} ({share:.1%})",
+                (Fault.SLOW_NODE,) * count,
+                slowdown=DENSITY_SLOWDOWN,
+            )
+        for labelled in (True, False):
+            yield Cell(
+                "density",
+                f"slow-node x{RACK_NODES} (a rack)",
+                (Fault.SLOW_NODE,) * RACK_NODES,
+                slowdown=DENSITY_SLOWDOWN,
+                rack=True,
+                labelled=labelled,
+            )
+    if "flaky" in axes:
+        for k in FLAKY:
+            yield Cell("flaky", "flaky-node", (Fault.FLAPPING,) * PER_SCAN, fails=1 / k)
+    if "hub" in axes:
+        for nodes in (49, 100, NODES):
+            for hub in (2, 3):
+                yield Cell("hub", "slow-pair (cut)", (Fault.SLOW_LINK,) * hub, nodes, 0.5, hub=hub)
+    if "hangs" in axes:
+        for fault in (Fault.HUNG_ONCE, Fault.HUNG, Fault.DEAD_NODE):
+            yield Cell("hangs", str(fault), (fault,) * PER_SCAN)
+    if "fleet" in axes:
+        for nodes in FLEETS:
+            per = 1 if nodes < 100 else PER_SCAN
+            yield Cell("fleet", "healthy", (), nodes)
+            yield Cell("fleet", "slow-node", (Fault.SLOW_NODE,) * per, nodes, 0.5)
+            yield Cell("fleet", "slow-pair (cut)", (Fault.SLOW_LINK,) * per, nodes, 0.5)
+    if "noise" in axes:
+        for noise in NOISES:
+            yield Cell("noise", "healthy", (), noise=noise)
+        for name in ("slow-node", "slow-pair (cut)"):
+            yield Cell("noise", name, (SLOW[name],) * PER_SCAN, slowdown=0.3, noise="every size")
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """What one simulated scan gives the table (a Simulation is too large to send back)."""
+
+    planted: int
+    named: int
+    condemned: int
+    true_positives: int
+    unconfirmed_nodes: int  # the most nodes one unconfirmed verdict names
+    minutes: float
+
+
+def scanned(cell: Cell, seed: int) -> Scanned:
+    fleet = fleet_of(cell.nodes, GPUS, racks=RACK_NODES if cell.labelled else 0, seed=seed)
+    if cell.rack and not cell.labelled:  # the same racks, which the scan is not told of
+        racked = fleet_of(cell.nodes, GPUS, racks=RACK_NODES, seed=seed)
+    else:
+        racked = fleet
+    planted = plant(
+        racked,
+        cell.faults,
+        seed,
+        slowdown=cell.slowdown,
+        fails=cell.fails,
+        rack=cell.rack,
+        hub=cell.hub,
+    )
+    sim = run(
+        fleet,
+        planted,
+        strategy=Strategy.parse("adaptive", seed=seed),
+        seed=seed,
+        costs=Costs(noise=recorded(NOISES[cell.noise])),
+    )
+    unconfirmed = [len(v.nodes) for v in sim.verdicts if v.health is Health.UNCONFIRMED]
+    return Scanned(
+        planted=sim.score.planted,
+        named=sim.score.named,
+        condemned=sim.score.condemned,
+        true_positives=sim.score.true_positives,
+        unconfirmed_nodes=max(unconfirmed, default=0),
+        minutes=sim.seconds / 60,
+    )
+
+
+@dataclass(frozen=True)
+class Pooled:
+    cell: Cell
+    scans: tuple[Scanned, ...]
+    seconds: float  # of this machine, to simulate them
+
+    @property
+    def recall(self) -> float | None:
+        planted = sum(s.planted for s in self.scans)
+        return sum(s.named for s in self.scans) / planted if planted else None
+
+    @property
+    def precision(self) -> float | None:
+        condemned = sum(s.condemned for s in self.scans)
+        return sum(s.true_positives for s in self.scans) / condemned if condemned else None
+
+    def line(self) -> str:
+        planted = sum(s.planted for s in self.scans)
+        named = sum(s.named for s in self.scans)
+        condemned = sum(s.condemned for s in self.scans)
+        hits = sum(s.true_positives for s in self.scans)
+        wrong = (condemned - hits) / len(self.scans)
+        minutes = [s.minutes for s in self.scans]
+        c = self.cell
+        recall = f"{self.recall:.3f} ({named}/{planted})" if planted else "-"
+        precision = f"{self.precision:.3f} ({hits}/{condemned})" if condemned else "-"
+        return (
+            f"| {c.axis} | {c.name} | {c.setting} | {c.nodes} | {len(c.faults)} | "
+            f"{len(self.scans)} | {recall} | {precision} | {wrong:.2f} | "
+            f"{max(s.unconfirmed_nodes for s in self.scans)} | {median(minutes):.1f} "
+            f"({max(minutes):.1f}) | {self.seconds / len(self.scans):.1f} |"
+        )
+
+
+def limits(pooled: Sequence[Pooled]) -> list[str]:
+    """Per slow class: the smallest slowdown from which every larger one of the grid is found
+    with recall >= RECALL_LIMIT, its precision, and the largest slowdown that is not."""
+    if not any(p.cell.axis == "severity" for p in pooled):
+        return []
+    out = [
+        "| class | detection limit (recall >= 0.99 from) | precision there | "
+        "missed at | recall there |",
+        "|---|---|---|---|---|",
+    ]
+    for name in SLOW:
+        row = sorted(
+            (p for p in pooled if p.cell.axis == "severity" and p.cell.name == name),
+            key=lambda p: p.cell.slowdown or 0.0,
+        )
+        if not row:
+            continue
+        found = None
+        for p in reversed(row):
+            if (p.recall or 0.0) < RECALL_LIMIT:
+                break
+            found = p
+        below = [p for p in row if (p.recall or 0.0) < RECALL_LIMIT]
+        limit = f"{found.cell.slowdown:.0%}" if found else f"none up to {SLOWDOWNS[-1]:.0%}"
+        precision = f"{found.precision:.3f}" if found and found.precision is not None else "-"
+        missed = f"{below[-1].cell.slowdown:.0%}" if below else "-"
+        recall = f"{below[-1].recall:.3f}" if below else "-"
+        out.append(f"| {name} | {limit} | {precision} | {missed} | {recall} |")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument(
+        "--axes", default="severity,density,flaky,hub,hangs,fleet,noise", help="which axes"
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="seeds simulated at once")
+    args = parser.parse_args()
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    print(
+        f"adaptive, {GPUS} GPUs a node, seeds {seeds.start}-{seeds.stop - 1}; recall and "
+        "precision pooled over the seeds; wrong: condemned verdicts not planted, a scan; "
+        "unconfirmed: the most nodes one unconfirmed verdict names; minutes: the cost "
+        "model's, median (max); s: this machine's seconds to simulate a scan\n\n"
+        "| axis | class | setting | nodes | faults | seeds | recall | precision | wrong | "
+        "unconfirmed | minutes | s |\n|---|---|---|---|---|---|---|---|---|---|---|---|",
+        flush=True,
+    )
+    pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
+    pooled: list[Pooled] = []
+    started = time.perf_counter()
+    for cell in cells(args.axes.split(",")):
+        began = time.perf_counter()
+        one = partial(scanned, cell)
+        scans = tuple(pool.map(one, seeds) if pool else map(one, seeds))
+        pooled.append(Pooled(cell, scans, time.perf_counter() - began))
+        print(pooled[-1].line(), flush=True)
+    if pool is not None:
+        pool.shutdown()
+    print("\n" + "\n".join(limits(pooled)))
+    took = time.perf_counter() - started
+    print(f"\n{len(pooled)} cells x {args.seeds} seeds simulated in {took / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""benchmarks/scan_envelope.py's pure parts: the grid it runs and the detection limit it
+prints (the smallest slowdown from which every larger one of the grid is found)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))  # scripts, not a package
+
+import scan_envelope
+from scan_envelope import SLOWDOWNS, Cell, Pooled, Scanned, cells, limits
+
+from sweeper.scan.simulate import RACK_NODES
+
+
+def pooled(name: str, slowdown: float, named: int, planted: int = 100) -> Pooled:
+    scan = Scanned(
+        planted=planted,
+        named=named,
+        condemned=named,
+        true_positives=named,
+        unconfirmed_nodes=0,
+        minutes=2.0,
+    )
+    return Pooled(Cell("severity", name, slowdown=slowdown), (scan,), 1.0)
+
+
+def test_the_detection_limit_is_where_every_larger_slowdown_is_found_and_a_miss_says_where() -> (
+    None
+):
+    found = {0.1: 40, 0.15: 100, 0.2: 98, 0.3: 100, 0.5: 100}  # 15% found, 20% not
+    table = limits([pooled("slow-node", s, found[s]) for s in SLOWDOWNS])
+    (row,) = [line for line in table if line.startswith("| slow-node |")]
+    assert row == "| slow-node | 30% | 1.000 | 20% | 0.980 |"
+    never = limits([pooled("slow-gpu", s, 0) for s in SLOWDOWNS])
+    assert "| slow-gpu | none up to 50% | - | 50% | 0.000 |" in never
+
+
+def test_the_grid_holds_every_axis_the_issue_names() -> None:
+    grid = list(cells(["severity", "density", "flaky", "hub", "fleet", "noise", "hangs"]))
+    severity = {(c.name, c.slowdown) for c in grid if c.axis == "severity"}
+    assert len(severity) == len(scan_envelope.SLOW) * len(SLOWDOWNS)
+    assert {c.nodes for c in grid if c.axis == "fleet"} == {2, 3, 7, 49, 100, 1024, 4096}
+    assert {round(1 / (c.fails or 1)) for c in grid if c.axis == "flaky"} == {2, 5, 10}
+    assert {c.hub for c in grid if c.axis == "hub"} == {2, 3}
+    racks = [c for c in grid if c.rack]
+    assert {c.labelled for c in racks} == {True, False}
+    assert all(len(c.faults) == RACK_NODES for c in racks)
+    assert {len(c.faults) for c in grid if c.axis == "density" and not c.rack} == {
+        1,
+        10,
+        26,
+        51,
+        102,
+    }
+    assert {c.noise for c in grid} == {"bandwidth", "every size"}
