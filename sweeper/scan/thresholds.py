@@ -46,9 +46,11 @@ class Thresholds:
     # all_reduce's busbw across nodes is bound by the NICs whatever the group's size; an
     # assumption where no shape of its own was measured often enough)
     min_samples: int = 8
-    # an absolute threshold missed by this share of the nodes, in every group of theirs that
-    # measures every node (or by the fleet's median), is a fleet finding, not a verdict on each
-    fleet_share: float = 0.25
+    # an absolute threshold missed by more than this share of the nodes, in every group of
+    # theirs that measures every node (or by the fleet's median), is a fleet finding, not a
+    # verdict on each: the fleet as a whole, never a minority (a third of it slow, in a rack
+    # or scattered, is named node by node)
+    fleet_share: float = 0.5
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -177,7 +179,8 @@ def findings(
 ) -> list[Finding]:
     """The fleet findings: for the gate and for the groups across nodes, an absolute threshold
     (a flag, or a share of the reference) that the fleet's median misses, or that at least
-    `fleet_share` of the nodes miss in every group of theirs that measures every node.
+    more than `fleet_share` of the nodes miss in every group of theirs that measures every
+    node.
     Such a threshold decides no group: the fleet is off as a whole (the driver, NCCL, the
     fabric's configuration) or the threshold is wrong, and the finding says so."""
     return [
@@ -294,7 +297,7 @@ def _judging(
             nodes = tally.best[key[:2]]
             below = sum(v < floor[0] for v in nodes.values())
             off = robust is not None and robust.median < floor[0]
-            if off or below >= thresholds.fleet_share * len(nodes):
+            if off or below > thresholds.fleet_share * len(nodes):
                 finding = _finding(key, o, floor, below, len(nodes), peers)
                 floor, waived = None, floor
         out[key] = _Population(

@@ -570,3 +570,16 @@ def test_slow_nodes_in_most_screen_groups_leave_the_threshold_where_it_was_and_a
     condemned = sorted(v.name for v in verdicts.values() if v.condemned)
     assert condemned == sorted(rate)
     assert all(verdicts[n].health is Health.SLOW for n in rate)
+
+
+def test_a_third_of_the_fleet_under_the_floor_is_no_fleet_finding_and_each_is_named() -> None:
+    """21 of 64 nodes (a rack: the screen's first two columns) at 36 GB/s through their NICs,
+    under a floor of 40 the others pass: a minority, so no fleet finding waives the floor,
+    and it fails every group that holds one of them, no other."""
+    rate = {f"n{i}": 0.8 for i in range(21)}
+    outcomes = affine_screen(FLEET, rate)
+    thresholds = Thresholds(min_busbw_gb_per_s={Tier.INTERNODE: 40.0})
+    assert not findings(FLEET, outcomes, thresholds)
+    for group, j in judge_groups(FLEET, outcomes, thresholds).items():
+        assert j.passed is not any(n in rate for n in group.nodes)
+        assert j.source == "the flag's 40 GB/s for internode"
