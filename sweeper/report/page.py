@@ -8,6 +8,7 @@ from sweeper.report.sections import (
     alternatives,
     baseline,
     collectives,
+    decisions,
     devices,
     fleet,
     pairs,
@@ -34,6 +35,9 @@ def sections(view: RunView) -> list[Section]:
         alternatives.algorithms(view),
         *alternatives.nccl_variables(view),
         alternatives.composites(view),
+        decisions.regret(view),  # NCCL's default against the settings measured beside it
+        decisions.energy(view),
+        decisions.start_up(view),
         collectives.experiments(view),
         collectives.max_sizes(view),
         collectives.alpha_beta(view),

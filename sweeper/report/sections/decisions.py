@@ -1,0 +1,196 @@
+"""What a run says to decide by: NCCL's default against the settings measured beside it (the
+regret per size, `analysis.regret`), the energy a collective cost per byte beside its bus
+bandwidth, and how long each group's communicators took to start against its size."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from sweeper.analysis import regret as regrets
+from sweeper.analysis.summary import label
+from sweeper.report import figures
+from sweeper.report.blocks import Block, Cell, Figure, Section, Text
+from sweeper.report.sections import cells
+from sweeper.report.view import RunView
+
+_SHAPE = ["op", "algorithm", "tier", "world_size", "dtype", "engine", "launch"]
+
+
+def _line(key: Sequence[object]) -> str:
+    op, algorithm, tier, world_size, dtype, engine, launch = key
+    return f"{label(str(op), str(algorithm))} {tier} x{world_size} {dtype} {engine} {launch}"
+
+
+def regret(view: RunView) -> Section | None:
+    """The default's regret per size where the run measured NCCL settings beside it: a curve
+    of fastest / default per group shape, and the sizes where a clear regret exceeds 5%."""
+    table = regrets.regret(view.rows)
+    if table.empty:
+        return None
+    series = [
+        (_line(key), part.sort_values("size_bytes").assign(ratio=1 + part["regret"]))
+        for key, part in table.groupby(_SHAPE, sort=False)
+    ]
+    title = "fastest configuration over NCCL's default (bus bandwidth)"
+    blocks: list[Block] = [Figure(figures.ratio_figure(series, title, "fastest / default"))]
+    over = regrets.shown(table)
+    lines = [
+        (
+            Cell(_line([r[c] for c in _SHAPE])),
+            cells.size(r["size_bytes"]),
+            Cell(str(r["best"]), "code"),
+            cells.num(r["default_busbw_gb_per_s"], cells.SIG),
+            cells.num(r["fastest_busbw_gb_per_s"], cells.SIG),
+            cells.num(100 * r["regret"], ".0f", "bad"),
+            cells.num(100 * r["noise"], ".0f"),
+            Cell(str(r["efficient"]), "code"),
+        )
+        for r in cells.records(over)
+    ]
+    headers = ("group", "size", "best", "default GB/s", "best GB/s", "regret %", "noise %")
+    over_by = f"over {regrets.SHOWN_REGRET:.0%} slower"
+    if lines:
+        caption = f"sizes where NCCL's default is {over_by}, beyond noise"
+        blocks.append(cells.table((*headers, "least energy"), lines, caption))
+    else:
+        blocks.append(Text(f"No size where NCCL's default is clearly {over_by}.", "muted"))
+    return Section(
+        "regret",
+        "NCCL's default against the settings beside it",
+        tuple(blocks),
+        "Per operation, group and size, the fastest configuration (a run and variant, named "
+        "by the NCCL variables it sets) over NCCL's default; a winner is named only where the "
+        "compare rules call it faster in every group of the shape, beyond the runs' noise. "
+        "`sweeper tune` turns the winners into a tuning NCCL's example tuner plugin loads "
+        "(docs/TUNING.md).",
+    )
+
+
+def _two(
+    series: Sequence[tuple[str, pd.DataFrame]], columns: tuple[str, str], titles: tuple[str, str]
+) -> go.Figure:
+    """Two log-log panels against size, a line per series in both."""
+    traces = []
+    for name, frame in series:
+        for axis, column in zip(("", "2"), columns, strict=True):
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": frame["size_bytes"].to_numpy(dtype=np.float64),
+                    "y": frame[column].to_numpy(dtype=np.float64),
+                    "xaxis": f"x{axis}",
+                    "yaxis": f"y{axis}",
+                    "name": figures.text(name),
+                    "legendgroup": figures.text(name),
+                    "showlegend": not axis,
+                    "mode": "lines+markers",
+                    "marker": {"size": 4},
+                }
+            )
+    sized: dict[str, Any] = {
+        "type": "log",
+        "gridcolor": "#e5e5e5",
+        "title": {"text": "size S (bytes)"},
+    }
+    layout: dict[str, Any] = {
+        "template": {"layout": {}},
+        "height": 340,
+        "font": {"family": "system-ui, sans-serif", "size": 12},
+        "plot_bgcolor": "white",
+        "xaxis": {**sized, "domain": [0, 0.46]},
+        "xaxis2": {**sized, "domain": [0.54, 1], "anchor": "y2"},
+        "yaxis": {"type": "log", "gridcolor": "#e5e5e5", "title": {"text": titles[0]}},
+        "yaxis2": {"type": "log", "gridcolor": "#e5e5e5", "anchor": "x2"},
+        "annotations": [
+            {"text": t, "showarrow": False, "xref": "paper", "yref": "paper", "x": x, "y": 1.08}
+            for t, x in zip(titles, (0.23, 0.77), strict=True)
+        ],
+    }
+    return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def energy(view: RunView) -> Section | None:
+    """Energy per GB beside bus bandwidth, per operation and group, where the GPUs have an
+    energy counter."""
+    rows = view.ok_collectives
+    rows = rows[rows["energy_j_per_gb"].notna()]
+    if rows.empty:
+        return None
+    medians = rows.groupby([*_SHAPE, "size_bytes"], sort=False)[
+        ["busbw_gb_per_s", "energy_j_per_gb"]
+    ].median()
+    series = [
+        (_line(key), part.reset_index().sort_values("size_bytes"))
+        for key, part in medians.groupby(level=_SHAPE, sort=False)
+    ]
+    figure = _two(
+        series, ("busbw_gb_per_s", "energy_j_per_gb"), ("bus bandwidth (GB/s)", "energy (J/GB)")
+    )
+    return Section(
+        "energy",
+        "Energy per byte",
+        (Figure(figure),),
+        "What the group's GPUs used over the timed blocks (NVML's total-energy counter, "
+        "summed over the ranks) per GB of the operation's size, beside its bus bandwidth; "
+        "the median over the groups of a shape. The counter updates at its own period, so the "
+        "smallest sizes read it coarsely.",
+    )
+
+
+def start_up(view: RunView) -> Section | None:
+    """How long each group's communicators took to start, per engine, against group size."""
+    rows = view.rows[view.rows["comm_start_s"].notna()]
+    if rows.empty:
+        return None
+    groups = rows.groupby(["group_id", "engine"], sort=False).agg(
+        world_size=("world_size", "first"),
+        n_nodes=("n_nodes", "first"),
+        start_s=("comm_start_s", "max"),
+    )
+    groups = groups.reset_index()
+    traces = [
+        {
+            "type": "scatter",
+            "x": part["world_size"].to_numpy(dtype=np.float64),
+            "y": part["start_s"].to_numpy(dtype=np.float64),
+            "name": figures.text(engine),
+            "mode": "markers",
+            "text": [figures.text(g) for g in part["group_id"]],
+            "hovertemplate": "%{text}: %{y:.3g} s<extra>%{fullData.name}</extra>",
+        }
+        for engine, part in groups.groupby("engine", sort=False)
+    ]
+    layout = {
+        "template": {"layout": {}},
+        "height": 340,
+        "plot_bgcolor": "white",
+        "font": {"family": "system-ui, sans-serif", "size": 12},
+        "xaxis": {"type": "log", "title": {"text": "ranks in the group"}, "gridcolor": "#e5e5e5"},
+        "yaxis": {"title": {"text": "start-up (s, slowest rank)"}, "gridcolor": "#e5e5e5"},
+    }
+    lines = [
+        (
+            Cell(str(r["group_id"])),
+            Cell(str(r["engine"])),
+            cells.num(r["world_size"], "d"),
+            cells.num(r["n_nodes"], "d"),
+            cells.num(r["start_s"], ".3f"),
+        )
+        for r in cells.records(groups.sort_values("start_s", ascending=False))
+    ]
+    return Section(
+        "start-up",
+        "Communicator start-up",
+        (
+            Figure(go.Figure(data=traces, layout=layout, _validate=False)),
+            cells.table(("group", "engine", "ranks", "nodes", "seconds"), lines),
+        ),
+        "How long each group's communicator took to open in each engine, the slowest rank's: "
+        "torch.distributed's process group with NCCL's communicator made at once, or "
+        "ncclCommInitRank for the nccl engine (the world's join for a group of every rank).",
+    )
