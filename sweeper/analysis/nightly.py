@@ -171,10 +171,18 @@ class NightlyVerdict:
 
 
 def judge(
-    root: Path, run_id: str, policy: Policy, scan: ScanVerdicts | None = None
+    root: Path,
+    run_id: str,
+    policy: Policy,
+    scan: ScanVerdicts | None = None,
+    *,
+    judged_in: Path | None = None,
 ) -> NightlyVerdict:
     """Compare run `run_id` of the results directory `root` with its history; with `scan`,
-    the run is a nightly scan with these verdicts, compared with the earlier nightly scans."""
+    the run is a nightly scan with these verdicts, compared with the earlier nightly scans.
+    With `judged_in` (the nightly's reports directory), only earlier runs judged there (their
+    summary in it) are its history: a night killed before its judgment is no baseline until
+    it is judged (`sweeper nightly --judge`)."""
     every = runs(root) if Path(root).is_dir() else None
     if every is None or run_id not in set(every["run_id"]):
         raise BadInput(f"run {run_id} measured nothing: no group of its tiers exists here")
@@ -188,6 +196,11 @@ def judge(
     # a scan is the nightly run with a scan summary: scans and sweeps have histories apart
     scanned = [scans.path(root, earlier_id).is_file() for earlier_id in earlier["run_id"]]
     earlier = earlier[pd.Series(scanned, index=earlier.index, dtype=bool) == (scan is not None)]
+    if judged_in is not None:
+        judged = [
+            summaries.path(judged_in, earlier_id).is_file() for earlier_id in earlier["run_id"]
+        ]
+        earlier = earlier[pd.Series(judged, index=earlier.index, dtype=bool)]
     earlier = earlier.tail(policy.runs - 1)
     order = [*earlier["run_id"], run_id]
     if scan is None:

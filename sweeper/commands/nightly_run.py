@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -25,13 +26,15 @@ from rich.table import Table
 from sweeper.analysis.nightly import NightlyVerdict, ScanVerdicts, judge, series_name, write_summary
 from sweeper.analysis.regression import STATUSES, Policy
 from sweeper.commands.scan import settings
+from sweeper.driver import stops
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
 from sweeper.planning.sizes import format_size
 from sweeper.planning.spec import SweepSpec
 from sweeper.report import directory, require
-from sweeper.results import scans
+from sweeper.results import records, scans
 from sweeper.results.files import require_directory
+from sweeper.results.load import runs
 
 if TYPE_CHECKING:
     from sweeper.driver.observer import Observer
@@ -69,13 +72,60 @@ def run(
     if scan is not None:
         return scan_night(spec, policy, observer, scan, reports_dir)
     finished = sweep.run(spec, observer, "nightly", resume)
-    verdict = judge(spec.results, finished.run_id, policy)
-    if finished.report and verdict.history:
-        from sweeper.report import build  # plotly and jinja2: the report extra, --report only
+    with _judging(spec.results, finished.run_id, reports_dir):
+        verdict = judge(spec.results, finished.run_id, policy, judged_in=reports_dir)
+        if finished.report and verdict.history:
+            from sweeper.report import build  # plotly and jinja2: the report extra, --report
 
-        # the page again, now that the verdict names the run to compare it with: last night
-        build.write(spec.results, verdict.run_id, finished.report, verdict.history[-1])
-    return Night(verdict, write_summary(verdict, reports_dir, finished.report), finished.report)
+            # the page again, now that the verdict names the run to compare it with: last night
+            build.write(spec.results, verdict.run_id, finished.report, verdict.history[-1])
+        summary = write_summary(verdict, reports_dir, finished.report)
+    return Night(verdict, summary, finished.report)
+
+
+@contextmanager
+def _judging(results: Path, run_id: str, reports_dir: Path) -> Iterator[None]:
+    """While a complete nightly run is judged, a stop's line says how to judge it later."""
+    pending = [judge_command(run_id, results, reports_dir)]
+    stops.tell_also(lambda stop: setattr(stop, "unjudged", pending[0] if pending else None))
+    yield
+    pending.clear()
+
+
+def judge_command(run_id: str, results: Path, reports_dir: Path) -> str:
+    words = ("--judge", run_id, "--results", str(results), "--reports-dir", str(reports_dir))
+    return shlex.join(["sweeper", "nightly", *words])
+
+
+def judge_later(
+    results: Path, run_id: str, reports_dir: Path | None, profile: Path | None
+) -> Night:
+    """A complete nightly run that was never judged (its driver stopped or killed between
+    its last point and its summary), judged now as it would have been: against the runs
+    judged before it, with the regression settings of `profile` (else of the profile its
+    command named), its summary written into `reports_dir` (else its own). BadInput where
+    `run_id` is no complete nightly run of `results`."""
+    record = records.load(results, run_id)
+    if record is None or record.ended != "complete":
+        raise BadInput(f"--judge {run_id}: no complete run of that id in {results}")
+    kinds = runs(results).set_index("run_id")["run_kind"]
+    if kinds.get(run_id) != "nightly":
+        raise BadInput(f"--judge {run_id}: not a nightly run ({kinds.get(run_id, 'no rows')})")
+    named = profile or _profile_named(record.command)
+    settings = load_profile(named).nightly if named else NightlySettings()
+    own = record.options.get("reports_dir")
+    reports = directory(results, reports_dir or (Path(own) if isinstance(own, str) else None))
+    require_directory(reports, f"--reports-dir {reports}")
+    document = scans.load(results, run_id)
+    scanned = (
+        None
+        if document is None
+        else ScanVerdicts(path=scans.path(results, run_id), document=document)
+    )
+    verdict = judge(results, run_id, Policy.of(settings), scanned, judged_in=reports)
+    page = reports / f"{run_id}.html"
+    shown = page if page.is_file() else None
+    return Night(verdict, write_summary(verdict, reports, shown), shown)
 
 
 def scan_settings(section: ScanSection) -> ScanSettings:
@@ -101,7 +151,7 @@ def scan_night(
         # as the run keeps it: with re-tests
         document=summary(scanned, spec.model_dump(mode="json"), chosen),
     )
-    verdict = judge(spec.results, scanned.run_id, policy, kept)
+    verdict = judge(spec.results, scanned.run_id, policy, kept, judged_in=reports_dir)
     page = None
     if spec.report and scanned.rows:
         from sweeper.report import build  # plotly and jinja2: the report extra
@@ -117,15 +167,21 @@ def policy_of(command: str) -> Policy:
     profile's `nightly:` section as `--profile` named it, else the defaults (a run record
     keeps the sweep's options, which these are not). A nightly scan is not resumed: its
     waves follow from the verdicts so far, which a new scan finds again in minutes."""
-    words = shlex.split(command)
-    named = [word.split("=", 1)[1] for word in words if word.startswith("--profile=")]
-    named += [after for word, after in pairwise(words) if word == "--profile"]
-    if not named:
+    named = _profile_named(command)
+    if named is None:
         return Policy.of(NightlySettings())
-    profile = load_profile(Path(named[-1]))
+    profile = load_profile(named)
     if profile.scan is not None:
         raise BadInput("--resume: a nightly scan is not resumed; run sweeper nightly again")
     return Policy.of(profile.nightly)
+
+
+def _profile_named(command: str) -> Path | None:
+    """The profile a run's command line named (`--profile`), if it named one."""
+    words = shlex.split(command)
+    named = [word.split("=", 1)[1] for word in words if word.startswith("--profile=")]
+    named += [after for word, after in pairwise(words) if word == "--profile"]
+    return Path(named[-1]) if named else None
 
 
 def _value(finding: Mapping[Hashable, Any], value: float) -> str:

@@ -39,6 +39,7 @@ class Stopped(BaseException):
         self.command = "run"  # the command that resumes the run
         self.complete = False
         self.unreported = False
+        self.unjudged: str | None = None  # the command that judges a complete nightly run
         self.exiting = False  # the command had ended: only the process's exit was left
 
     @property
@@ -55,6 +56,8 @@ class Stopped(BaseException):
             return f"stopped by {name} before a run started; nothing was written"
         if self.complete:
             line = f"stopped by {name} after run {self.run_id} completed: its rows are in "
+            if self.unjudged:
+                return f"{line}{self.output}; it was not judged: {self.unjudged}"
             if self.unreported:
                 return (
                     f"{line}{self.output}; its report was not written: "
@@ -229,6 +232,21 @@ def tell(teller: Callable[[Stopped], None]) -> None:
     until the process ends where the command line's handlers are on."""
     if _ON:
         _ON[-1].teller = teller
+
+
+def tell_also(more: Callable[[Stopped], None]) -> None:
+    """From now on, a stop's line is told by the teller so far, then by `more` (what the
+    command does after its run: a nightly's judgment)."""
+    if not _ON:
+        return
+    before = next((state.teller for state in reversed(_ON) if state.teller), None)
+
+    def both(stop: Stopped) -> None:
+        if before is not None:
+            before(stop)
+        more(stop)
+
+    _ON[-1].teller = both
 
 
 def stopped(signum: int) -> Stopped:
