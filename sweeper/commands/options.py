@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from rich.markup import escape
 
-from sweeper.planning.fields import Cli
+from sweeper.planning.fields import Cli, cli_of
 from sweeper.planning.spec import (
     SECTIONS,
     ClusterSection,
@@ -112,7 +112,7 @@ def section_option(section: type[Section], name: str) -> Any:
     """The option of a section's field: `--name` (`--name/--no-name` for a flag, or the
     field's own flags), in its section's panel."""
     info = section.model_fields[name]
-    shown = next((m for m in info.metadata if isinstance(m, Cli)), Cli())
+    shown = cli_of(info)
     kind = _kind(info, shown)
     flag = "--" + name.replace("_", "-")
     default_flags = (f"{flag}/--no-{flag[2:]}",) if kind == bool | None else (flag,)

@@ -12,23 +12,13 @@ import typer
 from sweeper.commands.common import examples, fail, printing, printing_aside, sweep_profile
 from sweeper.commands.options import Calibrate, Format, OutputFormat, ProfileFile, sweep_options
 from sweeper.errors import SweeperError
+from sweeper.planning.fields import cli_of
 from sweeper.planning.profile import build_spec
+from sweeper.planning.spec import SweepSpec
 
-# what a plan does not ask: how points are timed and checked, where rows and reports go
-PLAN_LEAVES_OUT = (
-    "launch",
-    "engine",
-    "register_buffers",
-    "check",
-    "samples",
-    "timeout",
-    "seed",
-    "results",
-    "copy_engine",
-    "report",
-    "reports_dir",
-    "cluster_name",
-)
+# what a plan does not ask (marked so in their sections): how points are timed and checked,
+# where rows and reports go
+PLAN_LEAVES_OUT = [n for n, f in SweepSpec.model_fields.items() if not cli_of(f).plan]
 
 EXAMPLES = examples(
     "sweeper plan --topology tests/data/topologies/dgx-h100-nvswitch.json --nodes 1024 "

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic.fields import FieldInfo
 
 from sweeper.planning.inputs import quoted
 from sweeper.planning.sizes import parse_mem_limit, parse_size
@@ -22,11 +23,20 @@ class Cli:
     """How an option shows on the command line beyond its field's name, description and
     default (a field's `Annotated` metadata): what its value is called in help (`metavar`;
     none for an on/off flag), its flags where they are not --name (--name/--no-name for a
-    flag), and whether it is given again for each value (`repeated`)."""
+    flag), whether it is given again for each value (`repeated`), and which commands beyond
+    `run` and `nightly` take it: `sweeper plan` (what a plan asks) and `sweeper scan` (where
+    it runs and how points are timed; the scan chooses what it measures)."""
 
     metavar: str = ""
     flags: tuple[str, ...] = ()
     repeated: bool = False
+    plan: bool = True
+    scan: bool = False
+
+
+def cli_of(field: FieldInfo) -> Cli:
+    """How a field's option shows on the command line (its `Cli`, else the defaults)."""
+    return next((m for m in field.metadata if isinstance(m, Cli)), Cli())
 
 
 def _split(value: object) -> object:

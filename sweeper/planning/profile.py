@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from sweeper.errors import BadInput
-from sweeper.planning.fields import Size
+from sweeper.planning.fields import Size, cli_of
 from sweeper.planning.inputs import FILE_LIMIT_BYTES, QUOTE_CHARS, quoted, read_text
 from sweeper.planning.spec import SweepSpec
 from sweeper.wire import Tier
@@ -78,24 +78,10 @@ class NightlySettings(BaseModel):
         return self
 
 
-# The sweep's options a scan takes (`sweeper scan`'s too): where, on how many ranks a node,
-# how each point is timed, where the rows go; the others choose what a sweep measures, which
-# the scan chooses itself.
-SCAN_OPTIONS = frozenset(
-    {
-        "address",
-        "connect_timeout",
-        "backend",
-        "gpus_per_node",
-        "iters",
-        "warmup",
-        "blocks",
-        "timeout",
-        "results",
-        "plugins",
-        "cluster_name",
-    }
-)
+# The sweep's options a scan takes (`sweeper scan`'s too, each marked so in its section):
+# where, on how many ranks a node, how each point is timed, where the rows go; the others
+# choose what a sweep measures, which the scan chooses itself.
+SCAN_OPTIONS = frozenset(n for n, f in SweepSpec.model_fields.items() if cli_of(f).scan)
 # ... and a profile with a `scan:` section, whose nightly run writes a report
 SCAN_TAKES = SCAN_OPTIONS | {"report", "reports_dir"}
 

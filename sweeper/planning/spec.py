@@ -113,10 +113,10 @@ class ClusterSection(Section):
 
     title: ClassVar[str] = "Where"
 
-    address: Annotated[str | None, Cli("ADDRESS")] = Field(
+    address: Annotated[str | None, Cli("ADDRESS", scan=True)] = Field(
         None, description="Ray address; default $RAY_ADDRESS, else an embedded local Ray."
     )
-    connect_timeout: Annotated[float, Cli("SECONDS")] = Field(
+    connect_timeout: Annotated[float, Cli("SECONDS", scan=True)] = Field(
         60.0,
         gt=0,
         le=86_400,
@@ -124,7 +124,7 @@ class ClusterSection(Section):
         description="Seconds to reach the Ray cluster at --address before giving up.",
         strict=True,
     )
-    backend: Annotated[BackendAsked, Cli("BACKEND")] = Field(
+    backend: Annotated[BackendAsked, Cli("BACKEND", scan=True)] = Field(
         "auto", description="auto: NCCL when the cluster has GPUs, else gloo on CPU ranks."
     )
     world: Annotated[int | None, Cli("N")] = Field(
@@ -141,7 +141,7 @@ class ClusterSection(Section):
         description="Nodes to run on (nodes with GPUs, for NCCL).",
         strict=True,
     )
-    gpus_per_node: Annotated[int | None, Cli("N")] = Field(
+    gpus_per_node: Annotated[int | None, Cli("N", scan=True)] = Field(
         None,
         ge=1,
         le=INT32_MAX,
@@ -236,7 +236,7 @@ class MeasureSection(Section):
         description="Run every size of the grid; by default, above the size from which a "
         "series' busbw rises less than 2% over three steps, only every 8x size and the largest.",
     )
-    plugins: Annotated[CommaList, Cli("MODULE", repeated=True)] = Field(
+    plugins: Annotated[CommaList, Cli("MODULE", repeated=True, scan=True)] = Field(
         (), description="Python modules that register more operations (driver and every rank)."
     )
 
@@ -288,44 +288,46 @@ class TimingSection(Section):
 
     title: ClassVar[str] = "Timing"
 
-    iters: Annotated[int | None, Cli("N")] = Field(
+    iters: Annotated[int | None, Cli("N", scan=True)] = Field(
         None,
         ge=1,
         le=ITERS_LIMIT,
         description="Timed iterations; default adaptive (a block of a few ms).",
         strict=True,
     )
-    warmup: Annotated[int | None, Cli("N")] = Field(
+    warmup: Annotated[int | None, Cli("N", scan=True)] = Field(
         None,
         ge=0,
         le=ITERS_LIMIT,
         description="Warm-up iterations; default adaptive (as long as the block).",
         strict=True,
     )
-    launch: Annotated[CommaList, Cli("LAUNCH")] = Field(
+    launch: Annotated[CommaList, Cli("LAUNCH", plan=False)] = Field(
         (),
         description="graph (the timed iterations captured once as a CUDA graph and replayed, "
         "like nccl-tests -G), eager (issued from Python), or both; default graph on GPUs, "
         "eager on CPU ranks.",
     )
-    engine: Annotated[CommaList, Cli("ENGINE")] = Field(
+    engine: Annotated[CommaList, Cli("ENGINE", plan=False)] = Field(
         ("torch",),
         min_length=1,
         description="torch (torch.distributed, what a PyTorch program pays), nccl (NCCL "
         "called directly, as nccl-tests does; needs sweeper-bench[nccl]), or both.",
     )
-    blocks: Annotated[int, Cli("N")] = Field(
+    blocks: Annotated[int, Cli("N", scan=True)] = Field(
         3,
         ge=1,
         le=1000,
         description="Timed blocks per point; the row's time is the median block's.",
         strict=True,
     )
-    check: bool = Field(True, description="Check every point's result on a separate iteration.")
-    samples: bool = Field(
+    check: Annotated[bool, Cli(plan=False)] = Field(
+        True, description="Check every point's result on a separate iteration."
+    )
+    samples: Annotated[bool, Cli(plan=False)] = Field(
         False, description="Keep per-iteration times (p50/p99 and the samples_us column)."
     )
-    timeout: Annotated[float, Cli("SECONDS")] = Field(
+    timeout: Annotated[float, Cli("SECONDS", plan=False, scan=True)] = Field(
         300.0,
         gt=0,
         le=86_400,  # a point that runs for a day has hung
@@ -333,7 +335,7 @@ class TimingSection(Section):
         description="Seconds one point may take before it fails.",
         strict=True,
     )
-    seed: Annotated[int, Cli("N")] = Field(
+    seed: Annotated[int, Cli("N", plan=False)] = Field(
         0, ge=0, le=INT64_MAX, description="Seed of the deterministic input data.", strict=True
     )
 
@@ -353,7 +355,7 @@ class NcclSection(Section):
 
     title: ClassVar[str] = "NCCL"
 
-    register_buffers: bool = Field(
+    register_buffers: Annotated[bool, Cli(plan=False)] = Field(
         False,
         description="Give the points' buffers from NCCL's allocator (ncclMemAlloc) and "
         "register them with the group's communicators, as nccl-tests -R 1 and torch's "
@@ -416,17 +418,17 @@ class OutputSection(Section):
 
     title: ClassVar[str] = "Output"
 
-    results: Annotated[Path, Cli("DIR")] = Field(
+    results: Annotated[Path, Cli("DIR", plan=False, scan=True)] = Field(
         Path("results"), description="Results directory (a Parquet dataset)."
     )
-    report: bool = Field(
+    report: Annotated[bool, Cli(plan=False)] = Field(
         True,
         description="Write an HTML report of the run at the end (needs sweeper-bench[report]).",
     )
-    reports_dir: Annotated[Path | None, Cli("DIR")] = Field(
+    reports_dir: Annotated[Path | None, Cli("DIR", plan=False)] = Field(
         None, description="Where reports go; default reports/ beside the results directory."
     )
-    cluster_name: Annotated[str | None, Cli("NAME")] = Field(
+    cluster_name: Annotated[str | None, Cli("NAME", plan=False, scan=True)] = Field(
         None, description="Name recorded on every row; default the head node's host name."
     )
 
@@ -468,7 +470,7 @@ class ExperimentSection(Section):
         "groups only. Default: every group runs every curve.",
         strict=True,
     )
-    copy_engine: bool = Field(
+    copy_engine: Annotated[bool, Cli(plan=False)] = Field(
         False, description="Time peer copies between every GPU pair of a node, and fan-out."
     )
     moe: Annotated[MoeSpec, BeforeValidator(key_values), Cli("KEY=VALUE,...")] = Field(
