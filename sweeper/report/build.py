@@ -1,14 +1,17 @@
 """A run's report as one HTML page: sections -> jinja2 template -> file.
 
-The page is self-contained: plotly.js is inlined once and every figure is a JSON document
-it draws, so the file opens offline and loads nothing from anywhere. For archives of many
+The page is self-contained: plotly.js is inlined once, gzipped and base64-encoded (the
+browser inflates it with DecompressionStream), and every figure is a JSON document it
+draws, so the file opens offline and loads nothing from anywhere. For archives of many
 pages, `js_dir` writes one shared plotly.min.js there instead and the pages point at it by
-a relative path. Autoescaping is on: host names, environment values and error messages
-come from the cluster and are shown as text.
+a relative path. Autoescaping is on: text from the cluster is shown as text.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,6 +70,13 @@ def _plotly_js() -> str:
     return str(get_plotlyjs())
 
 
+@functools.cache
+def packed_plotly_js() -> str:
+    """plotly.js gzipped and in base64, as the page carries it: 1.96 MB for plotly 7.1's
+    4.82 MB (docs/measurements/cpu-2026-12-02.md). mtime 0: the same bytes every build."""
+    return base64.b64encode(gzip.compress(_plotly_js().encode(), 9, mtime=0)).decode("ascii")
+
+
 def render(
     df: pd.DataFrame,
     run: records.RunRecord | None,
@@ -84,8 +94,7 @@ def render(
         run_id=str(df["run_id"].iloc[0]),
         sections=found,
         plotly_src=plotly_src,
-        # plotly's own bundle, inlined as plotly.io.write_html inlines it
-        plotly_js=None if plotly_src else Markup(_plotly_js()),
+        plotly_packed=None if plotly_src else packed_plotly_js(),
     )
 
 

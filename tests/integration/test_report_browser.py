@@ -184,10 +184,39 @@ def test_a_real_sweeps_report_draws_every_section_offline(
     assert cpu_report.stat().st_size < SIX_MB
 
 
-def test_gpu_sections_draw_matrices_and_algorithm_tables(
+# Each figure's box (inside its border) and plot as drawn, and its layout's height
+_SIZES = """() => [...document.querySelectorAll("[data-figure]")].map((f) => [
+  f.clientHeight, f.querySelector(".main-svg").getBoundingClientRect().height,
+  f.querySelector(".main-svg").getBoundingClientRect().width,
+  JSON.parse(f.nextElementSibling.textContent).layout.height])"""
+# Every figure redrawn to its container's new width
+_REDRAWN = """() => [...document.querySelectorAll("[data-figure]")].every((f) =>
+  Math.abs(f.querySelector(".main-svg").getBoundingClientRect().width - f.clientWidth) < 2)"""
+
+
+def _resized(page: Page) -> str:
+    """Each figure's box and plot before and after the window narrows, against its layout's
+    height (plotly takes the box's size on a resize: a box of no height of its own shrank to
+    its min-height, 120 px, and cut the plot off)."""
+    before = page.evaluate(_SIZES)
+    page.set_viewport_size({"width": 900, "height": 700})
+    page.wait_for_function(_REDRAWN, timeout=30_000)
+    after = page.evaluate(_SIZES)
+    wrong = [
+        (i, old, new)
+        for i, (old, new) in enumerate(zip(before, after, strict=True))
+        if not (old[0] == old[1] == new[0] == new[1] == old[3] and new[2] < old[2])
+    ]
+    return f"{len(after)} figures, wrong after the resize: {wrong}"
+
+
+def test_gpu_sections_draw_matrices_and_algorithm_tables_and_keep_their_height_on_resize(
     one_chromium: OneChromium, gpu_report: Path
 ) -> None:
-    seen = one_chromium.visit(gpu_report)
+    seen = one_chromium.visit(gpu_report, _resized)
+    drawn = sum(section["figures"] for section in seen.sections.values())
+    assert drawn >= 16
+    assert seen.then == f"{drawn} figures, wrong after the resize: []"
     assert seen.requests == [gpu_report.resolve().as_uri()]
     assert_drawn(seen, GPU_SECTIONS)
     assert seen.sections["p2p"]["figures"] == 6  # p2p uni, bi, copy uni: bandwidth, latency

@@ -356,7 +356,7 @@ def test_a_256_node_scans_page_summarizes_the_fleet_and_names_every_condemned_ve
     # plotly.js inlined, and summaries that do not grow with the fleet: 0.17 MB beside it at
     # 256 nodes and 0.22 MB at 1024, where a row, table or line a node or group came to
     # 1.7 and 10.3 MB (a 1024-node page of 15.1 MB)
-    assert len(shown.encode()) - len(build._plotly_js().encode()) < 0.5e6
+    assert len(shown.encode()) - len(build.packed_plotly_js()) < 0.5e6
     fleet_part = shown[shown.index('<section id="fleet">') :]
     hosts = {n.id: n.host for n in scan.fleet.nodes}
     condemned = [v for v in named(scan.verdicts) if v.condemned]
