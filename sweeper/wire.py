@@ -216,6 +216,26 @@ class Fabric:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Predicted:
+    """NCCL's cost table for one collective call, as a tuner plugin that only observes is handed
+    it (sweeper/fabric/observer.py): NCCL's predicted time of each algorithm and protocol it
+    considered; it runs the one of least time."""
+
+    function: str  # NCCL's name of the call: AllReduce, AllGather, ...
+    size_bytes: int  # the bytes NCCL tunes the call for (its largest buffer)
+    costs_us: tuple[tuple[str, float], ...]  # ("RING/LL", 10.2), ...: pairs NCCL ignores left out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NcclView:
+    """What NCCL predicted for a point's first step in one engine, on one rank: its calls'
+    cost tables, or why they are not known (`partial`: another tuner plugin is NCCL's)."""
+
+    calls: tuple[Predicted, ...] = ()
+    partial: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Timed:
     """A point's blocks in one engine and launch mode on one rank."""
 
@@ -230,6 +250,7 @@ class Timed:
     fabric: Fabric | None = None  # None: not through NCCL (gloo ranks)
     start_s: float | None = None  # how long this engine's communicator of the group took to open
     energy_mj: int | None = None  # what the GPU's NVML energy counter gained over the blocks
+    nccl_view: NcclView | None = None  # None: not through NCCL's collectives (gloo ranks)
 
 
 # The Arrow type of one rank's value of a Reading field: the rows' telemetry columns hold a
