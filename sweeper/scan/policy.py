@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from math import isqrt
 
+from sweeper.planning.inputs import quoted
 from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, ScanWave, Stage
 from sweeper.scan.judge import Explained, by_node, explain, isolated, telemetry
 from sweeper.scan.thresholds import Census, Failure, Judged, Thresholds, judge_groups
@@ -59,6 +60,11 @@ class Scheme(Name):
     ALL = "all"
 
 
+# The most random matchings a scan runs (random:K), each a wave of its own: random:99999999999
+# grew the plan to 2.2 GB and never answered.
+MAX_ROUNDS = 1024
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Strategy:
     kind: Scheme
@@ -74,9 +80,12 @@ class Strategy:
         kind = Scheme(name)
         if (kind is Scheme.RANDOM) != bool(count):
             raise ValueError(f"strategy {text!r}: random takes a count (random:5), nothing else")
+        if count and not (count.isdigit() and len(count) <= 4 and 1 <= int(count) <= MAX_ROUNDS):
+            raise ValueError(
+                f"strategy {quoted(text)}: 1 to {MAX_ROUNDS} random matchings, a wave each "
+                "(more than a fleet of that many nodes has rounds of pairs: use all)"
+            )
         rounds = int(count) if count else 0
-        if kind is Scheme.RANDOM and rounds < 1:
-            raise ValueError(f"strategy {text!r}: at least one random matching")
         return cls(kind=kind, rounds=rounds, seed=seed)
 
     def __str__(self) -> str:
