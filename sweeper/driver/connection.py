@@ -482,7 +482,15 @@ def without_monitors() -> Iterator[None]:
 def _socket_paths_checked() -> Iterator[None]:
     """Ray's refusal of its session's socket paths as one line: an embedded Ray puts them
     under $RAY_TMPDIR (else the temporary directory), and one over the 107 bytes a Unix
-    socket's path may have was a traceback from deep inside `ray.init`."""
+    socket's path may have was a traceback from deep inside `ray.init`; so was a temporary
+    directory that is none (TMPDIR=/dev/null), refused here before Ray starts."""
+    named = "RAY_TMPDIR" if os.environ.get("RAY_TMPDIR") else "TMPDIR"
+    session = os.environ.get(named) or "/tmp"
+    if not os.path.isdir(session):
+        raise BadInput(
+            f"${named} {session[:200]!r} is not a directory: an embedded Ray keeps its session "
+            f"there; set {named} to one"
+        )
     try:
         yield
     except OSError as exc:
