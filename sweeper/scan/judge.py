@@ -115,6 +115,9 @@ class Verdict:
     tests: int = 0  # groups it took part in (internode; a GPU's: inside its node)
     passed: int = 0
     evidence: str = ""  # one sentence
+    # failures of its that did not reproduce (`transient`), each in words: held against
+    # nothing, kept so that one that comes back is seen
+    notes: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -142,15 +145,37 @@ class Verdict:
 
 def judge(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds) -> list[Verdict]:
     judged = judge_groups(fleet, outcomes, thresholds)
-    gates = {j.outcome.group.nodes[0]: j for j in judged.values() if _gate(j)}
     inside = [j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE]
+    gates = settled_gates(fleet, judged.values(), inside, outcomes, thresholds)
     gpus, nodes = _gate_verdicts(fleet, gates, inside, outcomes, thresholds)
     # a group whose transport broke its tier's contract measured the configuration, not its
     # nodes: it neither condemns nor clears them
     tests = [j for j in judged.values() if _across(j) and not j.outcome.misconfigured]
-    verdicts, links, groups = _internode(fleet, tests, nodes, gates)
+    passed = {n: g.judged for n, g in gates.items()}
+    verdicts, links, groups = _internode(fleet, tests, nodes, passed)
+    notes = {n: list(g.node_notes) for n, g in gates.items()}
+    for n, said in _transient_notes(tests).items():
+        notes.setdefault(n, []).extend(said)
+    verdicts = [
+        replace(v, notes=(*v.notes, *notes[v.nodes[0]])) if notes.get(v.nodes[0]) else v
+        for v in verdicts
+    ]
     judged_verdicts = [*verdicts, *gpus, *links, *groups]
     return [*map(_quoted, judged_verdicts), *misconfigured(fleet, outcomes)]
+
+
+def _transient_notes(tests: Sequence[Judged]) -> dict[str, list[str]]:
+    """Each node's failed groups across nodes that passed when run again, in words."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for i, again in transient(tests).items():
+        o, later = tests[i].outcome, tests[again].outcome
+        note = (
+            f"transient: {len(o.group.nodes)} nodes in wave {o.group.wave} ({o.group.stage}) "
+            f"failed ({tests[i].why}), passed when run again in wave {later.group.wave}"
+        )
+        for n in o.group.nodes:
+            out[n].append(note)
+    return out
 
 
 class _Against(TypedDict):
@@ -210,6 +235,83 @@ def misconfigured(fleet: Fleet, outcomes: Sequence[GroupOutcome]) -> list[Verdic
 
 def _gate(j: Judged) -> bool:
     return j.outcome.group.stage is Stage.GATE
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Gate:
+    """A node's gate as its isolation left it: `judged` passed after all where the GPUs whose
+    host copies failed it ran them again alone at or above the threshold (`alone`: each
+    such GPU's copies there), with a note for each of them."""
+
+    judged: Judged
+    alone: dict[int, float] = field(default_factory=dict)
+    notes: dict[int, str] = field(default_factory=dict)
+    node_notes: tuple[str, ...] = ()  # an earlier gate of its that failed, run again passed
+
+
+def settled_gates(
+    fleet: Fleet,
+    judged: Iterable[Judged],
+    inside: Sequence[Judged],
+    outcomes: Sequence[GroupOutcome],
+    thresholds: Thresholds,
+) -> dict[str, Gate]:
+    """Each node's gate, its last where the policy ran it again (`policy.regate`), and a
+    failure on host copies alone that did not reproduce when each of those GPUs copied
+    alone (its isolation's first wave) passed: one slow point is one observation (0.6% of
+    recorded GPU points are 25-79% slow, scan.noise), each kept as a transient note."""
+    copies = gpu_copy_limit(outcomes)
+    low = copies.limit(thresholds) if copies else None
+    each = by_node(inside)
+    out: dict[str, Gate] = {}
+    for j in judged:
+        if not _gate(j):
+            continue
+        node = j.outcome.group.nodes[0]
+        gate = _settled(j, each.get(node, []), low) if low is not None else Gate(judged=j)
+        first = out.get(node)
+        if first is not None and not first.judged.passed and gate.judged.passed:
+            was = first.judged
+            note = (
+                f"transient: its gate in wave {was.outcome.group.wave} {was.why}, "
+                f"{figure(j.figure_gb_per_s or 0)} GB/s when run again in wave "
+                f"{j.outcome.group.wave}"
+            )
+            gate = replace(gate, node_notes=(*first.node_notes, note))
+        out[node] = gate
+    return {n: out[n] for n in fleet.ids if n in out}
+
+
+def _settled(gate: Judged, inside: Sequence[Judged], low: float) -> Gate:
+    at_gate = {
+        r.gpu: r.copy_gb_per_s
+        for r in gate.outcome.readings
+        if r.gpu is not None and r.copy_gb_per_s is not None and r.copy_gb_per_s < low
+    }
+    own, limit = gate.figure_gb_per_s, gate.threshold_gb_per_s
+    held = own is not None and limit is not None and own < limit
+    flagged = any(r.flags for r in gate.outcome.readings)
+    if gate.failure is not Failure.SLOW or not at_gate or held or flagged:
+        return Gate(judged=gate)
+    alone = {
+        r.gpu: r.copy_gb_per_s
+        for j in inside
+        if len(j.outcome.group.gpus) == 1
+        for r in j.outcome.readings
+        if r.gpu in j.outcome.group.gpus and r.copy_gb_per_s is not None
+    }
+    if not all(alone.get(g, 0.0) >= low for g in at_gate):
+        return Gate(judged=gate)
+    notes = {
+        g: f"transient: host copies {copy:.1f} GB/s at the gate, {alone[g]:.1f} alone "
+        f"(threshold {low:.1f})"
+        for g, copy in at_gate.items()
+    }
+    return Gate(
+        judged=replace(gate, failure=None, why=""),
+        alone={g: alone[g] for g in at_gate},
+        notes=notes,
+    )
 
 
 def _across(j: Judged) -> bool:
@@ -307,7 +409,7 @@ def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside
 
 def _gate_verdicts(
     fleet: Fleet,
-    gates: dict[str, Judged],
+    settled: dict[str, Gate],
     inside: list[Judged],
     outcomes: Sequence[GroupOutcome],
     thresholds: Thresholds,
@@ -320,7 +422,8 @@ def _gate_verdicts(
     nodes: dict[str, Verdict] = {}
     each = by_node(inside)
     for node in fleet.nodes:
-        j = gates.get(node.id)
+        gate = settled.get(node.id)
+        j = gate.judged if gate else None
         if j is None or j.failure is Failure.MISSING or j.outcome.unanswered:
             nodes[node.id], mine = _gone(node.id, node.gpus, j)
             gpus += mine
@@ -342,6 +445,8 @@ def _gate_verdicts(
             ]
             continue
         readings = {r.gpu: r for r in j.outcome.readings if r.gpu is not None}
+        alone = gate.alone if gate else {}
+        readings |= {g: replace(readings[g], copy_gb_per_s=c) for g, c in alone.items()}
         found = {
             g: _gpu(f"{node.id}/gpu{g}", readings.get(g), copies, low) for g in range(node.gpus)
         }
@@ -351,7 +456,10 @@ def _gate_verdicts(
                 found[g] = _slow_gpu(node.id, g, pairs, seen)
         bad = [f"gpu{g} {why.split(': ', 1)[1]}" for g, (_, why) in _condemned(found).items()]
         for g, verdict in found.items():
-            gpus.append(_gpu_verdict(node.id, g, verdict, j, seen))
+            made = _gpu_verdict(node.id, g, verdict, j, seen)
+            if gate and g in gate.notes:
+                made = replace(made, notes=(gate.notes[g],))
+            gpus.append(made)
         for (a, b), pair in seen.slow_links.items():
             gpus.append(_nvlink(node.id, a, b, pair, seen))
         if bad or seen.slow_links:
@@ -545,6 +653,9 @@ class Explained:
     culprits: dict[str, list[int]]
     pairs: list[set[str]]  # slow as a pair, both ends passing elsewhere: links until shown not
     unexplained: set[int]
+    # failures that did not reproduce: each failing group whose nodes were run again, whole,
+    # and passed the last time, with that passing test; held against no one
+    transient: dict[int, int] = field(default_factory=dict)
 
     def known_good(self, node: str) -> bool:
         """Whether it passed beside at least two different sets of partners."""
@@ -556,12 +667,35 @@ class Explained:
         return False
 
 
+def transient(tests: Sequence[Judged]) -> dict[int, int]:
+    """Each failing group whose very nodes were run again later and passed the last time
+    (the policy runs a failing group again before it bisects it), with that test: a slow
+    block or an error that did not reproduce (0.6% of recorded GPU points are 25-79% slow,
+    scan.noise). A hang or a group that brought nothing back is never transient."""
+    runs: dict[frozenset[str], list[int]] = defaultdict(list)
+    for i, j in enumerate(tests):
+        runs[frozenset(j.outcome.group.nodes)].append(i)
+    out: dict[int, int] = {}
+    for idx in runs.values():
+        last = max(idx, key=lambda i: (tests[i].outcome.group.wave, i))
+        if len(idx) < 2 or not tests[last].passed:
+            continue
+        for i in idx:
+            j = tests[i]
+            if not j.passed and j.failure is not Failure.MISSING and not j.outcome.unanswered:
+                out[i] = last
+    return out
+
+
 def explain(tests: list[Judged]) -> Explained:
     members = [set(j.outcome.group.nodes) for j in tests]
-    failing = {i for i, j in enumerate(tests) if not j.passed}
+    passing = transient(tests)
+    failing = {i for i, j in enumerate(tests) if not j.passed and i not in passing}
     fails: dict[str, list[int]] = defaultdict(list)
     passes: dict[str, list[int]] = defaultdict(list)
     for i, group in enumerate(members):
+        if i in passing:
+            continue
         for n in group:
             (fails if i in failing else passes)[n].append(i)
     hung: dict[str, list[int]] = defaultdict(list)
@@ -592,6 +726,7 @@ def explain(tests: list[Judged]) -> Explained:
         culprits=culprits,
         pairs=pairs,
         unexplained=slow_left | held | broken_left,
+        transient=passing,
     )
 
 

@@ -41,7 +41,7 @@ from math import isqrt
 
 from sweeper.planning.inputs import quoted
 from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, ScanWave, Stage
-from sweeper.scan.judge import Explained, by_node, explain, isolated, telemetry
+from sweeper.scan.judge import Explained, by_node, explain, isolated, settled_gates, telemetry
 from sweeper.scan.thresholds import Census, Failure, Judged, Thresholds, judge_groups
 from sweeper.wire import Name
 
@@ -159,6 +159,32 @@ def _rounds(count: int) -> list[list[tuple[int, int]]]:
     return [r for r in out if r]
 
 
+def regate(
+    fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds, index: int
+) -> ScanWave | None:
+    """The gate again, as wave `index`, of each node whose gate's own figure was under its
+    threshold (no NVML evidence) while its isolation named no GPU or NVLink: one slow point
+    condemns nothing (`judge.settled_gates` takes the last gate); None where there is none."""
+    mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
+    judged = judge_groups(fleet, mine, thresholds)
+    each = by_node(j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE)
+    nodes = []
+    for j in judged.values():
+        o = j.outcome
+        own, limit = j.figure_gb_per_s, j.threshold_gb_per_s
+        below = own is not None and limit is not None and own < limit
+        if o.group.stage is not Stage.GATE or j.failure is not Failure.SLOW or not below:
+            continue
+        node = o.group.nodes[0]
+        if any(r.flags for r in o.readings) or isolated(node, each.get(node, []), j).named:
+            continue
+        nodes.append(node)
+    if not nodes:
+        return None
+    groups = tuple(ScanGroup(wave=index, stage=Stage.GATE, nodes=(n,)) for n in nodes)
+    return ScanWave(index=index, stage=Stage.GATE, groups=groups)
+
+
 def excluded(
     fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds
 ) -> dict[str, str]:
@@ -166,13 +192,12 @@ def excluded(
     gave."""
     mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
     judged = judge_groups(fleet, mine, thresholds)
-    gates = {
-        j.outcome.group.nodes[0]: j for j in judged.values() if j.outcome.group.stage is Stage.GATE
-    }
     inside = [j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE]
+    gates = settled_gates(fleet, judged.values(), inside, mine, thresholds)
     out = {n: "no gate result" for n in fleet.ids}
     each = by_node(inside)
-    for node, j in gates.items():
+    for node, gate in gates.items():
+        j = gate.judged
         seen = isolated(node, each.get(node, []), j)
         if seen.named:
             named = [f"gpu{g}" for g in seen.slow_gpus] + [
@@ -215,10 +240,13 @@ def waves(
     yield gate_wave(fleet)
     inside = isolate_waves(fleet, to_isolate(fleet, history, thresholds), 1)
     yield from inside
+    again = regate(fleet, history, thresholds, 1 + len(inside))
+    if again is not None:
+        yield again
     out = excluded(fleet, history, thresholds)
     nodes = tuple(n for n in fleet.ids if n not in out)
     if len(nodes) > 1:
-        start = 1 + len(inside)
+        start = 1 + len(inside) + (again is not None)
         at = Internode(
             fleet=fleet,
             strategy=strategy,
@@ -458,8 +486,10 @@ class _Adaptive:
         e = self.explained()
         blamed = set(e.culprits) | set(e.hung)
         problems: list[_Problem] = []
+        # each failing group no culprit explains, run again whole before it is bisected: a
+        # failure that does not reproduce is transient (`judge.transient`), not a pair to find
         for i in sorted(e.unexplained):
-            problems.append(_Split(self.live(e.tests[i].outcome.group.nodes)))
+            problems.append(_Split(self.live(e.tests[i].outcome.group.nodes), recheck=True))
         # the rest of each group a culprit or a hang explains, again: a fault it hid
         for n in sorted(blamed, key=self.fleet.ids.index):
             for i in e.culprits.get(n, []) + e.hung.get(n, []):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -583,3 +584,31 @@ def test_a_third_of_the_fleet_under_the_floor_is_no_fleet_finding_and_each_is_na
     for group, j in judge_groups(FLEET, outcomes, thresholds).items():
         assert j.passed is not any(n in rate for n in group.nodes)
         assert j.source == "the flag's 40 GB/s for internode"
+
+
+def test_a_gpu_whose_host_copies_were_slow_once_and_fine_alone_is_healthy_with_a_note() -> None:
+    """n7's gpu2 copied at 30 GB/s at the gate (the fleet's 55) and at 55 alone in its
+    isolation: one slow point, a transient note, neither the GPU nor its node condemned."""
+    outcomes = gates()
+    i = FLEET.ids.index("n7")
+    readings = tuple(
+        replace(r, copy_gb_per_s=30.0) if r.gpu == 2 else r for r in outcomes[i].readings
+    )
+    outcomes[i] = replace(outcomes[i], readings=readings)
+    outcomes += [
+        GroupOutcome(
+            group=ScanGroup(wave=1, stage=Stage.ISOLATE, nodes=("n7",), gpus=(g,)),
+            result=Result.OK,
+            readings=(MemberReading(node="n7", gpu=g, copy_gb_per_s=55.0),),
+            op="send_recv",
+        )
+        for g in range(4)
+    ]
+    verdicts = verdicts_of(outcomes + pairs(matchings(3), lambda p, _: 1.0))
+    gpu = verdicts["n7/gpu2"]
+    assert gpu.health is Health.HEALTHY
+    assert gpu.notes == (
+        "transient: host copies 30.0 GB/s at the gate, 55.0 alone (threshold 46.7)",
+    )
+    assert verdicts["n7"].health is Health.HEALTHY
+    assert not [v.name for v in verdicts.values() if v.condemned]
