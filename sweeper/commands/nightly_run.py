@@ -25,7 +25,6 @@ from rich.table import Table
 
 from sweeper.analysis.nightly import NightlyVerdict, ScanVerdicts, judge, series_name, write_summary
 from sweeper.analysis.regression import STATUSES, Policy
-from sweeper.commands.scan import settings
 from sweeper.driver import stops
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
@@ -35,11 +34,11 @@ from sweeper.report import directory, require
 from sweeper.results import records, scans
 from sweeper.results.files import require_directory
 from sweeper.results.load import runs
+from sweeper.scan.settings import ScanSettings, settings
 
 if TYPE_CHECKING:
     from sweeper.driver.observer import Observer
-    from sweeper.driver.scan import ScanSettings
-    from sweeper.driver.sweep import Resume
+    from sweeper.driver.run import Resume
 
 _METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "time"}
 
@@ -140,7 +139,8 @@ def scan_night(
     """Scan the fleet (run_kind `nightly`), each wave a line as it starts (none for JSON),
     judge the judged figures against the earlier nightly scans, and write the report and
     the summary with the scan's condemned verdicts."""
-    from sweeper.driver.scan import scan_fleet, summary  # Ray: a real cluster's scan
+    from sweeper.driver.scan import scan_fleet  # Ray: a real cluster's scan
+    from sweeper.scan.retest import summary
 
     if spec.report:
         require()  # the report's extra, before Ray starts

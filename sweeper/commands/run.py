@@ -19,13 +19,12 @@ from sweeper.commands.common import (
 )
 from sweeper.commands.nightly import show_night
 from sweeper.commands.options import Format, OutputFormat, ProfileFile, sweep_options
-from sweeper.errors import BadInput, SweeperError
+from sweeper.errors import SweeperError
 from sweeper.planning.profile import build_spec
 from sweeper.planning.spec import SweepSpec
-from sweeper.results.files import require_directory
 
 if TYPE_CHECKING:
-    from sweeper.driver.sweep import Resume
+    from sweeper.driver.run import Resume
 
 EXAMPLES = examples(
     "sweeper run",
@@ -91,20 +90,9 @@ def run(
         raise typer.Exit(EXIT_TRANSPORT_FLAGGED)
 
 
-# what may change between a run and its resumption: where it is, not what it measures
-RESUME_MAY_SET = frozenset({"results", "address", "connect_timeout"})
-
-
 def _resumed(run_id: str, options: dict[str, Any]) -> tuple[SweepSpec, Resume]:
     """The spec a run was started with, where it is now, and where the run stopped."""
     from sweeper.driver import sweep  # Ray and pandas: loaded only for a sweep
+    from sweeper.driver.run import resumed
 
-    given = sorted(k for k, v in options.items() if v is not None and k not in RESUME_MAY_SET)
-    if given:
-        flags = ", ".join("--" + k.replace("_", "-") for k in given)
-        raise BadInput(f"--resume runs with the run's own options; drop {flags}")
-    output = options["results"] or SweepSpec.model_fields["results"].default
-    require_directory(output, f"--results {output}")  # a file there is no results directory
-    started, resume = sweep.resumable(output, run_id)
-    where = {k: v for k, v in options.items() if k in RESUME_MAY_SET and v is not None}
-    return build_spec(None, **{**started, **where, "results": output}), resume
+    return resumed(run_id, options, "the run's own options", sweep.resumable)

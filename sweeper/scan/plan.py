@@ -17,11 +17,29 @@ from sweeper.scan.deadline import stall_s
 from sweeper.scan.fleet import GroupOutcome, Result, ScanGroup, ScanWave, Stage
 from sweeper.scan.rows import Asked, Row, outcome
 from sweeper.scan.simulate import Costs
-from sweeper.wire import DEFAULT_VARIANT, Point, Tier
+from sweeper.topology import Node
+from sweeper.wire import DEFAULT_VARIANT, Backend, Point, Tier
 
 DTYPE = "float32"
 COPY_BYTES = 256 << 20  # the gate's host copies, as the copy-engine matrix's bandwidth size
+LATENCY_BYTES = 8
+# The bandwidth size: 1 GiB, or the largest power of two below it that an all_reduce's two
+# buffers fit in a quarter of the smallest GPU's memory; on CPU ranks 1 MiB keeps a box fast.
+GPU_BANDWIDTH_BYTES = 1 << 30
+CPU_BANDWIDTH_BYTES = 1 << 20
 COSTS = Costs()  # what a point is expected to take, for its stall deadline
+
+
+def judged_sizes(backend: Backend, nodes: Sequence[Node]) -> tuple[int, int]:
+    """The judged operation's latency and bandwidth sizes on these nodes (the bandwidth
+    size's rule above)."""
+    if backend is not Backend.NCCL:
+        return LATENCY_BYTES, CPU_BANDWIDTH_BYTES
+    memory = [gpu.memory_total_bytes for node in nodes for gpu in node.gpus]
+    size = GPU_BANDWIDTH_BYTES
+    while memory and 2 * size > min(memory) // 4 and size > LATENCY_BYTES:
+        size //= 2
+    return LATENCY_BYTES, size
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

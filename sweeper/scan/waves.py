@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sweeper.scan.fleet import GroupOutcome, MemberReading, Result, ScanGroup, ScanWave, Stage
+from sweeper.scan.simulate import WaveRun
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,6 +41,18 @@ def replayed(saved: Mapping[str, Any], wave: ScanWave) -> Replayed | None:
     if saved.get("index") != wave.index or tuple(o.group for o in outcomes) != wave.groups:
         return None
     return Replayed(outcomes=outcomes, seconds=seconds)
+
+
+def timed(wave: ScanWave, seconds: float) -> WaveRun:
+    """A wave as it ran, for the scan's summary."""
+    largest = max((len(g.nodes) for g in wave.groups), default=0)
+    return WaveRun(
+        index=wave.index,
+        stage=wave.stage,
+        groups=len(wave.groups),
+        largest=largest,
+        seconds=seconds,
+    )
 
 
 def _tuples(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from typer.testing import CliRunner, Result
 import sweeper
 from sweeper.cli import app
 from sweeper.driver import cluster
-from sweeper.driver.scan import ScanSettings, scan_fleet
+from sweeper.driver.scan import scan_fleet
 from sweeper.planning.profile import build_spec
 from sweeper.planning.spec import SweepSpec
 from sweeper.results import records, scans
@@ -56,6 +56,7 @@ from sweeper.scan.document import Scanned, verdicts
 from sweeper.scan.fleet import ScanWave, Stage
 from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
+from sweeper.scan.settings import ScanSettings
 from sweeper.scan.thresholds import Thresholds
 from tests.conftest import cluster_nodes, registry_kept
 from tests.integration.test_report_browser import assert_drawn, visit

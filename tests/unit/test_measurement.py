@@ -20,7 +20,7 @@ from sweeper.driver.measurement import (
     of_point,
 )
 from sweeper.driver.outcome import Outcome, PointResult
-from sweeper.driver.sweep import _row_key
+from sweeper.driver.run import row_key
 from sweeper.ops.descriptor import Collective
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.placement import Group, Placement, expected_placement
@@ -351,7 +351,7 @@ def test_copies_made_at_once_give_a_row_per_gpu_with_its_own_time_and_telemetry(
     )
     assert [m.readings["sm_clock_mhz"] for m in made] == [None, (1410,), None, None]  # NVML on one
     assert [m.rank for m in made] == [0, 1, 2, 3]
-    assert len({_row_key(m) for m in made}) == 4  # each its own row, resuming too
+    assert len({row_key(m) for m in made}) == 4  # each its own row, resuming too
 
 
 def test_a_failed_copy_at_once_is_one_row_for_the_group() -> None:

@@ -20,12 +20,12 @@ from typer.testing import CliRunner
 import sweeper.driver.scan
 from sweeper.analysis.regression import SCAN_COLUMNS, scan_group, scan_metrics
 from sweeper.cli import app
-from sweeper.driver.scan import ScanSettings
 from sweeper.planning.spec import SweepSpec
 from sweeper.results import scans
 from sweeper.results.writer import ResultWriter
 from sweeper.scan.document import Scanned, document
 from sweeper.scan.policy import Strategy
+from sweeper.scan.settings import ScanSettings
 from sweeper.scan.simulate import Fault
 from sweeper.scan.thresholds import Thresholds
 from tests.scan_data import scanned

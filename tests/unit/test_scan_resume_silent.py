@@ -1,7 +1,7 @@
 """A point that timed out keeps, in its rows, which ranks did not answer (`unanswered`: group
 ranks), so the nodes that hung are named the same from the rows the scan just made and from
-rows read back for `sweeper scan --resume`: through `driver.scan.silent_nodes`, which both use, and
-the Parquet writer and reader."""
+rows read back (`scan.plan.silent_nodes`, which a scan's outcomes use), through the Parquet
+writer and reader."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import pyarrow.dataset as ds
 from sweeper.commands.plan_estimate import recorded_node, replicated
 from sweeper.driver.measurement import RunColumns, of_point
 from sweeper.driver.outcome import Outcome, PointResult
-from sweeper.driver.scan import silent_nodes
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.placement import Group, Member, Placement, expected_placement
 from sweeper.results.load import read
 from sweeper.results.schema import COLUMNS
 from sweeper.results.writer import ResultWriter, columns
 from sweeper.scan.fleet import Result, ScanGroup, Stage
+from sweeper.scan.plan import silent_nodes
 from sweeper.scan.rows import Asked, outcome
 from sweeper.wire import Backend, Point, Status, Tier, Timing
 
@@ -85,7 +85,7 @@ def _rows(placement: Placement, group: Group, unanswered: tuple[int, ...]) -> li
 
 
 def _read_back(root: Path, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows through the writer's Parquet and back, as `scan.resumable` reads them."""
+    """The rows through the writer's Parquet and back, as a reader of the results reads them."""
     writer = ResultWriter(root, "x", "2026-11-28")
     for row in rows:
         writer.append(row)

@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 
 from sweeper.driver import cluster
-from sweeper.driver.scan import _Scan, named, retest, started
+from sweeper.driver.run import Run
+from sweeper.driver.scan_ranks import named, started
 from sweeper.driver.stops import Stopped
-from sweeper.driver.sweep import RunState
 from sweeper.errors import InfrastructureError
 from sweeper.planning.profile import build_spec
 from sweeper.results.writer import ResultWriter
 from sweeper.scan.fleet import Stage
 from sweeper.scan.judge import Health, Subject, Verdict
+from sweeper.scan.retest import retest
 from sweeper.wire import RankInfo
 
 SLOTS = [cluster.NodeSlot(f"n{i}", f"host{i}", 1) for i in range(4)]
@@ -166,11 +167,8 @@ class _Connected:
 def test_a_scan_stopped_or_whose_head_is_lost_says_to_resume_it_with_sweeper_scan(
     tmp_path: Path,
 ) -> None:
-    class Scanning(RunState):
-        command = _Scan.command
-
     spec = build_spec(backend="gloo", results=tmp_path)
-    scanning = Scanning(spec, None, "scan", _Connected())  # type: ignore[arg-type]
+    scanning = Run(spec, None, "scan", _Connected(), command="scan")  # type: ignore[arg-type]
     scanning.writer = ResultWriter(tmp_path, scanning.run_id, "2026-11-27")  # its first row
     try:
         again = f"sweeper scan --resume {scanning.run_id} --results {tmp_path}"
