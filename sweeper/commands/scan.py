@@ -11,7 +11,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin
@@ -37,19 +37,24 @@ from sweeper.planning.profile import SCAN_OPTIONS, ScanSection, build_spec, desc
 from sweeper.planning.sizes import parse_size
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan.judge import Subject, Verdict, named
-from sweeper.scan.policy import Strategy
-from sweeper.scan.settings import STRATEGY_NAMES, ScanSettings, settings
+from sweeper.scan.policy import STRATEGIES, Scheme, Strategy
 from sweeper.scan.simulate import Fault, Simulation, parse_faults
 from sweeper.scan.simulate import simulate as simulated
+from sweeper.scan.thresholds import Thresholds
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:
     from sweeper.driver.console import HumanConsole, JsonConsole
-    from sweeper.driver.scan import Resumed
+    from sweeper.driver.scan import Resumed, ScanSettings
     from sweeper.scan.document import Scanned
+
+# what may change between a scan and its resumption: where it is, not what it measures
+RESUME_MAY_SET = frozenset({"results", "address", "connect_timeout"})
 
 # what a scan's verdicts are judged against
 VERDICTS = "Verdicts"
+# the strategies, as `--strategy` takes them: the policy's own table
+STRATEGY_NAMES = ", ".join(f"{s}:K" if s is Scheme.RANDOM else str(s) for s in STRATEGIES)
 SIMULATED_NODES = 64
 SIMULATED_GPUS = 8
 
@@ -226,13 +231,48 @@ def section(asked: dict[str, Any]) -> ScanSection:
         raise BadInput(describe(exc)) from None
 
 
+def settings(made: ScanSection, given_as: str | None = None) -> ScanSettings:
+    """The scan's settings from its section; a strategy that is none is BadInput naming
+    where it was given (`given_as`: scan.strategy in a profile; else --strategy)."""
+    from sweeper.driver.scan import ScanSettings  # Ray (not started): the options are good
+
+    limits = Thresholds(min_busbw_gb_per_s=dict(made.min_busbw_gb_per_s))
+    if made.sigmas is not None:
+        limits = replace(limits, sigmas=made.sigmas)
+    if made.min_ratio is not None:
+        limits = replace(limits, min_ratio=made.min_ratio)
+    return ScanSettings(
+        strategy=parse_strategy(made.strategy, made.seed, given_as),
+        thresholds=limits,
+        op=made.op,
+        nodes=made.nodes,
+        domain_label=made.domain_label,
+        sizes=made.sizes,
+    )
+
+
+def parse_strategy(text: str, seed: int, given_as: str | None = None) -> Strategy:
+    """The strategy `text` names; BadInput naming where it was given (default `--strategy`)."""
+    try:
+        return Strategy.parse(text, seed=seed)
+    except ValueError as exc:
+        where = given_as or f"--strategy {text}"
+        raise BadInput(f"{where}: {exc}".rstrip(), hint=f"one of {STRATEGY_NAMES}") from None
+
+
 def _resumed(run_id: str, given: dict[str, Any]) -> tuple[SweepSpec, ScanSettings, Resumed]:
     """The spec and settings a scan was started with, where it is now, and where it stopped."""
-    from sweeper.driver.run import resumed  # Ray (not started): the options are good
-    from sweeper.driver.scan import resumable
+    from sweeper.driver.scan import resumable  # Ray (not started): the options are good
 
-    spec, (plain, stopped) = resumed(run_id, given, "the scan's own settings", resumable)
-    return spec, settings(ScanSection.model_validate(plain)), stopped
+    extra = sorted(k for k, v in given.items() if v is not None and k not in RESUME_MAY_SET)
+    if extra:
+        flags = ", ".join("--" + k.replace("_", "-") for k in extra)
+        raise BadInput(f"--resume runs with the scan's own settings; drop {flags}")
+    output = given["results"] or SweepSpec.model_fields["results"].default
+    options, plain, resumed = resumable(output, run_id)
+    where = {k: v for k, v in given.items() if k in RESUME_MAY_SET and v is not None}
+    spec = build_spec(None, **{**options, **where, "results": output})
+    return spec, settings(ScanSection.model_validate(plain)), resumed
 
 
 def _simulate(
@@ -276,7 +316,7 @@ def _keep(sim: Simulation, output: Path | None) -> str | None:
     """The simulation's verdicts as a scan's summary under `output` (its path), where given."""
     if output is None:
         return None
-    from sweeper.driver.run import new_run_id  # the run id's form: one place
+    from sweeper.driver.sweep import new_run_id  # the run id's form: one place
     from sweeper.results import scans
     from sweeper.results.files import require_directory
     from sweeper.scan.document import Scanned, document
@@ -360,8 +400,7 @@ def run(
     """The scan on the cluster, each wave a line as it starts; its verdicts printed as a
     table, or as the scan's summary document (the file the run keeps)."""
     from sweeper.driver.console import JsonConsole
-    from sweeper.driver.scan import scan_fleet  # Ray: a real cluster's scan
-    from sweeper.scan.retest import summary
+    from sweeper.driver.scan import scan_fleet, summary  # Ray: a real cluster's scan
 
     scanned = scan_fleet(spec, chosen, observer, resumed=resumed)
     doc = summary(scanned, spec.model_dump(mode="json"), chosen)

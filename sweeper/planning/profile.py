@@ -155,12 +155,22 @@ class ScanSection(BaseModel):
         if isinstance(nodes, (list, tuple)):
             if not all(isinstance(n, str) and n for n in nodes):
                 raise ValueError("a count, or host names or node ids, comma separated")
+            if odd := next((n for n in nodes if not n.isprintable() or " " in n), None):
+                raise ValueError(f"{quoted(odd)} holds a space or a control character")
             return tuple(nodes)
         if isinstance(nodes, bool) or not isinstance(nodes, (int, type(None))):
             raise ValueError("a count, or host names or node ids, comma separated")
         if nodes is not None and nodes < 1:
             raise ValueError("at least one node")
         return nodes
+
+    @field_validator("domain_label")
+    @classmethod
+    def _domain_label(cls, label: str | None) -> str | None:
+        # a Ray label's name, shown in every screen group's line and the summary: one line
+        if label is not None and not label.isprintable():
+            raise ValueError(f"{quoted(label)} holds a control character; a label is one line")
+        return label
 
     @field_validator("sizes")
     @classmethod
