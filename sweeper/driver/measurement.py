@@ -21,6 +21,7 @@ import numpy as np
 from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.fabric.contract import breaches
 from sweeper.fabric.nccl_log import spelled, summary
+from sweeper.fabric.observer import chosen
 from sweeper.ops.conventions import across_ranks, algbw_gb_per_s
 from sweeper.planning.placement import Placement
 from sweeper.planning.sizes import format_size
@@ -35,6 +36,7 @@ from sweeper.wire import (
     Fabric,
     Kind,
     Launch,
+    NcclView,
     RankTimings,
     Status,
     Tier,
@@ -140,6 +142,11 @@ class ResultRow:
     # the group's GPUs over the timed blocks: NVML's energy counter, summed over the ranks
     energy_j: float | None = None
     energy_j_per_gb: float | None = None
+    # NCCL's view of the point's first step in this engine (sweeper's observing tuner plugin)
+    nccl_view: str | None = None
+    nccl_predicted_us: float | None = None
+    nccl_predictions: tuple[tuple[str, float], ...] | None = None
+    measured_over_predicted: float | None = None
     # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
     # (last: the writer spreads it after the row's own columns)
     readings: Mapping[str, tuple[Any, ...] | None] = field(
@@ -276,9 +283,16 @@ def _timed(base: ResultRow, ranks: list[Timed], pcie_peak_gb_per_s: float | None
     micros = None if not across.samples else np.asarray(across.samples) * 1e6
     wrong = f"{n_wrong} elements wrong ({format_size(base.size_bytes)})" if n_wrong else None
     energy_j, energy_j_per_gb = _energy(base.size_bytes, ranks)
+    fabric = _fabric(base, [t.fabric for t in ranks if t.fabric is not None])
+    views = [t.nccl_view for t in ranks if t.nccl_view is not None]
+    view = {} if base.kind == Kind.COPY else _view(views, across.seconds * 1e6)
+    for said in ("nccl_algo", "nccl_proto"):  # NCCL's TUNING lines, where the user had them
+        if fabric.get(said) is not None:
+            view.pop(said, None)
     return replace(
         mine,
-        **_fabric(base, [t.fabric for t in ranks if t.fabric is not None]),
+        **fabric,
+        **view,
         launch_note=next((t.note for t in ranks if t.note), None),
         registered=all(t.registered for t in ranks),
         warmup_iters=max(t.warmup_iters for t in ranks),
@@ -299,6 +313,39 @@ def _timed(base: ResultRow, ranks: list[Timed], pcie_peak_gb_per_s: float | None
         energy_j=energy_j,
         energy_j_per_gb=energy_j_per_gb,
     )
+
+
+NO_CALL = "no collective call"  # the step made none NCCL tunes (send/recv)
+
+
+def _view(views: list[NcclView], time_us: float) -> dict[str, Any]:
+    """NCCL's view columns from the ranks' (rank 0's cost tables; partial where any rank's
+    NCCL had another tuner): what NCCL ran in each call (its least-time pair), its time and
+    every pair's, and the measured time over the prediction."""
+    if not views:
+        return {}
+    partial = next((v.partial for v in views if v.partial), None)
+    if partial is not None:
+        return {"nccl_view": f"partial: {partial}"}
+    calls = next((v.calls for v in views if v.calls), ())
+    runs = [c for c in (chosen(call) for call in calls) if c is not None]
+    if not runs:
+        return {"nccl_view": NO_CALL}
+    named = len(calls) > 1
+    predictions = {
+        f"{call.function} {pair}" if named else pair: us
+        for call in calls
+        for pair, us in call.costs_us
+    }
+    predicted_us = sum(us for _, _, us in runs)
+    return {
+        "nccl_view": "observed",
+        "nccl_predicted_us": predicted_us,
+        "nccl_predictions": tuple(predictions.items()),
+        "measured_over_predicted": time_us / predicted_us if predicted_us > 0 else None,
+        "nccl_algo": "+".join(dict.fromkeys(a for a, _, _ in runs)),
+        "nccl_proto": "+".join(dict.fromkeys(p for _, p, _ in runs)),
+    }
 
 
 def _energy(size_bytes: int, ranks: list[Timed]) -> tuple[float | None, float | None]:

@@ -31,7 +31,7 @@ from sweeper.rank.timing import (
     calibrate,
     graph_unit,
 )
-from sweeper.wire import Block, Engine, Fabric, Launch, Timed, Timing
+from sweeper.wire import Block, Engine, Fabric, Launch, NcclView, Timed, Timing
 
 EMPTY_GRAPH = (
     "nothing to time: the CUDA graph holds no GPU work (NCCL moves nothing for an in-place "
@@ -72,29 +72,39 @@ class Execution:
                 ]
                 continue
             step = r.collective.bind(r.buffers, self.groups.comm(engine, r.point.group_id))
-            fabric = self._first(engine, step)
+            fabric, view = self._first(engine, step)
             mine = self._launches(engine, step, timing)
             n_wrong = r.check(step) if timing.check else None
             registered = r.registration is not None
             start_s = self.groups.started.get((r.point.group_id, engine))
             timed += [
-                replace(t, n_wrong=n_wrong, registered=registered, fabric=fabric, start_s=start_s)
+                replace(
+                    t,
+                    n_wrong=n_wrong,
+                    registered=registered,
+                    fabric=fabric,
+                    start_s=start_s,
+                    nccl_view=view,
+                )
                 for t in mine
             ]
         return tuple(timed)
 
-    def _first(self, engine: Engine, step: Step) -> Fabric | None:
+    def _first(self, engine: Engine, step: Step) -> tuple[Fabric | None, NcclView | None]:
         """The first call (connections, lazy buffers, kernel loads: a capture needs them), and
-        what NCCL set up for the group's communicator in `engine` by then. What NCCL said
-        before it came from the group's torch communicator (its agreements and barriers)."""
-        debug = self.groups.nccl_debug
+        what NCCL set up for the group's communicator in `engine` by then, and what it
+        predicted for the call. What NCCL said before it came from the group's torch
+        communicator (its agreements and barriers)."""
+        debug, views = self.groups.nccl_debug, self.groups.nccl_view
         group_id = self.ready.point.group_id
         if debug is not None:
             debug.take((group_id, Engine.TORCH))
+        marks = views.mark((group_id, engine)) if views is not None else ()
         step()
+        view = views.view(marks) if views is not None else None
         if debug is None:
-            return None
-        return debug.fabric((group_id, engine), debug.take((group_id, engine)))
+            return None, view
+        return debug.fabric((group_id, engine), debug.take((group_id, engine))), view
 
     def _launches(self, engine: Engine, step: Step, timing: Timing) -> list[Timed]:
         timed: list[Timed] = []

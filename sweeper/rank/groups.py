@@ -25,6 +25,7 @@ from sweeper.ops.descriptor import Comm
 from sweeper.rank.engines import ENGINES, Opening
 from sweeper.rank.nccl import NcclComm
 from sweeper.rank.nccl_debug import NcclDebug
+from sweeper.rank.nccl_view import NcclViews
 from sweeper.rank.torch_engine import TorchComm
 from sweeper.wire import Backend, Engine
 
@@ -40,6 +41,7 @@ class Groups:
         stream: torch.cuda.Stream | None,
         engines: tuple[Engine, ...],
         nccl_debug: NcclDebug | None = None,
+        nccl_view: NcclViews | None = None,
     ) -> None:
         self.rank = -1  # given at join(), once the driver has put the set in physical order
         self.world_size = 0  # given at join() too: a world may have fewer ranks than the last
@@ -54,6 +56,7 @@ class Groups:
         self.opened: set[tuple[int, ...]] = set()  # rank sets with a group in this world
         self.comms: dict[tuple[str, Engine], Comm] = {}
         self.nccl_debug = nccl_debug  # what NCCL said as each communicator started
+        self.nccl_view = nccl_view  # NCCL's cost tables, by the communicators each group opened
         # seconds each group's communicator in each engine took to open on this rank
         self.started: dict[tuple[str, Engine], float] = {}
 
@@ -66,6 +69,13 @@ class Groups:
         """The groups' direct NCCL communicators, which --register-buffers registers the
         point's buffers with (ncclCommRegister) beside torch's."""
         return {g: c for (g, _), c in self.comms.items() if isinstance(c, NcclComm)}
+
+    def _opening(self) -> int:
+        return self.nccl_view.opening() if self.nccl_view is not None else 0
+
+    def _opened(self, key: tuple[str, Engine], since: int) -> None:
+        if self.nccl_view is not None:
+            self.nccl_view.opened(key, since)
 
     def listen(self, host: str) -> int:
         """Rank 0 only, before join: a socket for the rendezvous store at `host` (its address
@@ -98,7 +108,7 @@ class Groups:
             )
         else:
             self.store = TCPStore(host, port, world_size, False)
-        began = time.perf_counter()
+        began, marked = time.perf_counter(), self._opening()
         # The world is not bound to the device (no device_id): torch would then make every
         # subgroup by splitting the world's communicator (ncclCommSplit, a collective over
         # every rank of the world), which a group opened on its members only never completes.
@@ -115,6 +125,7 @@ class Groups:
             dist.all_reduce(torch.zeros(1, device=self.device), group=world)
             torch.cuda.synchronize(self.device)
         self.started["world", Engine.TORCH] = time.perf_counter() - began
+        self._opened(("world", Engine.TORCH), marked)
         self.torch["world"] = TorchComm(world, self.rank, self.world_size)
         if self.nccl_debug is not None:
             self.nccl_debug.take(("world", Engine.TORCH))
@@ -127,6 +138,8 @@ class Groups:
         if len(ranks) == self.world_size:
             group = self.torch["world"].group
             self.started[group_id, Engine.TORCH] = self.started["world", Engine.TORCH]
+            if self.nccl_view is not None:
+                self.nccl_view.share(("world", Engine.TORCH), (group_id, Engine.TORCH))
             if debug is not None:
                 debug.share(("world", Engine.TORCH), (group_id, Engine.TORCH))
         elif ranks in self.opened:
@@ -135,7 +148,7 @@ class Groups:
             raise RuntimeError(f"ranks {ranks} open a second group in one world")
         else:
             self.opened.add(ranks)
-            began = time.perf_counter()
+            began, marked = time.perf_counter(), self._opening()
             group = dist.new_group(
                 list(ranks),
                 use_local_synchronization=True,
@@ -146,6 +159,7 @@ class Groups:
                 device_id=self.device if self.device.type == "cuda" else None,
             )
             self.started[group_id, Engine.TORCH] = time.perf_counter() - began
+            self._opened((group_id, Engine.TORCH), marked)
         self.torch[group_id] = TorchComm(group, ranks.index(self.rank), len(ranks), nodes)
         if debug is not None:
             debug.take((group_id, Engine.TORCH))
@@ -160,8 +174,9 @@ class Groups:
             stream=self.stream,
         )
         for engine in self.engines:
-            began = time.perf_counter()
+            began, marked = time.perf_counter(), self._opening()
             self.comms[group_id, engine] = ENGINES[engine].open(at)
+            self._opened((group_id, engine), marked)
             # an engine whose communicator is the group's process group adds ~0 to its start
             opened_s = time.perf_counter() - began
             self.started[group_id, engine] = self.started.get((group_id, engine), 0.0) + opened_s
@@ -172,6 +187,8 @@ class Groups:
         if self.nccl_debug is not None:
             self.nccl_debug.forget(group_id)
         self.started = {key: s for key, s in self.started.items() if key[0] != group_id}
+        if self.nccl_view is not None:
+            self.nccl_view.forget(group_id)
         comm = self.torch.pop(group_id, None)
         if comm is not None and comm.group is not dist.group.WORLD:
             dist.destroy_process_group(comm.group)
@@ -188,6 +205,8 @@ class Groups:
         self.comms.clear()
         self.torch.clear()
         self.started.clear()
+        if self.nccl_view is not None:
+            self.nccl_view.comms.clear()
         if self.nccl_debug is not None:
             self.nccl_debug.heard.clear()
         self.opened.clear()

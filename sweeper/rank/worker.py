@@ -37,6 +37,7 @@ from sweeper.rank.copy_matrix import copy_matrix
 from sweeper.rank.execution import Execution
 from sweeper.rank.groups import Groups
 from sweeper.rank.nccl_debug import NcclDebug, nccl_variables
+from sweeper.rank.nccl_view import NcclViews
 from sweeper.rank.timing import CudaTimer, HostTimer, Timer
 from sweeper.telemetry import Watch
 from sweeper.topology import nvml_driver_version
@@ -75,6 +76,7 @@ class Rank:
         cuda = backend == Backend.NCCL
         # before NCCL's first call: it reads its debug variables once, as it first logs
         self.nccl_debug = NcclDebug.start() if cuda else None
+        self.nccl_view = NcclViews.start() if cuda else None  # NCCL's tuner: before NCCL starts
         load_plugins(plugins)
         if moe is not None:
             configure_moe(moe)
@@ -90,7 +92,9 @@ class Rank:
         # engine's bound calls name, graphs are captured and replayed on, and events time.
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self.watch = Watch.open(self._gpu_uuid()) if self.device.type == "cuda" else None
-        self.groups = Groups(backend, self.device, self.stream, engines, self.nccl_debug)
+        self.groups = Groups(
+            backend, self.device, self.stream, engines, self.nccl_debug, self.nccl_view
+        )
         self.ready: Ready | None = None
 
     @property
@@ -128,8 +132,14 @@ class Rank:
             ray_gpu_ids=self.facts.gpu_ids,
             gpu_uuid=uuid,
             gpu_pci_bus_id=bus,
-            nccl_env=nccl_variables(os.environ, self.nccl_debug.added if self.nccl_debug else ()),
+            nccl_env=nccl_variables(os.environ, self._added()),
         )
+
+    def _added(self) -> tuple[str, ...]:
+        """The NCCL variables sweeper set in this process (its debug output, its tuner
+        observer): the rows' nccl_env list the user's alone."""
+        debug = self.nccl_debug.added if self.nccl_debug is not None else ()
+        return (*debug, *(self.nccl_view.added if self.nccl_view is not None else ()))
 
     def versions(self) -> Versions:
         cuda = self.device.type == "cuda"

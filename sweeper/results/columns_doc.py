@@ -328,10 +328,11 @@ DESCRIBED: dict[str, Described] = {
         meaning="the algorithm NCCL chose for the point's first call (`RING`, `TREE`, `NVLS`, "
         "`NVLS_TREE`, `COLLNET_DIRECT`, `COLLNET_CHAIN`, `PAT`; `+` between several: a "
         "composite's calls)",
-        null="NCCL printed no TUNING line for it: sweeper does not ask for them (they print a "
-        "line per call, inside timed loops), so only where the user set "
-        "NCCL_DEBUG_SUBSYS with TUNING into a NCCL_DEBUG_FILE; point-to-point calls; "
-        f"{_TRANSPORT_NULL}",
+        null="NCCL printed no TUNING line for it and NCCL's view (`nccl_view`) is not "
+        "`observed` (the least-time pair of its cost table fills it then): sweeper does not ask "
+        "for TUNING lines (they print a line per call, inside timed loops), so they come only "
+        "where the user set NCCL_DEBUG_SUBSYS with TUNING into a NCCL_DEBUG_FILE; "
+        f"point-to-point calls; {_TRANSPORT_NULL}",
     ),
     "nccl_proto": Described(
         meaning="the protocol NCCL chose for the point's first call (`LL`, `LL128`, `SIMPLE`)",
@@ -363,6 +364,36 @@ DESCRIBED: dict[str, Described] = {
         "reads it coarsely",
         unit="joules",
         null=f"any rank's GPU has no such counter (before Volta), {_NO_GPU}",
+    ),
+    "nccl_view": Described(
+        meaning="whether the row carries NCCL's own view of the point's first call in its "
+        "engine: `observed` (sweeper's observing tuner plugin saw the cost table NCCL made for "
+        "each collective call, and left it unchanged), `no collective call` (the step made "
+        "none NCCL tunes: send/recv and what torch builds from them), or `partial: ` and why "
+        "not (a tuner plugin of the user's or the machine's is NCCL's, NCCL_TUNER_PLUGIN or "
+        "libnccl-tuner.so or a network plugin's; no C compiler to build sweeper's)",
+        null="not through NCCL (gloo ranks, copies), a point that did not run, rows written "
+        "before sweeper read it",
+    ),
+    "nccl_predicted_us": Described(
+        meaning="NCCL's predicted time of the point's first call in the row's engine: the "
+        "least of its cost table (what NCCL runs, as its tuner left it), summed over the "
+        "step's calls (two for a composite); from rank 0's NCCL",
+        unit="microseconds",
+        null="`nccl_view` is not `observed`, or null",
+    ),
+    "nccl_predictions": Described(
+        meaning="each algorithm/protocol NCCL considered for the call and its predicted time "
+        "(`RING/LL`: 14.2); with several calls each is named by its function first "
+        "(`AllGather RING/SIMPLE`); pairs NCCL ignores (not supported here, or left out by "
+        "NCCL_ALGO, NCCL_PROTO) are not listed",
+        unit="microseconds",
+        null="as `nccl_predicted_us`",
+    ),
+    "measured_over_predicted": Described(
+        meaning="`time_us` over `nccl_predicted_us`: above 1 the call took longer than NCCL's "
+        "model expected",
+        null="as `nccl_predicted_us`, or no time",
     ),
     "energy_j_per_gb": Described(
         meaning="`energy_j` per GB (1e9 bytes) of S over the blocks' iterations: the energy "

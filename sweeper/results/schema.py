@@ -127,6 +127,14 @@ SCHEMA = pa.schema(
         # summed over the ranks), and per GB of S moved per iteration; null on older rows
         ("energy_j", pa.float64()),
         ("energy_j_per_gb", pa.float64()),
+        # NCCL's view of the point's first step in the row's engine (sweeper's observing tuner
+        # plugin): whether it was seen, NCCL's predicted time of what it ran (the calls
+        # summed), each algorithm/protocol's prediction, and the measured time over it; null
+        # on older rows and rows through no NCCL collective
+        ("nccl_view", pa.string()),
+        ("nccl_predicted_us", pa.float64()),
+        ("nccl_predictions", pa.map_(pa.string(), pa.float64())),
+        ("measured_over_predicted", pa.float64()),
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )

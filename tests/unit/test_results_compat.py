@@ -116,6 +116,10 @@ DTYPES = {
     "comm_start_s": _F64,
     "energy_j": _F64,
     "energy_j_per_gb": _F64,
+    "nccl_view": _STR,
+    "nccl_predicted_us": _F64,
+    "nccl_predictions": _OBJ,
+    "measured_over_predicted": _F64,
     "date": _STR,
 }
 # how many rows have a value in each column: every row, the 24 measured (the 8 h2d rows are
