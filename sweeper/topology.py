@@ -45,6 +45,8 @@ GPU_LINKS: dict[Tier, tuple[str, str]] = {
 MAX_GPUS = 1024
 # A GPU's NVLinks: NVML reports at most NVML_NVLINK_MAX_LINKS (18 in nvml.h), room above it
 MAX_NVLINKS = 64
+# A node's CPUs: Linux's own bound on them (CONFIG_NR_CPUS at most 8192)
+MAX_CPUS = 8192
 # Why NVML did not answer, in words, by pynvml's error class
 _NO_NVML = {
     "NVMLError_LibraryNotFound": "no NVIDIA driver here (NVML's library is not installed)",
@@ -145,7 +147,7 @@ class Node:
             links=tuple(tuple(str(label) for label in row) for row in links),
             nvml=bool(record.get("nvml", False)),
             driver_version=record.get("driver_version"),
-            cpus=int(record.get("cpus", 0)),
+            cpus=_cpus(record.get("cpus", 0)),
             reason=record.get("reason"),
             network_gb_per_s=_number(record.get("network_gb_per_s")),
         )
@@ -189,10 +191,18 @@ class Node:
             links=tuple(tuple(row) for row in links),
             nvml=bool(record.get("nvml", False)),
             driver_version=record.get("driver_version"),
-            cpus=int(record.get("cpus", 0)),
+            cpus=_cpus(record.get("cpus", 0)),
             reason=record.get("reason"),
             network_gb_per_s=_network(record.get("nics") or []),
         )
+
+
+def _cpus(value: object) -> int:
+    """A node's CPU count as a record says it: a whole number, 0 (unknown) up to what a
+    node can hold; ValueError for anything else (`cpus: -5` planned no CPU ranks)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CPUS:
+        raise ValueError(f"cpus {value!r:.80}: a count of 0 to {MAX_CPUS}")
+    return value
 
 
 def _position(position: Mapping[int, int], index: int) -> int:
