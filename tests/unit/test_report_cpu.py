@@ -14,7 +14,7 @@ from sweeper.analysis import ties
 from sweeper.report import build
 from sweeper.report.blocks import Cell, Section, Table, Text
 from sweeper.report.sections.alternatives import algorithms
-from sweeper.report.sections.collectives import alpha_beta, operations
+from sweeper.report.sections.collectives import alpha_beta, operations, peaks
 from sweeper.report.sections.run import no_gpus, run_header, status, topology
 from sweeper.report.view import RunView
 from sweeper.results.load import frame
@@ -146,3 +146,26 @@ def test_fits_with_a_large_median_error_say_so(view: RunView) -> None:
     assert re.match(r"1 of 3 fits have a median error above 25%", line)
     gpu = frame(list(report_data.gpu_rows("gpu")))
     assert _texts(alpha_beta(RunView.of(gpu, None))) == []
+
+
+def _words(section: Section | None) -> str:
+    """Everything a section says: its intro, texts, captions and cells."""
+    assert section is not None
+    said = [section.intro, *_texts(section)]
+    for table in _tables(section):
+        said += [table.caption, *table.columns]
+        said += [cell.text for row in table.rows for cell in row]
+    return " ".join(said)
+
+
+def test_a_gloo_runs_report_speaks_of_no_cuda_graph_nccl_or_cuda(view: RunView) -> None:
+    """CPU ranks have no CUDA graphs, NCCL, CUDA or driver: the sections say what was timed,
+    and the versions table leaves out what the run had none of."""
+    assert set(view.rows["backend"]) == {"gloo"}
+    for section in (run_header(view), peaks(view), alpha_beta(view)):
+        said = _words(section)
+        assert not re.search(r"CUDA|NCCL|graph", said), said
+    # a GPU run still says where its figures come from
+    rows = frame(list(report_data.gpu_rows("r1")))
+    gpu = RunView.of(rows, None)
+    assert "CUDA-graph replays" in _words(peaks(gpu))

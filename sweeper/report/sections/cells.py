@@ -32,6 +32,12 @@ def fmt(value: object, spec: str) -> str:
     return f"{number:,.0f}" if abs(number) >= 100 else f"{number:.3g}"
 
 
+def graphs(rows: pd.DataFrame) -> bool:
+    """Whether any of the rows was timed as CUDA-graph replays: where none was (CPU ranks,
+    copies, --launch eager), the report does not speak of them."""
+    return bool((rows["launch"] == Launch.GRAPH).any())
+
+
 def num(value: object, spec: str, css: str = "") -> Cell:
     return Cell(fmt(value, spec), f"num {css}".strip())
 

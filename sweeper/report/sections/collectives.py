@@ -17,7 +17,7 @@ from sweeper.report.blocks import Block, Cell, Figure, Section, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
 from sweeper.scan.reference import share as reference_share
-from sweeper.wire import Kind, Status
+from sweeper.wire import Backend, Kind, Status
 
 # A fit whose median relative error is above this does not describe its curve: noisy times
 # (a busy CPU box), or a curve that bends where NCCL changes protocol or algorithm.
@@ -173,18 +173,31 @@ def peaks(view: RunView) -> Section | None:
     measured = ("tier", "ranks", "operation", "launch", "points", "failed", "peak busbw GB/s", "at")
     link_columns = ("link", "link peak GB/s", "% of link") if known else ()
     reference_columns = ("% of reference",) if view.references else ()
+    intro = ["Peak bus bandwidth and smallest time per tier, group size and operation."]
+    if cells.graphs(rows):
+        intro[0] = intro[0][:-1] + _FROM_GRAPHS
+    if known:
+        intro.append(
+            "The link peak is one direction of the slowest GPU's link as NVML reports it "
+            "(NVLink: links x speed; PCIe: generation x width), where known."
+        )
+    if view.references:
+        intro.append(
+            "The reference is sweeper's figure for the GPU model, tier, group size, operation "
+            "and NCCL algorithm (measured or published; its entry and source on hover), where "
+            "one is known."
+        )
     return cells.table_section(
         "peaks",
         "Peaks",
         (*measured, *link_columns, *reference_columns, "min time us", "at"),
         table,
-        "Peak bus bandwidth and smallest time per tier, group size and operation, from its "
-        "CUDA-graph replays where a point was timed both ways. The link "
-        "peak is one direction of the slowest GPU's link as NVML reports it (NVLink: links x "
-        "speed; PCIe: generation x width), where known. The reference is sweeper's figure for "
-        "the GPU model, tier, group size, operation and NCCL algorithm (measured or published; "
-        "its entry and source on hover), where one is known.",
+        " ".join(intro),
     )
+
+
+# Said only of a run that timed points as CUDA-graph replays (a GPU's, not --launch eager)
+_FROM_GRAPHS = ", from its CUDA-graph replays where a point was timed both ways."
 
 
 # Launch cost
@@ -375,22 +388,28 @@ def alpha_beta(view: RunView) -> Section | None:
         "points",
     )
     blocks: list[Block] = [cells.table(columns, lines)]
+    nccl = bool((view.rows["backend"] != Backend.GLOO).any())
     if loose:
+        causes = "noisy, as on a busy CPU box, or bending where NCCL changes protocol"
         blocks.append(
             Text(
                 f"{loose} of {len(lines)} fits have a median error above "
                 f"{100 * LARGE_FIT_ERROR:.0f}%: their times do not follow alpha + S / beta "
-                "(noisy, as on a busy CPU box, or bending where NCCL changes protocol), so "
-                "their alpha and beta are rough.",
+                f"({causes if nccl else 'noisy, as on a busy CPU box'}), so their alpha and "
+                "beta are rough.",
                 "why",
             )
         )
+    to = (
+        "to its CUDA-graph replays where a point was timed both ways"
+        if cells.graphs(view.rows)
+        else "to its times"
+    )
     return Section(
         "fits",
         "Latency and bandwidth fits",
         tuple(blocks),
         "time = alpha + S / beta, fitted per tier, group size and operation (robust, on "
-        "relative error) to its CUDA-graph replays where a point was timed both ways: alpha "
-        "is the fixed cost of a call, beta the rate the time grows with S (algorithm "
-        "bandwidth, not busbw).",
+        f"relative error) {to}: alpha is the fixed cost of a call, beta the rate the time "
+        "grows with S (algorithm bandwidth, not busbw).",
     )

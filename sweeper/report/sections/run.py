@@ -62,6 +62,9 @@ def run_header(view: RunView) -> Section:
         ("CUDA", first["cuda_version"]),
         ("driver", first["driver_version"]),
     ]
+    # NCCL, CUDA and the driver are a GPU run's: a gloo run on CPU ranks has none to name
+    gpu_only = {"NCCL", "CUDA", "driver"}
+    versions = [(n, v) for n, v in versions if n not in gpu_only or cells.fmt(v, "") != "-"]
     blocks: list[Block] = [
         Facts(tuple(facts), code=frozenset({"command", "run"})),
         Table(
