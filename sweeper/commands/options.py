@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_args
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator
 from pydantic.fields import FieldInfo
 from rich.markup import escape
 
@@ -100,6 +100,8 @@ def _kind(info: FieldInfo, shown: Cli) -> Any:
         return bool | None
     if shown.repeated:
         return list[str] | None
+    if any(isinstance(m, BeforeValidator) for m in info.metadata):  # sizes: 64M
+        return str | None
     if Path in kinds:
         return Path | None
     for number in (int, float):

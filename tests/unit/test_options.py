@@ -12,9 +12,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from sweeper.cli import app
 from sweeper.planning.spec import SECTIONS, SweepSpec, TimingSection, section_of
 
 SPEC = Path(__file__).parents[2] / "sweeper" / "planning" / "spec.py"
+DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.json"
 # The one declaration the example adds, in TimingSection, after its seed
 ADDED = """
     rounds: Annotated[int, Cli("N")] = Field(
@@ -94,3 +98,11 @@ def test_every_option_is_declared_by_exactly_one_section() -> None:
     assert len(declared) == len(set(declared))
     assert set(declared) == set(SweepSpec.model_fields)
     assert section_of("seed") is TimingSection
+
+
+def test_an_option_whose_validator_reads_text_takes_text_from_the_command_line() -> None:
+    # min_size is an int once read; its option takes 1K, which its validator reads
+    asked = ["plan", "--topology", str(DGX), "--ops", "all_reduce", "--format", "json"]
+    result = CliRunner().invoke(app, [*asked, "--min-size", "1K", "--max-size", "4K"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["points"] > 0
