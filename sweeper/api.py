@@ -75,7 +75,7 @@ class _Shown:
 def _shown(default: object) -> object:
     if isinstance(default, Path):
         return str(default)
-    if isinstance(default, BaseModel):  # a section given as key=value pairs (moe)
+    if isinstance(default, BaseModel):  # a record given as key=value pairs (moe)
         pairs = ",".join(f"{k}={v}" for k, v in default.model_dump().items())
         return _Shown(repr(pairs))
     return default

@@ -512,8 +512,3 @@ class SweepSpec(
             if refused is not None:
                 raise ValueError(refused)
         return self
-
-
-def section_of(option: str) -> type[Section]:
-    """The section that declares an option (a SweepSpec field)."""
-    return next(section for section in SECTIONS if option in section.model_fields)
