@@ -315,7 +315,7 @@ def _timed(base: ResultRow, ranks: list[Timed], pcie_peak_gb_per_s: float | None
     )
 
 
-NO_CALL = "no collective call"  # the step made none NCCL tunes (send/recv)
+NO_CALL = "no collective call"  # none NCCL tunes: send/recv, or one rank's (a local copy)
 
 
 def _view(views: list[NcclView], time_us: float) -> dict[str, Any]:

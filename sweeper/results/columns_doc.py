@@ -369,7 +369,8 @@ DESCRIBED: dict[str, Described] = {
         meaning="whether the row carries NCCL's own view of the point's first call in its "
         "engine: `observed` (sweeper's observing tuner plugin saw the cost table NCCL made for "
         "each collective call, and left it unchanged), `no collective call` (the step made "
-        "none NCCL tunes: send/recv and what torch builds from them), or `partial: ` and why "
+        "none NCCL tunes: send/recv and what torch builds from them, and any call of a "
+        "communicator of one rank, which NCCL runs as a local copy), or `partial: ` and why "
         "not (a tuner plugin of the user's or the machine's is NCCL's, NCCL_TUNER_PLUGIN or "
         "libnccl-tuner.so or a network plugin's; no C compiler to build sweeper's)",
         null="not through NCCL (gloo ranks, copies), a point that did not run, rows written "
