@@ -117,7 +117,7 @@ class RunPlan:
             sizes=self.sizes,
             auto=spec.largest is None,
             sees_node_gpus=self.backend == Backend.NCCL and spec.gpu_visibility == "node",
-            concurrent_pairs=spec.concurrent,
+            concurrent=spec.concurrent,
             dense_sizes=spec.dense_sizes,
             curves=spec.curves,
         )

@@ -12,7 +12,7 @@ same GPUs, and its traffic crosses the same PCIe switches).
 A node's pairs of GPUs with an NVLink of their own (direct, or through NVSwitches: every
 pair of an NVSwitch node) share no link, so its disjoint ones run together, in the circle
 method's rounds; other pairs (PCIe, NVLink through a third GPU, CPU ranks) one at a time
-(`apart`). With `concurrent_pairs` (`--concurrent`) every pair of a node shares its fabric on
+(`apart`). With `concurrent` (`--concurrent`) every pair of a node shares its fabric on
 purpose: they are packed by GPU alone, to show what pairs cost each other.
 
 With `curves` (K), every operation's curve runs on K groups of each tier, variant and shape,
@@ -143,7 +143,8 @@ def nothing_to_measure(planned: Schedule, tiers: Collection[str]) -> str | None:
 
 @dataclass(frozen=True)
 class Request:
-    """What the spec asks a schedule for (SweepSpec's planning fields, resolved)."""
+    """What the spec asks a schedule for, resolved (`RunPlan.request`): its options by their
+    names, the ops, the size grid and what the backend and visibility make of them."""
 
     tiers: Collection[str]
     pairs: bool
@@ -154,7 +155,7 @@ class Request:
     sizes: Sequence[int]  # the grid; with auto, to the largest size accepted
     auto: bool
     sees_node_gpus: bool
-    concurrent_pairs: bool = False
+    concurrent: bool = False  # a node's pairs share its links on purpose
     dense_sizes: bool = False  # every size of the grid, above a plateau too
     curves: int | None = None  # groups of each tier and shape that run every curve; None: all
 
@@ -207,7 +208,7 @@ def _schedule(placement: Placement, request: Request) -> Schedule:
     sets, number = [], 0
     for variant, mine in by_variant.items():
         waves = []
-        for together in pack(placement, mine, request.concurrent_pairs):
+        for together in pack(placement, mine, request.concurrent):
             waves.append(Wave(number, tuple(together)))
             number += 1
         sets.append(ActorSet(variant, tuple(waves)))
@@ -253,7 +254,7 @@ def linked_pair(placement: Placement, group: Group) -> bool:
 
 def apart(planned: Schedule) -> dict[str, str]:
     """The tiers whose pairs inside a node run one at a time, and why (`APART`)."""
-    if planned.table.request.concurrent_pairs:
+    if planned.table.request.concurrent:
         return {}
     node_of = [m.node for m in planned.placement.members]
     out: dict[str, str] = {}

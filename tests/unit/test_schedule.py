@@ -144,7 +144,7 @@ def test_node_pairs_meet_once_by_the_circle_method_and_no_node_twice_a_wave(node
 def test_concurrent_pairs_share_a_node_in_circle_rounds() -> None:
     where = expected_placement("gloo", replicated(recorded_node(CPU), 1), [4])
     isolated = schedule(where, request(tiers=("cpu",)))
-    together = schedule(where, request(tiers=("cpu",), concurrent_pairs=True))
+    together = schedule(where, request(tiers=("cpu",), concurrent=True))
     assert [len(w.groups) for w in isolated.waves] == [1] * 7  # all four, then 6 pairs alone
     assert [len(w.groups) for w in together.waves] == [1, 2, 2, 2]
 
