@@ -11,10 +11,11 @@ series stays one per host whatever the number of groups (a node pair sweep gives
 Labels take dcgm-exporter's names where it has one (`hostname`), and the Parquet columns'
 elsewhere, so a PromQL join with DCGM series works and an analyst reads one vocabulary.
 
-A scan's summary (`results.scans`, the shape `scan.document` owns) adds its verdicts:
-every node's, and each GPU's and link's the scan did not find healthy, enum-style as
-kube-state-metrics writes a pod's phase (a series per verdict, 1 for the one it got, 0 for
-the others), so a node's series stay the same series whatever its verdict.
+A scan's summary (`results.scans`, the shape `scan.document` owns) adds its fleet findings
+first (the fleet's median and the threshold it was held to, labelled with their source),
+then its verdicts: every node's, and each GPU's and link's the scan did not find healthy,
+enum-style as kube-state-metrics writes a pod's phase (a series per verdict, 1 for the one
+it got, 0 for the others), so a node's series stay the same series whatever its verdict.
 
 `per_host(rows)` gives each host its own series and the run's; `write(path, families)`
 writes them as prometheus-client's registry formats them, through `files.atomic_write`.
@@ -42,10 +43,13 @@ END = "sweeper_run_end_timestamp_seconds"
 NODE_VERDICT = "sweeper_node_verdict"
 GPU_VERDICT = "sweeper_gpu_verdict"
 LINK_VERDICT = "sweeper_link_verdict"
+FINDING = "sweeper_fleet_finding_busbw_bytes_per_second"
+FINDING_THRESHOLD = "sweeper_fleet_finding_threshold_bytes_per_second"
 # What the exporter writes, as Prometheus shows it (dashboards and tests name these): every
 # run's figures, and a scan's verdicts (unitless: each series is 1 or 0, as a state is).
 NAMES = (BUSBW, LATENCY, f"{RUN_INFO}_info", DURATION, END)
 VERDICT_NAMES = (NODE_VERDICT, GPU_VERDICT, LINK_VERDICT)
+FINDING_NAMES = (FINDING, FINDING_THRESHOLD)
 # The judge's verdicts (`scan.judge.Health`), as a version 1 summary writes them.
 VERDICTS = ("healthy", "slow", "failed", "unreachable", "unconfirmed", "flaky", "misconfigured")
 
@@ -145,9 +149,14 @@ def figures(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _families(
-    busbw: Samples, latency: Samples, run: list[Metric], verdicts: Sequence[Mapping[str, Any]]
+    busbw: Samples,
+    latency: Samples,
+    run: list[Metric],
+    verdicts: Sequence[Mapping[str, Any]],
+    found: Sequence[Metric] = (),
 ) -> list[Metric]:
     return [
+        *found,
         _gauge(
             BUSBW,
             "Bus bandwidth at the largest size that ran ok: the lowest of the host's groups.",
@@ -169,6 +178,34 @@ def _families(
 def _enum(family: GaugeMetricFamily, labels: list[str], health: str) -> None:
     for verdict in VERDICTS:
         family.add_metric([*labels, verdict], 1.0 if verdict == health else 0.0)
+
+
+def _findings(summary: Mapping[str, Any] | None) -> list[Metric]:
+    """A scan's fleet findings (the fleet as a subject): its median and the threshold it was
+    held to, by kind (gate, internode), state (off, or unheld: no reference to hold it to)
+    and the threshold's source; none where the summary has none."""
+    found = (summary or {}).get("findings") or []
+    if not found:
+        return []
+    labels = ["kind", "state", "source"]
+    figure = GaugeMetricFamily(
+        FINDING,
+        "The fleet's median busbw where the scan made a fleet finding on it.",
+        labels=labels,
+        unit="bytes_per_second",
+    )
+    threshold = GaugeMetricFamily(
+        FINDING_THRESHOLD,
+        "The absolute threshold the fleet's median was held to in that finding.",
+        labels=labels,
+        unit="bytes_per_second",
+    )
+    for f in found:
+        at = [str(f["kind"]), "off" if f["off"] else "unheld", str(f["source"])]
+        figure.add_metric(at, float(f["figure_gb_per_s"]) * 1e9)
+        if f["threshold_gb_per_s"] is not None:
+            threshold.add_metric(at, float(f["threshold_gb_per_s"]) * 1e9)
+    return [figure, threshold]
 
 
 def _verdicts(verdicts: Sequence[Mapping[str, Any]]) -> list[Metric]:
@@ -210,7 +247,8 @@ def metrics(rows: pd.DataFrame, summary: Mapping[str, Any] | None = None) -> lis
     verdicts of its scan summary, if it has one."""
     busbw, latency = figures(rows)
     verdicts = summary["verdicts"] if summary else []
-    return _families(_samples(busbw), _samples(latency), _run(rows), verdicts)
+    found = _findings(summary)
+    return _families(_samples(busbw), _samples(latency), _run(rows), verdicts, found)
 
 
 def _by_host(samples: Samples) -> dict[str, Samples]:
@@ -233,8 +271,11 @@ def per_host(
         for host in dict.fromkeys(v["hosts"]):
             verdicts.setdefault(host, []).append(v)
     named = sorted({host for names in rows["hosts"] for host in names} | set(verdicts))
+    found = _findings(summary)  # the fleet's: in every host's file, as the run's are
     return {
-        host: _families(busbw.get(host, []), latency.get(host, []), run, verdicts.get(host, []))
+        host: _families(
+            busbw.get(host, []), latency.get(host, []), run, verdicts.get(host, []), found
+        )
         for host in named
     }
 

@@ -78,6 +78,7 @@ def _verdict(v: Verdict, hosts: Mapping[str, str], gpus: Mapping[str, dict[int, 
         "passed": v.passed,
         "pass_ratio": v.pass_ratio,
         "evidence": v.evidence,
+        "notes": list(v.notes),
     }
 
 
@@ -108,6 +109,20 @@ def document(scanned: Scanned) -> dict[str, Any]:
         "rows": scanned.rows,
         "groups": len(scanned.outcomes),
         "actors_started": scanned.actors_started,
+        # the fleet as a subject, before any node: what operators read first
+        "findings": [
+            {
+                "kind": f.kind,
+                "off": f.off,
+                "figure_gb_per_s": f.figure_gb_per_s,
+                "threshold_gb_per_s": f.threshold_gb_per_s,
+                "source": f.source,
+                "below": f.below,
+                "nodes": f.nodes,
+                "evidence": f.evidence,
+            }
+            for f in scanned.findings
+        ],
         "nodes": [
             {
                 "id": n.id,
@@ -130,19 +145,6 @@ def document(scanned: Scanned) -> dict[str, Any]:
         ],
         "health": dict(sorted(Counter(str(v.health) for v in nodes).items())),
         "condemned": [v.name for v in scanned.verdicts if v.condemned],
-        "findings": [
-            {
-                "kind": f.kind,
-                "off": f.off,
-                "figure_gb_per_s": f.figure_gb_per_s,
-                "threshold_gb_per_s": f.threshold_gb_per_s,
-                "source": f.source,
-                "below": f.below,
-                "nodes": f.nodes,
-                "evidence": f.evidence,
-            }
-            for f in scanned.findings
-        ],
         "verdicts": [_verdict(v, hosts, gpus) for v in scanned.verdicts],
         # each reference the verdicts quote, once: a fleet's verdicts share a few
         "references": {
@@ -174,6 +176,7 @@ def verdicts(doc: Mapping[str, Any]) -> list[Verdict]:
             tests=v["tests"],
             passed=v["passed"],
             evidence=v["evidence"],
+            notes=tuple(v.get("notes", ())),
         )
         for v in doc["verdicts"]
     ]
@@ -237,6 +240,11 @@ _VERDICT = _object(
         "passed": {**_COUNT, "description": "of those, passed"},
         "pass_ratio": _nullable("number", minimum=0, maximum=1),
         "evidence": {"type": "string", "description": "one sentence"},
+        "notes": {
+            **_STRINGS,
+            "description": "its failures that did not reproduce (transient), each in words: "
+            "held against nothing",
+        },
         "retest": {
             "type": "string",
             "description": "a condemned verdict's: the command that scans its subject again",
@@ -247,6 +255,7 @@ _VERDICT = _object(
     "reference",
     "reference_gb_per_s",
     "reference_share",
+    "notes",
 )
 
 SCHEMA: dict[str, Any] = {

@@ -90,6 +90,19 @@ class Finding:
     nodes: int  # nodes such groups measured
     evidence: str
 
+    @property
+    def line(self) -> str:
+        """The finding in one line, as the console prints it before any verdict: its figure,
+        its threshold and where that comes from first."""
+        held = (
+            f"threshold {figure(self.threshold_gb_per_s)} GB/s ({self.source})"
+            if self.threshold_gb_per_s is not None
+            else "no absolute threshold"
+        )
+        state = "off" if self.off else "not held to a reference"
+        said = f"fleet {self.kind}: {state}: median {figure(self.figure_gb_per_s)} GB/s, {held}"
+        return f"{said}; {self.below} of {self.nodes} nodes below it" if self.off else said
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Robust:
@@ -298,7 +311,7 @@ def _judging(
             below = sum(v < floor[0] for v in nodes.values())
             off = robust is not None and robust.median < floor[0]
             if off or below > thresholds.fleet_share * len(nodes):
-                finding = _finding(key, o, floor, below, len(nodes), peers)
+                finding = _finding(key, o, floor, below, len(nodes), robust or Robust.of(peers))
                 floor, waived = None, floor
         out[key] = _Population(
             robust=robust, floor=floor, finding=finding, waived=waived, reference=ref
@@ -312,9 +325,9 @@ def _finding(
     floor: tuple[float, str],
     below: int,
     nodes: int,
-    peers: Sequence[float],
+    fleet: Robust,
 ) -> Finding:
-    mid = median(peers)
+    mid = fleet.median
     return Finding(
         kind="gate" if key[0] else "internode",
         off=True,
@@ -326,7 +339,7 @@ def _finding(
         evidence=(
             f"the fleet: {below} of {nodes} nodes below {figure(floor[0])} GB/s in every "
             f"{_what(key, o)} they took part in ({floor[1]}), the median of its "
-            f"{len(peers)} groups {figure(mid)} GB/s, "
+            f"{fleet.count} {fleet.of_what} {figure(mid)} GB/s, "
             f"{1 - mid / floor[0]:.0%} below it: a fleet-wide cause (the driver, NCCL, the "
             "fabric's configuration) or a wrong threshold; no node is condemned on it alone"
         ),

@@ -340,5 +340,6 @@ def test_sweeper_export_of_a_scan_writes_the_verdicts_of_its_summary(
     assert result.exit_code == 0, result.output
     families = _parsed(out.read_text())
     assert len(families[prometheus.NODE_VERDICT]) == 16 * len(prometheus.VERDICTS)
-    verdicts = sum(len(families.get(name, [])) for name in prometheus.VERDICT_NAMES)
+    scan = (*prometheus.FINDING_NAMES, *prometheus.VERDICT_NAMES)  # the fleet, then verdicts
+    verdicts = sum(len(families.get(name, [])) for name in scan)
     assert result.stdout == f"prometheus: {out} ({9 + verdicts} series)\n"

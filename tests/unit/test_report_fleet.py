@@ -210,11 +210,12 @@ def test_the_section_opens_with_the_hosts_to_drain_and_why_before_the_map(
     section = fleet.fleet(view)
     assert section is not None
     kinds = [type(b).__name__ for b in section.blocks]
-    assert kinds[:3] == ["Facts", "Text", "Table"]
-    assert kinds.index("Table") < kinds.index("Figure")  # the verdicts, then the map
+    # its fleet finding (no reference for 2 H100s' all_reduce), then the verdicts, the map
+    assert kinds[:4] == ["Table", "Facts", "Text", "Table"]
+    assert kinds.index("Table") < kinds.index("Figure")
     hosts = {n.id: n.host for n in scan.fleet.nodes}
     drained = sorted({hosts[n] for v in named(scan.verdicts) if v.condemned for n in v.nodes})
-    assert section.blocks[1].text == f"Drain {len(drained)} host(s): {', '.join(drained)}."
+    assert section.blocks[2].text == f"Drain {len(drained)} host(s): {', '.join(drained)}."
     # before it, the run's inventory: a fleet of more than 64 nodes by kind, not a row a GPU,
     # then every GPU of the nodes to drain
     record = records.load(written, scan.run_id)
@@ -369,3 +370,33 @@ def test_a_256_node_scans_page_summarizes_the_fleet_and_names_every_condemned_ve
         assert f'<td class="code">{escape(v.name)}</td>' in fleet_part
         assert escape(v.evidence) in fleet_part  # as the page's template writes text
     assert re.search(r"256 nodes in \d+ blocks of up to 2 neighbours a side", fleet_part)
+
+
+def test_the_section_opens_with_the_fleet_findings_their_figure_threshold_and_source(
+    scan: Scanned, view: RunView, written: Path
+) -> None:
+    finding = {
+        "kind": "internode",
+        "off": True,
+        "figure_gb_per_s": 30.0,
+        "threshold_gb_per_s": 36.0,
+        "source": "80% of the reference 45 GB/s (H100 internode any size all_to_all)",
+        "below": 12,
+        "nodes": 16,
+        "evidence": "the fleet: 12 of 16 nodes below 36 GB/s ...",
+    }
+    rows = run_rows(written, scan.run_id)
+    record = records.load(written, scan.run_id)
+    found = RunView.of(rows, record, None, {**_summary(view), "findings": [finding]})
+    section = fleet.fleet(found)
+    assert section is not None
+    first = section.blocks[0]
+    assert isinstance(first, Table)
+    assert first.columns[:5] == ("fleet", "where", "median GB/s", "threshold GB/s", "source")
+    (line,) = first.rows
+    assert [c.text for c in line[:2]] == ["off", "internode"]
+    assert line[4].text == finding["source"]
+    assert line[5].text == "12 of 16"
+    plain = fleet.fleet(RunView.of(rows, record, None, {**_summary(view), "findings": []}))
+    assert plain is not None
+    assert type(plain.blocks[0]).__name__ == "Facts"  # no finding: no table for it

@@ -112,3 +112,68 @@ def test_the_run_keeps_its_summary_beside_its_record(tmp_path: Path) -> None:
     written.write_text('{"version": 2}')
     with pytest.warns(CorruptResults, match="not a version 1 scan summary"):
         assert scans.load(tmp_path, scan.run_id) is None
+
+
+def test_fleet_findings_come_first_with_figure_threshold_and_source_and_notes_read_back() -> None:
+    """The fleet as a subject is the summary's first list, before the nodes and verdicts;
+    a verdict's transient notes are in it and read back."""
+    from dataclasses import replace
+
+    from sweeper.scan.thresholds import Finding
+
+    finding = Finding(
+        kind="internode",
+        off=True,
+        figure_gb_per_s=30.0,
+        threshold_gb_per_s=36.0,
+        source="80% of the reference 45 GB/s (H100 internode any size all_to_all)",
+        below=20,
+        nodes=32,
+        evidence="the fleet: 20 of 32 nodes below 36 GB/s",
+    )
+    scan = scanned()
+    noted = replace(scan.verdicts[0], notes=("transient: its gate in wave 0 ...",))
+    scan = replace(scan, findings=(finding,), verdicts=(noted, *scan.verdicts[1:]))
+    doc = json.loads(json.dumps(document(scan)))
+    jsonschema.validate(doc, SCHEMA, cls=jsonschema.Draft202012Validator)
+    keys = list(doc)
+    assert keys.index("findings") < keys.index("nodes") < keys.index("verdicts")
+    (first,) = doc["findings"]
+    assert (first["figure_gb_per_s"], first["threshold_gb_per_s"]) == (30.0, 36.0)
+    assert first["source"].startswith("80% of the reference")
+    assert verdicts(doc)[0].notes == noted.notes
+    assert finding.line.startswith("fleet internode: off: median 30 GB/s, threshold 36 GB/s (80%")
+
+
+def test_the_prometheus_textfile_carries_the_fleet_findings_first_with_threshold_and_source(
+    tmp_path: Path,
+) -> None:
+    import pandas as pd
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from sweeper.results import prometheus
+
+    summary = document(scanned())
+    summary["findings"] = [
+        {
+            "kind": "internode",
+            "off": True,
+            "figure_gb_per_s": 30.0,
+            "threshold_gb_per_s": 36.0,
+            "source": "the flag's 36 GB/s for internode",
+            "below": 20,
+            "nodes": 32,
+            "evidence": "the fleet: 20 of 32 nodes below 36 GB/s",
+        }
+    ]
+    rows = pd.DataFrame({c: pd.Series(dtype=object) for c in prometheus.COLUMNS})
+    path = tmp_path / "sweeper.prom"
+    prometheus.write(path, prometheus.metrics(rows, summary))
+    families = list(text_string_to_metric_families(path.read_text()))
+    assert [f.name for f in families[:2]] == list(prometheus.FINDING_NAMES)
+    (figure,), (threshold,) = (f.samples for f in families[:2])
+    labels = {"kind": "internode", "state": "off", "source": "the flag's 36 GB/s for internode"}
+    assert (figure.labels, figure.value) == (labels, 30e9)
+    assert (threshold.labels, threshold.value) == (labels, 36e9)
+    per_host = prometheus.per_host(rows, summary)
+    assert all(fams[0].name == prometheus.FINDING for fams in per_host.values())

@@ -1,5 +1,6 @@
-"""A fleet scan (`sweeper scan`; a run with a scan summary, `results.scans`): first what to
-drain and why (the hosts of every condemned verdict, then each verdict with its evidence),
+"""A fleet scan (`sweeper scan`; a run with a scan summary, `results.scans`): first the fleet
+findings, then what to drain and why (the hosts of every condemned verdict, then each
+verdict with its evidence),
 then a node x node map of what was measured together and how it did, and the scan's stages
 and waves in time.
 
@@ -262,8 +263,13 @@ def fleet(view: RunView) -> Section | None:
         return None
     verdicts = read_verdicts(summary)
     shown = in_blocks(fleet_map(summary, view.rows))
-    # what to drain and why first: an operator reads the verdicts before the map
-    blocks: list[Block] = [*_facts(summary), *_verdict_tables(verdicts, summary, view.drained)]
+    # the fleet as a whole first, then what to drain and why: an operator reads the
+    # findings and the verdicts before the map
+    blocks: list[Block] = [
+        *_findings(summary),
+        *_facts(summary),
+        *_verdict_tables(verdicts, summary, view.drained),
+    ]
     blocks.append(
         Figure(
             figures.fleet_map(
@@ -301,6 +307,32 @@ def fleet(view: RunView) -> Section | None:
         "the verdicts name. Hover: the two nodes and the best busbw of a group holding both "
         "(0: none). Drag to zoom, double-click to zoom out.",
     )
+
+
+def _findings(summary: Mapping[str, Any]) -> list[Block]:
+    """The fleet findings (the fleet as a subject), each with its figure, its threshold and
+    where that comes from; none where the summary has none (or predates them)."""
+    found = summary.get("findings") or []
+    if not found:
+        return []
+    rows = tuple(
+        (
+            Cell("off" if f["off"] else "not held", "bad" if f["off"] else ""),
+            Cell(str(f["kind"])),
+            cells.num(f["figure_gb_per_s"], cells.SIG),
+            cells.num(f["threshold_gb_per_s"], cells.SIG),
+            Cell(f["source"] or "-"),
+            Cell(f"{f['below']} of {f['nodes']}" if f["off"] else "-"),
+            Cell(f["evidence"], "why"),
+        )
+        for f in found
+    )
+    columns = ("fleet", "where", "median GB/s", "threshold GB/s", "source", "nodes below")
+    caption = (
+        "The fleet as a whole: a threshold its nodes miss together condemns none of them "
+        "on its own; one with no reference cannot show a fleet-wide shift."
+    )
+    return [Table((*columns, "evidence"), rows, caption)]
 
 
 def _facts(summary: Mapping[str, Any]) -> list[Block]:
