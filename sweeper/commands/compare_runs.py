@@ -21,6 +21,7 @@ from rich.table import Table
 from sweeper.analysis import RegressionRule, point_changes
 from sweeper.analysis.changes import VERDICTS
 from sweeper.analysis.nightly import json_value, series_name
+from sweeper.errors import BadInput
 from sweeper.planning.sizes import format_size
 from sweeper.results.load import resolve, run_rows
 
@@ -47,9 +48,16 @@ class Comparison:
 
 
 def compare(results: Path, base: str, new: str, rule: RegressionRule) -> Comparison:
-    """Run `new` against run `base` (run ids or `latest`); BadInput for an unknown run."""
+    """Run `new` against run `base` (run ids or `latest`); BadInput for an unknown run, or
+    two runs that measured no point in common (nothing to compare: not "no regression")."""
     base_id, new_id = resolve(results, base), resolve(results, new)
     changes = point_changes(run_rows(results, base_id), run_rows(results, new_id), rule)
+    if not (changes["present"] == "both").any():
+        raise BadInput(
+            f"runs {base_id} and {new_id} measured no point in common (the same group, "
+            "operation, dtype, size, launch and engine)",
+            hint="compare runs of the same sweep",
+        )
     return Comparison(base_id, new_id, rule, changes)
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import os
+import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from fnmatch import fnmatchcase
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sweeper.errors import BadInput
 from sweeper.ops.algorithms import all_reduce, all_to_all, copies, moe
@@ -473,16 +475,51 @@ def load_plugins(modules: Iterable[str]) -> None:
     is sweeper's own (`--format json` owns it whole)."""
     for module in modules:
         try:
-            with contextlib.redirect_stdout(sys.stderr):
+            with contextlib.redirect_stdout(sys.stderr), _exits_raised():
                 importlib.import_module(module)
         except SystemExit as exc:  # sys.exit(0) in a plugin would end sweeper having done nothing
             raise BadInput(
                 f"--plugins {module}: it calls sys.exit({quoted(exc.code)}) as it is imported"
             ) from None
+        except _Exited as exc:
+            raise BadInput(
+                f"--plugins {module}: it calls os._exit({exc.code}) as it is imported"
+            ) from None
+        except KeyboardInterrupt:
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                raise  # Python's own handler: a Ctrl-C (the API's), not the plugin's
+            # sweeper's handlers raise no KeyboardInterrupt: the plugin's own (130, no line)
+            raise BadInput(
+                f"--plugins {module}: it raises KeyboardInterrupt as it is imported"
+            ) from None
         except Exception as exc:  # the plugin's own code: whatever it raises
             raise BadInput(
                 f"--plugins {module}: cannot import it ({type(exc).__name__}: {_said(exc)})"
             ) from None
+
+
+class _Exited(BaseException):
+    """os._exit, called by a plugin as it is imported: it would end sweeper at once, exit 0
+    having done nothing, with no line."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _exits_raised() -> Iterator[None]:
+    """While a plugin is imported, its os._exit raises `_Exited` instead of ending sweeper."""
+
+    def exited(status: int) -> NoReturn:
+        raise _Exited(status)
+
+    ending = os._exit
+    os._exit = exited
+    try:
+        yield
+    finally:
+        os._exit = ending
 
 
 def _said(exc: Exception) -> str:
