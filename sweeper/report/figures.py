@@ -15,7 +15,7 @@ import copy
 import functools
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ _COLORS = (
     "#bcbd22",
 )
 BAD = "#c0392b"
+_INK = "#1d2329"  # rings: seen on every colour of a line or a result
 _HEIGHT = 340
 _MAX_TICKS = 12
 
@@ -137,13 +138,41 @@ def _size_axis(sizes: Sequence[float], title: str = "size S (bytes)") -> dict[st
     }
 
 
-_BUS = ("busbw_gb_per_s", "bus bandwidth (GB/s)", "GB/s")
+# Units a figure's numbers are written in, largest first: 3 significant digits in the
+# largest unit that keeps the number at 1 or more (GB = 1e9 bytes, as everywhere)
+_BYTES_PER_S = ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s"))
+_SECONDS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"))
+
+
+def _in_units(value: float, units: Sequence[tuple[float, str]]) -> str:
+    if not math.isfinite(value) or value <= 0:
+        return f"{value:g} {units[-1][1]}"
+    for scale, unit in units:
+        shown = float(f"{value / scale:.3g}")  # 999.7 MB/s is 1 GB/s, not 1e+03 MB/s
+        if shown >= 1:
+            return f"{shown:g} {unit}"
+    scale, unit = units[-1]
+    return f"{value / scale:.3g} {unit}"
+
+
+def bandwidth(gb_per_s: float) -> str:
+    """5.1 kB/s, 312 MB/s, 45.2 GB/s: 3 significant digits in a unit that reads."""
+    return _in_units(gb_per_s * 1e9, _BYTES_PER_S)
+
+
+def duration(time_us: float) -> str:
+    """812 ns, 24.5 us, 100 ms, 2.5 s: 3 significant digits in a unit that reads."""
+    return _in_units(time_us * 1e-6, _SECONDS)
+
+
+_BUS = ("busbw_gb_per_s", "bus bandwidth", bandwidth)
 # one rank: nccl-tests' bus factor is 0, so every busbw is 0 and only algbw says anything
-_ALG = ("algbw_gb_per_s", "algorithm bandwidth (GB/s; one rank, no bus)", "GB/s")
-_TIME = ("time_us", "time (us)", "us")
+_ALG = ("algbw_gb_per_s", "algorithm bandwidth (one rank, no bus)", bandwidth)
+_TIME = ("time_us", "time", duration)
+_Panel = tuple[str, str, Callable[[float], str]]
 
 
-def _panels(series: Sequence[tuple[str, pd.DataFrame]]) -> tuple[tuple[str, str, str], ...]:
+def _panels(series: Sequence[tuple[str, pd.DataFrame]]) -> tuple[_Panel, ...]:
     """busbw and time; algbw in busbw's place where no line has a bus bandwidth."""
     bus = any((frame["busbw_gb_per_s"] > 0).any() for _, frame in series)
     has_alg = all("algbw_gb_per_s" in frame for _, frame in series)
@@ -184,13 +213,13 @@ def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.
     sizes = [s for _, frame in series for s in frame["size_bytes"]]
     for index, (name, frame) in enumerate(series):
         color = _COLORS[index % len(_COLORS)]
-        hover = [size_label(s) for s in frame["size_bytes"]]
-        for axis, (column, _, unit) in zip(axes, panels, strict=True):
+        for axis, (column, _, written) in zip(axes, panels, strict=True):
+            y = frame[column].to_numpy(dtype=np.float64)
             traces.append(
                 {
                     "type": "scatter",
                     "x": frame["size_bytes"].to_numpy(dtype=np.float64),
-                    "y": frame[column].to_numpy(dtype=np.float64),
+                    "y": y,
                     "xaxis": f"x{axis}",
                     "yaxis": f"y{axis}",
                     "name": text(name),
@@ -199,19 +228,23 @@ def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.
                     "mode": "lines+markers",
                     "marker": {"size": 4, "color": color},
                     "line": {"width": 1.5, "color": color},
-                    "customdata": hover,
-                    "hovertemplate": f"%{{fullData.name}}<br>%{{customdata}}: %{{y:.4g}} {unit}"
+                    "customdata": [
+                        [size_label(s), written(v)]
+                        for s, v in zip(frame["size_bytes"], y, strict=True)
+                    ],
+                    "hovertemplate": "%{fullData.name}<br>%{customdata[0]}: %{customdata[1]}"
                     "<extra></extra>",
                     **_spread(frame, column, color),
                 }
             )
+    marks = _bounds(series, panels, axes)
     if len(series) == 1:  # no legend: the title names the one line
         title = f"{title} on {series[0][0]}"
     layout = _merged(
         copy.deepcopy(_two_panels((panels[0][1], panels[1][1]))),
-        _layout(title={"text": text(title), "x": 0}, showlegend=len(series) > 1),
+        _layout(title={"text": text(title), "x": 0}, showlegend=len(series) > 1 or bool(marks)),
     )
-    for axis, (column, _, _) in zip(axes, panels, strict=True):
+    for axis, (column, _, written) in zip(axes, panels, strict=True):
         if sizes:
             layout[f"xaxis{axis}"] = _merged(layout[f"xaxis{axis}"], _size_axis(sizes))
         values = [
@@ -221,20 +254,51 @@ def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.
             if name in frame
             for v in frame[name]
         ]
-        layout[f"yaxis{axis}"] = _merged(layout[f"yaxis{axis}"], _log_axis(values))
-    return _figure(traces, layout)
+        layout[f"yaxis{axis}"] = _merged(layout[f"yaxis{axis}"], _log_axis(values, written))
+    return _figure([*traces, *marks], layout)
 
 
-def _tick_text(value: float) -> str:
-    """0.001, 2, 50, 1,000, 100,000 written out; smaller or larger as 1e-05."""
-    if 1e-3 <= value < 1e6:
-        return f"{value:,.3f}".rstrip("0").rstrip(".")
-    return f"{value:.0e}".replace("e+0", "e").replace("e-0", "e-")
+BOUND_NAME = "largest that fits (--max-size auto)"
 
 
-def _log_axis(values: Sequence[float]) -> dict[str, object]:
-    """A log axis with its ticks written out (plotly's own labels use SI prefixes, 10µ GB/s,
-    and label 2 and 5 between decades): every decade, and 2 and 5 when there are few."""
+def _bounds(
+    series: Sequence[tuple[str, pd.DataFrame]], panels: Sequence[_Panel], axes: Sequence[str]
+) -> list[dict[str, Any]]:
+    """A ringed mark on each line's point at the size --max-size auto found to be the largest
+    that fits (off the grid's sizes, where the memory bound fell): the bend a curve often
+    takes there is that point's, not the link's. None for a fixed --max-size."""
+    found = [
+        frame[frame["probe_s"].notna() & (frame["size_bytes"] == frame["max_size_bytes"])]
+        for _, frame in series
+        if {"probe_s", "max_size_bytes"} <= set(frame)
+    ]
+    points = pd.concat(found) if found else pd.DataFrame()
+    if points.empty:
+        return []
+    return [
+        {
+            "type": "scatter",
+            "x": points["size_bytes"].to_numpy(dtype=np.float64),
+            "y": points[column].to_numpy(dtype=np.float64),
+            "xaxis": f"x{axis}",
+            "yaxis": f"y{axis}",
+            "name": BOUND_NAME,
+            "legendgroup": "bound",
+            "showlegend": not axis,
+            "mode": "markers",
+            "marker": {"symbol": "circle-open", "size": 11, "color": _INK, "line": {"width": 2}},
+            "customdata": [size_label(s) for s in points["size_bytes"]],
+            "hovertemplate": "%{customdata}: the largest size that fits every rank's memory, "
+            "as --max-size auto found it<extra></extra>",
+        }
+        for axis, (column, _, _) in zip(axes, panels, strict=True)
+    ]
+
+
+def _log_axis(values: Sequence[float], written: Callable[[float], str]) -> dict[str, object]:
+    """A log axis with its ticks in one format, `written` (plotly's own labels use SI prefixes
+    on the axis' unit, 10µ GB/s, and label 2 and 5 between decades): every decade, and 2 and
+    5 when there are few."""
     positive = [v for v in values if v > 0 and math.isfinite(v)]
     axis: dict[str, object] = {**_AXIS, "type": "log"}
     if not positive:
@@ -242,7 +306,7 @@ def _log_axis(values: Sequence[float]) -> dict[str, object]:
     low, high = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
     steps = (1.0,) if high - low > 2 else (1.0, 2.0, 5.0)
     ticks = [m * 10.0**e for e in range(low, high + 1) for m in steps]
-    axis.update(tickvals=ticks, ticktext=[_tick_text(t) for t in ticks])
+    axis.update(tickvals=ticks, ticktext=[written(t) for t in ticks])
     return axis
 
 
@@ -373,7 +437,6 @@ _RESULT_COLORS = {
     "failed": BAD,
     "unreachable": "#3d434b",
 }
-_INK = "#1d2329"  # rings: seen on every result's colour
 _MOST_DOMAIN_TICKS = 48
 _DOMAINS_ACROSS = 12
 _UINT16 = 65535

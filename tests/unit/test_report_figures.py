@@ -4,6 +4,7 @@ plotly takes as written are what it validates."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,8 @@ import plotly.graph_objects as go
 
 from sweeper.analysis.p2p import PairMatrix
 from sweeper.report import figures
+
+BOUND = figures.BOUND_NAME
 
 
 def _line(busbw: list[float]) -> pd.DataFrame:
@@ -31,17 +34,17 @@ def _left(figure: object) -> tuple[str, list[float]]:
 
 def test_the_left_panel_is_bus_bandwidth_where_a_group_has_a_bus() -> None:
     title, values = _left(figures.series_figure([("g", _line([0.0016, 0.17]))], "all_gather"))
-    assert title == "bus bandwidth (GB/s)"
+    assert title == "bus bandwidth"
     assert values == [0.0016, 0.17]
 
 
 def test_one_rank_moves_nothing_over_a_bus_so_the_panel_is_algbw() -> None:
     title, values = _left(figures.series_figure([("local", _line([0.0, 0.0]))], "all_gather"))
-    assert title.startswith("algorithm bandwidth (GB/s")
+    assert title.startswith("algorithm bandwidth (one rank")
     assert values == [0.0016, 0.17]
     # lines without algbw (the knob curves' medians) keep busbw
     knobs = _line([0.0, 0.0]).drop(columns="algbw_gb_per_s")
-    assert _left(figures.series_figure([("v", knobs)], "x"))[0] == "bus bandwidth (GB/s)"
+    assert _left(figures.series_figure([("v", knobs)], "x"))[0] == "bus bandwidth"
 
 
 def test_figures_taken_as_written_are_what_plotly_validates() -> None:
@@ -66,6 +69,51 @@ def test_figures_taken_as_written_are_what_plotly_validates() -> None:
         figures.ratio_figure(ratios, "composites", "ratio"),
         figures.heatmap(matrix, ["r0", "r1"], "p2p"),
         figures.change_figure(changes),
+        figures.series_figure([("p", _small_line().assign(probe_s=0.4, max_size_bytes=8))], "p"),
     ]
     for figure in built:
         assert json.loads(go.Figure(figure.to_dict()).to_json()) == json.loads(figure.to_json())
+
+
+def test_numbers_read_in_a_unit_with_three_significant_digits() -> None:
+    assert figures.bandwidth(5.1e-06) == "5.1 kB/s"  # where plotly wrote 5.1e-06 GB/s
+    assert figures.bandwidth(0.31234) == "312 MB/s"
+    assert figures.bandwidth(0.99973) == "1 GB/s"  # rounded up into the next unit
+    assert figures.bandwidth(45.23) == "45.2 GB/s"
+    assert figures.duration(100_000) == "100 ms"  # where the axis wrote 100,000 us
+    assert figures.duration(24.53) == "24.5 us"
+    assert figures.duration(0.812) == "812 ns"
+    assert figures.duration(2.5e6) == "2.5 s"
+
+
+def _small_line() -> pd.DataFrame:
+    """A gloo line from 8 B to 16 MiB: bandwidths of kB/s to GB/s, times of us to 0.1 s."""
+    sizes = [8 * 8**k for k in range(8)]
+    return pd.DataFrame(
+        {
+            "size_bytes": sizes,
+            "time_us": [1500.0, 90.0, 120.0, 400.0, 2000.0, 9000.0, 40000.0, 100000.0],
+            "busbw_gb_per_s": [s / t / 1e3 for s, t in zip(sizes, [1500.0] * 8, strict=True)],
+        }
+    )
+
+
+def test_each_value_axis_writes_every_tick_in_one_unit_format_and_hover_agrees() -> None:
+    figure = figures.series_figure([("g", _small_line())], "all_reduce")
+    one_format = re.compile(r"\d{1,3}(\.\d+)? (B|kB|MB|GB|TB)/s|\d{1,3}(\.\d+)? (ns|us|ms|s)")
+    for axis in (figure.layout.yaxis, figure.layout.yaxis2):
+        assert axis.ticktext
+        assert all(one_format.fullmatch(tick) for tick in axis.ticktext), axis.ticktext
+    assert "5.33 kB/s" in {value for _, value in figure.data[0].customdata}
+    assert ["16M", "100 ms"] in [list(c) for c in figure.data[1].customdata]
+
+
+def test_the_point_max_size_auto_found_is_marked_on_both_panels() -> None:
+    line = _small_line()
+    probed = line.assign(probe_s=0.4, max_size_bytes=line["size_bytes"].max())
+    marks = [t for t in figures.series_figure([("g", probed)], "x").data if t.name == BOUND]
+    assert [list(t.x) for t in marks] == [[line["size_bytes"].max()]] * 2
+    assert [t.xaxis for t in marks] == ["x", "x2"]
+    assert figures.series_figure([("g", probed)], "x").layout.showlegend  # the mark says why
+    fixed = line.assign(probe_s=None, max_size_bytes=line["size_bytes"].max())
+    assert not [t for t in figures.series_figure([("g", fixed)], "x").data if t.name == BOUND]
