@@ -210,6 +210,9 @@ class Fabric:
     links: tuple[Link, ...] = ()  # every connection of this rank's so far
     channels: int | None = None  # the communicator's collective channels
     calls: tuple[tuple[str, str], ...] = ()  # the point's first call: (algorithm, protocol)
+    # NCCL's own split of the communicator's start in seconds (its `Init timings` line):
+    # ("total", 0.57), ("kernels", 0.41), ...; empty where it printed none
+    init_s: tuple[tuple[str, float], ...] = ()
     unknown: str | None = None  # why NCCL's output could not be read (then nothing else is)
     rdma_devices: tuple[str, ...] = ()  # the node's active RDMA ports: mlx5_0/1
     peer_memory: bool = False  # the kernel's peer-memory module (GPUDirect RDMA) is loaded

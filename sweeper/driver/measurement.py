@@ -147,6 +147,7 @@ class ResultRow:
     nccl_predicted_us: float | None = None
     nccl_predictions: tuple[tuple[str, float], ...] | None = None
     measured_over_predicted: float | None = None
+    nccl_init_s: tuple[tuple[str, float], ...] | None = None  # NCCL's split, the slowest rank's
     # GPU telemetry: a column per telemetry.Reading field, each rank's value in group rank order
     # (last: the writer spreads it after the row's own columns)
     readings: Mapping[str, tuple[Any, ...] | None] = field(
@@ -371,7 +372,9 @@ def _fabric(base: ResultRow, fabrics: list[Fabric]) -> dict[str, Any]:
     known = summary(links)
     if (known is None and base.world_size > 1) or any(f.unknown for f in fabrics):
         known = UNKNOWN_TRANSPORT
+    slowest = max((f.init_s for f in fabrics if f.init_s), key=lambda s: s[0][1], default=None)
     return {
+        "nccl_init_s": slowest,
         "transport": known,
         "transport_flag": breaches(base.tier, fabrics),
         "nccl_connections": _listed(sorted({spelled(link) for link in links})),

@@ -14,7 +14,9 @@ them (src/transport/*.cc, src/init.cc, src/enqueue.cc):
 - `24 coll channels, 24 collnet channels, 0 nvls channels, ...` as a communicator starts;
 - `NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ...`: a net plugin's devices;
 - TUNING: `AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}` (2.24
-  on; before, `... -> Algo 1 proto 0 time 5.1`, numbers, on rank 0 only).
+  on; before, `... -> Algo 1 proto 0 time 5.1`, numbers, on rank 0 only);
+- `Init timings - ncclCommInitRankConfig: rank 0 nranks 4 total 0.58 (kernels 0.31, ...)`
+  (`Init timings: rank 0 ...` before 2.27): where a communicator's start went, in seconds.
 
 Pure: lines in, records out; tests/data/nccl_logs holds recorded and written examples.
 """
@@ -38,6 +40,10 @@ _CHANNELS = re.compile(r"(?P<n>\d+) coll channels, ")
 _DEVICES = re.compile(r"NET/(?P<plugin>[^:]+?) : Using (?P<devices>[^;]*)")
 _DEVICE = re.compile(r"\[(?P<index>\d+)\](?P<name>[^\s:\[]+)")
 _TUNING = re.compile(r"\w+: \d+ Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)")
+_INIT = re.compile(
+    r"Init timings(?: - \w+)?: rank \d+ nranks \d+ total (?P<total>[\d.]+) \((?P<parts>[^)]*)\)"
+)
+_PART = re.compile(r"(?P<name>[a-z]+) (?P<seconds>[\d.]+)")
 _NET = re.compile(
     r"(?P<kind>NET|COLLNET)/(?P<plugin>.+?)/(?P<device>\d+)(?:\(\d+\))?(?P<gdr>/GDRDMA)?"
 )
@@ -45,7 +51,7 @@ _NET = re.compile(
 _ALGORITHMS = ("TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT")
 _PROTOCOLS = ("LL", "LL128", "SIMPLE")
 # What a line must hold to be worth a regular expression: most of NCCL's are not
-_WORTH = (" via ", "NVLS comm", " coll channels", "NET/", " Bytes -> Algo ")
+_WORTH = (" via ", "NVLS comm", " coll channels", "NET/", " Bytes -> Algo ", "Init timings")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,6 +64,7 @@ class ProcessLog:
     channels: int | None = None
     calls: tuple[tuple[str, str], ...] = ()
     devices: dict[tuple[str, int], str] = field(default_factory=dict)
+    init_s: tuple[tuple[str, float], ...] = ()  # the last communicator's start, NCCL's split
 
 
 def read(lines: Iterable[str]) -> dict[int, ProcessLog]:
@@ -67,6 +74,7 @@ def read(lines: Iterable[str]) -> dict[int, ProcessLog]:
     channels: dict[int, int] = {}
     calls: dict[int, list[tuple[str, str]]] = {}
     devices: dict[int, dict[tuple[str, int], str]] = {}
+    init_s: dict[int, tuple[tuple[str, float], ...]] = {}
     for line in lines:
         if not any(mark in line for mark in _WORTH):
             continue
@@ -81,17 +89,21 @@ def read(lines: Iterable[str]) -> dict[int, ProcessLog]:
             channels[pid] = int(count["n"])
         elif (tuning := _TUNING.match(message)) is not None:
             calls.setdefault(pid, []).append(_names(tuning["algo"], tuning["proto"]))
+        elif (timings := _INIT.match(message)) is not None:
+            parts = [(p["name"], float(p["seconds"])) for p in _PART.finditer(timings["parts"])]
+            init_s[pid] = (("total", float(timings["total"])), *parts)
         elif (using := _DEVICES.match(message)) is not None:
             mine = devices.setdefault(pid, {})
             for device in _DEVICE.finditer(using["devices"]):
                 mine[(using["plugin"], int(device["index"]))] = device["name"]
-    pids = set(links) | set(channels) | set(calls) | set(devices)
+    pids = set(links) | set(channels) | set(calls) | set(devices) | set(init_s)
     return {
         pid: ProcessLog(
             links=tuple(links.get(pid, ())),
             channels=channels.get(pid),
             calls=tuple(calls.get(pid, ())),
             devices=devices.get(pid, {}),
+            init_s=init_s.get(pid, ()),
         )
         for pid in sorted(pids)
     }

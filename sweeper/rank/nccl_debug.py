@@ -161,6 +161,7 @@ class NcclDebug:
         self.heard[key] = ProcessLog(
             links=tuple(dict.fromkeys(was.links + found.links)),
             channels=was.channels if was.channels is not None else found.channels,
+            init_s=was.init_s or found.init_s,
         )
         return found
 
@@ -183,6 +184,7 @@ class NcclDebug:
             links=tuple(self._named(link) for link in heard.links),
             channels=heard.channels,
             calls=first.calls,
+            init_s=heard.init_s,
         )
 
     def _named(self, link: Link) -> Link:

@@ -396,6 +396,15 @@ DESCRIBED: dict[str, Described] = {
         "model expected",
         null="as `nccl_predicted_us`, or no time",
     ),
+    "nccl_init_s": Described(
+        meaning="NCCL's own split of the start of the group's communicator in the row's "
+        "engine, as its `Init timings` line said on the rank whose total was longest: `total`, "
+        "then `kernels`, `alloc`, `bootstrap`, `allgathers`, `topo`, `graphs`, `connections`, "
+        "`rest` (NCCL 2.23 on; `comm_start_s` is sweeper's own clock around the same start)",
+        unit="seconds",
+        null=f"NCCL printed no such line (the user's debug settings leave INIT out); "
+        f"{_TRANSPORT_NULL}",
+    ),
     "energy_j_per_gb": Described(
         meaning="`energy_j` per GB (1e9 bytes) of S over the blocks' iterations: the energy "
         "the collective cost per byte of its size, beside `busbw_gb_per_s`",

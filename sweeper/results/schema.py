@@ -135,6 +135,8 @@ SCHEMA = pa.schema(
         ("nccl_predicted_us", pa.float64()),
         ("nccl_predictions", pa.map_(pa.string(), pa.float64())),
         ("measured_over_predicted", pa.float64()),
+        # NCCL's own split of the slowest rank's communicator start (its Init timings line)
+        ("nccl_init_s", pa.map_(pa.string(), pa.float64())),
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )

@@ -120,6 +120,7 @@ DTYPES = {
     "nccl_predicted_us": _F64,
     "nccl_predictions": _OBJ,
     "measured_over_predicted": _F64,
+    "nccl_init_s": _OBJ,
     "date": _STR,
 }
 # how many rows have a value in each column: every row, the 24 measured (the 8 h2d rows are
