@@ -44,7 +44,7 @@ SLOW = {
     "slow-pair (capped)": Fault.CAPPED_LINK,
 }
 SHARES = (0.001, 0.01, 0.025, 0.05, 0.1)  # of the fleet's nodes slow, scattered
-DENSITY_SLOWDOWN = 0.3  # the density cells' slowdown: above the threshold's 15%, as a NIC at 70%
+DENSITY_SLOWDOWNS = (0.3, 0.5)  # a NIC at 70%; one trained at half its speed
 FLAKY = (2, 5, 10)  # a flaky node fails one test in this many
 FLEETS = (2, 3, 7, 49, 100, 1024, 4096)
 NODES = 1024  # where an axis does not say
@@ -89,23 +89,24 @@ def cells(axes: Sequence[str]) -> Iterator[Cell]:
             for s in SLOWDOWNS:
                 yield Cell("severity", name, (fault,) * PER_SCAN, slowdown=s)
     if "density" in axes:
-        for share in SHARES:
-            count = max(1, round(share * NODES))
-            yield Cell(
-                "density",
-                f"slow-node x{count} ({share:.1%})",
-                (Fault.SLOW_NODE,) * count,
-                slowdown=DENSITY_SLOWDOWN,
-            )
-        for labelled in (True, False):
-            yield Cell(
-                "density",
-                f"slow-node x{RACK_NODES} (a rack)",
-                (Fault.SLOW_NODE,) * RACK_NODES,
-                slowdown=DENSITY_SLOWDOWN,
-                rack=True,
-                labelled=labelled,
-            )
+        for slowdown in DENSITY_SLOWDOWNS:
+            for share in SHARES:
+                count = max(1, round(share * NODES))
+                yield Cell(
+                    "density",
+                    f"slow-node x{count} ({share:.1%})",
+                    (Fault.SLOW_NODE,) * count,
+                    slowdown=slowdown,
+                )
+            for labelled in (True, False):
+                yield Cell(
+                    "density",
+                    f"slow-node x{RACK_NODES} (a rack)",
+                    (Fault.SLOW_NODE,) * RACK_NODES,
+                    slowdown=slowdown,
+                    rack=True,
+                    labelled=labelled,
+                )
     if "flaky" in axes:
         for k in FLAKY:
             yield Cell("flaky", "flaky-node", (Fault.FLAPPING,) * PER_SCAN, fails=1 / k)

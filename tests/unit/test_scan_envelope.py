@@ -45,7 +45,9 @@ def test_the_grid_holds_every_axis_the_issue_names() -> None:
     assert {round(1 / (c.fails or 1)) for c in grid if c.axis == "flaky"} == {2, 5, 10}
     assert {c.hub for c in grid if c.axis == "hub"} == {2, 3}
     racks = [c for c in grid if c.rack]
-    assert {c.labelled for c in racks} == {True, False}
+    assert {(c.labelled, c.slowdown) for c in racks} == {
+        (labelled, s) for labelled in (True, False) for s in scan_envelope.DENSITY_SLOWDOWNS
+    }
     assert all(len(c.faults) == RACK_NODES for c in racks)
     assert {len(c.faults) for c in grid if c.axis == "density" and not c.rack} == {
         1,
