@@ -64,6 +64,11 @@ FAIL_SHARE = 0.25
 CLOCK_SHARE = 0.95
 # A GPU pair this far below the median of its node's pairs is slow (the fleet's own min_ratio).
 PEER_SHARE = 0.85
+# A GPU the median of whose pairs is this far below the median of its node's other pairs is
+# slow: a median of n - 1 pairs moves by the pairs' noise (1-2%), and a slow block (0.6% of
+# recorded points) moves it not at all, where a GPU 15% slow put half its pairs above
+# PEER_SHARE and was named as the NVLinks of the others (issue 52).
+GPU_SHARE = 0.9
 
 
 class Health(Name):
@@ -374,9 +379,10 @@ def by_node(inside: Iterable[Judged]) -> dict[str, list[Judged]]:
 
 
 def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside:
-    """A node's pairs of GPUs against each other: a GPU below PEER_SHARE of the median of the
-    node's pairs in most of its pairs, and at least two, is slow; a slow pair of two GPUs
-    neither of which is, is its NVLink."""
+    """A node's pairs of GPUs against each other: a GPU the median of whose pairs is below
+    GPU_SHARE of the median of the node's other pairs, or that two pairs below PEER_SHARE of
+    the median of the node's pairs share, is slow; a slow pair of two GPUs neither of which
+    is, is its NVLink."""
     pairs = [
         j for j in inside if j.outcome.group.nodes == (node,) and len(j.outcome.group.gpus) == 2
     ]
@@ -394,11 +400,13 @@ def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside
     for j in pairs:
         for g in j.outcome.group.gpus:
             by_gpu[g].append(j)
-    slow = {
-        g: [j for j in mine if j in low]
-        for g, mine in by_gpu.items()
-        if sum(j in low for j in mine) >= 2 and 2 * sum(j in low for j in mine) > len(mine)
-    }
+    slow: dict[int, list[Judged]] = {}
+    for g, mine in by_gpu.items():
+        rest = [v for j in pairs if g not in j.outcome.group.gpus and (v := j.figure_gb_per_s)]
+        own = [j.figure_gb_per_s or 0.0 for j in mine]  # a pair that failed: nothing moved
+        under = rest and median(own) < GPU_SHARE * median(rest)
+        if len(mine) >= 2 and (under or sum(j in low for j in mine) >= 2):
+            slow[g] = [j for j in mine if j in low] or mine  # its evidence: its low pairs
     links = {
         (a, b): j for j in low for a, b in [j.outcome.group.gpus] if a not in slow and b not in slow
     }
@@ -522,11 +530,16 @@ def _slow_gpu(node: str, g: int, pairs: list[Judged], seen: Inside) -> tuple[Hea
         )
     values = [j.figure_gb_per_s or 0.0 for j in pairs]
     peers = sorted({p for j in pairs for p in j.outcome.group.gpus if p != g})
+    everyone = {j.outcome.group: j for mine in seen.pairs.values() for j in mine}
+    own = [j.figure_gb_per_s or 0.0 for o, j in everyone.items() if g in o.gpus]
+    rest = [v for o, j in everyone.items() if g not in o.gpus and (v := j.figure_gb_per_s)]
     why = (
         f"{node}/gpu{g}: {pairs[0].outcome.op} {figure(median(values))} GB/s in "
         f"{len(pairs)} of its {len(seen.pairs.get(g, []))} pairs (with gpu "
         f"{', '.join(map(str, peers))}) against the median {figure(seen.median_gb_per_s or 0)} "
-        f"of its node's pairs (threshold {PEER_SHARE:.0%} of it)"
+        f"of its node's pairs (threshold {PEER_SHARE:.0%} of it); the median of all its pairs "
+        f"{figure(median(own))} against {figure(median(rest) if rest else 0)} of the others' "
+        f"(threshold {GPU_SHARE:.0%} of it)"
     )
     if g in seen.telemetry:
         why += f"; {seen.telemetry[g]}"

@@ -612,3 +612,31 @@ def test_a_gpu_whose_host_copies_were_slow_once_and_fine_alone_is_healthy_with_a
     )
     assert verdicts["n7"].health is Health.HEALTHY
     assert not [v.name for v in verdicts.values() if v.condemned]
+
+
+def test_a_gpu_15_percent_slow_is_named_as_its_gpu_not_as_the_nvlinks_of_its_peers() -> None:
+    """gpu3 of 8 runs its pairs at 84% and 86% of the others' 340 GB/s in turn: three of its
+    seven pairs under 85% of the node's median, a minority; the median of its pairs is under
+    90% of the others', and three low pairs that share it name it, not three NVLinks."""
+    node = Fleet(nodes=(FleetNode(id="n0", host="h0", gpus=8),))
+    outcomes = gates(node)
+    k = 0
+    for a in range(8):
+        for b in range(a + 1, 8):
+            rate = 1.0
+            if 3 in (a, b):
+                rate, k = (0.84 if k % 2 else 0.86), k + 1
+            outcomes.append(
+                GroupOutcome(
+                    group=ScanGroup(wave=1, stage=Stage.ISOLATE, nodes=("n0",), gpus=(a, b)),
+                    result=Result.OK,
+                    busbw_gb_per_s=340.0 * rate,
+                    size_bytes=GiB,
+                    op="send_recv",
+                )
+            )
+    verdicts = verdicts_of(outcomes, node)
+    assert verdicts["n0/gpu3"].health is Health.SLOW
+    assert "in 3 of its 7 pairs" in verdicts["n0/gpu3"].evidence
+    assert not [v for v in verdicts.values() if v.subject is Subject.NVLINK]
+    assert all(verdicts[f"n0/gpu{g}"].health is Health.HEALTHY for g in range(8) if g != 3)
