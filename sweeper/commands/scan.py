@@ -7,13 +7,10 @@ starts; the verdicts come out as a table or as the scan's summary document.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin
 
 import typer
@@ -37,24 +34,19 @@ from sweeper.planning.profile import SCAN_OPTIONS, ScanSection, build_spec, desc
 from sweeper.planning.sizes import parse_size
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan.judge import Subject, Verdict, named
-from sweeper.scan.policy import STRATEGIES, Scheme, Strategy
-from sweeper.scan.simulate import Fault, Simulation, parse_faults
+from sweeper.scan.settings import STRATEGY_NAMES, ScanSettings, settings
+from sweeper.scan.simulate import Fault, parse_faults
 from sweeper.scan.simulate import simulate as simulated
-from sweeper.scan.thresholds import Thresholds
+from sweeper.scan.simulate_print import keep, show
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:
     from sweeper.driver.console import HumanConsole, JsonConsole
-    from sweeper.driver.scan import Resumed, ScanSettings
+    from sweeper.driver.scan import Resumed
     from sweeper.scan.document import Scanned
-
-# what may change between a scan and its resumption: where it is, not what it measures
-RESUME_MAY_SET = frozenset({"results", "address", "connect_timeout"})
 
 # what a scan's verdicts are judged against
 VERDICTS = "Verdicts"
-# the strategies, as `--strategy` takes them: the policy's own table
-STRATEGY_NAMES = ", ".join(f"{s}:K" if s is Scheme.RANDOM else str(s) for s in STRATEGIES)
 SIMULATED_NODES = 64
 SIMULATED_GPUS = 8
 
@@ -231,48 +223,13 @@ def section(asked: dict[str, Any]) -> ScanSection:
         raise BadInput(describe(exc)) from None
 
 
-def settings(made: ScanSection, given_as: str | None = None) -> ScanSettings:
-    """The scan's settings from its section; a strategy that is none is BadInput naming
-    where it was given (`given_as`: scan.strategy in a profile; else --strategy)."""
-    from sweeper.driver.scan import ScanSettings  # Ray (not started): the options are good
-
-    limits = Thresholds(min_busbw_gb_per_s=dict(made.min_busbw_gb_per_s))
-    if made.sigmas is not None:
-        limits = replace(limits, sigmas=made.sigmas)
-    if made.min_ratio is not None:
-        limits = replace(limits, min_ratio=made.min_ratio)
-    return ScanSettings(
-        strategy=parse_strategy(made.strategy, made.seed, given_as),
-        thresholds=limits,
-        op=made.op,
-        nodes=made.nodes,
-        domain_label=made.domain_label,
-        sizes=made.sizes,
-    )
-
-
-def parse_strategy(text: str, seed: int, given_as: str | None = None) -> Strategy:
-    """The strategy `text` names; BadInput naming where it was given (default `--strategy`)."""
-    try:
-        return Strategy.parse(text, seed=seed)
-    except ValueError as exc:
-        where = given_as or f"--strategy {text}"
-        raise BadInput(f"{where}: {exc}".rstrip(), hint=f"one of {STRATEGY_NAMES}") from None
-
-
 def _resumed(run_id: str, given: dict[str, Any]) -> tuple[SweepSpec, ScanSettings, Resumed]:
     """The spec and settings a scan was started with, where it is now, and where it stopped."""
-    from sweeper.driver.scan import resumable  # Ray (not started): the options are good
+    from sweeper.driver.run import resumed  # Ray (not started): the options are good
+    from sweeper.driver.scan import resumable
 
-    extra = sorted(k for k, v in given.items() if v is not None and k not in RESUME_MAY_SET)
-    if extra:
-        flags = ", ".join("--" + k.replace("_", "-") for k in extra)
-        raise BadInput(f"--resume runs with the scan's own settings; drop {flags}")
-    output = given["results"] or SweepSpec.model_fields["results"].default
-    options, plain, resumed = resumable(output, run_id)
-    where = {k: v for k, v in given.items() if k in RESUME_MAY_SET and v is not None}
-    spec = build_spec(None, **{**options, **where, "results": output})
-    return spec, settings(ScanSection.model_validate(plain)), resumed
+    spec, (plain, stopped) = resumed(run_id, given, "the scan's own settings", resumable)
+    return spec, settings(ScanSection.model_validate(plain)), stopped
 
 
 def _simulate(
@@ -302,39 +259,8 @@ def _simulate(
         thresholds=chosen.thresholds,
         slowdown=slowdown,
     )
-    kept = _keep(sim, options["results"])
-    if output_format is Format.json:
-        print(json.dumps({**simulation_record(sim), "summary": kept}, indent=1, default=str))
-    else:
-        print_simulation(sim)
-        if kept:
-            print(f"summary: {kept}")
+    show(sim, output_format is Format.json, keep(sim, options["results"]))
     raise typer.Exit(EXIT_REGRESSION if any(v.condemned for v in sim.verdicts) else 0)
-
-
-def _keep(sim: Simulation, output: Path | None) -> str | None:
-    """The simulation's verdicts as a scan's summary under `output` (its path), where given."""
-    if output is None:
-        return None
-    from sweeper.driver.sweep import new_run_id  # the run id's form: one place
-    from sweeper.results import scans
-    from sweeper.results.files import require_directory
-    from sweeper.scan.document import Scanned, document
-    from sweeper.scan.simulate import fleet_of
-
-    require_directory(output, f"--results {output}")
-    scanned = Scanned(
-        run_id=new_run_id(datetime.now(timezone.utc)),
-        fleet=fleet_of(sim.nodes, sim.gpus_per_node),
-        strategy=Strategy.parse(sim.strategy, seed=sim.seed),
-        outcomes=sim.outcomes,
-        verdicts=sim.verdicts,
-        waves=sim.waves,
-        rows=0,
-        seconds=sim.seconds,
-        findings=sim.findings,
-    )
-    return str(scans.save(output, scanned.run_id, document(scanned)))
 
 
 def print_verdicts(verdicts: Sequence[Verdict], retests: dict[str, str] | None = None) -> None:
@@ -352,45 +278,6 @@ def print_verdicts(verdicts: Sequence[Verdict], retests: dict[str, str] | None =
     print("nodes: " + ", ".join(f"{n} {health}" for health, n in sorted(counts.items())))
 
 
-def simulation_record(sim: Simulation) -> dict[str, Any]:
-    return {
-        "nodes": sim.nodes,
-        "gpus_per_node": sim.gpus_per_node,
-        "strategy": sim.strategy,
-        "seed": sim.seed,
-        "planted": [asdict(p) for p in sim.planted],
-        "stages": sim.stages(),
-        "waves": len(sim.waves),
-        "groups": sim.groups,
-        "minutes": round(sim.seconds / 60, 2),
-        "precision": round(sim.score.precision, 3),
-        "recall": round(sim.score.recall, 3),
-        "healthy_condemned": list(sim.score.healthy_condemned),
-        "verdicts": [
-            {"name": v.name, "health": str(v.health), "evidence": v.evidence}
-            for v in named(sim.verdicts)
-        ],
-    }
-
-
-def print_simulation(sim: Simulation) -> None:
-    print(
-        f"{sim.nodes} nodes x {sim.gpus_per_node} GPUs, {sim.strategy}, seed {sim.seed}: "
-        f"{len(sim.waves)} waves, {sim.groups} groups, {sim.seconds / 60:.1f} min "
-        f"(actor start {sim.start_s:.0f} s)"
-    )
-    for w in sim.waves:
-        print(
-            f"  wave {w.index:>3} {w.stage:<12} {w.groups:>6} groups of up to {w.largest:>3} "
-            f"nodes {w.seconds:6.1f} s"
-        )
-    planted = ", ".join(f"{p.fault} {'-'.join(p.nodes)}" for p in sim.planted)
-    print(f"planted: {planted or 'nothing'}")
-    for v in named(sim.verdicts):
-        print(f"  {v.health:<12} {v.evidence}")
-    print(f"precision {sim.score.precision:.2f}, recall {sim.score.recall:.2f}")
-
-
 def run(
     spec: SweepSpec,
     chosen: ScanSettings,
@@ -400,7 +287,8 @@ def run(
     """The scan on the cluster, each wave a line as it starts; its verdicts printed as a
     table, or as the scan's summary document (the file the run keeps)."""
     from sweeper.driver.console import JsonConsole
-    from sweeper.driver.scan import scan_fleet, summary  # Ray: a real cluster's scan
+    from sweeper.driver.scan import scan_fleet  # Ray: a real cluster's scan
+    from sweeper.scan.retest import summary
 
     scanned = scan_fleet(spec, chosen, observer, resumed=resumed)
     doc = summary(scanned, spec.model_dump(mode="json"), chosen)

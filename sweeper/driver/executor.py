@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 
 from sweeper.driver import cluster, connection
 from sweeper.driver.group import GroupRun, Phase, Shared
@@ -79,11 +78,8 @@ class Executor:
         for wave in waves:
             self.run_wave(wave)
 
-    def run_wave(self, wave: Wave, recorded: Mapping[PointKey, Recorded] | None = None) -> None:
-        """Every group of the wave at once. `recorded`: points of this wave an earlier part of
-        the run measured (a resumed scan, whose waves may test a group again), replayed in
-        place of the executor's own."""
-        shared = self.shared if recorded is None else replace(self.shared, replay=Replay(recorded))
+    def run_wave(self, wave: Wave) -> None:
+        """Every group of the wave at once."""
         node_of = [m.node for m in self.placement.members]
         per_node = Counter(n for g in wave.groups for n in {node_of[r] for r in g.ranks})
         runs = []
@@ -91,7 +87,7 @@ class Executor:
             nodes = tuple(node_of[r] for r in group.ranks)
             runs.append(
                 GroupRun(
-                    shared=shared,
+                    shared=self.shared,
                     group=group,
                     group_id=self.placement.group_id(group),
                     nodes=nodes,

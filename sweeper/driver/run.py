@@ -6,7 +6,6 @@ run goes on under its own id (`Resume`, `resumed`)."""
 
 from __future__ import annotations
 
-import secrets
 import shlex
 import signal
 import time
@@ -35,7 +34,7 @@ from sweeper.planning import request
 from sweeper.planning.profile import build_spec
 from sweeper.planning.spec import ClusterSection, SweepSpec
 from sweeper.results import records
-from sweeper.results.files import NEW_RUN_ID, require_directory
+from sweeper.results.files import NEW_RUN_ID, new_run_id, require_directory
 from sweeper.results.journal import recover, refuse_live
 from sweeper.results.load import files, load
 from sweeper.results.schema import RUN_POINT
@@ -46,10 +45,6 @@ from sweeper.wire import Backend, Status
 SCAN_KEY = "scan"  # a scan's record keeps its settings under this key of its options
 # what may change between a run and its resumption: where it is, not what it measures
 RESUME_MAY_SET = frozenset({"results", "address", "connect_timeout"})
-
-
-def new_run_id(now: datetime) -> str:
-    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 def choose_backend(asked: Backend | None, gpus: int) -> Backend:

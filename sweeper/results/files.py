@@ -23,6 +23,7 @@ import shutil
 import stat
 import warnings
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
@@ -50,6 +51,11 @@ MIN_FREE_BYTES = 16 * 2**20
 class NotAFile(OSError):
     """What sweeper would read in a results or reports directory is not a regular file it
     wrote: a link, a FIFO, a device, a folder, or more bytes than such a file holds."""
+
+
+def new_run_id(now: datetime) -> str:
+    """A new run's id (`NEW_RUN_ID`): its start, `now` in UTC, and 6 random hex digits."""
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 def run_name(run_id: str) -> str:
