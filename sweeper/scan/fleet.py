@@ -155,6 +155,9 @@ class GroupOutcome:
     # where its transport broke its tier's contract (the rows' transport_flag, sweeper/fabric):
     # what NCCL did and what to check; empty where it kept it
     misconfigured: str = ""
+    # how long its communicators took to start (the rows' comm_start_s: the slowest rank's,
+    # engine's); None where the rows do not say
+    start_s: float | None = None
 
     def flags(self, node: str) -> tuple[str, ...]:
         return tuple(f for r in self.readings if r.node == node for f in r.flags)

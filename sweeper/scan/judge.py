@@ -69,6 +69,9 @@ PEER_SHARE = 0.85
 # recorded points) moves it not at all, where a GPU 15% slow put half its pairs above
 # PEER_SHARE and was named as the NVLinks of the others (issue 52).
 GPU_SHARE = 0.9
+# A node whose groups' communicators take over this many times as long to start as its
+# peers' groups of the same size (their median) is noted (issue 54, item 4)
+START_SHARE = 2.0
 
 
 class Health(Name):
@@ -159,7 +162,7 @@ def judge(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds
     passed = {n: g.judged for n, g in gates.items()}
     verdicts, links, groups = _internode(fleet, tests, nodes, passed)
     notes = {n: list(g.node_notes) for n, g in gates.items()}
-    for n, said in _transient_notes(tests).items():
+    for n, said in [*_transient_notes(tests).items(), *slow_starts(outcomes).items()]:
         notes.setdefault(n, []).extend(said)
     verdicts = [
         replace(v, notes=(*v.notes, *notes[v.nodes[0]])) if notes.get(v.nodes[0]) else v
@@ -180,6 +183,27 @@ def _transient_notes(tests: Sequence[Judged]) -> dict[str, list[str]]:
         )
         for n in o.group.nodes:
             out[n].append(note)
+    return out
+
+
+def slow_starts(outcomes: Sequence[GroupOutcome]) -> dict[str, list[str]]:
+    """Each node the median start of whose groups is over START_SHARE times that of the other
+    nodes' groups of as many nodes, in words."""
+    timed = [(o.group.nodes, o.start_s) for o in outcomes if o.start_s is not None]
+    out: dict[str, list[str]] = {}
+    for node in sorted({n for nodes, _ in timed for n in nodes}):
+        for size in sorted({len(nodes) for nodes, _ in timed if node in nodes}):
+            same = [(nodes, s) for nodes, s in timed if len(nodes) == size]
+            mine = [s for nodes, s in same if node in nodes]
+            peers = [s for nodes, s in same if node not in nodes]
+            if not peers:
+                continue
+            own, theirs = median(mine), median(peers)
+            if own > START_SHARE * theirs:
+                out.setdefault(node, []).append(
+                    f"slow start: its groups of {size} node(s) took {own:.2f} s to start their "
+                    f"communicators, over {START_SHARE:g}x its peers' {theirs:.2f} s"
+                )
     return out
 
 

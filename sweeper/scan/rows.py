@@ -7,6 +7,7 @@ back), so a real scan, a resumed one and the tests fold them alike.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,7 +82,14 @@ def outcome(
         size_bytes=asked.bandwidth_bytes,
         readings=readings,
         misconfigured=misconfigured,
+        start_s=_slowest_start(rows),
     )
+
+
+def _slowest_start(rows: Sequence[Row]) -> float | None:
+    """The longest its communicators took to start (any engine, the slowest rank's)."""
+    known = [float(s) for r in rows if (s := r.get("comm_start_s")) is not None]
+    return max((s for s in known if not math.isnan(s)), default=None)  # NaN: read back null
 
 
 def _best(rows: Sequence[Row], size: int, column: str) -> float | None:
