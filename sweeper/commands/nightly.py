@@ -4,15 +4,12 @@ shown."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
 from sweeper.commands.common import (
-    EXIT_POINTS_FAILED,
-    EXIT_REGRESSION,
     examples,
     fail,
     stoppable,
@@ -21,9 +18,6 @@ from sweeper.commands.common import (
 from sweeper.commands.options import Format, OutputFormat, ProfileFile, sweep_options
 from sweeper.errors import BadInput, SweeperError
 from sweeper.planning.profile import SCAN_TAKES, Profile, build_spec, load_profile
-
-if TYPE_CHECKING:
-    from sweeper.commands.nightly_run import Night
 
 EXAMPLES = examples(
     "sweeper nightly --profile jobs/nightly.yaml",
@@ -73,7 +67,7 @@ def nightly(
             night = nightly_run.run(spec, Policy.of(loaded.nightly), observer, scan=loaded.scan)
     except SweeperError as exc:
         raise fail(exc) from None
-    show_night(night, format)
+    nightly_run.show_night(night, format)
 
 
 def _judge_later(run_id: str, profile: Path | None, output_format: Format, options: Any) -> None:
@@ -90,25 +84,8 @@ def _judge_later(run_id: str, profile: Path | None, output_format: Format, optio
         night = nightly_run.judge_later(results, run_id, options.get("reports_dir"), profile)
     except SweeperError as exc:
         raise fail(exc) from None
-    show_night(night, output_format)
+    nightly_run.show_night(night, output_format)
 
 
 def _profile(path: Path | None) -> Profile | None:
     return load_profile(path) if path is not None else None
-
-
-def show_night(night: Night, output_format: Format) -> NoReturn:
-    """A judged nightly run: its verdict shown, and its exit (1: a regression or a condemned
-    node, GPU or link; 4: neither, but some points failed)."""
-    # pandas: the night is judged already
-    from sweeper.analysis.nightly import summary
-    from sweeper.commands.nightly_run import print_night
-
-    if output_format is Format.json:
-        event = {"event": "nightly", "summary": str(night.summary)}
-        print(json.dumps({**event, **summary(night.verdict, night.report)}))
-    else:
-        print_night(night)
-    if len(night.verdict.regressions) or night.verdict.condemned:
-        raise typer.Exit(EXIT_REGRESSION)
-    raise typer.Exit(EXIT_POINTS_FAILED if night.verdict.failed else 0)

@@ -10,6 +10,7 @@ node, GPU or link the scan condemned (slow, failed or unreachable).
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from collections.abc import Hashable, Iterator, Mapping
@@ -17,14 +18,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import pandas as pd
+import typer
 from rich.console import Console
 from rich.table import Table
 
 from sweeper.analysis.nightly import NightlyVerdict, ScanVerdicts, judge, series_name, write_summary
+from sweeper.analysis.nightly import summary as verdict_summary
 from sweeper.analysis.regression import STATUSES, Policy
+from sweeper.commands.common import EXIT_POINTS_FAILED, EXIT_REGRESSION
+from sweeper.commands.options import Format
 from sweeper.driver import stops
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
@@ -287,3 +292,16 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
     if verdict.scan is not None and night.report:  # a sweep's observer said where it is
         console.print(f"report: {night.report}", soft_wrap=True)
     console.print(f"summary: {night.summary}", soft_wrap=True)
+
+
+def show_night(night: Night, output_format: Format) -> NoReturn:
+    """A judged nightly run: its verdict shown, and its exit (1: a regression or a condemned
+    node, GPU or link; 4: neither, but some points failed)."""
+    if output_format is Format.json:
+        event = {"event": "nightly", "summary": str(night.summary)}
+        print(json.dumps({**event, **verdict_summary(night.verdict, night.report)}))
+    else:
+        print_night(night)
+    if len(night.verdict.regressions) or night.verdict.condemned:
+        raise typer.Exit(EXIT_REGRESSION)
+    raise typer.Exit(EXIT_POINTS_FAILED if night.verdict.failed else 0)

@@ -17,7 +17,6 @@ from sweeper.commands.common import (
     sweep_console,
     sweep_profile,
 )
-from sweeper.commands.nightly import show_night
 from sweeper.commands.options import Format, OutputFormat, ProfileFile, sweep_options
 from sweeper.errors import SweeperError
 from sweeper.planning.profile import build_spec
@@ -76,7 +75,7 @@ def run(
     except SweeperError as exc:
         raise fail(exc) from None
     if resume is not None and stopped.run_kind == "nightly":
-        show_night(night, format)
+        nightly_run.show_night(night, format)
     if finished.failed:
         raise typer.Exit(EXIT_POINTS_FAILED)
     flagged = sorted({row.group_id for row in finished.rows if row.transport_flag})
