@@ -94,7 +94,7 @@ class ScanSection(BaseModel):
     from these fields), a profile's `scan:` section (which makes `sweeper nightly` scan the
     fleet, sweeper/driver/scan.py, instead of sweeping), and what a scan's run record keeps
     to resume it. Plain values: the scan's own types (its strategy, its thresholds) are made
-    from them, and the strategy checked, by `commands.scan.settings`, before Ray starts (the
+    from them, and the strategy checked, by `scan.settings.settings`, before Ray starts (the
     scan sits above planning)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
