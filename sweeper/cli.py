@@ -7,9 +7,11 @@ Exit codes: 0 done, 1 regression, 2 bad input, 3 infrastructure, 4 some points f
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Annotated, Any, TextIO
 
 import typer
@@ -57,12 +59,58 @@ def _by_metavar(params: Iterable[Any]) -> None:
             param.metavar = ""
 
 
+# rich cuts a word wider than its column with an ellipsis: a word of an option's help this
+# long is shown with a space after its commas, pluses and slashes (nvlink, pcie, internode)
+_LONG_WORD = 20
+_BREAKS = re.compile(r"([,+/])(?=\S)")
+
+
+def _breakable(help_text: str) -> str:
+    return " ".join(
+        _BREAKS.sub(r"\1 ", word) if len(word) > _LONG_WORD else word
+        for word in help_text.split(" ")
+    )
+
+
+@contextmanager
+def _shown_narrow(params: Iterable[Any]) -> Iterator[None]:
+    """While help is drawn: a flag and its negative as one name, --[no-]check (in a column
+    of their own the negatives, --no-register-buffers, left the help a dozen characters at
+    80 columns and rich cut the names to fit), and long words of help breakable."""
+    options = [param for param in params if isinstance(param, TyperOption)]
+    saved = [(param, param.opts, param.secondary_opts, param.help) for param in options]
+    for param in options:
+        (name, *more), negative = param.opts, param.secondary_opts
+        if not more and negative == [f"--no-{name.removeprefix('--')}"]:
+            param.opts, param.secondary_opts = [f"--[no-]{name.removeprefix('--')}"], []
+        param.help = _breakable(param.help) if param.help else param.help
+    try:
+        yield
+    finally:  # parsing still knows both names, and the help its words
+        for param, opts, secondary, help_text in saved:
+            param.opts, param.secondary_opts, param.help = opts, secondary, help_text
+
+
+def _reflowed(text: str) -> str:
+    """A docstring's paragraphs each as one line, for rich to wrap at the terminal's width:
+    Typer's rich help keeps the docstring's own line ends, which at another width than the
+    source's made ragged lines (`sweeper -h`: 'the run with the' alone on a line)."""
+    return "\n\n".join(" ".join(p.split()) for p in text.split("\n\n"))
+
+
 class _Command(TyperCommand):
-    """Every command's class: its help by metavar (`_by_metavar`)."""
+    """Every command's class: its help reflowed (`_reflowed`) and by metavar (`_by_metavar`),
+    a flag and its negative as one name (`_shown_narrow`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _reflowed(self.help) if self.help else self.help
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        _by_metavar(self.get_params(ctx))
-        super().format_help(ctx, formatter)
+        params = self.get_params(ctx)
+        _by_metavar(params)
+        with _shown_narrow(params):
+            super().format_help(ctx, formatter)
 
 
 class _Group(TyperGroup):

@@ -4,6 +4,7 @@ metavars, no empty defaults, examples one per line that parse. Nothing starts Ra
 from __future__ import annotations
 
 import inspect
+import itertools
 import re
 import shlex
 from collections.abc import Iterator
@@ -162,3 +163,51 @@ def test_arguments_show_their_metavar_in_usage_and_help() -> None:
     for name in ("report", "export"):
         assert f"sweeper {name} [OPTIONS] [RUN_ID]" in shown(name)
         assert re.search(r"│\s+RUN_ID\s+A run id", shown(name))
+
+
+def _shown_names(param: Any) -> set[str]:
+    """The names help shows for an option: a flag and its negative as --[no-]name."""
+    (*names,), negatives = param.opts, param.secondary_opts
+    if len(names) == 1 and negatives == [f"--no-{names[0].removeprefix('--')}"]:
+        return {f"--[no-]{names[0].removeprefix('--')}"}
+    return {name for name in (*names, *negatives) if name.startswith("--")}
+
+
+@pytest.mark.parametrize(
+    "path", list(_paths(typer.main.get_command(app))), ids=lambda p: " ".join(p) or "sweeper"
+)
+def test_help_fits_80_columns_and_shows_every_option_name_whole(path: tuple[str, ...]) -> None:
+    """At 80 columns rich cut option names (--no-register-buff…, --allow-multicast-…) and
+    long words of help to fit: every line fits, nothing is cut, every name is there whole."""
+    result = CliRunner().invoke(app, [*path, "-h"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in result.stdout
+    command: Any = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    words = set(re.findall(r"--[\w\[\]-]+", result.stdout))
+    for param in command.params:
+        if not getattr(param, "hidden", False) and param.param_type_name == "option":
+            assert _shown_names(param) <= words, (param.opts, param.secondary_opts)
+
+
+def _commands_panel(shown: str) -> list[tuple[str, str]]:
+    """`sweeper -h`'s commands panel as (name or '', help text) a line."""
+    panel = shown.split("─ Commands ─", 1)[1].split("╰", 1)[0]
+    rows = [line.strip("│").rstrip() for line in panel.splitlines()[1:]]
+    return [(row[:10].strip(), row[10:].strip()) for row in rows if row.strip()]
+
+
+def test_sweeper_h_wraps_each_commands_help_as_one_paragraph_at_any_width() -> None:
+    """A docstring's own line ends made ragged lines ('the run with the' alone): each line of
+    a command's help is as full as the next word allows."""
+    for width in (80, 120):
+        shown = CliRunner().invoke(app, ["-h"], env={"COLUMNS": str(width)}).stdout
+        rows = _commands_panel(shown)
+        room = width - 4 - 10  # the panel's borders and padding, and the names' column
+        assert len(rows) >= 10
+        for (_, line), (name, after) in itertools.pairwise(rows):
+            if not name:  # the same command's help goes on: its first word did not fit
+                assert len(line) + 1 + len(after.split()[0]) > room, (line, after)
