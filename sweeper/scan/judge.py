@@ -367,6 +367,8 @@ class Inside:
     pairs: dict[int, list[Judged]] = field(default_factory=dict)
     median_gb_per_s: float | None = None
     telemetry: dict[int, str] = field(default_factory=dict)
+    # pairs low once that passed when run again: a note on each of their GPUs
+    transient: dict[tuple[int, int], str] = field(default_factory=dict)
 
     @property
     def named(self) -> bool:
@@ -407,9 +409,17 @@ def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside
     GPU_SHARE of the median of the node's other pairs, or that two pairs below PEER_SHARE of
     the median of the node's pairs share, is slow; a slow pair of two GPUs neither of which
     is, is its NVLink."""
-    pairs = [
+    tested = [
         j for j in inside if j.outcome.group.nodes == (node,) and len(j.outcome.group.gpus) == 2
     ]
+    # a pair run again (`policy.relink`: a low pair is one observation) counts by its last run
+    last = {j.outcome.group.gpus: j for j in sorted(tested, key=lambda j: j.outcome.group.wave)}
+    pairs = list(last.values())
+    again = {
+        j.outcome.group.gpus: j
+        for j in tested
+        if j is not last[j.outcome.group.gpus] and j.figure_gb_per_s is not None
+    }
     figures = [v for j in pairs if (v := j.figure_gb_per_s) is not None]
     said = telemetry(gate.outcome.readings) if gate else {}
     if len(figures) < 3:
@@ -434,8 +444,20 @@ def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside
     links = {
         (a, b): j for j in low for a, b in [j.outcome.group.gpus] if a not in slow and b not in slow
     }
+    transient = {
+        (a, b): f"transient: NVLink gpu{a}-gpu{b} {figure(first.figure_gb_per_s or 0)} GB/s "
+        f"in wave {first.outcome.group.wave}, {figure(last[a, b].figure_gb_per_s or 0)} when "
+        f"run again in wave {last[a, b].outcome.group.wave}"
+        for (a, b), first in again.items()
+        if (first.figure_gb_per_s or 0) < PEER_SHARE * mid and last[a, b] not in low
+    }
     return Inside(
-        slow_gpus=slow, slow_links=links, pairs=dict(by_gpu), median_gb_per_s=mid, telemetry=said
+        slow_gpus=slow,
+        slow_links=links,
+        pairs=dict(by_gpu),
+        median_gb_per_s=mid,
+        telemetry=said,
+        transient=transient,
     )
 
 
@@ -489,9 +511,9 @@ def _gate_verdicts(
         bad = [f"gpu{g} {why.split(': ', 1)[1]}" for g, (_, why) in _condemned(found).items()]
         for g, verdict in found.items():
             made = _gpu_verdict(node.id, g, verdict, j, seen)
-            if gate and g in gate.notes:
-                made = replace(made, notes=(gate.notes[g],))
-            gpus.append(made)
+            noted = [gate.notes[g]] if gate and g in gate.notes else []
+            noted += [note for pair, note in seen.transient.items() if g in pair]
+            gpus.append(replace(made, notes=tuple(noted)) if noted else made)
         for (a, b), pair in seen.slow_links.items():
             gpus.append(_nvlink(node.id, a, b, pair, seen))
         if bad or seen.slow_links:

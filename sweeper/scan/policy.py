@@ -159,6 +159,39 @@ def _rounds(count: int) -> list[list[tuple[int, int]]]:
     return [r for r in out if r]
 
 
+def relink(
+    fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds, index: int
+) -> list[ScanWave]:
+    """Each pair of GPUs its node's isolation found low with neither GPU slow (an NVLink, on
+    one observation) run again, from wave `index`, in waves of disjoint GPUs: the judge
+    counts a pair by its last run (`judge.isolated`)."""
+    mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
+    judged = judge_groups(fleet, mine, thresholds)
+    gates = {
+        j.outcome.group.nodes[0]: j for j in judged.values() if j.outcome.group.stage is Stage.GATE
+    }
+    each = by_node(j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE)
+    pending = [
+        (node, pair)
+        for node, inside in each.items()
+        for pair in isolated(node, inside, gates.get(node)).slow_links
+    ]
+    made: list[list[ScanGroup]] = []
+    held: list[set[tuple[str, int]]] = []
+    for node, pair in pending:
+        gpus = {(node, g) for g in pair}
+        k = next((i for i, used in enumerate(held) if not used & gpus), len(made))
+        if k == len(made):
+            made.append([])
+            held.append(set())
+        made[k].append(ScanGroup(wave=index + k, stage=Stage.ISOLATE, nodes=(node,), gpus=pair))
+        held[k] |= gpus
+    return [
+        ScanWave(index=index + k, stage=Stage.ISOLATE, groups=tuple(groups))
+        for k, groups in enumerate(made)
+    ]
+
+
 def regate(
     fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds, index: int
 ) -> ScanWave | None:
@@ -240,13 +273,18 @@ def waves(
     yield gate_wave(fleet)
     inside = isolate_waves(fleet, to_isolate(fleet, history, thresholds), 1)
     yield from inside
-    again = regate(fleet, history, thresholds, 1 + len(inside))
+    index = 1 + len(inside)
+    for wave in relink(fleet, history, thresholds, index):
+        yield wave
+        index += 1
+    again = regate(fleet, history, thresholds, index)
     if again is not None:
         yield again
+        index += 1
     out = excluded(fleet, history, thresholds)
     nodes = tuple(n for n in fleet.ids if n not in out)
     if len(nodes) > 1:
-        start = 1 + len(inside) + (again is not None)
+        start = index
         at = Internode(
             fleet=fleet,
             strategy=strategy,

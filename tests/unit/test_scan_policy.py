@@ -432,3 +432,27 @@ def test_a_gate_slow_once_whose_isolation_names_nothing_is_run_again_and_not_con
     (note,) = verdicts["n0009"].notes
     assert note.startswith("transient: its gate in wave 0 all_reduce busbw")
     assert any("n0009" in g.nodes for w in waves if w.stage is Stage.SCREEN for g in w.groups)
+
+
+def test_a_gpu_pair_low_once_is_run_again_and_its_nvlink_is_not_condemned_when_it_passes() -> None:
+    """n0009's pair gpu1-gpu2 runs one slow block in its isolation (its gate slow once too,
+    so the node is isolated): the pair is run again, passes, and its GPUs carry a transient
+    note; nothing is condemned."""
+    fleet = fleet_of(16, 4)
+
+    def slow_once(wave: ScanWave, got: list[GroupOutcome]) -> list[GroupOutcome]:
+        for i, o in enumerate(got):
+            first = wave.index == 0 and o.group.nodes == ("n0009",)
+            pair = o.group.nodes == ("n0009",) and o.group.gpus == (1, 2) and wave.index < 5
+            if first or pair:
+                got[i] = replace(o, busbw_gb_per_s=(o.busbw_gb_per_s or 0) * 0.6)
+        return got
+
+    waves, outcomes = run_with(fleet, slow_once)
+    pairs = [w.index for w in waves for g in w.groups if g.gpus == (1, 2)]
+    assert len(pairs) == 2
+    assert pairs[1] == max(w.index for w in waves if w.stage is Stage.ISOLATE)  # the last
+    verdicts = {v.name: v for v in judge(fleet, outcomes, THRESHOLDS)}
+    assert not [n for n, v in verdicts.items() if v.health is not Health.HEALTHY]
+    for gpu in (1, 2):
+        assert any("transient: NVLink gpu1-gpu2" in n for n in verdicts[f"n0009/gpu{gpu}"].notes)
