@@ -51,6 +51,7 @@ class Execution:
     device: torch.device
     # the GPU's total energy so far (NVML, mJ; None: unreadable); None: no GPU watched
     energy_mj: Callable[[], int | None] | None = None
+    captured: NcclView | None = None  # NCCL's view of the last graph's capture
 
     def run(self) -> tuple[Timed, ...]:
         r = self.ready
@@ -73,7 +74,7 @@ class Execution:
                 continue
             step = r.collective.bind(r.buffers, self.groups.comm(engine, r.point.group_id))
             fabric, view = self._first(engine, step)
-            mine = self._launches(engine, step, timing)
+            mine = self._launches(engine, step, timing, view)
             n_wrong = r.check(step) if timing.check else None
             registered = r.registration is not None
             start_s = self.groups.started.get((r.point.group_id, engine))
@@ -84,7 +85,7 @@ class Execution:
                     registered=registered,
                     fabric=fabric,
                     start_s=start_s,
-                    nccl_view=view,
+                    nccl_view=t.nccl_view or view,
                 )
                 for t in mine
             ]
@@ -106,12 +107,14 @@ class Execution:
             return None, view
         return debug.fabric((group_id, engine), debug.take((group_id, engine))), view
 
-    def _launches(self, engine: Engine, step: Step, timing: Timing) -> list[Timed]:
+    def _launches(
+        self, engine: Engine, step: Step, timing: Timing, first: NcclView | None
+    ) -> list[Timed]:
         timed: list[Timed] = []
         eager_note: str | None = None
         for name in timing.launches:
             launch = Launch(name)
-            launcher, note = self._launcher(launch, step, timing)
+            launcher, note = self._launcher(launch, step, timing, engine)
             if note is not None and Launch.EAGER in timing.launches:
                 eager_note = note  # the eager rows say it; no second eager measurement
                 continue
@@ -128,16 +131,30 @@ class Execution:
                     )
                 else:
                     timed.append(self._time(engine, launcher, timing, note))
+                    if isinstance(launcher, Graph):
+                        timed[-1] = replace(timed[-1], nccl_view=self._graphs_view(first))
             finally:
                 launcher.close()
         if eager_note is not None:
             timed = [replace(t, note=eager_note) if t.launch == Launch.EAGER else t for t in timed]
         return timed
 
-    def _launcher(self, launch: Launch, step: Step, timing: Timing) -> tuple[Launcher, str | None]:
+    def _graphs_view(self, first: NcclView | None) -> NcclView | None:
+        """NCCL's view of a graph's calls: its capture's last step's (as many calls as the
+        eager first step made), which NCCL tunes as registered buffers (regBuff)."""
+        captured = self.captured
+        if captured is None or first is None or captured.partial is not None:
+            return captured or first
+        steps = len(first.calls)
+        return NcclView(calls=captured.calls[-steps:] if steps else ())
+
+    def _launcher(
+        self, launch: Launch, step: Step, timing: Timing, engine: Engine
+    ) -> tuple[Launcher, str | None]:
         """The launcher for a mode, and why it is eager where a graph was asked for. Every rank
         must issue the same collectives, so a capture that failed on any rank makes every
-        rank fall back."""
+        rank fall back. What NCCL predicted for the captured calls is kept (`captured`)."""
+        self.captured = None
         if launch == Launch.EAGER:
             return Eager(step), None
         if timing.iters is not None:
@@ -149,8 +166,11 @@ class Execution:
         assert self.stream is not None  # graphs exist on CUDA ranks only (spec.launches)
         graph: Graph | None = None
         error = ""
+        views, key = self.groups.nccl_view, (self.ready.point.group_id, engine)
+        marks = views.mark(key) if views is not None else ()
         try:
             graph = Graph(step, unit, self.stream)
+            self.captured = views.view(marks) if views is not None else None
         except Exception as exc:
             error = f"cannot capture a CUDA graph: {str(exc).strip().splitlines()[0]}"
         if self.agree(0.0 if graph else 1.0):

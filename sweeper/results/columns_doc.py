@@ -377,7 +377,8 @@ DESCRIBED: dict[str, Described] = {
         "before sweeper read it",
     ),
     "nccl_predicted_us": Described(
-        meaning="NCCL's predicted time of the point's first call in the row's engine: the "
+        meaning="NCCL's predicted time of the point's first call in the row's engine (a "
+        "graph row's: its capture's last step, which NCCL tunes as registered buffers): the "
         "least of its cost table (what NCCL runs, as its tuner left it), summed over the "
         "step's calls (two for a composite); from rank 0's NCCL",
         unit="microseconds",

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.driver.measurement import of_point
+from sweeper.rank.execution import Execution
 from sweeper.rank.nccl_view import VARIABLE, NcclViews, other_tuner
 from sweeper.wire import Block, Engine, Launch, NcclView, Predicted, Timed
 from tests.unit.test_measurement import RUN, _done, _placement, _ran
@@ -136,3 +137,20 @@ def test_a_step_of_no_collective_call_and_rows_of_no_nccl_say_so() -> None:
         RUN, _placement(), _done("all_reduce", (0, 1), _ran(_timed(None), _timed(None)))
     )
     assert gloo.nccl_view is None
+
+
+def _call(size: int) -> Predicted:
+    return Predicted(function="AllReduce", size_bytes=size, costs_us=COSTS)
+
+
+def test_a_graphs_rows_take_the_view_of_its_captures_last_step() -> None:
+    """A capture issues the step once a replay's iteration: the last step's calls (as many as
+    the eager first step made) stand for the graph's, whose buffers NCCL tunes as registered."""
+    execution = Execution(None, None, None, None, None)  # type: ignore[arg-type]
+    first = NcclView(calls=(_call(1), _call(2)))
+    assert execution._graphs_view(first) == first  # no capture: the eager step's
+    execution.captured = NcclView(calls=tuple(_call(s) for s in range(10, 16)))
+    assert execution._graphs_view(first) == NcclView(calls=(_call(14), _call(15)))
+    assert execution._graphs_view(NcclView()) == NcclView()  # a step of no collective call
+    execution.captured = NcclView(partial="the user's tuner")
+    assert execution._graphs_view(first) == NcclView(partial="the user's tuner")
