@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import functools
 import os
 import re
 import secrets
 import shutil
 import stat
+import time
 import warnings
 from collections.abc import Callable
 from datetime import datetime
@@ -219,26 +221,61 @@ def create(directory: int, name: str) -> int:
     return os.open(name, flags, 0o666, dir_fd=directory)
 
 
+_INFLIGHT = "_inflight-"
+# How old an unlocked in-flight file must be to be a killed writer's: a live one locks its
+# file as soon as it has made it, so any age is safe; a minute leaves room for a slow disk.
+_INFLIGHT_STALE_S = 60.0
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def _inflight(name: str) -> str:
     """A hidden name of its own for a file being written as `name`: readers skip `_`, and
     its end is no file type (node_exporter reads every `*.prom`)."""
     token = secrets.token_hex(8)
-    hidden = f"_inflight-{name}.{token}"
-    return hidden if len(os.fsencode(hidden)) <= 255 else f"_inflight-{token}"
+    hidden = f"{_INFLIGHT}{name}.{token}"
+    return hidden if len(os.fsencode(hidden)) <= 255 else f"{_INFLIGHT}{token}"
+
+
+def _clear_inflight(directory: int) -> None:
+    """Remove the in-flight files that writers killed mid-write (kill -9, a power cut) left in
+    the directory open at `directory`: those no live writer locks, made over a minute ago (a
+    writer locks its own as soon as it has made it). Never a link or anything not a file."""
+    now = time.time()
+    with os.scandir(directory) as entries:
+        names = [e.name for e in entries if e.name.startswith(_INFLIGHT)]
+    for name in names:
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=directory)
+        except OSError:
+            continue  # gone meanwhile, or a link planted under the name
+        try:
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode) or now - found.st_mtime < _INFLIGHT_STALE_S:
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(name, dir_fd=directory, follow_symlinks=False).st_ino == found.st_ino:
+                os.unlink(name, dir_fd=directory)
+        except OSError:
+            continue  # a live writer's (locked), or gone meanwhile
+        finally:
+            os.close(fd)
 
 
 def atomic_write(target: Path, write: Callable[[BinaryIO], object]) -> Path:
     """`write(file)` into a new hidden file beside `target`, renamed to `target` once written
     whole. Whatever fails (a full disk, a signal), the hidden file is removed (as far as a
-    read-only disk allows: readers skip it either way) and the error raised. A `target` that
+    read-only disk allows: readers skip it either way) and the error raised; one a killed
+    writer left is removed by the next write there (`_clear_inflight`). A `target` that
     is not a regular file, or a directory sweeper must not write in (`open_directory`), is
     BadInput, nothing written. A link at `target` is replaced, never written through."""
     require_file(target, str(target))
     directory = open_directory(target.parent)
     try:
+        _clear_inflight(directory)
         hidden = _inflight(target.name)
         try:
             with os.fdopen(create(directory, hidden), "wb") as file:
+                fcntl.flock(file, fcntl.LOCK_EX)  # alive: not a killed writer's leftover
                 write(file)
             os.replace(hidden, target.name, src_dir_fd=directory, dst_dir_fd=directory)
         except BaseException:

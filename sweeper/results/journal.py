@@ -150,7 +150,7 @@ class RunLock:
     """The run's one writer, for the writer's whole life: an exclusive `flock` on
     `_journal/<run_id>.lock`, which the kernel lets go when its process dies however it dies,
     and which a writer dropped without `release` lets go when it is collected. BadInput where
-    another live driver holds it."""
+    another live driver holds it. Lock files dead writers left are removed as it is taken."""
 
     def __init__(self, root: str | os.PathLike[str], run_id: str) -> None:
         path = Path(root) / JOURNAL_DIR / f"{run_name(run_id)}{_LOCK}"
@@ -167,6 +167,23 @@ class RunLock:
                 break
             file.close()
         self.release = weakref.finalize(self, _unlock, path, file)
+        _clear_stale_locks(path.parent, path.name)
+
+
+def _clear_stale_locks(directory: Path, own: str) -> None:
+    """Remove the lock files of runs whose writers died (kill -9 leaves them): those no live
+    writer holds, each removed under its lock as its holder removes it (`_unlock`), so a
+    writer that opened it meanwhile takes a new one."""
+    for path in directory.glob(f"*{_LOCK}"):
+        if path.name == own or not RUN_ID.fullmatch(path.name.removesuffix(_LOCK)):
+            continue
+        try:
+            with open_regular(path) as file:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.fstat(file.fileno()).st_ino == _inode(path):
+                    path.unlink()
+        except OSError:  # a live writer's (held), gone meanwhile, or not a file: left
+            continue
 
 
 def _lock_file(path: Path) -> BinaryIO:
