@@ -38,6 +38,7 @@ from sweeper.scan.settings import STRATEGY_NAMES, ScanSettings, settings
 from sweeper.scan.simulate import Fault, parse_faults
 from sweeper.scan.simulate import simulate as simulated
 from sweeper.scan.simulate_print import keep, show
+from sweeper.scan.thresholds import Finding
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:
@@ -263,9 +264,16 @@ def _simulate(
     raise typer.Exit(EXIT_REGRESSION if any(v.condemned for v in sim.verdicts) else 0)
 
 
-def print_verdicts(verdicts: Sequence[Verdict], retests: dict[str, str] | None = None) -> None:
-    """Every node's verdict, then the GPUs, links and groups that name something; under
-    each condemned one, the command that re-tests it (`retests`, by verdict name)."""
+def print_verdicts(
+    verdicts: Sequence[Verdict],
+    retests: dict[str, str] | None = None,
+    findings: Sequence[Finding] = (),
+) -> None:
+    """The fleet findings first, then every node's verdict, then the GPUs, links and groups
+    that name something; under each condemned one, the command that re-tests it
+    (`retests`, by verdict name)."""
+    for f in findings:
+        print(f.line)
     shown = [v for v in verdicts if v.subject is Subject.NODE]
     shown += [v for v in named(verdicts) if v.subject is not Subject.NODE]
     width = max((len(v.name) for v in shown), default=4)
@@ -301,5 +309,5 @@ def run(
             f"-> {spec.results}"
         )
         retests = {v["name"]: v["retest"] for v in doc["verdicts"] if v.get("retest")}
-        print_verdicts(scanned.verdicts, retests)
+        print_verdicts(scanned.verdicts, retests, scanned.findings)
     return scanned

@@ -53,6 +53,8 @@ def show(sim: Simulation, as_json: bool, kept: str | None) -> None:
         )
     planted = ", ".join(f"{p.fault} {'-'.join(p.nodes)}" for p in sim.planted)
     print(f"planted: {planted or 'nothing'}")
+    for f in sim.findings:  # the fleet as a whole, before any verdict
+        print(f"  {f.line}")
     for v in named(sim.verdicts):
         print(f"  {v.health:<12} {v.evidence}")
     print(f"precision {sim.score.precision:.2f}, recall {sim.score.recall:.2f}")
@@ -75,6 +77,7 @@ def record(sim: Simulation) -> dict[str, Any]:
         "precision": round(sim.score.precision, 3),
         "recall": round(sim.score.recall, 3),
         "healthy_condemned": list(sim.score.healthy_condemned),
+        "findings": [asdict(f) for f in sim.findings],
         "verdicts": [
             {"name": v.name, "health": str(v.health), "evidence": v.evidence}
             for v in named(sim.verdicts)

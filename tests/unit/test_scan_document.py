@@ -177,3 +177,21 @@ def test_the_prometheus_textfile_carries_the_fleet_findings_first_with_threshold
     assert (threshold.labels, threshold.value) == (labels, 36e9)
     per_host = prometheus.per_host(rows, summary)
     assert all(fams[0].name == prometheus.FINDING for fams in per_host.values())
+
+
+def test_scan_simulate_prints_the_fleet_findings_before_the_verdicts_and_its_json_has_them() -> (
+    None
+):
+    args = ["scan", "--simulate", "--nodes", "16", "--gpus-per-node", "2", "--faults", "1"]
+    args += ["--min-busbw", "internode=60"]
+    result = CliRunner().invoke(app, args)
+    lines = result.stdout.splitlines()
+    (found,) = [i for i, line in enumerate(lines) if line.strip().startswith("fleet internode")]
+    assert "off: median" in lines[found]
+    assert "threshold 60 GB/s (the flag's 60 GB/s for internode)" in lines[found]
+    verdicts = [i for i, line in enumerate(lines) if line.startswith("  ") and "n00" in line]
+    assert verdicts
+    assert found < min(verdicts)
+    result = CliRunner().invoke(app, [*args, "--format", "json"])
+    (off,) = [f for f in json.loads(result.stdout)["findings"] if f["off"]]
+    assert (off["kind"], off["threshold_gb_per_s"]) == ("internode", 60.0)
