@@ -11,6 +11,7 @@ import ctypes
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -59,17 +60,31 @@ class BuildFailed(RuntimeError):
     """The C compiler is missing or refused the source."""
 
 
+def _private(path: Path, directory: bool) -> bool:
+    """Whether `path` is this user's alone: no link, the kind asked, owned by this user,
+    writable by no one else (a library loaded from a directory others can write in could
+    be anyone's code)."""
+    status = path.lstat()
+    kind = stat.S_ISDIR(status.st_mode) if directory else stat.S_ISREG(status.st_mode)
+    return kind and status.st_uid == os.getuid() and not status.st_mode & 0o022
+
+
 def build(directory: Path) -> Path:
-    """The plugin's shared object in `directory` (made 0700 where missing), built once per
-    source (its hash names it) and put in place whole, so ranks building at once agree."""
+    """The plugin's shared object in `directory` (made 0700 where missing; BuildFailed where it,
+    or a library in it, is not this user's alone), built once per source (its hash names it)
+    and put in place whole, so ranks building at once agree."""
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     target = directory / f"libsweeper-tuner-observer-{digest}.so"
-    if target.is_file():
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _private(directory, directory=True):
+        raise BuildFailed(f"{directory} is not this user's alone: no tuner observer built there")
+    if target.exists():
+        if not _private(target, directory=False):
+            raise BuildFailed(f"{target} is not this user's alone: not loaded")
         return target
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise BuildFailed("no C compiler (cc) to build sweeper's tuner observer")
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(dir=directory, prefix=".observer-", suffix=".so")
     os.close(fd)
     flags = ["-O2", "-std=c11", "-shared", "-fPIC", "-fvisibility=hidden"]

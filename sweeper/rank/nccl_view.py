@@ -57,6 +57,8 @@ def _found(environ: Mapping[str, str], name: str) -> Path | None:
 def other_tuner(environ: Mapping[str, str], files: tuple[Path, ...]) -> str | None:
     """Why another tuner would be NCCL's, or None where NCCL would tune alone."""
     named = _configured(environ, files)
+    if named is not None and named.lower() == "none":
+        return f"{VARIABLE}={named}: NCCL runs no tuner, as the user asked"
     if named is not None:
         return f"{VARIABLE}={named} (the user's tuner: NCCL's cost tables not seen)"
     if (tuner := _found(environ, "libnccl-tuner.so")) is not None:

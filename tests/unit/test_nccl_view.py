@@ -44,6 +44,8 @@ def test_the_users_tuner_or_the_machines_stays_nccls_and_the_view_says_why(
     assert "a network plugin" in str(other_tuner(env, ()))
     (tmp_path / "lib" / "libnccl-tuner.so").write_bytes(b"")
     assert "libnccl-tuner.so of its own" in str(other_tuner(env, ()))
+    off = {**env, VARIABLE: "none"}
+    assert other_tuner(off, ()) == f"{VARIABLE}=none: NCCL runs no tuner, as the user asked"
     views = NcclViews.start(mine, ())
     assert views.observer is None
     assert mine[VARIABLE] == "/opt/tuner.so"  # kept

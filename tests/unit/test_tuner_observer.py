@@ -157,3 +157,16 @@ def test_a_source_the_compiler_refuses_is_one_line_not_a_plugin(
     with pytest.raises(observer.BuildFailed, match="could not build sweeper's tuner observer"):
         build(tmp_path / "private")
     assert list((tmp_path / "private").iterdir()) == []
+
+
+def test_a_directory_or_library_others_can_write_is_refused_not_loaded(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # as a planted /tmp directory would be
+    with pytest.raises(observer.BuildFailed, match="is not this user's alone"):
+        build(shared)
+    mine = tmp_path / "mine"
+    built = build(mine)
+    built.chmod(0o666)  # someone could have swapped its code
+    with pytest.raises(observer.BuildFailed, match="not loaded"):
+        build(mine)
