@@ -4,6 +4,7 @@ prints (the smallest slowdown from which every larger one of the grid is found).
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))  # scripts, not a package
@@ -32,9 +33,14 @@ def test_the_detection_limit_is_where_every_larger_slowdown_is_found_and_a_miss_
     found = {0.1: 40, 0.15: 100, 0.2: 98, 0.3: 100, 0.5: 100}  # 15% found, 20% not
     table = limits([pooled("slow-node", s, found[s]) for s in SLOWDOWNS])
     (row,) = [line for line in table if line.startswith("| slow-node |")]
-    assert row == "| slow-node | 30% | 1.000 | 20% | 0.980 |"
+    assert row == "| slow-node | 30% | 1.000 | 30% | 20% | 0.980 |"
     never = limits([pooled("slow-gpu", s, 0) for s in SLOWDOWNS])
-    assert "| slow-gpu | none up to 50% | - | 50% | 0.000 |" in never
+    assert "| slow-gpu | none up to 50% | - | none up to 50% | 50% | 0.000 |" in never
+    # found from 15%, but with as many healthy subjects condemned below 30%
+    loose = [pooled("slow-nic", s, 100) for s in SLOWDOWNS]
+    loose[1] = Pooled(loose[1].cell, (replace(loose[1].scans[0], condemned=300),), 1.0)
+    (row,) = [line for line in limits(loose) if line.startswith("| slow-nic |")]
+    assert row == "| slow-nic | 10% | 1.000 | 20% | - | - |"
 
 
 def test_the_grid_holds_every_axis_the_issue_names() -> None:
