@@ -128,7 +128,12 @@ def stopped(output: Path, run_id: str, command: str = "run") -> records.RunRecor
     if started is None:
         raise BadInput(f"--resume {run_id}: no such run in {output}")
     if started.ended == "complete":
-        raise BadInput(f"--resume {run_id}: the run is complete")
+        nightly = shlex.split(started.command)[1:2] == ["nightly"]  # judged, or to judge
+        judge = f"sweeper nightly --judge {run_id} --results {output}" if nightly else None
+        raise BadInput(
+            f"--resume {run_id}: the run is complete",
+            hint=judge and f"a nightly run its driver never judged is judged with: {judge}",
+        )
     own = "scan" if SCAN_KEY in started.options else "run"
     if own != command:
         what = "a scan" if own == "scan" else "a sweep"

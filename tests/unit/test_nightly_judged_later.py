@@ -88,3 +88,14 @@ def test_a_stop_after_a_nightly_completed_and_before_its_judgment_says_how_to_ju
         "stopped by SIGTERM after run R completed: its rows are in results; it was not judged: "
         "sweeper nightly --judge R --results results --reports-dir reports"
     )
+
+
+def test_a_resume_of_a_complete_unjudged_night_says_how_to_judge_it(tmp_path: Path) -> None:
+    results, reports = tmp_path / "results", tmp_path / "reports"
+    _, _, killed = _nights(results, reports)
+    result = CliRunner().invoke(app, ["run", "--resume", killed, "--results", str(results)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        f"sweeper: error: --resume {killed}: the run is complete (a nightly run its driver "
+        f"never judged is judged with: sweeper nightly --judge {killed} --results {results})"
+    ]
