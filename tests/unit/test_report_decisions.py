@@ -85,7 +85,7 @@ def test_energy_is_drawn_beside_busbw_and_start_up_against_group_size(view: RunV
     assert energy is not None
     (figure,) = energy.blocks
     assert isinstance(figure, Figure)
-    assert len(figure.figure.data) == 2 * 3  # busbw and J/GB for each shape
+    assert len(figure.figure.data) == 2 * 3 * 2  # busbw and J/GB, each shape and variant
     start = decisions.start_up(view)
     assert start is not None
     table = start.blocks[1]
@@ -105,3 +105,25 @@ def test_the_page_carries_the_three_sections(tmp_path: Path, view: RunView) -> N
     page = build.write(results, FIRST, tmp_path / "page.html").read_text()
     found = re.findall(r'<section id="([^"]+)">', page)
     assert {"regret", "energy", "start-up"} <= set(found)
+
+
+def test_a_size_whose_least_energy_configuration_is_not_its_best_is_listed(
+    view: RunView,
+) -> None:
+    """The narrowed variant's GPUs drawing a tenth of the power: five times slower at the
+    largest sizes, it uses half the energy per GB there, so the default is named least-energy
+    beside the 24 channels that win on time."""
+    rows = view.rows
+    tenth = (rows["variant"] == "channels2").map({True: 0.1, False: 1.0})
+    frugal = rows.assign(
+        energy_j=rows["energy_j"] * tenth, energy_j_per_gb=rows["energy_j_per_gb"] * tenth
+    )
+    section = decisions.energy(RunView.of(frugal, None))
+    assert section is not None
+    table = section.blocks[1]
+    assert isinstance(table, Table)
+    largest = [row for row in table.rows if row[1].text == "256M"]
+    assert [(row[2].text, row[3].text) for row in largest] == [
+        ("NCCL_MAX_NCHANNELS=24", "default")
+    ] * 3  # all_reduce, all_gather, send_recv
+    assert len(decisions.energy(view).blocks) == 1  # same power: the best is least-energy too

@@ -17,6 +17,7 @@ from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
+from sweeper.wire import DEFAULT_VARIANT
 
 _SHAPE = ["op", "algorithm", "tier", "world_size", "dtype", "engine", "launch"]
 
@@ -115,31 +116,60 @@ def _two(
 
 
 def energy(view: RunView) -> Section | None:
-    """Energy per GB beside bus bandwidth, per operation and group, where the GPUs have an
-    energy counter."""
+    """Energy per GB beside bus bandwidth, per operation, group and variant, where the GPUs
+    have an energy counter; and where the run measured settings beside NCCL's default, the
+    sizes whose least-energy configuration is not their best (fastest beyond noise)."""
     rows = view.ok_collectives
     rows = rows[rows["energy_j_per_gb"].notna()]
     if rows.empty:
         return None
-    medians = rows.groupby([*_SHAPE, "size_bytes"], sort=False)[
+    keys = [*_SHAPE, "variant"]
+    medians = rows.groupby([*keys, "size_bytes"], sort=False)[
         ["busbw_gb_per_s", "energy_j_per_gb"]
     ].median()
     series = [
-        (_line(key), part.reset_index().sort_values("size_bytes"))
-        for key, part in medians.groupby(level=_SHAPE, sort=False)
+        (_named(key), part.reset_index().sort_values("size_bytes"))
+        for key, part in medians.groupby(level=keys, sort=False)
     ]
     figure = _two(
         series, ("busbw_gb_per_s", "energy_j_per_gb"), ("bus bandwidth (GB/s)", "energy (J/GB)")
     )
+    blocks: list[Block] = [Figure(figure)]
+    table = regrets.regret(view.rows)
+    if not table.empty:
+        apart = table[table["efficient"] != table["best"]]
+        lines = [
+            (
+                Cell(_line([r[c] for c in _SHAPE])),
+                cells.size(r["size_bytes"]),
+                Cell(str(r["best"]), "code"),
+                Cell(str(r["efficient"]), "code"),
+                cells.num(r["default_energy_j_per_gb"], cells.SIG),
+                cells.num(r["efficient_energy_j_per_gb"], cells.SIG),
+            )
+            for r in cells.records(apart)
+        ]
+        if lines:
+            headers = ("group", "size", "best", "least energy", "default J/GB", "its J/GB")
+            caption = "sizes whose least-energy configuration is not the best"
+            blocks.append(cells.table(headers, lines, caption))
     return Section(
         "energy",
         "Energy per byte",
-        (Figure(figure),),
+        tuple(blocks),
         "What the group's GPUs used over the timed blocks (NVML's total-energy counter, "
         "summed over the ranks) per GB of the operation's size, beside its bus bandwidth; "
         "the median over the groups of a shape. The counter updates at its own period, so the "
-        "smallest sizes read it coarsely.",
+        "smallest sizes read it coarsely. A configuration is named least-energy where it used "
+        "less than the default by more than the size's floor (the compare rules').",
     )
+
+
+def _named(key: Sequence[object]) -> str:
+    """A shape's line with its variant where that is not the default."""
+    *shape, variant = key
+    line = _line(shape)
+    return line if variant == DEFAULT_VARIANT else f"{line} [{variant}]"
 
 
 def start_up(view: RunView) -> Section | None:
