@@ -319,7 +319,7 @@ def scan_fleet(
     run_kind: str = "scan",
     resumed: Resumed | None = None,
 ) -> Scanned:
-    """A scan: every wave the policy gives, on the cluster, in the sweep's run; the rows go
+    """A scan: every wave the policy gives, on the cluster, in one run; the rows go
     to the results (as a `run_kind` run: `nightly` for `sweeper nightly`'s), the judge's
     verdicts come back and go beside them as the scan's summary. With `resumed`, the rest
     of a stopped scan, under its id."""

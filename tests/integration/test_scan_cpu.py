@@ -50,7 +50,7 @@ from sweeper.driver import cluster
 from sweeper.driver.scan import scan_fleet
 from sweeper.planning.profile import build_spec
 from sweeper.planning.spec import SweepSpec
-from sweeper.results import records, scans
+from sweeper.results import records, scan_waves, scans
 from sweeper.results.schema import RUN_POINT
 from sweeper.scan.document import Scanned, verdicts
 from sweeper.scan.fleet import ScanWave, Stage
@@ -449,6 +449,7 @@ class _Stopped:
     kept: pd.DataFrame  # its rows, as the stop left them
     record: records.RunRecord  # its run record, as the stop left it
     summarized: bool  # whether the stop left a scan summary
+    finished: list[dict[str, Any]]  # the waves it finished, as the stop left them
     resumed: Result  # `sweeper scan --resume` of it
     document: dict[str, Any]  # what the resumed scan printed: its summary
 
@@ -471,11 +472,12 @@ def stopped(night: _Night, tmp_path_factory: pytest.TempPathFactory) -> _Stopped
     kept, record = sweeper.load(out), records.load(out, run_id)
     assert record is not None
     summarized = scans.path(out, run_id).exists()
+    finished = scan_waves.load(out, run_id)
     resume = ["scan", "--resume", run_id, "--results", str(out), "--format", "json"]
     with registry_kept():
         resumed = runner.invoke(app, resume)
     document = json.loads(resumed.stdout)
-    return _Stopped(out, run_id, ran, kept, record, summarized, resumed, document)
+    return _Stopped(out, run_id, ran, kept, record, summarized, finished, resumed, document)
 
 
 def test_sigint_mid_scan_exits_130_keeping_its_rows_and_naming_the_resume(
@@ -509,6 +511,19 @@ def test_a_resumed_scan_reaches_the_verdicts_of_the_same_scan_never_stopped(
     point = [*RUN_POINT, "wave"]
     assert not rows.duplicated(point).any()
     assert len(rows) > len(stopped.kept)
+
+
+def test_a_stopped_scan_keeps_its_finished_waves_and_its_resume_replays_them(
+    stopped: _Stopped,
+) -> None:
+    # the stop came once a wave after the gate had a row: the gate's waves had finished
+    assert stopped.finished
+    assert stopped.finished[0]["stage"] == Stage.GATE
+    assert all(wave["outcomes"] for wave in stopped.finished)
+    # the resumed scan replayed them as they were, and kept its own waves after them
+    after = scan_waves.load(stopped.out, stopped.run_id)
+    assert after[: len(stopped.finished)] == stopped.finished
+    assert len(after) > len(stopped.finished)
 
 
 def test_a_condemned_verdict_carries_the_command_that_re_tests_it(
