@@ -10,15 +10,17 @@ or unchanged.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import pandas as pd
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.analysis import RegressionRule, point_changes
+from sweeper.analysis import RegressionRule, label, point_changes
 from sweeper.analysis.changes import VERDICTS
 from sweeper.analysis.nightly import json_value, series_name
 from sweeper.errors import BadInput
@@ -99,41 +101,142 @@ def _number(value: float, spec: str) -> str:
     return "-" if pd.isna(value) else format(value, spec)
 
 
-def print_comparison(comparison: Comparison, every: bool, out: TextIO | None = None) -> None:
-    console = Console(file=out or sys.stdout, highlight=False, width=160)
-    changes, rule = comparison.changes, comparison.rule
-    counts = comparison.counts()
-    console.print(
-        f"{comparison.new} against {comparison.base}: "
-        f"{int((changes['present'] == 'both').sum())} points in both, "
-        + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
-        + f" (a change of bus bandwidth counts beyond {rule.threshold:.0%} and the noise of "
-        "its point: its size's floor, and "
-        f"{rule.k:g}x its runs' blocks' spread and its series' scatter, or beyond its floor "
-        "where its series' size class moved as a whole beyond the class's noise; or a point "
-        "failed only now; unclear: a change the noise can explain)",
-        soft_wrap=True,
+def ratio(value: float, signed: bool = False) -> str:
+    """A relative change or noise as a person reads it: 5.0% (+20.0% signed) under 100%,
+    and beyond as the factor it is, 2.5x or 1,657x, where the percentage read 165598%."""
+    if pd.isna(value):
+        return "-"
+    if abs(value) < 1:
+        return format(value, "+.1%" if signed else ".1%")
+    factor = 1 + value
+    return f"{factor:,.0f}x" if factor >= 10 else f"{factor:.1f}x"
+
+
+# The per-operation table's verdict columns: how many of its points have each verdict
+_COUNTED = {"regression": "regr.", "improvement": "impr.", "unclear": "unclear"}
+_COUNTED["unchanged"] = "unch."
+
+
+def operations(comparison: Comparison) -> pd.DataFrame:
+    """Per operation (its label: all_reduce, p2p (uni)), in the order measured: the peak
+    bus bandwidth of each run, the peak's change, and its points by verdict."""
+    changes = comparison.changes
+    labelled = changes.assign(
+        operation=[label(o, a) for o, a in zip(changes["op"], changes["algorithm"], strict=True)]
     )
+    by = labelled.groupby("operation", sort=False)
+    table = pd.DataFrame(
+        {
+            "base_peak_gb_per_s": by["base_busbw_gb_per_s"].max(),
+            "new_peak_gb_per_s": by["new_busbw_gb_per_s"].max(),
+        }
+    )
+    table["change"] = table["new_peak_gb_per_s"] / table["base_peak_gb_per_s"] - 1
+    verdicts = pd.crosstab(labelled["operation"], labelled["verdict"])
+    for verdict in VERDICTS:
+        table[verdict] = verdicts.get(verdict, 0)
+    return table.fillna({verdict: 0 for verdict in VERDICTS})
+
+
+def series_changes(shown: pd.DataFrame) -> pd.DataFrame:
+    """The points shown, a row per verdict and series, in their order: its sizes, how many,
+    its change's range and its noise's largest."""
+    named = shown.assign(series=[series_name(p) for p in shown.to_dict("records")])
+    by = named.groupby(["verdict", "series"], sort=False)
+    return pd.DataFrame(
+        {
+            "smallest_bytes": by["size_bytes"].min(),
+            "largest_bytes": by["size_bytes"].max(),
+            "points": by.size(),
+            "least_change": by["busbw_change"].min(),
+            "most_change": by["busbw_change"].max(),
+            "noise": by["noise"].max(),
+        }
+    ).reset_index()
+
+
+def _table(title: str | None = None) -> Table:
+    """A table as the sweep's closing one is drawn: a rule under its head, no edges."""
+    return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
+
+
+def _span(low: float, high: float, written: Callable[[float], str]) -> str:
+    return written(low) if written(low) == written(high) else f"{written(low)}..{written(high)}"
+
+
+def print_comparison(comparison: Comparison, every: bool, out: TextIO | None = None) -> None:
+    """The counts and the rule in a few lines, a table per operation, then the series whose
+    points changed (every point with `every`): at the terminal's width, made to read at 80."""
+    console = Console(file=out or sys.stdout, highlight=False)
+    changes, rule = comparison.changes, comparison.rule
+    both = int((changes["present"] == "both").sum())
+    console.print(f"{comparison.new} against {comparison.base}: {both} points in both")
+    console.print(", ".join(f"{n} {verdict}" for verdict, n in comparison.counts().items()))
+    console.print(
+        f"A point counts when its bus bandwidth changed beyond {rule.threshold:.0%} and beyond "
+        "its noise (the change two runs of it can show unchanged); unclear: a change the "
+        "noise can explain. docs/REGRESSIONS.md says how.",
+        style="dim",
+    )
+    per_op = _table("peak bus bandwidth (GB/s) per operation; its points by verdict")
+    per_op.add_column("operation", overflow="fold")
+    for column in ("base", "new", "change", *_COUNTED.values()):
+        per_op.add_column(column, justify="right", no_wrap=True)
+    for name, op in operations(comparison).iterrows():
+        per_op.add_row(
+            str(name),
+            _number(op["base_peak_gb_per_s"], ".3g"),
+            _number(op["new_peak_gb_per_s"], ".3g"),
+            ratio(op["change"], signed=True),
+            *(str(int(op[verdict])) for verdict in _COUNTED),
+        )
+    console.print(per_op)
     shown = _shown(comparison, every)
     if shown.empty:
         return
-    table = Table()
-    columns = ("", "series", "size", "base GB/s", "GB/s", "change", "noise", "class", "class noise")
-    for column in (*columns, "status"):
-        table.add_column(column, justify="right" if column in columns[2:] else "left")
+    if every:
+        console.print(_every_point(shown))
+        return
+    runs = series_changes(shown)
+    for verdict, part in runs.groupby("verdict", sort=False):
+        points = int(part["points"].sum())
+        table = _table(f"{verdict}: {points} points in {len(part)} series")
+        table.add_column("series", overflow="fold")
+        for column in ("sizes", "points", "change", "noise"):
+            table.add_column(column, justify="right", no_wrap=True)
+        for r in part.to_dict("records"):
+            table.add_row(
+                str(r["series"]),
+                _span(r["smallest_bytes"], r["largest_bytes"], lambda b: format_size(int(b))),
+                str(r["points"]),
+                _span(r["least_change"], r["most_change"], lambda c: ratio(c, signed=True)),
+                ratio(r["noise"]),
+            )
+        console.print(table)
+
+
+def _every_point(shown: pd.DataFrame) -> Table:
+    """Every point of either run, a row each, with its statuses where any differ."""
+    statuses = (shown["present"] != "both") | (shown["base_status"] != shown["new_status"])
+    table = _table("every point")
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("series", overflow="fold")
+    for column in ("size", "base GB/s", "GB/s", "change", "noise"):
+        table.add_column(column, justify="right", no_wrap=True)
+    if statuses.any():
+        table.add_column("status", overflow="fold")
     for point in shown.to_dict("records"):
+        status = f"{point['base_status']} -> {point['new_status']}"
+        if point["present"] != "both":
+            status = f"only in {point['present']}"
         table.add_row(
             "" if pd.isna(point["verdict"]) else str(point["verdict"]),
             series_name(point),
             format_size(int(point["size_bytes"])),
             _number(point["base_busbw_gb_per_s"], ".3g"),
             _number(point["new_busbw_gb_per_s"], ".3g"),
-            _number(point["busbw_change"], "+.1%"),
-            _number(point["noise"], ".1%"),
-            _number(point["class_change"], "+.1%"),
-            _number(point["class_noise"], ".1%"),
-            f"{point['base_status']} -> {point['new_status']}"
-            if point["present"] == "both"
-            else f"only in {point['present']}",
+            ratio(point["busbw_change"], signed=True),
+            ratio(point["noise"]),
+            *([status] if statuses.any() else []),
         )
-    console.print(table)
+    return table

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.commands import compare_runs
 from sweeper.results import records
 from sweeper.results.writer import ResultWriter
 from tests import report_data
@@ -42,22 +44,56 @@ def compare(results: Path, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_a_slower_run_exits_1_and_names_the_points_that_regressed(results: Path) -> None:
+def test_a_slower_run_exits_1_and_names_the_series_that_regressed(results: Path) -> None:
     code, out, _ = compare(results, "tuesday", "wednesday")
     assert code == 1, out
-    first = out.splitlines()[0]
-    assert first.startswith("wednesday against tuesday: ")
-    assert " regression, 0 improvement, " in first
-    table = [line for line in out.splitlines() if line.startswith("│ regression")]
-    assert any("nvlink:n0g2,3 p2p (uni) bfloat16 graph 2->3" in line for line in table)
-    assert any("-20.0%" in line for line in table)
+    first, counts = out.splitlines()[:2]
+    assert first == "wednesday against tuesday: 217 points in both"
+    assert counts.startswith("110 regression, 0 improvement, ")
+    regressed = out.split("regression: 110 points in ", 1)[1].splitlines()
+    row = next(line for line in regressed if "nvlink:n0g2,3 p2p (uni) bfloat16 graph 2->3" in line)
+    assert row.split()[-4:] == ["256M", "1", "-20.0%", "5.0%"]  # sizes, points, change, noise
+    assert re.search(r"nvlink:n0g0,1,2,3 all_gather bfloat16 graph +128K\.\.512M +7 -20\.0%", out)
+
+
+def test_compare_prints_a_table_per_operation_that_fits_80_columns(results: Path) -> None:
+    """Where it printed one 400-character sentence and a table 160 columns wide: a line of
+    counts, the rule in a few lines, then per operation the peaks and the points' verdicts."""
+    result = CliRunner().invoke(
+        app, ["compare", "tuesday", "wednesday", "--results", str(results)], env={"COLUMNS": "80"}
+    )
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    head = next(i for i, line in enumerate(lines) if line.startswith("operation "))
+    assert lines[head].split() == [
+        "operation",
+        "base",
+        "new",
+        "change",
+        "regr.",
+        "impr.",
+        "unclear",
+        "unch.",
+    ]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[head + 2 : head + 6]}
+    assert rows["p2p"] == ["(uni)", "385", "308", "-20.0%", "12", "0", "12", "0"]
+    assert rows["all_reduce"] == ["360", "288", "-20.0%", "21", "0", "21", "0"]
 
 
 def test_the_same_measurements_again_exit_0(results: Path) -> None:
     code, out, _ = compare(results, "monday", "tuesday")
     assert code == 0, out
-    assert " 0 regression, 0 improvement, 0 unclear, " in out
-    assert "│" not in out  # nothing to tabulate
+    assert "0 regression, 0 improvement, 0 unclear, " in out
+    assert "regression:" not in out  # no series to list
+    assert re.search(r"^all_reduce +\d+ +\d+ +\+0\.0% +0 +0 +0 +42$", out, re.M)
+
+
+def test_a_noise_or_a_change_beyond_100_percent_reads_as_a_factor() -> None:
+    assert compare_runs.ratio(1655.98) == "1,657x"  # where compare printed 165598.0%
+    assert compare_runs.ratio(1.5, signed=True) == "2.5x"
+    assert compare_runs.ratio(0.05) == "5.0%"
+    assert compare_runs.ratio(-0.2, signed=True) == "-20.0%"
+    assert compare_runs.ratio(float("nan")) == "-"
 
 
 def test_json_lists_every_point_with_its_change(results: Path) -> None:
