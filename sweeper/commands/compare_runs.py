@@ -9,6 +9,7 @@ or unchanged.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,7 +105,7 @@ def _number(value: float, spec: str) -> str:
 def ratio(value: float, signed: bool = False) -> str:
     """A relative change or noise as a person reads it: 5.0% (+20.0% signed) under 100%,
     and beyond as the factor it is, 2.5x or 1,657x, where the percentage read 165598%."""
-    if pd.isna(value):
+    if math.isnan(value):
         return "-"
     if abs(value) < 1:
         return format(value, "+.1%" if signed else ".1%")
@@ -113,8 +114,12 @@ def ratio(value: float, signed: bool = False) -> str:
 
 
 # The per-operation table's verdict columns: how many of its points have each verdict
-_COUNTED = {"regression": "regr.", "improvement": "impr.", "unclear": "unclear"}
-_COUNTED["unchanged"] = "unch."
+_COUNTED = {
+    "regression": "regr.",
+    "improvement": "impr.",
+    "unclear": "unclear",
+    "unchanged": "unch.",
+}
 
 
 def operations(comparison: Comparison) -> pd.DataFrame:
@@ -135,7 +140,8 @@ def operations(comparison: Comparison) -> pd.DataFrame:
     verdicts = pd.crosstab(labelled["operation"], labelled["verdict"])
     for verdict in VERDICTS:
         table[verdict] = verdicts.get(verdict, 0)
-    return table.fillna({verdict: 0 for verdict in VERDICTS})
+    filled: pd.DataFrame = table.fillna({verdict: 0 for verdict in VERDICTS})
+    return filled
 
 
 def series_changes(shown: pd.DataFrame) -> pd.DataFrame:
@@ -143,7 +149,7 @@ def series_changes(shown: pd.DataFrame) -> pd.DataFrame:
     its change's range and its noise's largest."""
     named = shown.assign(series=[series_name(p) for p in shown.to_dict("records")])
     by = named.groupby(["verdict", "series"], sort=False)
-    return pd.DataFrame(
+    runs = pd.DataFrame(
         {
             "smallest_bytes": by["size_bytes"].min(),
             "largest_bytes": by["size_bytes"].max(),
@@ -152,7 +158,9 @@ def series_changes(shown: pd.DataFrame) -> pd.DataFrame:
             "most_change": by["busbw_change"].max(),
             "noise": by["noise"].max(),
         }
-    ).reset_index()
+    )
+    flat: pd.DataFrame = runs.reset_index()
+    return flat
 
 
 def _table(title: str | None = None) -> Table:
