@@ -159,7 +159,8 @@ def test_an_nccl_grid_past_its_limit_is_refused_from_the_counts_before_expanding
         (["--faults", "slow-node=x"], "--faults slow-node=x: a count, or names"),
         (["--faults", "²"], "--faults ²: a count, or names"),  # a digit int() does not read
         (["--slowdown", "1.5"], "--slowdown 1.5: a share of its speed a fault takes"),
-        (["--nodes", "16", "--gpus-per-node", "2000"], "--gpus-per-node 2000: a node holds 1 to"),
+        # the sweep options are checked as a real scan's, before the simulation's own
+        (["--nodes", "16", "--gpus-per-node", "2000"], "--gpus-per-node: 2000 ranks on a node"),
         (["--sizes", "8,lots"], "--sizes: 'lots' is not a size"),
         (["--sizes", "8,1M"], "--simulate times "),
         (["--op", "no_such_op"], "--simulate times "),
