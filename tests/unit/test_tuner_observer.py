@@ -170,3 +170,25 @@ def test_a_directory_or_library_others_can_write_is_refused_not_loaded(tmp_path:
     built.chmod(0o666)  # someone could have swapped its code
     with pytest.raises(observer.BuildFailed, match="not loaded"):
         build(mine)
+
+
+def test_past_its_last_communicator_the_plugin_lets_nccl_start_and_records_nothing(
+    tmp_path: Path,
+) -> None:
+    """NCCL fails a communicator whose tuner's init fails, so the plugin never does: past the
+    65,536 communicators a process may open, one gets no context and its calls go unrecorded."""
+    own = build(tmp_path / "own")  # a library of its own: its count starts at 0
+    tuner = TunerV4.in_dll(ctypes.CDLL(str(own)), "ncclTunerPlugin_v4")
+    seen = Observer(own)
+    context = ctypes.c_void_p()
+    for _ in range(65536):
+        assert tuner.init(2, 1, None, ctypes.byref(context)) == 0
+        tuner.destroy(context)
+    assert tuner.init(2, 1, None, ctypes.byref(context)) == 0
+    assert context.value is None
+    table, channels = _table(), ctypes.c_int(0)
+    args = (ALLREDUCE, 64, 1, ctypes.cast(table, _Table), ALGOS, PROTOS, 0, ctypes.byref(channels))
+    assert tuner.get_coll_info(context, *args) == 0
+    assert seen.opened() == 65537
+    assert seen.since([(65536, 0)]) == ()
+    assert tuner.destroy(context) == 0
