@@ -815,7 +815,8 @@ def _internode(
             verdicts.append(_culprit(node, e))
         else:
             verdicts.append(_bystander(node, e, len(fleet.ids), gates.get(node)))
-    links = [_link(link, e, idx) for link, idx in by_link.items()]
+    measured = {n for nodes in e.members for n in nodes}
+    links = [_link(link, e, idx, alone=measured == set(link)) for link, idx in by_link.items()]
     links += _healthy_pairs(e, fleet)
     groups = [
         Verdict(
@@ -991,6 +992,20 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
     failed = e.fails.get(node, [])
     passing = e.passes.get(node, [])
     total = len(failed) + len(passing)
+    if passing and all(e.tests[i].unheld for i in passing):
+        model = e.tests[passing[0]].outcome.op
+        return Verdict(
+            subject=Subject.NODE,
+            nodes=(node,),
+            health=Health.UNCONFIRMED,
+            tests=total,
+            passed=len(passing),
+            evidence=(
+                f"{node}: cannot tell: its {model} groups across nodes have no reference "
+                f"for its GPU model, and a fleet of {len(e.passes | e.fails)} nodes cannot be "
+                "held against itself; --min-busbw internode=GB/S sets a threshold"
+            ),
+        )
     if passing:
         m = _Measured.of(e.tests, passing)
         ran = (
@@ -1061,7 +1076,10 @@ def _gate_figures(gate: Judged | None) -> str:
     return said + ")"
 
 
-def _link(link: tuple[str, str], e: Explained, idx: list[int]) -> Verdict:
+def _link(link: tuple[str, str], e: Explained, idx: list[int], alone: bool = False) -> Verdict:
+    """A pair of nodes whose groups failed: slow or failed where each end passed elsewhere,
+    or where the two are the whole fleet across nodes (`alone`: the path between them is what
+    failed, against an absolute threshold, whichever end holds it); else unconfirmed."""
     a, b = link
     tests = e.tests
     m = _Measured.of(tests, idx)
@@ -1071,7 +1089,7 @@ def _link(link: tuple[str, str], e: Explained, idx: list[int]) -> Verdict:
     kinds = {tests[i].failure for i in idx}
     health = (
         Health.UNCONFIRMED
-        if not separated
+        if not separated and not alone
         else Health.FAILED
         if Failure.FAILED in kinds or Failure.MISSING in kinds
         else Health.SLOW
@@ -1084,7 +1102,12 @@ def _link(link: tuple[str, str], e: Explained, idx: list[int]) -> Verdict:
         else f"failed ({last.why})"
     )
     ends = f"each end passed beside other nodes ({a} {passes[a]}, {b} {passes[b]} groups)"
-    if not separated:
+    if alone and not separated:
+        ends = (
+            "the fleet's only pair across nodes: the path between them (either node's NICs, "
+            "or the fabric), which a fleet of two cannot tell apart"
+        )
+    elif not separated:
         ends = "an end never passed elsewhere, so node and link are not separated"
     return Verdict(
         subject=Subject.LINK,
@@ -1109,7 +1132,7 @@ def _healthy_pairs(e: Explained, fleet: Fleet) -> list[Verdict]:
             seen[a, b].append(i)
     out = []
     for (a, b), idx in seen.items():
-        if all(e.tests[i].passed for i in idx):
+        if all(e.tests[i].passed and not e.tests[i].unheld for i in idx):
             m = _Measured.of(e.tests, idx)
             out.append(
                 Verdict(

@@ -27,6 +27,10 @@ from sweeper.wire import Name, Tier
 
 # The stages that measure every node, not suspects: the fleet's medians come from these.
 UNBIASED = (Stage.GATE, Stage.SCREEN, Stage.CROSS_DOMAIN)
+# Across nodes, a fleet of fewer nodes than this is held to an absolute threshold (the
+# reference, a flag), never to itself: at 2 nodes every group holds a slow node, at 3 two of
+# the three, so its own median is the fault's; where there is none, a pass says nothing.
+FEW_NODES = 4
 MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma is 1.4826 x its median absolute deviation
 
 
@@ -68,6 +72,9 @@ class Judged:
     # the reference figure for its GPU model, tier, ranks and operation; None where none is
     # known (whatever decided its threshold)
     reference: Reference | None = None
+    # across fewer than FEW_NODES nodes with no absolute threshold: a pass on the fleet's
+    # own figure, which says nothing (a fleet of two with no reference for its GPUs)
+    unheld: bool = False
 
     @property
     def passed(self) -> bool:
@@ -185,6 +192,7 @@ class _Population:
     finding: Finding | None
     waived: tuple[float, str] | None = None  # the floor the finding took the place of
     reference: Reference | None = None
+    unheld: bool = False  # a few nodes and no absolute threshold (`FEW_NODES`)
 
 
 def findings(
@@ -304,17 +312,28 @@ def _judging(
         peers = tally.by_shape.get(key, []) if unbiased else []
         finding = _unheld(key, o, fleet, peers) if floor is None and peers else None
         waived = None
-        if floor is not None and peers:
+        few = not key[0] and len(tally.best[key[:2]]) < FEW_NODES
+        if floor is not None and few:
+            # a fleet of a few nodes has no figure of its own to hold against the floor (at
+            # two, one slow node holds every group): the floor decides, and says so
+            count = len(tally.best[key[:2]])
+            floor = floor[0], f"{floor[1]}; a fleet of {count} nodes is held to it, not to itself"
+        elif floor is not None and peers:
             # nodes whose every group (of any size) misses it: one slow node does, a fleet off
             # as a whole all of them (its groups are no measure: each holds many nodes)
             nodes = tally.best[key[:2]]
             below = sum(v < floor[0] for v in nodes.values())
-            off = robust is not None and robust.median < floor[0]
+            off = median(nodes.values()) < floor[0]  # the fleet's nodes, whatever its size
             if off or below > thresholds.fleet_share * len(nodes):
                 finding = _finding(key, o, floor, below, len(nodes), robust or Robust.of(peers))
                 floor, waived = None, floor
         out[key] = _Population(
-            robust=robust, floor=floor, finding=finding, waived=waived, reference=ref
+            robust=robust,
+            floor=floor,
+            finding=finding,
+            waived=waived,
+            reference=ref,
+            unheld=few and floor is None,
         )
     return out
 
@@ -426,6 +445,7 @@ def judge_groups(
             source=source,
             excused=excused,
             reference=p.reference,
+            unheld=p.unheld,
         )
     return judged
 

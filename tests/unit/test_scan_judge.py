@@ -640,3 +640,43 @@ def test_a_gpu_15_percent_slow_is_named_as_its_gpu_not_as_the_nvlinks_of_its_pee
     assert "in 3 of its 7 pairs" in verdicts["n0/gpu3"].evidence
     assert not [v for v in verdicts.values() if v.subject is Subject.NVLINK]
     assert all(verdicts[f"n0/gpu{g}"].health is Health.HEALTHY for g in range(8) if g != 3)
+
+
+def small_fleet(nodes: int, model: str | None, slow: str | None) -> dict[str, Verdict]:
+    """A fleet of `nodes` H100 nodes (or of no model the reference knows), its gates and its
+    screen, each group's GPUs at 45 GB/s through their NICs times its slowest member's rate
+    (`slow` at half); the screen run twice, as the policy runs a failing group again."""
+    fleet = Fleet(
+        nodes=tuple(FleetNode(id=f"n{i}", host=f"h{i}", gpus=4) for i in range(nodes)),
+        gpu_model=model,
+    )
+    screen = affine_screen(fleet, {slow: 0.5} if slow else {})
+    again = [replace(o, group=replace(o.group, wave=o.group.wave + 10)) for o in screen]
+    return verdicts_of(gates(fleet) + screen + again, fleet)
+
+
+def test_at_two_nodes_a_slow_one_is_its_path_slow_against_the_reference_and_says_so() -> None:
+    verdicts = small_fleet(2, "H100", "n1")
+    link = verdicts["n0-n1"]
+    assert link.health is Health.SLOW
+    assert "a fleet of two cannot tell apart" in link.evidence
+    assert "a fleet of 2 nodes is held to it, not to itself" in link.threshold_source
+    assert "80% of the reference 45 GB/s" in link.threshold_source
+    assert all(verdicts[n].health is Health.UNCONFIRMED for n in ("n0", "n1"))
+
+
+def test_at_three_nodes_a_slow_one_is_named_against_the_reference() -> None:
+    verdicts = small_fleet(3, "H100", "n1")
+    assert [v.name for v in verdicts.values() if v.condemned] == ["n1"]
+    assert "a fleet of 3 nodes is held to it" in verdicts["n1"].threshold_source
+
+
+@pytest.mark.parametrize("nodes", [2, 3])
+def test_a_small_fleet_with_no_reference_cannot_tell_and_says_so(nodes: int) -> None:
+    for slow in (None, "n1"):
+        verdicts = small_fleet(nodes, None, slow)
+        for n in range(nodes):
+            v = verdicts[f"n{n}"]
+            assert v.health is Health.UNCONFIRMED
+            assert v.evidence.startswith(f"n{n}: cannot tell: ")
+        assert not [v for v in verdicts.values() if v.subject is Subject.LINK and not v.condemned]
