@@ -47,7 +47,10 @@ DGX = Path(__file__).parents[1] / "data" / "topologies" / "dgx-h100-nvswitch.jso
 TELEMETRY = Path(__file__).parents[1] / "data" / "telemetry"
 WHEN = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
 TIMING = Timing()  # eager, torch: one measurement per point
-RUN = RunColumns(**{column: "x" for column in RUN_COLUMNS} | {"run_started_at": WHEN})
+# every column a placeholder but those a reader holds to a closed set (wire's enums)
+RUN = RunColumns(
+    **{column: "x" for column in RUN_COLUMNS} | {"run_started_at": WHEN, "backend": "nccl"}
+)
 
 # Every entry of the registry and the kind its rows carry: a new entry must be added here.
 KIND_OF = {
