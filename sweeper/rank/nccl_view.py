@@ -23,6 +23,9 @@ from sweeper.wire import NcclView
 
 VARIABLE = "NCCL_TUNER_PLUGIN"
 Key = tuple[str, str]  # a group id and an engine
+# A communicator NCCL opened with no context of the observer's: an NCCL without tuner v3 or v4
+# (before 2.22), or one that could not load the library
+UNLOADED = "NCCL did not open this communicator with sweeper's tuner observer (NCCL 2.22 on)"
 # Where the dynamic loader finds a library NCCL opens by its name alone, beside LD_LIBRARY_PATH
 _SYSTEM_LIBRARIES = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib")
 
@@ -129,7 +132,10 @@ class NcclViews:
         return tuple((comm, self.observer.calls(comm)) for comm in self.comms.get(key, ()))
 
     def view(self, marks: tuple[tuple[int, int], ...]) -> NcclView:
-        """After the step: its calls since `marks`, or why they are not known."""
+        """After the step: its calls since `marks`, or why they are not known (no observer,
+        or NCCL opened the group's communicator without it)."""
         if self.observer is None:
             return NcclView(partial=self.partial)
+        if not marks:
+            return NcclView(partial=UNLOADED)
         return NcclView(calls=self.observer.since(marks))

@@ -372,7 +372,8 @@ DESCRIBED: dict[str, Described] = {
         "none NCCL tunes: send/recv and what torch builds from them, and any call of a "
         "communicator of one rank, which NCCL runs as a local copy), or `partial: ` and why "
         "not (a tuner plugin of the user's or the machine's is NCCL's, NCCL_TUNER_PLUGIN or "
-        "libnccl-tuner.so or a network plugin's; no C compiler to build sweeper's)",
+        "libnccl-tuner.so or a network plugin's; no C compiler to build sweeper's; an NCCL "
+        "before 2.22, which has no tuner v3 to open the communicator with it)",
         null="not through NCCL (gloo ranks, copies), a point that did not run, rows written "
         "before sweeper read it",
     ),

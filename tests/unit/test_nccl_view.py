@@ -12,7 +12,7 @@ import pytest
 
 from sweeper.driver.measurement import of_point
 from sweeper.rank.execution import Execution
-from sweeper.rank.nccl_view import VARIABLE, NcclViews, other_tuner
+from sweeper.rank.nccl_view import UNLOADED, VARIABLE, NcclViews, other_tuner
 from sweeper.wire import Block, Engine, Launch, NcclView, Predicted, Timed
 from tests.unit.test_measurement import RUN, _done, _placement, _ran
 from tests.unit.test_tuner_observer import ALGOS, ALLREDUCE, PROTOS, TunerV4, _Table, _table
@@ -80,6 +80,9 @@ def test_a_rank_reads_nccls_cost_table_for_its_groups_first_step_only(tmp_path: 
     assert views.mark(("h", Engine.NCCL)) == views.mark(KEY)
     views.forget("g")
     assert views.mark(KEY) == ()
+    # a communicator NCCL opened without the observer: no context between the marks
+    views.opened(("x", Engine.NCCL), views.opening())
+    assert views.view(views.mark(("x", Engine.NCCL))) == NcclView(partial=UNLOADED)
     tuner.destroy(context)
 
 
