@@ -222,6 +222,8 @@ def csv_text(
         "# collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,"
         "numPipeOps,regBuff",
         f"# runs: {', '.join(runs)}",
+        "# the example plugin runs each call no line matches on one channel (docs/TUNING.md):",
+        "# measure the tuned variant on every operation you run, beside the default",
     ]
     if not compared:
         head.append("# no NCCL setting was measured beside the default: no line")
