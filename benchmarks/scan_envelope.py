@@ -2,14 +2,14 @@
 severity (10-50% slow), density (0.1-10% of the nodes slow, a whole rack), flakiness (1 in 2,
 5, 10), pairs sharing a node, a capped pair beside a cut one, fleet size (2-4096 nodes) and
 noise (recorded GPU points at the bandwidth sizes, or at every size with their 25-79% tails:
-`sweeper.scan.noise`). Per cell, pooled over seeds: recall (planted faults condemned as
-themselves), precision (condemned verdicts that were planted), healthy subjects condemned a
-scan, the largest unconfirmed verdict in nodes, and the cost model's scan minutes. Then, per
-class, the detection limit: the smallest slowdown from which every slowdown of the grid is
-found with recall >= 0.99. Where the policy stops working is printed with where it works.
+`sweeper.scan.noise`), mixes of every class, and a fleet off as a whole. Per cell, pooled
+over seeds: recall, precision, wrong verdicts a scan, the largest unconfirmed verdict in
+nodes, the seeds with a fleet finding, the cost model's minutes; then per class the
+detection limit: the smallest slowdown from which every larger one is found with recall
+>= 0.99. Where the policy stops working is printed with where it works.
 
     nice -n 10 python benchmarks/scan_envelope.py --seeds 5
-    python benchmarks/scan_envelope.py --seeds 30 --axes severity --jobs 2
+    python benchmarks/scan_envelope.py --seeds 30 --axes severity --strategy random:6 --jobs 2
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from sweeper.scan.simulate import (
     plant,
     run,
 )
+from sweeper.scan.thresholds import Thresholds
+from sweeper.wire import Tier
 
 SLOWDOWNS = (0.1, 0.15, 0.2, 0.3, 0.5)
 SLOW = {
@@ -52,6 +54,18 @@ GPUS = 8
 PER_SCAN = 4  # faults a scan plants in the severity and flakiness cells (0.4% of 1024 nodes)
 RECALL_LIMIT = 0.99
 NOISES = {"bandwidth": BANDWIDTH_BYTES, "every size": 0}
+MIX = (
+    Fault.SLOW_NODE,
+    Fault.SLOW_GPU,
+    Fault.SLOW_LINK,
+    Fault.FLAPPING,
+    Fault.HUNG_ONCE,
+    Fault.HUNG,
+    Fault.DEAD_NODE,
+)
+FLEET_OFF = 0.7  # a fleet 30% under its reference as a whole
+# A --min-busbw above every healthy group: 45 GB/s through each GPU's NIC, 361 in a node.
+FLOORS = {Tier.INTERNODE: 60.0, Tier.NVLINK: 500.0}
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,8 @@ class Cell:
     labelled: bool = False  # nodes carry a rack label (`--domain-label`)
     hub: int = 1
     noise: str = "bandwidth"
+    shift: float = 1.0  # every figure scaled (a fleet off as a whole)
+    floor: bool = False  # FLOORS as --min-busbw
 
     @property
     def setting(self) -> str:
@@ -80,6 +96,10 @@ class Cell:
             out.append(f"{self.hub} pairs a hub")
         if self.noise != "bandwidth":
             out.append(f"noise: {self.noise}")
+        if self.shift != 1.0:
+            out.append(f"every figure x{self.shift}")
+        if self.floor:
+            out.append("a floor above every group")
         return ", ".join(out) or "-"
 
 
@@ -123,6 +143,11 @@ def cells(axes: Sequence[str]) -> Iterator[Cell]:
             yield Cell("fleet", "healthy", (), nodes)
             yield Cell("fleet", "slow-node", (Fault.SLOW_NODE,) * per, nodes, 0.5)
             yield Cell("fleet", "slow-pair (cut)", (Fault.SLOW_LINK,) * per, nodes, 0.5)
+    if "mix" in axes:
+        for count in (10, 40):
+            yield Cell("mix", f"mix of {count}", tuple(MIX[i % len(MIX)] for i in range(count)))
+        yield Cell("mix", "fleet off", shift=FLEET_OFF)
+        yield Cell("mix", "fleet off", floor=True)
     if "noise" in axes:
         for noise in NOISES:
             yield Cell("noise", "healthy", (), noise=noise)
@@ -140,9 +165,10 @@ class Scanned:
     true_positives: int
     unconfirmed_nodes: int  # the most nodes one unconfirmed verdict names
     minutes: float
+    finding: bool = False  # a fleet finding: the fleet, or a floor, off as a whole
 
 
-def scanned(cell: Cell, seed: int) -> Scanned:
+def scanned(cell: Cell, seed: int, strategy: str = "adaptive") -> Scanned:
     fleet = fleet_of(cell.nodes, GPUS, racks=RACK_NODES if cell.labelled else 0, seed=seed)
     if cell.rack and not cell.labelled:  # the same racks, which the scan is not told of
         racked = fleet_of(cell.nodes, GPUS, racks=RACK_NODES, seed=seed)
@@ -160,9 +186,11 @@ def scanned(cell: Cell, seed: int) -> Scanned:
     sim = run(
         fleet,
         planted,
-        strategy=Strategy.parse("adaptive", seed=seed),
+        strategy=Strategy.parse(strategy, seed=seed),
         seed=seed,
+        thresholds=Thresholds(min_busbw_gb_per_s=FLOORS) if cell.floor else None,
         costs=Costs(noise=recorded(NOISES[cell.noise])),
+        shift=cell.shift,
     )
     unconfirmed = [len(v.nodes) for v in sim.verdicts if v.health is Health.UNCONFIRMED]
     return Scanned(
@@ -172,6 +200,7 @@ def scanned(cell: Cell, seed: int) -> Scanned:
         true_positives=sim.score.true_positives,
         unconfirmed_nodes=max(unconfirmed, default=0),
         minutes=sim.seconds / 60,
+        finding=any(f.off for f in sim.findings),
     )
 
 
@@ -204,7 +233,8 @@ class Pooled:
         return (
             f"| {c.axis} | {c.name} | {c.setting} | {c.nodes} | {len(c.faults)} | "
             f"{len(self.scans)} | {recall} | {precision} | {wrong:.2f} | "
-            f"{max(s.unconfirmed_nodes for s in self.scans)} | {median(minutes):.1f} "
+            f"{max(s.unconfirmed_nodes for s in self.scans)} | "
+            f"{sum(s.finding for s in self.scans)} | {median(minutes):.1f} "
             f"({max(minutes):.1f}) | {self.seconds / len(self.scans):.1f} |"
         )
 
@@ -265,18 +295,21 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument(
-        "--axes", default="severity,density,flaky,hub,hangs,fleet,noise", help="which axes"
+        "--axes", default="severity,density,flaky,hub,hangs,fleet,noise,mix", help="which axes"
     )
+    parser.add_argument("--strategy", default="adaptive", help="as sweeper scan --strategy")
     parser.add_argument("--jobs", type=int, default=1, help="seeds simulated at once")
     args = parser.parse_args()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     print(
-        f"adaptive, {GPUS} GPUs a node, seeds {seeds.start}-{seeds.stop - 1}; recall and "
-        "precision pooled over the seeds; wrong: condemned verdicts not planted, a scan; "
-        "unconfirmed: the most nodes one unconfirmed verdict names; minutes: the cost "
-        "model's, median (max); s: this machine's seconds to simulate a scan\n\n"
+        f"{args.strategy}, {GPUS} GPUs a node, seeds {seeds.start}-{seeds.stop - 1}; recall "
+        "and precision pooled over the seeds; wrong: condemned verdicts not planted, a scan; "
+        "unconfirmed: the most nodes one unconfirmed verdict names; finding: seeds with a "
+        "fleet finding; minutes: the cost model's, median (max); s: this machine's seconds "
+        "to simulate a scan\n\n"
         "| axis | class | setting | nodes | faults | seeds | recall | precision | wrong | "
-        "unconfirmed | minutes | s |\n|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "unconfirmed | finding | minutes | s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         flush=True,
     )
     pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
@@ -284,13 +317,14 @@ def main() -> None:
     started = time.perf_counter()
     for cell in cells(args.axes.split(",")):
         began = time.perf_counter()
-        one = partial(scanned, cell)
+        one = partial(scanned, cell, strategy=args.strategy)
         scans = tuple(pool.map(one, seeds) if pool else map(one, seeds))
         pooled.append(Pooled(cell, scans, time.perf_counter() - began))
         print(pooled[-1].line(), flush=True)
     if pool is not None:
         pool.shutdown()
-    print("\n" + "\n".join(limits(pooled)))
+    if table := limits(pooled):
+        print("\n" + "\n".join(table))
     took = time.perf_counter() - started
     print(f"\n{len(pooled)} cells x {args.seeds} seeds simulated in {took / 60:.1f} min")
 

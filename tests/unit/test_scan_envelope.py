@@ -44,7 +44,7 @@ def test_the_detection_limit_is_where_every_larger_slowdown_is_found_and_a_miss_
 
 
 def test_the_grid_holds_every_axis_the_issue_names() -> None:
-    grid = list(cells(["severity", "density", "flaky", "hub", "fleet", "noise", "hangs"]))
+    grid = list(cells(["severity", "density", "flaky", "hub", "fleet", "noise", "hangs", "mix"]))
     severity = {(c.name, c.slowdown) for c in grid if c.axis == "severity"}
     assert len(severity) == len(scan_envelope.SLOW) * len(SLOWDOWNS)
     assert {c.nodes for c in grid if c.axis == "fleet"} == {2, 3, 7, 49, 100, 1024, 4096}
@@ -63,3 +63,8 @@ def test_the_grid_holds_every_axis_the_issue_names() -> None:
         102,
     }
     assert {c.noise for c in grid} == {"bandwidth", "every size"}
+    assert {len(c.faults) for c in grid if c.axis == "mix"} == {0, 10, 40}
+    assert {(c.shift, c.floor) for c in grid if c.name == "fleet off"} == {
+        (0.7, False),
+        (1.0, True),
+    }
