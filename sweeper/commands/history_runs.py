@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -125,9 +126,10 @@ def runs(results: Path, reports_dir: Path) -> pd.DataFrame:
 
 
 def _count(run: Mapping[Hashable, Any]) -> str:
-    """' (3)': how many regressions or condemned a judged status stands for."""
-    counted = {"regression": "regressions", "condemned": "condemned"}.get(run["status"])
-    return f" ({run[counted]})" if counted else ""
+    """' (3)': how many regressions, condemned or failed points a status stands for."""
+    counted = {"regression": "regressions", "condemned": "condemned", "failed": "failed"}
+    column = counted.get(run["status"])
+    return f" ({run[column]})" if column else ""
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -136,32 +138,34 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def print_runs(frame: pd.DataFrame, out: TextIO | None = None) -> None:
-    console = Console(file=out or sys.stdout, highlight=False, width=160)
-    table = Table(title=f"{len(frame)} runs")
-    columns = (
-        "run_id",
-        "started (UTC)",
-        "kind",
-        "cluster",
-        "gpu",
-        "points",
-        "failed",
-        "ended",
-        "status",
+    """A row a run, at the terminal's width and made to read at 80 columns: its start is
+    said by its id where every id is sweeper's (20261202T061723Z-f43af4), how it ended by
+    its status (a partial run's status is how it ended), its failed points there too."""
+    console = Console(file=out or sys.stdout, highlight=False)
+    table = Table(
+        title=f"{len(frame)} run{'' if len(frame) == 1 else 's'}",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0),
     )
-    for column in columns:
-        table.add_column(column, justify="right" if column in ("points", "failed") else "left")
+    dated = not all(NEW_RUN_ID.fullmatch(str(run_id)) for run_id in frame["run_id"])
+    table.add_column("run_id", no_wrap=True)
+    if dated:
+        table.add_column("started (UTC)", no_wrap=True)
+    for column in ("kind", "cluster", "gpu"):
+        table.add_column(column, overflow="fold")
+    table.add_column("points", justify="right", no_wrap=True)
+    table.add_column("status", no_wrap=True)  # the column a reader looks for: whole
     for run in frame.to_dict("records"):
         gpu = run["gpu_model"] if not pd.isna(run["gpu_model"]) else f"({run['backend']})"
+        started = [f"{run['run_started_at']:%Y-%m-%d %H:%M}"] if dated else []
         table.add_row(
             run["run_id"],
-            f"{run['run_started_at']:%Y-%m-%d %H:%M}",
+            *started,
             run["run_kind"],
             run["cluster_name"],
             gpu,
             str(run["points"]),
-            str(run["failed"]),
-            run["ended"],
             run["status"] + _count(run),
         )
     console.print(table)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -14,6 +16,7 @@ from typer.testing import CliRunner
 from sweeper.analysis import nightly
 from sweeper.analysis.regression import Policy
 from sweeper.cli import app
+from sweeper.commands import history_runs
 from sweeper.planning.profile import NightlySettings
 from sweeper.planning.spec import SweepSpec
 from sweeper.results import records
@@ -187,3 +190,37 @@ def test_another_tools_parquet_and_a_copied_batch_are_skipped_whatever_their_nam
     )
     assert shown.exit_code == 0, shown.output
     assert page.is_file()
+
+
+def test_the_runs_table_fits_80_columns_a_run_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its console was 160 columns wide, so at 80 every row wrapped into two; a sweep's ids
+    say when it started, and a status says how many failed, regressed or were condemned."""
+    monkeypatch.setenv("COLUMNS", "80")
+    started = pd.Timestamp("2026-12-01 02:00", tz="UTC")
+    runs = pd.DataFrame(
+        {
+            "run_id": [f"20261201T02000{i}Z-a1b2c{i}" for i in range(3)],
+            "run_started_at": [started] * 3,
+            "run_kind": ["nightly", "run", "scan"],
+            "cluster_name": ["gpu-west-2"] * 3,
+            "gpu_model": ["NVIDIA H200", None, "NVIDIA H200"],
+            "backend": ["nccl", "gloo", "nccl"],
+            "points": [13315, 269, 2500],
+            "failed": [0, 3, 0],
+            "regressions": pd.array([12, None, None], dtype="Int64"),  # as `runs` counts them
+            "condemned": pd.array([None, None, 4], dtype="Int64"),
+            "status": ["regression", "failed", "condemned"],
+        }
+    )
+    shown = io.StringIO()
+    history_runs.print_runs(runs, shown)
+    lines = shown.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line for line in lines if line.startswith("20261201T")]
+    assert [row.split()[-2:] for row in rows] == [
+        ["regression", "(12)"],
+        ["failed", "(3)"],
+        ["condemned", "(4)"],
+    ]
+    assert "started" not in lines[1]  # the ids say it
+    assert "(gloo)" in rows[1]
