@@ -123,9 +123,9 @@ class Fault(Name):
     SLOW_LINK = "slow-link"  # a pair of nodes: every flow between them loses a share (a cut)
     CAPPED_LINK = "capped-link"  # a pair of nodes: the path between them carries at most a rate
     DEAD_NODE = "dead-node"  # never answers: its actors do not start
-    SLOW_NIC = "slow-nic"  # its NICs, and NVML/sysfs says so
+    SLOW_NIC = "slow-nic"  # its NICs (sysfs says so where one trained down a speed step)
     SLOW_GPU = "slow-gpu"  # one GPU held back (shared, clocks down at its power cap)
-    FLAPPING = "flapping"  # its network fails a test at random, one in FLAP_FAILS
+    FLAPPING = "flapping"  # its network fails a test at random, with its chance
     HUNG_ONCE = "hung-once"  # stops answering in one of its first HANG_WITHIN tests
     HUNG = "hung-node"  # stops answering at its first test, and for good
 
@@ -261,9 +261,9 @@ def plant(
     rate = None if slowdown is None else 1 - slowdown
     planted: list[Planted] = []
     shared: int | None = None  # the hub of the run of links under way
-    for k, fault in enumerate(faults):
-        links_before = sum(f in LINKS for f in faults[:k])
-        if fault in LINKS and shared is not None and links_before % hub:
+    links = 0  # links planted so far
+    for fault in faults:
+        if fault in LINKS and shared is not None and links % hub:
             i = shared
         else:
             i = racked.pop(0) if fault is Fault.SLOW_NODE and racked else _draw(rng, free)
@@ -274,6 +274,7 @@ def plant(
             j = _draw(rng, set(apart) or free)
             free.discard(j)
             planted.append(Planted(fault=fault, nodes=(ids[min(i, j)], ids[max(i, j)]), rate=rate))
+            links += 1
             continue
         gpu = rng.randrange(fleet.nodes[i].gpus) if fault is Fault.SLOW_GPU else None
         planted.append(
