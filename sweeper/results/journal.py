@@ -240,16 +240,20 @@ def _in_use(run_id: str) -> BadInput:
 
 def journaled(root: str | os.PathLike[str], run_id: str) -> pa.Table:
     """The rows in the journal of `run_id` as today's (a live driver's: read, not taken);
-    none where it has no journal."""
+    none where it has no journal, or a newer sweeper's (with a warning)."""
+    path = journal_path(root, run_id)
     try:
-        with open_regular(journal_path(root, run_id)) as file:
+        with open_regular(path) as file:
             schema, batches = (found := _read(file)).schema, found.batches
+        since = version(schema, path) if schema is not None else UNVERSIONED
     except (FileNotFoundError, NotAFile):
         schema = None  # compacted since its driver was seen, or not sweeper's
+    except BadInput as exc:  # a newer sweeper's live run: its rows are not this one's to read
+        warnings.warn(f"skipped {exc}", CorruptResults, stacklevel=2)
+        schema = None
     if schema is None:
         return SCHEMA.empty_table()
-    table = complete(pa.Table.from_batches(batches, schema=schema))
-    return upgrade(table, version(schema, journal_path(root, run_id)))
+    return upgrade(complete(pa.Table.from_batches(batches, schema=schema)), since)
 
 
 def _journals(root: str | os.PathLike[str]) -> dict[str, Path]:
