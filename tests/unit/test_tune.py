@@ -11,13 +11,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
 import sweeper
 from sweeper.cli import app
 from sweeper.commands.tune_files import CSV_NAME, JSON_NAME, MAX_LINE
-from sweeper.results.schema import COLUMNS
+from sweeper.results.schema import COLUMNS, SCHEMA
 from sweeper.results.writer import ResultWriter
 from tests import tuner_csv
 from tests.unit.test_regret import GRID, NARROW_RUN, swapped
@@ -28,6 +29,7 @@ GOLDEN = DATA / "tuning"
 LOG = DATA / "nccl_logs" / "h200-x4-2026-11-27" / "p2p.log"
 _TUNING = re.compile(r"(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
 _OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather"}
+MAPS = [f.name for f in SCHEMA if pa.types.is_map(f.type)]  # pairs, as Arrow takes a map
 RUNS = ("20261127T180604Z-ed73d6", "20261127T180646Z-283fdf", NARROW_RUN)
 
 
@@ -75,7 +77,7 @@ def write(rows: pd.DataFrame, root: Path) -> Path:
         writer = ResultWriter(root, str(run_id), "2026-11-27")
         for record in part[list(COLUMNS)].to_dict("records"):
             row = {k: _cell(v) for k, v in record.items()}
-            for pairs in ("nccl_env", "params"):
+            for pairs in MAPS:
                 if row[pairs] is not None:
                     row[pairs] = [tuple(p) for p in row[pairs]]
             writer.append(row)

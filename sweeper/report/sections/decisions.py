@@ -181,6 +181,7 @@ def start_up(view: RunView) -> Section | None:
         world_size=("world_size", "first"),
         n_nodes=("n_nodes", "first"),
         start_s=("comm_start_s", "max"),
+        split=("nccl_init_s", _first_split),
     )
     groups = groups.reset_index()
     traces = [
@@ -210,6 +211,7 @@ def start_up(view: RunView) -> Section | None:
             cells.num(r["world_size"], "d"),
             cells.num(r["n_nodes"], "d"),
             cells.num(r["start_s"], ".3f"),
+            Cell(r["split"]),
         )
         for r in cells.records(groups.sort_values("start_s", ascending=False))
     ]
@@ -218,9 +220,20 @@ def start_up(view: RunView) -> Section | None:
         "Communicator start-up",
         (
             Figure(go.Figure(data=traces, layout=layout, _validate=False)),
-            cells.table(("group", "engine", "ranks", "nodes", "seconds"), lines),
+            cells.table(("group", "engine", "ranks", "nodes", "seconds", "NCCL's split"), lines),
         ),
         "How long each group's communicator took to open in each engine, the slowest rank's: "
         "torch.distributed's process group with NCCL's communicator made at once, or "
-        "ncclCommInitRank for the nccl engine (the world's join for a group of every rank).",
+        "ncclCommInitRank for the nccl engine (the world's join for a group of every rank); "
+        "where NCCL printed its own split (`nccl_init_s`), its largest parts.",
     )
+
+
+def _first_split(splits: pd.Series) -> str:
+    """NCCL's split of a start, its three largest parts: `kernels 0.41, bootstrap 0.07, ...`."""
+    for split in splits:
+        if split is None or (isinstance(split, float) and np.isnan(split)):
+            continue
+        parts = sorted((p for p in split if p[0] != "total"), key=lambda p: -p[1])
+        return ", ".join(f"{name} {seconds:.2f}" for name, seconds in parts[:3])
+    return "-"
