@@ -165,9 +165,9 @@ def resumed(
     read: Callable[[Path, str], tuple[dict[str, Any], T]],
 ) -> tuple[SweepSpec, T]:
     """The spec a run was started with, where it is now, and where it stopped, as `read`
-    finds them in the results directory. `given`: the command's options (None
-    where not given), of which only where the run is may change: else BadInput, which says
-    that a resume runs with `whose` (the run's own options)."""
+    finds them in the results directory. `given`: the command's options (None where not
+    given), of which only where the run is may change; else BadInput, which says that a
+    resume runs with `whose` (such as the run's own options)."""
     extra = sorted(k for k, v in given.items() if v is not None and k not in RESUME_MAY_SET)
     if extra:
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
