@@ -2,7 +2,7 @@
 
     run(**options) -> Run      sweep as `sweeper run` does; its rows as a DataFrame
     plan(**options) -> Plan    the schedule and duration `sweeper plan` estimates
-    load(path) -> DataFrame    the rows of a results directory (a Parquet dataset)
+    load(path, run_id=, columns=) -> DataFrame   the rows of a results directory
     Run                        a finished sweep: run_id, rows, report
     Plan                       a planned sweep: spec, placement, schedule, estimate
 
@@ -13,6 +13,8 @@ docs/API.md has a worked example.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper._version import __version__
@@ -45,12 +47,28 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-def load(path: str | os.PathLike[str] = "results") -> pd.DataFrame:
-    """Read a results directory into a DataFrame with the canonical column types;
-    FileNotFoundError where there is none, BadInput for an empty path (which Path would
-    take for the current directory)."""
+def load(
+    path: str | os.PathLike[str] = "results",
+    run_id: str | Iterable[str] | None = None,
+    columns: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Read a results directory into a DataFrame with the canonical column types: every
+    run's rows, or `run_id`'s (a run id, `latest`, or several ids), and every column or
+    only `columns` (read from the Parquet alone). FileNotFoundError where there is no
+    directory; BadInput for an empty path (which Path would take for the current
+    directory), a run the directory does not have, or a column the rows do not have."""
     if not os.fspath(path).strip():
         raise BadInput("sweeper.load(''): an empty path; name a results directory")
     from sweeper.results.load import load as _load  # pandas: not for `import sweeper`
+    from sweeper.results.load import resolve
+    from sweeper.results.schema import DATASET_SCHEMA
 
-    return _load(path)
+    if columns is not None:
+        columns = [columns] if isinstance(columns, str) else list(columns)
+        unknown = [c for c in columns if c not in DATASET_SCHEMA.names]
+        if unknown:
+            raise BadInput(f"sweeper.load: no column {', '.join(map(repr, unknown))} in the rows")
+    if run_id is not None:
+        asked = [run_id] if isinstance(run_id, str) else list(run_id)
+        run_id = [resolve(Path(path), one) for one in asked]
+    return _load(path, run_id, columns)

@@ -136,14 +136,21 @@ def _spec(options: dict[str, Any]) -> SweepSpec:
     return build_spec(load_sweep_profile(profile) if profile is not None else None, **options)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False, repr=False)
 class Run:
-    """A finished sweep: its id, its rows (what `sweeper.load(results, run_id)` gives) and its
-    HTML report (None with report=False)."""
+    """A finished sweep: its id, its rows (what `sweeper.load(results, run_id=...)` gives)
+    and its HTML report (None with report=False)."""
 
     run_id: str
     rows: pd.DataFrame
     report: Path | None
+
+    def __repr__(self) -> str:
+        """One line, where the dataclass's repr printed the whole DataFrame."""
+        rows, columns = self.rows.shape
+        report = str(self.report) if self.report else None
+        shape = f"<{rows} rows x {columns} columns>"
+        return f"Run(run_id={self.run_id!r}, rows={shape}, report={report!r})"
 
 
 @_keywords(RunKeywords)

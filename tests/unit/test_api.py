@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import typer.main
 
@@ -124,3 +125,32 @@ def test_a_scan_profile_is_bad_input_to_a_sweep() -> None:
         sweeper.plan(profile=str(nightly), topology=DGX)
     with pytest.raises(BadInput, match="has a scan: section"):
         sweeper.run(profile=str(nightly))
+
+
+def test_a_runs_repr_is_one_short_line_not_its_rows() -> None:
+    rows = pd.DataFrame({"op": ["all_reduce"] * 500, "busbw_gb_per_s": range(500)})
+    done = sweeper.Run(run_id="20261202T061723Z-f43af4", rows=rows, report=None)
+    assert repr(done) == (
+        "Run(run_id='20261202T061723Z-f43af4', rows=<500 rows x 2 columns>, report=None)"
+    )
+
+
+def test_load_selects_a_run_and_columns(tmp_path: Path) -> None:
+    from tests import report_data
+
+    results = tmp_path / "results"
+    report_data.write_run(results, "base")
+    report_data.write_run(results, "new")
+    every = sweeper.load(results)
+    assert set(every["run_id"]) == {"base", "new"}
+    one = sweeper.load(results, run_id="base", columns=["run_id", "op", "busbw_gb_per_s"])
+    assert list(one.columns) == ["run_id", "op", "busbw_gb_per_s"]
+    assert set(one["run_id"]) == {"base"}
+    assert len(one) == (every["run_id"] == "base").sum()
+    latest = sweeper.load(results, run_id="latest", columns=["run_id"])
+    assert set(latest["run_id"]) == {every["run_id"].max()}  # the newest, as the CLI says it
+    assert set(sweeper.load(results, run_id=["base", "new"], columns="op")) == {"op"}
+    with pytest.raises(BadInput, match="no run 'friday'"):
+        sweeper.load(results, run_id="friday")
+    with pytest.raises(BadInput, match="no column 'busbw'"):
+        sweeper.load(results, columns=["op", "busbw"])
