@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import pandas as pd
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -206,14 +207,21 @@ def _since(finding: Mapping[Hashable, Any]) -> str:
     return f"drift ({finding['drift']:+.1%} over the runs)"
 
 
+def _table(title: str) -> Table:
+    """A table as the sweep's closing one is drawn, to read at 80 columns: a rule under its
+    head, no edges; its text columns fold, its numbers never wrap."""
+    return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
+
+
 def _print_fail_slow(console: Console, verdict: NightlyVerdict) -> None:
     """The fail-slow groups, each with its noise against its peers' and its series'."""
     flagged = verdict.fail_slow()
     if not flagged:
         return
-    table = Table(title="fail-slow: groups that vary night to night more than their peers")
-    for column in ("group", "x peers' noise", "series: noise (sigma / median)"):
-        table.add_column(column)
+    table = _table("fail-slow: groups that vary night to night more than their peers")
+    table.add_column("group", overflow="fold")
+    table.add_column("x peers' noise", justify="right", no_wrap=True)
+    table.add_column("series: noise (sigma / median)", overflow="fold")
     for group in flagged:
         named = "; ".join(f"{s['series']} {s['metric']}: {s['noise']:.1%}" for s in group["series"])
         table.add_row(group["group_id"], f"{group['noise_ratio']:.2f}", named)
@@ -225,9 +233,9 @@ def _print_scan(console: Console, scan: ScanVerdicts) -> None:
     health = ", ".join(f"{n} {verdict}" for verdict, n in scan.document["health"].items())
     console.print(f"scan: {len(scan.document['nodes'])} nodes: {health}", soft_wrap=True)
     if condemned := scan.condemned:
-        table = Table(title="condemned by the scan (its summary has every verdict)")
+        table = _table("condemned by the scan (its summary has every verdict)")
         for column in ("name", "health", "evidence"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for v in condemned:
             table.add_row(v["name"], v["health"], v["evidence"])
         console.print(table)
@@ -238,7 +246,7 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
     series worse tonight only), and a line of counts, the versions that changed and where
     the summary and a scan's report are."""
     verdict = night.verdict
-    console = Console(file=out or sys.stdout, highlight=False, width=160)
+    console = Console(file=out or sys.stdout, highlight=False)  # the terminal's width
     fp = verdict.fingerprint
     what = f"{fp.cluster_name} ({fp.gpu_model or 'no GPU'}, {fp.backend})"
     if verdict.history:
@@ -247,26 +255,31 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
             f"nightly {verdict.run_id}: {what} compared with {len(verdict.history)} earlier "
             f"nightly runs: a baseline of up to {policy.window}, and {policy.persistence} runs "
             "in a row worse than it to alarm",
-            soft_wrap=True,
         )
     else:
         console.print(
             f"nightly {verdict.run_id}: no earlier nightly run of {what}; this one starts its "
             "history",
-            soft_wrap=True,
         )
     if verdict.scan is not None:
         _print_scan(console, verdict.scan)
     shown = verdict.findings[verdict.findings["status"].isin(["regression", "worse"])]
-    if len(shown):
-        table = Table(title="regressions, and series worse tonight (they alarm if it persists)")
-        columns = ("status", "series", "metric", "tonight", "baseline", "change", "z", "noise")
-        for column in (*columns, "since"):
-            table.add_column(column, justify="right" if column in columns[2:] else "left")
-        ordered = shown.sort_values("status", key=lambda s: s.map(STATUSES.index))
-        for finding in ordered.to_dict("records"):
+    titles = {
+        "regression": "regressions",
+        "worse": "series worse tonight (they alarm if it persists)",
+    }
+    for status, title in titles.items():
+        part = shown[shown["status"] == status]
+        if part.empty:
+            continue
+        table = _table(f"{title}: {len(part)}")
+        for column in ("series", "metric"):
+            table.add_column(column, overflow="fold")
+        for column in ("tonight", "baseline", "change", "z", "noise"):
+            table.add_column(column, justify="right", no_wrap=True)
+        table.add_column("since", overflow="fold")
+        for finding in part.to_dict("records"):
             table.add_row(
-                finding["status"],
                 series_name(finding),
                 _metric(finding),
                 _value(finding, finding["value"]),
@@ -283,10 +296,9 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
         f"{len(verdict.findings)} series x metrics: "
         + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in STATUSES)
         + f" (new: fewer than {verdict.policy.min_history} earlier runs)",
-        soft_wrap=True,
     )
     for name, (before, now) in verdict.changed_versions().items():
-        console.print(f"{name} changed since the previous run: {before} -> {now}", soft_wrap=True)
+        console.print(f"{name} changed since the previous run: {before} -> {now}")
     if verdict.failed:
         console.print(f"{verdict.failed} of {verdict.points} points failed (their rows say why)")
     if verdict.scan is not None and night.report:  # a sweep's observer said where it is

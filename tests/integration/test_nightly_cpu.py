@@ -4,6 +4,7 @@ two sweeps writing one results directory at once."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -51,8 +52,13 @@ nightly:
     return path
 
 
-def nightly(tmp_path: Path, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["nightly", "--profile", str(profile(tmp_path)), *args])
+def nightly(tmp_path: Path, *args: str, columns: int = 80) -> tuple[int, str]:
+    """`sweeper nightly` with the profile, in a terminal `columns` wide."""
+    result = CliRunner().invoke(
+        app,
+        ["nightly", "--profile", str(profile(tmp_path)), *args],
+        env={"COLUMNS": str(columns)},
+    )
     return result.exit_code, result.stdout
 
 
@@ -158,10 +164,11 @@ def test_nightly_with_a_planted_slowdown_exits_1_and_names_the_series(
     # that persists two nights.
     _plant(tmp_path / "results", yesterday, nights=6, faster=10.0)
 
-    code, output = nightly(tmp_path)
+    code, output = nightly(tmp_path, columns=120)  # a series and its metric on one line
     assert code == 1, output
-    assert "compared with 7 earlier nightly runs" in output
-    table = [line for line in output.splitlines() if line.startswith("│ regression")]
+    assert "compared with 7 earlier nightly runs" in " ".join(output.split())
+    regressions = output.split("regressions: 2", 1)[1].splitlines()
+    table = [line for line in regressions if re.search(r" [+-]\d+\.\d% ", line)]
     assert len(table) == 2
     assert all(SERIES in line for line in table)
     assert "peak busbw @" in table[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -224,3 +225,27 @@ def test_the_runs_table_fits_80_columns_a_run_a_line(monkeypatch: pytest.MonkeyP
     ]
     assert "started" not in lines[1]  # the ids say it
     assert "(gloo)" in rows[1]
+
+
+def test_a_nights_verdict_prints_at_80_columns_its_figures_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nightly's console was 160 columns wide: at 80 its regression table wrapped into
+    garbage. Its text columns fold inside themselves; its figures stay whole on one line."""
+    from sweeper.commands import nightly_run
+
+    monkeypatch.setenv("COLUMNS", "80")
+    results = tmp_path / "results"
+    history = History(results, every_series(groups=1, ops=1, dtypes=1), noise=0.0)
+    policy = Policy.of(NightlySettings.model_validate({"min_history": 2, "window": 2}))
+    history.nights(3)
+    slow = history.nights(2, lambda night, series: 2.0 if night >= 3 else 1.0)
+    verdict = nightly.judge(results, slow[-1], policy)
+    shown = io.StringIO()
+    nightly_run.print_night(nightly_run.Night(verdict, tmp_path / "summary.json", None), shown)
+    lines = shown.getvalue().splitlines()
+    assert lines[-1] == f"summary: {tmp_path / 'summary.json'}"  # a path stays whole
+    assert max(len(line) for line in lines[:-1]) <= 80
+    assert any(line.strip() == "regressions: 2" for line in lines)
+    figures = r"  \d+\.\d+ +\d+\.\d+ +[+-]\d+\.\d% +[+-](inf|\d+\.\d) +\d+\.\d% "
+    assert len([line for line in lines if re.search(figures, line)]) == 2
