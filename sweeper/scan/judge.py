@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from math import log
 from statistics import median
 from typing import TypedDict
 
@@ -59,6 +60,16 @@ from sweeper.wire import Name
 # at 1024 nodes where it shares two slow pairs' groups), while a node failing one test in two
 # fails half. A node failing less often than this is not told from its neighbours' faults.
 FAIL_SHARE = 0.25
+# A node's failures across nodes that no other cause explains, its transient ones included,
+# are a sequential probability ratio test (Wald's): that its groups fail at the fleet's noise
+# rate (the share of groups whose failure did not reproduce, at least NOISE_SHARE: 0.6% of
+# recorded GPU points are 25-79% slow, scan.noise), against that it fails one test in
+# 1/FLAKY_RATE more. Past ln((1 - FLAKY_BETA) / FLAKY_ALPHA) it is flaky: a healthy node is
+# called flaky at most FLAKY_ALPHA of the time, one failing one in five missed FLAKY_BETA.
+FLAKY_RATE = 0.2
+FLAKY_ALPHA = 0.001
+FLAKY_BETA = 0.01
+NOISE_SHARE = 0.01
 # A clock this far below its peers' median is evidence: analysis.why's rule for the report
 # (not imported from there: it loads pandas, which the scan's pure modules do without).
 CLOCK_SHARE = 0.95
@@ -715,6 +726,9 @@ class Explained:
     # failures that did not reproduce: each failing group whose nodes were run again, whole,
     # and passed the last time, with that passing test; held against no one
     transient: dict[int, int] = field(default_factory=dict)
+    # each node with failures of its own (`sequential`): its log likelihood ratio, flaky past
+    # FLAKY_LIMIT; one above 0 and under it is in doubt, for the policy to test again
+    sequential: dict[str, float] = field(default_factory=dict)
 
     def known_good(self, node: str) -> bool:
         """Whether it passed beside at least two different sets of partners."""
@@ -744,6 +758,16 @@ def transient(tests: Sequence[Judged]) -> dict[int, int]:
             if not j.passed and j.failure is not Failure.MISSING and not j.outcome.unanswered:
                 out[i] = last
     return out
+
+
+FLAKY_LIMIT = log((1 - FLAKY_BETA) / FLAKY_ALPHA)
+
+
+def ratio(failures: int, tests: int, noise: float) -> float:
+    """Wald's log likelihood ratio of `failures` in `tests`: failing one test in
+    1/FLAKY_RATE beyond the `noise` rate, against failing at the noise rate."""
+    flaky = noise + (1 - noise) * FLAKY_RATE
+    return failures * log(flaky / noise) + (tests - failures) * log((1 - flaky) / (1 - noise))
 
 
 def explain(tests: list[Judged]) -> Explained:
@@ -776,6 +800,19 @@ def explain(tests: list[Judged]) -> Explained:
         for n in fails
         if n in slow_nodes | broken_nodes and n not in hung
     }
+    unexplained = slow_left | held | broken_left
+    noise = max(NOISE_SHARE, len(passing) / len(tests)) if tests else NOISE_SHARE
+    sequential: dict[str, float] = {}
+    free = slow_left | broken_left  # what no culprit, hang or slow pair explains
+    for n in sorted({n for i in free | set(passing) for n in members[i]} | set(culprits)):
+        if n in hung:
+            continue
+        own = set(culprits.get(n, [])) | {i for i in fails.get(n, []) if i in free}
+        mine = sorted(own | {i for i in passing if n in members[i]})
+        sequential[n] = ratio(len(mine), len(mine) + len(passes.get(n, [])), noise)
+        if n not in culprits and sequential[n] >= FLAKY_LIMIT:  # its failures, not partners'
+            culprits[n] = mine
+            unexplained -= set(mine)
     return Explained(
         tests=tests,
         members=members,
@@ -784,8 +821,9 @@ def explain(tests: list[Judged]) -> Explained:
         hung=dict(hung),
         culprits=culprits,
         pairs=pairs,
-        unexplained=slow_left | held | broken_left,
+        unexplained=unexplained,
         transient=passing,
+        sequential=sequential,
     )
 
 
@@ -962,6 +1000,12 @@ def _culprit(node: str, e: Explained) -> Verdict:
             f"{node}: passed {passed} of {total} groups and failed the others beside "
             f"different nodes ({last.why})"
         )
+        if node in e.sequential:
+            why += (
+                f"; a sequential test of one failure in {1 / FLAKY_RATE:.0f} against the "
+                f"fleet's noise: log ratio {e.sequential[node]:.1f} past {FLAKY_LIMIT:.1f} "
+                f"(a healthy node called flaky {FLAKY_ALPHA:.1%} of the time)"
+            )
     elif kinds[Failure.FAILED] >= kinds[Failure.SLOW]:  # the kind most of them show
         health = Health.FAILED
         why = f"{node}: failed {len(idx)} of {total} groups beside different nodes ({last.why})"

@@ -41,13 +41,25 @@ from math import isqrt
 
 from sweeper.planning.inputs import quoted
 from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, ScanWave, Stage
-from sweeper.scan.judge import Explained, by_node, explain, isolated, settled_gates, telemetry
+from sweeper.scan.judge import (
+    FLAKY_LIMIT,
+    Explained,
+    by_node,
+    explain,
+    isolated,
+    settled_gates,
+    telemetry,
+)
 from sweeper.scan.thresholds import Census, Failure, Judged, Thresholds, judge_groups
 from sweeper.wire import Name
 
 # Known-good partners each suspect node is tested beside: with its screen's q + 1 tests, a
 # node failing one test in two shows both passes and failures (flaky) but once in 2^(q+4)
 CONFIRMS = 3
+# The most waves spent settling the nodes the sequential test leaves in doubt: a node failing
+# one test in five gains about 0.3 of its log ratio a test beside a known-good partner
+# (judge.FLAKY_LIMIT is 6.9), a healthy one loses about 0.2
+SETTLE_WAVES = 12
 
 
 class Scheme(Name):
@@ -551,6 +563,27 @@ class _Adaptive:
                 again.append(_Split(tuple(n for n in _members(problem) if n not in ends), True))
         yield from self.bisect([p for p in again if len(_members(p)) > 1], links, unresolved)
         yield from self.confirm(links, unresolved)
+        yield from self.settle()
+
+    def settle(self) -> Iterator[ScanWave]:
+        """Each node the sequential test leaves in doubt (`judge.explain`: failures of its
+        own, not yet enough to call it flaky or to clear it) beside one more known-good
+        partner a wave, until none is in doubt or SETTLE_WAVES have run."""
+        for _ in range(SETTLE_WAVES):
+            e = self.explained()
+            doubt = [
+                n
+                for n, llr in e.sequential.items()
+                if 0 < llr < FLAKY_LIMIT and n not in self.gone and n not in e.culprits
+            ]
+            good = self.good(e, set(doubt))
+            tests = [t for n in doubt for t in self.beside(n, 1, good, set(doubt))]
+            if not tests:
+                return
+            for batch in _pack(tests):
+                wave = self.wave(Stage.CONFIRM, batch)
+                yield wave
+                self.answered(wave)
 
     def bisect(
         self, problems: list[_Problem], links: list[tuple[str, str]], unresolved: list[str]
