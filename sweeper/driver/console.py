@@ -48,16 +48,24 @@ def _groups(run: Started) -> str:
     return f"{len(run.groups)} groups (" + ", ".join(f"{t} {n}" for t, n in counts.items()) + ")"
 
 
+# Operations the run's first lines name; more are counted (the closing table names each)
+_NAMED_OPS = 4
+_WIDTH = 80  # the terminal the first lines are made to read in
+
+
 def _intro(run: Started) -> str:
-    groups = _groups(run)
+    """The run's first lines, each to read at 80 columns: where it runs and writes, then
+    what it measures (where one line named all 18 operations and wrapped over five)."""
     low, high = run.sizes
     top = format_size(high) if high else "the largest that fits (auto)"
     took = "" if run.estimated_s is None else f" in about {duration(run.estimated_s)}"
-    return (
-        f"sweeper {run.run_id}: {run.backend} on {groups}; {counted(len(run.ops), 'operation')} "
-        f"({', '.join(run.ops)}) x {', '.join(run.dtypes)}, {format_size(low)} to "
-        f"{top}: about {run.n_points} points{took} -> {run.output}/"
-    )
+    ops = counted(len(run.ops), "operation")
+    if len(run.ops) <= _NAMED_OPS:
+        ops += f" ({', '.join(run.ops)})"
+    what = f"{ops} x {', '.join(run.dtypes)}, {format_size(low)} to {top}"
+    much = f"about {run.n_points} points{took}"
+    said = f"{what}: {much}" if len(what) + 2 + len(much) <= _WIDTH else f"{what}\n{much}"
+    return f"sweeper {run.run_id}: {run.backend} on {_groups(run)} -> {run.output}/\n{said}"
 
 
 def _line(row: ResultRow) -> str:

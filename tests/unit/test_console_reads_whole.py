@@ -148,7 +148,7 @@ def test_one_operation_is_said_in_the_singular() -> None:
             if k in known
         }
     )
-    assert "; 1 operation (all_reduce) x float32" in _intro(started)
+    assert "\n1 operation (all_reduce) x float32" in _intro(started)
 
 
 @pytest.mark.parametrize(
@@ -229,3 +229,40 @@ def test_the_embedded_ray_has_token_authentication_on_before_ray_would_warn_of_i
     with pytest.raises(_Started):
         connection.connect(None, 2)
     assert turned == ["init local"]
+
+
+def _started(ops: tuple[str, ...], top: int | None = None) -> Started:
+    known = {f.name for f in fields(Started)}
+    given = {
+        "run_id": "20261127T202200Z-75fed7",
+        "backend": Backend.GLOO,
+        "groups": (),
+        "ops": ops,
+        "dtypes": ("float32",),
+        "sizes": (8, top),
+        "n_points": 269,
+        "output": Path("results"),
+        "estimated_s": 55.0,
+    }
+    return Started(**{k: v for k, v in given.items() if k in known})
+
+
+def test_the_runs_first_lines_fit_80_columns_with_every_operation() -> None:
+    """The default CPU run's first line named its 18 operations and wrapped over five lines
+    at 80 columns: they are counted there (the closing table names each), a few named."""
+    every = _intro(_started(tuple(f"op{i}" for i in range(18)))).splitlines()
+    assert max(len(line) for line in every) <= 80
+    assert every[0] == "sweeper 20261127T202200Z-75fed7: gloo on  -> results/"
+    assert every[1:] == [
+        "18 operations x float32, 8B to the largest that fits (auto)",
+        "about 269 points in about 55.0 s",
+    ]
+    few = _intro(_started(("all_reduce", "all_gather"), 64 * 2**20)).splitlines()
+    assert few[1:] == [
+        "2 operations (all_reduce, all_gather) x float32, 8B to 64M",
+        "about 269 points in about 55.0 s",
+    ]
+    one = _intro(_started(("all_reduce",), 64 * 2**20)).splitlines()
+    assert one[1:] == [
+        "1 operation (all_reduce) x float32, 8B to 64M: about 269 points in about 55.0 s"
+    ]
