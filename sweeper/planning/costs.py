@@ -86,16 +86,10 @@ class Overheads:
 # (series_s); probe_s's mean per series; run_started_at to the first point (set_start_s).
 # Where a figure was not measured on the kind it says so.
 #
-# GPUs: nvidia-h200-x4 (4 H200, NV18), 2026-11-27 23:46 UTC, the default `sweeper run`
-# (tests/data/results/h200-x4-default-2026-11-27: 459 rows, 8 B to the memory bound, 140.2 s
-# of wall) as `sweeper plan --calibrate` fits it, after the fill and check by period, the
-# NVLink counters every 2 s and calibration's one call at the largest sizes (the run of 21:13,
-# before them, fitted 0.152 s a point and 0.039 s a GB). run_s: its wall less set_start_s and
-# the points' span (14.9 s; 11.7-16.0 s in the runs before). row_s: a point of 2 rows
-# journaled, 3.2 ms on nvidia-h100-x1 (benchmarks/scan_costs.py, docs/measurements/
-# h100-x1-2026-11-25.md). wave_open_s: 62 ms for a wave of 4 node pairs on the 2-core box
-# (docs/measurements/cpu-2026-11-23.md), 50 ms taken. open_per_rank_s: issue 15's
-# fake-cluster figures.
+# GPUs: the default `sweeper run` on 4 H200 as `sweeper plan --calibrate` fits it
+# (docs/measurements/h200-x4-2026-11-27.md, "The cost model's fit"); row_s from nvidia-h100-x1
+# (docs/measurements/h100-x1-2026-11-25.md); wave_open_s from the 2-core box
+# (docs/measurements/cpu-2026-11-23.md); open_per_rank_s from issue 15's fake clusters.
 GPU_OVERHEADS = Overheads(
     point_s=0.036,
     per_gb_s=0.0118,
@@ -107,12 +101,8 @@ GPU_OVERHEADS = Overheads(
     run_s=14.9,
     open_per_rank_s=0.003,
 )
-# The 2-core CPU box the tests run on (2 gloo ranks), 2026-11-27 23:58 and 23:59 UTC: the
-# default `sweeper run` twice back to back (report included), 269 points each, the box's load
-# average about 2 (53.5 and 59.6 s of wall), after the fill and check by the pattern's period
-# (the runs before it, 160.4 and 204.1 s, fitted 84.7 s a GB), fitted apart and averaged (each
-# figure within 10% of either fit but series_s, 1-7 ms); run_s: each wall less set_start_s and
-# the points' span (8.8 and 12.6 s).
+# The 2-core CPU box the tests run on (2 gloo ranks): two default runs, each fitted and the
+# figures averaged (docs/measurements/cpu-2026-11-27.md, "The cost model's CPU figures").
 CPU_OVERHEADS = Overheads(
     point_s=0.039,
     per_gb_s=3.66,
