@@ -25,14 +25,11 @@ _NVLINK_MAX_LINKS = 18
 _FEATURE_ENABLED = 1
 # nvmlNvLinkErrorCounter_t: replays, recoveries, CRC errors of flits and of data
 _NVLINK_REPLAY, _NVLINK_RECOVERY, _NVLINK_CRC_FLIT, _NVLINK_CRC_DATA = 0, 1, 2, 3
-# NVLink's error counters are asked one link and counter at a time, about 0.9 ms a call on
-# H100 and H200 (72 calls, 65 ms a reading of 18 links; nvidia-h100-x4 and nvidia-h200-x2,
-# 2026-11-27), where the rest of a sample takes about 1 ms and a small point's timed blocks
-# 30 ms; the driver's totals over every link (nvmlDeviceGetFieldValues) answer NotSupported
-# there. So a sweep reads a GPU's NVLink counters at most every `Timing.nvlink_every_s` (a
-# scan, whose groups last a fraction of a second and whose verdicts quote them, every point):
-# a point that reads them carries what the GPU counted since its previous reading, one that
-# does not carries null, and a GPU's rows summed still give every error it counted.
+# NVLink's error counters are asked one link and counter at a time, a reading of 18 links
+# three quarters of a small point's wall, and the driver's totals answer NotSupported
+# (docs/measurements/h200-x4-2026-11-27.md). So a sweep reads them at most every
+# `Timing.nvlink_every_s` (a scan, whose verdicts quote them, every point): a point that reads
+# them carries what the GPU counted since its previous reading, one that does not null.
 _EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError
 # nvmlClocksThrottleReason* (nvmlClocksEventReason* since driver 535): bit -> name
 THROTTLE_REASONS = {

@@ -225,7 +225,7 @@ def load_profile(path: Path) -> Profile:
         raise BadInput(f"{path}{where}: {problem}") from None
     except RecursionError:  # the parser recurses once per level of nesting
         raise BadInput(f"{path}: nested too deeply to be a profile") from None
-    except ValueError as exc:  # a scalar its constructor cannot make: 5000 digits, 2026-13-45
+    except ValueError as exc:  # a scalar its constructor cannot make: 5000 digits, month 13
         problem = _bounded(str(exc).split(";")[0], 2 * QUOTE_CHARS)
         raise BadInput(f"{path}: a value no profile holds ({problem})") from None
     if not isinstance(values, dict):

@@ -138,8 +138,8 @@ def count_wrong(buf: torch.Tensor, spans: Iterable[Span], n: int, lv: int, seed:
 
 def _count(differ: torch.Tensor) -> int:
     """The elements set, COUNT_ELEMENTS at a time: on CUDA a count (count_nonzero, a sum)
-    first copies its input to int64, 8 bytes an element (512 MiB for a chunk of 64 Mi
-    elements, 4 H100, 2026-11-28), which a point at the --mem-limit bound has not got."""
+    first copies its input to int64, 8 bytes an element, which a point at the --mem-limit
+    bound has not got (docs/measurements/h100-x4-2026-11-28.md, `tests/gpu`)."""
     return sum(
         int(torch.count_nonzero(differ[i : i + COUNT_ELEMENTS]))
         for i in range(0, len(differ), COUNT_ELEMENTS)
