@@ -61,13 +61,9 @@ def load(
         raise BadInput("sweeper.load(''): an empty path; name a results directory")
     from sweeper.results.load import load as _load  # pandas: not for `import sweeper`
     from sweeper.results.load import resolve
-    from sweeper.results.schema import DATASET_SCHEMA
 
-    if columns is not None:
-        columns = [columns] if isinstance(columns, str) else list(columns)
-        unknown = [c for c in columns if c not in DATASET_SCHEMA.names]
-        if unknown:
-            raise BadInput(f"sweeper.load: no column {', '.join(map(repr, unknown))} in the rows")
+    if isinstance(columns, str):
+        columns = [columns]
     if run_id is not None:
         asked = [run_id] if isinstance(run_id, str) else list(run_id)
         run_id = [resolve(Path(path), one) for one in asked]

@@ -24,6 +24,7 @@ from sweeper.commands import (
     export,
     history,
     nightly,
+    ops,
     plan,
     report,
     run,
@@ -198,6 +199,7 @@ app.command(cls=_Command, epilog=history.EXAMPLES)(history.history)
 app.command(cls=_Command, epilog=export.EXAMPLES)(export.export)
 config_app.command("schema", cls=_Command)(config.schema)
 app.command(cls=_Command, epilog=topo.EXAMPLES)(topo.topo)
+app.command(cls=_Command, epilog=ops.EXAMPLES)(ops.ops)
 app.command(cls=_Command, epilog=plan.EXAMPLES)(plan.plan)
 app.command(cls=_Command, epilog=report.EXAMPLES)(report.report)
 

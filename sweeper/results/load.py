@@ -230,7 +230,10 @@ def load(
     columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Every row under `root` (or one run's, or several runs') as a DataFrame with the
-    canonical dtypes (`frame`'s); `columns`: only these."""
+    canonical dtypes (`frame`'s); `columns`: only these (BadInput for one the rows lack)."""
+    unknown = [c for c in columns or () if c not in DATASET_SCHEMA.names]
+    if unknown:
+        raise BadInput(f"no column {', '.join(map(repr, unknown))} in the rows")
     filter_ = None
     if isinstance(run_id, str):
         filter_ = ds.field("run_id") == run_id
