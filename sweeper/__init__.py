@@ -6,9 +6,7 @@
     Run                        a finished sweep: run_id, rows, report
     Plan                       a planned sweep: spec, placement, schedule, estimate
 
-help(sweeper.run) lists every keyword with its description (those of `sweeper run -h`);
-docs/API.md has a worked example.
-"""
+help(sweeper.run) lists every keyword with its description; docs/API.md has an example."""
 
 from __future__ import annotations
 

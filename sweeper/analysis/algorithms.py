@@ -1,16 +1,9 @@
 """Ways to perform one operation, side by side: which is fastest at each size.
 
-A candidate is an (algorithm, variant) pair of rows with the same `op`, named
-`label(op, algorithm)`, plus ` [variant]` when the variant is not the default: e.g.
-`all_reduce`, `all_reduce (reduce_scatter+all_gather)`, `all_reduce [algo=Ring]`. The
-default is what a user gets without asking: algorithm `native`, variant `default`.
-Candidates compete within one tier, group size, dtype and size. Where a tier has several
-groups of that size (the pairs of an island), a candidate's bandwidth is their median.
-Each point counts in its preferred launch mode (`launches.preferred`: graph where it was
-timed both ways), so candidates compete on their CUDA-graph times where they have them.
-The best is clear only where it beats the others by more than their own timed blocks vary
-(`ties`): on a busy CPU box, most are not.
-"""
+A candidate is an (algorithm, variant) pair of rows with one `op`, named by `label`. Candidates
+compete within one tier, group size, dtype and size, each point in its preferred launch mode.
+The best is named only where it beats the others by more than their own blocks vary (`ties`);
+docs/ARCHITECTURE.md, "Inside the rooms", says how candidates are named and counted."""
 
 from __future__ import annotations
 

@@ -1,26 +1,10 @@
-"""Two runs, point by point: how much each point changed, how much its runs vary, and what
-two runs can say about it: a regression, an improvement, unchanged, or unclear.
+"""Two runs, point by point: how much each point changed, how much its runs vary, and what two
+runs can say about it: a regression, an improvement, unchanged, or unclear.
 
-A point is what one row measures: the columns of `results.schema.POINT` (tier, variant,
-group, operation, algorithm, dtype, size, engine and launch mode, and for point-to-point and
-MoE rows the pair and the parameters). The launch mode is part of it because a graph replay
-and an eager call are different measurements: a run timed both ways compares graph with
-graph and eager with eager. Usage, for example with two runs of one results directory:
-
-    base = sweeper.results.load.load("results", run_id="20261121T230000Z-a1b2c3")
-    new = sweeper.results.load.load("results", run_id="20261122T230000Z-d4e5f6")
-    changes = point_changes(base, new)
-    changes[changes["verdict"] == "regression"]
-
-`busbw_change` is new / base - 1 of the bus bandwidth (negative: slower), `time_change` the
-same of the time. The unit of evidence is a timed block, never an iteration: the iterations
-of one run share its clocks, placement and neighbours, so thousands of them make any
-difference "significant" (two identical H200 runs gave 11 regressions among 77 points that
-way). Two runs are judged by their blocks (`time_us_blocks`, at least `MIN_BLOCKS` a side)
-and a floor per size class (`SIZE_CLASSES`), below which two runs cannot tell a change from
-the noise between runs; the `RegressionRule` says how. docs/REGRESSIONS.md has the figures
-behind the numbers.
-"""
+A point is a row's `results.schema.POINT` columns, launch mode included, so graph is compared
+with graph and eager with eager. `busbw_change` and `time_change` are new / base - 1. Two runs
+are judged by their timed blocks, never their iterations, against a floor per size class
+(`SIZE_CLASSES`), as the `RegressionRule` says; docs/REGRESSIONS.md gives the figures."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """Latency and bandwidth (alpha-beta) fits: time_us ~ alpha_us + size_bytes / (beta_gb_per_s x 1e3).
 
-alpha is the fixed cost of one operation (launch, synchronisation, the first byte's
-trip), beta the rate the time grows at with S (an algorithm bandwidth: S over the time
-beyond alpha). The fit is on relative residuals, (measured - model) / measured, because a
-sweep spans 8 B to GiB: in absolute terms the largest sizes would decide everything and
-alpha would be noise. It is robust (Huber weights, iteratively reweighted), so a few
-points disturbed by a neighbour's job do not move it, and both parameters stay >= 0.
-
-Where a point was timed both ways, the fit reads its CUDA-graph time (`launches.preferred`):
-alpha is then the operation's own fixed cost, without the host's launch path.
-"""
+alpha is an operation's fixed cost (launch, synchronisation, the first byte's trip), beta the
+rate its time grows at with S. The fit is robust, on relative residuals, with both parameters
+kept >= 0, and reads a point's CUDA-graph time where it has one (`launches.preferred`);
+docs/ARCHITECTURE.md, "Inside the rooms", says why."""
 
 from __future__ import annotations
 

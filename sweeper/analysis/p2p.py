@@ -1,18 +1,10 @@
 """Peer-to-peer and copy-engine matrices: one value per (source, destination) rank, and the
 pairs that are weak for their tier.
 
-Pair rows (kind `p2p` or `copy`) carry `src_rank` and `dst_rank`, and each pair is
-measured at one small size (its latency) and one large size (its bandwidth). A matrix is a
-pandas pivot of one metric at one size; rows are sources, columns destinations.
-
-A pair is an outlier when it is more than 3 MADs (median absolute deviations) worse than
-the median of its tier: below it for bandwidth, above it for latency. Pairs of one tier
-should be alike (every NVLink pair of an NVSwitch board, say); one that is not points at
-a degraded link, a GPU in the wrong slot, or a neighbour's traffic.
-
-Where a pair was timed both ways, its CUDA-graph row counts (`launches.preferred`);
-copy-engine rows are always eager.
-"""
+A matrix pivots one metric of the pair rows (kind `p2p` or `copy`) at one size: sources are
+rows, destinations columns. A pair more than 3 MADs worse than its tier's median is an outlier:
+pairs of one tier should be alike, and one that is not points at a degraded link, a misplaced
+GPU or a neighbour's traffic. A pair's CUDA-graph row counts where it has one."""
 
 from __future__ import annotations
 

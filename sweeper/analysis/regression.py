@@ -1,36 +1,12 @@
-"""Nightly regression detection: each run's summary metrics per series, and the small rules
-that decide whether tonight is a regression. Pure: DataFrames in, DataFrames out.
+"""Nightly regression detection: each run's summary metrics per series, and the small rules that
+decide whether tonight is a regression. Pure: DataFrames in, DataFrames out.
 
-A series is one thing nights are compared on: a point of `results.schema.POINT` without its
-size, that is a group (its id names the tier, the hosts and GPUs, and so the world size),
-an operation (op, algorithm), a dtype, a launch mode, and for pair and MoE rows the pair
-and parameters. Each group is a series of its own, not folded into its tier, so one weak
-link shows. The launch mode is part of a series because a series is the same measurement
-night after night: a night timed with CUDA graphs is not compared with eager nights (whose
-small sizes carry the host's launch path), and a run timed both ways gives two series.
-A run gives each series two metrics: the peak bus bandwidth over the large sizes, and the
-time of the smallest size. Tonight's value is compared with the series' baseline, the
-median and robust spread (1.4826 x MAD) of up to `window` earlier runs. A value is *worse*
-when every check fails (it is beyond the series' own noise by a robust z, and beyond a
-relative floor); the series is a *regression* when the last `persistence` runs, tonight's
-included, were all worse than the baseline of the runs before them.
-
-Over the same runs each series is also segmented as asv does (`steps`): a step is a change
-of the median between two segments of at least MIN_SEGMENT nights beyond the series' noise
-(`z` robust sigmas of its night-to-night differences, and the relative floor), so a worse
-series says whether a step made it so, and the night the step began (`step_began`), or a
-drift, a slope with no step beyond the noise. Each series' noise (`noise`: its sigma over
-its median) is compared with its peers' (the same measurement on the other groups): a group
-whose series are FAIL_SLOW_RATIO times as noisy as their peers' or more is `fail_slow`
-(Guard's fail-slow nodes: a GPU or link that varies night to night before it fails).
-
-A scan's series (`scan_metrics`) are its judged figures, named so that they recur night after
-night: a group of the stages that measure every node (the gate: one node's GPUs, and each GPU's
-own copies; the screen's and the cross-domain group) by its stage and its members' host names,
-not by tonight's group id, which numbers nodes in tonight's order. Bisection and confirmation
-groups are left out: they test tonight's suspects beside whichever partners were free, and
-the scan's verdicts already speak for them.
-"""
+A series is a point without its size, kept group by group (so one weak link shows) and launch
+mode by launch mode. Tonight is compared with the median and robust spread of up to `window`
+earlier nights; `persistence` worse nights make a regression. Each series is also segmented
+into steps and drifts, and a group much noisier than its peers is `fail_slow`. A scan's series
+(`scan_metrics`) are named by stage and host names, so that they recur night after night.
+docs/REGRESSIONS.md, "A history", gives each rule and its figures."""
 
 from __future__ import annotations
 

@@ -1,23 +1,11 @@
-"""Why an outlier is one: for each GPU, pair or point that stands out, the evidence that
-differs from its peers, as one line a person can act on.
+"""Why an outlier is one: for each GPU, pair or point that stands out, the evidence that differs
+from its peers, as one line a person can act on.
 
-Every row of a GPU run carries what NVML read of each of its GPUs around the point
-(`sweeper.telemetry`): clocks, power and cap, temperature, throttle reasons, what the ECC,
-NVLink and XID counters gained, and the PCIe link as trained against its max. Here those
-readings are gathered per GPU (`State`) and compared:
-
-- a GPU against the other GPUs of the run (`GpuHealth`): the slow GPU's own line;
-- a pair of the peer-to-peer matrix against its tier (`pair_line`): the route its traffic
-  takes (from the topology: NVLink, or PCIe through a switch or the host bridge) and the
-  evidence of its two GPUs;
-- a point far off its neighbours in a series (`off_neighbours`): its GPUs' readings against
-  the same GPUs' at the neighbouring sizes;
-- a fan-out of copies from one GPU to all the others at once (`fanout_sentence`): each
-  destination's time and route, since concurrent copies that take different routes finish
-  far apart (an NVLink copy in a few ms, one through the host bridge ten times later).
-
-Thresholds are below, each with its reason. Pure: DataFrames in, text out; no Ray, no torch.
-"""
+The NVML readings every GPU row carries (`sweeper.telemetry`) are gathered per GPU (`State`). A
+GPU is compared with the run's others (`GpuHealth`), a matrix pair with its tier (`pair_line`),
+a point with its series' neighbours (`off_neighbours`), and a fan-out's destinations with each
+other (`fanout_sentence`). Each threshold below states its reason; docs/PERFORMANCE.md, "Why an
+outlier is one", lists them. Pure: DataFrames in, text out; no Ray, no torch."""
 
 from __future__ import annotations
 

@@ -1,19 +1,9 @@
-"""A rank's Ray actor: it starts the rank (worker.Rank) in a process of its own
-(sweeper/rank/process.py) and relays every call to it.
+"""A rank's Ray actor: it gets its rank (worker.Rank) a process of its own, forked by the node's
+template (rank/template.py) or else a fresh interpreter, and relays every call to it.
 
-Why a process apart: torch.distributed's Python-heavy calls (batch_isend_irecv above all) run
-9-16% slower in a Ray worker's process than in a plain one, with the calling thread alone on
-its core and no thread waiting on another, while a plain process the actor starts runs them at
-a plain process's speed (benchmarks/actor_cost.py; docs/PERFORMANCE.md). The rank's process
-is killed with the actor (PR_SET_PDEATHSIG), so killing a hung actor frees its GPU as before;
-and the actor ends when its rank's process dies, so the driver sees a dead actor either way.
-
-The two keep out of each other's imports. The rank's process is a fresh interpreter
-(`python -m sweeper.rank.process`) with the actor's import path and environment, so no Ray is
-loaded in it. The actor never opens what it relays: the rank's results travel pickled through
-it and become objects again where Ray delivers them, so the actor imports no torch beside the
-rank's own (a second or more of start-up and 0.2-0.4 GB per GPU).
-"""
+The actor and its rank's process die together, and keep out of each other's imports: the
+actor never opens what it relays, so it loads no torch, and the rank's process loads no Ray.
+docs/ARCHITECTURE.md, "Inside the rooms", says why a rank runs in a process apart."""
 
 from __future__ import annotations
 

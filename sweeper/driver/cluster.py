@@ -1,14 +1,10 @@
 """The cluster's nodes and the rank actors on them: choose the nodes, read their topology,
 place one actor per rank, and call them (connecting is `connection`'s).
 
-A `RankSet` is one set of rank actors with one environment (NCCL reads its variables once
-per process, so a variant that changes them gets its own set) and one world process group.
-It opens a wave's groups on their members only, issues calls to a group's members without
-waiting (the executor waits on many groups at once, with `wait`), and replaces the actors of
-one failed group: the others keep their processes and join a new world with them. It drops
-nodes (gone, or whose actors did not start) the same way: the ranks of the others keep their
-processes and join a smaller world.
-"""
+A `RankSet` is one set of rank actors with one NCCL environment and one world process group.
+It opens a wave's groups on their members only and calls a group without waiting, since the
+executor waits on many at once. It replaces a failed group's actors and drops lost nodes: the
+other ranks keep their processes and join a new world."""
 
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
 """The executor: a wave's groups at the same time, on one actor set.
 
-It opens every group of a wave together (on their members only), then drives each group
-(`group.GroupRun`) as an event loop: a group whose last call is in gets its next one at
-once, so one group's probing and bisection never wait for another's points.
-
-Failure stays where it happened: a timeout or a dead actor gives that point its row, and the
-group's actors are killed; the wave's other groups go on. When they are done, the failed
-groups' actors are replaced (the others keep their processes and join the new world), the
-failed groups open again, and their series go on with their next sizes. A group that does
-not open (a member's actor died while idle, a communicator refused) gets an error row for
-each point it had left, saying why, and its actors are replaced the same way.
-
-A group whose ranks an earlier group of the world had (a node's NVLink island, then its
-GPUs' copies at once) opens in a new world: torch names a locally synchronised group by its
-ranks and finds its rendezvous under that name in the world's store, where the first one's
-keys still are.
-"""
+It opens a wave's groups together, on their members only, and drives each one
+(`group.GroupRun`) as an event loop, so no group waits on another's points. A failure stays in
+its group: that point gets its row, the group's actors are replaced once the wave is done, and
+its series go on. docs/ARCHITECTURE.md, "Inside the rooms", says why some groups open in a new
+world."""
 
 from __future__ import annotations
 

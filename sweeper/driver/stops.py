@@ -1,14 +1,10 @@
-"""Graceful stops: SIGINT and SIGTERM end a sweep the way an error does, by an exception that
-the driver's cleanup sees (rows written, the run record marked, Ray closed); a second signal
-ends the process at once. What was measured is on disk either way (see sweeper/results/).
+"""Graceful stops: SIGINT and SIGTERM end a sweep as an error does, through the driver's cleanup
+(rows written, the run record marked, Ray closed); a second signal ends the process at once.
 
 The command line's handlers come first (`install`, before the command line is imported) and
-stay until the process ends (`exiting`), so a signal at any moment is told in one line: what
-was kept is told by the run that registered itself (`tell`).
-
-Ray's C++ code runs Python's signal handlers while it waits (ray.get, ray.wait) and cannot
-take an exception from one (SystemError): the driver calls into Ray `held()`, in short slices.
-"""
+stay until the process ends (`exiting`); the run that registered itself tells what was kept
+(`tell`). Ray's C++ waits cannot take an exception from a handler, so the driver calls into
+Ray `held()`, in short slices (docs/RELIABILITY.md, "Signals at any moment")."""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
 """The tier contract: a group's transport, as NCCL set it up, held to the tier the group was
-placed for and to what its nodes offer. Each breach is one line that says what NCCL did,
-what was expected and what to check; none where the contract holds or cannot be judged.
+placed for and to what its nodes offer. Each breach is one line: what NCCL did, what was
+expected and what to check; none where the contract holds or cannot be judged.
 
-- `nvlink`: P2P between the GPUs; SHM (through host memory) or NET breaks it.
-- `pcie`: P2P or SHM inside the node; NET breaks it.
-- `internode`: NET over an RDMA plugin where the nodes have RDMA devices; NET/Socket (TCP)
-  there breaks it.
-- any NET connection of an RDMA plugin without GPUDirect RDMA on a node whose peer-memory
-  module is loaded breaks it (NCCL may have judged the GPU too far from its NIC:
-  NCCL_NET_GDR_LEVEL says how far it goes).
-"""
+- `nvlink`: P2P between the GPUs; SHM or NET breaks it. `pcie`: P2P or SHM; NET breaks it.
+- `internode`: NET over an RDMA plugin where the nodes have RDMA devices; NET/Socket breaks it.
+- a NET connection of an RDMA plugin without GPUDirect RDMA, on a node whose peer-memory module
+  is loaded, breaks it (NCCL_NET_GDR_LEVEL says how far from its NIC NCCL lets a GPU be)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,10 @@
-"""NCCL's INFO lines, read: the connections a communicator set up (each peer's transport),
-its channels, and the algorithm and protocol of each call where NCCL printed them.
+"""NCCL's INFO lines, read: the connections a communicator set up (each peer's transport), its
+channels, and the algorithm and protocol of each call where NCCL printed them.
 
-A line is `host:pid:tid [cudaDev] NCCL INFO <message>` (after a timestamp where
-NCCL_DEBUG_TIMESTAMP_LEVELS asks for one). The messages read here, as NCCL 2.23-2.30 print
-them (src/transport/*.cc, src/init.cc, src/enqueue.cc):
-
-- `Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM` (P2P: CUMEM, IPC, direct pointer, indirect,
-  MNNVL; `/read`, `/CE`), `Channel 00 : 0[0] -> 1[1] via SHM/direct/direct`,
-  `Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA` (a plugin's name, its device, a
-  proxy rank in parentheses, `/GDRDMA` where GPUDirect RDMA is used, `/Shared`);
-- `CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA`, and `NVLS comm 0x... headRank ...`
-  when a communicator sets up its NVLink SHARP buffers;
-- `24 coll channels, 24 collnet channels, 0 nvls channels, ...` as a communicator starts;
-- `NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ...`: a net plugin's devices;
-- TUNING: `AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}` (2.24
-  on; before, `... -> Algo 1 proto 0 time 5.1`, numbers, on rank 0 only);
-- `Init timings - ncclCommInitRankConfig: rank 0 nranks 4 total 0.58 (kernels 0.31, ...)`
-  (`Init timings: rank 0 ...` before 2.27): where a communicator's start went, in seconds.
-
-Pure: lines in, records out; tests/data/nccl_logs holds recorded and written examples.
-"""
+A line is `host:pid:tid [cudaDev] NCCL INFO <message>`. The messages read are those NCCL
+2.23-2.30 print for channels and their transports, CollNet and NVLS setup, channel counts, a
+net plugin's devices, tuning choices and init timings; docs/ARCHITECTURE.md, "Inside the
+rooms", quotes one of each. Pure: lines in, records out; tests/data/nccl_logs holds examples."""
 
 from __future__ import annotations
 

@@ -1,14 +1,12 @@
-"""What a node offers NCCL's network, read where a rank runs (or a task on its node) from
-sysfs and procfs under `root` (`/`; tests give recorded trees, tests/data/sysfs):
+"""What a node offers NCCL's network, read where a rank runs (or a task on its node) from sysfs
+and procfs under `root` (`/`; tests give recorded trees, tests/data/sysfs):
 
-- its RDMA ports (`/sys/class/infiniband/DEV/ports/N`: state, rate, link layer; the
-  device's driver tells EFA from InfiniBand and RoCE);
+- its RDMA ports (`/sys/class/infiniband/DEV/ports/N`: state, rate, link layer; the device's
+  driver tells EFA from InfiniBand and RoCE);
 - GPUDirect RDMA: the kernel's peer-memory module (the files NCCL's IB transport checks, or
-  `/proc/modules`), or DMA-BUF (a kernel of 5.12 or later and NVIDIA's open kernel module;
-  NCCL asks CUDA at run time whether it may use it);
+  `/proc/modules`), or DMA-BUF (a kernel of 5.12 or later and NVIDIA's open kernel module);
 - NCCL's net plugin: NCCL_NET_PLUGIN, else a `libnccl-net*.so` where the loader looks;
-- what NCCL will choose between two such nodes (`between_nodes`).
-"""
+- what NCCL will choose between two such nodes (`between_nodes`)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,11 @@
-"""What an operation is, as data: the `Collective` descriptor, the engine protocol its bind is
-written against, and the types they speak in.
+"""What an operation is, as data: the `Collective` descriptor, the engine protocol (`Comm`) its
+bind is written against, and the types they speak in.
 
-Modelled on nccl-tests' per-operation struct. A descriptor states, for a size of `count`
-elements (S = count x itemsize, with nccl-tests' conventions) on `n` ranks:
-
-- the element counts of each rank's send, receive and work buffers (`Layout`),
-- the bus-bandwidth factor,
-- which deterministic data each rank puts in its send buffer and what every rank must
-  hold afterwards, both as `Span`s over one global pattern (so filling and checking are
-  written once, in `rank/data.py`, for every operation),
-- how to run it on a group: `bind` takes the point's buffers and the group's communicator
-  (`Comm`, whichever engine it is) once and returns the step that performs one iteration, so
-  everything that can be worked out once per point (views, peer lists, split sizes) stays
-  out of the timed loop,
-- the engines it runs on, where its bind reaches one itself (`engines`; the rank's engine
-  registry, `rank/engines.py`, says so in the others' rows),
-- and where it cannot run (`why_not`, with the reason).
-
-The entries live in `registry.py` and `algorithms/` (variants). Torch appears here in
-annotations only: the driver plans with descriptors and loads no torch for them.
-"""
+A descriptor, modelled on nccl-tests' per-operation struct, states for `count` elements on `n`
+ranks: each rank's buffers (`Layout`), the bus factor, the data each rank sends and must hold
+(`Span`s of one pattern, filled and checked once, in rank/data.py), `bind` (the step of one
+iteration, worked out once a point), the engines its bind reaches itself, and `why_not`.
+Entries live in registry.py and algorithms/; torch appears in annotations only."""
 
 from __future__ import annotations
 

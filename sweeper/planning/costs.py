@@ -1,17 +1,10 @@
-"""What a run costs, point by point, on each kind of machine: the measured figures (each cited
-here and in docs/PERFORMANCE.md, "Cost model"), and the rules that turn them into the sizes a
-series will run and a point's seconds. `sweeper plan`, the estimate a run announces at its
-start and the scan's simulation (sweeper/scan/simulate.py) all price with this module, and
-`sweeper plan --calibrate DIR` fits it to a run's rows (commands/plan_estimate.py). Pure: no
-Ray, no torch, no pandas.
+"""What a run costs, point by point, on each kind of machine: the measured figures, and the rules
+that turn them into the sizes a series will run and a point's seconds. Pure: no Ray, no torch.
 
-A point costs its iterations (the adaptive rule's, or --iters/--warmup as given) on every
-launch mode and engine, plus what surrounds them on the ranks and the driver (`point_s`,
-`per_gb_s`), plus its rows journaled on the driver (`row_s`, one after another over a wave's
-groups). A series' first point opens what the operation needs (`series_s`); a probed series
-(--max-size auto) asks the ranks' memory (`probe_s`). An actor set costs its start; a run its
-command's start and end around them (`run_s`).
-"""
+`sweeper plan`, the estimate a run announces at its start and the scan's simulation all price
+with this module; `sweeper plan --calibrate DIR` fits it to a run's rows
+(commands/plan_estimate.py). docs/PERFORMANCE.md, "Cost model", says what each figure covers
+(`point_s`, `per_gb_s`, `row_s`, `series_s`, `probe_s`, `run_s`) and where it comes from."""
 
 from __future__ import annotations
 

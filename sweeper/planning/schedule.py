@@ -1,34 +1,10 @@
 """Spec x topology -> a schedule: actor sets -> waves -> groups -> series. Pure: no Ray, no torch.
 
-A wave holds groups that share no contended resource, so the executor runs them at once:
-- a GPU (rank) is in at most one group of a wave;
-- a node's fabric (NVLink, PCIe) carries at most one intra-node group of a wave, so every
-  node's k-th intra-node group runs in wave k, and N nodes take as many waves as one;
-- a node's network carries at most one internode group of a wave: node pairs take the
-  circle method's N-1 waves (N for odd N); groups over more nodes take a wave each.
-Intra-node and internode groups never share a wave (an internode group's ranks are on the
-same GPUs, and its traffic crosses the same PCIe switches).
-
-A node's pairs of GPUs with an NVLink of their own (direct, or through NVSwitches: every
-pair of an NVSwitch node) share no link, so its disjoint ones run together, in the circle
-method's rounds; other pairs (PCIe, NVLink through a third GPU, CPU ranks) one at a time
-(`apart`). With `concurrent` (`--concurrent`) every pair of a node shares its fabric on
-purpose: they are packed by GPU alone, to show what pairs cost each other.
-
-With `curves` (K), every operation's curve runs on K groups of each tier, variant and shape,
-spread over them (`curve_groups`); every other group measures its bandwidth alone (its first
-operation that runs, at the largest size up to BANDWIDTH_BYTES), and a swept NCCL variable
-runs on the curves' groups only.
-
-Operations each GPU performs on its own (host<->device and device-local copies, `PerGpu`)
-run on groups of their own, tier `gpu` (`placement.gpu_groups`): each GPU alone, a wave each per
-node, and all of a node's GPUs at once; the sweep's groups run the others. On CPU ranks
-there are no such groups: those operations' rows on the sweep's groups say why they cannot
-run there.
-
-Series are shared by every group of one shape (size, nodes pattern, variant, whether of tier
-`gpu`): a plan of a million node pairs holds a handful of series tuples, not millions.
-"""
+A wave holds groups that share no contended resource (a GPU, a node's fabric, a node's
+network), so the executor runs them at once. Each GPU's own copies run on groups of tier `gpu`.
+With `curves` (K) each operation's curve runs on K groups of each shape, and the others measure
+their bandwidth alone. Groups of one shape share their series, so a plan of a million node
+pairs holds a handful. docs/ARCHITECTURE.md, "Inside the rooms", gives the rules."""
 
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
 """One series (an operation and dtype on a group) as a state machine: it says what to do next
-(measure a size, ask the ranks' memory budgets, try an allocation) and is told how that
-went. No Ray: the executor drives many at once, so probing and bisection of different
-groups interleave, and every point's row is written the moment it is measured.
+(measure a size, ask the ranks' memory budgets, try an allocation) and is told how that went.
+No Ray: the executor drives many at once, and each point's row is written as it is measured.
 
-A grid series measures every size, whatever each one's outcome. A probe (--max-size auto)
-measures the smallest size first (so NCCL's own buffers exist when the ranks read their
-free memory), asks the budgets, measures the grid up to the largest size whose buffers fit
-every rank and then that size; if an allocation is refused after all, it bisects between
-the last size that ran and that one by allocation alone, and measures the largest that
-allocates. A point that fails for another reason (an error, a timeout) does not end a probe:
-its row says so and the series goes on with its next size, so the bound is only ever what
-the budgets and allocations found. Only memory ends a probe early: nothing fits at all, or a
-point ran out of memory once launched (a larger one would too).
-
-A sparse series (either kind) leaves out sizes above its plateau: once the busbw of the points
-it ran shows one (`sizes.plateau_size`), its sizes left are those `sizes.thinned` keeps, the
-largest always among them.
-"""
+A grid series measures every size. A probe (--max-size auto) measures up to the largest size
+whose buffers fit every rank, bisecting by allocation where one is refused; only memory ends it
+early. A sparse series leaves out sizes above its plateau (`sizes.thinned`).
+docs/ARCHITECTURE.md, "Inside the rooms", gives the probe's steps."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """Deterministic input data and the exact correctness check, for every operation at once.
 
-Rank r's value at global index i is `(h(i) + r) mod L`, h a cheap hash of (i, seed) and L
-a number of levels chosen so that every value, and every partial sum a reduction can form
-in any order, is an integer the dtype holds exactly. Results can therefore be compared
-with `==`, in every dtype, whatever order NCCL or gloo adds in; and the sum over ranks of
-any position has a closed form, so checking costs O(size), not O(size x ranks).
-
-When a group has more ranks than the dtype has exact integers (bf16 past 256 ranks), one
-rank per position contributes 1 and the others 0 (`levels == 0` below).
-"""
+Rank r's value at global index i is `(h(i) + r) mod L`: h a cheap hash of (i, seed), L chosen
+so that every partial sum a reduction can form, in any order, is exact in the dtype. Results
+compare with `==`, and a position's sum over ranks has a closed form, so a check costs
+O(size). Past the dtype's exact integers (bf16 past 256 ranks), one rank per position gives 1
+and the others 0 (`levels == 0` below)."""
 
 from __future__ import annotations
 

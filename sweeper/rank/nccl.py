@@ -1,15 +1,10 @@
-"""The nccl engine: NCCL called directly, as nccl-tests and vLLM's pynccl call it, on the
-same torch tensors and the rank's work stream, with nothing of torch.distributed between.
+"""The nccl engine: NCCL called directly, as nccl-tests and vLLM's pynccl call it, on the same
+torch tensors and the rank's work stream, with nothing of torch.distributed between.
 
-The binding is the low-level layer of NVIDIA's nccl4py, `nccl.bindings.nccl` (the
-`sweeper-bench[nccl]` extra): Cython over the NCCL that torch loaded, calls on raw pointers.
-It is as cheap per eager call as CuPy's `cupy.cuda.nccl` and, unlike it, binds NCCL 2.28's
-ncclGather, ncclScatter and ncclAlltoAll, which nccl-tests calls on that NCCL
-(`benchmarks/nccl_bindings.py` measures the candidates; docs/PERFORMANCE.md has the figures).
-Every step is bound once per point to its pointers, counts and stream, so an iteration is one
-call into the binding (a few, inside one NCCL group, for point-to-point patterns). `NcclComm`
-implements the engine protocol (`ops.descriptor.Comm`), as `torch_engine.TorchComm` does.
-"""
+The binding is nccl4py's low-level `nccl.bindings.nccl` (the `sweeper-bench[nccl]` extra):
+docs/ARCHITECTURE.md, "Inside the rooms", says why. Every step is bound once per point, so an
+iteration is one call into the binding (a few, in one NCCL group, for point-to-point).
+`NcclComm` implements `ops.descriptor.Comm`, as `torch_engine.TorchComm` does."""
 
 from __future__ import annotations
 

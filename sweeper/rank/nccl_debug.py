@@ -1,21 +1,11 @@
-"""NCCL's own account of what it set up, captured in the rank's process: its debug output
-(INFO lines) read after each communicator starts and after each point's first call, and
-folded per group and engine into what the rows say (`wire.Fabric`).
+"""NCCL's own account of what it set up, captured in the rank's process: its INFO lines, read
+after each communicator starts and each point's first call, folded per group and engine into
+what the rows say (`wire.Fabric`).
 
-NCCL reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE once per process, as it first
-logs; its configuration files (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf) fill in
-what the environment lacks. Where none of the three is set anywhere, the rank sets them before
-NCCL starts: INFO for the INIT and NET subsystems only (each communicator's setup and its
-connections, which NCCL prints as it makes them, never per call), into a memfd of its own:
-it has no name in any directory, so nothing can be planted in its place, and it goes with the
-process, however that ends. They are debug
-output variables: none changes what NCCL chooses. Where the user set any of them, sweeper
-sets nothing and reads what their settings make readable (INFO or TRACE with INIT, into a file
-it can open), else the rows say `unknown`.
-
-Lines carry no communicator, so they are attributed by when they came: a group's and engine's
-lines are those NCCL wrote while that communicator was the one starting or called.
-"""
+Where the user set none of NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE, the rank asks for
+INFO of INIT and NET into a memfd of its own; where they set any, it sets nothing and reads what
+it can, else the rows say `unknown`. Lines carry no communicator: they are attributed by when
+they came. docs/ARCHITECTURE.md, "Inside the rooms", says why."""
 
 from __future__ import annotations
 

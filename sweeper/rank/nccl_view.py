@@ -1,14 +1,11 @@
 """NCCL's view of each point, in the rank's process: sweeper's observing tuner plugin
-(`fabric.observer`) made NCCL's tuner before NCCL first starts, where no other tuner would be
-NCCL's; which of its communicators each group opened in each engine; and the calls of a
-point's first step (outside the timed loops), as each row's `wire.NcclView`.
+(`fabric.observer`) made NCCL's tuner where no other would be, the communicators each group
+opened in each engine, and the calls of a point's first step, as each row's `wire.NcclView`.
 
-NCCL loads one tuner per process, the first time a communicator starts: NCCL_TUNER_PLUGIN
-(the environment's, else its configuration files'), else a libnccl-tuner.so on the library
-path, else the tuner of a network plugin. Where the user or the machine has one of those,
-sweeper leaves it NCCL's and the rows say the view is partial, and why. The plugin only
-observes: NCCL's table, choice and channels are as they would be without it.
-"""
+NCCL loads one tuner per process, as its first communicator starts: NCCL_TUNER_PLUGIN, else a
+libnccl-tuner.so on the library path, else a net plugin's. Where the user or the machine has
+one, sweeper leaves it NCCL's and the rows say the view is partial, and why. The plugin only
+observes: NCCL's table, choice and channels are as they would be without it."""
 
 from __future__ import annotations
 

@@ -1,20 +1,10 @@
 """Where a node's rank template (rank/template.py) and its actors (driver/actor.py) meet, and
 how each proves itself to the other before anything crosses.
 
-An actor hands its template its stdout, stderr and whole environment, and unpickles what
-comes back, so the listener must be this user's own template and nobody else's. The socket is
-a file in a directory only this user can enter (`$XDG_RUNTIME_DIR/sweeper` where that is a
-0700 directory of this user's, else `sweeper-UID` in the temporary directory), made 0700 and
-checked through the descriptor that is then used, so no directory planted by another user or
-swapped in after the check is ever used. The actor then checks the listener itself (its uid,
-and that it is a template of this interpreter for this digest) before it sends a byte; the
-template serves only its own uid. Sockets are reached through `/proc/self/fd/N/DIGEST`, which
-stays under a socket path's 107 bytes however long the temporary directory's path is.
-
-A template holds `DIGEST.lock` (flock) for its life, so only the one that holds it replaces
-a killed template's socket file, and two that start at once never take each other's; it
-removes both files as it leaves.
-"""
+The socket is a file in a directory only this user can enter, checked through the descriptor
+then used. The actor checks the listener (its uid, its interpreter and digest) before it sends
+a byte, and the template serves only its own uid; `DIGEST.lock` makes one template the
+socket's owner. docs/RELIABILITY.md, "The rank template's socket", gives each step and why."""
 
 from __future__ import annotations
 

@@ -1,21 +1,11 @@
-"""A node's rank-process template (`python -m sweeper.rank.template DIGEST RAYLET IDLE_S`): a
-process that has loaded the rank's code (torch above all) once and forks one rank process
-per actor that asks, so a rank starts in hundredths of a CPU-second instead of the seconds a
-fresh interpreter takes to import torch (2.6-3.1 CPU-s each on the 2-core box).
+"""A node's rank-process template (`python -m sweeper.rank.template DIGEST RAYLET IDLE_S`): it
+imports the rank's code (torch above all) once and forks one rank process per actor that asks,
+so a rank starts in hundredths of a CPU-second instead of a fresh interpreter's seconds.
 
-An actor that finds no template for its node and setting starts one (driver/actor.py); every
-actor of the node with the same setting (interpreter, import path, sweeper's and torch's
-files, environment but for what each actor or set has of its own) then uses it. It listens on
-a socket named after that setting in a directory only its user can enter, and serves only its
-own uid; each actor checks that the listener is its user's template before it sends anything
-(rank/rendezvous.py). A rank it forks takes its actor's environment, import path, working
-directory and stdout/stderr before anything runs, then is served as a fresh one is
-(rank/process.py). It never touches CUDA: a child initialises CUDA for itself, after the fork.
-
-Lifetimes: a rank dies with its actor (the template watches each actor's pidfd and kills its
-rank) and with the template (PR_SET_PDEATHSIG); the template ends with its node's raylet, or
-after `IDLE_S` with no rank alive.
-"""
+The first actor of a node and setting starts it. A forked rank takes its actor's environment,
+import path, directory and output; the template never touches CUDA. A rank dies with its actor
+(pidfd) and with the template (PR_SET_PDEATHSIG); the template ends with its raylet, or after
+`IDLE_S` with no rank alive. docs/ARCHITECTURE.md, "Inside the rooms", says more."""
 
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
-"""The rank: one process per GPU (or CPU rank) that the driver steps through a sweep, started
-and relayed to by its Ray actor (driver/actor.py, through rank/process.py): the facade the
-actor calls, which keeps the rank's device, its groups (`groups.py`) and the point it holds
+"""The rank: one process per GPU (or CPU rank) that the driver steps through a sweep, through its
+Ray actor. It keeps the rank's device, its groups (`groups.py`) and the point it holds
 (`buffers.py`), and times that point (`execution.py`).
 
-Every rank of a set joins the world group together, told its size then (and leaves it
-together when failed peers are replaced or a node's ranks are dropped, to join a smaller
-world). Everything after that is called on one group's members only, while
-other groups of the wave run on other ranks: open the group (local synchronization, no
-world-wide step), prepare a point (allocate and fill; report success), then, only when
-every member prepared, execute it; release, close. The driver waits on the calls of a whole
-wave at once, never on a rank outside the group. So no rank ever sits in a collective that
-a peer did not enter because it ran out of memory.
-"""
+Every rank of a set joins the world group together; everything after runs on one group's
+members only, and a point is executed only once every member prepared it. So no rank ever waits
+in a collective that a peer, out of memory, never entered (docs/ARCHITECTURE.md, "Inside the
+rooms")."""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
-"""Copies each GPU makes on its own: between its memory and host memory of its own, pinned
-(page locked: the copy engines read it directly) or pageable (the driver stages it through
-a pinned bounce buffer, as a program that never pins pays), and within its own memory (the
-memory roof). They run on groups of tier `gpu`: each GPU alone, and all of a node's GPUs at
-once (every rank copies at the same time), so GPUs behind one PCIe switch or host bridge
-show what they share.
+"""Copies each GPU makes on its own: to and from host memory, pinned or pageable (staged through
+a pinned buffer, as a program that never pins pays), and within its own memory (the roof).
+They run on groups of tier `gpu`, each GPU alone and then all of a node's at once, so GPUs
+behind one PCIe switch or host bridge show what they share.
 
-S is the bytes one way; `h2d+d2h` moves S each way at once on two streams, so its algbw is
-what each direction got. The host buffers are made when the point is bound, outside the
-timed loop. `d2h` is not checked (its output is on the host); the others are. Torch is
-imported where the steps are bound, in the rank's process: the registry loads no torch.
-"""
+S is the bytes one way; `h2d+d2h` moves S each way at once, on two streams. Host buffers are
+made when a point is bound, outside the timed loop; `d2h` is not checked (its output is on the
+host). Torch is imported where the steps are bound, so the registry loads none."""
 
 from __future__ import annotations
 
