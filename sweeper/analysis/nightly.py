@@ -53,7 +53,7 @@ from sweeper.analysis.regression import (
 )
 from sweeper.analysis.summary import label
 from sweeper.errors import BadInput
-from sweeper.results import scans, summaries
+from sweeper.results import records, scans, summaries
 from sweeper.results.load import load, runs
 from sweeper.results.schema import RUN_COLUMNS
 from sweeper.wire import Launch
@@ -180,9 +180,9 @@ def judge(
 ) -> NightlyVerdict:
     """Compare run `run_id` of the results directory `root` with its history; with `scan`,
     the run is a nightly scan with these verdicts, compared with the earlier nightly scans.
-    With `judged_in` (the nightly's reports directory), only earlier runs judged there (their
-    summary in it) are its history: a night killed before its judgment is no baseline until
-    it is judged (`sweeper nightly --judge`)."""
+    With `judged_in` (the nightly's reports directory), an earlier run sweeper ran (its run
+    record in `root`) is history only once judged there (its summary in it): a night killed
+    before its judgment is no baseline until it is judged (`sweeper nightly --judge`)."""
     every = runs(root) if Path(root).is_dir() else None
     if every is None or run_id not in set(every["run_id"]):
         raise BadInput(f"run {run_id} measured nothing: no group of its tiers exists here")
@@ -197,9 +197,7 @@ def judge(
     scanned = [scans.path(root, earlier_id).is_file() for earlier_id in earlier["run_id"]]
     earlier = earlier[pd.Series(scanned, index=earlier.index, dtype=bool) == (scan is not None)]
     if judged_in is not None:
-        judged = [
-            summaries.path(judged_in, earlier_id).is_file() for earlier_id in earlier["run_id"]
-        ]
+        judged = [_judged(root, earlier_id, judged_in) for earlier_id in earlier["run_id"]]
         earlier = earlier[pd.Series(judged, index=earlier.index, dtype=bool)]
     earlier = earlier.tail(policy.runs - 1)
     order = [*earlier["run_id"], run_id]
@@ -222,6 +220,14 @@ def judge(
         failed=int(tonight["failed"]),
         scan=scan,
     )
+
+
+def _judged(root: Path, run_id: str, reports_dir: Path) -> bool:
+    """Whether an earlier nightly run counts as judged history: its summary is in
+    `reports_dir`, or sweeper did not run it (no run record: rows another tool or an older
+    sweeper wrote, which nothing judges here)."""
+    summary = summaries.path(reports_dir, run_id)
+    return summary.is_file() or not records.path(root, run_id).is_file()
 
 
 def series_name(finding: Mapping[Hashable, Any]) -> str:
