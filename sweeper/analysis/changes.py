@@ -115,6 +115,18 @@ class RegressionRule:
     k: float = 3.0
 
 
+def change_text(change: float, signed: bool = False) -> str:
+    """A relative change or a noise as a person reads it: 5.0% (+20.0% signed) under 100%,
+    and from there the factor it is, 2.5x or 1,657x (where a percentage read 165598%); '-'
+    for none."""
+    if math.isnan(change):
+        return "-"
+    if abs(change) < 1:
+        return format(change, "+.1%" if signed else ".1%")
+    factor = 1 + change
+    return f"{factor:,.0f}x" if factor >= 10 else f"{factor:.1f}x"
+
+
 def params_text(value: object) -> str:
     """The `params` map (key-value pairs, or a dict) as one comparable string, k=v in key
     order; '' when there is none."""

@@ -9,7 +9,6 @@ or unchanged.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.analysis import RegressionRule, label, point_changes
-from sweeper.analysis.changes import VERDICTS
+from sweeper.analysis.changes import VERDICTS, change_text
 from sweeper.analysis.nightly import json_value, series_name
 from sweeper.errors import BadInput
 from sweeper.planning.sizes import format_size
@@ -100,17 +99,6 @@ def records(comparison: Comparison, every: bool) -> dict[str, Any]:
 
 def _number(value: float, spec: str) -> str:
     return "-" if pd.isna(value) else format(value, spec)
-
-
-def ratio(value: float, signed: bool = False) -> str:
-    """A relative change or noise as a person reads it: 5.0% (+20.0% signed) under 100%,
-    and beyond as the factor it is, 2.5x or 1,657x, where the percentage read 165598%."""
-    if math.isnan(value):
-        return "-"
-    if abs(value) < 1:
-        return format(value, "+.1%" if signed else ".1%")
-    factor = 1 + value
-    return f"{factor:,.0f}x" if factor >= 10 else f"{factor:.1f}x"
 
 
 # The per-operation table's verdict columns: how many of its points have each verdict
@@ -195,7 +183,7 @@ def print_comparison(comparison: Comparison, every: bool, out: TextIO | None = N
             str(name),
             _number(op["base_peak_gb_per_s"], ".3g"),
             _number(op["new_peak_gb_per_s"], ".3g"),
-            ratio(op["change"], signed=True),
+            change_text(op["change"], signed=True),
             *(str(int(op[verdict])) for verdict in _COUNTED),
         )
     console.print(per_op)
@@ -217,8 +205,8 @@ def print_comparison(comparison: Comparison, every: bool, out: TextIO | None = N
                 str(r["series"]),
                 _span(r["smallest_bytes"], r["largest_bytes"], lambda b: format_size(int(b))),
                 str(r["points"]),
-                _span(r["least_change"], r["most_change"], lambda c: ratio(c, signed=True)),
-                ratio(r["noise"]),
+                _span(r["least_change"], r["most_change"], lambda c: change_text(c, signed=True)),
+                change_text(r["noise"]),
             )
         console.print(table)
 
@@ -243,8 +231,8 @@ def _every_point(shown: pd.DataFrame) -> Table:
             format_size(int(point["size_bytes"])),
             _number(point["base_busbw_gb_per_s"], ".3g"),
             _number(point["new_busbw_gb_per_s"], ".3g"),
-            ratio(point["busbw_change"], signed=True),
-            ratio(point["noise"]),
+            change_text(point["busbw_change"], signed=True),
+            change_text(point["noise"]),
             *([status] if statuses.any() else []),
         )
     return table

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from sweeper.analysis import RegressionRule, launch_modes, point_changes
-from sweeper.analysis.changes import VERDICTS
+from sweeper.analysis.changes import VERDICTS, change_text
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Facts, Figure, Section, Text
 from sweeper.report.sections import cells
@@ -77,10 +77,13 @@ def baseline(view: RunView) -> Section | None:
             *((Cell(str(r["launch"])),) if several else ()),
             cells.num(r["base_busbw_gb_per_s"], cells.SIG),
             cells.num(r["new_busbw_gb_per_s"], cells.SIG),
-            cells.num(100 * r["busbw_change"], "+.1f", _VERDICT_CSS.get(str(r["verdict"]), "")),
-            cells.num(100 * r["noise"], ".1f"),
-            cells.num(100 * r["class_change"], "+.1f"),
-            cells.num(100 * r["class_noise"], ".1f"),
+            Cell(
+                change_text(r["busbw_change"], signed=True),
+                f"num {_VERDICT_CSS.get(str(r['verdict']), '')}".strip(),
+            ),
+            Cell(change_text(r["noise"]), "num"),
+            Cell(change_text(r["class_change"], signed=True), "num"),
+            Cell(change_text(r["class_noise"]), "num"),
             Cell(
                 f"{r['base_status']} -> {r['new_status']}",
                 "" if r["new_status"] == Status.OK else "bad",
@@ -95,10 +98,10 @@ def baseline(view: RunView) -> Section | None:
             *point,
             "base busbw",
             "busbw",
-            "change %",
-            "noise %",
-            "class change %",
-            "class noise %",
+            "change",
+            "noise",
+            "class change",
+            "class noise",
             "status",
         )
         blocks.append(cells.table(columns, lines, "changes beyond the threshold"))
