@@ -33,7 +33,7 @@ model, tier, group size and operation (`reference`), where the table has one.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import log
 from statistics import median
@@ -793,7 +793,16 @@ def explain(tests: list[Judged]) -> Explained:
         members[i] for i in slow if len(members[i]) == 2 and all(passes[n] for n in members[i])
     ]
     held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
-    slow_nodes, slow_left = _explain(slow - held, fails, passes, members)
+    # a node that passed beside known-good partners, tested alone among them, is no slow
+    # node: slow groups of its are a hub's slow pairs, to bisect (a node failing one test in
+    # two with errors is another matter: the errors are its own)
+    cleared = {
+        n
+        for i, j in enumerate(tests)
+        if j.passed and (g := j.outcome.group).stage is Stage.CONFIRM and g.partners
+        for n in g.tested
+    }
+    slow_nodes, slow_left = _explain(slow - held, fails, passes, members, cleared)
     broken_nodes, broken_left = _explain(failing - slow - timed_out, fails, passes, members)
     culprits = {
         n: [i for i in fails[n] if i not in timed_out]
@@ -807,7 +816,9 @@ def explain(tests: list[Judged]) -> Explained:
     for n in sorted({n for i in free | set(passing) for n in members[i]} | set(culprits)):
         if n in hung:
             continue
-        own = set(culprits.get(n, [])) | {i for i in fails.get(n, []) if i in free}
+        # errors and transient failures: a slow group that reproduced is for bisection
+        errors = {i for i in fails.get(n, []) if i in free and tests[i].failure is not Failure.SLOW}
+        own = set(culprits.get(n, [])) | errors
         mine = sorted(own | {i for i in passing if n in members[i]})
         sequential[n] = ratio(len(mine), len(mine) + len(passes.get(n, [])), noise)
         if n not in culprits and sequential[n] >= FLAKY_LIMIT:  # its failures, not partners'
@@ -876,6 +887,7 @@ def _explain(
     fails: Mapping[str, list[int]],
     passes: Mapping[str, list[int]],
     members: list[set[str]],
+    cleared: Collection[str] = (),
 ) -> tuple[set[str], set[int]]:
     """The fewest culprits for the `failing` groups, each node that failed most consistently
     first (its share of them, then their count), among those that failed in at least two
@@ -886,7 +898,7 @@ def _explain(
     # each test below only fails more as groups are explained (fewer left, a smaller share,
     # more shared partners), so a node that fails one is out for good: at 1024 nodes with 40
     # faults, most nodes fail some screen group and would be read again for every culprit
-    candidates = dict(fails)
+    candidates = {n: mine for n, mine in fails.items() if n not in cleared}
     while True:
         best: tuple[float, int, str] | None = None
         for n, mine in list(candidates.items()):

@@ -485,3 +485,18 @@ def test_a_node_failing_one_test_in_five_is_flaky_by_its_sequential_test_its_par
     assert 0.7 < flaky.pass_ratio < 0.9
     assert "a sequential test of one failure in 5" in flaky.evidence
     assert [v.name for v in verdicts.values() if v.health is not Health.HEALTHY] == ["n0005"]
+
+
+def test_two_slow_pairs_sharing_a_node_are_each_bisected_and_named() -> None:
+    """n0003 is an end of two slow pairs at 49 nodes: it fails two screen groups beside
+    different partners, so it is first taken for a slow node; its confirmations clear it, and
+    each of its failing groups is then run again and bisected to its pair."""
+    fleet = fleet_of(49, 8)
+    links = (("n0003", "n0012"), ("n0003", "n0013"))
+    planted = tuple(Planted(fault=Fault.SLOW_LINK, nodes=link) for link in links)
+    _, outcomes = run(fleet, "adaptive", planted)
+    verdicts = judge(fleet, outcomes, THRESHOLDS)
+    condemned = sorted(v.nodes for v in verdicts if v.condemned)
+    assert condemned == sorted(links)
+    assert all(v.subject is Subject.LINK for v in verdicts if v.condemned)
+    assert not [v.name for v in verdicts if v.health is Health.UNCONFIRMED]
