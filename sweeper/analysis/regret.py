@@ -1,12 +1,12 @@
-"""NCCL's default against the alternatives measured beside it: per operation, group shape and
-size, the fastest configuration, the default's regret (how much slower it is), and whether the
-compare rules (`changes.point_changes`, default against each alternative) put that beyond the
-runs' noise, so a winner is named only then; and the configuration that used the least energy
-per byte. A configuration is a run and variant (one actor set's NCCL environment); what it
-sets is read from its rows' `nccl_env` against what every configuration shares, so a grid in
-one run (`--nccl-env`, `--nccl-algos`) and runs of one command in different environments
-compare alike. Pure: frames in, frames out (`sweeper.load` users call `regret`).
-"""
+"""NCCL's default against the alternatives measured beside it. Per operation, group shape and
+size: the fastest configuration, the default's regret (how much slower it is), whether the
+compare rules (`changes.point_changes`) put that beyond the runs' noise, so that a winner is
+named only then, and the configuration that used the least energy per byte.
+
+A configuration is a run and variant (one actor set's NCCL environment). What it sets is read
+from its rows' `nccl_env` against what every configuration shares, so a grid in one run
+(`--nccl-env`, `--nccl-algos`) and runs in different environments compare alike. Pure: frames
+in, frames out (`sweeper.load` users call `regret`)."""
 
 from __future__ import annotations
 

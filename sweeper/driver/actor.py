@@ -1,8 +1,8 @@
 """A rank's Ray actor: it gets its rank (worker.Rank) a process of its own, forked by the node's
 template (rank/template.py) or else a fresh interpreter, and relays every call to it.
 
-The actor and its rank's process die together, and keep out of each other's imports: the
-actor never opens what it relays, so it loads no torch, and the rank's process loads no Ray.
+The actor and its rank's process die together and keep out of each other's imports. The
+actor never opens what it relays, so it loads no torch; the rank's process loads no Ray.
 docs/ARCHITECTURE.md, "Inside the rooms", says why a rank runs in a process apart."""
 
 from __future__ import annotations

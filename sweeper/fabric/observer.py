@@ -1,9 +1,8 @@
-"""sweeper's observing tuner plugin (`tuner_observer.c` beside this file): built with the
-system's C compiler into a private directory, loaded by the rank before NCCL is (NCCL's own
-dlopen of the same path then shares its state), and read through ctypes: each communicator's
-calls, numbered, each with the cost table NCCL handed the tuner (`wire.Predicted`). The
-plugin leaves the table unchanged, so what NCCL runs is its least-time pair (`chosen`).
-"""
+"""sweeper's observing tuner plugin (`tuner_observer.c` beside this file). It is built with the
+system's C compiler into a private directory and loaded by the rank before NCCL is, so NCCL's
+own dlopen of the same path shares its state. Read through ctypes, it gives each communicator's
+calls, numbered, each with the cost table NCCL handed the tuner (`wire.Predicted`). The plugin
+leaves the table unchanged, so what NCCL runs is its least-time pair (`chosen`)."""
 
 from __future__ import annotations
 

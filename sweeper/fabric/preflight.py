@@ -1,7 +1,7 @@
-"""The network preflight's words: before a run of several nodes (or with --force-network)
-measures anything, one line per node on what it offers NCCL's network, and a warning where
-the run would measure TCP: sockets between nodes that have RDMA ports, or --force-network
-on a node with none. Pure: the offers are read on each node (`node.offer`)."""
+"""The network preflight's words. Before a run of several nodes (or with --force-network)
+measures anything, it gives one line per node on what it offers NCCL's network. It warns where
+the run would measure TCP: sockets between nodes that have RDMA ports, or --force-network on a
+node with none. Pure: the offers are read on each node (`node.offer`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """What an operation is, as data: the `Collective` descriptor, the engine protocol (`Comm`) its
 bind is written against, and the types they speak in.
 
-A descriptor, modelled on nccl-tests' per-operation struct, states for `count` elements on `n`
-ranks: each rank's buffers (`Layout`), the bus factor, the data each rank sends and must hold
-(`Span`s of one pattern, filled and checked once, in rank/data.py), `bind` (the step of one
-iteration, worked out once a point), the engines its bind reaches itself, and `why_not`.
-Entries live in registry.py and algorithms/; torch appears in annotations only."""
+A descriptor is modelled on nccl-tests' per-operation struct. For `count` elements on `n`
+ranks it states each rank's buffers (`Layout`), the bus factor, and the data each rank sends
+and must hold (`Span`s of one pattern, filled and checked in rank/data.py). `bind` makes the
+step of one iteration, once a point; `engines` and `why_not` say where it runs. Entries live
+in registry.py and algorithms/; torch appears in annotations only."""
 
 from __future__ import annotations
 

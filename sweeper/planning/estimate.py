@@ -1,12 +1,10 @@
-"""How long a schedule takes, priced by the cost model (`planning.costs`): each group's series
-at the sizes they will measure, a wave as long as its slowest group plus its rows journaled
-on the driver, each actor set its start, and the run its command's start and end. Pure: no
-Ray, no torch.
+"""How long a schedule takes, priced by the cost model (`planning.costs`). Each group's series
+costs the sizes it will measure; a wave lasts as long as its slowest group, plus its rows
+journaled on the driver; each actor set costs its start, the run its command's start and end.
+Pure: no Ray, no torch.
 
 The serial figure is what the driver paid before waves: every group alone, each opened and
-closed on every rank of the set (a world-wide split per group, whose cost grows with the
-set's size).
-"""
+closed on every rank of the set (a world-wide split per group, dearer as the set grows)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
-"""Files named on the command line (a profile, a recorded topology), read bounded: such a
-file is a page of text, so one larger than FILE_LIMIT_BYTES (or a device that never ends,
-/dev/zero) is bad input, refused unread or after one byte past the bound, never read whole.
+"""Files named on the command line (a profile, a recorded topology), read bounded. Such a file is
+a page of text, so one larger than FILE_LIMIT_BYTES (or a device that never ends, /dev/zero) is
+bad input, refused unread or one byte past the bound, never read whole.
 
-Nothing here waits: the file is opened non-blocking and must be a regular file or a
-character device (/dev/zero, /dev/null: read as they answer at once); a FIFO, a socket or a
-directory is refused as it is, where opening a FIFO for reading would wait for a writer for
-ever, and a device that has nothing to give now (a terminal) is refused, not waited on.
-"""
+Nothing here waits. The file is opened non-blocking and must be a regular file or a character
+device that answers at once (/dev/zero, /dev/null). A FIFO, a socket or a directory is refused
+as it is, since opening a FIFO would wait for a writer for ever; a device with nothing to give
+now (a terminal) is refused, not waited on."""
 
 from __future__ import annotations
 

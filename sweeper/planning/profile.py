@@ -1,8 +1,7 @@
-"""YAML profiles: a sweep's options as keys, the nightly regression settings, and a fleet
-scan's settings (a profile with a `scan:` section is a nightly scan); and the one place option
-values (a profile's, overridden by the command line's) become a SweepSpec, a bad one named as
-the user wrote it.
-"""
+"""YAML profiles: a sweep's options as keys, the nightly regression settings, and a fleet scan's
+settings (a profile with a `scan:` section is a nightly scan). Here option values, a profile's
+overridden by the command line's, become a SweepSpec, and a bad one is named as the user wrote
+it."""
 
 from __future__ import annotations
 

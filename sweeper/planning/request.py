@@ -1,9 +1,7 @@
-"""The one place a spec becomes what a run does: the spec resolved for the backend its
-cluster gave (`resolve` -> `RunPlan`, handed to the driver whole), and what a schedule is
-asked for (its groups, size grid, memory cap and series), for `sweeper run`, `sweeper topo`
-and `sweeper plan` alike, so all three plan the same groups, waves and series. Pure: no Ray,
-no torch.
-"""
+"""The one place a spec becomes what a run does: the spec resolved for the backend its cluster
+gave (`resolve` -> `RunPlan`, handed to the driver whole), and what a schedule is asked for
+(its groups, size grid, memory cap and series). `sweeper run`, `sweeper topo` and `sweeper
+plan` all ask here, so all three plan the same groups, waves and series. Pure: no Ray, no torch."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
-"""What a sweep is asked to do, declared once: its sections (where it runs, what it measures,
-how each point is timed, NCCL, where its output goes, experiments), each a frozen model whose
-fields are options, with their rules and what is read from them; and `SweepSpec`, the union
-of the sections, flat as users write them, whose fields are `sweeper run`'s options, a
-profile's keys, `sweeper.run`'s keywords and a run record's options. Pure: no Ray, no torch.
-A bad value is refused once, with the option's (or the profile key's) name, before anything
-starts.
-"""
+"""What a sweep is asked to do, declared once. Its sections (where it runs, what it measures, how
+each point is timed, NCCL, where its output goes, experiments) are frozen models whose fields
+are options, with their rules and what is read from them. `SweepSpec` is their union, flat as
+users write it: its fields are `sweeper run`'s options, a profile's keys, `sweeper.run`'s
+keywords and a run record's options. A bad value is refused once, before anything starts, with
+the option's (or the profile key's) name. Pure: no Ray, no torch."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
-"""The engines a point is timed in, as a registry keyed by `wire.Engine`: each entry says
-whether it is installed here (the driver asks before any rank starts), opens a group's
-communicator on a rank (the `ops.descriptor.Comm` every operation's bind is written against),
-closes it, and says which operations it runs (those that list it, `Collective.engines`).
+"""The engines a point is timed in, as a registry keyed by `wire.Engine`. Each entry says whether
+it is installed here (the driver asks before any rank starts), opens and closes a group's
+communicator on a rank (the `ops.descriptor.Comm` every bind is written against), and says
+which operations it runs (those that list it, `Collective.engines`).
 
 Adding an engine is a member of `wire.Engine` and an `EngineEntry` subclass in `ENGINES`
 (docs/ARCHITECTURE.md, "Where to add"; tests/unit/test_engines.py registers a toy one). The
 driver loads this module to ask `missing`, so it imports no torch: an entry imports its
-communicator's module in `open`, which runs in a rank's process only.
-"""
+communicator's module in `open`, which runs in a rank's process only."""
 
 from __future__ import annotations
 

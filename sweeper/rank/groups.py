@@ -2,11 +2,9 @@
 agreements and barriers, and the torch engine's communicator) and a communicator in each
 other engine the sweep asks for, opened by the engine's entry (`engines.ENGINES`).
 
-Every rank of a set joins the world together, the world's size given with the join (and
-leaves it together when failed peers are replaced, or when a node's ranks are dropped: the
-next world may be smaller); a group opens on its members only, while other groups of the
-wave open on other ranks.
-"""
+Every rank of a set joins the world together, told its size with the join. They leave it
+together when failed peers are replaced or a node's ranks dropped, and the next world may be
+smaller. A group opens on its members only, while the wave's other groups open on other ranks."""
 
 from __future__ import annotations
 
