@@ -79,36 +79,33 @@ def size_class(size_bytes: float) -> SizeClass:
 
 @dataclass(frozen=True)
 class RegressionRule:
-    """A point ran in both runs is a regression when it failed in the new one only, or lost
-    more of its bus bandwidth than `threshold`, than its size class's floor, than `k` x the
-    combined spread of the two runs' blocks (the root of the sum of their squares of
-    ln(slowest / fastest block)) and than `k` x its series' scatter (how far neighbouring
-    sizes of the series move apart in that size class, where it has at least
-    MIN_SCATTER_POINTS: `_scatter`), with every block of the new run slower than every block
-    of the base, and a neighbouring size of its series slower beyond its own floor too
-    (`_corroborated`; a series of one judged size has none to ask). An improvement is the
-    same the other way round. A change of less than
-    `threshold` is unchanged; a larger one that the noise can explain, or of a point without
-    `MIN_BLOCKS` blocks a side, unclear.
+    """A point that ran in both runs is a regression when it failed in the new one only, or
+    when it lost more of its bus bandwidth than each bar: `threshold`, its size class's floor,
+    `k` x the combined spread of the two runs' blocks (the root of the sum of their squares of
+    ln(slowest / fastest block)), and `k` x its series' scatter. The scatter is how far
+    neighbouring sizes of the series move apart in that size class, where it has at least
+    MIN_SCATTER_POINTS (`_scatter`). Every block of the new run must also be slower than every
+    block of the base, and a neighbouring size of its series slower beyond its own floor
+    (`_corroborated`; a series of one judged size has none to ask). An improvement is the same
+    the other way round. A change of less than `threshold` is unchanged; a larger one that the
+    noise can explain, or of a point without `MIN_BLOCKS` blocks a side, is unclear.
 
     A point is also a regression where its series' size class moved as a whole
-    (`_class_shift`): the median change of the class's points lost more than the threshold,
-    the class's floor, `k` x the median's standard error and `k` x the median spread of
-    their blocks, and the point itself lost more than the threshold and its floor, every
+    (`_class_shift`). The median change of the class's points must lose more than the
+    threshold, the class's floor, `k` x the median's standard error and `k` x the median
+    spread of their blocks; the point itself more than the threshold and its floor, every
     block slower. One size of a series is now and then dealt a slower state for a whole run
     (send_recv on two H200: 6-9% at one size, its neighbours within 1%), which the scatter
-    rightly counts as noise; but a cause in the fabric, the library or the configuration
-    moves every size of the class, so their median moves with little error, and the point's
-    own draw of noise no longer hides it (a 10% slowdown from 1 MiB planted in the recorded
-    GPU runs: 96% of those points where the point's own noise saw 85%, and still none of
-    524 point-comparisons of identical runs flagged; docs/REGRESSIONS.md).
+    rightly counts as noise. A cause in the fabric, the library or the configuration moves
+    every size of the class, so their median moves with little error, and the point's own
+    draw of noise no longer hides it (docs/REGRESSIONS.md has the figures).
 
     Every change is judged as a log ratio (ln(new / base)), so that a point twice as fast
     from A to B is as clear as half as fast from B to A; `noise` is its bar as a fraction.
     The scatter is the two runs' own measure of the noise between them: a slower link moves
     neighbouring sizes alike, while a busy host moves them by unrelated amounts (on the
     2-core CPU box, by -80% to +400% between identical runs whose blocks spread far less).
-    k = 3: the smallest that leaves every point of two identical runs unflagged on 4 H200
+    k = 3 is the smallest that leaves every point of two identical runs unflagged, on 4 H200
     (k = 2 flags 3 of 154) and on the CPU box (docs/REGRESSIONS.md)."""
 
     threshold: float = 0.05
