@@ -789,8 +789,14 @@ def explain(tests: list[Judged]) -> Explained:
     # a slow node explains slow groups, not errors: a flaky node's error in a group a slow
     # node was also in stays the flaky node's to explain
     slow = {i for i in failing - timed_out if tests[i].failure is Failure.SLOW}
+    # a pair slow as a pair whose ends each pass elsewhere, more than a third as often as they
+    # fail: a node slow near the threshold passes a group of 40 now and then, and its pairs
+    # beside known-good partners are its own, not links
     pairs = [
-        members[i] for i in slow if len(members[i]) == 2 and all(passes[n] for n in members[i])
+        members[i]
+        for i in slow
+        if len(members[i]) == 2
+        and all(passes[n] and 3 * len(passes[n]) >= len(fails[n]) for n in members[i])
     ]
     held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
     # a node that passed beside known-good partners, tested alone among them, is no slow
@@ -1006,7 +1012,7 @@ def _culprit(node: str, e: Explained) -> Verdict:
     if after and all(tests[i].failure is Failure.MISSING for i in after):
         health = Health.UNREACHABLE
         why = f"{node}: no row came back from its last {len(after)} groups ({last.why})"
-    elif passed:
+    elif passed and (4 * passed >= total or kinds[Failure.FAILED]):
         health = Health.FLAKY
         why = (
             f"{node}: passed {passed} of {total} groups and failed the others beside "
@@ -1029,6 +1035,8 @@ def _culprit(node: str, e: Explained) -> Verdict:
             f"{unit(last.outcome)} against the fleet's {figure(m.fleet or 0)} in {len(idx)} "
             f"groups with different partners (threshold {figure(m.threshold or 0)}: {m.source})"
         )
+        if passed:  # a few, near the threshold: slow, not flaky
+            why += f"; it passed {passed} of {total}"
     if flags:
         why += f"; {', '.join(flags)}"
     return Verdict(

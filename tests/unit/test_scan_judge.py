@@ -680,3 +680,30 @@ def test_a_small_fleet_with_no_reference_cannot_tell_and_says_so(nodes: int) -> 
             assert v.health is Health.UNCONFIRMED
             assert v.evidence.startswith(f"n{n}: cannot tell: ")
         assert not [v for v in verdicts.values() if v.subject is Subject.LINK and not v.condemned]
+
+
+def test_a_node_slow_near_the_threshold_that_passes_once_is_slow_and_its_pairs_no_links() -> None:
+    """n7 runs at 84% of the fleet in every group but one, at 86% there (the threshold is
+    85%), and at 84% in three pairs beside known-good partners: a slow node that passed once
+    near the threshold, not a flaky one, and its pairs are its own, not three slow links."""
+    outcomes = affine_screen(FLEET, {"n7": 0.84})
+    first = next(i for i, o in enumerate(outcomes) if "n7" in o.group.nodes)
+    busbw = outcomes[first].busbw_gb_per_s
+    assert busbw is not None
+    outcomes[first] = replace(outcomes[first], busbw_gb_per_s=busbw / 0.84 * 0.86)
+    through = 45.0 * 0.84 * 2 / 1 * 7 / 8  # a pair of 4-GPU nodes, as busbw counts it
+    for k, pad in enumerate(("n20", "n30", "n40")):
+        group = ScanGroup(wave=20 + k, stage=Stage.CONFIRM, nodes=("n7", pad), partners=(pad,))
+        outcomes.append(
+            GroupOutcome(
+                group=group,
+                result=Result.OK,
+                busbw_gb_per_s=through,
+                size_bytes=GiB,
+                op="all_to_all",
+            )
+        )
+    verdicts = verdicts_of(gates() + outcomes)
+    assert verdicts["n7"].health is Health.SLOW
+    assert "it passed 1 of 15" in verdicts["n7"].evidence
+    assert [v.name for v in verdicts.values() if v.condemned] == ["n7"]
