@@ -334,14 +334,37 @@ def ratio_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str, y_title
     return _figure(traces, layout)
 
 
+# A matrix's units, largest first, as the scale from GB/s or from us
+_MATRIX_BANDWIDTH = ((1.0, "GB/s"), (1e-3, "MB/s"), (1e-6, "kB/s"))
+_MATRIX_TIME = ((1e6, "s"), (1e3, "ms"), (1.0, "us"))
+
+
+def _matrix_unit(values: np.ndarray, bandwidth: bool) -> tuple[float, str]:
+    """The scale from GB/s or us to the unit that writes a matrix's largest value at 1 or
+    more: GB/s, MB/s, kB/s; us, ms, s."""
+    known = values[np.isfinite(values) & (values > 0)]
+    top = float(known.max()) if known.size else 1.0
+    units = _MATRIX_BANDWIDTH if bandwidth else _MATRIX_TIME
+    return next(((s, u) for s, u in units if top >= s), units[-1])
+
+
+def _three_digits(value: float) -> str:
+    """3 significant digits, never an exponent: 0.00512, 5.12, 512, 5,120."""
+    if value == 0 or abs(value) >= 100:
+        return f"{value:,.0f}"
+    digits = 2 - math.floor(math.log10(abs(value)))
+    return f"{value:.{digits}f}"
+
+
 def heatmap(matrix: PairMatrix, labels: Sequence[str], title: str) -> go.Figure:
     """An N x N matrix (sources down, destinations across) with its values written in the
     cells and outliers ringed in red."""
-    values = matrix.values.to_numpy(dtype=np.float64)
     bandwidth = matrix.metric == "bandwidth"
-    unit = "GB/s" if bandwidth else "us"
+    # the matrix in the unit its largest value reads in (CPU ranks' MB/s, a slow link's ms)
+    scale, unit = _matrix_unit(matrix.values.to_numpy(dtype=np.float64), bandwidth)
+    values = matrix.values.to_numpy(dtype=np.float64) / scale
     names = [text(label) for label in labels]
-    cells = [[f"{v:.3g}" if np.isfinite(v) else "" for v in row] for row in values]
+    cells = [[_three_digits(v) if np.isfinite(v) else "" for v in row] for row in values]
     traces: list[Any] = [
         go.Heatmap(
             z=values,
@@ -351,7 +374,7 @@ def heatmap(matrix: PairMatrix, labels: Sequence[str], title: str) -> go.Figure:
             texttemplate="%{text}",
             colorscale="Viridis" if bandwidth else "Viridis_r",
             colorbar={"title": {"text": unit}, "thickness": 12},
-            hovertemplate=f"%{{y}} -> %{{x}}: %{{z:.4g}} {unit}<extra></extra>",
+            hovertemplate=f"%{{y}} -> %{{x}}: %{{text}} {unit}<extra></extra>",
             hoverongaps=False,
             xgap=1,
             ygap=1,

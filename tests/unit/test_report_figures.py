@@ -117,3 +117,19 @@ def test_the_point_max_size_auto_found_is_marked_on_both_panels() -> None:
     assert figures.series_figure([("g", probed)], "x").layout.showlegend  # the mark says why
     fixed = line.assign(probe_s=None, max_size_bytes=line["size_bytes"].max())
     assert not [t for t in figures.series_figure([("g", fixed)], "x").data if t.name == BOUND]
+
+
+def test_a_matrix_is_written_in_the_unit_its_largest_value_reads_in_without_exponents() -> None:
+    slow = pd.DataFrame([[np.nan, 0.0005], [0.000312, np.nan]])  # CPU ranks' GB/s
+    figure = figures.heatmap(
+        PairMatrix("p2p", "uni", False, "bandwidth", 8, slow, slow > 1), ["r0", "r1"], "p2p"
+    )
+    (trace,) = figure.data
+    assert trace.colorbar.title.text == "kB/s"
+    assert [list(row) for row in trace.text] == [["", "500"], ["312", ""]]
+    late = pd.DataFrame([[np.nan, 41234.0], [2.5, np.nan]])  # us
+    figure = figures.heatmap(
+        PairMatrix("p2p", "uni", False, "latency", 8, late, late > 1e9), ["r0", "r1"], "p2p"
+    )
+    assert figure.data[0].colorbar.title.text == "ms"
+    assert [list(row) for row in figure.data[0].text] == [["", "41.2"], ["0.00250", ""]]
