@@ -205,10 +205,10 @@ def _scatter(classes: _Classes) -> pd.Series:
     the log changes of its judged points there, in order of size: 1.4826 x their MAD over
     sqrt(2) (the difference of two independent points has sqrt(2) times their sigma); NaN
     with fewer than MIN_SCATTER_POINTS points. Differences, not deviations from the class's
-    median: a real change moves neighbouring sizes alike but not every size of a class by
+    median: a real change moves neighbouring sizes alike, but not every size of a class by
     as much (fewer NCCL channels cost 4 H200 63% of all_reduce's bus bandwidth at 1 MiB and
-    87% at 256 MiB), so its spread over the class would count as noise and hide it, where
-    noise moves neighbouring sizes by unrelated amounts."""
+    87% at 256 MiB). Its spread over the class would count as noise and hide it, where noise
+    moves neighbouring sizes by unrelated amounts."""
     keys = classes.keys()
     steps = classes.groups()["log"].diff()
     deviation = steps - steps.groupby(keys, sort=False).transform("median")
@@ -226,10 +226,9 @@ def _corroborated(classes: _Classes) -> pd.Series:
     size class: the size just below or just above it there (among the judged) moved the same
     way by at least the class's floor. True for a point with no other judged size of its
     series in its class, which has no neighbour to ask. A cause in the fabric, the library or
-    the configuration moves a range of sizes; the state a run is dealt moves one size now and
+    the configuration moves a range of sizes. The state a run is dealt moves one size now and
     then (two H200s, three identical runs: all_reduce at 256 KiB 12% apart in one of them,
-    its neighbours within 1.6%), and two runs cannot tell that from a change at that size
-    alone."""
+    its neighbours within 1.6%), and two runs cannot tell that from a change at that size."""
     series = classes.groups()
     sign = np.sign(classes.frame["log"])
     shared = pd.Series(False, index=classes.frame.index)

@@ -191,10 +191,10 @@ def _recorded_address(named: str) -> str:
 
 def _check_reachable(address: Address, timeout_s: float) -> None:
     """One call to the address that Ray's server answers at once, with `timeout_s` as its
-    deadline: it fails in time where nothing listens, where what listens never answers (a
+    deadline. It fails in time where nothing listens, or where what listens never answers (a
     socket that accepts and stays silent, another server that keeps the HTTP/2 connection
-    open), where it is not the Ray server that kind of address names, or where it wants a
-    token. ray.init has no deadline of its own for these: it retries for minutes.
+    open). It fails too where it is not the Ray server that kind of address names, or where
+    it wants a token. ray.init has no deadline of its own for these: it retries for minutes.
 
     A gRPC call, not ray.init in a thread given up at the deadline: the call's channel is
     closed here, so nothing is left running; and not Ray's GCS client, whose C++ core

@@ -21,11 +21,11 @@ from sweeper.wire import MemLimit
 @dataclass(frozen=True, slots=True)
 class Cli:
     """How an option shows on the command line beyond its field's name, description and
-    default (a field's `Annotated` metadata): what its value is called in help (`metavar`;
-    none for an on/off flag), its flags where they are not --name (--name/--no-name for a
-    flag), whether it is given again for each value (`repeated`), and which commands beyond
-    `run` and `nightly` take it: `sweeper plan` (what a plan asks) and `sweeper scan` (where
-    it runs and how points are timed; the scan chooses what it measures)."""
+    default (a field's `Annotated` metadata). It gives what its value is called in help
+    (`metavar`; none for an on/off flag), its flags where they are not --name (--name/--no-name
+    for a flag), and whether it is given again for each value (`repeated`). It says which
+    commands beyond `run` and `nightly` take it: `sweeper plan` (what a plan asks) and `sweeper
+    scan` (where it runs and how points are timed; the scan chooses what it measures)."""
 
     metavar: str = ""
     flags: tuple[str, ...] = ()
