@@ -52,6 +52,9 @@ def _layout(**extra: object) -> dict[str, Any]:
     """A small layout of our own instead of plotly's default template, which would add
     about 7 kB to every figure of the page (a figure taken as it is keeps the template it is
     given; one updated through plotly would merge a plain dict into the default)."""
+    title = extra.get("title")
+    if isinstance(title, Mapping):  # at x 0 of the plot, not of the box, whose edge cut it
+        extra = {**extra, "title": {"xref": "paper", **title}}
     return {
         "template": {"layout": {"colorway": list(_COLORS)}},
         "font": {"family": "system-ui, sans-serif", "size": 12},
@@ -304,9 +307,10 @@ def _log_axis(values: Sequence[float], written: Callable[[float], str]) -> dict[
     if not positive:
         return axis
     low, high = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
-    steps = (1.0,) if high - low > 2 else (1.0, 2.0, 5.0)
+    steps = (1.0,) if high - low > 3 else (1.0, 2.0, 5.0)
     ticks = [m * 10.0**e for e in range(low, high + 1) for m in steps]
-    axis.update(tickvals=ticks, ticktext=[written(t) for t in ticks])
+    # room for the longest label (100 MB/s) beside the plot, where a fixed margin cut it
+    axis.update(tickvals=ticks, ticktext=[written(t) for t in ticks], automargin=True)
     return axis
 
 
