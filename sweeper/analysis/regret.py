@@ -162,7 +162,7 @@ def regret(rows: pd.DataFrame, rule: RegressionRule | None = None) -> pd.DataFra
     settings = {c.name: dict(c.settings) for c in configs}
     found = []
     for key, part in per.reset_index().groupby(keys, sort=False, dropna=False):
-        measured = {str(r.config): _Measured.of(r) for r in part.itertuples()}
+        measured = {str(r.config): _Variant.of(r) for r in part.itertuples()}
         judged = _judged(int(part["size_bytes"].iloc[0]), measured, settings)
         if judged is not None:
             found.append((*key, int(part["groups"].max()), *judged))
@@ -171,7 +171,7 @@ def regret(rows: pd.DataFrame, rule: RegressionRule | None = None) -> pd.DataFra
 
 
 @dataclass(frozen=True)
-class _Measured:
+class _Variant:
     """A configuration at one shape and size: its figures over the shape's groups."""
 
     busbw: float
@@ -180,13 +180,13 @@ class _Measured:
     noise: float
 
     @classmethod
-    def of(cls, row: Any) -> _Measured:
+    def of(cls, row: Any) -> _Variant:
         energy = math.nan if missing(row.energy) else float(row.energy)
         return cls(float(row.busbw), energy, bool(row.improved), float(row.noise))
 
 
 def _judged(
-    size_bytes: int, measured: Mapping[str, _Measured], settings: Mapping[str, Mapping[str, str]]
+    size_bytes: int, measured: Mapping[str, _Variant], settings: Mapping[str, Mapping[str, str]]
 ) -> tuple[object, ...] | None:
     """One shape and size, from `default_busbw_gb_per_s` on; None where the default or
     every alternative is missing there."""

@@ -28,8 +28,8 @@ from sweeper.planning.spec import (
     ExperimentSection,
     MeasureSection,
     NcclSection,
+    OptionSection,
     OutputSection,
-    Section,
     SweepSpec,
     TimingSection,
 )
@@ -110,7 +110,7 @@ def _kind(info: FieldInfo, shown: Cli) -> Any:
     return str | None
 
 
-def section_option(section: type[Section], name: str) -> Any:
+def section_option(section: type[OptionSection], name: str) -> Any:
     """The option of a section's field: `--name` (`--name/--no-name` for a flag, or the
     field's own flags), in its section's panel."""
     info = section.model_fields[name]

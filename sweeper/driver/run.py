@@ -1,6 +1,6 @@
-"""One run on the driver, whatever gives its waves: `execute` connects, hands the `Run` to its
+"""One run on the driver, whatever gives its waves: `execute` connects, hands the `RunState` to its
 source (the sweep's schedule in `sweep`, the scan's policy in `scan`), which measures, and
-keeps what was measured and the record's end whatever stops it. A `Run` is its id, plan,
+keeps what was measured and the record's end whatever stops it. A `RunState` is its id, plan,
 journal, record, the rows it keeps, and the lines a stop or a lost head leaves; a stopped
 run goes on under its own id (`Resume`, `resumed`)."""
 
@@ -221,13 +221,13 @@ def _kind_of(command: str) -> str:
 
 class Source(Protocol):
     """What gives a run its waves (the sweep's schedule, the scan's policy): `measure` opens
-    the run's journal (`Run.begin`), runs its waves on an `Executor` and hands each point's
-    rows to `Run.keep`."""
+    the run's journal (`RunState.begin`), runs its waves on an `Executor` and hands each point's
+    rows to `RunState.keep`."""
 
     def measure(self) -> None: ...
 
 
-class Run:
+class RunState:
     """One run's state on the driver, from a connected cluster to its last row, whatever its
     source: its id and start (a resumed run's own), the plan, the rows and their journal, the
     run record before the first row and at the end, the line a signal or a lost head leaves.
@@ -335,24 +335,24 @@ S = TypeVar("S", bound=Source)
 def execute(
     asked: SweepSpec,
     observer: Observer,
-    source: Callable[[Run], S],
+    source: Callable[[RunState], S],
     *,
     run_kind: str,
     resume: Resume | None = None,
     command: str = "run",
     options: Mapping[str, Any] | None = None,
-) -> tuple[Run, S, float]:
+) -> tuple[RunState, S, float]:
     """A run from connecting (to the cluster `asked`) to its record's end, whatever its
-    source of waves: `source` gives them on the `Run`, which `run_kind`, `resume`, `command`
+    source of waves: `source` gives them on the `RunState`, which `run_kind`, `resume`, `command`
     and `options` make. Whatever stops it (an error, a signal, a lost head), what was measured
     is kept and the record says how it ended; a signal's Stopped names the run and how to go
     on; a lost head is one line and exit 3. The run, its source, and the seconds from
     connecting to its end."""
     clock = time.monotonic()
-    run: Run | None = None
+    run: RunState | None = None
     try:
         with _connected(asked) as connection:
-            run = Run(
+            run = RunState(
                 asked, observer, run_kind, connection, resume, command=command, options=options
             )
             stops.tell(run.told)  # what a signal stops, from now until the process ends
@@ -374,7 +374,7 @@ def execute(
     return run, made, time.monotonic() - clock
 
 
-def _end(run: Run, ended: str) -> None:
+def _end(run: RunState, ended: str) -> None:
     """What was measured is kept, and the run record says how the run ended, whatever stopped
     it. A first signal meanwhile is raised after it: the record then tells the truth."""
     if run.writer is None:

@@ -22,7 +22,7 @@ from sweeper.driver.executor import Executor
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.outcome import PointResult
-from sweeper.driver.run import SCAN_KEY, Resume, Run, execute, where_stopped
+from sweeper.driver.run import SCAN_KEY, Resume, RunState, execute, where_stopped
 from sweeper.driver.scan_ranks import fleet_of, layout, lose, started
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.ops.registry import REGISTRY, load_plugins
@@ -112,7 +112,9 @@ class Scan:
     """One scan on its run, from a connected cluster to the verdicts: the waves the scan's
     policy gives, each planned on the actor set's placement and run on its executor."""
 
-    def __init__(self, run: Run, settings: ScanSettings, resumed: Resumed | None = None) -> None:
+    def __init__(
+        self, run: RunState, settings: ScanSettings, resumed: Resumed | None = None
+    ) -> None:
         self.run, self.settings = run, settings
         self.clock = time.monotonic()
         self.gone: dict[str, str] = {}  # node id: why it is out of the scan (unreachable)

@@ -18,7 +18,14 @@ from sweeper.driver.executor import Executor
 from sweeper.driver.measurement import RunColumns
 from sweeper.driver.observer import Finished, Observer, Started
 from sweeper.driver.outcome import PointResult, skipped
-from sweeper.driver.run import Resume, Run, choose_backend, connected_to, execute, where_stopped
+from sweeper.driver.run import (
+    Resume,
+    RunState,
+    choose_backend,
+    connected_to,
+    execute,
+    where_stopped,
+)
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.fabric import preflight
 from sweeper.ops.registry import configure_moe, load_plugins, resolve
@@ -96,7 +103,7 @@ def resumable(output: Path, run_id: str) -> tuple[dict[str, Any], Resume]:
 class Sweep:
     """A sweep on its run: the schedule's waves, an actor set per NCCL environment."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: RunState) -> None:
         self.run = run
         self.plan = plan = run.plan
         self.placement: Placement | None = None  # the running actor set's, and its columns

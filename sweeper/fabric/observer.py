@@ -124,7 +124,7 @@ def chosen(call: Predicted) -> tuple[str, str, float] | None:
     return algorithm, protocol, us
 
 
-class Observer:
+class TunerObserver:
     """The loaded plugin: its communicators in the order NCCL opened them, and their calls."""
 
     def __init__(self, library: Path) -> None:

@@ -97,7 +97,7 @@ def _bounded(per_node: int | None, nodes: int, option: str) -> int | None:
     return per_node
 
 
-class Section(BaseModel):
+class OptionSection(BaseModel):
     """A part of a sweep's options: each field an option (its description the help, its
     `Cli` metadata how the command line shows it), `title` the help panel that lists them."""
 
@@ -106,7 +106,7 @@ class Section(BaseModel):
     title: ClassVar[str]
 
 
-class ClusterSection(Section):
+class ClusterSection(OptionSection):
     """Where a sweep runs, and on how many ranks."""
 
     title: ClassVar[str] = "Where"
@@ -190,7 +190,7 @@ class ClusterSection(Section):
         return None if self.backend == "auto" else Backend(self.backend)
 
 
-class MeasureSection(Section):
+class MeasureSection(OptionSection):
     """What a sweep measures: the groups its tiers ask for, operations, dtypes and sizes."""
 
     title: ClassVar[str] = "What to measure"
@@ -281,7 +281,7 @@ class MeasureSection(Section):
         return tuple(self.sizes(self.largest or SIZE_LIMIT_BYTES))
 
 
-class TimingSection(Section):
+class TimingSection(OptionSection):
     """How every point is measured, as asked (`request.timing` resolves it for a backend)."""
 
     title: ClassVar[str] = "Timing"
@@ -348,7 +348,7 @@ class TimingSection(Section):
         return _one_of(value, Engine.values(), "engine")
 
 
-class NcclSection(Section):
+class NcclSection(OptionSection):
     """What NCCL is asked beyond its defaults: registered buffers, swept variables."""
 
     title: ClassVar[str] = "NCCL"
@@ -411,7 +411,7 @@ class NcclSection(Section):
         return swept
 
 
-class OutputSection(Section):
+class OutputSection(OptionSection):
     """Where a run's rows and its report go, and the name its rows carry."""
 
     title: ClassVar[str] = "Output"
@@ -447,7 +447,7 @@ class OutputSection(Section):
         return value
 
 
-class ExperimentSection(Section):
+class ExperimentSection(OptionSection):
     """Beyond the collectives' grid: pairs that share links, curves on a few groups, the
     copy-engine matrix, the MoE layer."""
 
@@ -479,7 +479,7 @@ class ExperimentSection(Section):
 
 
 # The sections in the order help, the schema and the API list them
-SECTIONS: tuple[type[Section], ...] = (
+SECTIONS: tuple[type[OptionSection], ...] = (
     ClusterSection,
     MeasureSection,
     TimingSection,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweeper.fabric.observer import BuildFailed, Observer, build
+from sweeper.fabric.observer import BuildFailed, TunerObserver, build
 from sweeper.rank.nccl_debug import conf_files
 from sweeper.wire import NcclView
 
@@ -83,7 +83,7 @@ def private_directory(environ: Mapping[str, str]) -> Path:
 class NcclViews:
     """The rank's observer (None: why, in `partial`) and each group's communicators in it."""
 
-    observer: Observer | None
+    observer: TunerObserver | None
     partial: str | None = None
     added: tuple[str, ...] = ()  # what sweeper set, which the rows' nccl_env leave out
     comms: dict[Key, tuple[int, ...]] = field(default_factory=dict)
@@ -101,7 +101,7 @@ class NcclViews:
             library = build(private_directory(environ))
         except (BuildFailed, OSError) as exc:
             return cls(observer=None, partial=str(exc))
-        observer = Observer(library)  # loaded first: NCCL's dlopen of the path shares it
+        observer = TunerObserver(library)  # loaded first: NCCL's dlopen of the path shares it
         environ[VARIABLE] = str(library)
         return cls(observer=observer, added=(VARIABLE,))
 

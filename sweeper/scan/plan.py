@@ -53,7 +53,7 @@ class Part:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Planned:
+class PlannedGroup:
     """A scan group as the executor runs it: its parts by executor wave (none: nothing to
     run, a GPU alone on CPU ranks), what its judged operation measures, and the (op,
     size_bytes) points its parts are asked for."""
@@ -74,10 +74,10 @@ class WavePlan:
     group's k-th step together, numbered as the scan wave)."""
 
     index: int
-    groups: tuple[Planned, ...]
+    groups: tuple[PlannedGroup, ...]
     waves: tuple[ExecutorWave, ...] = field(init=False)
     _parts: dict[Group, Part] = field(init=False, repr=False)
-    _owner: dict[Group, Planned] = field(init=False, repr=False)
+    _owner: dict[Group, PlannedGroup] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         longest = max((len(p.steps) for p in self.groups), default=0)
@@ -95,7 +95,7 @@ class WavePlan:
     def part(self, group: Group) -> Part:
         return self._parts[group]
 
-    def owner(self, group: Group) -> Planned:
+    def owner(self, group: Group) -> PlannedGroup:
         """The scan group an executor group of this wave belongs to."""
         return self._owner[group]
 
@@ -130,7 +130,7 @@ class ScanPlan:
             return self.registry[self.op]
         return self.registry[group.op]
 
-    def group(self, group: ScanGroup) -> Planned:
+    def group(self, group: ScanGroup) -> PlannedGroup:
         """A scan group's executor groups by the executor wave they run in: a gate's node's
         GPUs together, then (with GPUs) each of them copying to and from the host at once;
         across nodes, every GPU of every member node; a node's GPUs isolated, one alone (its
@@ -167,7 +167,7 @@ class ScanPlan:
             for count in s.counts
         )
         asked = Asked(op=judged.op, latency_bytes=latency, bandwidth_bytes=bandwidth)
-        return Planned(scan=group, steps=steps, asked=asked, expected=expected)
+        return PlannedGroup(scan=group, steps=steps, asked=asked, expected=expected)
 
     def _series(self, group: Group, judged: Collective) -> tuple[Series, ...]:
         n = group.world_size
@@ -189,7 +189,7 @@ class ScanPlan:
 
     def outcome(
         self,
-        planned: Planned,
+        planned: PlannedGroup,
         rows: Sequence[Row],
         gpus: Mapping[str, tuple[str, int]] | None = None,
     ) -> GroupOutcome:

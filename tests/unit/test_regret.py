@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import sweeper
-from sweeper.analysis.regret import _judged, _Measured, configurations, regret, shown
+from sweeper.analysis.regret import _judged, _Variant, configurations, regret, shown
 
 DATA = Path(__file__).parents[1] / "data" / "results"
 GRID = DATA / "h200-x4-channels-2026-11-27"
@@ -109,8 +109,8 @@ def test_a_run_of_nccls_defaults_alone_has_no_regret_to_judge() -> None:
     assert regret(sweeper.load(DATA / "h200-x4-default-2026-11-27")).empty
 
 
-def _measured(busbw: float, energy: float, improved: bool = False) -> _Measured:
-    return _Measured(busbw=busbw, energy=energy, improved=improved, noise=0.05)
+def _measured(busbw: float, energy: float, improved: bool = False) -> _Variant:
+    return _Variant(busbw=busbw, energy=energy, improved=improved, noise=0.05)
 
 
 def test_the_energy_optimal_variant_is_named_only_below_the_defaults_by_the_sizes_floor() -> None:

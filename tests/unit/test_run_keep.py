@@ -1,4 +1,4 @@
-"""A run keeps each measurement once (`driver.run.Run.keep`): a row read back from the
+"""A run keeps each measurement once (`driver.run.RunState.keep`): a row read back from the
 results has the key it was made with, the same point in another wave (a scan testing a
 group again) is another row, and a resumed run writes none of the rows it already has (a
 skipped series' rows, a copy or a scan's wave measured again). Without Ray: the run is
@@ -14,7 +14,7 @@ from typing import Any
 from sweeper.commands.plan_estimate import recorded_node
 from sweeper.driver.measurement import ResultRow, RunColumns, of_point
 from sweeper.driver.outcome import Outcome, PointResult
-from sweeper.driver.run import Resume, Run, row_key
+from sweeper.driver.run import Resume, RunState, row_key
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.placement import Group, expected_placement
 from sweeper.planning.profile import build_spec
@@ -101,7 +101,7 @@ def test_a_resumed_run_keeps_only_the_rows_it_does_not_have(tmp_path: Path) -> N
     resume = Resume(RUN.run_id, WHEN, {}, frozenset(map(row_key, had)), "scan", "sweeper scan")
     spec = build_spec(backend="gloo", results=tmp_path)
     told = _Told()
-    run = Run(spec, told, "scan", _NoGpus(), resume, command="scan")  # type: ignore[arg-type]
+    run = RunState(spec, told, "scan", _NoGpus(), resume, command="scan")  # type: ignore[arg-type]
     run.begin()
     try:
         run.keep(_rows(wave=3))  # the wave the stop interrupted, measured again

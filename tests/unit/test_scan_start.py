@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.driver import cluster
-from sweeper.driver.run import Run
+from sweeper.driver.run import RunState
 from sweeper.driver.scan_ranks import named, started
 from sweeper.driver.stops import Stopped
 from sweeper.errors import InfrastructureError
@@ -168,7 +168,7 @@ def test_a_scan_stopped_or_whose_head_is_lost_says_to_resume_it_with_sweeper_sca
     tmp_path: Path,
 ) -> None:
     spec = build_spec(backend="gloo", results=tmp_path)
-    scanning = Run(spec, None, "scan", _Connected(), command="scan")  # type: ignore[arg-type]
+    scanning = RunState(spec, None, "scan", _Connected(), command="scan")  # type: ignore[arg-type]
     scanning.writer = ResultWriter(tmp_path, scanning.run_id, "2026-11-27")  # its first row
     try:
         again = f"sweeper scan --resume {scanning.run_id} --results {tmp_path}"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.fabric import observer
-from sweeper.fabric.observer import Observer, build, chosen
+from sweeper.fabric.observer import TunerObserver, build, chosen
 
 ALGOS, PROTOS = 7, 3
 ALLREDUCE, ALLGATHER = 4, 2
@@ -97,7 +97,7 @@ def test_the_plugin_records_the_cost_table_and_leaves_it_and_the_channels_unchan
     plugin: Path,
 ) -> None:
     lib = ctypes.CDLL(str(plugin))
-    seen = Observer(plugin)
+    seen = TunerObserver(plugin)
     tuner = TunerV4.in_dll(lib, "ncclTunerPlugin_v4")
     assert tuner.name == b"sweeper-observer"
     first = seen.opened()
@@ -132,7 +132,7 @@ def test_the_v3_entry_records_alike_and_a_communicator_keeps_its_last_64_calls(
     plugin: Path,
 ) -> None:
     lib = ctypes.CDLL(str(plugin))
-    seen = Observer(plugin)
+    seen = TunerObserver(plugin)
     tuner = TunerV3.in_dll(lib, "ncclTunerPlugin_v3")
     context = ctypes.c_void_p()
     assert tuner.init(8, 2, None, ctypes.byref(context)) == 0
@@ -179,7 +179,7 @@ def test_past_its_last_communicator_the_plugin_lets_nccl_start_and_records_nothi
     65,536 communicators a process may open, one gets no context and its calls go unrecorded."""
     own = build(tmp_path / "own")  # a library of its own: its count starts at 0
     tuner = TunerV4.in_dll(ctypes.CDLL(str(own)), "ncclTunerPlugin_v4")
-    seen = Observer(own)
+    seen = TunerObserver(own)
     context = ctypes.c_void_p()
     for _ in range(65536):
         assert tuner.init(2, 1, None, ctypes.byref(context)) == 0
