@@ -2,7 +2,7 @@
 
 A column of `schema.SCHEMA` is described once, in `DESCRIBED`: its unit, its meaning and when
 it is null; its name and type come from the schema itself. A new column needs an entry here,
-then `python -m sweeper.results.columns_doc > docs/RESULTS.md` (tests/unit/test_results_doc.py
+then `python -m sweeper.results.columns_doc > docs/RESULTS.md` (tests/contracts/test_results_doc.py
 says so when either is missing).
 """
 

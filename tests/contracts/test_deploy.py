@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.unit.test_jobs import JOBS, K8S_VERSION, ROOT
+from tests.contracts.test_jobs import JOBS, K8S_VERSION, ROOT
 
 KUBERNETES = JOBS / "kubernetes"
 # each RayJob and the device plugin resource that puts its fabric's devices in the workers
