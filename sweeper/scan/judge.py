@@ -789,7 +789,7 @@ def explain(tests: list[Judged]) -> Explained:
     # a slow node explains slow groups, not errors: a flaky node's error in a group a slow
     # node was also in stays the flaky node's to explain
     slow = {i for i in failing - timed_out if tests[i].failure is Failure.SLOW}
-    # a pair slow as a pair whose ends each pass elsewhere, more than a third as often as they
+    # a pair slow as a pair whose ends each pass elsewhere, at least a third as often as they
     # fail: a node slow near the threshold passes a group of 40 now and then, and its pairs
     # beside known-good partners are its own, not links
     pairs = [
@@ -799,16 +799,20 @@ def explain(tests: list[Judged]) -> Explained:
         and all(passes[n] and 3 * len(passes[n]) >= len(fails[n]) for n in members[i])
     ]
     held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
-    # a node that passed beside known-good partners, tested alone among them, is no slow
-    # node: slow groups of its are a hub's slow pairs, to bisect (a node failing one test in
-    # two with errors is another matter: the errors are its own)
-    cleared = {
-        n
-        for i, j in enumerate(tests)
-        if j.passed and (g := j.outcome.group).stage is Stage.CONFIRM and g.partners
-        for n in g.tested
-    }
+    # a node that passed every test of its beside known-good partners, two or more, is no
+    # slow node: slow groups of its are a hub's slow pairs, to bisect (a node failing one
+    # test in two with errors is another matter: the errors are its own)
+    confirmed: dict[str, list[bool]] = defaultdict(list)
+    for j in tests:
+        if (g := j.outcome.group).stage is Stage.CONFIRM and g.partners:
+            for n in g.tested:
+                confirmed[n].append(j.passed)
+    cleared = {n for n, seen in confirmed.items() if len(seen) > 1 and all(seen)}
     slow_nodes, slow_left = _explain(slow - held, fails, passes, members, cleared)
+    if any(pair & slow_nodes for pair in pairs):  # a slow node's own pairs: no links
+        pairs = [pair for pair in pairs if not pair & slow_nodes]
+        held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
+        slow_nodes, slow_left = _explain(slow - held, fails, passes, members, cleared)
     broken_nodes, broken_left = _explain(failing - slow - timed_out, fails, passes, members)
     culprits = {
         n: [i for i in fails[n] if i not in timed_out]

@@ -707,3 +707,32 @@ def test_a_node_slow_near_the_threshold_that_passes_once_is_slow_and_its_pairs_n
     assert verdicts["n7"].health is Health.SLOW
     assert "it passed 1 of 15" in verdicts["n7"].evidence
     assert [v.name for v in verdicts.values() if v.condemned] == ["n7"]
+
+
+def test_a_node_slow_near_the_threshold_that_passes_one_confirmation_is_still_slow() -> None:
+    """n7 at 84% of the fleet passes two of its twelve screen groups (at 86%) and one of its
+    three confirmations: one pass beside known-good partners does not clear a slow node (a
+    hub of slow pairs passes all of them), and its two slow pairs are not links."""
+    rate = {"n7": 0.84}
+    outcomes = affine_screen(FLEET, rate)
+    held = [i for i, o in enumerate(outcomes) if "n7" in o.group.nodes]
+    for i in held[:2]:
+        busbw = outcomes[i].busbw_gb_per_s
+        assert busbw is not None
+        outcomes[i] = replace(outcomes[i], busbw_gb_per_s=busbw / 0.84 * 0.86)
+    pair = 45.0 * 2 * 7 / 8  # a pair of 4-GPU nodes' busbw at 45 GB/s through each NIC
+    for k, (pad, got) in enumerate((("n20", 0.86), ("n30", 0.84), ("n40", 0.84))):
+        group = ScanGroup(wave=20 + k, stage=Stage.CONFIRM, nodes=("n7", pad), partners=(pad,))
+        outcomes.append(
+            GroupOutcome(
+                group=group,
+                result=Result.OK,
+                busbw_gb_per_s=pair * got,
+                size_bytes=GiB,
+                op="all_to_all",
+            )
+        )
+    verdicts = verdicts_of(gates() + outcomes)
+    assert verdicts["n7"].health is Health.SLOW
+    assert "it passed 3 of 15" in verdicts["n7"].evidence
+    assert [v.name for v in verdicts.values() if v.condemned] == ["n7"]
