@@ -23,7 +23,7 @@ from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.outcome import PointResult
 from sweeper.driver.run import SCAN_KEY, Resume, RunState, execute, where_stopped
-from sweeper.driver.scan_ranks import fleet_of, layout, lose, started
+from sweeper.driver.scan_ranks import fleet_of, layout, lose, rehomed, started
 from sweeper.errors import BadInput, InfrastructureError
 from sweeper.ops.registry import REGISTRY, load_plugins
 from sweeper.planning.placement import Group, Placement
@@ -118,8 +118,12 @@ class Scan:
         self.run, self.settings = run, settings
         self.clock = time.monotonic()
         self.gone: dict[str, str] = {}  # node id: why it is out of the scan (unreachable)
-        backend, machines = run.plan.backend, resumed.machines if resumed else None
-        per_node = run.plan.spec.ranks_per_node
+        backend, per_node = run.plan.backend, run.plan.spec.ranks_per_node
+        if resumed is not None:  # a Ray started anew gives its nodes new ids
+            alive = cluster.choose_nodes(backend, None, per_node)
+            homes = rehomed(resumed.machines, resumed.waves, alive)
+            resumed = replace(resumed, machines=homes[0], waves=homes[1])
+        machines = resumed.machines if resumed else None
         self.slots, run.nodes = layout(backend, per_node, settings.nodes, machines, self.gone)
         self.nodes = run.nodes
         self.copies = tuple(REGISTRY[op] for op in HOST_COPIES) if backend is Backend.NCCL else ()

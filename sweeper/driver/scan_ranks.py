@@ -5,13 +5,15 @@ without the nodes lost (`started`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container, Sequence
-from typing import Protocol, TypeVar
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
 import ray
 
 from sweeper.driver import cluster
 from sweeper.errors import InfrastructureError
 from sweeper.scan.fleet import Fleet, FleetNode
+from sweeper.scan.waves import renamed
 from sweeper.topology import Node
 from sweeper.wire import Backend, RankInfo
 
@@ -69,6 +71,33 @@ def layout(
     return (
         [kept.get(m.node_id) or cluster.NodeSlot(m.node_id, m.host, ranks) for m in machines],
         [found.get(m.node_id, m) for m in machines],
+    )
+
+
+def moved(machines: Sequence[Node], alive: Sequence[cluster.NodeSlot]) -> dict[str, str]:
+    """The record's nodes that Ray knows by another id now (a Ray started anew, an embedded
+    one above all, gives its nodes new ids), by host: old id -> new, where the host holds
+    exactly one of the record's nodes Ray lost and one alive node no record's node is."""
+    known = {s.node_id for s in alive}
+    taken = {m.node_id for m in machines}
+    lost = [m for m in machines if m.node_id not in known]
+    free = [s for s in alive if s.node_id not in taken]
+    found: dict[str, str] = {}
+    for machine in lost:
+        here = [s.node_id for s in free if s.host == machine.host]
+        if len(here) == 1 and sum(m.host == machine.host for m in lost) == 1:
+            found[machine.node_id] = here[0]
+    return found
+
+
+def rehomed(
+    machines: Sequence[Node], waves: Sequence[dict[str, Any]], alive: Sequence[cluster.NodeSlot]
+) -> tuple[tuple[Node, ...], tuple[dict[str, Any], ...]]:
+    """A resumed scan's nodes and finished waves with the ids Ray has for them now (`moved`)."""
+    ids = moved(machines, alive)
+    return (
+        tuple(replace(m, node_id=ids.get(m.node_id, m.node_id)) for m in machines),
+        tuple(renamed(wave, ids) for wave in waves),
     )
 
 

@@ -30,6 +30,17 @@ def plain(wave: ScanWave, outcomes: Sequence[GroupOutcome], seconds: float) -> d
     }
 
 
+def renamed(saved: Any, ids: Mapping[str, str]) -> Any:
+    """Saved waves with each node id `ids` names replaced by its new one, wherever it is."""
+    if isinstance(saved, str):
+        return ids.get(saved, saved)
+    if isinstance(saved, Mapping):
+        return {key: renamed(value, ids) for key, value in saved.items()}
+    if isinstance(saved, list | tuple):
+        return type(saved)(renamed(value, ids) for value in saved)
+    return saved
+
+
 def replayed(saved: Mapping[str, Any], wave: ScanWave) -> Replayed | None:
     """The saved wave's outcomes where it is `wave` (the same index and groups, in order);
     None where it is not, or not a wave this sweeper wrote."""
