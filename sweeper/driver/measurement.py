@@ -349,11 +349,19 @@ def _view(views: list[NcclView], time_us: float) -> dict[str, Any]:
     }
 
 
+# NVML's energy counter advances every 100 ms (one H200, docs/measurements/h200-x1-2026-12-02.md):
+# over blocks shorter than ten of its steps, what it gained says little of what they used
+ENERGY_WINDOW_S = 1.0
+
+
 def _energy(size_bytes: int, ranks: list[Timed]) -> tuple[float | None, float | None]:
     """The group's GPUs' energy over the timed blocks, and per GB of S per iteration; none
-    where any rank's GPU could not say (a sum over some GPUs would read low)."""
+    where any rank's GPU could not say (a sum over some GPUs would read low), or where the
+    blocks ran too short for the counter to tell (ENERGY_WINDOW_S)."""
     gains = [t.energy_mj for t in ranks]
     if not gains or any(g is None for g in gains):
+        return None, None
+    if max(sum(b.seconds for b in t.blocks) for t in ranks) < ENERGY_WINDOW_S:
         return None, None
     joules = sum(g for g in gains if g is not None) / 1e3
     moved_gb = size_bytes * sum(b.iters for b in ranks[0].blocks) / 1e9

@@ -359,11 +359,11 @@ DESCRIBED: dict[str, Described] = {
     "energy_j": Described(
         meaning="the energy the group's GPUs used over the row's timed blocks: what each "
         "GPU's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ) gained from "
-        "after the first block's barrier to the end of the last, summed over the ranks; the "
-        "counter updates at its own period, so a row whose blocks last a few milliseconds "
-        "reads it coarsely",
+        "after the first block's barrier to the end of the last, summed over the ranks",
         unit="joules",
-        null=f"any rank's GPU has no such counter (before Volta), {_NO_GPU}",
+        null="the blocks lasted under 1 s (the counter advances every 100 ms on an H200: "
+        "--iters gives longer blocks), any rank's GPU has no such counter (before Volta), "
+        f"{_NO_GPU}",
     ),
     "nccl_view": Described(
         meaning="whether the row carries NCCL's own view of the point's first call in its "

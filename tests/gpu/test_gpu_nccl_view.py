@@ -49,6 +49,7 @@ def test_world_1_rows_carry_start_up_energy_and_the_one_rank_view(tmp_path: Path
         *("--world", "1", "--engine", "torch,nccl", "--launch", "graph,eager"),
         *("--ops", "all_reduce,all_gather", "--dtypes", "bfloat16"),
         *("--min-size", "1M", "--max-size", "256M", "--step-factor", "16"),
+        *("--iters", "4000"),  # blocks of a second or more at 256 MiB: energy the counter tells
     )
     ran = df[df["status"] == "ok"]
     assert set(ran["engine"]) == {"torch", "nccl"}

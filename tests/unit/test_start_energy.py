@@ -125,11 +125,13 @@ def test_the_energy_counter_is_nvmls_where_the_gpu_has_one_and_none_where_not() 
     assert energy_mj(geforce, "h") is None
 
 
-def _timed(start_s: float | None, energy: int | None, iters: int = 10) -> TimedRecord:
+def _timed(
+    start_s: float | None, energy: int | None, iters: int = 10, block_s: float = 0.4
+) -> TimedRecord:
     return TimedRecord(
         engine=Engine.TORCH,
         launch=Launch.EAGER,
-        blocks=(Block(seconds=1e-3, iters=iters, samples=None),) * 3,
+        blocks=(Block(seconds=block_s, iters=iters, samples=None),) * 3,
         warmup_iters=2,
         n_wrong=0,
         start_s=start_s,
@@ -144,6 +146,14 @@ def test_a_rows_start_up_is_its_slowest_ranks_and_its_energy_the_sum_of_its_gpus
     assert row.energy_j == pytest.approx(36.66)
     # 4096 B a call, 3 blocks of 10 iterations: 122,880 B
     assert row.energy_j_per_gb == pytest.approx(36.66 / 122880e-9)
+
+
+def test_blocks_shorter_than_ten_of_the_counters_steps_have_no_energy() -> None:
+    """The counter advances every 100 ms: 3 ms of blocks that gained one step (15.7 J, as if
+    5 kW) would be a figure of the counter's phase, not of the collective."""
+    short = _ran(_timed(0.4, 15720, block_s=1e-3), _timed(0.5, 20940, block_s=1e-3))
+    (row,) = of_point(RUN, _placement(), _done("all_reduce", (0, 1), short))
+    assert (row.energy_j, row.energy_j_per_gb) == (None, None)
 
 
 def test_a_row_of_a_gpu_without_an_energy_counter_says_no_energy_rather_than_a_part() -> None:
