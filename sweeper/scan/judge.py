@@ -521,7 +521,7 @@ def _gate_verdicts(
                 found[g] = _slow_gpu(node.id, g, pairs, seen)
         bad = [f"gpu{g} {why.split(': ', 1)[1]}" for g, (_, why) in _condemned(found).items()]
         for g, verdict in found.items():
-            made = _gpu_verdict(node.id, g, verdict, j, seen)
+            made = _gpu_verdict(node.id, g, verdict, j, seen, copies)
             noted = [gate.notes[g]] if gate and g in gate.notes else []
             noted += [note for pair, note in seen.transient.items() if g in pair]
             gpus.append(replace(made, notes=tuple(noted)) if noted else made)
@@ -604,7 +604,12 @@ def _slow_gpu(node: str, g: int, pairs: list[Judged], seen: Inside) -> tuple[Hea
 
 
 def _gpu_verdict(
-    node: str, g: int, verdict: tuple[Health, str] | None, gate: Judged, seen: Inside
+    node: str,
+    g: int,
+    verdict: tuple[Health, str] | None,
+    gate: Judged,
+    seen: Inside,
+    copies_of: Robust | None = None,
 ) -> Verdict:
     name = f"{node}/gpu{g}"
     pairs = seen.pairs.get(g, [])
@@ -619,6 +624,12 @@ def _gpu_verdict(
             f"{name}: in pairs with each other GPU of its node {figure(median(figures or [0]))} "
             f"GB/s against their median {figure(seen.median_gb_per_s or 0)}{copies}"
         )
+    elif gate.passed and not gate.excused and gate.figure_gb_per_s is None:
+        # a node of one GPU: no peer in its gate, so what one GPU does alone is its evidence
+        health = Health.HEALTHY
+        why = f"{name}: the only GPU of its node, no collective to time{copies}"
+        if copy is not None and copies_of is not None:
+            why += f" against the fleet's median {copies_of.median:.1f} of {copies_of.count} GPUs"
     elif gate.passed and not gate.excused:
         health = Health.HEALTHY
         own = gate.figure_gb_per_s

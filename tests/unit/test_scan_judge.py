@@ -736,3 +736,17 @@ def test_a_node_slow_near_the_threshold_that_passes_one_confirmation_is_still_sl
     assert verdicts["n7"].health is Health.SLOW
     assert "it passed 3 of 15" in verdicts["n7"].evidence
     assert [v.name for v in verdicts.values() if v.condemned] == ["n7"]
+
+
+def test_a_node_of_one_gpu_is_judged_by_its_own_copies_not_all_reduce_with_peers() -> None:
+    lone = Fleet(nodes=tuple(FleetNode(id=f"n{i}", host=f"h{i}", gpus=1) for i in range(4)))
+    outcomes = [replace(o, busbw_gb_per_s=None) for o in gates(lone)]
+    verdicts = verdicts_of(outcomes, lone)
+    gpu = verdicts["n0/gpu0"]
+    assert gpu.health is Health.HEALTHY
+    assert "peers" not in gpu.evidence
+    assert re.match(
+        r"n0/gpu0: the only GPU of its node, no collective to time, host copies 5\d\.\d GB/s "
+        r"against the fleet's median 5\d\.\d of 4 GPUs",
+        gpu.evidence,
+    )
