@@ -279,7 +279,8 @@ def test_a_scans_fleet_section_draws_its_map_and_lists_the_condemned(
     assert list(seen.sections)[:2] == ["run", "fleet"]
     fleet = seen.sections["fleet"]
     assert fleet["figures"] == 2  # the map and the timeline
-    assert fleet["tables"] == 3  # condemned, unconfirmed, stages
+    assert fleet["tables"] == 4  # the fleet's findings first, condemned, unconfirmed, stages
+    assert seen.text.index("The fleet as a whole") < seen.text.index("Healthy: 13 of 16")
     # a condemned node's GPUs go with it; the faults' nodes are drawn by the seed
     gone = {v.nodes[0] for v in scan.verdicts if v.subject is Subject.NODE and v.condemned}
     for v in scan.verdicts:
