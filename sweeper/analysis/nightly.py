@@ -1,34 +1,11 @@
-"""A nightly run judged against its history: which earlier runs that is (`Fingerprint`),
-its series' findings (`analysis.regression.detect`) and the JSON summary written beside its
-report.
+"""A nightly run judged against its history: which earlier runs that is (`Fingerprint`), its
+series' findings (`analysis.regression.detect`) and the JSON summary written beside its report.
 
-The history of a run is the earlier nightly runs (run_kind `nightly`) in the same results
-directory with the same fingerprint: cluster name, backend and GPU model. Software
-versions (driver, CUDA, NCCL, torch, Ray, sweeper) are deliberately not part of it: an
-upgrade that slows a collective is exactly the regression to report, so versions are
-compared with the previous run and named in the summary instead. A change of shape (more
-nodes, another GPU count) needs no fingerprint either: its groups are other series, new
-until they have a history of their own.
-
-A nightly scan's history is the earlier nightly *scans* of the fingerprint: a nightly sweep
-and a nightly scan measure other things and never share one. A scan's series are the figures
-its judge reads, under names that recur night after night (`analysis.regression.scan_metrics`):
-each node's gate (its own GPUs' all_reduce, and each GPU's host copies) by its host name and
-GPU UUID, and each screen or cross-domain group by its members' host names. A screen group is
-the same group night after night while the fleet is (the screen cuts the fleet in its order,
-by host name); a node added, removed or kept out by its gate reshapes some groups, which are
-then new series. The bisection and confirmation groups are no series: they exist only where
-something failed, with whichever partners were free. So the regression table catches what the
-scan, judging each night against the fleet's own median, cannot: the whole fleet slower after
-an upgrade, or a node drifting down night after night while still within the fleet's spread.
-
-A nightly scan's summary has, beside `regressions`, `condemned`: one object per condemned
-verdict, `{"name", "subject", "health", "nodes", "hosts", "gpu", "evidence", "retest"}` (the
-scan summary's fields of the same names: `retest` is the command that scans it again), and
-`scan`: `{"summary"` (the scan summary's path), `"strategy"`, `"seed"`, `"nodes"`, `"health"`
-(nodes per verdict)`}`. A nightly sweep's summary has neither key. `series_name` and
-`json_value` are how `compare` and `history` name a series and write a value too.
-"""
+The history is the earlier nightly runs of the results directory with the same cluster name,
+backend and GPU model; software versions are compared with the previous run instead. A nightly
+scan's history is the earlier nightly scans, its series named so that they recur night after
+night. `series_name` and `json_value` name a series and write a value for `compare` and
+`history` too. docs/ARCHITECTURE.md, "Inside the rooms", says why and gives the summary's keys."""
 
 from __future__ import annotations
 
