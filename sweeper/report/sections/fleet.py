@@ -1,16 +1,11 @@
-"""A fleet scan (`sweeper scan`; a run with a scan summary, `results.scans`): first the fleet
-findings, then what to drain and why (the hosts of every condemned verdict, then each
-verdict with its evidence),
-then a node x node map of what was measured together and how it did, and the scan's stages
-and waves in time.
+"""A fleet scan's page (`sweeper scan`; a run with a scan summary, `results.scans`): the fleet
+findings, then what to drain and why (the hosts of every condemned verdict, then each verdict
+with its evidence), a node x node map of what was measured together and how it did, and the
+scan's stages and waves in time.
 
-The map's colours are the judge's (the summary's verdicts), its cells the rows': a pair of
-nodes is tested where a judged group held both. The rows name a group's members by host, so
-where hosts repeat (several Ray nodes on one machine) the map shows the verdicts alone. Its
-figure is a heatmap of one-byte codes and two-byte figures (plotly writes them as typed
-arrays); of more than MOST_A_SIDE nodes, a cell is a block of neighbouring nodes (at 1024
-nodes 149 blocks a side, 0.1 MB of the page, where a cell a pair of nodes came to 4.3 MB).
-"""
+The map's colours are the judge's verdicts, its cells the rows': a pair of nodes is tested
+where a judged group held both. docs/ARCHITECTURE.md, "Inside the rooms", says how the map
+stays small at 1024 nodes."""
 
 from __future__ import annotations
 
