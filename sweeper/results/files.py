@@ -1,15 +1,10 @@
-"""Where sweeper's files live under a results directory, and the one way it writes and
-opens them.
+"""Where sweeper's files live under a results directory, and the one way it writes and opens them.
 
-Layout: `<root>/date=YYYY-MM-DD/<run_id>-<batch>.parquet`, hive-partitioned by the run's
-start date (UTC). Every file is written by `atomic_write`: made new (`O_CREAT|O_EXCL|
-O_NOFOLLOW`) under a hidden `_inflight-` name beside it (readers skip `_` and `.` names),
-then renamed into place, both through a descriptor of its directory, so a reader never sees
-half a file, a write that fails leaves nothing behind, and no link planted in a shared
-directory turns the write into one of another file. A file sweeper reads there is opened
-without waiting and without following a link, and read only where it is a regular file
-(`open_regular`), so a FIFO or a device planted under its name hangs no reader.
-"""
+Layout: `<root>/date=YYYY-MM-DD/<run_id>-<batch>.parquet`, hive-partitioned by the run's start
+date (UTC). `atomic_write` makes every file new under a hidden `_inflight-` name and renames it
+into place, so a reader never sees half a file and no planted link redirects a write. A file
+read there is opened without waiting or following a link, and read only where it is a regular
+file (`open_regular`). docs/RELIABILITY.md, "Files sweeper writes and reads", gives each step."""
 
 from __future__ import annotations
 
