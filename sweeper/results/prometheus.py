@@ -1,25 +1,11 @@
 """A run's figures as Prometheus metrics, for node_exporter's textfile collector.
 
-`metrics(rows)` is pure: one run's rows -> metric families. Per host and series (tier,
-variant, operation, algorithm, dtype, world size, engine, launch): the bus bandwidth at the
-largest size that ran ok, and the time at the smallest (but a copy's of one size), in base
-units; then the run's versions as an info series, its duration and its end. A host's figure
-is the worst of the groups it took part in (the lowest bandwidth, the longest time): a group
-spanning hosts counts for every one of them, as any of them may hold its slow link, and the
-series stays one per host whatever the number of groups (a node pair sweep gives each node
-1,023).
-Labels take dcgm-exporter's names where it has one (`hostname`), and the Parquet columns'
-elsewhere, so a PromQL join with DCGM series works and an analyst reads one vocabulary.
-
-A scan's summary (`results.scans`, the shape `scan.document` owns) adds its fleet findings
-first (the fleet's median and the threshold it was held to, labelled with their source),
-then its verdicts: every node's, and each GPU's and link's the scan did not find healthy,
-enum-style as kube-state-metrics writes a pod's phase (a series per verdict, 1 for the one
-it got, 0 for the others), so a node's series stay the same series whatever its verdict.
-
-`per_host(rows)` gives each host its own series and the run's; `write(path, families)`
-writes them as prometheus-client's registry formats them, through `files.atomic_write`.
-"""
+`metrics(rows)` is pure: per host and series, the bus bandwidth at the largest size that ran ok
+and the time at the smallest, in base units; the run's versions, duration and end; and a scan's
+fleet findings and verdicts, a series per verdict. A host's figure is the worst of the groups
+it took part in, and labels take dcgm-exporter's names where it has one. `per_host(rows)` gives
+each host its own series; `write(path, families)` writes them through `files.atomic_write`.
+docs/MONITORING.md gives each metric and why it is so."""
 
 from __future__ import annotations
 
