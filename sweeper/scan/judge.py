@@ -1,34 +1,11 @@
 """Outcomes -> a verdict for every node and GPU, for every NVLink and node pair a test measured
 as a pair or the evidence condemns, each with its evidence; and the fleet's findings. Pure.
 
-Inside a node: the gate speaks for each GPU (its copies, its NVML readings) and, where the
-node was isolated (`Stage.ISOLATE`: its gate failed, or missed an absolute threshold a fleet
-finding waived, or its GPUs disagree in telemetry), its pairs do: a GPU is slow when most of
-its pairs, and at least two, fall below the node's other pairs (`PEER_SHARE` of their median),
-an NVLink when its pair alone does; the GPU's SM clock against its peers' and its power cap
-go into the evidence. A GPU is `healthy` only on tests that measured it on its own or beside
-each peer: on a gate that passed, or on its pairs; one that only took part in a failed gate,
-or in one that passed only because a fleet finding waived its threshold, is `unconfirmed`.
-
-Across nodes a failing group blames its members only until they are separated (`explain`):
-a group that timed out is explained by the nodes that did not answer (`failed`, whatever
-passed before); a pair slow as a pair whose ends each passed elsewhere is a link and explains
-the slow groups holding both its ends; then the judge takes, as culprits, the nodes that
-failed most consistently (their share of failing groups, then their count) among those that
-failed in at least two groups with different partners, at least FAIL_SHARE of theirs,
-removing the groups each explains.
-Slow groups and groups that failed outright are explained apart: a slow node explains no
-error. A culprit that also passed is `flaky`, with its pass ratio: the rule that tells flaky
-from a one-off is two failures of its own, beside different partners (the policy re-tests a
-node with one beside `CONFIRMS` known-good partners). A node in a passing group is cleared
-as a node, with the figure of its passing groups. Missing data never passes: a node with no
-passing group is at best `unconfirmed`.
-
-Every figure is judged against a threshold that names its source (`thresholds`); a threshold
-the fleet as a whole misses is a fleet finding (`thresholds.findings`), on which no node is
-condemned. A verdict's figure is also given as its share of the reference figure for its GPU
-model, tier, group size and operation (`reference`), where the table has one.
-"""
+Inside a node, the gate and, where the node was isolated, its pairs speak for each GPU and
+NVLink. Across nodes, a failing group blames its members only until they are separated
+(`explain`): links, hangs and consistent culprits explain the failing groups. Missing data
+never passes, and every figure is judged against a threshold that names its source
+(`thresholds`). docs/ARCHITECTURE.md, "Inside the rooms", gives each rule."""
 
 from __future__ import annotations
 
