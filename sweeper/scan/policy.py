@@ -1,36 +1,11 @@
 """The next wave of a scan, from the fleet and the outcomes so far. Pure and deterministic
 (given the strategy's seed): a real scan and a simulation call the same function.
 
-Every strategy starts with the gate (each node alone, all at once), then isolates the nodes
-whose gate failed, or missed a threshold only a fleet finding waived, or whose GPUs disagree
-in telemetry (`to_isolate`): each GPU alone, then every pair of its GPUs, disjoint pairs in
-one wave (n - 1 waves for n GPUs, all such nodes at once). A node that fails its gate, or
-whose GPU or NVLink its isolation names, stays out of the internode stages (`excluded` says
-why). Then:
-
-- `adaptive`: the screen is an all_to_all (every member sends to every other directly) over
-  the lines of an affine plane (`affine`): q + 1 waves of disjoint groups of at most q nodes,
-  q the smallest prime with q^2 >= N, and every pair of nodes in exactly one group, so a slow
-  pair anywhere slows one test (with a domain label, a first wave of one group a domain).
-  A node that does not answer leaves every later wave. The judge's explanation (`explain`)
-  then names suspects: culprit nodes, and failing groups no culprit explains. The rest of
-  every group a culprit or a hang explains is tested again (a second fault it hid); each
-  failing group no culprit explains is bisected to the pair (its halves, then across them:
-  halves of each side two at a time); each suspect node is tested beside `CONFIRMS` different
-  known-good partners (passed beside at least two different partners, never padding beside
-  a failure since), a link's ends each beside one and the pair again, and a pad a probe
-  failed beside is tested again beside two others before it is trusted or blamed.
-- `ring` (node i with i+1: 2 waves), `bisect` (i with i + N/2: 1 wave), `random:K` (K seeded
-  random perfect matchings), `all` (every pair: N-1 waves by the circle method).
-
-Each strategy is one entry of `STRATEGIES`: its `Scheme` (the --strategy name) and the function
-that gives its waves of groups from what the gate and the isolation left (`Internode`).
-
-`ScanPolicy` is fed each wave's outcomes as the scan goes; `next_wave` replays it from the start
-on a scan's rows so far (a resume), each wave decided from the outcomes of the waves before
-it, so both give the same waves. The executor answers every group of a wave (`missing`
-where no row came back).
-"""
+Every strategy starts with the gate (each node alone) and isolates the nodes it doubts
+(`to_isolate`). Then come its own waves: `adaptive` (an affine-plane screen, then its suspects
+bisected and confirmed), `ring`, `bisect`, `random:K` or `all`, each one entry of `STRATEGIES`.
+`ScanPolicy` is fed each wave's outcomes; `next_wave` replays it on a resumed scan's rows.
+docs/ARCHITECTURE.md, "Inside the rooms", gives the rules."""
 
 from __future__ import annotations
 
