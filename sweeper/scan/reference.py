@@ -1,16 +1,9 @@
 """What a collective's busbw should be, per GPU model, tier, group size, operation and NCCL
 algorithm, so even a first scan of a new cluster says whether its numbers are normal, and a
-report gives each row's share of it, as a scan's verdicts do. Each figure names its table
-entry and where it comes from (a URL, or "measured here": the command, the device kind and
-the date); where nothing is known for a model, tier and size, `reference` says so (None) and
-the judge compares the fleet with itself only.
-
-NVLink SHARP (NVLS) gives an 8-GPU NVSwitch node an all_reduce busbw well above what its
-links carry by ring (about 480 GB/s against 370 on H100 and H200), so where NCCL's algorithm
-is known its own figure is taken; where it is not, the ring's, which NCCL falls back to
-wherever NVLS is off: holding a node to NVLS's figure would condemn every node of a fleet
-that keeps multicast off.
-"""
+report gives each row's share of it. Each figure names its entry and its source (a URL, or
+"measured here": the command, the device kind and its measurement page). Where nothing is
+known, `reference` is None and the judge compares the fleet with itself only. Where NCCL's
+algorithm is unknown, the ring's figure is taken (docs/ARCHITECTURE.md, "Inside the rooms")."""
 
 from __future__ import annotations
 
