@@ -1,18 +1,11 @@
-"""Did a group pass? Its busbw against the fleet's median for the same group shape (robust
-sigmas from 1.4826 x MAD, and a minimum ratio) and against an absolute floor per tier (the
-settings' `min_busbw_gb_per_s`, else a share of the reference figure). The policy asks this
-to choose the next wave, the judge to name what failed. Missing data never passes.
+"""Did a group pass? Its busbw against the fleet's median for the same group shape (robust sigmas
+from 1.4826 x MAD, and a minimum ratio) and against an absolute floor per tier (the settings'
+`min_busbw_gb_per_s`, else a share of the reference figure). The policy asks this to choose
+the next wave, the judge to name what failed. Missing data never passes.
 
-The defaults are for a fleet whose screen gives `min_samples` groups or more. A fleet of a
-few nodes has no median to lean on, and none is made robust from its figures: 7 nodes give
-the screen three groups, so with one of them faulty and one missing the median is that of a
-healthy figure and a faulty one, and the MAD of two figures is as wide as the fault (four
-sigmas below the median is below zero: everything passes). Its groups' shapes differ too
-(two ranks and three), which at a latency-bound size (CPU ranks) moves busbw up to fivefold,
-so no ratio to the median tells a fault from the shape. Such a fleet relies on the absolute
-floor (the reference figures, or `min_busbw_gb_per_s`); CPU ranks have none, so a scan of a
-fake cluster gives its own thresholds (its test: sigmas 0, a tenth of the median).
-"""
+The defaults are for a fleet whose screen gives `min_samples` groups or more. A fleet of a few
+nodes relies on the absolute floor, and a fake cluster's scan gives its own thresholds
+(docs/ARCHITECTURE.md, "Inside the rooms", says why)."""
 
 from __future__ import annotations
 
