@@ -49,12 +49,9 @@ def entry(source: str) -> str:
 
 
 _H200_X4 = "docs/measurements/h200-x4-2026-11-22.md"
-# nccl-tests 2.19.6 -g 4 at 2 GiB on nvidia-h200-x4 (4 H200, NV18 mesh), 2026-11-22, with the
-# machine's NCCL_NVLS_ENABLE=0 (so NCCL's ring for the reductions); sweeper's own peaks at
-# 4 GiB beside them in docs/PERFORMANCE.md. The two identical runs of 2026-11-27
-# (tests/data/results/h200-x4-identical-2026-11-27: `sweeper run --ops
-# all_reduce,all_gather,send_recv --max-size 256M`) reach 337-339, 302-304 and 300-301 GB/s
-# at 256 MiB, on the way to these plateaus.
+# nccl-tests 2.19.6 -g 4 at 2 GiB on nvidia-h200-x4 (4 H200, NV18 mesh), with the machine's
+# NCCL_NVLS_ENABLE=0 (so NCCL's ring for the reductions): _H200_X4, beside sweeper's own peaks.
+# The identical runs on the way to these plateaus: docs/measurements/h200-x4-2026-11-27.md.
 _H200_X4_NCCL_TESTS = {
     ("all_reduce", "native", "RING"): 361.0,
     ("reduce", "native", "RING"): 364.0,
