@@ -22,8 +22,7 @@ CAP_SHARE = 0.97
 _FINE = (Status.OK, Status.SKIPPED)
 # The NVLink counters that hold a GPU against it: replays (the link sent again) and
 # recoveries (it retrained). CRC errors alone are what those correct, and healthy links count
-# some: on the H200 machines measured (nvidia-h200-x2 and -x4, 2026-11-27) 1-2 a gate point,
-# 89-130 since the driver loaded, at 97-100% of the reference; so they are noted, not held.
+# some (docs/measurements/h200-x4-2026-11-27.md, one-node scans): they are noted, not held.
 _NVLINK_ERRORS = {
     "nvlink_replay_delta": "NVLink replays",
     "nvlink_recovery_delta": "NVLink recoveries",
