@@ -13,7 +13,7 @@ import ctypes
 import os
 import pwd
 import socket
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Collection, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -55,10 +55,12 @@ def conf_files(environ: Mapping[str, str]) -> tuple[Path, ...]:
     return Path(home) / ".nccl.conf", system
 
 
-def configured(environ: Mapping[str, str], files: tuple[Path, ...]) -> dict[str, str]:
-    """NCCL's debug variables as NCCL will see them: the environment's, then each file's
-    `NAME=VALUE` lines (not `#`) for those it lacks."""
-    found = {name: environ[name] for name in VARIABLES if name in environ}
+def configured(
+    environ: Mapping[str, str], files: tuple[Path, ...], names: Collection[str] = VARIABLES
+) -> dict[str, str]:
+    """NCCL's variables `names` (its debug ones by default) as NCCL will see them: the
+    environment's, then each file's `NAME=VALUE` lines (not `#`) for those it lacks."""
+    found = {name: environ[name] for name in names if name in environ}
     for path in files:
         try:
             text = path.read_text(errors="replace")
@@ -66,8 +68,8 @@ def configured(environ: Mapping[str, str], files: tuple[Path, ...]) -> dict[str,
             continue
         for line in text.splitlines():
             name, equals, value = line.partition("=")
-            if equals and not line.startswith("#") and name in VARIABLES:
-                found.setdefault(name, value)
+            if equals and not line.startswith("#") and name.strip() in names:
+                found.setdefault(name.strip(), value.strip())
     return found
 
 

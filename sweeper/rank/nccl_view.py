@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweeper.fabric.observer import BuildFailed, TunerObserver, build
-from sweeper.rank.nccl_debug import conf_files
+from sweeper.rank.nccl_debug import conf_files, configured
 from sweeper.wire import NcclView
 
 VARIABLE = "NCCL_TUNER_PLUGIN"
@@ -29,18 +29,7 @@ _SYSTEM_LIBRARIES = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib
 
 def _configured(environ: Mapping[str, str], files: tuple[Path, ...]) -> str | None:
     """NCCL_TUNER_PLUGIN as NCCL will see it: the environment's, else its files'."""
-    if VARIABLE in environ:
-        return environ[VARIABLE]
-    for path in files:
-        try:
-            text = path.read_text(errors="replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            name, equals, value = line.partition("=")
-            if equals and not line.startswith("#") and name.strip() == VARIABLE:
-                return value.strip()
-    return None
+    return configured(environ, files, (VARIABLE,)).get(VARIABLE)
 
 
 def _found(environ: Mapping[str, str], name: str) -> Path | None:
