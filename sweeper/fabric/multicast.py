@@ -1,11 +1,11 @@
 """The variables that switch NVLink multicast: NCCL's NVLink SHARP (NVLS) and multi-node NVLink,
 torch's symmetric memory (multimem) and NVSHMEM's NVLS.
 
-sweeper sets none of them: the ranks run under the user's environment and NCCL's configuration
-files, and NCCL's defaults apply where nothing is set. A shared machine that must keep multicast off (a program using it there can take shared
-GPUs out of service) sets `MULTICAST_OFF` in its environment and NCCL_NVLS_ENABLE=0 in
-/etc/nccl.conf. sweeper hands those to every rank unchanged, and lets them into an `--nccl-env`
-grid only with `--allow-multicast-knobs`."""
+sweeper sets none of them: the ranks run under the user's environment and NCCL's files, and
+NCCL's defaults apply where nothing is set. A shared machine that must keep multicast off (a
+program using it there can take shared GPUs out of service) sets `MULTICAST_OFF` in its
+environment and NCCL_NVLS_ENABLE=0 in /etc/nccl.conf. sweeper hands those to every rank
+unchanged, and lets them into an `--nccl-env` grid only with `--allow-multicast-knobs`."""
 
 from __future__ import annotations
 
