@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from math import isqrt
+from typing import TypeVar
 
 from sweeper.planning.inputs import quoted
 from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, ScanWave, Stage
@@ -27,6 +28,8 @@ from sweeper.scan.judge import (
 )
 from sweeper.scan.thresholds import Census, Failure, Judged, Thresholds, judge_groups
 from sweeper.wire import Name
+
+T = TypeVar("T")
 
 # Known-good partners each suspect node is tested beside: with its screen's q + 1 tests, a
 # node failing one test in two shows both passes and failures (flaky) but once in 2^(q+4)
@@ -133,17 +136,23 @@ def isolate_waves(fleet: Fleet, nodes: Sequence[str], start: int) -> list[ScanWa
     ]
 
 
-def _rounds(count: int) -> list[list[tuple[int, int]]]:
-    """Every pair of `count` GPUs in rounds of disjoint pairs (the circle method)."""
-    ring: list[int | None] = [*range(count), None] if count % 2 else list(range(count))
+def circle(items: Sequence[T]) -> list[list[tuple[T, T]]]:
+    """Every pair of `items` in rounds of disjoint pairs: the circle method, n - 1 rounds
+    (n where n is odd: each round one item sits out)."""
+    ring: list[T | None] = [*items, None] if len(items) % 2 else list(items)
     m = len(ring)
     out = []
     for k in range(m - 1):
         rest = ring[1:]
         turned = [ring[0], *rest[k:], *rest[:k]]
         pairs = [(turned[i], turned[m - 1 - i]) for i in range(m // 2)]
-        out.append([(min(a, b), max(a, b)) for a, b in pairs if a is not None and b is not None])
-    return [r for r in out if r]
+        out.append([(a, b) for a, b in pairs if a is not None and b is not None])
+    return out
+
+
+def _rounds(count: int) -> list[list[tuple[int, int]]]:
+    """Every pair of `count` GPUs in rounds of disjoint pairs (the circle method)."""
+    return [[(min(a, b), max(a, b)) for a, b in r] for r in circle(range(count)) if r]
 
 
 def relink(
@@ -359,15 +368,7 @@ def _random(strategy: Strategy, nodes: Sequence[str]) -> Rounds:
 
 def _all(strategy: Strategy, nodes: Sequence[str]) -> Rounds:
     """Every pair: the circle method, a bye where n is odd."""
-    ring: list[str | None] = [*nodes, None] if len(nodes) % 2 else list(nodes)
-    m = len(ring)
-    out: Rounds = []
-    for k in range(m - 1):
-        rest = ring[1:]
-        turned = [ring[0], *rest[k:], *rest[:k]]
-        pairs = [(turned[i], turned[m - 1 - i]) for i in range(m // 2)]
-        out.append([(a, b) for a, b in pairs if a is not None and b is not None])
-    return out
+    return [list(pairs) for pairs in circle(nodes)]
 
 
 def _pack_edges(edges: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
