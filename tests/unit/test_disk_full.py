@@ -7,7 +7,6 @@ filled after the command's checks does."""
 from __future__ import annotations
 
 import contextlib
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,28 +18,18 @@ from sweeper.errors import ResultsUnwritable
 from sweeper.results import records, summaries
 from sweeper.results.records import RunRecord
 from tests.synthetic import History, every_series
+from tests.tmpfs import tmpfs
 
 
 @contextlib.contextmanager
 def _full_disk(where: Path) -> Iterator[Path]:
     """A directory on a file system with 64 MiB free and no inode left."""
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64m,nr_inodes=64", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with tmpfs(where, "size=64m,nr_inodes=64"):
         (where / "pages").mkdir()
         with contextlib.suppress(OSError):  # ENOSPC: no inode left
             for i in range(64):
                 (where / f"ballast-{i}").touch()
         yield where / "pages"
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
 
 
 def test_a_report_the_disk_refuses_is_one_line_and_exit_3_with_no_page(tmp_path: Path) -> None:

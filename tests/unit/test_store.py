@@ -16,6 +16,7 @@ import pytest
 from sweeper.results.load import load
 from sweeper.results.schema import COLUMNS, SCHEMA
 from sweeper.results.writer import ResultWriter
+from tests.tmpfs import tmpfs
 
 
 def _row(i: int, **extra: object) -> dict[str, object]:
@@ -188,6 +189,7 @@ _WRITER = """
 import os, signal, sys
 from datetime import datetime, timezone
 from sweeper.results.writer import ResultWriter
+from tests.tmpfs import tmpfs
 
 root, batch_rows, stop = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 writer = ResultWriter(root, "r1", "2026-11-21", batch_rows=batch_rows)
@@ -298,17 +300,7 @@ def test_a_disk_that_refuses_writes_is_results_unwritable_and_keeps_the_rows(
     refuses the next journal with ENOSPC."""
     from sweeper.errors import ResultsUnwritable
 
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "size=1m") as disk:
         writer = ResultWriter(disk, "r1", "2026-11-21")
         writer.append(_row(0))
         writer.flush()
@@ -319,8 +311,6 @@ def test_a_disk_that_refuses_writes_is_results_unwritable_and_keeps_the_rows(
             with pytest.raises(ResultsUnwritable, match="No space left on device"):
                 writer.append(_row(1))
         assert len(load(disk)) == 1
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=True)
 
 
 # A live driver: journals one row (and, between batches, has written it as Parquet), says so,
@@ -329,6 +319,7 @@ _LIVE = """
 import sys
 from datetime import datetime, timezone
 from sweeper.results.writer import ResultWriter
+from tests.tmpfs import tmpfs
 
 writer = ResultWriter(sys.argv[1], sys.argv[2], "2026-11-21")
 started = datetime(2026, 11, 21, 23, 0, tzinfo=timezone.utc)
@@ -398,6 +389,7 @@ from tests import report_data
 from sweeper.planning.spec import SweepSpec
 from sweeper.results import records
 from sweeper.results.writer import ResultWriter
+from tests.tmpfs import tmpfs
 
 results, run_id = Path(sys.argv[1]), sys.argv[2]
 writer = ResultWriter(results, run_id, report_data.STARTED.strftime("%Y-%m-%d"), batch_rows=10**6)
