@@ -222,8 +222,3 @@ def shown(table: pd.DataFrame, at_least: float = SHOWN_REGRET) -> pd.DataFrame:
     """The sizes where the default's regret is clear and exceeds `at_least`."""
     picked: pd.DataFrame = table[table["clear"] & (table["regret"] > at_least)]
     return picked
-
-
-def winners(table: pd.DataFrame) -> Sequence[str]:
-    """The alternatives named best somewhere, in the order first met."""
-    return list(dict.fromkeys(str(b) for b in table["best"] if b != DEFAULT_VARIANT))
