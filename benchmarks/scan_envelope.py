@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from functools import partial
 from statistics import median
 
-from sweeper.scan.judge import Health
 from sweeper.scan.noise import recorded
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import (
@@ -35,6 +34,7 @@ from sweeper.scan.simulate import (
     run,
 )
 from sweeper.scan.thresholds import Thresholds
+from sweeper.scan.verdict import Health
 from sweeper.wire import Tier
 
 SLOWDOWNS = (0.1, 0.15, 0.2, 0.3, 0.5)

@@ -33,12 +33,12 @@ from sweeper.errors import BadInput, SweeperError
 from sweeper.planning.profile import SCAN_OPTIONS, ScanSection, build_spec, describe
 from sweeper.planning.sizes import parse_size
 from sweeper.planning.spec import SweepSpec
-from sweeper.scan.judge import Subject, Verdict, named
 from sweeper.scan.settings import STRATEGY_NAMES, ScanSettings, settings
 from sweeper.scan.simulate import Fault, parse_faults
 from sweeper.scan.simulate import simulate as simulated
 from sweeper.scan.simulate_print import keep, show
 from sweeper.scan.thresholds import Finding
+from sweeper.scan.verdict import Subject, Verdict, named
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from sweeper.analysis.p2p import pair_rows
 from sweeper.analysis.summary import missing
 from sweeper.results.records import RunRecord
 from sweeper.scan.document import verdicts as read_verdicts
-from sweeper.scan.judge import Subject
 from sweeper.scan.reference import Reference, reference
+from sweeper.scan.verdict import Subject
 from sweeper.topology import GPU_LINKS, Gpu, Node, gpu_link_peak
 from sweeper.wire import Kind, Status, Tier
 

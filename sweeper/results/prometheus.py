@@ -36,7 +36,7 @@ FINDING_THRESHOLD = "sweeper_fleet_finding_threshold_bytes_per_second"
 NAMES = (BUSBW, LATENCY, f"{RUN_INFO}_info", DURATION, END)
 VERDICT_NAMES = (NODE_VERDICT, GPU_VERDICT, LINK_VERDICT)
 FINDING_NAMES = (FINDING, FINDING_THRESHOLD)
-# The judge's verdicts (`scan.judge.Health`), as a version 1 summary writes them.
+# The judge's verdicts (`scan.verdict.Health`), as a version 1 summary writes them.
 VERDICTS = ("healthy", "slow", "failed", "unreachable", "unconfirmed", "flaky", "misconfigured")
 
 # dcgm-exporter's host label (`Hostname` until 2026, when it became `hostname`); then the

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.scan.fleet import Fleet, GroupOutcome, Stage
-from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
 from sweeper.scan.reference import entry
 from sweeper.scan.simulate import WaveRun
 from sweeper.scan.thresholds import Finding
+from sweeper.scan.verdict import Health, Subject, Verdict
 from sweeper.topology import Gpu
 from sweeper.topology import Node as Machine
 

@@ -16,16 +16,9 @@ from math import isqrt
 from typing import TypeVar
 
 from sweeper.planning.inputs import quoted
+from sweeper.scan.across import FLAKY_LIMIT, Explained, explain
 from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, ScanWave, Stage
-from sweeper.scan.judge import (
-    FLAKY_LIMIT,
-    Explained,
-    by_node,
-    explain,
-    isolated,
-    settled_gates,
-    telemetry,
-)
+from sweeper.scan.inside import by_node, isolated, settled_gates, telemetry
 from sweeper.scan.thresholds import Census, Failure, Judged, Thresholds, judge_groups
 from sweeper.wire import Name
 
@@ -36,7 +29,7 @@ T = TypeVar("T")
 CONFIRMS = 3
 # The most waves spent settling the nodes the sequential test leaves in doubt: a node failing
 # one test in five gains about 0.3 of its log ratio a test beside a known-good partner
-# (judge.FLAKY_LIMIT is 6.9), a healthy one loses about 0.2
+# (across.FLAKY_LIMIT is 6.9), a healthy one loses about 0.2
 SETTLE_WAVES = 12
 
 
@@ -160,7 +153,7 @@ def relink(
 ) -> list[ScanWave]:
     """Each pair of GPUs its node's isolation found low with neither GPU slow (an NVLink, on
     one observation) run again, from wave `index`, in waves of disjoint GPUs: the judge
-    counts a pair by its last run (`judge.isolated`)."""
+    counts a pair by its last run (`inside.isolated`)."""
     mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
     judged = judge_groups(fleet, mine, thresholds)
     gates = {
@@ -193,7 +186,7 @@ def regate(
 ) -> ScanWave | None:
     """The gate again, as wave `index`, of each node whose gate's own figure was under its
     threshold (no NVML evidence) while its isolation named no GPU or NVLink: one slow point
-    condemns nothing (`judge.settled_gates` takes the last gate); None where there is none."""
+    condemns nothing (`inside.settled_gates` takes the last gate); None where there is none."""
     mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
     judged = judge_groups(fleet, mine, thresholds)
     each = by_node(j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE)
@@ -513,7 +506,7 @@ class _Adaptive:
         blamed = set(e.culprits) | set(e.hung)
         problems: list[_Problem] = []
         # each failing group no culprit explains, run again whole before it is bisected: a
-        # failure that does not reproduce is transient (`judge.transient`), not a pair to find
+        # failure that does not reproduce is transient (`across.transient`), not a pair to find
         for i in sorted(e.unexplained):
             problems.append(_Split(self.live(e.tests[i].outcome.group.nodes), recheck=True))
         # the rest of each group a culprit or a hang explains, again: a fault it hid
@@ -559,7 +552,7 @@ class _Adaptive:
         yield from self.settle()
 
     def settle(self) -> Iterator[ScanWave]:
-        """Each node the sequential test leaves in doubt (`judge.explain`: failures of its
+        """Each node the sequential test leaves in doubt (`across.explain`: failures of its
         own, not yet enough to call it flaky or to clear it) beside one more known-good
         partner a wave, until none is in doubt or SETTLE_WAVES have run."""
         for _ in range(SETTLE_WAVES):

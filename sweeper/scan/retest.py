@@ -11,9 +11,9 @@ from typing import Any
 from sweeper.planning.profile import SCAN_OPTIONS
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan.document import Scanned, document
-from sweeper.scan.judge import Verdict
 from sweeper.scan.settings import ScanSettings
 from sweeper.scan.thresholds import Thresholds
+from sweeper.scan.verdict import Verdict
 
 
 def summary(scanned: Scanned, options: Mapping[str, Any], settings: ScanSettings) -> dict[str, Any]:

@@ -27,10 +27,11 @@ from sweeper.scan.fleet import (
     ScanWave,
     Stage,
 )
-from sweeper.scan.judge import Subject, Verdict, judge
+from sweeper.scan.judge import judge
 from sweeper.scan.noise import Noise, recorded
 from sweeper.scan.policy import ScanPolicy, Strategy
 from sweeper.scan.thresholds import Finding, Thresholds, findings
+from sweeper.scan.verdict import Subject, Verdict
 from sweeper.topology import MAX_GPUS as MAX_GPUS_PER_NODE
 from sweeper.wire import Name, Tier
 

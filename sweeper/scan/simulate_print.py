@@ -12,9 +12,9 @@ from typing import Any
 from sweeper.results import scans
 from sweeper.results.files import new_run_id, require_directory
 from sweeper.scan.document import Scanned, document
-from sweeper.scan.judge import named
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import Simulation, fleet_of
+from sweeper.scan.verdict import named
 
 
 def keep(sim: Simulation, output: Path | None) -> str | None:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 
 from sweeper.cli import app
 from sweeper.report import browser, build
-from sweeper.scan.judge import Subject
+from sweeper.scan.verdict import Subject
 from tests import report_data, scan_data
 from tests.cli_runs import Runs
 

@@ -54,10 +54,10 @@ from sweeper.results import records, scan_waves, scans
 from sweeper.results.schema import RUN_POINT
 from sweeper.scan.document import Scanned, verdicts
 from sweeper.scan.fleet import ScanWave, Stage
-from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.policy import Strategy
 from sweeper.scan.settings import ScanSettings
 from sweeper.scan.thresholds import Thresholds
+from sweeper.scan.verdict import Health, Subject, Verdict
 from tests.conftest import cluster_nodes, registry_kept
 from tests.integration.test_report_browser import assert_drawn, visit
 

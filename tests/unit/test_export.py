@@ -19,7 +19,7 @@ from sweeper.commands.plan_estimate import plan
 from sweeper.planning.profile import build_spec, load_profile
 from sweeper.results import prometheus, scans
 from sweeper.results.load import frame
-from sweeper.scan.judge import Health
+from sweeper.scan.verdict import Health
 from tests.scan_data import RECORDED_RUN, scan_summary
 
 RECORDED = Path(__file__).parents[1] / "data" / "results" / "main-2026-11-25"

@@ -22,7 +22,7 @@ from sweeper.results import records, scans
 from sweeper.results.load import run_rows
 from sweeper.scan.document import Scanned
 from sweeper.scan.fleet import Result
-from sweeper.scan.judge import Health, Subject, named
+from sweeper.scan.verdict import Health, Subject, named
 from tests.scan_data import ADAPTIVE, scanned, write_scan
 
 

@@ -15,7 +15,7 @@ from sweeper.cli import app
 from sweeper.errors import CorruptResults
 from sweeper.results import scans
 from sweeper.scan.document import SCHEMA, document, verdicts
-from sweeper.scan.judge import Subject
+from sweeper.scan.verdict import Subject
 from tests.scan_data import scanned
 
 

@@ -19,10 +19,11 @@ from sweeper.scan.fleet import (
     ScanGroup,
     Stage,
 )
-from sweeper.scan.judge import Health, Subject, Verdict, judge
+from sweeper.scan.judge import judge
 from sweeper.scan.policy import affine, gate_group
 from sweeper.scan.reference import reference, share
 from sweeper.scan.thresholds import Thresholds, findings, judge_groups
+from sweeper.scan.verdict import Health, Subject, Verdict
 from sweeper.wire import Tier
 
 GiB = 1 << 30

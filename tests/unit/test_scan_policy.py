@@ -22,7 +22,7 @@ from sweeper.scan.fleet import (
     ScanWave,
     Stage,
 )
-from sweeper.scan.judge import Health, Subject, judge
+from sweeper.scan.judge import judge
 from sweeper.scan.policy import (
     CONFIRMS,
     STRATEGIES,
@@ -38,6 +38,7 @@ from sweeper.scan.policy import (
 )
 from sweeper.scan.simulate import Costs, Fault, Oracle, Planted, fleet_of
 from sweeper.scan.thresholds import Thresholds
+from sweeper.scan.verdict import Health, Subject
 
 THRESHOLDS = Thresholds()
 

@@ -105,8 +105,9 @@ def test_a_gpus_clock_and_power_cap_under_load_come_with_its_readings() -> None:
 
 def test_a_gpu_whose_nvlink_replays_or_thermal_slowdown_the_gate_read_is_named_with_it() -> None:
     from sweeper.scan.fleet import Fleet, FleetNode
-    from sweeper.scan.judge import Health, Subject, judge
+    from sweeper.scan.judge import judge
     from sweeper.scan.thresholds import Thresholds
+    from sweeper.scan.verdict import Health, Subject
     from sweeper.telemetry import columns
     from tests.nvml_replay import recorded
 
@@ -137,8 +138,9 @@ def test_nvlink_crc_errors_alone_are_noted_beside_a_healthy_gpu_not_held_against
     (nvidia-h200-x2 and -x4, 2026-11-27); a scan that failed a GPU on them drained a working
     GPU, and named a GPU slowed by a second process for them instead of its slow pairs."""
     from sweeper.scan.fleet import Fleet, FleetNode
-    from sweeper.scan.judge import Subject, judge
+    from sweeper.scan.judge import judge
     from sweeper.scan.thresholds import Thresholds
+    from sweeper.scan.verdict import Subject
 
     uuids = ["GPU-a0", "GPU-a1"]
     counters = {"nvlink_crc_delta": [0, 2], "nvlink_replay_delta": [0, 0]}

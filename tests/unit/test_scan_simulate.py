@@ -16,7 +16,7 @@ from sweeper.cli import app
 from sweeper.results import scans
 from sweeper.scan.deadline import STALL_FLOOR_S, stall_s
 from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, Stage
-from sweeper.scan.judge import Health, Subject, Verdict, judge
+from sweeper.scan.judge import judge
 from sweeper.scan.policy import ScanPolicy, Strategy, affine
 from sweeper.scan.simulate import (
     DEFAULT_FAULTS,
@@ -32,6 +32,7 @@ from sweeper.scan.simulate import (
     simulate,
 )
 from sweeper.scan.thresholds import Finding, Thresholds, findings
+from sweeper.scan.verdict import Health, Subject, Verdict
 from sweeper.wire import Tier
 
 FIFTEEN_MINUTES = 15 * 60

@@ -21,8 +21,8 @@ from sweeper.errors import InfrastructureError
 from sweeper.planning.profile import build_spec
 from sweeper.results.writer import ResultWriter
 from sweeper.scan.fleet import Stage
-from sweeper.scan.judge import Health, Subject, Verdict
 from sweeper.scan.retest import retest
+from sweeper.scan.verdict import Health, Subject, Verdict
 from sweeper.wire import RankInfo
 
 SLOTS = [cluster.NodeSlot(f"n{i}", f"host{i}", 1) for i in range(4)]

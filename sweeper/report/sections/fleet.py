@@ -24,7 +24,7 @@ from sweeper.report.sections import cells
 from sweeper.report.view import RunView
 from sweeper.scan.document import verdicts as read_verdicts
 from sweeper.scan.fleet import Stage
-from sweeper.scan.judge import Health, Subject, Verdict, named
+from sweeper.scan.verdict import Health, Subject, Verdict, named
 from sweeper.wire import Kind, Status
 
 UNTESTED = "untested"

@@ -1,0 +1,210 @@
+"""Across nodes: the internode groups' failures explained, each by a node that did not
+answer, a slow pair, a culprit node or none yet; a failure that did not reproduce is
+transient, and a node's own failures are a sequential test for flakiness. Pure."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from math import log
+
+from sweeper.scan.fleet import Stage
+from sweeper.scan.thresholds import Failure, Judged
+
+# A node is a culprit only where this share of its groups, or more, fail with no other
+# culprit to explain them: every node shares a screen group with every other, so a healthy
+# node also sits in the one group of each slow pair and beside each faulty node (2 of its 38
+# at 1024 nodes where it shares two slow pairs' groups), while a node failing one test in two
+# fails half. A node failing less often than this is not told from its neighbours' faults.
+FAIL_SHARE = 0.25
+# A node's failures across nodes that no other cause explains, its transient ones included,
+# are a sequential probability ratio test (Wald's): that its groups fail at the fleet's noise
+# rate (the share of groups whose failure did not reproduce, at least NOISE_SHARE: 0.6% of
+# recorded GPU points are 25-79% slow, scan.noise), against that it fails one test in
+# 1/FLAKY_RATE more. Past ln((1 - FLAKY_BETA) / FLAKY_ALPHA) it is flaky: a healthy node is
+# called flaky at most FLAKY_ALPHA of the time, one failing one in five missed FLAKY_BETA.
+FLAKY_RATE = 0.2
+FLAKY_ALPHA = 0.001
+FLAKY_BETA = 0.01
+NOISE_SHARE = 0.01
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Explained:
+    """The internode groups' failures, each explained by a node that did not answer, a link,
+    a culprit node, or none (`unexplained`: a fault among its members not yet separated)."""
+
+    tests: list[Judged]
+    members: list[set[str]]
+    passes: dict[str, list[int]]
+    fails: dict[str, list[int]]
+    hung: dict[str, list[int]]
+    culprits: dict[str, list[int]]
+    pairs: list[set[str]]  # slow as a pair, both ends passing elsewhere: links until shown not
+    unexplained: set[int]
+    # failures that did not reproduce: each failing group whose nodes were run again, whole,
+    # and passed the last time, with that passing test; held against no one
+    transient: dict[int, int] = field(default_factory=dict)
+    # each node with failures of its own (`sequential`): its log likelihood ratio, flaky past
+    # FLAKY_LIMIT; one above 0 and under it is in doubt, for the policy to test again
+    sequential: dict[str, float] = field(default_factory=dict)
+
+    def known_good(self, node: str) -> bool:
+        """Whether it passed beside at least two different sets of partners."""
+        seen: set[frozenset[str]] = set()
+        for i in self.passes.get(node, []):
+            seen.add(frozenset(self.members[i]))
+            if len(seen) > 1:
+                return True
+        return False
+
+
+def transient(tests: Sequence[Judged]) -> dict[int, int]:
+    """Each failing group whose very nodes were run again later and passed the last time
+    (the policy runs a failing group again before it bisects it), with that test: a slow
+    block or an error that did not reproduce (0.6% of recorded GPU points are 25-79% slow,
+    scan.noise). A hang or a group that brought nothing back is never transient."""
+    runs: dict[frozenset[str], list[int]] = defaultdict(list)
+    for i, j in enumerate(tests):
+        runs[frozenset(j.outcome.group.nodes)].append(i)
+    out: dict[int, int] = {}
+    for idx in runs.values():
+        last = max(idx, key=lambda i: (tests[i].outcome.group.wave, i))
+        if len(idx) < 2 or not tests[last].passed:
+            continue
+        for i in idx:
+            j = tests[i]
+            if not j.passed and j.failure is not Failure.MISSING and not j.outcome.unanswered:
+                out[i] = last
+    return out
+
+
+FLAKY_LIMIT = log((1 - FLAKY_BETA) / FLAKY_ALPHA)
+
+
+def ratio(failures: int, tests: int, noise: float) -> float:
+    """Wald's log likelihood ratio of `failures` in `tests`: failing one test in
+    1/FLAKY_RATE beyond the `noise` rate, against failing at the noise rate."""
+    flaky = noise + (1 - noise) * FLAKY_RATE
+    return failures * log(flaky / noise) + (tests - failures) * log((1 - flaky) / (1 - noise))
+
+
+def explain(tests: list[Judged]) -> Explained:
+    members = [set(j.outcome.group.nodes) for j in tests]
+    passing = transient(tests)
+    failing = {i for i, j in enumerate(tests) if not j.passed and i not in passing}
+    fails: dict[str, list[int]] = defaultdict(list)
+    passes: dict[str, list[int]] = defaultdict(list)
+    for i, group in enumerate(members):
+        if i in passing:
+            continue
+        for n in group:
+            (fails if i in failing else passes)[n].append(i)
+    hung: dict[str, list[int]] = defaultdict(list)
+    for i in sorted(failing):
+        for n in tests[i].outcome.unanswered:
+            hung[n].append(i)
+    timed_out = {i for mine in hung.values() for i in mine}
+    # a slow node explains slow groups, not errors: a flaky node's error in a group a slow
+    # node was also in stays the flaky node's to explain
+    slow = {i for i in failing - timed_out if tests[i].failure is Failure.SLOW}
+    # a pair slow as a pair whose ends each pass elsewhere, at least a third as often as they
+    # fail: a node slow near the threshold passes a group of 40 now and then, and its pairs
+    # beside known-good partners are its own, not links
+    pairs = [
+        members[i]
+        for i in slow
+        if len(members[i]) == 2
+        and all(passes[n] and 3 * len(passes[n]) >= len(fails[n]) for n in members[i])
+    ]
+    held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
+    # a node that passed every test of its beside known-good partners, two or more, is no
+    # slow node: slow groups of its are a hub's slow pairs, to bisect (a node failing one
+    # test in two with errors is another matter: the errors are its own)
+    confirmed: dict[str, list[bool]] = defaultdict(list)
+    for j in tests:
+        if (g := j.outcome.group).stage is Stage.CONFIRM and g.partners:
+            for n in g.tested:
+                confirmed[n].append(j.passed)
+    cleared = {n for n, seen in confirmed.items() if len(seen) > 1 and all(seen)}
+    slow_nodes, slow_left = _explain(slow - held, fails, passes, members, cleared)
+    if any(pair & slow_nodes for pair in pairs):  # a slow node's own pairs: no links
+        pairs = [pair for pair in pairs if not pair & slow_nodes]
+        held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
+        slow_nodes, slow_left = _explain(slow - held, fails, passes, members, cleared)
+    broken_nodes, broken_left = _explain(failing - slow - timed_out, fails, passes, members)
+    culprits = {
+        n: [i for i in fails[n] if i not in timed_out]
+        for n in fails
+        if n in slow_nodes | broken_nodes and n not in hung
+    }
+    unexplained = slow_left | held | broken_left
+    noise = max(NOISE_SHARE, len(passing) / len(tests)) if tests else NOISE_SHARE
+    sequential: dict[str, float] = {}
+    free = slow_left | broken_left  # what no culprit, hang or slow pair explains
+    for n in sorted({n for i in free | set(passing) for n in members[i]} | set(culprits)):
+        if n in hung:
+            continue
+        # errors and transient failures: a slow group that reproduced is for bisection
+        errors = {i for i in fails.get(n, []) if i in free and tests[i].failure is not Failure.SLOW}
+        own = set(culprits.get(n, [])) | errors
+        mine = sorted(own | {i for i in passing if n in members[i]})
+        sequential[n] = ratio(len(mine), len(mine) + len(passes.get(n, [])), noise)
+        if n not in culprits and sequential[n] >= FLAKY_LIMIT:  # its failures, not partners'
+            culprits[n] = mine
+            unexplained -= set(mine)
+    return Explained(
+        tests=tests,
+        members=members,
+        passes=dict(passes),
+        fails=dict(fails),
+        hung=dict(hung),
+        culprits=culprits,
+        pairs=pairs,
+        unexplained=unexplained,
+        transient=passing,
+        sequential=sequential,
+    )
+
+
+def _explain(
+    failing: set[int],
+    fails: Mapping[str, list[int]],
+    passes: Mapping[str, list[int]],
+    members: list[set[str]],
+    cleared: Collection[str] = (),
+) -> tuple[set[str], set[int]]:
+    """The fewest culprits for the `failing` groups, each node that failed most consistently
+    first (its share of them, then their count), among those that failed in at least two
+    with different partners and FAIL_SHARE of theirs; and the groups they leave unexplained."""
+    unexplained = set(failing)
+    culprits: set[str] = set()
+    keys = {i: frozenset(members[i]) for i in failing}
+    # each test below only fails more as groups are explained (fewer left, a smaller share,
+    # more shared partners), so a node that fails one is out for good: at 1024 nodes with 40
+    # faults, most nodes fail some screen group and would be read again for every culprit
+    candidates = {n: mine for n, mine in fails.items() if n not in cleared}
+    while True:
+        best: tuple[float, int, str] | None = None
+        for n, mine in list(candidates.items()):
+            left = [i for i in mine if i in unexplained]
+            # all of them beside one other node: that one, or the link between the two,
+            # explains them as well (a slow node's follower down the bisection, a link's end)
+            if (
+                len(left) < 2
+                or len({keys[i] for i in left}) < 2
+                or set.intersection(*(members[i] - {n} for i in left))
+            ):
+                del candidates[n]
+                continue
+            key = (len(left) / (len(left) + len(passes.get(n, []))), len(left), n)
+            if key[0] < FAIL_SHARE:
+                del candidates[n]
+            elif best is None or key[:2] > best[:2]:
+                best = key
+        if best is None:
+            return culprits, unexplained
+        culprits.add(best[2])
+        del candidates[best[2]]
+        unexplained -= set(fails[best[2]])
