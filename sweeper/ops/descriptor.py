@@ -146,6 +146,11 @@ class Collective:
     layout: Callable[[int, int, int], Layout]  # (count, n, rank) -> Layout
     bind: Bind  # once per point: the step the loop repeats, on any engine's Comm
     per_rank_chunks: bool = False  # S is n equal per-rank chunks (count divisible by n)
+    # each rank sends an equal share of its data straight to every rank (all_to_all): across k
+    # nodes each node pair carries 1/(k-1) of a node's traffic (`pair_share`), and a group's
+    # figure is what each GPU moved through the NICs (`per_nic`). Else its traffic across
+    # nodes is its algorithm's (the scan pins the ring: each node with the next)
+    every_pair: bool = False
     reduces: bool = False  # some expected span is a SUM: inputs must stay exact when summed
     why_not: Callable[[Shape], str | None] = _anywhere  # why it cannot run on a group, if not
     nccl_kernels: frozenset[str] = frozenset()  # NCCL collective kernels it launches
@@ -196,6 +201,31 @@ class Collective:
 
     def busbw_factor(self, n: int) -> float:
         return self.factor(n)
+
+    def per_nic(self, nodes: int) -> bool:
+        """Whether a group of `nodes` is judged by what each GPU moved through the NICs."""
+        return self.every_pair and nodes > 1
+
+    def pair_share(self, nodes: int) -> float:
+        """The share of a node's traffic across nodes that a pair of a group's `nodes`
+        carries, where the group's traffic crosses that pair at all: 1/(k-1) each pair for an
+        operation that sends to every rank, all of it between a ring's neighbours."""
+        return 1 / (nodes - 1) if self.per_nic(nodes) else 1.0
+
+    def nic_rate(self, busbw: float, ranks: int, nodes: int) -> float:
+        """A group's figure: its busbw, or (`per_nic`) each GPU's share for other nodes
+        through its NIC, algbw x (nodes-1)/nodes, which the group's size leaves alone (busbw
+        counts the share each GPU keeps inside its node: half the data in a group of two
+        nodes, a 37th in one of 37, so groups of different sizes would not compare)."""
+        if not self.per_nic(nodes):
+            return busbw
+        return busbw / self.busbw_factor(ranks) * (nodes - 1) / nodes
+
+    def busbw_at(self, rate: float, ranks: int, nodes: int) -> float:
+        """The busbw of a group whose figure (`nic_rate`) is `rate`."""
+        if not self.per_nic(nodes):
+            return rate
+        return rate * self.busbw_factor(ranks) * nodes / (nodes - 1)
 
     @property
     def in_place(self) -> bool:

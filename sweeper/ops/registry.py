@@ -393,7 +393,12 @@ REGISTRY: dict[str, Collective] = _registry(
     ),
     _native("scatter", _gathering, per_rank_chunks=True, layout=_scatter_layout, bind=_scatter),
     _native(
-        "all_to_all", _gathering, per_rank_chunks=True, layout=all_to_all.layout, bind=_all_to_all
+        "all_to_all",
+        _gathering,
+        per_rank_chunks=True,
+        every_pair=True,
+        layout=all_to_all.layout,
+        bind=_all_to_all,
     ),
     Collective(
         name="send_recv",
@@ -415,7 +420,10 @@ REGISTRY: dict[str, Collective] = _registry(
         bind=_reduce_broadcast,
         nccl_kernels=frozenset({"Reduce", "Broadcast"}),
     ),
-    _all_to_all_algorithm("pairwise", all_to_all.layout, bind=per_call(all_to_all.pairwise)),
+    # pairwise sends to each rank straight; ring, mesh2d and hierarchical forward through others
+    _all_to_all_algorithm(
+        "pairwise", all_to_all.layout, bind=per_call(all_to_all.pairwise), every_pair=True
+    ),
     _all_to_all_algorithm("ring", _with_work(all_to_all.ring_work), bind=per_call(all_to_all.ring)),
     _all_to_all_algorithm(
         "mesh2d",
@@ -458,6 +466,14 @@ def configure_moe(spec: MoeLayer) -> None:
     for combine in (False, True):
         entry = _moe(spec, combine)
         REGISTRY[entry.name] = entry
+
+
+def performing(op: str) -> Collective | None:
+    """The operation of rows whose `op` column is `op`: the entry of that name, else the first
+    that performs it (a plugin's own name); None where none does."""
+    if op in REGISTRY:
+        return REGISTRY[op]
+    return next((c for c in REGISTRY.values() if c.op == op), None)
 
 
 def register(collective: Collective) -> Collective:

@@ -24,7 +24,7 @@ class Reference:
     gpu_model: str  # as `model` names it: "H100", "H100 PCIE", "H200", "B200", "GB200"
     tier: Tier
     ranks: int | None  # the group's ranks; None: any size (bound by each node's NICs)
-    busbw_gb_per_s: float  # at 256 MiB or more (all_to_all across nodes: `thresholds.rate`)
+    busbw_gb_per_s: float  # at 256 MiB or more (all_to_all across nodes: per NIC)
     citation: str  # a URL, or "measured here: command, device kind, date"
     op: str = "all_reduce"
     algorithm: str = "native"  # sweeper's (the rows' `algorithm`): the engine's own call
@@ -209,7 +209,7 @@ REFERENCES: tuple[Reference, ...] = (
     ),
     # Derived: an all_to_all across nodes moves each GPU's share for other nodes through that
     # GPU's own NIC ("Alltoall cannot aggregate the bandwidth of multiple NICs", NCCL's
-    # maintainer in the same thread), and `thresholds.rate` gives that rate: below the
+    # maintainer in the same thread), and `Collective.nic_rate` gives that rate: below the
     # NIC's 48-49 GB/s, of which 45 is taken (headers and NCCL's proxy).
     *(
         Reference(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from math import isqrt, log2
 
 from sweeper.errors import BadInput
-from sweeper.ops.registry import REGISTRY
+from sweeper.ops.registry import performing
 from sweeper.planning.costs import DEFAULT_TIERS, GPU_OVERHEADS, CostModel
 from sweeper.scan.deadline import stall_s
 from sweeper.scan.fleet import (
@@ -85,7 +85,7 @@ class Costs:
     internode_busbw_gb_per_s: float = 400.0
     island_busbw_gb_per_s: float = 361.0
     copy_gb_per_s: float = 54.9
-    # An all_to_all across nodes, as `thresholds.rate` gives it (each GPU's share for other
+    # An all_to_all across nodes, as `Collective.nic_rate` gives it (each GPU's share for other
     # nodes through its NIC): the reference's derived 45 GB/s (reference.py), assumed. A pair
     # of GPUs of one node: 339.6 GB/s, 2x H200 all_reduce (h200-x2-2026-11-24.md), assumed
     # for a send_recv over NVLink.
@@ -111,12 +111,17 @@ class Costs:
             latency, busbw = self.gate_latency_us, self.island_busbw_gb_per_s
         elif stage is Stage.ISOLATE:
             latency, busbw = self.gate_latency_us, self.pair_busbw_gb_per_s
-        elif op == "all_to_all":  # `thresholds.rate`'s figure, back to the group's busbw
-            latency = self.internode_latency_us
-            busbw = self.internode_a2a_gb_per_s * nodes / max(nodes - 1, 1) * (ranks - 1) / ranks
         else:
-            latency, busbw = self.internode_latency_us, self.internode_busbw_gb_per_s
+            latency, busbw = self.internode_latency_us, self.busbw_across(op, ranks, nodes)
         return self.point_s(latency, size_bytes, factor(op, ranks), busbw)
+
+    def busbw_across(self, op: str, ranks: int, nodes: int, speed: float = 1.0) -> float:
+        """A healthy group's busbw across nodes at `speed` of it: an operation judged per NIC
+        (`Collective.per_nic`) from the NIC's rate, back to busbw, any other the fleet's."""
+        performed = performing(op)
+        if performed is None or not performed.per_nic(nodes):
+            return self.internode_busbw_gb_per_s * speed
+        return performed.busbw_at(self.internode_a2a_gb_per_s * speed, ranks, nodes)
 
 
 class Fault(Name):
@@ -396,13 +401,13 @@ class Oracle:
         ends that the group's traffic holds."""
         nodes = group.nodes
         held = set(nodes)
-        if group.op == "all_to_all":  # every member sends to every other, 1/(k-1) a pair
+        performed = performing(group.op)
+        if performed is not None and performed.every_pair:  # each member to every other
             crossing = {link for link in (*self.cut, *self.capped) if link <= held}
-            asked = 1 / max(len(nodes) - 1, 1)
-        else:  # a ring: each node with the next, all of it
+        else:  # a ring: each node with the next
             ring = {frozenset(p) for p in zip(nodes, nodes[1:] + nodes[:1], strict=True)}
             crossing = {link for link in (*self.cut, *self.capped) if link in ring}
-            asked = 1.0
+        asked = performed.pair_share(len(nodes)) if performed is not None else 1.0
         rates = [self.cut[link] for link in crossing if link in self.cut]
         rates += [min(1.0, self.capped[link] / asked) for link in crossing if link in self.capped]
         return min(rates, default=1.0)
@@ -427,13 +432,7 @@ class Oracle:
             for n, r in self.nic.items()
             if n in held
         )
-        ranks = group.ranks(fleet)
-        if group.op == "all_to_all":
-            # each GPU's share for the other nodes through its NIC, as busbw counts it
-            through = self.costs.internode_a2a_gb_per_s * rate
-            busbw = through * len(nodes) / (len(nodes) - 1) * (ranks - 1) / ranks
-        else:
-            busbw = self.costs.internode_busbw_gb_per_s * rate
+        busbw = self.costs.busbw_across(group.op, group.ranks(fleet), len(nodes), rate)
         return GroupOutcome(
             group=group,
             result=Result.OK,
@@ -487,7 +486,10 @@ class Oracle:
 
 def factor(op: str, ranks: int) -> float:
     """busbw / algbw, the operation's own (`ops.registry`); 1 for a group of one rank."""
-    return REGISTRY[op].busbw_factor(ranks) if ranks > 1 else 1.0
+    performed = performing(op)
+    if performed is None:
+        raise KeyError(f"no operation performs {op!r}")
+    return performed.busbw_factor(ranks) if ranks > 1 else 1.0
 
 
 def wave_seconds(fleet: Fleet, outcomes: Sequence[GroupOutcome], costs: Costs) -> float:

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
+from sweeper.ops.registry import performing
 from sweeper.scan.fleet import Fleet, GroupOutcome, Result, ScanGroup, Stage
 from sweeper.scan.reference import Reference, reference
 from sweeper.wire import Name, Tier
@@ -131,18 +132,21 @@ def tier(group: ScanGroup) -> Tier:
     return Tier.INTERNODE if len(group.nodes) > 1 else Tier.NVLINK
 
 
+def _per_nic(o: GroupOutcome) -> bool:
+    """Whether its operation's figure across nodes is per NIC (`Collective.per_nic`)."""
+    performed = performing(o.op)
+    return performed is not None and performed.per_nic(len(o.group.nodes))
+
+
 def rate(fleet: Fleet, o: GroupOutcome) -> float | None:
-    """The figure a group is judged by. An all_to_all across nodes is normalised to what each
-    GPU moved through the NICs (busbw x ranks/(ranks-1) x (nodes-1)/nodes), which the group's
-    size leaves alone: its busbw counts the share each GPU keeps inside its node, half the
-    data in a group of two nodes and a 37th in one of 37, so groups of different sizes would
-    not compare. Any other operation's busbw is its figure."""
+    """The figure a group is judged by: its operation's own (`Collective.nic_rate`: for one
+    that sends to every rank, across nodes, what each GPU moved through its NIC, so groups
+    of any size compare), else its busbw."""
     busbw = o.busbw_gb_per_s
-    nodes = len(o.group.nodes)
-    if busbw is None or o.op != "all_to_all" or nodes < 2:
+    performed = performing(o.op)
+    if busbw is None or performed is None:
         return busbw
-    ranks = o.group.ranks(fleet)
-    return busbw * ranks / (ranks - 1) * (nodes - 1) / nodes
+    return performed.nic_rate(busbw, o.group.ranks(fleet), len(o.group.nodes))
 
 
 def _floor(
@@ -171,11 +175,10 @@ def gpu_copy_limit(outcomes: Iterable[GroupOutcome]) -> Robust | None:
 
 
 def _key(fleet: Fleet, o: GroupOutcome) -> tuple[bool, str, int]:
-    """A group's population: gate or not, its operation, its ranks (all_to_all across nodes
-    normalised: any size)."""
+    """A group's population: gate or not, its operation, its ranks (any, where its figure is
+    per NIC)."""
     gate = o.group.stage is Stage.GATE
-    normalised = o.op == "all_to_all" and len(o.group.nodes) > 1
-    return gate, o.op, 0 if normalised else o.group.ranks(fleet)
+    return gate, o.op, 0 if _per_nic(o) else o.group.ranks(fleet)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -477,9 +480,8 @@ def _verdict(
 
 
 def unit(o: GroupOutcome) -> str:
-    """What `rate` gives of a group, in words: busbw, or (an all_to_all across nodes) the
-    rate through each GPU's NIC."""
-    if o.op == "all_to_all" and len(o.group.nodes) > 1:
+    """What `rate` gives of a group, in words: busbw, or the rate through each GPU's NIC."""
+    if _per_nic(o):
         return "through each GPU's NIC"
     return "busbw"
 
