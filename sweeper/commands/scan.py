@@ -36,7 +36,8 @@ from sweeper.planning.spec import SweepSpec
 from sweeper.scan.settings import STRATEGY_NAMES, ScanSettings, settings
 from sweeper.scan.simulate import Fault, parse_faults
 from sweeper.scan.simulate import simulate as simulated
-from sweeper.scan.simulate_print import keep, show
+from sweeper.scan.simulate_print import folded, folded_command, keep, show
+from sweeper.scan.simulate_print import width as terminal_width
 from sweeper.scan.thresholds import Finding
 from sweeper.scan.verdict import Subject, Verdict, named
 from sweeper.wire import Tier
@@ -264,6 +265,9 @@ def _simulate(
     raise typer.Exit(EXIT_REGRESSION if any(v.condemned for v in sim.verdicts) else 0)
 
 
+EVIDENCE_COLUMNS = 60  # the narrowest a verdict's evidence folds into beneath its column
+
+
 def print_verdicts(
     verdicts: Sequence[Verdict],
     retests: dict[str, str] | None = None,
@@ -273,17 +277,21 @@ def print_verdicts(
     that name something; under each condemned one, the command that re-tests it
     (`retests`, by verdict name)."""
     for f in findings:
-        print(f.line)
+        print(folded(f.line))
     shown = [v for v in verdicts if v.subject is Subject.NODE]
     shown += [v for v in named(verdicts) if v.subject is not Subject.NODE]
     width = max((len(v.name) for v in shown), default=4)
     print(f"{'name':<{width}}  {'health':<11}  {'stage':<12}  evidence")
+    # the evidence's lines hang beneath its column where that leaves room, else beneath the row
+    evidence = width + 29
+    hang = evidence if terminal_width() - evidence >= EVIDENCE_COLUMNS else 4
     for v in shown:
-        print(f"{v.name:<{width}}  {v.health:<11}  {v.stage or '':<12}  {v.evidence}")
+        row = f"{v.name:<{width}}  {v.health:<11}  {v.stage or '':<12}  {v.evidence}"
+        print(folded(row, indent=hang))
         if retest := (retests or {}).get(v.name):
-            print(f"{'':<{width}}  re-test: {retest}")
+            print(folded_command(f"{'':<{width}}  re-test:", retest, indent=width + 4))
     counts = Counter(str(v.health) for v in verdicts if v.subject is Subject.NODE)
-    print("nodes: " + ", ".join(f"{n} {health}" for health, n in sorted(counts.items())))
+    print(folded("nodes: " + ", ".join(f"{n} {health}" for health, n in sorted(counts.items()))))
 
 
 def run(
@@ -304,9 +312,11 @@ def run(
         observer.document(doc)  # stdout is the observer's alone while the scan runs
     else:
         print(
-            f"scan {scanned.run_id}: {len(scanned.fleet.nodes)} nodes, "
-            f"{len(scanned.outcomes)} groups, {scanned.rows} rows in {scanned.seconds:.0f} s "
-            f"-> {spec.results}"
+            folded(
+                f"scan {scanned.run_id}: {len(scanned.fleet.nodes)} nodes, "
+                f"{len(scanned.outcomes)} groups, {scanned.rows} rows in {scanned.seconds:.0f} s "
+                f"-> {spec.results}"
+            )
         )
         retests = {v["name"]: v["retest"] for v in doc["verdicts"] if v.get("retest")}
         print_verdicts(scanned.verdicts, retests, scanned.findings)

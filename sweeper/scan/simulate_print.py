@@ -1,9 +1,13 @@
 """What `sweeper scan --simulate` shows: a simulation (`scan.simulate`) as lines or as one
-JSON record, and its verdicts kept as a scan's summary under a results directory."""
+JSON record, and its verdicts kept as a scan's summary under a results directory; how a scan's
+long lines (verdicts, evidence, commands) fold at the terminal's width."""
 
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import textwrap
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +19,41 @@ from sweeper.scan.document import Scanned, document
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import Simulation, fleet_of
 from sweeper.scan.verdict import named
+
+
+def width() -> int:
+    """The terminal's columns ($COLUMNS first), 80 where stdout is no terminal."""
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def folded(line: str, indent: int = 4, columns: int | None = None) -> str:
+    """`line` folded by words at `columns` (the terminal's), each line after the first indented
+    by `indent` spaces (at most half the width): its words unchanged, none cut, so a URL or a
+    long name longer than a line stands alone on one."""
+    columns = columns or width()
+    hang = " " * min(indent, columns // 2)
+    return textwrap.fill(
+        line,
+        columns,
+        subsequent_indent=hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def folded_command(lead: str, command: str, indent: int = 4, columns: int | None = None) -> str:
+    """`lead` and a shell command (as shlex.join wrote it) folded at `columns` between its
+    words, each line but the last ended by ` \\`: pasted into a shell, it is one command."""
+    columns = columns or width()
+    hang = " " * min(indent, columns // 2)
+    lines, line = [], lead.rstrip()
+    for word in map(shlex.quote, shlex.split(command)):
+        if line.strip() and len(line) + 1 + len(word) + 2 > columns:
+            lines.append(f"{line} \\")
+            line = hang + word
+        else:
+            line = f"{line} {word}" if line.strip() else f"{line}{word}"
+    return "\n".join([*lines, line])
 
 
 def keep(sim: Simulation, output: Path | None) -> str | None:
@@ -42,9 +81,11 @@ def show(sim: Simulation, as_json: bool, kept: str | None) -> None:
         print(json.dumps({**record(sim), "summary": kept}, indent=1, default=str))
         return
     print(
-        f"{sim.nodes} nodes x {sim.gpus_per_node} GPUs, {sim.strategy}, seed {sim.seed}: "
-        f"{len(sim.waves)} waves, {sim.groups} groups, {sim.seconds / 60:.1f} min "
-        f"(actor start {sim.start_s:.0f} s)"
+        folded(
+            f"{sim.nodes} nodes x {sim.gpus_per_node} GPUs, {sim.strategy}, seed {sim.seed}: "
+            f"{len(sim.waves)} waves, {sim.groups} groups, {sim.seconds / 60:.1f} min "
+            f"(actor start {sim.start_s:.0f} s)"
+        )
     )
     for w in sim.waves:
         print(
@@ -52,14 +93,14 @@ def show(sim: Simulation, as_json: bool, kept: str | None) -> None:
             f"nodes {w.seconds:6.1f} s"
         )
     planted = ", ".join(f"{p.fault} {'-'.join(p.nodes)}" for p in sim.planted)
-    print(f"planted: {planted or 'nothing'}")
+    print(folded(f"planted: {planted or 'nothing'}"))
     for f in sim.findings:  # the fleet as a whole, before any verdict
-        print(f"  {f.line}")
+        print(folded(f"  {f.line}", indent=4))
     for v in named(sim.verdicts):
-        print(f"  {v.health:<12} {v.evidence}")
+        print(folded(f"  {v.health:<12} {v.evidence}", indent=15))  # under the evidence
     print(f"precision {sim.score.precision:.2f}, recall {sim.score.recall:.2f}")
     if kept:
-        print(f"summary: {kept}")
+        print(f"summary: {kept}")  # a path, unfolded: on a line of its own it is no shorter
 
 
 def record(sim: Simulation) -> dict[str, Any]:

@@ -4,6 +4,7 @@ simulation prints its waves and score, and a scan's verdicts print as a table an
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,48 @@ def test_a_scan_and_a_sweep_are_each_resumed_by_their_own_command(tmp_path: Path
     scanned = runner.invoke(app, ["scan", "--resume", sweep_id, *where])
     assert scanned.exit_code == 2, scanned.output
     assert f"--resume {sweep_id}: a sweep; resume it with sweeper run --resume" in scanned.stderr
+
+
+def _words(text: str) -> list[str]:
+    return text.replace(" \\\n", " ").split()
+
+
+def test_a_simulated_scans_lines_fold_at_80_columns_with_their_words_unchanged() -> None:
+    """Its verdicts' evidence was one line of up to 489 characters; the JSON is unfolded."""
+    args = ["scan", "--simulate", "--nodes", "16", "--gpus-per-node", "2", "--faults", "3"]
+    narrow = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    wide = CliRunner().invoke(app, args, env={"COLUMNS": "1000"})
+    assert narrow.exit_code == wide.exit_code == 1, narrow.output
+    lines = narrow.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert max(len(line) for line in wide.stdout.splitlines()) > 80  # there was a long one
+    assert _words(narrow.stdout) == _words(wide.stdout)
+    (evidence,) = [i for i, line in enumerate(lines) if line.startswith("  slow         n0012: ")]
+    assert lines[evidence + 1].startswith(" " * 15 + "against the fleet's")  # hangs beneath
+    as_json = CliRunner().invoke(app, [*args, "--format", "json"], env={"COLUMNS": "80"})
+    verdicts = json.loads(as_json.stdout)["verdicts"]
+    assert max(len(v["evidence"]) for v in verdicts) > 80
+
+
+def test_a_scans_verdicts_and_re_test_commands_fold_at_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each re-test command folds between its words with a shell's line continuation, so
+    that pasted it is still one command."""
+    sim = simulate(nodes=16, gpus_per_node=2, faults=(Fault.SLOW_NODE, Fault.SLOW_LINK))
+    condemned = [v for v in sim.verdicts if v.condemned]
+    command = "sweeper scan --nodes n0001,n0002 --results '/a results dir' --sigmas 4"
+    retests = {v.name: command for v in condemned}
+    monkeypatch.setenv("COLUMNS", "80")
+    print_verdicts(sim.verdicts, retests, sim.findings)
+    narrow = capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", "1000")
+    print_verdicts(sim.verdicts, retests, sim.findings)
+    wide = capsys.readouterr().out
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert max(len(line) for line in wide.splitlines()) > 80
+    assert _words(narrow) == _words(wide)
+    pasted = [line for line in narrow.replace(" \\\n", " ").splitlines() if "re-test:" in line]
+    assert len(pasted) == len(condemned) >= 2
+    for line in pasted:
+        assert shlex.split(line.split("re-test:")[1]) == shlex.split(command)

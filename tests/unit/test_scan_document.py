@@ -184,7 +184,7 @@ def test_scan_simulate_prints_the_fleet_findings_before_the_verdicts_and_its_jso
 ):
     args = ["scan", "--simulate", "--nodes", "16", "--gpus-per-node", "2", "--faults", "1"]
     args += ["--min-busbw", "internode=60"]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "1000"})  # each finding one line
     lines = result.stdout.splitlines()
     (found,) = [i for i, line in enumerate(lines) if line.strip().startswith("fleet internode")]
     assert "off: median" in lines[found]
