@@ -7,6 +7,7 @@ import io
 import json
 import os
 import sys
+import textwrap
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -68,19 +69,44 @@ def _intro(run: Started) -> str:
     return f"sweeper {run.run_id}: {run.backend} on {_groups(run)} -> {run.output}/\n{said}"
 
 
-def _line(row: ResultRow) -> str:
-    """A point as nccl-tests prints one, after its group, plus its status."""
+def _name(row: ResultRow) -> str:
+    """A point's group and operation, and which way it went where that varies by point."""
     name = f"{row.group_id} {label(row.op, row.algorithm)}"
     if row.src_rank is not None and row.algorithm != "bi":
         name += f" {row.src_rank}->{row.dst_rank}"  # which way, by rank
     elif row.concurrent and len(row.gpu_uuids) == 1:
         name += f" {row.gpu_uuids[0][:12]}"  # one GPU's row of copies made at once
+    return name
+
+
+def _line(row: ResultRow) -> str:
+    """A point as nccl-tests prints one, after its group, plus its status: one line of about
+    120 columns, for a terminal that wide."""
+    name = _name(row)
     if row.status != Status.OK:
         return f"{name:>40} {row.dtype:>9} {row.size_bytes:>12}  {row.status}: {row.error}"
     return (
         f"{name:>40} {row.dtype:>9} {row.size_bytes:>12} {row.time_us:>11.2f} us "
         f"{row.algbw_gb_per_s:>8.2f} {row.busbw_gb_per_s:>8.2f} GB/s  "
         f"wrong {_opt(row.n_wrong, 'd')}  {row.engine} {row.launch}"
+    )
+
+
+def _figures(row: ResultRow, width: int) -> str:
+    """A point's figures and status without its name, in under 80 columns (its error folded
+    at `width`, hanging beneath it), for the lines beneath its name on a narrower terminal."""
+    head = f"  {row.dtype:>8} {row.size_bytes:>11}"
+    if row.status != Status.OK:
+        return textwrap.fill(
+            f"{head}  {row.status}: {row.error}",
+            width,
+            subsequent_indent=" " * 4,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return (
+        f"{head} {row.time_us:>10.2f} us {row.algbw_gb_per_s:>7.2f} "
+        f"{row.busbw_gb_per_s:>7.2f} GB/s wrong {_opt(row.n_wrong, 'd')} {row.engine} {row.launch}"
     )
 
 
@@ -247,11 +273,11 @@ class HumanConsole:
         """`points`: False shows no point as it runs (sweeper.run(progress=False), in a
         notebook): the run's first line and its summary only."""
         lossy = cast(TextIO, _Lossy(out or sys.stdout))  # a text stream, not typeshed's IO
+        # as wide as the terminal of any standard stream, or $COLUMNS; else 80
         self.console = Console(file=lossy, highlight=False)
         self.points = points
         self.live = self.console.is_terminal and points
-        if not self.console.is_terminal:  # a log or a pipe: wide enough for the closing table
-            self.console.width = max(self.console.width, 140)
+        self.named: str | None = None  # the name above the last point's figures, if any
         self.progress: Progress | None = None
         self.task: Any = None
         self.skipped: dict[str, list[str]] = {}  # why -> the operations that could not run here
@@ -284,9 +310,21 @@ class HumanConsole:
             what = f"{label(row.op, row.algorithm)} {format_size(row.size_bytes)}"
             self.progress.update(self.task, advance=1, description=f"{what:<40}")
             if said:
-                self.progress.console.print(_line(row), soft_wrap=True, markup=False)
+                self.progress.console.print(self._shown(row), soft_wrap=True, markup=False)
         elif row.status != Status.SKIPPED:
-            self.console.print(_line(row), soft_wrap=True, markup=False)
+            self.console.print(self._shown(row), soft_wrap=True, markup=False)
+
+    def _shown(self, row: ResultRow) -> str:
+        """A point's line where the terminal is wide enough for it; else its figures, beneath
+        its name where the point before had another."""
+        width = self.console.width
+        if len(line := _line(row)) <= width:
+            self.named = None
+            return line
+        name = _name(row)
+        said, self.named = self.named, name
+        figures = _figures(row, width)
+        return figures if said == name else f"{name}\n{figures}"
 
     def wave(self, wave: ScanWave) -> None:
         """A scan's wave, one line as it starts."""

@@ -7,6 +7,9 @@ a real CPU run's (tests/data/results/main-2026-11-25: h2d skipped on CPU ranks);
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
@@ -72,7 +75,10 @@ def test_what_cannot_run_here_is_one_line_and_no_row_of_the_summary() -> None:
     assert table[2].split() == ["operation", "points", "GB/s", "at", "us", "at"]
 
 
-def test_a_point_line_is_printed_for_each_point_that_ran_and_none_for_a_skipped_one() -> None:
+def test_a_point_line_is_printed_for_each_point_that_ran_and_none_for_a_skipped_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # a terminal wide enough for a point's line
     rows = _rows()
     out = io.StringIO()
     console = HumanConsole(out)
@@ -81,6 +87,50 @@ def test_a_point_line_is_printed_for_each_point_that_ran_and_none_for_a_skipped_
     printed = out.getvalue().splitlines()
     assert len(printed) == sum(row.status != "skipped" for row in rows)
     assert not [line for line in printed if "h2d" in line]
+
+
+def test_a_runs_point_lines_fit_80_columns_where_stdout_is_no_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A log or a pipe got lines of about 120 columns (the console was made 140 wide there):
+    at 80 each point's figures are a line, beneath its group and operation's name where the
+    point before had another; its figures are those of the wide line."""
+    monkeypatch.setenv("COLUMNS", "80")  # the terminal's width, 80 where none is known
+    rows = [row for row in _rows() if row.status != "skipped"]
+    out = io.StringIO()
+    console = HumanConsole(out)
+    for row in rows:
+        console.point(row)  # type: ignore[arg-type]
+    printed = out.getvalue().splitlines()
+    assert max(len(line) for line in printed) <= 80
+    names = [line for line in printed if not line.startswith(" ")]
+    assert len(printed) - len(names) == len(rows)  # a line of figures a point
+    assert len(names) == len({(r.group_id, r.op, r.algorithm) for r in rows})  # said once
+    assert names[0] == f"{rows[0].group_id} {rows[0].op}"
+    figures = printed[1].split()
+    assert figures[:3] == [rows[0].dtype, str(rows[0].size_bytes), f"{rows[0].time_us:.2f}"]
+    assert figures[-3:] == [str(rows[0].n_wrong), rows[0].engine, rows[0].launch]
+
+
+def test_the_runs_console_is_80_columns_wide_where_no_stream_is_a_terminal() -> None:
+    """Its width follows a terminal (rich's: any standard stream's, or $COLUMNS), else 80."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    shown = subprocess.run(
+        [sys.executable, "-c", _WIDTH_OF],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout == "80\n"
+
+
+_WIDTH_OF = """
+import io
+from sweeper.driver.console import HumanConsole
+print(HumanConsole(io.StringIO()).console.width)
+"""
 
 
 def test_the_time_left_is_the_whole_runs_pace_and_counts_down_while_a_point_runs() -> None:
