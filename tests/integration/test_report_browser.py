@@ -292,6 +292,20 @@ def test_a_scans_fleet_section_draws_its_map_and_lists_the_condemned(
     assert re.fullmatch(pair, seen.then), seen.then
 
 
+def test_a_scan_of_one_node_shows_a_table_of_it_not_a_one_cell_map(
+    one_chromium: OneChromium, tmp_path: Path
+) -> None:
+    scan = scan_data.scanned(1, 2, faults=(), strategy=scan_data.ADAPTIVE)
+    scan_data.write_scan(tmp_path / "results", scan)
+    page = build.write(tmp_path / "results", scan.run_id, tmp_path / "one.html")
+    seen = one_chromium.visit(page)
+    assert seen.requests == [page.resolve().as_uri()]
+    assert_drawn(seen, ("run", "fleet", "status"))
+    assert seen.sections["fleet"]["figures"] == 0
+    (host,) = (n.host for n in scan.fleet.nodes)
+    assert re.search(rf"\n{host}\thealthy\t[\d.]+\n", seen.text), seen.text
+
+
 def test_pages_sharing_one_plotly_file_load_only_it(
     one_chromium: OneChromium, tmp_path: Path
 ) -> None:

@@ -16,7 +16,7 @@ from markupsafe import escape
 
 from sweeper.report import build, page
 from sweeper.report.blocks import Figure, Table, Text
-from sweeper.report.sections import collectives, fleet, run
+from sweeper.report.sections import cells, collectives, fleet, run
 from sweeper.report.view import RunView
 from sweeper.results import records, scans
 from sweeper.results.load import run_rows
@@ -400,3 +400,41 @@ def test_the_section_opens_with_the_fleet_findings_their_figure_threshold_and_so
     plain = fleet.fleet(RunView.of(rows, record, None, {**_summary(view), "findings": []}))
     assert plain is not None
     assert type(plain.blocks[0]).__name__ == "Facts"  # no finding: no table for it
+
+
+def _fleet_of(nodes: int, tmp_path: Path) -> tuple[Scanned, Any]:
+    """A simulated scan of `nodes` healthy nodes of 2 GPUs written as a run, and its section."""
+    scan = scanned(nodes, 2, faults=(), strategy=ADAPTIVE)
+    results = tmp_path / "results"
+    write_scan(results, scan)
+    rows, record = run_rows(results, scan.run_id), records.load(results, scan.run_id)
+    return scan, fleet.fleet(RunView.of(rows, record, None, scans.load(results, scan.run_id)))
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_a_fleet_of_fewer_than_four_nodes_gets_a_table_of_its_nodes_and_pairs_not_a_map(
+    nodes: int, tmp_path: Path
+) -> None:
+    """A lone node's map was one cell; three nodes hold three pairs, which a table says."""
+    scan, section = _fleet_of(nodes, tmp_path)
+    assert section is not None
+    titles = [b.figure.layout.title.text for b in section.blocks if isinstance(b, Figure)]
+    assert titles == ([] if nodes == 1 else ["waves in time"])  # one wave: its row says it
+    (table,) = [b for b in section.blocks if isinstance(b, Table) and b.caption.startswith("each")]
+    hosts = sorted(n.host for n in scan.fleet.nodes)
+    pairs = [f"{a} + {b}" for i, a in enumerate(hosts) for b in hosts[i + 1 :]]
+    assert [line[0].text for line in table.rows] == [*hosts, *pairs]
+    assert {line[1].text for line in table.rows} == {"healthy"}
+    gates = {o.group.nodes: o.busbw_gb_per_s for o in scan.outcomes if o.group.stage == "gate"}
+    by_host = {n.host: n.id for n in scan.fleet.nodes}
+    for line in table.rows[:nodes]:
+        assert line[2].text == cells.fmt(gates[(by_host[line[0].text],)], cells.SIG)
+    assert "has a table" in section.intro
+    assert "zoom" not in section.intro  # the map's hover and zoom are not there to read of
+
+
+def test_a_fleet_of_four_nodes_has_its_map(tmp_path: Path) -> None:
+    _, section = _fleet_of(fleet.FEWEST_FOR_MAP, tmp_path)
+    assert section is not None
+    titles = [b.figure.layout.title.text for b in section.blocks if isinstance(b, Figure)]
+    assert titles == ["Nodes measured together, by the worse verdict", "waves in time"]

@@ -24,7 +24,7 @@ from sweeper.report.sections import cells
 from sweeper.report.view import RunView
 from sweeper.scan.document import verdicts as read_verdicts
 from sweeper.scan.fleet import Stage
-from sweeper.scan.verdict import Health, Subject, Verdict, named
+from sweeper.scan.verdict import CONDEMNED, Health, Subject, Verdict, named
 from sweeper.wire import Kind, Status
 
 UNTESTED = "untested"
@@ -43,6 +43,9 @@ NO_DOMAIN = "not screened"
 # A map of more nodes than this shows blocks of neighbouring nodes: at 1024 nodes a cell a
 # pair of nodes came to 4 MB of the page, and each was under a pixel of the figure.
 MOST_A_SIDE = 160
+# A fleet of fewer nodes holds at most three pairs: a table of its nodes and pairs says what a
+# map of a few cells would (a lone node's map was one cell)
+FEWEST_FOR_MAP = 4
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -265,43 +268,74 @@ def fleet(view: RunView) -> Section | None:
         *_facts(summary),
         *_verdict_tables(verdicts, summary, view.drained),
     ]
-    blocks.append(
-        Figure(
-            figures.fleet_map(
-                shown.labels, shown.domains, shown.codes, shown.busbw_gb_per_s, shown.rings, CODES
-            )
-        )
-    )
-    if shown.block > 1:
-        blocks.append(
-            Text(
-                f"{len(summary['nodes'])} nodes in {len(shown.names)} blocks of up to "
-                f"{shown.block} neighbours a side: a cell is the worst result of the pairs of "
-                "its two blocks and the best figure of a group that held two of their nodes; a "
-                "block's name counts its nodes by verdict. Every verdict that condemns: the "
-                "tables above.",
-                "muted",
-            )
-        )
+    few = len(shown.names) < FEWEST_FOR_MAP
+    blocks += [_pairs_table(shown)] if few else _map(shown, len(summary["nodes"]))
     if not shown.placed:
         blocks.append(
             Text(
                 "The rows name nodes by host, and some hosts hold several nodes of the scan: "
-                "the map shows each node's verdict and its links' only.",
+                f"the {'table' if few else 'map'} shows each node's verdict and its links' only.",
                 "muted",
             )
         )
     blocks += _timeline(summary)
-    return Section(
-        "fleet",
-        "Fleet scan",
-        tuple(blocks),
-        "Every node, GPU and link the scan judged. The map: nodes by domain on both axes; a "
-        "cell is two nodes a judged group held, coloured by the worse of their verdicts (their "
-        "link's where the judge gave one), a node with itself by its own verdict; ringed: what "
-        "the verdicts name. Hover: the two nodes and the best busbw of a group holding both "
-        "(0: none). Drag to zoom, double-click to zoom out.",
+    return Section("fleet", "Fleet scan", tuple(blocks), _TABLE_INTRO if few else _MAP_INTRO)
+
+
+_MAP_INTRO = (
+    "Every node, GPU and link the scan judged. The map: nodes by domain on both axes; a cell "
+    "is two nodes a judged group held, coloured by the worse of their verdicts (their link's "
+    "where the judge gave one), a node with itself by its own verdict; ringed: what the "
+    "verdicts name. Hover: the two nodes and the best busbw of a group holding both (0: "
+    "none). Drag to zoom, double-click to zoom out."
+)
+_TABLE_INTRO = (
+    f"Every node, GPU and link the scan judged. A fleet of fewer than {FEWEST_FOR_MAP} nodes "
+    "has a table where a larger one has a map: each node alone (its gate) and each pair of "
+    "nodes, with the worse of their verdicts (their link's where the judge gave one) and the "
+    "best busbw of a group that held them."
+)
+
+
+def _map(shown: FleetMap, nodes: int) -> list[Block]:
+    """The node x node map, and how its blocks read where it has them."""
+    figure = Figure(
+        figures.fleet_map(
+            shown.labels, shown.domains, shown.codes, shown.busbw_gb_per_s, shown.rings, CODES
+        )
     )
+    if shown.block == 1:
+        return [figure]
+    blocks = Text(
+        f"{nodes} nodes in {len(shown.names)} blocks of up to {shown.block} neighbours a side: "
+        "a cell is the worst result of the pairs of its two blocks and the best figure of a "
+        "group that held two of their nodes; a block's name counts its nodes by verdict. Every "
+        "verdict that condemns: the tables above.",
+        "muted",
+    )
+    return [figure, blocks]
+
+
+def _pairs_table(shown: FleetMap) -> Table:
+    """The map of a few nodes as a table: each node alone, then each pair, in map order."""
+    n = len(shown.names)
+    cells_at = [(i, i) for i in range(n)] + [(i, j) for i in range(n) for j in range(i + 1, n)]
+    lines = []
+    for i, j in cells_at:
+        result = CODES[int(shown.codes[i, j])]
+        css = (
+            "bad"
+            if result in {str(h) for h in CONDEMNED}
+            else "muted"
+            if result == UNTESTED
+            else ""
+        )
+        nodes = shown.names[i] if i == j else f"{shown.names[i]} + {shown.names[j]}"
+        lines.append(
+            (Cell(nodes), Cell(result, css), cells.num(shown.busbw_gb_per_s[i, j], cells.SIG))
+        )
+    caption = "each node alone and each pair of nodes: the worse verdict, the best figure"
+    return Table(("nodes", "result", "best busbw GB/s"), tuple(lines), caption)
 
 
 def _findings(summary: Mapping[str, Any]) -> list[Block]:
@@ -402,7 +436,8 @@ def _verdict_tables(
 
 
 def _timeline(summary: Mapping[str, Any]) -> list[Block]:
-    """The stages in the order they ran, and each wave from its start to its end."""
+    """The stages in the order they ran, and each wave from its start to its end (of more
+    than one wave: one wave's bar says what its row does)."""
     waves = pd.DataFrame(
         summary["waves"], columns=["index", "stage", "groups", "largest", "seconds"]
     )
@@ -421,7 +456,5 @@ def _timeline(summary: Mapping[str, Any]) -> list[Block]:
         for s in summary["stages"]
     )
     columns = ("stage", "waves", "groups", "seconds", "% of waves' time")
-    return [
-        Table(columns, lines, "stages, in the order they ran"),
-        Figure(figures.scan_timeline(waves)),
-    ]
+    stages = Table(columns, lines, "stages, in the order they ran")
+    return [stages, Figure(figures.scan_timeline(waves))] if len(waves) > 1 else [stages]
