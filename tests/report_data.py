@@ -389,6 +389,7 @@ CPU_MODELS = {
 }
 CPU_OFF = 3.0  # every other size of the native call takes this many times as long
 CPU_SKIPPED = "host<->device copies need a GPU: CPU ranks have no device memory"
+CPU_START_S = 0.003  # a gloo pair's process group on the 2-core box (sweeper run, 2026-12-02)
 
 
 def cpu_record(run_id: str) -> RunRecord:
@@ -421,6 +422,7 @@ def cpu_rows(run_id: str, spread: float = 0.5) -> Iterator[dict[str, Any]]:
         "launch": "eager",
         "engine": "torch",
         "measured_at": STARTED,
+        "comm_start_s": CPU_START_S,
     }
     for (algorithm, (alpha, algbw)), (k, size) in product(CPU_MODELS.items(), enumerate(CPU_SIZES)):
         off = CPU_OFF if algorithm == "native" and k % 2 else 1.0

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 
 from sweeper.analysis import ties
-from sweeper.report import build
-from sweeper.report.blocks import Cell, Section, Table, Text
+from sweeper.report import build, page
+from sweeper.report.blocks import Cell, Figure, Section, Table, Text
 from sweeper.report.sections.alternatives import algorithms
 from sweeper.report.sections.collectives import alpha_beta, operations, peaks
+from sweeper.report.sections.decisions import start_up
 from sweeper.report.sections.run import no_gpus, run_header, status, topology
 from sweeper.report.view import RunView
 from sweeper.results.load import frame
@@ -158,14 +159,35 @@ def _words(section: Section | None) -> str:
     return " ".join(said)
 
 
-def test_a_gloo_runs_report_speaks_of_no_cuda_graph_nccl_or_cuda(view: RunView) -> None:
-    """CPU ranks have no CUDA graphs, NCCL, CUDA or driver: the sections say what was timed,
-    and the versions table leaves out what the run had none of."""
+# What a run on NCCL names: the library, CUDA, CUDA graphs, NCCL's own columns (nccl_init_s).
+# nccl-tests is the name of busbw's convention, which holds for gloo's ranks too.
+_GPU_WORDS = re.compile(r"CUDA|NCCL|\bgraphs?\b|nccl(?!-tests)")
+
+
+def _figure_words(section: Section) -> str:
+    """Every text a section's figures hold: titles, axes, names, hover templates."""
+    return " ".join(b.figure.to_json() for b in section.blocks if isinstance(b, Figure))
+
+
+def test_no_section_of_a_gloo_runs_report_speaks_of_cuda_graphs_nccl_or_cuda(
+    view: RunView,
+) -> None:
+    """CPU ranks have no CUDA graphs, NCCL, CUDA or driver: every section, its figures
+    included, says what was timed, and the versions table leaves out what the run had none
+    of."""
     assert set(view.rows["backend"]) == {"gloo"}
-    for section in (run_header(view), peaks(view), alpha_beta(view)):
-        said = _words(section)
-        assert not re.search(r"CUDA|NCCL|graph", said), said
+    found = page.sections(view)
+    assert "start-up" in [section.id for section in found]  # gloo's own process groups
+    for section in found:
+        said = f"{section.title} {_words(section)} {_figure_words(section)}"
+        assert not _GPU_WORDS.search(said), (section.id, _GPU_WORDS.findall(said))
     # a GPU run still says where its figures come from
     rows = frame(list(report_data.gpu_rows("r1")))
     gpu = RunView.of(rows, None)
     assert "CUDA-graph replays" in _words(peaks(gpu))
+    assert "NCCL's communicator" in _words(start_up(RunView.of(_started(rows), None)))
+
+
+def _started(rows: pd.DataFrame) -> pd.DataFrame:
+    """The GPU run's rows with their group's start timed, as an NCCL run's rows have it."""
+    return rows.assign(comm_start_s=0.5)

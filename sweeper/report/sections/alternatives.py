@@ -77,6 +77,7 @@ def algorithms(view: RunView) -> Section | None:
         index=shown.index,
         dtype=object,
     )
+    nccl = cells.nccl(view.rows)
     return Section(
         "algorithms",
         "Algorithms",
@@ -84,10 +85,15 @@ def algorithms(view: RunView) -> Section | None:
         "Every way an operation was performed, side by side, the fastest per size marked "
         "where it is fastest by more than the points' own timed blocks vary, else a tie (the "
         "ways of one group run on one actor set, one after the other, so their blocks are the "
-        "noise between them; NCCL's knobs below run on sets of their own); "
-        "speedup is the best's bus bandwidth over the default's (torch.distributed's own "
-        "call, NCCL's choice of algorithm).",
+        f"noise between them{_KNOBS_APART if nccl else ''}); speedup is the best's bus "
+        "bandwidth over the default's (torch.distributed's own call"
+        f"{_NCCL_CHOICE if nccl else ''}).",
     )
+
+
+# Said only of a run on NCCL: gloo has no knobs swept, nor a choice of algorithm of its own
+_KNOBS_APART = "; NCCL's knobs below run on sets of their own"
+_NCCL_CHOICE = ", NCCL's choice of algorithm"
 
 
 def _best(short: dict[str, str], top: str, others: tuple[str, ...]) -> Cell:

@@ -12,7 +12,7 @@ from sweeper.analysis import label, tier_name
 from sweeper.analysis.summary import Row, missing
 from sweeper.report import figures
 from sweeper.report.blocks import Cell, Section, Table, Text
-from sweeper.wire import Launch, Status
+from sweeper.wire import Backend, Launch, Status
 
 _MOST_ROWS = 100  # longer tables are cut, saying so
 _LAUNCH_WORDS = {
@@ -36,6 +36,12 @@ def graphs(rows: pd.DataFrame) -> bool:
     """Whether any of the rows was timed as CUDA-graph replays: where none was (CPU ranks,
     copies, --launch eager), the report does not speak of them."""
     return bool((rows["launch"] == Launch.GRAPH).any())
+
+
+def nccl(rows: pd.DataFrame) -> bool:
+    """Whether any of the rows ran on NCCL: where none did (gloo's CPU ranks), the report
+    does not speak of it."""
+    return bool((rows["backend"] != Backend.GLOO).any())
 
 
 def num(value: object, spec: str, css: str = "") -> Cell:

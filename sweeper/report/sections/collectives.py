@@ -17,7 +17,7 @@ from sweeper.report.blocks import Block, Cell, Figure, Section, Text
 from sweeper.report.sections import cells
 from sweeper.report.view import RunView
 from sweeper.scan.reference import share as reference_share
-from sweeper.wire import Backend, Kind, Status
+from sweeper.wire import Kind, Status
 
 # A fit whose median relative error is above this does not describe its curve: noisy times
 # (a busy CPU box), or a curve that bends where NCCL changes protocol or algorithm.
@@ -388,15 +388,15 @@ def alpha_beta(view: RunView) -> Section | None:
         "points",
     )
     blocks: list[Block] = [cells.table(columns, lines)]
-    nccl = bool((view.rows["backend"] != Backend.GLOO).any())
     if loose:
-        causes = "noisy, as on a busy CPU box, or bending where NCCL changes protocol"
+        causes = "noisy, as on a busy CPU box"
+        if cells.nccl(view.rows):
+            causes += ", or bending where NCCL changes protocol"
         blocks.append(
             Text(
                 f"{loose} of {len(lines)} fits have a median error above "
                 f"{100 * LARGE_FIT_ERROR:.0f}%: their times do not follow alpha + S / beta "
-                f"({causes if nccl else 'noisy, as on a busy CPU box'}), so their alpha and "
-                "beta are rough.",
+                f"({causes}), so their alpha and beta are rough.",
                 "why",
             )
         )

@@ -204,6 +204,7 @@ def start_up(view: RunView) -> Section | None:
         "xaxis": {"type": "log", "title": {"text": "ranks in the group"}, "gridcolor": "#e5e5e5"},
         "yaxis": {"title": {"text": "start-up (s, slowest rank)"}, "gridcolor": "#e5e5e5"},
     }
+    nccl = cells.nccl(rows)
     lines = [
         (
             Cell(str(r["group_id"])),
@@ -211,22 +212,31 @@ def start_up(view: RunView) -> Section | None:
             cells.num(r["world_size"], "d"),
             cells.num(r["n_nodes"], "d"),
             cells.num(r["start_s"], ".3f"),
-            Cell(r["split"]),
+            *((Cell(r["split"]),) if nccl else ()),
         )
         for r in cells.records(groups.sort_values("start_s", ascending=False))
     ]
+    columns = ("group", "engine", "ranks", "nodes", "seconds", *(("NCCL's split",) if nccl else ()))
+    how = _NCCL_START if nccl else "torch.distributed's gloo process group"
+    split = _NCCL_SPLIT if nccl else ""
     return Section(
         "start-up",
         "Communicator start-up",
         (
             Figure(go.Figure(data=traces, layout=layout, _validate=False)),
-            cells.table(("group", "engine", "ranks", "nodes", "seconds", "NCCL's split"), lines),
+            cells.table(columns, lines),
         ),
-        "How long each group's communicator took to open in each engine, the slowest rank's: "
-        "torch.distributed's process group with NCCL's communicator made at once, or "
-        "ncclCommInitRank for the nccl engine (the world's join for a group of every rank); "
-        "where NCCL printed its own split (`nccl_init_s`), its largest parts.",
+        f"How long each group's communicator took to open in each engine, the slowest rank's: "
+        f"{how} (the world's join for a group of every rank){split}.",
     )
+
+
+# How an NCCL run's communicators start, and what NCCL says of it, which a gloo run has not
+_NCCL_START = (
+    "torch.distributed's process group with NCCL's communicator made at once, or "
+    "ncclCommInitRank for the nccl engine"
+)
+_NCCL_SPLIT = ", and where NCCL printed its own split (`nccl_init_s`), its largest parts"
 
 
 def _first_split(splits: pd.Series) -> str:

@@ -14,7 +14,7 @@ from sweeper.report.sections import cells
 from sweeper.report.view import RunView, members
 from sweeper.results.records import RunRecord
 from sweeper.topology import Node
-from sweeper.wire import Backend, Status
+from sweeper.wire import Status
 
 _LINK_LEGEND = (
     "NV#: joined by # NVLinks (directly or through NVSwitches); PIX: one PCIe switch; "
@@ -70,7 +70,7 @@ def run_header(view: RunView) -> Section:
         Table(
             ("software", "version"), tuple((Cell(n), Cell(cells.fmt(v, ""))) for n, v in versions)
         ),
-        *(() if first["backend"] == Backend.GLOO else (_nccl_env(df),)),  # gloo reads none
+        *((_nccl_env(df),) if cells.nccl(df) else ()),  # gloo reads none
         *_inventory(record, hosts, view.drained),
     ]
     if record is not None:
