@@ -119,7 +119,7 @@ def plan_placement(
     ops: Sequence[Collective],
     calibrate: Path | None = None,
 ) -> Plan:
-    model = model_for(run.backend, run.timing)
+    model = model_for(run.backend, run.timing, len(placement.members))
     if calibrate is not None:
         model = calibrated(_rows(calibrate), model)
     request = run.request(ops)
@@ -164,11 +164,17 @@ def calibrated(rows: pd.DataFrame, model: CostModel) -> CostModel:
         cost = _tier_cost(part)
         if cost is not None:
             tiers[str(tier)] = cost
-    out = replace(model, tiers=tiers)
     timed = ok.dropna(subset=["started_at", "ended_at", "iters", "time_us"])
-    if timed.empty:
-        return out
-    return out.with_overheads(**_overheads(timed, model))
+    found = _overheads(timed, model) if len(timed) else {}
+    # An actor set's start ends at the run's first point, whatever its status (a one-GPU
+    # run's first are in-place collectives with nothing to move: skipped)
+    started = rows.dropna(subset=["started_at"])
+    if "run_started_at" in started and len(started):
+        runs = started.groupby("run_id").agg(
+            run=("run_started_at", "min"), first=("started_at", "min")
+        )
+        found["set_start_s"] = float((runs["first"] - runs["run"]).dt.total_seconds().median())
+    return replace(model, tiers=tiers).with_overheads(**found)
 
 
 def _tier_cost(part: pd.DataFrame) -> TierCost | None:
@@ -194,7 +200,7 @@ def _overheads(timed: pd.DataFrame, model: CostModel) -> dict[str, float]:
     plus the gap since its group's point before (where the driver and ranks prepare it: at
     large sizes, allocating and filling its buffers): a line over its size for every point
     but a series' first (means, so that the model's sums are the rows'), and what a series'
-    first point adds above it; a series' probing; a run's first point after its start."""
+    first point adds above it; a series' probing."""
     calls = timed["warmup_iters"].fillna(0) + timed["iters"] * model.blocks + 1
     busy = (calls * timed["time_us"] / 1e6).groupby([timed[c] for c in POINT]).sum()
     spans = timed.groupby(POINT).agg(started=("started_at", "min"), ended=("ended_at", "max"))
@@ -221,11 +227,6 @@ def _overheads(timed: pd.DataFrame, model: CostModel) -> dict[str, float]:
     probes = timed.dropna(subset=["probe_s"])
     if len(probes):
         found["probe_s"] = float(probes.groupby(POINT[:-1])["probe_s"].max().mean())
-    if "run_started_at" in timed:
-        runs = timed.groupby("run_id").agg(
-            run=("run_started_at", "min"), first=("started_at", "min")
-        )
-        found["set_start_s"] = float((runs["first"] - runs["run"]).dt.total_seconds().median())
     return found
 
 

@@ -132,7 +132,7 @@ class Sweep:
         if empty is not None:  # before anything is written: no run record, no report
             raise InfrastructureError(empty)
         ceiling = plan.ceiling_bytes(self.nodes)
-        model = model_for(plan.backend, plan.timing)  # `sweeper plan`'s, for the same plan
+        model = model_for(plan.backend, plan.timing, len(placement.members))  # `sweeper plan`'s
         expected = estimate(planned, model, ceiling, self.collectives)
         self.run.observer.started(
             Started(

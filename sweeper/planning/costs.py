@@ -94,6 +94,17 @@ GPU_OVERHEADS = Overheads(
     run_s=14.9,
     open_per_rank_s=0.003,
 )
+# A machine of one GPU (nvidia-h200): its default run fitted as above, with set_start_s from
+# its first row of any status (docs/measurements/h200-x1-2026-12-02.md, "The one-GPU fit");
+# row_s, wave_open_s, run_s and open_per_rank_s as GPU_OVERHEADS'.
+ONE_GPU_OVERHEADS = replace(
+    GPU_OVERHEADS,
+    point_s=0.030,
+    per_gb_s=0.0076,
+    series_s=0.048,
+    probe_s=0.008,
+    set_start_s=14.0,
+)
 # The 2-core CPU box the tests run on (2 gloo ranks): two default runs, each fitted and the
 # figures averaged (docs/measurements/cpu-2026-11-27.md, "The cost model's CPU figures").
 CPU_OVERHEADS = Overheads(
@@ -113,13 +124,13 @@ CPU_OVERHEADS = Overheads(
 # 35 us, docs/measurements/h200-x4-2026-11-22.md). cpu: the CPU runs of CPU_OVERHEADS
 # fitted. pcie: 4 H200 with NCCL_P2P_DISABLE=1, 23.0-31.4 GB/s at 256 MiB
 # (h200-x4-2026-11-22.md), the latency assumed. internode: assumed, one 400 Gb/s NIC per GPU,
-# no fleet measured. local (one GPU alone): assumed.
+# no fleet measured. local (one GPU alone): the one-H200 default run fitted (h200-x1-2026-12-02.md).
 DEFAULT_TIERS: dict[str, TierCost] = {
     Tier.NVLINK: TierCost(latency_us=8.4, algbw_gb_per_s=331.0),
     Tier.PCIE: TierCost(latency_us=40.0, algbw_gb_per_s=25.0),
     Tier.INTERNODE: TierCost(latency_us=50.0, algbw_gb_per_s=40.0),
     Tier.CPU: TierCost(latency_us=878.0, algbw_gb_per_s=0.682),
-    Tier.LOCAL: TierCost(latency_us=10.0, algbw_gb_per_s=1000.0),
+    Tier.LOCAL: TierCost(latency_us=2.3, algbw_gb_per_s=1590.0),
     Tier.GPU: TierCost(latency_us=9.3, algbw_gb_per_s=10.8),
 }
 
@@ -147,12 +158,14 @@ class CostModel:
         blocks: int = 3,
         graph: bool = True,
         launches: int = 1,
+        world: int = 2,
     ) -> CostModel:
-        """The model of the kind a backend runs on: GPUs' (4 H200, the only kind with
-        recorded rows) or the CPU box's, timing points as given."""
+        """The model of the kind a backend runs on: GPUs' (4 H200; one H200 for a world of
+        one GPU) or the CPU box's, timing points as given."""
         gpus = backend == Backend.NCCL
+        one = ONE_GPU_OVERHEADS if world == 1 else GPU_OVERHEADS
         return cls(
-            overheads=GPU_OVERHEADS if gpus else CPU_OVERHEADS,
+            overheads=one if gpus else CPU_OVERHEADS,
             iters=iters,
             warmup=warmup,
             blocks=blocks,

@@ -27,12 +27,13 @@ class Estimate:
     points: int
 
 
-def model_for(backend: Backend, timing: Timing) -> CostModel:
-    """The cost model of the kind of machine a backend runs on, timing points as a run's
-    are handed (`request.timing`): iterations, blocks, and every launch mode and
+def model_for(backend: Backend, timing: Timing, world: int) -> CostModel:
+    """The cost model of the kind of machine a backend runs on (`world` ranks), timing points
+    as a run's are handed (`request.timing`): iterations, blocks, and every launch mode and
     engine timing each point again."""
     return CostModel.for_backend(
         backend,
+        world=world,
         iters=timing.iters,
         warmup=timing.warmup,
         blocks=timing.blocks,
