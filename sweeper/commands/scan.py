@@ -8,8 +8,9 @@ starts; the verdicts come out as a table or as the scan's summary document.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin
 
@@ -272,21 +273,28 @@ def print_verdicts(
     verdicts: Sequence[Verdict],
     retests: dict[str, str] | None = None,
     findings: Sequence[Finding] = (),
+    names: Mapping[str, str] | None = None,
 ) -> None:
     """The fleet findings first, then every node's verdict, then the GPUs, links and groups
     that name something; under each condemned one, the command that re-tests it
-    (`retests`, by verdict name)."""
+    (`retests`, by verdict name). `names`: how each node id is shown (its host)."""
+    shown_as = names or {}
+
+    def named_(text: str) -> str:
+        return re.sub(r"[\w.-]+", lambda word: shown_as.get(word[0], word[0]), text)
+
     for f in findings:
-        print(folded(f.line))
+        print(folded(named_(f.line)))
     shown = [v for v in verdicts if v.subject is Subject.NODE]
     shown += [v for v in named(verdicts) if v.subject is not Subject.NODE]
-    width = max((len(v.name) for v in shown), default=4)
+    width = max((len(named_(v.name)) for v in shown), default=4)
     print(f"{'name':<{width}}  {'health':<11}  {'stage':<12}  evidence")
     # the evidence's lines hang beneath its column where that leaves room, else beneath the row
     evidence = width + 29
     hang = evidence if terminal_width() - evidence >= EVIDENCE_COLUMNS else 4
     for v in shown:
-        row = f"{v.name:<{width}}  {v.health:<11}  {v.stage or '':<12}  {v.evidence}"
+        row = f"{named_(v.name):<{width}}  {v.health:<11}  {v.stage or '':<12}  "
+        row += named_(v.evidence)
         print(folded(row, indent=hang))
         if retest := (retests or {}).get(v.name):
             print(folded_command(f"{'':<{width}}  re-test:", retest, indent=width + 4))
@@ -304,7 +312,7 @@ def run(
     table, or as the scan's summary document (the file the run keeps)."""
     from sweeper.driver.console import JsonConsole
     from sweeper.driver.scan import scan_fleet  # Ray: a real cluster's scan
-    from sweeper.scan.retest import summary
+    from sweeper.scan.retest import host_names, summary
 
     scanned = scan_fleet(spec, chosen, observer, resumed=resumed)
     doc = summary(scanned, spec.model_dump(mode="json"), chosen)
@@ -319,5 +327,6 @@ def run(
             )
         )
         retests = {v["name"]: v["retest"] for v in doc["verdicts"] if v.get("retest")}
-        print_verdicts(scanned.verdicts, retests, scanned.findings)
+        names = host_names(scanned.fleet.nodes)
+        print_verdicts(scanned.verdicts, retests, scanned.findings, names)
     return scanned

@@ -11,6 +11,7 @@ from typing import Any
 from sweeper.planning.profile import SCAN_OPTIONS
 from sweeper.planning.spec import SweepSpec
 from sweeper.scan.document import Scanned, document
+from sweeper.scan.fleet import FleetNode
 from sweeper.scan.settings import ScanSettings
 from sweeper.scan.thresholds import Thresholds
 from sweeper.scan.verdict import Verdict
@@ -21,14 +22,18 @@ def summary(scanned: Scanned, options: Mapping[str, Any], settings: ScanSettings
     scans its subject again (`retest`); `options`: the scan's sweep options, as its run
     record keeps them."""
     doc = document(scanned)
-    hosts = Counter(node.host for node in scanned.fleet.nodes)
-    # a node by its host where the host has one node of the scan, else by its Ray id
-    name_of = {n.id: n.host if hosts[n.host] == 1 else n.id for n in scanned.fleet.nodes}
+    name_of = host_names(scanned.fleet.nodes)
     flags = _flags(options, settings)
     for verdict, shown in zip(scanned.verdicts, doc["verdicts"], strict=True):
         if verdict.condemned:
             shown["retest"] = retest(verdict, name_of, flags)
     return doc
+
+
+def host_names(nodes: Sequence[FleetNode]) -> dict[str, str]:
+    """Each node by its host where the host has one node of the scan, else by its Ray id."""
+    hosts = Counter(node.host for node in nodes)
+    return {n.id: n.host if hosts[n.host] == 1 else n.id for n in nodes}
 
 
 def retest(verdict: Verdict, name_of: Mapping[str, str], flags: Sequence[str]) -> str:

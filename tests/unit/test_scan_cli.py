@@ -4,6 +4,7 @@ simulation prints its waves and score, and a scan's verdicts print as a table an
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -169,3 +170,18 @@ def test_a_scans_verdicts_and_re_test_commands_fold_at_80_columns(
     assert len(pasted) == len(condemned) >= 2
     for line in pasted:
         assert shlex.split(line.split("re-test:")[1]) == shlex.split(command)
+
+
+def test_the_verdict_table_names_each_node_by_its_host(capsys: pytest.CaptureFixture[str]) -> None:
+    """A real scan's node ids are Ray's (56 hex digits): the table shows the host instead,
+    in the verdict's name and its evidence alike."""
+    sim = simulate(nodes=16, gpus_per_node=2, faults=(Fault.SLOW_NODE,))
+    ids = fleet_of(16, 2).ids
+    hosts = {node: f"gpu-host-{i:02d}" for i, node in enumerate(ids)}
+    print_verdicts(sim.verdicts, names=hosts)
+    table = capsys.readouterr().out
+    (slow,) = sim.planted
+    assert any(line.startswith(f"{hosts[slow.nodes[0]]}  slow") for line in table.splitlines())
+    shown = set(re.findall(r"[\w.-]+", table))
+    assert not shown & set(ids), shown & set(ids)
+    assert set(hosts.values()) <= shown
