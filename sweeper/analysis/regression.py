@@ -321,7 +321,9 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
     the SERIES columns, metric, unit, size_bytes and value (tonight's), baseline (median),
     sigma (the most of 1.4826 x the baseline's MAD, the night-to-night `noise` of its runs,
     and its peers' median noise), baseline_runs (values in it), change (value / baseline -
-    1), z ((value - baseline) / sigma), and status: regression, worse (tonight only, so far),
+    1), z ((value - baseline) / sigma), threshold (the value from which a night
+    counts as worse: baseline less, or for a time more, the larger of z x sigma and the
+    relative floor of the baseline), and status: regression, worse (tonight only, so far),
     better, ok, or new; noise (the series' night-to-night sigma over its median, over all
     `runs`, steps left out) and noise_nights (the runs it is over); trend (of a worse
     series: `step` where a step beyond the noise made it so, with step_began the run it
@@ -345,8 +347,7 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
         table = table[table[tonight].notna()]
         baseline = table[earlier]
         median = baseline.median(axis=1)
-        z, floor = policy.step_bar
-        past = [history(row, z, floor) for _, row in table.iterrows()]
+        past = [history(row, *policy.step_bar) for _, row in table.iterrows()]
         # the MAD of a few nights can come out near 0 by chance; the night-to-night
         # differences of the baseline's nights know the noise better (a step among them
         # only raises the bar: few nights can split by chance into steps that are none)
@@ -367,6 +368,9 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
         baseline_runs = baseline.notna().sum(axis=1)
         earlier_runs = table[list(runs[:-1])].notna().sum(axis=1)
         now = _deviation(table[tonight], median, sigma, metric)
+        z, floor = policy.step_bar  # every check must fail: the larger bar decides
+        bar = np.fmax(z * sigma, floor * median.abs())
+        threshold = median - bar if metric.higher_is_better else median + bar
         worse_tonight = policy.worse(now)
         persistent = pd.concat(
             [policy.worse(_deviation(table[run], median, sigma, metric)) for run in streak], axis=1
@@ -392,6 +396,7 @@ def detect(metrics: pd.DataFrame, runs: Sequence[str], policy: Policy) -> pd.Dat
             baseline_runs=baseline_runs,
             change=table[tonight] / median - 1,
             z=(table[tonight] - median) / sigma,
+            threshold=threshold,
             status=status,
             noise=[h.noise for h in past],
             noise_nights=[h.nights for h in past],

@@ -75,6 +75,25 @@ def test_a_ten_percent_drop_that_persists_two_nights_always_alarms(tmp_path: Pat
     assert (busbw["z"] < -3.5).all()
 
 
+def test_a_series_is_worse_exactly_where_tonight_passes_its_threshold(tmp_path: Path) -> None:
+    """The threshold is the figure the checks decide by: tonight beyond it is worse, within
+    it is not; it lies between the baseline and a worse night's value."""
+    history = History(tmp_path, SERIES, noise=0.01)
+    history.nights(14)
+    history.night(dropped_on({14}, set(SERIES[::2])))
+    findings = alarms(history)
+    bandwidth = findings["unit"] == "GB/s"
+    beyond = (findings["value"] <= findings["threshold"]).where(
+        bandwidth, findings["value"] >= findings["threshold"]
+    )
+    worse = findings["status"] == "worse"
+    assert worse.sum() >= len(SERIES)  # the dropped half, both metrics
+    assert (beyond == worse).all()
+    between = (findings["threshold"] - findings["baseline"]) / findings["baseline"]
+    assert (between[bandwidth & worse] < 0).all()
+    assert (between[~bandwidth & worse] > 0).all()
+
+
 def test_a_single_night_blip_does_not_alarm(tmp_path: Path) -> None:
     history = History(tmp_path, SERIES, noise=0.01)
     history.nights(14)
