@@ -30,6 +30,7 @@ from sweeper.analysis.regression import (
 )
 from sweeper.analysis.summary import label
 from sweeper.errors import BadInput
+from sweeper.planning.sizes import format_size
 from sweeper.results import records, scans, summaries
 from sweeper.results.load import load, runs
 from sweeper.results.schema import RUN_COLUMNS
@@ -223,6 +224,24 @@ def series_name(finding: Mapping[Hashable, Any]) -> str:
     if not pd.isna(finding["concurrent"]) and finding["concurrent"]:
         parts.append("concurrent")
     return " ".join(parts)
+
+
+_METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "time"}
+
+
+def metric_name(finding: Mapping[Any, Any]) -> str:
+    """A finding's metric as people read it, with the size it was measured at: 'peak busbw
+    @1G', 'time @8B'."""
+    size = finding["size_bytes"]
+    at = f" @{format_size(int(size))}" if not pd.isna(size) else ""
+    return f"{_METRIC_NAMES.get(finding['metric'], finding['metric'])}{at}"
+
+
+def since(finding: Mapping[Any, Any]) -> str:
+    """Whether a worse series stepped (and from which run) or drifted."""
+    if finding["trend"] == "step":
+        return f"step from {finding['step_began']} ({finding['step_change']:+.1%})"
+    return f"drift ({finding['drift']:+.1%} over the runs)"
 
 
 def json_value(value: Any) -> Any:

@@ -26,7 +26,15 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.analysis.nightly import NightlyVerdict, ScanVerdicts, judge, series_name, write_summary
+from sweeper.analysis.nightly import (
+    NightlyVerdict,
+    ScanVerdicts,
+    judge,
+    metric_name,
+    series_name,
+    since,
+    write_summary,
+)
 from sweeper.analysis.nightly import summary as verdict_summary
 from sweeper.analysis.regression import STATUSES, Policy
 from sweeper.commands.common import EXIT_POINTS_FAILED, EXIT_REGRESSION
@@ -34,9 +42,8 @@ from sweeper.commands.options import Format
 from sweeper.driver import stops
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, ScanSection, load_profile
-from sweeper.planning.sizes import format_size
 from sweeper.planning.spec import SweepSpec
-from sweeper.report import directory, require
+from sweeper.report import directory, require, run_directory
 from sweeper.results import records, scans
 from sweeper.results.files import require_directory
 from sweeper.results.load import runs
@@ -45,8 +52,6 @@ from sweeper.scan.settings import ScanSettings, settings
 if TYPE_CHECKING:
     from sweeper.driver.observer import Observer
     from sweeper.driver.run import Resume
-
-_METRIC_NAMES = {"peak_busbw_gb_per_s": "peak busbw", "smallest_size_time_us": "time"}
 
 
 @dataclass(frozen=True)
@@ -79,13 +84,21 @@ def run(
     finished = sweep.run(spec, observer, "nightly", resume)
     with _judging(spec.results, finished.run_id, reports_dir):
         verdict = judge(spec.results, finished.run_id, policy, judged_in=reports_dir)
-        if finished.report and verdict.history:
-            from sweeper.report import build  # plotly and jinja2: the report extra, --report
+        return _summarized(spec.results, verdict, reports_dir, finished.report)
 
-            # the page again, now that the verdict names the run to compare it with: last night
-            build.write(spec.results, verdict.run_id, finished.report, verdict.history[-1])
-        summary = write_summary(verdict, reports_dir, finished.report)
-    return Night(verdict, summary, finished.report)
+
+def _summarized(
+    results: Path, verdict: NightlyVerdict, reports_dir: Path, page: Path | None
+) -> Night:
+    """The night's summary written into `reports_dir`, then its page (where it has one) with
+    the judgment and compared with last night, sharing one plotly.js with the pages there."""
+    summary = write_summary(verdict, reports_dir, page)
+    if page is not None:
+        from sweeper.report import build  # plotly and jinja2: the report extra, --report
+
+        baseline = verdict.history[-1] if verdict.history else None
+        build.write(results, verdict.run_id, page, baseline, reports_dir, summaries_dir=reports_dir)
+    return Night(verdict, summary, page)
 
 
 @contextmanager
@@ -118,8 +131,7 @@ def judge_later(
         raise BadInput(f"--judge {run_id}: not a nightly run ({kinds.get(run_id, 'no rows')})")
     named = profile or _profile_named(record.command)
     settings = load_profile(named).nightly if named else NightlySettings()
-    own = record.options.get("reports_dir")
-    reports = directory(results, reports_dir or (Path(own) if isinstance(own, str) else None))
+    reports = Path(reports_dir) if reports_dir else run_directory(results, record)
     require_directory(reports, f"--reports-dir {reports}")
     document = scans.load(results, run_id)
     scanned = (
@@ -129,8 +141,7 @@ def judge_later(
     )
     verdict = judge(results, run_id, Policy.of(settings), scanned, judged_in=reports)
     page = reports / f"{run_id}.html"
-    shown = page if page.is_file() else None
-    return Night(verdict, write_summary(verdict, reports, shown), shown)
+    return _summarized(results, verdict, reports, page if page.is_file() else None)
 
 
 def scan_settings(section: ScanSection) -> ScanSettings:
@@ -158,14 +169,8 @@ def scan_night(
         document=summary(scanned, spec.model_dump(mode="json"), chosen),
     )
     verdict = judge(spec.results, scanned.run_id, policy, kept, judged_in=reports_dir)
-    page = None
-    if spec.report and scanned.rows:
-        from sweeper.report import build  # plotly and jinja2: the report extra
-
-        where = build.default_output(spec.results, scanned.run_id, spec.reports_dir)
-        baseline = verdict.history[-1] if verdict.history else None
-        page = build.write(spec.results, scanned.run_id, where, baseline)
-    return Night(verdict, write_summary(verdict, reports_dir, page), page)
+    page = reports_dir / f"{scanned.run_id}.html" if spec.report and scanned.rows else None
+    return _summarized(spec.results, verdict, reports_dir, page)
 
 
 def policy_of(command: str) -> Policy:
@@ -195,16 +200,7 @@ def _value(finding: Mapping[Hashable, Any], value: float) -> str:
 
 
 def _metric(finding: Mapping[Hashable, Any]) -> str:
-    size = finding["size_bytes"]
-    at = f" @{format_size(int(size))}" if not pd.isna(size) else ""
-    return f"{_METRIC_NAMES.get(finding['metric'], finding['metric'])}{at} ({finding['unit']})"
-
-
-def _since(finding: Mapping[Hashable, Any]) -> str:
-    """Whether a worse series stepped (and from which run) or drifted."""
-    if finding["trend"] == "step":
-        return f"step from {finding['step_began']} ({finding['step_change']:+.1%})"
-    return f"drift ({finding['drift']:+.1%} over the runs)"
+    return f"{metric_name(finding)} ({finding['unit']})"
 
 
 def _table(title: str) -> Table:
@@ -287,7 +283,7 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
                 f"{finding['change']:+.1%}",
                 f"{finding['z']:+.1f}",
                 "-" if pd.isna(finding["noise"]) else f"{finding['noise']:.1%}",
-                _since(finding),
+                since(finding),
             )
         console.print(table)
     _print_fail_slow(console, verdict)

@@ -284,16 +284,16 @@ def run(
         reports = directory(output, spec.reports_dir)
         require_directory(reports, f"--reports-dir {reports}")
     made, _, elapsed = execute(spec, observer, Sweep, run_kind=run_kind, resume=resume)
-    page = _report(spec, made.run_id) if spec.report and made.rows else None
+    # a nightly's pages, one a night, share one plotly.js in their directory
+    page = _report(spec, made.run_id, run_kind == "nightly") if spec.report and made.rows else None
     made.reported = page is not None
     finished = Finished(made.run_id, tuple(made.rows), elapsed, output, page)
     observer.finished(finished)
     return finished
 
 
-def _report(outputs: OutputSection, run_id: str) -> Path:
+def _report(outputs: OutputSection, run_id: str, shared_js: bool) -> Path:
     from sweeper.report import build  # the report's extra (jinja2, plotly): --report only
 
-    return build.write(
-        outputs.results, run_id, build.default_output(outputs.results, run_id, outputs.reports_dir)
-    )
+    page = build.default_output(outputs.results, run_id, outputs.reports_dir)
+    return build.write(outputs.results, run_id, page, js_dir=page.parent if shared_js else None)

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sweeper.errors import BadInput
+
+if TYPE_CHECKING:
+    from sweeper.results.records import RunRecord
 
 _LIBRARIES = ("plotly", "jinja2")
 
@@ -33,3 +37,10 @@ def directory(results: Path, reports_dir: Path | None = None) -> Path:
     """Where reports go: `reports_dir`, else reports/ beside the results directory (./reports
     for ./results); a nightly run's JSON summary goes there too."""
     return Path(reports_dir) if reports_dir else Path(results).parent / "reports"
+
+
+def run_directory(results: Path, record: RunRecord | None) -> Path:
+    """The reports directory a run of `results` wrote to, by its record: its --reports-dir,
+    else reports/ beside the results."""
+    own = record.options.get("reports_dir") if record else None
+    return directory(results, Path(own) if isinstance(own, str) else None)

@@ -3,8 +3,9 @@
 The page is self-contained: plotly.js is inlined once, gzipped and base64-encoded (the
 browser inflates it with DecompressionStream), and every figure is a JSON document it
 draws, so the file opens offline and loads nothing from anywhere. For archives of many
-pages, `js_dir` writes one shared plotly.min.js there instead and the pages point at it by
-a relative path. Autoescaping is on: text from the cluster is shown as text.
+pages (a nightly's, always), `js_dir` writes one shared plotly-<version>.min.js there instead
+and the pages point at it by a relative path. Autoescaping is on: text from the cluster is
+shown as text.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from sweeper.errors import BadInput, ResultsUnwritable
-from sweeper.report import directory, page
+from sweeper.report import directory, page, run_directory
 from sweeper.report.view import RunView
-from sweeper.results import records, scans
+from sweeper.results import records, scans, summaries
 from sweeper.results.files import (
     NotAFile,
     open_directory,
@@ -36,7 +37,6 @@ from sweeper.results.files import (
 )
 from sweeper.results.load import resolve, run_rows
 
-PLOTLY_JS = "plotly.min.js"
 # Plotly's figure JSON goes inside <script> elements: these characters are written as JSON
 # escapes, so no text from the cluster can close the element or open a comment.
 _SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
@@ -70,6 +70,14 @@ def _plotly_js() -> str:
     return str(get_plotlyjs())
 
 
+def plotly_js_name() -> str:
+    """The shared script's file name, by plotly.js's version: a page keeps the plotly.js it
+    was written with when a later sweeper's pages beside it take another."""
+    from plotly.offline import get_plotlyjs_version
+
+    return f"plotly-{get_plotlyjs_version()}.min.js"
+
+
 @functools.cache
 def packed_plotly_js() -> str:
     """plotly.js gzipped and in base64, as the page carries it: 1.96 MB for plotly 7.1's
@@ -83,12 +91,13 @@ def render(
     base: pd.DataFrame | None = None,
     plotly_src: str | None = None,
     scan: Mapping[str, Any] | None = None,
+    nightly: Mapping[str, Any] | None = None,
 ) -> str:
     """The page for one run's rows (`base`: a baseline run's rows to compare with; `scan`:
-    a fleet scan's summary).
+    a fleet scan's summary; `nightly`: a nightly run's, its judgment).
 
-    `plotly_src`: a relative path to plotly.min.js instead of inlining it."""
-    found = page.sections(RunView.of(df, run, base, scan))
+    `plotly_src`: a relative path to the shared plotly.js instead of inlining it."""
+    found = page.sections(RunView.of(df, run, base, scan, nightly))
     template = _environment().get_template("report.html.j2")
     return template.render(
         run_id=str(df["run_id"].iloc[0]),
@@ -99,8 +108,9 @@ def render(
 
 
 def _shared_js(js_dir: Path, page: Path) -> str:
-    """Write plotly.min.js into js_dir (once) and return its path relative to the page."""
-    target = js_dir / PLOTLY_JS
+    """Write plotly.js into js_dir (once: a page after the first finds it there, the same
+    bytes) and return its path relative to the page."""
+    target = js_dir / plotly_js_name()
     code = _plotly_js()
     try:
         same = read_bounded(target, limit=len(code.encode())) == code.encode()
@@ -119,8 +129,11 @@ def write(
     js_dir: Path | None = None,
     *,
     make_directory: bool = True,
+    summaries_dir: Path | None = None,
 ) -> Path:
     """Write the report of `run_id` (or `latest`) of a results directory; returns its path.
+    A nightly run's page has its judgment, from its summary in `summaries_dir` (else in the
+    reports directory its run wrote to).
 
     Bad input (no such directory or run, a run id that is not one, a page or script path
     that a file or directory is in the way of, or that is not a regular file, and without
@@ -137,14 +150,15 @@ def write(
     require_file(output, f"-o {output}")
     if js_dir:
         require_directory(js_dir, f"--js {js_dir}")
-        require_file(js_dir / PLOTLY_JS, f"--js {js_dir}")
+        require_file(js_dir / plotly_js_name(), f"--js {js_dir}")
     df = run_rows(results, run_id)
     base = run_rows(results, base_id) if base_id else None
     record, scan = records.load(results, run_id), scans.load(results, run_id)
+    judged = summaries.load(summaries_dir or run_directory(results, record), run_id)
     try:
         os.close(open_directory(output.parent))  # made, and judged, before --js points at it
         src = _shared_js(js_dir, output) if js_dir else None
-        write_text(output, render(df, record, base, src, scan))
+        write_text(output, render(df, record, base, src, scan, judged))
     except OSError as exc:  # a disk that filled meanwhile: the page is whole or not there
         raise ResultsUnwritable(
             f"cannot write the report {output}: {exc.strerror or exc}",

@@ -11,6 +11,7 @@ from sweeper.report.sections import (
     decisions,
     devices,
     fleet,
+    nightly,
     pairs,
     run,
     transport,
@@ -23,6 +24,7 @@ def sections(view: RunView) -> list[Section]:
     found = [
         transport.transport(view),  # a path NCCL took that is not the tier's: said first
         run.run_header(view),
+        nightly.nightly(view),  # a nightly run's judgment against its history
         fleet.fleet(view),  # a fleet scan's verdicts
         run.status(view),
         run.topology(view),

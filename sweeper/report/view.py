@@ -55,6 +55,7 @@ class RunView:
     link_peaks: Mapping[tuple[str, int], LinkPeak]  # (tier with its variant, group size)
     rank_labels: Mapping[int, str]  # a pair's rank: 'n0 GPU3', else 'rank 5'
     scan: Mapping[str, Any] | None  # a fleet scan's summary (results.scans); None: no scan
+    nightly: Mapping[str, Any] | None  # a nightly run's judgment (results.summaries)
     drained: frozenset[str]  # node ids a scan's condemned verdicts name, but a group's
     # (tier with its variant, group size, operation): the reference figure, where one is known
     references: Mapping[tuple[str, int, str], Reference]
@@ -66,6 +67,7 @@ class RunView:
         record: RunRecord | None,
         base: pd.DataFrame | None = None,
         scan: Mapping[str, Any] | None = None,
+        nightly: Mapping[str, Any] | None = None,
     ) -> RunView:
         nodes = record.nodes if record else ()
         points = preferred(rows)
@@ -85,6 +87,7 @@ class RunView:
             link_peaks=_link_peaks(collectives, nodes),
             rank_labels=_rank_labels(pair_rows(rows), nodes),
             scan=scan,
+            nightly=nightly,
             drained=drained(scan),
             references=_references(points),
         )

@@ -35,23 +35,34 @@ class SummaryCounts:
     condemned: int
 
 
-def judged(reports_dir: Path, run_id: str) -> SummaryCounts | None:
-    """The counts a nightly run's summary holds; None when there is no summary, or a file
-    that is not one (skipped with a CorruptResults warning naming it)."""
+def load(reports_dir: Path, run_id: str) -> dict[str, Any] | None:
+    """A nightly run's summary; None when there is none, or a file that is not one (skipped
+    with a CorruptResults warning naming it)."""
     where = path(reports_dir, run_id)
     try:
         summary = json.loads(read_bounded(where))
-        return SummaryCounts(
-            regressions=int(summary["regressions"]), condemned=len(summary.get("condemned", ()))
-        )
+        if isinstance(summary, dict) and isinstance(summary.get("regressions"), int):
+            return summary
+        reason = "not a nightly summary (no count of regressions)"
     except FileNotFoundError:
         return None
     except OSError as exc:  # not a regular file (a FIFO would block the read), or too large
         reason = exc.strerror or str(exc)
     except RecursionError:
         reason = "nested deeper than Python's recursion limit"
-    # what malformed JSON, or JSON of another shape, raises on the way to the counts
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    except ValueError as exc:  # malformed JSON
         reason = f"not a nightly summary ({str(exc).splitlines()[0] if str(exc) else exc!r})"
     warnings.warn(f"skipped {where}: {reason}", CorruptResults, stacklevel=2)
     return None
+
+
+def judged(reports_dir: Path, run_id: str) -> SummaryCounts | None:
+    """The counts a nightly run's summary holds (`load`); None without one."""
+    summary = load(reports_dir, run_id)
+    if summary is None:
+        return None
+    condemned = summary.get("condemned")
+    return SummaryCounts(
+        regressions=summary["regressions"],
+        condemned=len(condemned) if isinstance(condemned, list) else 0,
+    )

@@ -17,9 +17,11 @@ from typer.testing import CliRunner, Result
 
 from sweeper.cli import app
 from sweeper.report import browser, build
+from sweeper.results import records
 from sweeper.scan.verdict import Subject
 from tests import report_data, scan_data
 from tests.cli_runs import Runs
+from tests.synthetic import History, every_series
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -314,8 +316,40 @@ def test_pages_sharing_one_plotly_file_load_only_it(
         tmp_path / "results", "r1", tmp_path / "site" / "r1.html", js_dir=tmp_path / "js"
     )
     seen = one_chromium.visit(page)
-    assert seen.requests == [page.resolve().as_uri(), (tmp_path / "js" / "plotly.min.js").as_uri()]
+    shared = tmp_path / "js" / build.plotly_js_name()
+    assert seen.requests == [page.resolve().as_uri(), shared.as_uri()]
     assert_drawn(seen, GPU_SECTIONS[:-1])
+
+
+def test_nightly_pages_share_one_plotly_file_and_each_shows_its_judgment(
+    one_chromium: OneChromium, tmp_path: Path
+) -> None:
+    """Ten synthetic nights, each judged by `sweeper nightly --judge` (the nightly's own
+    path from a night's page, as the sweep wrote it, to its judgment); the last two slower
+    in one series: two regressions on the last night."""
+    results, reports = tmp_path / "results", tmp_path / "reports"
+    series = every_series(groups=1, ops=2, dtypes=1)
+    history = History(results, series, noise=0.01)
+    nights = history.nights(10, lambda night, s: 1.25 if night >= 8 and s == series[0] else 1.0)
+    for run_id in nights:
+        records.save(results, records.RunRecord(run_id, "sweeper nightly", {}, (), "complete"))
+        if run_id in nights[-2:]:  # as the sweep writes a night's page, before its judgment
+            build.write(results, run_id, reports / f"{run_id}.html", js_dir=reports)
+        judged = CliRunner().invoke(app, ["nightly", "--judge", run_id, "--results", str(results)])
+        assert judged.exit_code == (1 if run_id == nights[-1] else 0), judged.output
+    shared = reports / build.plotly_js_name()
+    assert sorted(reports.glob("*.js")) == [shared]
+    for run_id in nights[-2:]:
+        page = reports / f"{run_id}.html"
+        assert page.stat().st_size < 100_000  # plotly.js is 4.8 MB of it inlined
+        seen = one_chromium.visit(page)
+        assert seen.requests == [page.resolve().as_uri(), shared.as_uri()]
+        assert_drawn(seen, ("run", "nightly", "baseline"))
+    assert "2 regression(s)" in seen.text
+    compared = rf"compared with\s+9 earlier nightly runs, {nights[0]} to {nights[-2]}"
+    assert re.search(compared, seen.text)
+    figure = rf"{re.escape(series[0].name)}\tpeak busbw @1G\t[\d.]+ GB/s\t[\d.]+ GB/s"
+    assert re.search(figure, seen.text)  # tonight's, then its baseline
 
 
 def _screenshot(tmp_path: Path, chromium: Path) -> Result:

@@ -99,13 +99,23 @@ def test_plotly_is_inlined_once_and_nothing_points_outside(page: str) -> None:
 
 
 def test_a_shared_plotly_file_serves_many_pages(results: Path, tmp_path: Path) -> None:
+    """Named by plotly.js's version, so a page keeps its own when a later sweeper's pages
+    take another; written once, then found there, and written anew where it is not whole."""
     js = tmp_path / "archive" / "js"
+    name = build.plotly_js_name()
+    assert re.fullmatch(r"plotly-\d+\.\d+\.\d+\.min\.js", name)
     first = build.write(results, "new", tmp_path / "archive" / "a.html", js_dir=js)
+    written = (js / name).stat()
     second = build.write(results, "base", tmp_path / "archive" / "2026" / "b.html", js_dir=js)
-    assert (js / build.PLOTLY_JS).stat().st_size > 1_000_000
-    assert '<script src="js/plotly.min.js"></script>' in first.read_text()
-    assert '<script src="../js/plotly.min.js"></script>' in second.read_text()
+    assert written.st_size > 1_000_000
+    assert (js / name).stat().st_ino == written.st_ino  # the same file, not written again
+    assert [p.name for p in js.iterdir()] == [name]
+    assert f'<script src="js/{name}"></script>' in first.read_text()
+    assert f'<script src="../js/{name}"></script>' in second.read_text()
     assert first.stat().st_size < 1_000_000
+    (js / name).write_text("cut short")
+    build.write(results, "new", tmp_path / "archive" / "a.html", js_dir=js)
+    assert (js / name).stat().st_size == written.st_size
 
 
 def test_text_from_the_cluster_is_escaped(tmp_path: Path) -> None:
