@@ -72,24 +72,43 @@ def settled_gates(
     return {n: out[n] for n in fleet.ids if n in out}
 
 
-def _settled(gate: Judged, inside: Sequence[Judged], low: float) -> Gate:
-    at_gate = {
+def _low_at_gate(gate: Judged, low: float) -> dict[int, float]:
+    return {
         r.gpu: r.copy_gb_per_s
         for r in gate.outcome.readings
         if r.gpu is not None and r.copy_gb_per_s is not None and r.copy_gb_per_s < low
     }
+
+
+def _alone(inside: Iterable[Judged]) -> dict[int, float]:
+    """Each GPU's host copies alone, its last run where it ran them again."""
+    ran = sorted(
+        (j for j in inside if len(j.outcome.group.gpus) == 1), key=lambda j: j.outcome.group.wave
+    )
+    return {
+        r.gpu: r.copy_gb_per_s
+        for j in ran
+        for r in j.outcome.readings
+        if r.gpu in j.outcome.group.gpus and r.copy_gb_per_s is not None
+    }
+
+
+def low_alone(gate: Judged, inside: Sequence[Judged], low: float) -> list[int]:
+    """The GPUs whose host copies were low at the gate and low again alone (their last run):
+    for the policy to run once more (`policy.relink`), since two slow points are still
+    chance where 1.1% of recorded points are 15% slow or more (scan.noise)."""
+    alone = _alone(inside)
+    return [g for g in _low_at_gate(gate, low) if g in alone and alone[g] < low]
+
+
+def _settled(gate: Judged, inside: Sequence[Judged], low: float) -> Gate:
+    at_gate = _low_at_gate(gate, low)
     own, limit = gate.figure_gb_per_s, gate.threshold_gb_per_s
     held = own is not None and limit is not None and own < limit
     flagged = any(r.flags for r in gate.outcome.readings)
     if gate.failure is not Failure.SLOW or not at_gate or held or flagged:
         return Gate(judged=gate)
-    alone = {
-        r.gpu: r.copy_gb_per_s
-        for j in inside
-        if len(j.outcome.group.gpus) == 1
-        for r in j.outcome.readings
-        if r.gpu in j.outcome.group.gpus and r.copy_gb_per_s is not None
-    }
+    alone = _alone(inside)
     if not all(alone.get(g, 0.0) >= low for g in at_gate):
         return Gate(judged=gate)
     notes = {
@@ -116,6 +135,9 @@ class Inside:
     telemetry: dict[int, str] = field(default_factory=dict)
     # pairs low once that passed when run again: a note on each of their GPUs
     transient: dict[tuple[int, int], str] = field(default_factory=dict)
+    # low pairs that the median of a GPU's pairs does not explain (an NVLink, or a GPU named
+    # by two low pairs alone): each is one observation until run again (`policy.relink`)
+    doubtful: tuple[tuple[int, int], ...] = ()
 
     @property
     def named(self) -> bool:
@@ -182,12 +204,15 @@ def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside
         for g in j.outcome.group.gpus:
             by_gpu[g].append(j)
     slow: dict[int, list[Judged]] = {}
+    by_median: set[int] = set()  # named by the median of its pairs: one slow block moves none
     for g, mine in by_gpu.items():
         rest = [v for j in pairs if g not in j.outcome.group.gpus and (v := j.figure_gb_per_s)]
         own = [j.figure_gb_per_s or 0.0 for j in mine]  # a pair that failed: nothing moved
-        under = rest and median(own) < GPU_SHARE * median(rest)
+        under = bool(rest) and median(own) < GPU_SHARE * median(rest)
         if len(mine) >= 2 and (under or sum(j in low for j in mine) >= 2):
             slow[g] = [j for j in mine if j in low] or mine  # its evidence: its low pairs
+            if under:
+                by_median.add(g)
     links = {
         (a, b): j for j in low for a, b in [j.outcome.group.gpus] if a not in slow and b not in slow
     }
@@ -205,4 +230,7 @@ def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside
         median_gb_per_s=mid,
         telemetry=said,
         transient=transient,
+        doubtful=tuple(
+            j.outcome.group.gpus for j in low if not by_median & set(j.outcome.group.gpus)
+        ),
     )
