@@ -487,6 +487,7 @@ class _Adaptive:
         self.gone: set[str] = set()  # did not answer: out of every later wave
         self.doubted: set[str] = set()  # a probe failed beside it as a pad: no pad again
         self.cursor = 0  # where the next pad is taken, so partners change between tests
+        self._explained: tuple[int, Explained] | None = None  # at a history's length
 
     def judged(self, wave: ScanWave) -> list[Judged]:
         judged = judge_groups(
@@ -495,9 +496,14 @@ class _Adaptive:
         return [judged[group] for group in wave.groups]
 
     def explained(self) -> Explained:
+        """The history's failures explained, read again only once the history has grown."""
+        if self._explained is not None and self._explained[0] == len(self.history):
+            return self._explained[1]
         judged = judge_groups(self.fleet, self.history, self.thresholds, census=self.census)
         inside = (Stage.GATE, Stage.ISOLATE)
-        return explain([j for j in judged.values() if j.outcome.group.stage not in inside])
+        e = explain([j for j in judged.values() if j.outcome.group.stage not in inside])
+        self._explained = (len(self.history), e)
+        return e
 
     def wave(self, stage: Stage, groups: Sequence[Test]) -> ScanWave:
         made = tuple(
