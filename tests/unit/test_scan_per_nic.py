@@ -4,7 +4,6 @@ judged per NIC as all_to_all is, in the judge and in the simulation's cost model
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -20,19 +19,16 @@ FLEET = Fleet(nodes=tuple(FleetNode(id=f"n{i}", host=f"h{i}", gpus=4) for i in r
 
 
 @pytest.fixture
-def plugin() -> Iterator[tuple[Collective, Collective]]:
+def plugin(isolated_registry: None) -> tuple[Collective, Collective]:
     """Two plugin operations of all_gather's bus factor, (n-1)/n as all_to_all's, under a
     name of their own (their rows' `op`, "exchange", is not it): one that sends to every
     rank, one that does not say so."""
-    made = (
+    return (
         register(
             replace(REGISTRY["all_gather"], name="plugin:exchange", op="exchange", every_pair=True)
         ),
         register(replace(REGISTRY["all_gather"], name="plugin:gather", op="gather_v")),
     )
-    yield made
-    for c in made:
-        del REGISTRY[c.name]
 
 
 def screen(op: str) -> list[GroupOutcome]:
