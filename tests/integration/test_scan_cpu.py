@@ -6,7 +6,7 @@ One scan of seven nodes holds all three, so its actors start once, which costs m
 its waves: when the node has left, the six others' ranks join a smaller world in the
 processes they started in. The slowdowns are a test plugin's (`tests.plugins.faulty_fleet`):
 200 ms a call at the bandwidth size, 64 KiB, over a hundred times a healthy all_reduce of it
-on CPU ranks (each wave that holds one waits out its ten calls a point). Not less: on a box
+on CPU ranks (each wave that holds one waits out its four calls a point). Not less: on a box
 loaded by other work the fleet's median fell to 0.0075 GB/s (8.7 ms a call), its threshold a
 tenth of that near 100 ms, and a node slowed by 100 ms came out healthy beside nine failing
 groups that no culprit explained.
@@ -85,13 +85,13 @@ class _Leaves:
             time.sleep(0.2)
 
 
-def _spec(out: Path, plugin: str, *, iters: int, blocks: int) -> SweepSpec:
-    """A scan's spec: one gloo rank a node, a point timed `iters` times in each of `blocks`
+def _spec(out: Path, plugin: str, *, blocks: int) -> SweepSpec:
+    """A scan's spec: one gloo rank a node, a point's call timed once in each of `blocks`
     blocks, with a test plugin."""
     return build_spec(
         backend="gloo",
         gpus_per_node=1,
-        iters=iters,
+        iters=1,
         warmup=1,
         blocks=blocks,
         timeout=60,
@@ -120,7 +120,7 @@ def scan(cluster_head: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
         order = [slot.node_id for slot in cluster.choose_nodes("gloo", NODES, 1)]
         leaving = next(n for n in fleet.worker_nodes if n.node_id == order[-1])
         out = tmp_path_factory.mktemp("scan")
-        spec = _spec(out, "tests.plugins.faulty_fleet", iters=3, blocks=3)
+        spec = _spec(out, "tests.plugins.faulty_fleet", blocks=3)
         settings = ScanSettings(
             strategy=Strategy.parse("adaptive"),
             thresholds=Thresholds(sigmas=0, min_ratio=0.1),
@@ -308,7 +308,7 @@ def refused(
     (raylet,) = worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET]
     refusing = marker(raylet.process.pid)
     out = tmp_path_factory.mktemp("refused")
-    spec = _spec(out, "tests.plugins.refuse_start", iters=1, blocks=1)
+    spec = _spec(out, "tests.plugins.refuse_start", blocks=1)
     settings = ScanSettings(
         strategy=Strategy.parse("adaptive"),
         thresholds=Thresholds(sigmas=0, min_ratio=0.01),
