@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from sweeper.analysis.changes import size_class
-from sweeper.analysis.summary import label
+from sweeper.analysis.summary import at_bound, label
 from sweeper.wire import DEFAULT_VARIANT
 
 JUDGED_STEP = 16  # judged sizes: the smallest, every 16x from it, and the largest
@@ -80,7 +80,8 @@ def _knobs(envs: Sequence[dict[str, str]]) -> dict[str, str]:
 
 def lines(rows: pd.DataFrame, sets: pd.DataFrame, variable: str) -> pd.DataFrame:
     """busbw against size, a line per value of `variable` (and `default`): the median over
-    the groups of a tier and size, per operation and dtype. `rows`: ok rows, one launch."""
+    the groups of a tier and size, per operation and dtype, and whether a group's --max-size
+    auto bound fell there (`summary.at_bound`). `rows`: ok rows, one launch."""
     mine = sets[sets["variable"] == variable]
     names = {
         str(r.variant): f"{r.value} ({r.context})" if r.context else str(r.value)
@@ -95,8 +96,9 @@ def lines(rows: pd.DataFrame, sets: pd.DataFrame, variable: str) -> pd.DataFrame
         ],
     )
     keys = [*LINE_KEYS, "line", "size_bytes"]
-    medians = shown.groupby(keys, sort=False)[["busbw_gb_per_s", "time_us"]].median()
-    flat: pd.DataFrame = medians.reset_index()
+    grouped = shown.assign(at_bound=at_bound(shown)).groupby(keys, sort=False)
+    medians = grouped[["busbw_gb_per_s", "time_us"]].median()
+    flat: pd.DataFrame = medians.join(grouped["at_bound"].any()).reset_index()
     return flat
 
 

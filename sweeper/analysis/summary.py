@@ -122,3 +122,17 @@ def probe_seconds(rows: Iterable[Row]) -> float:
     """Time spent finding --max-size auto bounds: each series' probe time, counted once."""
     series = {tuple(getattr(r, c) for c in PROBED): r.probe_s or 0.0 for r in rows}
     return float(sum(series.values()))
+
+
+def at_bound(rows: pd.DataFrame) -> pd.Series:
+    """Whether each row is the point at the size --max-size auto found to be the largest that
+    fits (its series probed: `probe_s` set, and the row at `max_size_bytes`); a frame of
+    medians over groups carries it as its column `at_bound`. False for a fixed --max-size."""
+    found: pd.Series
+    if "at_bound" in rows:
+        found = rows["at_bound"].fillna(False).astype(bool)
+    elif {"probe_s", "max_size_bytes"} <= set(rows):
+        found = rows["probe_s"].notna() & (rows["size_bytes"] == rows["max_size_bytes"])
+    else:
+        found = pd.Series(False, index=rows.index, dtype=bool)
+    return found

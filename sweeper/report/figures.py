@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from sweeper.analysis.p2p import PairMatrix
+from sweeper.analysis.summary import at_bound
 from sweeper.planning.sizes import format_size
 
 _COLORS = (
@@ -168,11 +169,21 @@ def duration(time_us: float) -> str:
     return _in_units(time_us * 1e-6, _SECONDS)
 
 
+_JOULES_PER_GB = ((1e9, "GJ/GB"), (1e6, "MJ/GB"), (1e3, "kJ/GB"), (1.0, "J/GB"), (1e-3, "mJ/GB"))
+
+
+def energy(j_per_gb: float) -> str:
+    """0.52 J/GB, 81.2 mJ/GB: 3 significant digits in a unit that reads."""
+    return _in_units(j_per_gb, _JOULES_PER_GB)
+
+
 _BUS = ("busbw_gb_per_s", "bus bandwidth", bandwidth)
 # one rank: nccl-tests' bus factor is 0, so every busbw is 0 and only algbw says anything
 _ALG = ("algbw_gb_per_s", "algorithm bandwidth (one rank, no bus)", bandwidth)
 _TIME = ("time_us", "time", duration)
 _Panel = tuple[str, str, Callable[[float], str]]
+# energy per GB beside bus bandwidth (the GPUs' energy counter, over the timed blocks)
+ENERGY_PANELS = (_BUS, ("energy_j_per_gb", "energy", energy))
 
 
 def _panels(series: Sequence[tuple[str, pd.DataFrame]]) -> tuple[_Panel, ...]:
@@ -205,18 +216,23 @@ def _spread(frame: pd.DataFrame, column: str, color: str) -> dict[str, Any]:
     }
 
 
-def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.Figure:
+def series_figure(
+    series: Sequence[tuple[str, pd.DataFrame]],
+    title: str,
+    panels: tuple[_Panel, _Panel] | None = None,
+) -> go.Figure:
     """Bus bandwidth (left; algbw on one rank) and time (right) against size, log axes, one
     line per series (frames with size_bytes, time_us and busbw_gb_per_s, and algbw_gb_per_s
     for one rank; a series of many groups with bars to the least and greatest of each
-    column, `_spread`); one legend entry per series."""
-    panels = _panels(series)
+    column, `_spread`); one legend entry per series. `panels`: other columns, each with its
+    title and how its values are written (ENERGY_PANELS)."""
+    chosen = panels or _panels(series)
     axes = ("", "2")  # the panels' axes: x and y, x2 and y2
     traces = []
     sizes = [s for _, frame in series for s in frame["size_bytes"]]
     for index, (name, frame) in enumerate(series):
         color = _COLORS[index % len(_COLORS)]
-        for axis, (column, _, written) in zip(axes, panels, strict=True):
+        for axis, (column, _, written) in zip(axes, chosen, strict=True):
             y = frame[column].to_numpy(dtype=np.float64)
             traces.append(
                 {
@@ -240,14 +256,14 @@ def series_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str) -> go.
                     **_spread(frame, column, color),
                 }
             )
-    marks = _bounds(series, panels, axes)
+    marks = _bounds(series, chosen, axes)
     if len(series) == 1:  # no legend: the title names the one line
         title = f"{title} on {series[0][0]}"
     layout = _merged(
-        copy.deepcopy(_two_panels((panels[0][1], panels[1][1]))),
+        copy.deepcopy(_two_panels((chosen[0][1], chosen[1][1]))),
         _layout(title={"text": text(title), "x": 0}, showlegend=len(series) > 1 or bool(marks)),
     )
-    for axis, (column, _, written) in zip(axes, panels, strict=True):
+    for axis, (column, _, written) in zip(axes, chosen, strict=True):
         if sizes:
             layout[f"xaxis{axis}"] = _merged(layout[f"xaxis{axis}"], _size_axis(sizes))
         values = [
@@ -270,11 +286,7 @@ def _bounds(
     """A ringed mark on each line's point at the size --max-size auto found to be the largest
     that fits (off the grid's sizes, where the memory bound fell): the bend a curve often
     takes there is that point's, not the link's. None for a fixed --max-size."""
-    found = [
-        frame[frame["probe_s"].notna() & (frame["size_bytes"] == frame["max_size_bytes"])]
-        for _, frame in series
-        if {"probe_s", "max_size_bytes"} <= set(frame)
-    ]
+    found = [frame[at_bound(frame)] for _, frame in series]
     points = pd.concat(found) if found else pd.DataFrame()
     if points.empty:
         return []
@@ -301,13 +313,16 @@ def _bounds(
 def _log_axis(values: Sequence[float], written: Callable[[float], str]) -> dict[str, object]:
     """A log axis with its ticks in one format, `written` (plotly's own labels use SI prefixes
     on the axis' unit, 10µ GB/s, and label 2 and 5 between decades): every decade, and 2 and
-    5 when there are few."""
+    5 when there are few, and more between where the values span less than one (start-ups of
+    0.75 and 1.5 s had one tick between them)."""
     positive = [v for v in values if v > 0 and math.isfinite(v)]
     axis: dict[str, object] = {**_AXIS, "type": "log"}
     if not positive:
         return axis
     low, high = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
-    steps = (1.0,) if high - low > 3 else (1.0, 2.0, 5.0)
+    steps: tuple[float, ...] = (1.0,) if high - low > 3 else (1.0, 2.0, 5.0)
+    if max(positive) < 10 * min(positive):
+        steps = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
     ticks = [m * 10.0**e for e in range(low, high + 1) for m in steps]
     # room for the longest label (100 MB/s) beside the plot, where a fixed margin cut it
     axis.update(tickvals=ticks, ticktext=[written(t) for t in ticks], automargin=True)
@@ -327,7 +342,7 @@ def ratio_figure(series: Sequence[tuple[str, pd.DataFrame]], title: str, y_title
             "mode": "lines+markers",
             "marker": {"size": 4},
             "customdata": [size_label(s) for s in frame["size_bytes"]],
-            "hovertemplate": "%{fullData.name}<br>%{customdata}: %{y:.3f}<extra></extra>",
+            "hovertemplate": "%{fullData.name}<br>%{customdata}: %{y:.3g}<extra></extra>",
         }
         for name, frame in series
     ]
@@ -450,6 +465,40 @@ def change_figure(changes: pd.DataFrame) -> go.Figure:
     sizes = changes["size_bytes"].tolist()
     if sizes:
         layout["xaxis"] = _merged(layout["xaxis"], _size_axis(sizes))
+    return _figure(traces, layout)
+
+
+def start_up_figure(groups: pd.DataFrame) -> go.Figure:
+    """Each group's communicator start-up (frame: group_id, engine, world_size, start_s, the
+    slowest rank's seconds) against its ranks, a colour per engine; log axes, ticks at the
+    group sizes measured and in the unit seconds read in."""
+    traces = [
+        {
+            "type": "scatter",
+            "x": part["world_size"].to_numpy(dtype=np.float64),
+            "y": part["start_s"].to_numpy(dtype=np.float64),
+            "name": text(engine),
+            "mode": "markers",
+            "customdata": [
+                [text(g), duration(1e6 * s)]
+                for g, s in zip(part["group_id"], part["start_s"], strict=True)
+            ],
+            "hovertemplate": "%{customdata[0]}: %{customdata[1]}<extra>%{fullData.name}</extra>",
+        }
+        for engine, part in groups.groupby("engine", sort=False)
+    ]
+    ranks = sorted({int(r) for r in groups["world_size"]})
+    shown = ranks[:: max(1, math.ceil(len(ranks) / _MAX_TICKS))]
+    layout = _layout()
+    layout["xaxis"] = {
+        **_AXIS,
+        "type": "log",
+        "title": {"text": "ranks in the group"},
+        "tickvals": shown,
+        "ticktext": [str(r) for r in shown],
+    }
+    seconds = _log_axis(groups["start_s"].tolist(), lambda s: duration(1e6 * s))
+    layout["yaxis"] = {**seconds, "title": {"text": "start-up (slowest rank)"}}
     return _figure(traces, layout)
 
 

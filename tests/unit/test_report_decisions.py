@@ -97,7 +97,7 @@ def test_energy_is_drawn_beside_busbw_and_start_up_against_group_size(view: RunV
     assert start is not None
     table = start.blocks[1]
     assert isinstance(table, Table)
-    assert [row[4].text for row in table.rows] == ["1.500", "0.750"]  # slowest first
+    assert [row[4].text for row in table.rows] == ["1.5", "0.75"]  # slowest first, 3 digits
     assert table.rows[0][5].text == "kernels 0.53, alloc 0.09, bootstrap 0.03"
 
 

@@ -1,5 +1,6 @@
-"""The report's figures: which bandwidth the size plots' left panel shows, and that the figures
-plotly takes as written are what it validates."""
+"""The report's figures: which bandwidth the size plots' left panel shows, that the figures
+plotly takes as written are what it validates, and that every figure's axes and hover write
+numbers one way: 3 significant digits in a unit that reads."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+import sweeper
 from sweeper.analysis.p2p import PairMatrix
-from sweeper.report import figures
+from sweeper.report import figures, page
+from sweeper.report.blocks import Figure
+from sweeper.report.sections import alternatives
+from sweeper.report.view import RunView
+from sweeper.results.load import frame
+from tests import report_data
+from tests.unit.test_regret import GRID
+from tests.unit.test_report_decisions import one_run, with_figures
 
 BOUND = figures.BOUND_NAME
 
@@ -70,6 +79,14 @@ def test_figures_taken_as_written_are_what_plotly_validates() -> None:
         figures.heatmap(matrix, ["r0", "r1"], "p2p"),
         figures.change_figure(changes),
         figures.series_figure([("p", _small_line().assign(probe_s=0.4, max_size_bytes=8))], "p"),
+        figures.series_figure(
+            [("e", _small_line().assign(energy_j_per_gb=0.5))], "e", figures.ENERGY_PANELS
+        ),
+        figures.start_up_figure(
+            pd.DataFrame(
+                {"group_id": ["a", "b"], "engine": ["torch", "nccl"], "world_size": [2, 8]}
+            ).assign(start_s=[0.003, 1.5])
+        ),
     ]
     for figure in built:
         assert json.loads(go.Figure(figure.to_dict()).to_json()) == json.loads(figure.to_json())
@@ -84,6 +101,8 @@ def test_numbers_read_in_a_unit_with_three_significant_digits() -> None:
     assert figures.duration(24.53) == "24.5 us"
     assert figures.duration(0.812) == "812 ns"
     assert figures.duration(2.5e6) == "2.5 s"
+    assert figures.energy(0.0812) == "81.2 mJ/GB"
+    assert figures.energy(6.85e6) == "6.85 MJ/GB"
 
 
 def _small_line() -> pd.DataFrame:
@@ -133,3 +152,71 @@ def test_a_matrix_is_written_in_the_unit_its_largest_value_reads_in_without_expo
     )
     assert figure.data[0].colorbar.title.text == "ms"
     assert [list(row) for row in figure.data[0].text] == [["", "41.2"], ["0.00250", ""]]
+
+
+# The formats a log axis' ticks may be written in, one an axis: sizes as --max-size takes
+# them, figures in a unit with 3 significant digits, a group's ranks
+_TICKS = {
+    "size": re.compile(r"\d+(\.\d+)?[KMG]?B?"),
+    "bandwidth": re.compile(r"\d{1,3}(\.\d+)? (B|kB|MB|GB|TB)/s"),
+    "time": re.compile(r"\d{1,3}(\.\d+)? (ns|us|ms|s)"),
+    "energy": re.compile(r"\d{1,3}(\.\d+)? (mJ|J|kJ|MJ|GJ)/GB"),
+}
+
+
+def _pages() -> dict[str, RunView]:
+    """A run of every kind the report draws figures of: the synthetic 4x H200 run and the
+    CPU run, and the recorded H200 grid with its regret, energy and start-up."""
+    gpu = frame(list(report_data.gpu_rows("gpu", launches=report_data.BOTH, knobs=True)))
+    return {
+        "gpu": RunView.of(gpu, report_data.h200_record("gpu")),
+        "cpu": RunView.of(frame(list(report_data.cpu_rows("cpu"))), report_data.cpu_record("cpu")),
+        "grid": RunView.of(with_figures(one_run(sweeper.load(GRID))), None),
+    }
+
+
+def test_every_log_axis_of_every_figure_writes_its_ticks_in_one_format_and_hover_agrees() -> None:
+    """plotly's own log ticks mix formats (2, 5, 10, 20 for ranks; 10µ, 1m for values); each
+    figure of the report sets its own, and every point's hover writes its figure."""
+    checked = set()
+    for name, view in _pages().items():
+        for section in page.sections(view):
+            for block in section.blocks:
+                if not isinstance(block, Figure):
+                    continue
+                layout = block.figure.layout
+                for key in layout:
+                    axis = layout[key]
+                    if not key.startswith(("xaxis", "yaxis")) or axis.type != "log":
+                        continue
+                    where = (name, section.id, key)
+                    assert axis.ticktext, where
+                    formats = [f for f, r in _TICKS.items() if all(map(r.fullmatch, axis.ticktext))]
+                    assert formats, (where, axis.ticktext)
+                    checked.add(section.id)
+                for trace in block.figure.data:
+                    if trace.type == "scatter" and trace.hoverinfo != "skip":
+                        assert trace.hovertemplate, (name, section.id, trace.name)
+    assert {"operations", "energy", "start-up", "regret", "composites", "nccl-algo"} <= checked
+
+
+def test_a_swept_variables_lines_mark_the_size_max_size_auto_found() -> None:
+    """The knob figures draw medians over groups, where the probed point's mark was lost."""
+    rows = frame(list(report_data.gpu_rows("gpu", knobs=True)))
+    largest = int(rows.loc[rows["status"] == "ok", "size_bytes"].max())
+    probed = rows.assign(probe_s=0.4, max_size_bytes=largest)
+    sections = alternatives.nccl_variables(RunView.of(probed, None))
+    assert sections
+    for section in sections:
+        for block in section.blocks:
+            if isinstance(block, Figure):
+                marks = [t for t in block.figure.data if t.name == BOUND]
+                assert marks, block.figure.layout.title.text
+                assert {x for t in marks for x in t.x} == {largest}
+
+
+def test_an_axis_whose_values_span_under_a_decade_has_ticks_between_them() -> None:
+    groups = pd.DataFrame({"group_id": ["a", "b"], "engine": ["torch"] * 2, "world_size": [4, 4]})
+    axis = figures.start_up_figure(groups.assign(start_s=[0.75, 1.5])).layout.yaxis
+    between = [t for v, t in zip(axis.tickvals, axis.ticktext, strict=True) if 0.75 <= v <= 1.5]
+    assert between == ["1 s", "1.5 s"]  # where 1, 2 and 5 gave only 1 s

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from markupsafe import escape
 
-from sweeper.report import build, page
+from sweeper.report import build, figures, page
 from sweeper.report.blocks import Figure, Table, Text
 from sweeper.report.sections import cells, collectives, fleet, run
 from sweeper.report.view import RunView
@@ -438,3 +438,21 @@ def test_a_fleet_of_four_nodes_has_its_map(tmp_path: Path) -> None:
     assert section is not None
     titles = [b.figure.layout.title.text for b in section.blocks if isinstance(b, Figure)]
     assert titles == ["Nodes measured together, by the worse verdict", "waves in time"]
+
+
+def test_a_shapes_line_marks_the_size_a_groups_max_size_auto_bound_fell_on(
+    view: RunView,
+) -> None:
+    """Of many groups a line is a shape's median, where the probed point's mark was lost."""
+    rows = view.rows
+    group = rows["group_id"].iloc[0]
+    largest = rows[rows["group_id"] == group]["size_bytes"].max()
+    probed = rows.assign(
+        probe_s=(rows["group_id"] == group).map({True: 0.4, False: None}),
+        max_size_bytes=largest,
+    )
+    section = collectives.operations(replace(RunView.of(probed, view.record), scan=view.scan))
+    assert section is not None
+    (shown,) = [b.figure for b in section.blocks if isinstance(b, Figure)]
+    marks = [t for t in shown.data if t.name == figures.BOUND_NAME]
+    assert [list(t.x) for t in marks] == [[largest]] * 2  # both panels, on the median's line

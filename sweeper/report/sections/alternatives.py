@@ -108,7 +108,7 @@ def _speedup(winner: pd.Series, op: object, others: tuple[str, ...]) -> Cell:
     tie."""
     if others and candidate(str(op), "native", DEFAULT_VARIANT) in (winner["best"], *others):
         return Cell("-", "num muted")
-    return cells.num(winner["speedup"], ".2f")
+    return cells.num(winner["speedup"], cells.SIG)
 
 
 # Swept NCCL variables
@@ -144,7 +144,9 @@ def nccl_variables(view: RunView) -> list[Section]:
                     cells.num(r["busbw_gb_per_s"], cells.SIG),
                     cells.num(r["default_busbw_gb_per_s"], cells.SIG),
                     cells.num(
-                        r["gain"], ".2f", ("good" if r["gain"] > 1 else "bad") if r["clear"] else ""
+                        r["gain"],
+                        cells.SIG,
+                        ("good" if r["gain"] > 1 else "bad") if r["clear"] else "",
                     ),
                 )
                 for r in cells.records(knobs.best_values(curve))

@@ -11,6 +11,7 @@ import pandas as pd
 
 from sweeper.analysis import fits, launch_costs, summarize, tier_name, why
 from sweeper.analysis.launches import SMALL_BYTES
+from sweeper.analysis.summary import at_bound
 from sweeper.planning.sizes import plateau_size
 from sweeper.report import figures
 from sweeper.report.blocks import Block, Cell, Figure, Section, Text
@@ -63,7 +64,9 @@ def _shapes(rows: pd.DataFrame, several: bool) -> Iterator[tuple[str, pd.DataFra
             name += f": median of {groups} groups"
         sizes = part.groupby("size_bytes")[_FIGURES]
         spread = sizes.min().add_suffix(figures.LOW).join(sizes.max().add_suffix(figures.HIGH))
-        yield name, sizes.median().join(spread).reset_index()
+        # a size some group's --max-size auto bound fell on is marked on the median's line
+        bound = at_bound(part).groupby(part["size_bytes"]).any().rename("at_bound")
+        yield name, sizes.median().join(spread).join(bound).reset_index()
 
 
 def operations(view: RunView) -> Section | None:

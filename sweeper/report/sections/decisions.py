@@ -5,11 +5,9 @@ bandwidth, and how long each group's communicators took to start against its siz
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from sweeper.analysis import regret as regrets
 from sweeper.analysis.summary import label
@@ -72,49 +70,6 @@ def regret(view: RunView) -> Section | None:
     )
 
 
-def _two(
-    series: Sequence[tuple[str, pd.DataFrame]], columns: tuple[str, str], titles: tuple[str, str]
-) -> go.Figure:
-    """Two log-log panels against size, a line per series in both."""
-    traces = []
-    for name, frame in series:
-        for axis, column in zip(("", "2"), columns, strict=True):
-            traces.append(
-                {
-                    "type": "scatter",
-                    "x": frame["size_bytes"].to_numpy(dtype=np.float64),
-                    "y": frame[column].to_numpy(dtype=np.float64),
-                    "xaxis": f"x{axis}",
-                    "yaxis": f"y{axis}",
-                    "name": figures.text(name),
-                    "legendgroup": figures.text(name),
-                    "showlegend": not axis,
-                    "mode": "lines+markers",
-                    "marker": {"size": 4},
-                }
-            )
-    sized: dict[str, Any] = {
-        "type": "log",
-        "gridcolor": "#e5e5e5",
-        "title": {"text": "size S (bytes)"},
-    }
-    layout: dict[str, Any] = {
-        "template": {"layout": {}},
-        "height": 340,
-        "font": {"family": "system-ui, sans-serif", "size": 12},
-        "plot_bgcolor": "white",
-        "xaxis": {**sized, "domain": [0, 0.46]},
-        "xaxis2": {**sized, "domain": [0.54, 1], "anchor": "y2"},
-        "yaxis": {"type": "log", "gridcolor": "#e5e5e5", "title": {"text": titles[0]}},
-        "yaxis2": {"type": "log", "gridcolor": "#e5e5e5", "anchor": "x2"},
-        "annotations": [
-            {"text": t, "showarrow": False, "xref": "paper", "yref": "paper", "x": x, "y": 1.08}
-            for t, x in zip(titles, (0.23, 0.77), strict=True)
-        ],
-    }
-    return go.Figure(data=traces, layout=layout, _validate=False)
-
-
 def energy(view: RunView) -> Section | None:
     """Energy per GB beside bus bandwidth, per operation, group and variant, where the GPUs
     have an energy counter; and where the run measured settings beside NCCL's default, the
@@ -131,8 +86,8 @@ def energy(view: RunView) -> Section | None:
         (_named(key), part.reset_index().sort_values("size_bytes"))
         for key, part in medians.groupby(level=keys, sort=False)
     ]
-    figure = _two(
-        series, ("busbw_gb_per_s", "energy_j_per_gb"), ("bus bandwidth (GB/s)", "energy (J/GB)")
+    figure = figures.series_figure(
+        series, "energy per GB beside bus bandwidth", figures.ENERGY_PANELS
     )
     blocks: list[Block] = [Figure(figure)]
     table = regrets.regret(view.rows)
@@ -184,26 +139,6 @@ def start_up(view: RunView) -> Section | None:
         split=("nccl_init_s", _first_split),
     )
     groups = groups.reset_index()
-    traces = [
-        {
-            "type": "scatter",
-            "x": part["world_size"].to_numpy(dtype=np.float64),
-            "y": part["start_s"].to_numpy(dtype=np.float64),
-            "name": figures.text(engine),
-            "mode": "markers",
-            "text": [figures.text(g) for g in part["group_id"]],
-            "hovertemplate": "%{text}: %{y:.3g} s<extra>%{fullData.name}</extra>",
-        }
-        for engine, part in groups.groupby("engine", sort=False)
-    ]
-    layout = {
-        "template": {"layout": {}},
-        "height": 340,
-        "plot_bgcolor": "white",
-        "font": {"family": "system-ui, sans-serif", "size": 12},
-        "xaxis": {"type": "log", "title": {"text": "ranks in the group"}, "gridcolor": "#e5e5e5"},
-        "yaxis": {"title": {"text": "start-up (s, slowest rank)"}, "gridcolor": "#e5e5e5"},
-    }
     nccl = cells.nccl(rows)
     lines = [
         (
@@ -211,7 +146,7 @@ def start_up(view: RunView) -> Section | None:
             Cell(str(r["engine"])),
             cells.num(r["world_size"], "d"),
             cells.num(r["n_nodes"], "d"),
-            cells.num(r["start_s"], ".3f"),
+            cells.num(r["start_s"], cells.SIG),
             *((Cell(r["split"]),) if nccl else ()),
         )
         for r in cells.records(groups.sort_values("start_s", ascending=False))
@@ -223,7 +158,7 @@ def start_up(view: RunView) -> Section | None:
         "start-up",
         "Communicator start-up",
         (
-            Figure(go.Figure(data=traces, layout=layout, _validate=False)),
+            Figure(figures.start_up_figure(groups)),
             cells.table(columns, lines),
         ),
         f"How long each group's communicator took to open in each engine, the slowest rank's: "
@@ -245,5 +180,5 @@ def _first_split(splits: pd.Series) -> str:
         if split is None or (isinstance(split, float) and np.isnan(split)):
             continue
         parts = sorted((p for p in split if p[0] != "total"), key=lambda p: -p[1])
-        return ", ".join(f"{name} {seconds:.2f}" for name, seconds in parts[:3])
+        return ", ".join(f"{name} {cells.fmt(seconds, cells.SIG)}" for name, seconds in parts[:3])
     return "-"

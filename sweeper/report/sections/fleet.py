@@ -450,7 +450,7 @@ def _timeline(summary: Mapping[str, Any]) -> list[Block]:
             Cell(str(s["stage"])),
             cells.num(s["waves"], "d"),
             cells.num(s["groups"], "d"),
-            cells.num(s["seconds"], ".1f"),
+            cells.num(s["seconds"], cells.SIG),
             cells.num(100 * s["seconds"] / total if total else 0, ".0f"),
         )
         for s in summary["stages"]
