@@ -151,3 +151,23 @@ def test_a_series_worse_tonight_only_has_its_own_table(tmp_path: Path) -> None:
     assert {line[0].text for line in tables["worse tonight only"].rows} == {SLOWED.name}
     assert isinstance(section.blocks[0], Text)
     assert section.blocks[0].text == "No regression."
+
+
+def test_an_older_summary_is_shown_and_one_of_another_shape_said_in_a_line(
+    tmp_path: Path,
+) -> None:
+    history = History(tmp_path / "results", SERIES, noise=0.01)
+    history.nights(10, _slow)
+    summary = _judged(history, tmp_path / "reports")
+    older = {key: value for key, value in summary.items() if key != "fail_slow"}
+    older["series"] = [
+        {k: v for k, v in s.items() if k not in ("trend", "threshold")} for s in summary["series"]
+    ]
+    (regressions,) = _tables(_section(history, older)).values()
+    at = regressions.columns.index("threshold")
+    assert {line[at].text for line in regressions.rows} == {"-"}
+    assert {line[-1].text for line in regressions.rows} == {"-"}  # no step or drift said
+    broken = {key: value for key, value in summary.items() if key != "policy"}
+    (said,) = _section(history, broken).blocks
+    assert isinstance(said, Text)
+    assert said.text == "Its summary is not one this sweeper reads (KeyError: 'policy')."

@@ -19,11 +19,23 @@ _COLUMNS = ("series", "metric", "tonight", "baseline", "threshold", "change", "z
 _WRITTEN = {"GB/s": figures.bandwidth, "us": figures.duration}
 
 
+_TITLE = "Nightly: against history"
+
+
 def nightly(view: RunView) -> Section | None:
-    """The section of a nightly run whose summary the page was given; None for other runs."""
-    summary = view.nightly
-    if summary is None:
+    """The section of a nightly run whose summary the page was given; None for other runs.
+    A summary this sweeper cannot read (hand-edited, or of another shape) is said in a line:
+    the rest of the page stands."""
+    if view.nightly is None:
         return None
+    try:
+        return _section(view.nightly)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        said = f"Its summary is not one this sweeper reads ({type(exc).__name__}: {exc})."
+        return Section("nightly", _TITLE, (Text(said, "muted"),))
+
+
+def _section(summary: Mapping[str, Any]) -> Section:
     policy = summary["policy"]
     blocks: list[Block] = [_verdict(summary), Facts(_facts(summary))]
     captions = {
@@ -34,7 +46,7 @@ def nightly(view: RunView) -> Section | None:
         found = [s for s in summary["series"] if s["status"] == status]
         if found:
             blocks.append(cells.table(_COLUMNS, (_line(s) for s in found), caption))
-    if summary["fail_slow"]:
+    if summary.get("fail_slow"):  # none in a summary from before fail-slow groups
         blocks.append(_fail_slow(summary["fail_slow"]))
     history: Sequence[str] = summary["history"]
     if history:
@@ -42,7 +54,7 @@ def nightly(view: RunView) -> Section | None:
     z, floor = _bar(policy)
     return Section(
         "nightly",
-        "Nightly: against history",
+        _TITLE,
         tuple(blocks),
         "What sweeper nightly decided. Each series (a group, operation, dtype and launch mode) "
         "gives its bus bandwidth and its time at the smallest size; tonight's figure is worse "
@@ -125,8 +137,9 @@ def _line(series: Mapping[str, Any]) -> tuple[Cell, ...]:
 
 def _since(series: Mapping[str, Any]) -> str:
     """How a worse series got there; '-' where its history is too short to say (JSON null)."""
-    known = series["step_change"] if series["trend"] == "step" else series["drift"]
-    return "-" if series["trend"] is None or known is None else since(series)
+    trend = series.get("trend")  # none in a summary from before steps and drifts
+    known = series.get("step_change" if trend == "step" else "drift")
+    return "-" if trend is None or known is None else since(series)
 
 
 def _fail_slow(groups: Sequence[Mapping[str, Any]]) -> Table:
