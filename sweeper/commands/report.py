@@ -43,7 +43,7 @@ def report(
         Path | None,
         typer.Option(
             metavar="DIR",
-            help="Write one shared plotly.min.js into this directory and point at it, "
+            help="Write one shared plotly-<version>.min.js into this directory and point at it, "
             "instead of inlining it (archives of many pages).",
         ),
     ] = None,

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from sweeper.cli import app
 from sweeper.errors import BadInput
+from sweeper.report import build
 from sweeper.results.files import atomic_write, run_name
 from tests import report_data
 
@@ -71,13 +72,14 @@ def test_a_report_never_replaces_what_is_not_a_regular_file(tmp_path: Path) -> N
     device.symlink_to(os.devnull)
     js = tmp_path / "js"
     js.mkdir()
-    os.mkfifo(js / "plotly.min.js")
+    shared = js / build.plotly_js_name()
+    os.mkfifo(shared)
     before = _everything(tmp_path)
     cli = CliRunner()
     for args, named in [
         (["-o", str(fifo)], f"-o {fifo}: {fifo}"),
         (["-o", str(device)], f"-o {device}: {device}"),
-        (["--js", str(js), "-o", str(tmp_path / "r.html")], f"--js {js}: {js / 'plotly.min.js'}"),
+        (["--js", str(js), "-o", str(tmp_path / "r.html")], f"--js {js}: {shared}"),
     ]:
         result = cli.invoke(app, ["report", "r1", "--results", str(results), *args])
         assert result.exit_code == 2, result.output
