@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -56,9 +56,11 @@ class Fleet:
         self.run_ids.append(run_id)
         scan = scanned(NODES, GPUS, faults=self.faults, strategy=settings.strategy, run_id=run_id)
         writer = ResultWriter(spec.results, run_id, f"{started:%Y-%m-%d}")
-        writer.extend(self._rows(run_id, started, run_kind, [n.host for n in scan.fleet.nodes]))
+        rows = list(self._rows(run_id, started, run_kind, [n.host for n in scan.fleet.nodes]))
+        writer.extend(rows)
         writer.flush()
         writer.close()
+        scan = replace(scan, rows=len(rows))  # as the driver counts what it wrote
         scans.save(spec.results, run_id, document(scan))
         return scan
 
@@ -289,3 +291,26 @@ def test_a_scan_group_of_many_hosts_is_named_by_its_ends_count_and_digest() -> N
     assert name == scan_group("screen", hosts)
     assert name != scan_group("screen", [*hosts[:-1], "h099"])
     assert scan_group("screen", ["b", "a"]) == "screen:a+b"
+
+
+def test_a_nightly_scans_page_shows_its_judgment_and_shares_one_plotly_file(
+    tmp_path: Path, fleet: Fleet
+) -> None:
+    fleet.faults = (Fault.SLOW_NODE,)
+    profile(tmp_path, fleet.results)  # the scan and its rules, then the report asked for
+    path = tmp_path / "scan.yaml"
+    path.write_text(path.read_text().replace("report: false", "report: true"))
+    args = ["nightly", "--profile", str(path), "--format", "json"]
+    for _ in range(2):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 1, result.output
+    event = json.loads(result.stdout.splitlines()[-1])
+    reports = fleet.results.parent / "reports"
+    page = Path(event["report"])
+    assert page == reports / f"{event['run_id']}.html"
+    (shared,) = reports.glob("plotly-*.min.js")
+    shown = page.read_text()
+    assert f'<script src="{shared.name}"></script>' in shown
+    assert shown.index('<section id="nightly">') < shown.index('<section id="fleet">')
+    assert "The scan condemned 1: the fleet scan names each." in shown
+    assert page.stat().st_size < 200_000
