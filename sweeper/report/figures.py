@@ -638,9 +638,12 @@ def scan_timeline(waves: pd.DataFrame) -> go.Figure:
                 orientation="h",
                 name=text(stage),
                 marker={"color": _COLORS[i % len(_COLORS)], "line": {"color": "white", "width": 1}},
-                customdata=part[["index", "groups", "largest"]].to_numpy(dtype=np.int64),
-                hovertemplate="wave %{customdata[0]}: %{x:.1f} s, %{customdata[1]} groups, "
-                "the largest of %{customdata[2]} nodes<extra>%{fullData.name}</extra>",
+                customdata=[
+                    [int(w), duration(1e6 * s), int(g), int(n)]
+                    for w, s, g, n in part[["index", "seconds", "groups", "largest"]].to_numpy()
+                ],
+                hovertemplate="wave %{customdata[0]}: %{customdata[1]}, %{customdata[2]} groups, "
+                "the largest of %{customdata[3]} nodes<extra>%{fullData.name}</extra>",
             )
         )
     figure.update_layout(

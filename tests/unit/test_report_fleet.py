@@ -248,6 +248,9 @@ def test_the_timeline_shows_the_stages_in_the_order_they_ran_and_each_wave_end_t
     assert starts[0] == 0.0
     assert starts[1:] == pytest.approx(ends[:-1])
     assert ends[-1] == pytest.approx(sum(w.seconds for w in scan.waves), abs=1e-2)
+    # each wave's time on hover in the unit it reads in (440 ms, where it read 0.4 s)
+    said = sorted(c[1] for trace in timeline.data for c in trace.customdata)
+    assert said == sorted(figures.duration(1e6 * w.seconds) for w in scan.waves)
 
 
 def test_the_section_follows_the_run_header_of_a_scan_and_no_other_run_has_one(
