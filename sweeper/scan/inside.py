@@ -137,7 +137,7 @@ class Inside:
     transient: dict[tuple[int, int], str] = field(default_factory=dict)
     # low pairs that the median of a GPU's pairs does not explain (an NVLink, or a GPU named
     # by two low pairs alone): each is one observation until run again (`policy.relink`)
-    doubtful: tuple[tuple[int, int], ...] = ()
+    doubtful: tuple[tuple[int, ...], ...] = ()
 
     @property
     def named(self) -> bool:
