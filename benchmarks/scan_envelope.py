@@ -1,8 +1,9 @@
 """The fleet scan's envelope (issue 52): the adaptive scan of simulated fleets over a grid of
 severity (10-50% slow), density (0.1-10% of the nodes slow, a whole rack), flakiness (1 in 2,
-5, 10), pairs sharing a node, a capped pair beside a cut one, fleet size (2-4096 nodes) and
-noise (recorded GPU points at the bandwidth sizes, or at every size with their 25-79% tails:
-`sweeper.scan.noise`), mixes of every class, and a fleet off as a whole. Per cell, pooled
+5, 10), pairs sharing a node, a capped pair beside a cut one (and at 49 and 100 nodes, whose
+pairs the scan tests alone), fleet size (2-4096 nodes) and noise (recorded GPU points at the
+bandwidth sizes, or at every size with their 25-79% tails: `sweeper.scan.noise`), mixes of
+every class, and a fleet off as a whole. Per cell, pooled
 over seeds: recall, precision, wrong verdicts a scan, the largest unconfirmed verdict in
 nodes, the seeds with a fleet finding, the cost model's minutes; then per class the
 detection limit: the smallest slowdown from which every larger one is found with recall
@@ -134,6 +135,10 @@ def cells(axes: Sequence[str]) -> Iterator[Cell]:
         for nodes in (49, 100, NODES):
             for hub in (2, 3):
                 yield Cell("hub", "slow-pair (cut)", (Fault.SLOW_LINK,) * hub, nodes, 0.5, hub=hub)
+    if "capped" in axes:  # the pairs alone, where a fleet's rounds of them fit (policy)
+        for nodes in (49, 100):
+            for s in SLOWDOWNS:
+                yield Cell("capped", "slow-pair (capped)", (Fault.CAPPED_LINK,) * 2, nodes, s)
     if "hangs" in axes:
         for fault in (Fault.HUNG_ONCE, Fault.HUNG, Fault.DEAD_NODE):
             yield Cell("hangs", str(fault), (fault,) * PER_SCAN)
@@ -295,7 +300,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument(
-        "--axes", default="severity,density,flaky,hub,hangs,fleet,noise,mix", help="which axes"
+        "--axes",
+        default="severity,density,flaky,hub,capped,hangs,fleet,noise,mix",
+        help="which axes",
     )
     parser.add_argument("--strategy", default="adaptive", help="as sweeper scan --strategy")
     parser.add_argument("--jobs", type=int, default=1, help="seeds simulated at once")

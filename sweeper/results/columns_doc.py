@@ -288,8 +288,8 @@ DESCRIBED: dict[str, Described] = {
         "lanes",
     ),
     "stage": Described(
-        meaning="a fleet scan's row: the stage its group belongs to (`gate`, `screen`, "
-        "`cross-domain`, `bisect`, `confirm`)",
+        meaning="a fleet scan's row: the stage its group belongs to (`gate`, `isolate`, "
+        "`screen`, `cross-domain`, `bisect`, `confirm`, `pairs`)",
         null="rows of a sweep (`sweeper run`, a nightly sweep)",
     ),
     "transport": Described(

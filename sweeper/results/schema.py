@@ -102,8 +102,8 @@ SCHEMA = pa.schema(
         ("pcie_pct_of_peak", pa.float64()),
         *_TELEMETRY[_PCIE_MAX:],
         # a fleet scan's row (run_kind `scan`): the stage its group belongs to (scan.Stage:
-        # gate, screen, cross-domain, bisect, confirm); null for every other row, older ones
-        # included, so no upgrade step fills it
+        # gate, isolate, screen, cross-domain, bisect, confirm, pairs); null for every other
+        # row, older ones included, so no upgrade step fills it
         ("stage", pa.string()),
         # what NCCL set up for the group's communicator in the row's engine, from NCCL's own
         # INFO lines (sweeper/fabric): the transport in one word (P2P/CUMEM, SHM, NET/Socket,

@@ -21,6 +21,7 @@ class Stage(Name):
     CROSS_DOMAIN = "cross-domain"  # older scans' rows: one representative of each group
     BISECT = "bisect"  # parts of a failing group, down to the node or the pair
     CONFIRM = "confirm"  # each suspect beside known-good partners, each pad it failed beside
+    PAIRS = "pairs"  # every pair of nodes alone, disjoint pairs a wave: a path's own rate
 
 
 class Result(Name):
@@ -71,6 +72,7 @@ OPS = {
     "cross-domain": "all_reduce",
     "bisect": "all_to_all",
     "confirm": "all_to_all",
+    "pairs": "all_to_all",  # of two nodes: each sends the other all it sends, its path's rate
 }
 
 

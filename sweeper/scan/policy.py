@@ -44,6 +44,11 @@ SETTLE_WAVES = 12
 # points are 15% slow or more (scan.noise), so at 1024 nodes some 90 host copies and 36 GPU
 # pairs are low once a scan, one or two low twice, and none three times in a hundred scans.
 RERUNS = 2
+# The most rounds of pairs a scan runs (`_Adaptive.pairs`): a fleet of N nodes takes N - 1,
+# each a wave of N/2 pairs, whose rows the driver journals one after another (3.2 ms a point,
+# PERFORMANCE.md's cost model); 128 rounds at 129 nodes add about 1 min to the estimate, and
+# 1023 at 1024 nodes would add an hour, past the 15 min a scan of 1024 is held to (issue 52).
+PAIR_ROUNDS = 128
 
 
 class Scheme(Name):
@@ -577,6 +582,34 @@ class _Adaptive:
             lost = yield from self.dead_ends(lost)
             yield from self.confirm(found, lost)
         yield from self.settle()
+        yield from self.pairs()
+
+    def pairs(self) -> Iterator[ScanWave]:
+        """Every pair of the nodes left, alone, in the circle method's rounds of disjoint
+        pairs, where the fleet's N - 1 rounds fit PAIR_ROUNDS: a pair of nodes whose path
+        caps its rate (not a cut) slows no all_to_all of more nodes than 1/cap + 1, since each
+        member asks 1/(k - 1) of it, so the screen's groups never see it. Each pair that
+        fails is then confirmed as a link: its ends beside known-good partners, and the pair
+        again."""
+        e = self.explained()
+        nodes = [n for n in self.nodes if n not in self.gone and n not in e.culprits]
+        if not 1 < len(nodes) <= PAIR_ROUNDS + 1:
+            return
+        for pairs in circle(nodes):
+            tests: list[Test] = [((a, b), ()) for a, b in pairs if len(self.live((a, b))) == 2]
+            if tests:
+                wave = self.wave(Stage.PAIRS, tests)
+                yield wave
+                self.answered(wave)
+        e = self.explained()
+        links = [
+            (a, b)
+            for i in sorted(e.unexplained)
+            if (g := e.tests[i].outcome.group).stage is Stage.PAIRS
+            for a, b in [g.nodes]
+        ]
+        if links:
+            yield from self.confirm(links, [])
 
     def settle(self) -> Iterator[ScanWave]:
         """Each node the sequential test leaves in doubt (`across.explain`: failures of its

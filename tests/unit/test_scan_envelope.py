@@ -44,12 +44,15 @@ def test_the_detection_limit_is_where_every_larger_slowdown_is_found_and_a_miss_
 
 
 def test_the_grid_holds_every_axis_the_issue_names() -> None:
-    grid = list(cells(["severity", "density", "flaky", "hub", "fleet", "noise", "hangs", "mix"]))
+    axes = ["severity", "density", "flaky", "hub", "capped", "fleet", "noise", "hangs", "mix"]
+    grid = list(cells(axes))
     severity = {(c.name, c.slowdown) for c in grid if c.axis == "severity"}
     assert len(severity) == len(scan_envelope.SLOW) * len(SLOWDOWNS)
     assert {c.nodes for c in grid if c.axis == "fleet"} == {2, 3, 7, 49, 100, 1024, 4096}
     assert {round(1 / (c.fails or 1)) for c in grid if c.axis == "flaky"} == {2, 5, 10}
     assert {c.hub for c in grid if c.axis == "hub"} == {2, 3}
+    capped = {(c.nodes, c.slowdown) for c in grid if c.axis == "capped"}
+    assert capped == {(n, s) for n in (49, 100) for s in SLOWDOWNS}
     racks = [c for c in grid if c.rack]
     assert {(c.labelled, c.slowdown) for c in racks} == {
         (labelled, s) for labelled in (True, False) for s in scan_envelope.DENSITY_SLOWDOWNS
