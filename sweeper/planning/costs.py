@@ -105,17 +105,18 @@ ONE_GPU_OVERHEADS = replace(
     probe_s=0.008,
     set_start_s=14.0,
 )
-# The 2-core CPU box the tests run on (2 gloo ranks): two default runs, each fitted and the
-# figures averaged (docs/measurements/cpu-2026-11-27.md, "The cost model's CPU figures").
+# The 2-core CPU box the tests run on (2 gloo ranks): five default runs with no busy loop
+# beside them, fitted together, run_s each wall less its actor set's start and its points'
+# span (docs/measurements/cpu-2026-12-02-estimate.md).
 CPU_OVERHEADS = Overheads(
-    point_s=0.039,
-    per_gb_s=3.66,
+    point_s=0.020,
+    per_gb_s=2.95,
     row_s=0.0032,
-    series_s=0.004,
-    probe_s=0.018,
+    series_s=0.010,
+    probe_s=0.016,
     wave_open_s=0.05,
-    set_start_s=6.1,
-    run_s=10.7,
+    set_start_s=4.0,
+    run_s=6.1,
     open_per_rank_s=0.003,
 )
 
@@ -129,7 +130,7 @@ DEFAULT_TIERS: dict[str, TierCost] = {
     Tier.NVLINK: TierCost(latency_us=8.4, algbw_gb_per_s=331.0),
     Tier.PCIE: TierCost(latency_us=40.0, algbw_gb_per_s=25.0),
     Tier.INTERNODE: TierCost(latency_us=50.0, algbw_gb_per_s=40.0),
-    Tier.CPU: TierCost(latency_us=878.0, algbw_gb_per_s=0.682),
+    Tier.CPU: TierCost(latency_us=565.0, algbw_gb_per_s=1.00),
     Tier.LOCAL: TierCost(latency_us=2.3, algbw_gb_per_s=1590.0),
     Tier.GPU: TierCost(latency_us=9.3, algbw_gb_per_s=10.8),
 }
