@@ -40,9 +40,10 @@ CONFIRMS = 3
 # (across.FLAKY_LIMIT is 6.9), a healthy one loses about 0.2
 SETTLE_WAVES = 12
 # Runs again of what failed on one observation, each of what still fails: a node's low GPU
-# pairs and host copies (`relink`), a failed confirmation (`confirming`). 1.1% of recorded GPU
-# points are 15% slow or more (scan.noise), so at 1024 nodes some 90 host copies and 36 GPU
-# pairs are low once a scan, one or two low twice, and none three times in a hundred scans.
+# pairs and host copies (`relink`), a gate slow on its figure (`regate`), a failed
+# confirmation (`confirming`). 1.1% of recorded GPU points are 15% slow or more
+# (scan.noise), so at 1024 nodes some 90 host copies, 36 GPU pairs and 11 gates are low once
+# a scan, one or two low twice, and none three times in a hundred scans.
 RERUNS = 2
 # The most rounds of pairs a scan runs (`_Adaptive.pairs`): a fleet of N nodes takes N - 1,
 # each a wave of N/2 pairs, whose rows the driver journals one after another (3.2 ms a point,
@@ -207,14 +208,20 @@ def relink(
 def regate(
     fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds, index: int
 ) -> ScanWave | None:
-    """The gate again, as wave `index`, of each node whose gate's own figure was under its
-    threshold (no NVML evidence) while its isolation named no GPU or NVLink: one slow point
-    condemns nothing (`inside.settled_gates` takes the last gate); None where there is none."""
+    """The gate again, as wave `index`, of each node whose last gate's own figure was under
+    its threshold (no NVML evidence) while its isolation named no GPU or NVLink: one slow
+    point condemns nothing (`inside.settled_gates` takes the last gate); None where there is
+    none. The scan calls this RERUNS times, each on the gates still slow."""
     mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
     judged = judge_groups(fleet, mine, thresholds)
     each = by_node(j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE)
+    last = {
+        j.outcome.group.nodes[0]: j
+        for j in sorted(judged.values(), key=lambda j: j.outcome.group.wave)
+        if j.outcome.group.stage is Stage.GATE
+    }
     nodes = []
-    for j in judged.values():
+    for j in last.values():
         o = j.outcome
         own, limit = j.figure_gb_per_s, j.threshold_gb_per_s
         below = own is not None and limit is not None and own < limit
@@ -290,8 +297,10 @@ def waves(
         for wave in relink(fleet, history, thresholds, index):
             yield wave
             index += 1
-    again = regate(fleet, history, thresholds, index)
-    if again is not None:
+    for _ in range(RERUNS):
+        again = regate(fleet, history, thresholds, index)
+        if again is None:
+            break
         yield again
         index += 1
     out = excluded(fleet, history, thresholds)

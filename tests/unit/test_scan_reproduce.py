@@ -3,6 +3,7 @@ it condemns, and a healthy fleet under the recorded noise's slow tails condemns 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import combinations
 
 import pytest
@@ -16,9 +17,10 @@ from sweeper.scan.fleet import (
     ScanGroup,
     Stage,
 )
+from sweeper.scan.judge import judge
 from sweeper.scan.noise import recorded
-from sweeper.scan.policy import Strategy, gate_group, relink
-from sweeper.scan.simulate import Costs, fleet_of, run
+from sweeper.scan.policy import ScanPolicy, Strategy, gate_group, relink
+from sweeper.scan.simulate import Costs, Oracle, fleet_of, run
 from sweeper.scan.thresholds import Thresholds
 from sweeper.scan.verdict import Health
 
@@ -103,3 +105,28 @@ def test_a_healthy_fleet_under_every_sizes_recorded_noise_condemns_nothing(seed:
     assert sim.score.condemned == 0
     unconfirmed = [v for v in sim.verdicts if v.health is Health.UNCONFIRMED]
     assert max((len(v.nodes) for v in unconfirmed), default=0) <= 2
+
+
+def test_a_gate_slow_twice_is_run_a_third_time_and_one_that_passes_condemns_nothing() -> None:
+    """n0009's gate slow at the gate and when run again (1.1% of recorded points 15% slow or
+    more make that about once in ten scans at 1024 nodes): it runs a third time, passes, and
+    the node is healthy with a transient note."""
+    fleet = fleet_of(16, 4)
+    oracle = Oracle((), Costs(), 0)
+    policy = ScanPolicy(fleet, Strategy.parse("adaptive"), Thresholds())
+    outcomes: list[GroupOutcome] = []
+    gates = 0
+    wave = policy.next()
+    while wave is not None:
+        got = [oracle.measure(fleet, g) for g in wave.groups]
+        if wave.stage is Stage.GATE and gates < 2:
+            gates += 1
+            i = [g.nodes for g in wave.groups].index(("n0009",))
+            got[i] = replace(got[i], busbw_gb_per_s=(got[i].busbw_gb_per_s or 0) * 0.6)
+        outcomes += got
+        wave = policy.next(got)
+    mine = [o for o in outcomes if o.group.stage is Stage.GATE and o.group.nodes == ("n0009",)]
+    assert len(mine) == 3
+    verdicts = {v.name: v for v in judge(fleet, outcomes, Thresholds())}
+    assert verdicts["n0009"].health is Health.HEALTHY
+    assert not [n for n, v in verdicts.items() if v.condemned]
