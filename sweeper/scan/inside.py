@@ -30,11 +30,10 @@ def _gate(j: Judged) -> bool:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Gate:
     """A node's gate as its isolation left it: `judged` passed after all where the GPUs whose
-    host copies failed it ran them again alone at or above the threshold (`alone`: each
-    such GPU's copies there), with a note for each of them."""
+    host copies failed it ran them again alone, after it, at or above the threshold, with a
+    note for each of them."""
 
     judged: Judged
-    alone: dict[int, float] = field(default_factory=dict)
     notes: dict[int, str] = field(default_factory=dict)
     node_notes: tuple[str, ...] = ()  # an earlier gate of its that failed, run again passed
 
@@ -80,10 +79,11 @@ def _low_at_gate(gate: Judged, low: float) -> dict[int, float]:
     }
 
 
-def _alone(inside: Iterable[Judged]) -> dict[int, float]:
-    """Each GPU's host copies alone, its last run where it ran them again."""
+def _alone(inside: Iterable[Judged], after: int = -1) -> dict[int, float]:
+    """Each GPU's host copies alone after wave `after`, its last run where it ran them again."""
     ran = sorted(
-        (j for j in inside if len(j.outcome.group.gpus) == 1), key=lambda j: j.outcome.group.wave
+        (j for j in inside if len(j.outcome.group.gpus) == 1 and j.outcome.group.wave > after),
+        key=lambda j: j.outcome.group.wave,
     )
     return {
         r.gpu: r.copy_gb_per_s
@@ -93,12 +93,24 @@ def _alone(inside: Iterable[Judged]) -> dict[int, float]:
     }
 
 
+def latest_copies(gate: Judged, inside: Sequence[Judged]) -> dict[int, float]:
+    """Each GPU's host copies by its last reading: alone, where it copied alone after its
+    node's (last) gate, else at that gate."""
+    at_gate = {
+        r.gpu: r.copy_gb_per_s
+        for r in gate.outcome.readings
+        if r.gpu is not None and r.copy_gb_per_s is not None
+    }
+    return at_gate | _alone(inside, gate.outcome.group.wave)
+
+
 def low_alone(gate: Judged, inside: Sequence[Judged], low: float) -> list[int]:
-    """The GPUs whose host copies were low at the gate and low again alone (their last run):
-    for the policy to run once more (`policy.relink`), since two slow points are still
-    chance where 1.1% of recorded points are 15% slow or more (scan.noise)."""
+    """The GPUs of an isolated node whose host copies are low at their last reading (at the
+    gate or alone): for the policy to copy alone again (`policy.relink`), since a slow point
+    is chance where 1.1% of recorded points are 15% slow or more (scan.noise)."""
     alone = _alone(inside)
-    return [g for g in _low_at_gate(gate, low) if g in alone and alone[g] < low]
+    latest = latest_copies(gate, inside)
+    return [g for g, copy in latest.items() if g in alone and copy < low]
 
 
 def _settled(gate: Judged, inside: Sequence[Judged], low: float) -> Gate:
@@ -108,7 +120,7 @@ def _settled(gate: Judged, inside: Sequence[Judged], low: float) -> Gate:
     flagged = any(r.flags for r in gate.outcome.readings)
     if gate.failure is not Failure.SLOW or not at_gate or held or flagged:
         return Gate(judged=gate)
-    alone = _alone(inside)
+    alone = _alone(inside, gate.outcome.group.wave)
     if not all(alone.get(g, 0.0) >= low for g in at_gate):
         return Gate(judged=gate)
     notes = {
@@ -118,7 +130,6 @@ def _settled(gate: Judged, inside: Sequence[Judged], low: float) -> Gate:
     }
     return Gate(
         judged=replace(gate, failure=None, why=""),
-        alone={g: alone[g] for g in at_gate},
         notes=notes,
     )
 

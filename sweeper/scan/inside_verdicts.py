@@ -9,7 +9,15 @@ from dataclasses import replace
 from statistics import median
 
 from sweeper.scan.fleet import Fleet, GroupOutcome, MemberReading, Stage
-from sweeper.scan.inside import GPU_SHARE, PEER_SHARE, Gate, Inside, by_node, isolated
+from sweeper.scan.inside import (
+    GPU_SHARE,
+    PEER_SHARE,
+    Gate,
+    Inside,
+    by_node,
+    isolated,
+    latest_copies,
+)
 from sweeper.scan.thresholds import Failure, Judged, Robust, Thresholds, figure, gpu_copy_limit
 from sweeper.scan.verdict import Health, Subject, Verdict, against
 
@@ -52,8 +60,9 @@ def gate_verdicts(
             ]
             continue
         readings = {r.gpu: r for r in j.outcome.readings if r.gpu is not None}
-        alone = gate.alone if gate else {}
-        readings |= {g: replace(readings[g], copy_gb_per_s=c) for g, c in alone.items()}
+        # its copies by their last reading: alone, where it copied alone after the gate
+        latest = latest_copies(j, each.get(node.id, []))
+        readings |= {g: replace(r, copy_gb_per_s=latest.get(g)) for g, r in readings.items()}
         found = {
             g: _gpu(f"{node.id}/gpu{g}", readings.get(g), copies, low) for g in range(node.gpus)
         }

@@ -174,7 +174,8 @@ def relink(
     waves of disjoint GPUs: each low pair of GPUs the median of its GPUs' pairs does not
     explain (`Inside.doubtful`: an NVLink, a GPU named by two low pairs) and each GPU whose
     host copies were low at the gate and alone (`inside.low_alone`). The judge counts each
-    by its last run; the scan calls this RERUNS times, each on what is still low."""
+    by its last run; the scan calls this, and `regate`, in turn while either has something
+    to run, at most 2 x RERUNS times."""
     mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
     judged = judge_groups(fleet, mine, thresholds)
     gates = {
@@ -211,7 +212,7 @@ def regate(
     """The gate again, as wave `index`, of each node whose last gate's own figure was under
     its threshold (no NVML evidence) while its isolation named no GPU or NVLink: one slow
     point condemns nothing (`inside.settled_gates` takes the last gate); None where there is
-    none. The scan calls this RERUNS times, each on the gates still slow."""
+    none. The scan calls this after each `relink`."""
     mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
     judged = judge_groups(fleet, mine, thresholds)
     each = by_node(j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE)
@@ -293,16 +294,17 @@ def waves(
     inside = isolate_waves(fleet, to_isolate(fleet, history, thresholds), 1)
     yield from inside
     index = 1 + len(inside)
-    for _ in range(RERUNS):
-        for wave in relink(fleet, history, thresholds, index):
-            yield wave
-            index += 1
-    for _ in range(RERUNS):
+    # what is still low run again, the gate's re-runs' copies too, while any is
+    for _ in range(2 * RERUNS):
+        rerun = relink(fleet, history, thresholds, index)
+        yield from rerun
+        index += len(rerun)
         again = regate(fleet, history, thresholds, index)
-        if again is None:
+        if again is not None:
+            yield again
+            index += 1
+        elif not rerun:
             break
-        yield again
-        index += 1
     out = excluded(fleet, history, thresholds)
     nodes = tuple(n for n in fleet.ids if n not in out)
     if len(nodes) > 1:

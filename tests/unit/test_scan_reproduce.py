@@ -130,3 +130,36 @@ def test_a_gate_slow_twice_is_run_a_third_time_and_one_that_passes_condemns_noth
     verdicts = {v.name: v for v in judge(fleet, outcomes, Thresholds())}
     assert verdicts["n0009"].health is Health.HEALTHY
     assert not [n for n, v in verdicts.items() if v.condemned]
+
+
+def test_copies_low_alone_and_at_the_gate_run_again_are_copied_alone_once_more() -> None:
+    """n0009's gate slow on its figure, its gpu2 low copying alone in its isolation and low
+    again at the gate run again (two slow points, seed 14 of a healthy 1024-node fleet under
+    every size's noise): gpu2 copies alone once more after that gate, passes, and is healthy."""
+    fleet = fleet_of(16, 4)
+    oracle = Oracle((), Costs(), 0)
+    policy = ScanPolicy(fleet, Strategy.parse("adaptive"), Thresholds())
+    outcomes: list[GroupOutcome] = []
+    gates = 0
+    wave = policy.next()
+    while wave is not None:
+        got = [oracle.measure(fleet, g) for g in wave.groups]
+        for i, o in enumerate(got):
+            if o.group.nodes != ("n0009",):
+                continue
+            if o.group.stage is Stage.GATE and gates == 0:
+                got[i] = replace(o, busbw_gb_per_s=(o.busbw_gb_per_s or 0) * 0.6)
+            low = o.group.stage is Stage.GATE and gates == 1
+            low |= o.group.gpus == (2,) and gates == 1
+            if low:
+                readings = [replace(r, copy_gb_per_s=30.0) if r.gpu == 2 else r for r in o.readings]
+                got[i] = replace(got[i], readings=tuple(readings))
+            gates += o.group.stage is Stage.GATE
+        outcomes += got
+        wave = policy.next(got)
+    regated = max(o.group.wave for o in outcomes if o.group.stage is Stage.GATE)
+    alone = [o.group.wave for o in outcomes if o.group.nodes == ("n0009",) and o.group.gpus == (2,)]
+    assert max(alone) > regated
+    verdicts = {v.name: v for v in judge(fleet, outcomes, Thresholds())}
+    assert verdicts["n0009/gpu2"].health is Health.HEALTHY
+    assert not [n for n, v in verdicts.items() if v.condemned]
