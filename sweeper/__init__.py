@@ -10,15 +10,16 @@ help(sweeper.run) lists every keyword with its description; docs/API.md has an e
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
 from sweeper._version import __version__
-from sweeper.errors import BadInput
 
+# Nothing else at import: the command line's signal handlers come after this package's
+# import (sweeper/entry.py), and a signal before them has Python's own ending
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
     import pandas as pd
 
     from sweeper.api import Run, plan, run
@@ -55,6 +56,11 @@ def load(
     only `columns` (read from the Parquet alone). FileNotFoundError where there is no
     directory; BadInput for an empty path (which Path would take for the current
     directory), a run the directory does not have, or a column the rows do not have."""
+    import os
+    from pathlib import Path
+
+    from sweeper.errors import BadInput
+
     if not os.fspath(path).strip():
         raise BadInput("sweeper.load(''): an empty path; name a results directory")
     from sweeper.results.load import load as _load  # pandas: not for `import sweeper`

@@ -8,6 +8,7 @@ Ray `held()`, in short slices (docs/RELIABILITY.md, "Signals at any moment")."""
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import os
 import signal
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
@@ -152,6 +154,9 @@ class _Stopping:
     teller: Callable[[Stopped], None] | None = None
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
+        if _BASE.rearming:  # within _unraisable, where a Stopped would be lost again
+            _again(signum)
+            return
         if _BASE.exiting or _BASE.said is not None:
             end_told(signum)  # the command has ended, or its stop's line is out
         if self.signum is not None:
@@ -169,6 +174,7 @@ class _Process(_Stopping):
     exit code), and whether the command has ended and the process exits (with what code)."""
 
     installed: bool = False
+    rearming: bool = False  # a lost Stopped's signal is being sent again (`_unraisable`)
     said: int | None = None
     exiting: bool = False
     code: int | None = None
@@ -186,9 +192,34 @@ def install() -> None:
     teardown of its modules, which runs with the default handlers: no line, for a second."""
     _BASE.installed = True
     _ON.append(_BASE)
-    for signum in SIGNALS:
-        signal.signal(signum, _BASE.handle)
     atexit.register(_exit)  # the first registered, so the last to run
+    sys.unraisablehook = partial(_unraisable, sys.unraisablehook)
+    for signum in SIGNALS:  # last: a Stopped is raised only once all is in place
+        signal.signal(signum, _BASE.handle)
+
+
+def _unraisable(
+    before: Callable[[sys.UnraisableHookArgs], object], unraisable: sys.UnraisableHookArgs
+) -> None:
+    """A first signal's Stopped raised where Python ignores exceptions (a weakref callback of
+    importlib's, an object's __del__) stopped nothing: the signal comes again from a thread,
+    to land once this has returned, in code it can stop (one that lands sooner comes again
+    too). Anything else goes to the hook before."""
+    stop = unraisable.exc_value
+    if not isinstance(stop, Stopped):
+        before(unraisable)
+        return
+    _BASE.rearming = True
+    for state in _ON:
+        if state.signum == stop.signum:
+            state.signum = None  # still the first signal: it stopped nothing
+    _again(stop.signum)
+    _BASE.rearming = False
+
+
+def _again(signum: int) -> None:
+    """`signum` again, in the main thread, from a thread that needs the GIL to start."""
+    _thread.start_new_thread(_thread.interrupt_main, (signal.Signals(signum),))
 
 
 def say(stop: Stopped) -> None:

@@ -386,3 +386,125 @@ def test_the_console_script_starts_where_python_m_sweeper_does() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11's
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert project["project"]["scripts"] == {"sweeper": "sweeper.entry:main"}
+
+
+# The console script's lines (pip's): `sweeper` as installed, whatever the venv's bin layout
+_CONSOLE_SCRIPT = "import re, sys\nfrom sweeper.entry import main\nsys.exit(main())\n"
+
+
+def _handled(pid: int) -> bool:
+    """Whether the process catches SIGTERM (/proc's SigCgt): sweeper's handlers are on, since
+    Python's own start catches SIGINT only and entry.py sets SIGINT's before SIGTERM's."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    raise AssertionError("no SigCgt")
+
+
+def _signalled(
+    args: list[str], signum: signal.Signals, moment: Callable[[subprocess.Popen[str]], None]
+) -> tuple[bool, int, str]:
+    """`sweeper ARGS` sent `signum` once `moment(proc)` returns: whether its handlers were on
+    as it was sent, its exit code and its stderr."""
+    command = [sys.executable, "-c", _CONSOLE_SCRIPT, *args]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        try:
+            moment(p)
+            handled = _handled(p.pid)
+            p.send_signal(signum)
+            _, stderr = p.communicate(timeout=120)
+        finally:
+            p.kill()
+    return handled, p.returncode, stderr
+
+
+def _after_ms(delay_ms: int) -> Callable[[subprocess.Popen[str]], None]:
+    def wait(proc: subprocess.Popen[str]) -> None:
+        until = time.monotonic() + delay_ms / 1000
+        while time.monotonic() < until:  # spun: a sleep's wake-up is coarser than a step
+            pass
+
+    return wait
+
+
+def _once_handled(proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not _handled(proc.pid):
+        assert proc.poll() is None, "it ended before its handlers came"
+        assert time.monotonic() < deadline, "the handlers never came"
+
+
+def _pythons_own_start(signum: signal.Signals, code: int, stderr: str) -> bool:
+    """What a signal does before sweeper's handlers (docs/RELIABILITY.md): the signal's
+    default ending, no line; SIGINT in Python's site or the script's first imports, Python's
+    KeyboardInterrupt: its traceback, site's fatal error and exit 1, or, raised in a weakref
+    callback of importlib's, "Exception ignored" and the command's own end."""
+    if code == -signum and not stderr:
+        return True
+    interrupted = stderr.rstrip().endswith(("KeyboardInterrupt", "KeyboardInterrupt:"))
+    return signum == signal.SIGINT and code in (-signum, 1, 0) and interrupted
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_in_a_commands_first_300_ms_is_its_line_or_pythons_own_start(
+    signum: signal.Signals,
+) -> None:
+    """Every 10 ms of `sweeper --help`'s start, and once its handlers are on: where they are,
+    its one line and its code; before, only Python's own start (the handlers are its first
+    statement, after this package's import: test_sweeper_imports_nothing_before_...)."""
+    line = f"sweeper: stopped by {signum.name} before a run started; nothing was written\n"
+    moments = [_after_ms(delay) for delay in range(0, 300, 10)] + [_once_handled]
+    seen = []
+    for moment in moments:
+        handled, code, stderr = _signalled(["--help"], signum, moment)
+        seen.append(handled)
+        if handled or not _pythons_own_start(signum, code, stderr):
+            assert (code, stderr) == (128 + signum, line), (moment, handled, code, stderr)
+    assert seen[-1]
+
+
+# The console script under an audit hook: the modules imported before sweeper's SIGTERM handler
+_IMPORTS = """
+import signal, sys
+early = []
+def hook(event, args):
+    if event == "import" and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        early.append(args[0])
+sys.addaudithook(hook)
+sys.argv[1:] = ["--version"]
+try:
+    exec(compile(sys.stdin.read(), "sweeper", "exec"))
+finally:
+    first = next(i for i, name in enumerate(early) if name.startswith("sweeper"))
+    print(" ".join(early[first:]), file=sys.stderr)
+"""
+
+
+def test_sweeper_imports_nothing_before_its_signal_handlers() -> None:
+    """Before its handlers, the console script ran this package's import, the command line's
+    stops.py (pathlib, dataclasses, inspect, typing: 25 ms of a 2-core box's time) and the
+    package's own imports, where a signal killed it silently or with a traceback."""
+    command = [sys.executable, "-c", _IMPORTS]
+    ran = subprocess.run(
+        command, input=_CONSOLE_SCRIPT, capture_output=True, text=True, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    early = ran.stderr.splitlines()[-1].split()
+    assert set(early) == {"sweeper", "__future__", "sweeper._version", "sweeper.entry"}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_as_a_command_exits_is_its_line_or_its_own_exit(signum: signal.Signals) -> None:
+    """0-80 ms after `sweeper --version` printed: its handlers' line and code while its Python
+    runs, or its own exit 0 (after exit_group, where the kernel discards the signal)."""
+    for delay in (0, 5, 10, 20, 40, 80):
+
+        def printed(proc: subprocess.Popen[str], delay: int = delay) -> None:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().startswith("sweeper")
+            _after_ms(delay)(proc)
+
+        _, code, stderr = _signalled(["--version"], signum, printed)
+        stopped = stderr.startswith(f"sweeper: stopped by {signum.name}")
+        assert (code, stopped) in {(0, False), (128 + signum, True)}, (delay, stderr)
+        assert len(stderr.splitlines()) == stopped, (delay, stderr)

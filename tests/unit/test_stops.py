@@ -184,3 +184,34 @@ def test_once_a_signal_came_a_head_that_does_not_answer_is_lost_at_once() -> Non
     with pytest.raises(Stopped):
         signalled_while_held()
     assert seen == [(signal.SIGTERM, True)]
+
+
+# A first signal that lands in an object's __del__, where Python ignores what is raised
+_LOST = """
+import signal, sys, time
+from sweeper.driver import stops
+
+class Dropped:
+    def __del__(self):
+        signal.raise_signal(signal.SIGTERM)
+        sum(range(1000))  # where the handler runs and raises
+
+stops.install()
+try:
+    Dropped()
+    time.sleep(20)
+    print("not stopped")
+except stops.Stopped as stop:
+    print(f"stopped {stop.exit_code}")
+"""
+
+
+def test_a_first_signal_that_lands_where_python_ignores_exceptions_still_stops_the_command() -> (
+    None
+):
+    """A SIGTERM in importlib's weakref callback (seen at 205 ms of `sweeper --help`) was
+    "Exception ignored in" and lost: the command went on and exited 0."""
+    command = [sys.executable, "-c", _LOST]
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert ran.stdout == "stopped 143\n", ran.stderr
+    assert ran.stderr == ""
