@@ -96,10 +96,12 @@ def explain(tests: list[Judged]) -> Explained:
     failing = {i for i, j in enumerate(tests) if not j.passed and i not in passing}
     fails: dict[str, list[int]] = defaultdict(list)
     passes: dict[str, list[int]] = defaultdict(list)
-    for i, group in enumerate(members):
+    for i, j in enumerate(tests):
         if i in passing:
             continue
-        for n in group:
+        # in the group's own order, not its set's: the culprits' ties are broken by the order
+        # nodes come in, which a set's string hashes would change from one process to another
+        for n in j.outcome.group.nodes:
             (fails if i in failing else passes)[n].append(i)
     hung: dict[str, list[int]] = defaultdict(list)
     for i in sorted(failing):
@@ -183,28 +185,51 @@ def _explain(
     keys = {i: frozenset(members[i]) for i in failing}
     # each test below only fails more as groups are explained (fewer left, a smaller share,
     # more shared partners), so a node that fails one is out for good: at 1024 nodes with 40
-    # faults, most nodes fail some screen group and would be read again for every culprit
+    # faults, most nodes fail some screen group and would be read again for every culprit;
+    # and a node none of whose groups a culprit took keeps its score, so only those read again
     candidates = {n: mine for n, mine in fails.items() if n not in cleared}
+    holders: dict[int, list[str]] = defaultdict(list)  # a failing group's candidates
+    for n, mine in candidates.items():
+        for i in mine:
+            if i in unexplained:
+                holders[i].append(n)
+    scores: dict[str, tuple[float, int]] = {}
+    dirty = set(candidates)
     while True:
-        best: tuple[float, int, str] | None = None
-        for n, mine in list(candidates.items()):
-            left = [i for i in mine if i in unexplained]
+        for n in [n for n in candidates if n in dirty]:
+            left = [i for i in candidates[n] if i in unexplained]
+            share = len(left) / (len(left) + len(passes.get(n, []))) if left else 0.0
             # all of them beside one other node: that one, or the link between the two,
             # explains them as well (a slow node's follower down the bisection, a link's end)
             if (
-                len(left) < 2
+                share < FAIL_SHARE
+                or len(left) < 2
                 or len({keys[i] for i in left}) < 2
-                or set.intersection(*(members[i] - {n} for i in left))
+                or _beside_one(n, left, members)
             ):
                 del candidates[n]
                 continue
-            key = (len(left) / (len(left) + len(passes.get(n, []))), len(left), n)
-            if key[0] < FAIL_SHARE:
-                del candidates[n]
-            elif best is None or key[:2] > best[:2]:
-                best = key
+            scores[n] = (share, len(left))
+        dirty.clear()
+        best: str | None = None
+        for n in candidates:  # the first of the most consistent, in the order they came
+            if best is None or scores[n] > scores[best]:
+                best = n
         if best is None:
             return culprits, unexplained
-        culprits.add(best[2])
-        del candidates[best[2]]
-        unexplained -= set(fails[best[2]])
+        culprits.add(best)
+        del candidates[best]
+        taken = unexplained & set(fails[best])
+        unexplained -= taken
+        dirty.update(m for i in taken for m in holders[i] if m in candidates)
+
+
+def _beside_one(node: str, groups: Sequence[int], members: list[set[str]]) -> bool:
+    """Whether another node is in every one of `groups` (read until none is: most nodes of a
+    fleet with many faults share no partner after two or three)."""
+    common = members[groups[0]] - {node}
+    for i in groups[1:]:
+        common &= members[i]
+        if not common:
+            return False
+    return bool(common)

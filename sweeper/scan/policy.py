@@ -753,7 +753,8 @@ class _Adaptive:
                 if not used & set(p.tested):
                     used.update(p.tested)
                     chosen.append(p)
-            left = [p for p in left if p not in chosen]
+            taken = set(chosen)
+            left = [p for p in left if p not in taken]
             out.append((self.wave(Stage.BISECT, [(p.tested, ()) for p in chosen]), chosen))
         return out
 
@@ -788,8 +789,10 @@ class _Adaptive:
         that no part reproduced (an intermittent fault among them: confirmed as suspects)."""
         problems: list[_Problem] = []
         lost: list[str] = []
-        for problem in dict.fromkeys(p.problem for p in probes):
-            mine = [p for p in probes if p.problem == problem]
+        by_problem: dict[_Problem, list[_Probe]] = {}
+        for p in probes:
+            by_problem.setdefault(p.problem, []).append(p)
+        for problem, mine in by_problem.items():
             failing = [p for p in mine if not passed[p]]
             if any(self.gone & set(p.tested) for p in failing):  # a hang: the rest again
                 problems.append(_Split(self.live(_members(problem)), recheck=True))

@@ -402,7 +402,7 @@ def judge_groups(
     median down); an absolute threshold the fleet as a whole misses is a finding (`findings`),
     not a threshold, and a group under it that passes says so (`Judged.excused`). `census`:
     one kept over `outcomes` as they grew (the policy's), read on from where it was."""
-    chosen = outcomes if only is None else [o for o in outcomes if o.group in only]
+    chosen = outcomes if only is None else _only(outcomes, set(only))
     populations = _judging(fleet, outcomes, chosen, thresholds, census)
     gates = any(o.group.stage is Stage.GATE for o in chosen)
     copies = gpu_copy_limit(outcomes) if gates else None
@@ -444,6 +444,20 @@ def judge_groups(
             unheld=p.unheld,
         )
     return judged
+
+
+def _only(outcomes: Sequence[GroupOutcome], only: set[ScanGroup]) -> list[GroupOutcome]:
+    """The outcomes of the groups `only` names, in order: read from the end, where the
+    policy's last wave is, until each is found (a scan's history is thousands long)."""
+    found: list[GroupOutcome] = []
+    seen: set[ScanGroup] = set()
+    for o in reversed(outcomes):
+        if o.group in only:
+            found.append(o)
+            seen.add(o.group)
+            if len(seen) == len(only):
+                break
+    return found[::-1]
 
 
 def _verdict(
