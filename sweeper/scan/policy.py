@@ -688,24 +688,29 @@ class _Adaptive:
 
     def dead_ends(self, unresolved: list[str]) -> Generator[ScanWave, None, list[str]]:
         """Each failing group no culprit or pair explains that holds a node its bisection
-        left `unresolved` (no part of it reproduced the failure), run again whole: one that
-        passes is transient (`across.transient`: twice slow by chance, where 1.1% of
-        recorded points are 15% slow or more), not 28 suspects. The nodes still unresolved."""
+        left `unresolved` (no part of it reproduced the failure), run again whole, up to
+        RERUNS times while it fails: one that passes is transient (`across.transient`: slow
+        by chance, where 1.1% of recorded points are 15% slow or more, and a group that
+        passes at 0.9 of the screen's median 3.4% of the time), not 28 suspects. The nodes
+        still unresolved."""
         if not unresolved:
             return []
-        e = self.explained()
         left = set(unresolved)
-        groups = dict.fromkeys(
-            nodes
-            for i in sorted(e.unexplained)
-            if e.members[i] & left
-            and not any(pair <= e.members[i] for pair in e.pairs)
-            and len(nodes := self.live(e.tests[i].outcome.group.nodes)) > 1
-        )
-        for batch in _pack([(nodes, ()) for nodes in groups]):
-            wave = self.wave(Stage.BISECT, batch)
-            yield wave
-            self.answered(wave)
+        for _ in range(RERUNS):
+            e = self.explained()
+            groups = dict.fromkeys(
+                nodes
+                for i in sorted(e.unexplained)
+                if e.members[i] & left
+                and not any(pair <= e.members[i] for pair in e.pairs)
+                and len(nodes := self.live(e.tests[i].outcome.group.nodes)) > 1
+            )
+            if not groups:
+                break
+            for batch in _pack([(nodes, ()) for nodes in groups]):
+                wave = self.wave(Stage.BISECT, batch)
+                yield wave
+                self.answered(wave)
         e = self.explained()
         still = {n for i in e.unexplained for n in e.members[i]}
         return [n for n in unresolved if n in still]
