@@ -47,8 +47,9 @@ SETTLE_WAVES = 12
 RERUNS = 2
 # The most rounds of pairs a scan runs (`_Adaptive.pairs`): a fleet of N nodes takes N - 1,
 # each a wave of N/2 pairs, whose rows the driver journals one after another (3.2 ms a point,
-# PERFORMANCE.md's cost model); 128 rounds at 129 nodes add about 1 min to the estimate, and
-# 1023 at 1024 nodes would add an hour, past the 15 min a scan of 1024 is held to (issue 52).
+# PERFORMANCE.md's cost model): 128 rounds at 129 nodes add 1.9 min to the estimate, 99 at
+# 100 nodes 1.3 min, and 1023 at 1024 nodes would add 64 min (3.8 s a wave of 512 pairs),
+# past the 15 min a scan of 1024 is held to (issue 52; simulated, 2026-12-02).
 PAIR_ROUNDS = 128
 
 
