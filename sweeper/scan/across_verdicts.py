@@ -158,7 +158,7 @@ def _culprit(node: str, e: Explained) -> Verdict:
             why += (
                 f"; a sequential test of one failure in {1 / FLAKY_RATE:.0f} against the "
                 f"fleet's noise: log ratio {e.sequential[node]:.1f} past {FLAKY_LIMIT:.1f} "
-                f"(a healthy node called flaky {FLAKY_ALPHA:.1%} of the time)"
+                f"(a healthy node called flaky {FLAKY_ALPHA:.2%} of the time)"
             )
     elif kinds[Failure.FAILED] >= kinds[Failure.SLOW]:  # the kind most of them show
         health = Health.FAILED
