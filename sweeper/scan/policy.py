@@ -667,9 +667,10 @@ class _Adaptive:
 
     def lone(self, ran: Sequence[tuple[ScanGroup, Judged]]) -> list[Test]:
         """The failed tests of two nodes among `ran` that nothing else holds against the
-        pair: no larger group holds both that failed and did not pass again, and the node
-        under test failed beside no other partner there (beside two, the failures are its
-        own)."""
+        pair: no larger failing group holds both that did not pass again and holds no culprit
+        or hang (the pair's own failure would otherwise stand on a slow node's group), and
+        the node under test failed beside no other partner there (beside two, the failures
+        are its own)."""
         e = self.explained()
         beside: dict[tuple[str, ...], set[tuple[str, ...]]] = defaultdict(set)
         for group, j in ran:
@@ -680,10 +681,8 @@ class _Adaptive:
             both = set(group.nodes)
             if j.passed or len(both) != 2 or self.gone & both or len(beside[group.tested]) > 1:
                 continue
-            failed = (
-                both < m and not e.tests[i].passed and i not in e.transient
-                for i, m in enumerate(e.members)
-            )
+            blamed = set(e.culprits) | set(e.hung)
+            failed = (both < e.members[i] and not e.members[i] & blamed for i in e.unexplained)
             if not any(failed):
                 out.append((group.tested, group.partners))
         return out

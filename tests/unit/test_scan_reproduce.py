@@ -245,3 +245,19 @@ def test_a_flaky_nodes_errors_are_not_held_against_the_node_it_failed_beside() -
     assert "f" in e.culprits
     assert "h" not in e.culprits
     assert e.sequential["h"] < 0 < FLAKY_LIMIT < e.sequential["f"]
+
+
+def test_a_pads_lone_failure_beside_a_slow_nodes_screen_group_is_run_again() -> None:
+    """Four nodes 30% slow at 1024 under every size's noise, seed 1: n0004, a pad beside the
+    slow n0823, failed once more beside n0040 by chance and was not run again, since their
+    screen group had failed, on the slow n0869 in it; n0004-n0040 was condemned."""
+    fleet = fleet_of(1024, 8, seed=1)
+    planted = plant(fleet, (Fault.SLOW_NODE,) * 4, 1, slowdown=0.3)
+    sim = run(
+        fleet,
+        planted,
+        strategy=Strategy.parse("adaptive", seed=1),
+        seed=1,
+        costs=Costs(noise=recorded(0)),
+    )
+    assert (sim.score.named, sim.score.condemned) == (4, 4)
