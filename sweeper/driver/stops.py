@@ -111,13 +111,13 @@ def end_descendants() -> None:
     and workers), where it cannot shut them down in order: none is left running. Each is
     stopped (SIGSTOP) before any is killed, so none forks a child that escapes the count."""
     stopped: set[int] = set()
-    while fresh := _descendants() - stopped:
+    while fresh := descendants() - stopped:
         _send(fresh, signal.SIGSTOP)
         stopped |= fresh
     _send(stopped, signal.SIGKILL)
 
 
-def _descendants() -> set[int]:
+def descendants() -> set[int]:
     """This process's descendants, read from /proc (none where there is no /proc)."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):

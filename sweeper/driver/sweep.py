@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sweeper.driver import cluster, measurement
+from sweeper.driver import busy, cluster, measurement
 from sweeper.driver.executor import Executor
 from sweeper.driver.measurement import RunColumns
 from sweeper.driver.observer import Finished, Observer, Started
@@ -30,6 +30,7 @@ from sweeper.errors import BadInput, InfrastructureError
 from sweeper.fabric import preflight
 from sweeper.ops.registry import configure_moe, load_plugins, resolve
 from sweeper.planning import request
+from sweeper.planning.costs import crowded
 from sweeper.planning.estimate import estimate, model_for
 from sweeper.planning.placement import Group, Placement, alone, expected_placement, variants
 from sweeper.planning.schedule import ActorSet, Schedule, nothing_to_measure, schedule
@@ -120,6 +121,14 @@ class Sweep:
             for line in preflight.lines(hosts, offers, forced):
                 print(f"sweeper: {line}", file=sys.stderr)  # before the first point
 
+    def slowdown(self) -> float:
+        """A gloo run's on this machine's CPUs, by how long its Ray's start waited for one;
+        1 where its ranks run elsewhere (a cluster joined)."""
+        if self.plan.backend is not Backend.GLOO or not self.run.connection.embedded:
+            return 1.0
+        waited = busy.waiting(self.run.cpu_before)
+        return 1.0 if waited is None else crowded(waited)
+
     def plan_for(self, placement: Placement) -> Schedule:
         return schedule(placement, self.plan.request(self.collectives))
 
@@ -132,7 +141,8 @@ class Sweep:
         if empty is not None:  # before anything is written: no run record, no report
             raise InfrastructureError(empty)
         ceiling = plan.ceiling_bytes(self.nodes)
-        model = model_for(plan.backend, plan.timing, len(placement.members))  # `sweeper plan`'s
+        # `sweeper plan`'s model, stretched where others keep a gloo run's CPUs busy
+        model = model_for(plan.backend, plan.timing, len(placement.members), self.slowdown())
         expected = estimate(planned, model, ceiling, self.collectives)
         self.run.observer.started(
             Started(

@@ -136,6 +136,20 @@ DEFAULT_TIERS: dict[str, TierCost] = {
 }
 
 
+# How much longer a gloo run on a busy machine takes, the whole of it, for each second its
+# Ray's start waited for a CPU per second it ran, beyond what it waits on an idle machine
+# (`crowded`): fitted to default runs idle and beside busy loops
+# (docs/measurements/cpu-2026-12-02-estimate.md, "Beside a busy loop").
+CROWDING = 0.38
+IDLE_WAITING = 0.9
+
+
+def crowded(waited_per_ran_s: float) -> float:
+    """A gloo run's slowdown where, as its Ray started, its threads waited `waited_per_ran_s`
+    seconds for a CPU per second they ran: 1 on an idle machine."""
+    return 1.0 + CROWDING * max(waited_per_ran_s - IDLE_WAITING, 0.0)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CostModel:
     """The figures of one kind of machine, and how a sweep times its points (the spec's
@@ -148,6 +162,7 @@ class CostModel:
     blocks: int = 3
     graph: bool = True  # the first launch mode is a CUDA graph's (the default on GPUs)
     launches: int = 1  # launch modes x engines: each times the point again
+    slowdown: float = 1.0  # the whole run's, where others keep its CPUs busy (`crowded`)
 
     @classmethod
     def for_backend(
@@ -160,9 +175,11 @@ class CostModel:
         graph: bool = True,
         launches: int = 1,
         world: int = 2,
+        slowdown: float = 1.0,
     ) -> CostModel:
         """The model of the kind a backend runs on: GPUs' (4 H200; one H200 for a world of
-        one GPU) or the CPU box's, timing points as given."""
+        one GPU) or the CPU box's, timing points as given; `slowdown`: a gloo run's on a
+        machine others keep busy (`crowded`)."""
         gpus = backend == Backend.NCCL
         one = ONE_GPU_OVERHEADS if world == 1 else GPU_OVERHEADS
         return cls(
@@ -172,6 +189,7 @@ class CostModel:
             blocks=blocks,
             graph=graph and gpus,
             launches=launches,
+            slowdown=1.0 if gpus else slowdown,
         )
 
     def tier(self, tier: str) -> TierCost:

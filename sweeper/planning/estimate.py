@@ -27,10 +27,11 @@ class Estimate:
     points: int
 
 
-def model_for(backend: Backend, timing: Timing, world: int) -> CostModel:
+def model_for(backend: Backend, timing: Timing, world: int, slowdown: float = 1.0) -> CostModel:
     """The cost model of the kind of machine a backend runs on (`world` ranks), timing points
     as a run's are handed (`request.timing`): iterations, blocks, and every launch mode and
-    engine timing each point again."""
+    engine timing each point again; `slowdown`: a gloo run's where others keep its CPUs
+    busy (`costs.crowded`)."""
     return CostModel.for_backend(
         backend,
         world=world,
@@ -39,6 +40,7 @@ def model_for(backend: Backend, timing: Timing, world: int) -> CostModel:
         blocks=timing.blocks,
         graph=timing.launches[:1] == (Launch.GRAPH,),
         launches=max(1, len(timing.launches)) * max(1, len(timing.engines)),
+        slowdown=slowdown,
     )
 
 
@@ -165,7 +167,7 @@ def _estimate(
                 rows += n
             waves_s += longest + rows * o.row_s + o.wave_open_s
             points += rows
-    return Estimate(waves_s, serial_s, points)
+    return Estimate(waves_s * model.slowdown, serial_s * model.slowdown, points)
 
 
 def duration(seconds: float) -> str:

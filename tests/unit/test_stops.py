@@ -94,7 +94,7 @@ def test_a_stop_after_the_run_completed_says_so_and_how_to_write_its_report() ->
 _FAMILY = """
 import subprocess, time
 from pathlib import Path
-from sweeper.driver.stops import _descendants, end_descendants
+from sweeper.driver.stops import descendants, end_descendants
 
 def alive(pid):
     try:
@@ -104,9 +104,9 @@ def alive(pid):
 
 for _ in range(2):
     subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60"])
-while len(_descendants()) < 4:
+while len(descendants()) < 4:
     pass
-family = _descendants()
+family = descendants()
 end_descendants()
 deadline = time.monotonic() + 10  # SIGKILL is delivered, not done, when kill returns
 while any(map(alive, family)) and time.monotonic() < deadline:
