@@ -38,7 +38,7 @@ CONFIRMS = 3
 # The most waves spent settling the nodes the sequential test leaves in doubt: a node failing
 # one test in five gains about 0.3 of its log ratio a test beside a known-good partner
 # (across.FLAKY_LIMIT is 9.2), a healthy one loses about 0.2; 12 waves missed 2 of 60 such
-# nodes at 1024 (seeds 0-14, 2026-12-02), 24 none
+# nodes at 1024 (simulated, seeds 0-14), 24 none
 SETTLE_WAVES = 24
 # Runs again of what failed on one observation, each of what still fails: a node's low GPU
 # pairs and host copies (`relink`), a gate slow on its figure (`regate`), a failed
@@ -50,7 +50,7 @@ RERUNS = 2
 # each a wave of N/2 pairs, whose rows the driver journals one after another (3.2 ms a point,
 # PERFORMANCE.md's cost model): 128 rounds at 129 nodes add 1.9 min to the estimate, 99 at
 # 100 nodes 1.3 min, and 1023 at 1024 nodes would add 64 min (3.8 s a wave of 512 pairs),
-# past the 15 min a scan of 1024 is held to (issue 52; simulated, 2026-12-02).
+# past the 15 min a scan of 1024 is held to (issue 52; the simulation's cost model).
 PAIR_ROUNDS = 128
 
 
