@@ -22,7 +22,7 @@ from sweeper.scan.fleet import (
 from sweeper.scan.judge import judge
 from sweeper.scan.noise import recorded
 from sweeper.scan.policy import ScanPolicy, Strategy, gate_group, relink
-from sweeper.scan.simulate import Costs, Fault, Oracle, fleet_of, plant, run
+from sweeper.scan.simulate import Costs, Fault, Oracle, Simulation, fleet_of, plant, run
 from sweeper.scan.thresholds import Failure, Judged, Thresholds
 from sweeper.scan.verdict import Health
 
@@ -91,19 +91,21 @@ def test_host_copies_low_at_the_gate_and_alone_are_copied_alone_again() -> None:
     assert rerun(isolated_node({}, 40.0)) == {(3,)}
 
 
+def noisy(faults: tuple[Fault, ...], slowdown: float | None, seed: int) -> Simulation:
+    """A scan of a simulated 1024 x 8 fleet with these faults under every size's recorded
+    noise, its 0.6% of points 25-79% slow included."""
+    fleet = fleet_of(1024, 8, seed=seed)
+    planted = plant(fleet, faults, seed, slowdown=slowdown)
+    strategy = Strategy.parse("adaptive", seed=seed)
+    return run(fleet, planted, strategy=strategy, seed=seed, costs=Costs(noise=recorded(0)))
+
+
 @pytest.mark.parametrize("seed", [0, 1, 11])
 def test_a_healthy_fleet_under_every_sizes_recorded_noise_condemns_nothing(seed: int) -> None:
     """At 1024 nodes, 1.1% of recorded points 15% slow or more (every size's tails) gave 4
     and 9 condemned verdicts and unconfirmed groups of 28 nodes on these seeds: single slow
     pairs, copies and confirmations, and screen groups slow twice by chance."""
-    fleet = fleet_of(1024, 8, seed=seed)
-    sim = run(
-        fleet,
-        (),
-        strategy=Strategy.parse("adaptive", seed=seed),
-        seed=seed,
-        costs=Costs(noise=recorded(0)),
-    )
+    sim = noisy((), None, seed)
     assert sim.score.condemned == 0
     unconfirmed = [v for v in sim.verdicts if v.health is Health.UNCONFIRMED]
     assert max((len(v.nodes) for v in unconfirmed), default=0) <= 2
@@ -204,15 +206,7 @@ def test_the_flaky_test_holds_a_node_to_the_screens_noise_not_to_every_groups() 
     that 8 of its 38 screen groups failed by chance, each passing when run again, was called
     flaky against every group's share of such failures (2.5%: bisection's and confirmation's
     small groups fail less often than the screen's 3.8%)."""
-    fleet = fleet_of(1024, 8, seed=1)
-    planted = plant(fleet, (Fault.SLOW_LINK,) * 4, 1, slowdown=0.2)
-    sim = run(
-        fleet,
-        planted,
-        strategy=Strategy.parse("adaptive", seed=1),
-        seed=1,
-        costs=Costs(noise=recorded(0)),
-    )
+    sim = noisy((Fault.SLOW_LINK,) * 4, 0.2, 1)
     assert sim.score.named == 4
     assert sim.score.condemned == 4
 
@@ -251,13 +245,5 @@ def test_a_pads_lone_failure_beside_a_slow_nodes_screen_group_is_run_again() -> 
     """Four nodes 30% slow at 1024 under every size's noise, seed 1: n0004, a pad beside the
     slow n0823, failed once more beside n0040 by chance and was not run again, since their
     screen group had failed, on the slow n0869 in it; n0004-n0040 was condemned."""
-    fleet = fleet_of(1024, 8, seed=1)
-    planted = plant(fleet, (Fault.SLOW_NODE,) * 4, 1, slowdown=0.3)
-    sim = run(
-        fleet,
-        planted,
-        strategy=Strategy.parse("adaptive", seed=1),
-        seed=1,
-        costs=Costs(noise=recorded(0)),
-    )
+    sim = noisy((Fault.SLOW_NODE,) * 4, 0.3, 1)
     assert (sim.score.named, sim.score.condemned) == (4, 4)
