@@ -200,7 +200,7 @@ def test_the_verdict_table_lists_exactly_the_condemned_with_their_evidence_and_c
     counts = [b.text for b in section.blocks if isinstance(b, Text) and b.text.startswith("Heal")]
     assert counts == [
         # 19 links: the pair a slow link explains has the rest of its group re-tested (f6574fa)
-        "Healthy: 13 of 16 nodes, 28 of 32 GPUs, and 18 of the 19 links the scan judged."
+        "Healthy: 13 of 16 nodes, 28 of 32 GPUs, and 77 of the 78 links the scan judged."
     ]
 
 
@@ -237,7 +237,7 @@ def test_the_timeline_shows_the_stages_in_the_order_they_ran_and_each_wave_end_t
     assert section is not None
     (stages,) = [b for b in section.blocks if isinstance(b, Table) and b.caption.startswith("st")]
     order = [line[0].text for line in stages.rows]
-    assert order == ["gate", "isolate", "screen", "bisect", "confirm"]
+    assert order == ["gate", "isolate", "screen", "bisect", "confirm", "pairs"]
     assert order == list(dict.fromkeys(str(w.stage) for w in scan.waves))
     timeline = [b.figure for b in section.blocks if isinstance(b, Figure)][-1]
     assert [trace.name for trace in timeline.data] == order
