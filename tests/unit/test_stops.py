@@ -215,3 +215,17 @@ def test_a_first_signal_that_lands_where_python_ignores_exceptions_still_stops_t
     ran = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert ran.stdout == "stopped 143\n", ran.stderr
     assert ran.stderr == ""
+
+
+def test_a_signal_that_an_import_wrapped_in_its_own_error_is_still_the_signal() -> None:
+    """CI (clean clone of 20e9367, 2026-12-02 16:29 UTC) saw a SIGINT raised inside pydantic's
+    class creation (`__set_name__`) come out as a RuntimeError traceback, exit 1: the import's
+    error is traced back to the signal's Stopped, which then exits in one line."""
+    from sweeper.entry import _stop_within
+
+    stop = Stopped(signal.SIGINT)
+    wrapped = RuntimeError("Error calling __set_name__")
+    wrapped.__cause__ = stop
+    assert _stop_within(wrapped, Stopped) is stop
+    plain = ValueError("not a signal")
+    assert _stop_within(plain, Stopped) is plain
