@@ -21,7 +21,10 @@ def main() -> None:
         try:
             from sweeper.cli import app
         except Exception as exc:  # pydantic wraps what a class's creation raised, a signal too
-            raise _stop_within(exc, stops.Stopped) from exc
+            received = stops.signalled()
+            if received is None:
+                raise
+            raise stops.stopped(received) from exc
         app(prog_name="sweeper")
     except stops.Stopped as stop:  # outside a sweep's own stop: the imports, another command
         stops.say(stop)
@@ -30,16 +33,6 @@ def main() -> None:
     except SystemExit as ended:  # every command's end: the Typer app always exits
         stops.exiting(ended.code)
         raise
-
-
-def _stop_within(exc: Exception, kind: type[BaseException]) -> BaseException:
-    """The signal's exception an import's error was raised from, else the error itself."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, kind):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return exc
 
 
 def _before_stops(signum: int, frame: object) -> None:

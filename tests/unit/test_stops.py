@@ -217,15 +217,32 @@ def test_a_first_signal_that_lands_where_python_ignores_exceptions_still_stops_t
     assert ran.stderr == ""
 
 
-def test_a_signal_that_an_import_wrapped_in_its_own_error_is_still_the_signal() -> None:
+def test_a_signal_that_an_import_wrapped_in_its_own_error_is_one_line_and_its_code(
+    tmp_path: Path,
+) -> None:
     """CI (clean clone of 20e9367, 2026-12-02 16:29 UTC) saw a SIGINT raised inside pydantic's
-    class creation (`__set_name__`) come out as a RuntimeError traceback, exit 1: the import's
-    error is traced back to the signal's Stopped, which then exits in one line."""
-    from sweeper.entry import _stop_within
-
-    stop = Stopped(signal.SIGINT)
-    wrapped = RuntimeError("Error calling __set_name__")
-    wrapped.__cause__ = stop
-    assert _stop_within(wrapped, Stopped) is stop
-    plain = ValueError("not a signal")
-    assert _stop_within(plain, Stopped) is plain
+    class creation come out as a RuntimeError traceback (a SIGTERM as a SchemaError), exit 1:
+    an import's error after a signal is that signal's stop."""
+    (tmp_path / "sweeper_wrap.py").write_text(
+        "import os, signal\n"
+        "def __getattr__(name):  # `from sweeper.cli import app`, inside main()\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    except BaseException as exc:\n"
+        "        raise RuntimeError('Error calling __set_name__') from exc\n"
+    )
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import sweeper.entry as e\n"
+        "sys.modules['sweeper.cli'] = __import__('sweeper_wrap'); e.main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (
+        130,
+        "sweeper: stopped by SIGINT before a run started; nothing was written\n",
+    ), done.stderr
