@@ -4,6 +4,7 @@ summary (synthetic histories of tests/synthetic.py, judged as `sweeper nightly` 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from sweeper.planning.profile import NightlySettings
 from sweeper.report import build, figures, page
 from sweeper.report.blocks import Code, Facts, Section, Table, Text
 from sweeper.report.sections.nightly import nightly as nightly_section
+from sweeper.report.sections.run import run_header
 from sweeper.report.view import RunView
 from sweeper.results import records
 from sweeper.results.load import run_rows
@@ -171,3 +173,18 @@ def test_an_older_summary_is_shown_and_one_of_another_shape_said_in_a_line(
     (said,) = _section(history, broken).blocks
     assert isinstance(said, Text)
     assert said.text == "Its summary is not one this sweeper reads (KeyError: 'policy')."
+
+
+def test_a_run_whose_rows_say_not_when_they_were_made_says_so_not_nan(tmp_path: Path) -> None:
+    """The synthetic nights' rows carry no `measured_at`, as rows written by hand may not."""
+    history = History(tmp_path / "results", SERIES, noise=0.01)
+    undated = history.night()
+    dated = history.night(measured_at=history.start + timedelta(days=1, seconds=42))
+    assert _measuring_took(history, undated) == "not recorded"
+    assert _measuring_took(history, dated) == "42 s"
+
+
+def _measuring_took(history: History, run_id: str) -> str:
+    header = run_header(RunView.of(run_rows(history.root, run_id), None))
+    facts = next(b for b in header.blocks if isinstance(b, Facts))
+    return dict(facts.items)["measuring took"]

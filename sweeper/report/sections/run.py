@@ -37,14 +37,15 @@ def run_header(view: RunView) -> Section:
     df, record = view.rows, view.record
     first = df.iloc[0]
     started = first["run_started_at"]
-    took = (df["measured_at"].max() - started).total_seconds()
+    last = df["measured_at"].max()  # NaT where no row says when it was made
+    took = "not recorded" if pd.isna(last) else f"{(last - started).total_seconds():.0f} s"
     gpus = members(df["gpu_uuids"])
     hosts = sorted(members(df["hosts"]))
     facts = [
         ("run", str(first["run_id"])),
         ("kind", str(first["run_kind"])),
         ("started", f"{started:%Y-%m-%d %H:%M:%S} UTC"),
-        ("measuring took", f"{took:.0f} s"),
+        ("measuring took", took),
         ("cluster", str(first["cluster_name"])),
         ("hosts", ", ".join(hosts)),
         ("backend", str(first["backend"])),
