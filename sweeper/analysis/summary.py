@@ -19,6 +19,14 @@ def missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
+def figure(value: float | None) -> str:
+    """A measured figure as a table shows it: three significant digits, whole numbers from
+    100 up (988, 12,346, 0.512: never 987.65 nor 1.23e+04); '-' for none."""
+    if value is None or missing(value):
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def label(op: str, algorithm: str) -> str:
     """How an (op, algorithm) pair is named to people: all_reduce, all_reduce (ring), ..."""
     return op if algorithm == "native" else f"{op} ({algorithm})"

@@ -23,6 +23,7 @@ from rich.table import Table
 from sweeper.analysis import RegressionRule, label, point_changes
 from sweeper.analysis.changes import VERDICTS, change_text
 from sweeper.analysis.nightly import json_value, series_name
+from sweeper.analysis.summary import figure
 from sweeper.errors import BadInput
 from sweeper.planning.sizes import format_size
 from sweeper.results.load import resolve, run_rows
@@ -95,10 +96,6 @@ def records(comparison: Comparison, every: bool) -> dict[str, Any]:
             for point in _shown(comparison, every).to_dict("records")
         ],
     }
-
-
-def _number(value: float, spec: str) -> str:
-    return "-" if pd.isna(value) else format(value, spec)
 
 
 # The per-operation table's verdict columns: how many of its points have each verdict
@@ -181,8 +178,8 @@ def print_comparison(comparison: Comparison, every: bool, out: TextIO | None = N
     for name, op in operations(comparison).iterrows():
         per_op.add_row(
             str(name),
-            _number(op["base_peak_gb_per_s"], ".3g"),
-            _number(op["new_peak_gb_per_s"], ".3g"),
+            figure(op["base_peak_gb_per_s"]),
+            figure(op["new_peak_gb_per_s"]),
             change_text(op["change"], signed=True),
             *(str(int(op[verdict])) for verdict in _COUNTED),
         )
@@ -229,8 +226,8 @@ def _every_point(shown: pd.DataFrame) -> Table:
             "" if pd.isna(point["verdict"]) else str(point["verdict"]),
             series_name(point),
             format_size(int(point["size_bytes"])),
-            _number(point["base_busbw_gb_per_s"], ".3g"),
-            _number(point["new_busbw_gb_per_s"], ".3g"),
+            figure(point["base_busbw_gb_per_s"]),
+            figure(point["new_busbw_gb_per_s"]),
             change_text(point["busbw_change"], signed=True),
             change_text(point["noise"]),
             *([status] if statuses.any() else []),

@@ -37,6 +37,7 @@ from sweeper.analysis.nightly import (
 )
 from sweeper.analysis.nightly import summary as verdict_summary
 from sweeper.analysis.regression import STATUSES, Policy
+from sweeper.analysis.summary import figure
 from sweeper.commands.common import EXIT_POINTS_FAILED, EXIT_REGRESSION
 from sweeper.commands.options import Format
 from sweeper.driver import stops
@@ -195,10 +196,6 @@ def _profile_named(command: str) -> Path | None:
     return Path(named[-1]) if named else None
 
 
-def _value(finding: Mapping[Hashable, Any], value: float) -> str:
-    return f"{value:.2f}" if finding["unit"] == "GB/s" else f"{value:.1f}"
-
-
 def _metric(finding: Mapping[Hashable, Any]) -> str:
     return f"{metric_name(finding)} ({finding['unit']})"
 
@@ -278,8 +275,8 @@ def print_night(night: Night, out: TextIO | None = None) -> None:
             table.add_row(
                 series_name(finding),
                 _metric(finding),
-                _value(finding, finding["value"]),
-                _value(finding, finding["baseline"]),
+                figure(finding["value"]),
+                figure(finding["baseline"]),
                 f"{finding['change']:+.1%}",
                 f"{finding['z']:+.1f}",
                 "-" if pd.isna(finding["noise"]) else f"{finding['noise']:.1%}",

@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sweeper.analysis import OpSummary, label, probe_seconds, summarize, tier_name
+from sweeper.analysis.summary import figure
 from sweeper.driver.measurement import ResultRow
 from sweeper.driver.observer import Finished, Started
 from sweeper.driver.sweep import Survey
@@ -158,9 +159,9 @@ def summary_table(run: Finished, summaries: Sequence[OpSummary]) -> Table:
         "failed": lambda s: str(s.failed),
         "skipped": lambda s: str(s.skipped),
         # "peak busbw" on one line: what a reader looks for
-        "peak busbw\nGB/s": lambda s: _opt(s.peak_busbw_gb_per_s, ".2f"),
+        "peak busbw\nGB/s": lambda s: figure(s.peak_busbw_gb_per_s),
         "at": lambda s: format_size(s.peak_size_bytes) if s.peak_size_bytes else "-",
-        "min time\nus": lambda s: _opt(s.min_time_us, ".1f"),
+        "min time\nus": lambda s: figure(s.min_time_us),
         "at ": lambda s: format_size(s.min_time_size_bytes) if s.min_time_size_bytes else "-",
     }
     left_out = set(shared) | {

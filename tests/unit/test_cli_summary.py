@@ -1,5 +1,5 @@
 """The closing summary table of `sweeper run` reads at 80 columns: every number whole, none cut
-to an ellipsis; the text columns fold instead."""
+to an ellipsis, its figures in three significant digits; the text columns fold instead."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sweeper.analysis.summary import OpSummary
+from sweeper.analysis.summary import OpSummary, figure
 from sweeper.driver.console import summary_table
 from sweeper.driver.observer import Finished
 
@@ -49,6 +49,21 @@ def test_no_number_is_cut_at_80_columns() -> None:
     assert "…" not in shown
     assert max(len(line) for line in shown.splitlines()) <= 80
     words = shown.split()
-    for number in ("1024", "999", "12", "345", "987.65", "16G", "12345.6", "8B", "27"):
+    # three significant digits, whole from 100 up: 987.65 GB/s and 12345.6 us as 988, 12,346
+    for number in ("1024", "999", "12", "345", "988", "16G", "12,346", "8B", "27"):
         assert number in words, number
     assert "peak busbw" in shown
+
+
+def test_a_figure_reads_in_three_significant_digits_and_whole_from_100_up() -> None:
+    """As the report's tables have them: where the consoles printed 987.65, 12345.6 or
+    1.23e+03 (compare's .3g) and 0.51 (two decimals of a CPU run's GB/s)."""
+    assert [figure(v) for v in (987.65, 12345.6, 1234.0, 0.51234, 45.25, -150.4)] == [
+        "988",
+        "12,346",
+        "1,234",
+        "0.512",
+        "45.2",
+        "-150",
+    ]
+    assert figure(None) == figure(float("nan")) == "-"

@@ -9,7 +9,7 @@ from typing import Any, cast
 import pandas as pd
 
 from sweeper.analysis import label, tier_name
-from sweeper.analysis.summary import Row, missing
+from sweeper.analysis.summary import Row, figure, missing
 from sweeper.report import figures
 from sweeper.report.blocks import Cell, Section, Table, Text
 from sweeper.wire import Backend, Launch, Status
@@ -28,8 +28,7 @@ def fmt(value: object, spec: str) -> str:
         return "-"
     if spec != SIG:
         return format(value, spec)
-    number = float(value)  # type: ignore[arg-type]
-    return f"{number:,.0f}" if abs(number) >= 100 else f"{number:.3g}"
+    return figure(float(value))  # type: ignore[arg-type]
 
 
 def graphs(rows: pd.DataFrame) -> bool:
