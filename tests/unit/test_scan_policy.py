@@ -503,3 +503,31 @@ def test_two_slow_pairs_sharing_a_node_are_each_bisected_and_named() -> None:
     assert condemned == sorted(links)
     assert all(v.subject is Subject.LINK for v in verdicts if v.condemned)
     assert not [v.name for v in verdicts if v.health is Health.UNCONFIRMED]
+
+
+def test_a_slow_pair_whose_bisection_a_chance_failure_misled_is_bisected_again_and_named() -> None:
+    """n0001-n0092's screen group of 11 fails; the first half its bisection tries, holding
+    one end of the pair, runs one slow block, so the bisection goes down that half and finds
+    nothing there (144 nodes: past PAIR_ROUNDS, no pairs stage tests every pair).
+    The group, run whole again, still fails: it is bisected anew to the pair, and no
+    unconfirmed group of its healthy members is left."""
+    fleet = fleet_of(144, 8)
+    link = ("n0001", "n0092")
+    planted = (Planted(fault=Fault.SLOW_LINK, nodes=link),)
+    oracle = Oracle(planted, Costs(), 0)
+    misled: list[tuple[str, ...]] = []
+
+    def one_slow_half(wave: ScanWave, got: list[GroupOutcome]) -> list[GroupOutcome]:
+        got = [oracle.measure(fleet, g) for g in wave.groups]
+        for i, o in enumerate(got):
+            ends = set(link) & set(o.group.nodes)
+            if not misled and o.group.stage is Stage.BISECT and len(ends) == 1 < len(o.group.nodes):
+                misled.append(o.group.nodes)
+                got[i] = replace(o, busbw_gb_per_s=(o.busbw_gb_per_s or 0) * 0.65)
+        return got
+
+    _, outcomes = run_with(fleet, one_slow_half)
+    assert misled == [("n0001", "n0014", "n0027", "n0040", "n0053", "n0066")]
+    verdicts = judge(fleet, outcomes, THRESHOLDS)
+    assert [v.nodes for v in verdicts if v.condemned] == [link]
+    assert not [v.name for v in verdicts if v.health is Health.UNCONFIRMED]
