@@ -563,15 +563,17 @@ class _Adaptive:
         links: list[tuple[str, str]] = []
         unresolved: list[str] = []
         yield from self.bisect(problems, links, unresolved)
-        # the rest of each group a slow pair explains, again without one end of it: a second
-        # pair the first hid (two slow pairs in one screen group of 28 nodes, one across the
-        # halves the other failed in, was never tested apart)
+        # the rest of each group a slow pair explains, again without either end of it: a
+        # second pair the first hid (two slow pairs in one screen group of 28 nodes, one across
+        # the halves the other failed in, was never tested apart); without each end in turn,
+        # since the second may share either (a hub's three pairs, two in one screen group: the
+        # rest without the hub passed, and its second pair was lost)
         again = []
         for problem in problems:
             group = set(_members(problem))
             held = [link for link in dict.fromkeys(links) if set(link) <= group]
-            if held:
-                ends = {a for a, _ in held}
+            for side in (0, 1) if held else ():
+                ends = {link[side] for link in held}
                 again.append(_Split(tuple(n for n in _members(problem) if n not in ends), True))
         yield from self.bisect([p for p in again if len(_members(p)) > 1], links, unresolved)
         unresolved = yield from self.dead_ends(unresolved)

@@ -531,3 +531,18 @@ def test_a_slow_pair_whose_bisection_a_chance_failure_misled_is_bisected_again_a
     verdicts = judge(fleet, outcomes, THRESHOLDS)
     assert [v.nodes for v in verdicts if v.condemned] == [link]
     assert not [v.name for v in verdicts if v.health is Health.UNCONFIRMED]
+
+
+def test_a_hubs_three_slow_pairs_two_in_one_screen_group_are_each_named() -> None:
+    """n0001 is an end of three slow pairs at 144 nodes (past PAIR_ROUNDS: no pairs stage),
+    two of them, to n0040 and n0092, in one screen group: once the first is found, the rest
+    of the group is tested without either end, and the one without n0040 fails on the
+    second pair, which is bisected and named too."""
+    fleet = fleet_of(144, 8)
+    links = (("n0001", "n0029"), ("n0001", "n0040"), ("n0001", "n0092"))
+    planted = tuple(Planted(fault=Fault.SLOW_LINK, nodes=link) for link in links)
+    _, outcomes = run(fleet, "adaptive", planted)
+    verdicts = judge(fleet, outcomes, THRESHOLDS)
+    assert sorted(v.nodes for v in verdicts if v.condemned) == sorted(links)
+    assert all(v.subject is Subject.LINK for v in verdicts if v.condemned)
+    assert not [v.name for v in verdicts if v.health is Health.UNCONFIRMED]
