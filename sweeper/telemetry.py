@@ -1,5 +1,6 @@
-"""What a GPU said about itself around a point: clocks, power, temperature, throttling, and
-the errors it counted while the point ran (ECC, NVLink replays / CRC / recoveries, XIDs).
+"""What a GPU said about itself around a point: clocks, power, temperature, throttling, the
+compute processes on it besides the rank's own, and the errors it counted while the point ran
+(ECC, NVLink replays / CRC / recoveries, XIDs).
 
 A rank opens a `Watch` on its GPU once (NVML, through nvidia-ml-py) and reads it before the
 point's first timed block and after its last, never inside one. `sample` takes the pynvml
@@ -10,6 +11,7 @@ is None, never an error. No torch, no Ray here.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -62,6 +64,7 @@ class Sample:
     pcie_width: int | None
     pcie_max_gen: int | None  # the most the GPU and its slot allow: a link below it shows
     pcie_max_width: int | None
+    other_processes: int | None  # compute processes on the GPU besides the reader's own
 
 
 ELEMENT_TYPES: dict[str, str] = {f.name: f.metadata["arrow"] for f in fields(Reading)}
@@ -116,8 +119,18 @@ def _milliwatts(value: Any) -> float | None:
     return None if value is None else int(value) / 1e3
 
 
-def sample(nvml: Any, handle: Any) -> Sample:
-    """The GPU of `handle` now, through `nvml` (the pynvml module, or a replay of it)."""
+def _others(nvml: Any, handle: Any, pid: int | None) -> int | None:
+    """The compute processes NVML lists on the GPU other than `pid` (None: no pid to tell
+    them by, or NVML cannot list them)."""
+    listed = _read(nvml, nvml.nvmlDeviceGetComputeRunningProcesses, handle)
+    if pid is None or listed is None:
+        return None
+    return len([p for p in listed if p.pid != pid])
+
+
+def sample(nvml: Any, handle: Any, pid: int | None = None) -> Sample:
+    """The GPU of `handle` now, through `nvml` (the pynvml module, or a replay of it); `pid`:
+    the reading process, whose own context on the GPU is not counted among its others."""
     ecc = nvml.nvmlDeviceGetTotalEccErrors
     throttle = _read(nvml, nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
     return Sample(
@@ -133,6 +146,7 @@ def sample(nvml: Any, handle: Any) -> Sample:
         pcie_width=_read(nvml, nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
         pcie_max_gen=_read(nvml, nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
         pcie_max_width=_read(nvml, nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        other_processes=_others(nvml, handle, pid),
     )
 
 
@@ -172,6 +186,7 @@ def over(
         pcie_width=after.pcie_width,
         pcie_max_gen=after.pcie_max_gen,
         pcie_max_width=after.pcie_max_width,
+        other_processes=after.other_processes,
     )
 
 
@@ -194,10 +209,12 @@ class Watch:
         nvml: Any,
         handle: Any,
         clock: Callable[[], float] = time.monotonic,
+        pid: int | None = None,
     ) -> None:
         self.nvml = nvml
         self.handle = handle
         self.clock = clock
+        self.pid = pid  # the rank's process: its own context is not another process
         self.nvlink_read: tuple[float, NvLinkErrors] | None = None  # when, and what
         self.events: Any = _read(nvml, nvml.nvmlEventSetCreate)
         if self.events is not None:
@@ -222,7 +239,7 @@ class Watch:
         if handle is None:
             pynvml.nvmlShutdown()
             return None
-        return cls(pynvml, handle)
+        return cls(pynvml, handle, pid=os.getpid())
 
     def start(self) -> Sample:
         """Before a point: XIDs raised since the last one are not this point's; a sample (and
@@ -230,7 +247,7 @@ class Watch:
         self.xids()
         if self.nvlink_read is None:
             self.nvlink_read = (self.clock(), nvlink_errors(self.nvml, self.handle))
-        return sample(self.nvml, self.handle)
+        return sample(self.nvml, self.handle, self.pid)
 
     def energy_mj(self) -> int | None:
         """The GPU's energy counter now (mJ since the driver loaded), or None: it has none.
@@ -253,7 +270,7 @@ class Watch:
         """After the point: a sample, the XIDs raised since `start`, and the NVLink errors
         counted since their last reading if that was at least `nvlink_every_s` ago."""
         nvlink = self._nvlink_gains(nvlink_every_s)
-        return over(before, sample(self.nvml, self.handle), self.xids(), nvlink)
+        return over(before, sample(self.nvml, self.handle, self.pid), self.xids(), nvlink)
 
     def _nvlink_gains(self, every_s: float) -> NvLinkErrors:
         """What the NVLink counters gained since their last reading, if that was at least

@@ -283,6 +283,8 @@ class Reading:
     pcie_width: int | None = field(metadata=_I32)
     pcie_max_gen: int | None = field(metadata=_I32)
     pcie_max_width: int | None = field(metadata=_I32)
+    # compute processes NVML lists on the GPU besides the rank's own (a job beside the scan)
+    other_processes: int | None = field(metadata=_I32)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

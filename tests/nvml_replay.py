@@ -35,7 +35,10 @@ class Replay:
             key = f"{name}({', '.join(str(a) for a in args)})"
             if key not in self.calls:
                 raise NVMLError(f"NotSupported: {key}")
-            return self.calls[key]
+            value = self.calls[key]
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                return [SimpleNamespace(**v) for v in value]  # NVML's structs: processes
+            return value
 
         return answer
 
@@ -70,12 +73,13 @@ DATA = Path(__file__).parent / "data" / "telemetry"
 
 def recorded(name: str) -> Reading:
     """A rank's reading over one point, by the real telemetry code from a recorded file of
-    tests/data/telemetry: the GPU before, the GPU after, the XIDs raised in between. The point
-    reads the NVLink counters too, as a scan's point does."""
+    tests/data/telemetry: the GPU before, the GPU after, the XIDs raised in between, read by
+    the process `reader_pid` names (where the file names one). The point reads the NVLink
+    counters too, as a scan's point does."""
     record: dict[str, Any] = json.loads((DATA / name).read_text())
     before, after = record["samples"]
     replay = Replay(before, None if record["xid_events"] is None else [])
-    watch = Watch(replay, "handle")
+    watch = Watch(replay, "handle", pid=record.get("reader_pid"))
     started = watch.start()
     replay.advance(after, record["xid_events"])
     return watch.since(started, nvlink_every_s=0.0)

@@ -39,7 +39,7 @@ from sweeper.scan.judge import judge
 from sweeper.scan.plan import ScanPlan, WavePlan, judged_sizes, missing
 from sweeper.scan.policy import ScanPolicy
 from sweeper.scan.retest import summary
-from sweeper.scan.rows import HOST_COPIES, Row
+from sweeper.scan.rows import DEVICE_COPY, HOST_COPIES, Row
 from sweeper.scan.settings import ScanSettings
 from sweeper.scan.simulate import WaveRun
 from sweeper.scan.thresholds import findings
@@ -126,7 +126,8 @@ class Scan:
         machines = resumed.machines if resumed else None
         self.slots, run.nodes = layout(backend, per_node, settings.nodes, machines, self.gone)
         self.nodes = run.nodes
-        self.copies = tuple(REGISTRY[op] for op in HOST_COPIES) if backend is Backend.NCCL else ()
+        own = (DEVICE_COPY, *HOST_COPIES)  # a GPU's copies at its gate (none on CPU ranks)
+        self.copies = tuple(REGISTRY[op] for op in own) if backend is Backend.NCCL else ()
         self.sizes = settings.sizes or judged_sizes(backend, self.nodes)
         # each GPU's node and index by UUID, for the readings (stable: the scan's topology)
         self.gpus = {g.uuid: (n.node_id, g.index) for n in self.nodes for g in n.gpus if g.uuid}

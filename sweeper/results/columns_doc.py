@@ -287,6 +287,14 @@ DESCRIBED: dict[str, Described] = {
         "`nvmlDeviceGetMaxPcieLinkWidth`",
         "lanes",
     ),
+    "other_processes": _per_rank(
+        "compute processes on the GPU just after the point other than the rank's own: a job "
+        "sharing it with the measurement (docs/measurements/h200-x1-2026-12-02.md: one beside "
+        "an H200 halved its d2d copies)",
+        "`nvmlDeviceGetComputeRunningProcesses`, by process id",
+        "processes",
+        null=f"{_NO_GPU}, NVML cannot list them, or rows written before sweeper read them",
+    ),
     "stage": Described(
         meaning="a fleet scan's row: the stage its group belongs to (`gate`, `isolate`, "
         "`screen`, `cross-domain`, `bisect`, `confirm`, `pairs`)",

@@ -31,6 +31,8 @@ def _arrow(name: str) -> pa.DataType:
 _TELEMETRY = [(name, pa.list_(_arrow(value))) for name, value in ELEMENT_TYPES.items()]
 # pcie_pct_of_peak was added between the trained link and the most it allows, where it stays
 _PCIE_MAX = _TELEMETRY.index(("pcie_max_gen", pa.list_(pa.int32())))
+# telemetry read since go at the schema's end, so that no column moves
+_LATER = _TELEMETRY.index(("pcie_max_width", pa.list_(pa.int32()))) + 1
 
 SCHEMA = pa.schema(
     [
@@ -100,7 +102,7 @@ SCHEMA = pa.schema(
         # host<->device copies: algbw as a share of the slowest GPU's PCIe peak (NVML's
         # largest generation x width, one direction)
         ("pcie_pct_of_peak", pa.float64()),
-        *_TELEMETRY[_PCIE_MAX:],
+        *_TELEMETRY[_PCIE_MAX:_LATER],
         # a fleet scan's row (run_kind `scan`): the stage its group belongs to (scan.Stage:
         # gate, isolate, screen, cross-domain, bisect, confirm, pairs); null for every other
         # row, older ones included, so no upgrade step fills it
@@ -137,6 +139,7 @@ SCHEMA = pa.schema(
         ("measured_over_predicted", pa.float64()),
         # NCCL's own split of the slowest rank's communicator start (its Init timings line)
         ("nccl_init_s", pa.map_(pa.string(), pa.float64())),
+        *_TELEMETRY[_LATER:],  # other_processes: null on older rows
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )

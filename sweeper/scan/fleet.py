@@ -137,10 +137,12 @@ class MemberReading:
     node: str
     gpu: int | None = None
     copy_gb_per_s: float | None = None  # gate: the GPU's own copies (h2d), null elsewhere
+    d2d_gb_per_s: float | None = None  # gate: its copy within its memory (busbw), null elsewhere
     flags: tuple[str, ...] = ()  # NVML or sysfs evidence against it: "xid 79", "nic at 200 of 400"
     notes: tuple[str, ...] = ()  # NVML evidence beside its verdict, not against it: CRC errors
     sm_clock_mhz: float | None = None  # compared with its node's other GPUs
     at_power_cap: bool = False  # drawing its enforced limit, or held by the power cap
+    other_processes: int | None = None  # the most compute processes besides the scan's seen on it
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

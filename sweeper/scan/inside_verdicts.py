@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from statistics import median
 
+from sweeper.scan.alone import Alone, alone
 from sweeper.scan.fleet import Fleet, GroupOutcome, MemberReading, Stage
 from sweeper.scan.inside import (
     GPU_SHARE,
@@ -66,13 +67,17 @@ def gate_verdicts(
         found = {
             g: _gpu(f"{node.id}/gpu{g}", readings.get(g), copies, low) for g in range(node.gpus)
         }
+        # a node of one GPU: what it does alone, against its model's reference
+        lone = alone(readings.get(0), fleet.gpu_model, thresholds) if node.gpus == 1 else None
+        if lone is not None and lone.health is not None and found[0] is None:
+            found[0] = lone.health, f"{node.id}/gpu0: {lone.evidence}"
         seen = isolated(node.id, each.get(node.id, []), j)
         for g, pairs in seen.slow_gpus.items():
             if found.get(g) is None:
                 found[g] = _slow_gpu(node.id, g, pairs, seen)
         bad = [f"gpu{g} {why.split(': ', 1)[1]}" for g, (_, why) in _condemned(found).items()]
         for g, verdict in found.items():
-            made = _gpu_verdict(node.id, g, verdict, j, seen, copies)
+            made = _gpu_verdict(node.id, g, verdict, j, seen, copies, lone)
             noted = [gate.notes[g]] if gate and g in gate.notes else []
             noted += [note for pair, note in seen.transient.items() if g in pair]
             gpus.append(replace(made, notes=tuple(noted)) if noted else made)
@@ -161,6 +166,7 @@ def _gpu_verdict(
     gate: Judged,
     seen: Inside,
     copies_of: Robust | None = None,
+    lone: Alone | None = None,
 ) -> Verdict:
     name = f"{node}/gpu{g}"
     pairs = seen.pairs.get(g, [])
@@ -179,8 +185,11 @@ def _gpu_verdict(
         # a node of one GPU: no peer in its gate, so what one GPU does alone is its evidence
         health = Health.HEALTHY
         why = f"{name}: the only GPU of its node, no collective to time{copies}"
-        if copy is not None and copies_of is not None:
-            why += f" against the fleet's median {copies_of.median:.1f} of {copies_of.count} GPUs"
+        if lone is not None:
+            why = f"{name}: the only GPU of its node, no collective to time: {lone.evidence}"
+        if copy is not None and copies_of is not None and copies_of.count > 1:
+            why += f"; host copies against the fleet's median {copies_of.median:.1f} of "
+            why += f"{copies_of.count} GPUs"
     elif gate.passed and not gate.excused:
         health = Health.HEALTHY
         own = gate.figure_gb_per_s
@@ -196,6 +205,21 @@ def _gpu_verdict(
     noted = sorted({n for r in gate.outcome.readings if r.gpu == g for n in r.notes})
     if noted:
         why += f"; noted, not held against it: {', '.join(noted)}"
+    if lone is not None and not pairs:  # its figure is its own d2d, against the reference
+        return Verdict(
+            subject=Subject.GPU,
+            nodes=(node,),
+            gpu=g,
+            health=health,
+            stage=Stage.GATE,
+            busbw_gb_per_s=lone.d2d_gb_per_s,
+            threshold_gb_per_s=lone.threshold_gb_per_s,
+            threshold_source=lone.threshold_source,
+            **against(lone.reference),
+            tests=1,
+            passed=int(health is Health.HEALTHY),
+            evidence=why,
+        )
     return Verdict(
         subject=Subject.GPU,
         nodes=(node,),

@@ -17,6 +17,7 @@ from sweeper.wire import Kind, Status
 
 Row = Mapping[str, Any]
 HOST_COPIES = ("h2d", "d2h")  # a GPU's own copies the gate judges (the slower of the two)
+DEVICE_COPY = "d2d"  # and its copy within its own memory: what a job beside it slows
 # Power within 3% of the enforced limit is at the cap (analysis.why's rule for the report).
 CAP_SHARE = 0.97
 _FINE = (Status.OK, Status.SKIPPED)
@@ -107,10 +108,13 @@ def _fastest(rows: Sequence[Row], size: int) -> float | None:
 def _readings(
     rows: Sequence[Row], gpus: Mapping[str, tuple[str, int]], asked: Asked
 ) -> tuple[MemberReading, ...]:
-    """Per GPU: its slower host copy (rows of one GPU each), what NVML said against it around
-    any of its points, and under load (the judged operation at the bandwidth size) its SM
-    clock and whether the power cap held it."""
+    """Per GPU: its slower host copy and its device copy (rows of one GPU each), what NVML
+    said against it around any of its points, the most other processes it listed on it, and
+    under load (the judged operation at the bandwidth size) its SM clock and whether the
+    power cap held it."""
     copies: dict[str, float] = {}
+    device: dict[str, float] = {}
+    others: dict[str, int] = {}
     flags: dict[str, list[str]] = {}
     notes: dict[str, list[str]] = {}
     clocks: dict[str, float] = {}
@@ -121,6 +125,9 @@ def _readings(
         if copy and len(uuids) == 1 and r["algbw_gb_per_s"] is not None:
             uuid, rate = uuids[0], float(r["algbw_gb_per_s"])
             copies[uuid] = min(copies.get(uuid, rate), rate)
+        own = r["kind"] == Kind.COPY and r["op"] == DEVICE_COPY and r["status"] == Status.OK
+        if own and len(uuids) == 1 and r["busbw_gb_per_s"] is not None:
+            device[uuids[0]] = float(r["busbw_gb_per_s"])
         loaded = r["op"] == asked.op and r["size_bytes"] == asked.bandwidth_bytes
         for i, uuid in enumerate(uuids):
             for flag in _flags(r, i):
@@ -129,12 +136,14 @@ def _readings(
             for note in _counted(r, i, _NVLINK_NOTED):
                 if note not in notes.setdefault(uuid, []):
                     notes[uuid].append(note)
+            if (count := _at(r, "other_processes", i)) is not None:
+                others[uuid] = max(others.get(uuid, 0), int(count))
             if loaded and (clock := _at(r, "sm_clock_mhz", i)):
                 clocks[uuid] = min(clocks.get(uuid, clock), float(clock))
             if loaded and _capped(r, i):
                 capped.add(uuid)
     out = []
-    for uuid in dict.fromkeys([*copies, *flags, *notes, *clocks]):
+    for uuid in dict.fromkeys([*copies, *device, *flags, *notes, *clocks, *others]):
         if uuid in gpus:
             node, index = gpus[uuid]
             out.append(
@@ -142,10 +151,12 @@ def _readings(
                     node=node,
                     gpu=index,
                     copy_gb_per_s=copies.get(uuid),
+                    d2d_gb_per_s=device.get(uuid),
                     flags=tuple(flags.get(uuid, ())),
                     notes=tuple(notes.get(uuid, ())),
                     sm_clock_mhz=clocks.get(uuid),
                     at_power_cap=uuid in capped,
+                    other_processes=others.get(uuid),
                 )
             )
     return tuple(sorted(out, key=lambda r: (r.node, r.gpu or 0)))

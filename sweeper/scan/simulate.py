@@ -62,9 +62,9 @@ class Costs:
     # Opening a wave's groups: the model's.
     wave_open_s: float = GPU_OVERHEADS.wave_open_s
     # Points a group runs: all_reduce at the smallest size and at the bandwidth size; the
-    # gate adds each GPU's h2d and d2h at 256 MiB, all GPUs at once (issue 31).
+    # gate adds each GPU's d2d, h2d and d2h at 256 MiB, all GPUs at once (issue 31).
     internode_points: int = 2
-    gate_points: int = 4
+    gate_points: int = 5
     # The most a point is given (`--timeout`'s default); one that hangs holds its wave for its
     # stall deadline, a multiple of its expected time under this (`deadline.stall_s`).
     timeout_s: float = 300.0
@@ -85,6 +85,8 @@ class Costs:
     internode_busbw_gb_per_s: float = 400.0
     island_busbw_gb_per_s: float = 361.0
     copy_gb_per_s: float = 54.9
+    # Its d2d: 3810 GB/s busbw, one H200's recorded default run (reference.py's entry).
+    d2d_gb_per_s: float = 3810.0
     # An all_to_all across nodes, as `Collective.nic_rate` gives it (each GPU's share for other
     # nodes through its NIC): the reference's derived 45 GB/s (reference.py), assumed. A pair
     # of GPUs of one node: 339.6 GB/s, 2x H200 all_reduce (h200-x2-2026-11-24.md), assumed
@@ -510,9 +512,10 @@ def wave_seconds(fleet: Fleet, outcomes: Sequence[GroupOutcome], costs: Costs) -
             bus = factor(o.op, ranks)
             seconds += costs.point_s(latency, 8, bus, o.busbw_gb_per_s)
             seconds += costs.point_s(latency, o.size_bytes, bus, o.busbw_gb_per_s)
-        copies = 2 if gate else 3 if len(o.group.gpus) == 1 else 0  # h2d, d2h (and d2d alone)
-        copy = costs.point_s(costs.copy_latency_us, 256 << 20, 1.0, costs.copy_gb_per_s)
-        seconds += copies * copy
+        if gate or len(o.group.gpus) == 1:  # d2d, h2d and d2h
+            copy = costs.point_s(costs.copy_latency_us, 256 << 20, 1.0, costs.copy_gb_per_s)
+            own = costs.point_s(costs.copy_latency_us, 256 << 20, 2.0, costs.d2d_gb_per_s)
+            seconds += 2 * copy + own
         rows += costs.gate_points if gate else costs.internode_points
         slowest = max(slowest, seconds)
     return costs.wave_open_s + slowest + rows * costs.row_s

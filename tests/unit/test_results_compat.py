@@ -121,6 +121,7 @@ DTYPES = {
     "nccl_predictions": _OBJ,
     "measured_over_predicted": _F64,
     "nccl_init_s": _OBJ,
+    "other_processes": _OBJ,
     "date": _STR,
 }
 # how many rows have a value in each column: every row, the 24 measured (the 8 h2d rows are

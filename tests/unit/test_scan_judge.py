@@ -747,7 +747,8 @@ def test_a_node_of_one_gpu_is_judged_by_its_own_copies_not_all_reduce_with_peers
     assert gpu.health is Health.HEALTHY
     assert "peers" not in gpu.evidence
     assert re.match(
-        r"n0/gpu0: the only GPU of its node, no collective to time, host copies 5\d\.\d GB/s "
-        r"against the fleet's median 5\d\.\d of 4 GPUs",
+        r"n0/gpu0: the only GPU of its node, no collective to time: host copies 5\d\.\d GB/s; "
+        r"no reference for its model, so a job sharing it could not be told; host copies "
+        r"against the fleet's median 5\d\.\d of 4 GPUs$",
         gpu.evidence,
     )

@@ -110,3 +110,14 @@ def test_columns_list_each_rank_in_group_order_and_are_null_without_a_gpu() -> N
 def test_throttle_reasons_are_named_from_nvmls_bits(mask: int, names: tuple[str, ...]) -> None:
     calls = {"nvmlDeviceGetCurrentClocksThrottleReasons()": mask}
     assert telemetry.sample(Replay(calls), "handle").throttle_reasons == names
+
+
+def test_a_gpu_shared_with_another_process_counts_it_and_not_the_reader() -> None:
+    """Recorded on the nvidia-h200 machine: alone, NVML lists only the reader's own context;
+    beside a process of matrix products, that one too."""
+    assert _point("h200-x1-alone.json").other_processes == 0
+    shared = _point("h200-x1-shared.json")
+    assert shared.other_processes == 1
+    assert shared.throttle_reasons == ("sw_power_cap",)
+    # a GPU read with no process to tell its own context by counts nothing
+    assert _point("h200-healthy.json").other_processes is None
