@@ -133,3 +133,22 @@ def test_host_copies_below_their_reference_make_a_lone_gpu_slow() -> None:
     gpu = _verdicts([got])["vm/gpu0"]
     assert gpu.health is Health.SLOW
     assert gpu.evidence.startswith("vm/gpu0: host copies below 80% of the reference: ")
+
+
+@pytest.mark.parametrize(("scan", "health"), [("idle", Health.HEALTHY), ("busy", Health.SLOW)])
+def test_the_recorded_one_gpu_scans_name_the_gpu_only_beside_the_busy_process(
+    scan: str, health: Health
+) -> None:
+    """The rows of the H200's two scans (tests/data/scans/README.md) judged again: alone, its
+    d2d at 111% of the reference; beside the matrix products, at 54%, the process named."""
+    where = DATA / "scans" / "h200-x1-2026-12-02" / scan
+    rows = [r for f in sorted(where.rglob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+    node = rows[0]["hosts"][0]
+    fleet = Fleet(nodes=(FleetNode(id=node, host=node, gpus=1),), gpu_model=rows[0]["gpu_model"])
+    expected = {(r["op"], r["size_bytes"]) for r in rows}
+    gpus = {rows[0]["gpu_uuids"][0]: (node, 0)}
+    got = outcome(gate_group(node), rows, expected, ASKED, gpus)
+    gpu = _verdicts([got], fleet)[f"{node}/gpu0"]
+    assert gpu.health is health
+    assert gpu.reference_share == pytest.approx(1.11 if scan == "idle" else 0.54, abs=0.005)
+    assert ("1 other compute process on it (NVML)" in gpu.evidence) is (scan == "busy")
