@@ -212,20 +212,29 @@ class Collective:
         operation that sends to every rank, all of it between a ring's neighbours."""
         return 1 / (nodes - 1) if self.per_nic(nodes) else 1.0
 
-    def nic_rate(self, busbw: float, ranks: int, nodes: int) -> float:
+    def nic_rate(self, busbw: float, ranks: int, nodes: int, fewest: int | None = None) -> float:
         """A group's figure: its busbw, or (`per_nic`) each GPU's share for other nodes
         through its NIC, algbw x (nodes-1)/nodes, which the group's size leaves alone (busbw
         counts the share each GPU keeps inside its node: half the data in a group of two
-        nodes, a 37th in one of 37, so groups of different sizes would not compare)."""
+        nodes, a 37th in one of 37, so groups of different sizes would not compare). With a
+        node of `fewest` GPUs among fuller ones (a slow GPU left out), its GPUs send the most
+        to other nodes, (ranks - fewest)/ranks of it: theirs sets the pace."""
         if not self.per_nic(nodes):
             return busbw
-        return busbw / self.busbw_factor(ranks) * (nodes - 1) / nodes
+        return busbw / self.busbw_factor(ranks) * self._out(ranks, nodes, fewest)
 
-    def busbw_at(self, rate: float, ranks: int, nodes: int) -> float:
+    def busbw_at(self, rate: float, ranks: int, nodes: int, fewest: int | None = None) -> float:
         """The busbw of a group whose figure (`nic_rate`) is `rate`."""
         if not self.per_nic(nodes):
             return rate
-        return rate * self.busbw_factor(ranks) * nodes / (nodes - 1)
+        return rate * self.busbw_factor(ranks) / self._out(ranks, nodes, fewest)
+
+    @staticmethod
+    def _out(ranks: int, nodes: int, fewest: int | None) -> float:
+        """The share of its data the busiest GPU sends to other nodes."""
+        if fewest is None:
+            return (nodes - 1) / nodes
+        return (ranks - fewest) / ranks
 
     @property
     def in_place(self) -> bool:

@@ -78,15 +78,22 @@ OPS = {
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScanGroup:
-    """Nodes measured together, every GPU of each taking part, or (`gpus`, one node's
-    isolation) some of one node's GPUs. `partners` are the members put in as known-good
-    (padding or confirmation partners); the others are under test."""
+    """Nodes measured together, every GPU of each taking part, or some of them: `gpus`, some
+    of one node's GPUs (its isolation); `subsets`, beside `nodes` one entry each, the GPUs of
+    each node taking part in a group across nodes (a GPU of a node of two beside a proven GPU
+    of another, a node with its slow GPU left out). `partners` are the members put in as
+    known-good (padding or confirmation partners); the others are under test."""
 
     wave: int
     stage: Stage
     nodes: tuple[str, ...]
     partners: tuple[str, ...] = ()
     gpus: tuple[int, ...] = ()  # the node's GPUs taking part; empty: all of them
+    subsets: tuple[tuple[int, ...], ...] = ()  # each node's GPUs taking part; empty: all
+
+    def __post_init__(self) -> None:
+        if self.subsets and (len(self.subsets) != len(self.nodes) or self.gpus):
+            raise ValueError(f"wave {self.wave}: a group's subsets are one a node, not gpus")
 
     @property
     def tested(self) -> tuple[str, ...]:
@@ -96,16 +103,31 @@ class ScanGroup:
     def op(self) -> str:
         return OPS[str(self.stage)]
 
-    def ranks(self, fleet: Fleet) -> int:
+    @property
+    def some(self) -> bool:
+        """Whether only some GPUs of its nodes take part."""
+        return bool(self.gpus or self.subsets)
+
+    def members(self, fleet: Fleet) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """Each node and its GPUs taking part."""
         if self.gpus:
-            return len(self.gpus)
+            return ((self.nodes[0], self.gpus),)
+        if self.subsets:
+            return tuple(zip(self.nodes, self.subsets, strict=True))
+        return tuple((n, tuple(range(fleet.node(n).gpus))) for n in self.nodes)
+
+    def ranks(self, fleet: Fleet) -> int:
+        if self.some:
+            return sum(len(g) for _, g in self.members(fleet))
         return fleet.gpus(self.nodes)
+
+    def fewest(self, fleet: Fleet) -> int:
+        """The fewest GPUs a node of it has taking part (`Collective.nic_rate`)."""
+        return min(len(g) for _, g in self.members(fleet))
 
     def holds(self, fleet: Fleet) -> set[tuple[str, int]]:
         """The GPUs it occupies."""
-        if self.gpus:
-            return {(self.nodes[0], g) for g in self.gpus}
-        return {(n, g) for n in self.nodes for g in range(fleet.node(n).gpus)}
+        return {(n, g) for n, gpus in self.members(fleet) for g in gpus}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

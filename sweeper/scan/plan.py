@@ -125,7 +125,7 @@ class ScanPlan:
     def judged(self, group: ScanGroup) -> Collective:
         """A scan group's judged operation: its stage's (scan.fleet.OPS: all_reduce in a
         node's gate, all_to_all across nodes, send_recv between two of a node's GPUs), or for
-        a group of whole nodes the one the settings name."""
+        a group across nodes (or of whole nodes) the one the settings name."""
         if self.op is not None and not group.gpus:
             return self.registry[self.op]
         return self.registry[group.op]
@@ -137,9 +137,12 @@ class ScanPlan:
         copies; none on CPU ranks) or a pair."""
         placement = self.placement
         position = {n.node_id: i for i, n in enumerate(placement.nodes)}
-        members = [m for node in group.nodes for m in placement.by_node[position[node]]]
-        if group.gpus:
-            members = [m for m in members if m.local in group.gpus]
+        members = [
+            m
+            for node, subset in self._members(group)
+            for m in placement.by_node[position[node]]
+            if subset is None or m.local in subset
+        ]
         ranks = tuple(sorted(m.rank for m in members))
         copies = Group(Tier.GPU, DEFAULT_VARIANT, ranks)
         if group.gpus and len(ranks) == 1:
@@ -168,6 +171,15 @@ class ScanPlan:
         )
         asked = Asked(op=judged.op, latency_bytes=latency, bandwidth_bytes=bandwidth)
         return PlannedGroup(scan=group, steps=steps, asked=asked, expected=expected)
+
+    @staticmethod
+    def _members(group: ScanGroup) -> list[tuple[str, tuple[int, ...] | None]]:
+        """Each node of the group and the GPUs of it taking part (None: all)."""
+        if group.gpus:
+            return [(group.nodes[0], group.gpus)]
+        if group.subsets:
+            return list(zip(group.nodes, group.subsets, strict=True))
+        return [(node, None) for node in group.nodes]
 
     def _series(self, group: Group, judged: Collective) -> tuple[Series, ...]:
         n = group.world_size

@@ -117,13 +117,16 @@ class Costs:
             latency, busbw = self.internode_latency_us, self.busbw_across(op, ranks, nodes)
         return self.point_s(latency, size_bytes, factor(op, ranks), busbw)
 
-    def busbw_across(self, op: str, ranks: int, nodes: int, speed: float = 1.0) -> float:
+    def busbw_across(
+        self, op: str, ranks: int, nodes: int, speed: float = 1.0, fewest: int | None = None
+    ) -> float:
         """A healthy group's busbw across nodes at `speed` of it: an operation judged per NIC
-        (`Collective.per_nic`) from the NIC's rate, back to busbw, any other the fleet's."""
+        (`Collective.per_nic`) from the NIC's rate, back to busbw (`fewest`: the fewest GPUs
+        a node of it has taking part, where not all do), any other the fleet's."""
         performed = performing(op)
         if performed is None or not performed.per_nic(nodes):
             return self.internode_busbw_gb_per_s * speed
-        return performed.busbw_at(self.internode_a2a_gb_per_s * speed, ranks, nodes)
+        return performed.busbw_at(self.internode_a2a_gb_per_s * speed, ranks, nodes, fewest)
 
 
 class Fault(Name):
@@ -318,8 +321,8 @@ class Oracle:
     physics of each fault:
 
     - a slow GPU holds back every collective its rank is in (its node's gate, its pairs, any
-      group across nodes holding its node), not its host copies; its SM clock is low and it
-      draws its power cap;
+      group across nodes holding its rank), not its host copies nor a group that leaves it
+      out; its SM clock is low and it draws its power cap;
     - a slow node, or NIC, every group across nodes holding it (a NIC trained down a step,
       to a half or a quarter, says so in sysfs);
     - a cut pair of nodes (`slow-link`) only what flows between its two nodes, whatever group
@@ -394,7 +397,7 @@ class Oracle:
             return replace(timed_out, reason=reason + " did not answer")
         if group.stage is Stage.GATE:
             return self.gate(fleet, group.nodes[0], group)
-        if group.stage is Stage.ISOLATE:
+        if group.stage is Stage.ISOLATE and len(group.nodes) == 1:
             return self.isolate(group)
         return self.across(fleet, group)
 
@@ -421,9 +424,10 @@ class Oracle:
             )
         nodes = group.nodes
         held = set(nodes)
+        ranks = group.holds(fleet)  # a GPU left out of the group holds none of it back
         rate = min(
             [self.node_rate.get(n, 1.0) for n in nodes]
-            + [r for (n, _), r in self.gpus.items() if n in held]
+            + [r for gpu, r in self.gpus.items() if gpu in ranks]
             + [self.pairs_rate(group)]
         )
         readings = tuple(
@@ -434,7 +438,8 @@ class Oracle:
             for n, r in self.nic.items()
             if n in held
         )
-        busbw = self.costs.busbw_across(group.op, group.ranks(fleet), len(nodes), rate)
+        fewest = group.fewest(fleet) if group.subsets else None
+        busbw = self.costs.busbw_across(group.op, len(ranks), len(nodes), rate, fewest)
         return GroupOutcome(
             group=group,
             result=Result.OK,
@@ -502,7 +507,7 @@ def wave_seconds(fleet: Fleet, outcomes: Sequence[GroupOutcome], costs: Costs) -
     rows = 0
     for o in outcomes:
         gate = o.group.stage is Stage.GATE
-        inside = gate or o.group.stage is Stage.ISOLATE
+        inside = gate or (o.group.stage is Stage.ISOLATE and len(o.group.nodes) == 1)
         ranks = o.group.ranks(fleet)
         seconds = costs.comm_s(ranks)
         latency = costs.gate_latency_us if inside else costs.internode_latency_us

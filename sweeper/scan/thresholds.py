@@ -146,7 +146,8 @@ def rate(fleet: Fleet, o: GroupOutcome) -> float | None:
     performed = performing(o.op)
     if busbw is None or performed is None:
         return busbw
-    return performed.nic_rate(busbw, o.group.ranks(fleet), len(o.group.nodes))
+    fewest = o.group.fewest(fleet) if o.group.subsets else None
+    return performed.nic_rate(busbw, o.group.ranks(fleet), len(o.group.nodes), fewest)
 
 
 def _floor(

@@ -67,8 +67,12 @@ def timed(wave: ScanWave, seconds: float) -> WaveRun:
 
 
 def _tuples(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """JSON's lists as the records' tuples."""
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+    """JSON's lists as the records' tuples (a group's subsets: a tuple of tuples)."""
+    return {k: _tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+
+
+def _tuple(items: list[Any]) -> tuple[Any, ...]:
+    return tuple(_tuple(v) if isinstance(v, list) else v for v in items)
 
 
 def _outcome(fields: Mapping[str, Any]) -> GroupOutcome:
