@@ -215,8 +215,10 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
             else ""
         )
         own_failures = [i for i in failed if i in e.unexplained]
+        # a gate a GPU held back that went on without it (`inside.left_out`) did not pass
+        at_gate = "passed its gate" if gate is None or gate.passed else f"its gate {gate.why}"
         why = (
-            f"{node}: passed its gate{_gate_figures(gate)} and {len(passing)} of {total} "
+            f"{node}: {at_gate}{_gate_figures(gate)} and {len(passing)} of {total} "
             f"internode groups{ran}"
         )
         if own_failures:

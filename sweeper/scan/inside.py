@@ -4,10 +4,11 @@ and its telemetry find against each GPU and NVLink. Pure; the policy reads them 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import median
 
+from sweeper.scan.beside import Beside, beside
 from sweeper.scan.fleet import Fleet, GroupOutcome, MemberReading, Stage
 from sweeper.scan.thresholds import Failure, Judged, Thresholds, figure, gpu_copy_limit
 
@@ -149,6 +150,7 @@ class Inside:
     # low pairs that the median of a GPU's pairs does not explain (an NVLink, or a GPU named
     # by two low pairs alone): each is one observation until run again (`policy.relink`)
     doubtful: tuple[tuple[int, ...], ...] = ()
+    beside: Beside = field(default_factory=Beside)  # its GPUs beside proven ones elsewhere
 
     @property
     def named(self) -> bool:
@@ -177,14 +179,24 @@ def telemetry(readings: Iterable[MemberReading]) -> dict[int, str]:
 
 def by_node(inside: Iterable[Judged]) -> dict[str, list[Judged]]:
     """Isolation's groups by their node: each node's isolation read from its own (a fleet
-    whose every gate a fleet finding excused isolates every node: 36 groups a node of 8)."""
+    whose every gate a fleet finding excused isolates every node: 36 groups a node of 8),
+    and the pairs of proven GPUs across nodes (`beside`) that its GPUs' pairs across nodes
+    are held against, with each."""
     out: dict[str, list[Judged]] = defaultdict(list)
+    proven: list[Judged] = []
     for j in inside:
-        out[j.outcome.group.nodes[0]].append(j)
+        if j.outcome.group.tested:
+            out[j.outcome.group.tested[0]].append(j)
+        else:
+            proven.append(j)
+    for mine in out.values():
+        mine.extend(proven)
     return out
 
 
-def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside:
+def isolated(
+    node: str, inside: Sequence[Judged], gate: Judged | None, share: float = PEER_SHARE
+) -> Inside:
     """A node's pairs of GPUs against each other: a GPU the median of whose pairs is below
     GPU_SHARE of the median of the node's other pairs, or that two pairs below PEER_SHARE of
     the median of the node's pairs share, is slow; a slow pair of two GPUs neither of which
@@ -203,11 +215,17 @@ def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside
     figures = [v for j in pairs if (v := j.figure_gb_per_s) is not None]
     said = telemetry(gate.outcome.readings) if gate else {}
     if len(figures) < 3:
-        # too few pairs to hold one against the others (a node of two or three GPUs): a
-        # slow gate with one GPU whose telemetry disagrees names that GPU
+        # too few pairs to hold one against the others (a node of two or three GPUs): each
+        # GPU beside proven GPUs of other nodes names one (`beside`), else a slow gate with
+        # one GPU whose telemetry disagrees names that GPU
+        across = beside(node, inside, share)
+        if across.slow is not None:
+            slow_one = {across.slow: across.pairs[across.slow]}
+            return Inside(slow_gpus=slow_one, telemetry=said, beside=across)
         slow_gate = gate is not None and (gate.failure is Failure.SLOW or bool(gate.excused))
         alone = slow_gate and len(said) == 1
-        return Inside(slow_gpus={g: [] for g in said} if alone else {}, telemetry=said)
+        named: dict[int, list[Judged]] = {g: [] for g in said} if alone else {}
+        return Inside(slow_gpus=named, telemetry=said, beside=across)
     mid = median(figures)
     low = [j for j in pairs if j.figure_gb_per_s is None or j.figure_gb_per_s < PEER_SHARE * mid]
     by_gpu: dict[int, list[Judged]] = defaultdict(list)
@@ -245,3 +263,33 @@ def isolated(node: str, inside: Sequence[Judged], gate: Judged | None) -> Inside
             j.outcome.group.gpus for j in low if not by_median & set(j.outcome.group.gpus)
         ),
     )
+
+
+def left_out(fleet: Fleet, node: str, seen: Inside, gate: Judged) -> tuple[int, ...]:
+    """The GPUs the internode stages leave out of a node that goes on without them: those
+    its isolation named slow, where it named no NVLink, no NVML evidence is against it, its
+    gate answered (slow, or passed), some GPU is left and the fleet has another node to test
+    it beside; none where it does not go on."""
+    o = gate.outcome
+    flagged = any(r.flags for r in o.readings)
+    ran = gate.failure in (None, Failure.SLOW) and not o.unanswered and not o.misconfigured
+    slow = tuple(sorted(seen.slow_gpus))
+    whole = len(slow) >= fleet.node(node).gpus
+    if not slow or seen.slow_links or flagged or not ran or whole or len(fleet.nodes) < 2:
+        return ()
+    return slow
+
+
+def leaving(
+    fleet: Fleet, gates: Mapping[str, Gate], inside: Sequence[Judged], share: float
+) -> dict[str, tuple[int, ...]]:
+    """The nodes that go on to the internode stages without some GPUs (`left_out`), and
+    those GPUs: their paths are still tested, judged per GPU's NIC (`Collective.nic_rate`),
+    so a node of 7 GPUs of 8 compares with full ones."""
+    each = by_node(inside)
+    out = {}
+    for node, gate in gates.items():
+        seen = isolated(node, each.get(node, []), gate.judged, share)
+        if gpus := left_out(fleet, node, seen, gate.judged):
+            out[node] = gpus
+    return out

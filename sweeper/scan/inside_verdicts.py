@@ -18,6 +18,7 @@ from sweeper.scan.inside import (
     by_node,
     isolated,
     latest_copies,
+    left_out,
 )
 from sweeper.scan.thresholds import Failure, Judged, Robust, Thresholds, figure, gpu_copy_limit
 from sweeper.scan.verdict import Health, Subject, Verdict, against
@@ -71,7 +72,7 @@ def gate_verdicts(
         lone = alone(readings.get(0), fleet.gpu_model, thresholds) if node.gpus == 1 else None
         if lone is not None and lone.health is not None and found[0] is None:
             found[0] = lone.health, f"{node.id}/gpu0: {lone.evidence}"
-        seen = isolated(node.id, each.get(node.id, []), j)
+        seen = isolated(node.id, each.get(node.id, []), j, thresholds.min_ratio)
         for g, pairs in seen.slow_gpus.items():
             if found.get(g) is None:
                 found[g] = _slow_gpu(node.id, g, pairs, seen)
@@ -83,6 +84,8 @@ def gate_verdicts(
             gpus.append(replace(made, notes=tuple(noted)) if noted else made)
         for (a, b), pair in seen.slow_links.items():
             gpus.append(_nvlink(node.id, a, b, pair, seen))
+        if _went_on(fleet, node.id, seen, j, found):
+            continue  # the internode stages decide it (`judge`)
         if bad or seen.slow_links:
             named = bad + [f"NVLink gpu{a}-gpu{b}" for a, b in seen.slow_links]
             why = f"{node.id}: left out of the internode stages: its " + "; ".join(named)
@@ -112,6 +115,19 @@ def gate_verdicts(
     return gpus, nodes
 
 
+def _went_on(
+    fleet: Fleet,
+    node: str,
+    seen: Inside,
+    gate: Judged,
+    found: Mapping[int, tuple[Health, str] | None],
+) -> bool:
+    """Whether the node went on to the internode stages without the GPUs condemned in it
+    (`inside.left_out`), none else."""
+    going = left_out(fleet, node, seen, gate)
+    return bool(going) and set(going) == set(_condemned(found))
+
+
 def _gone(node: str, count: int, j: Judged | None) -> tuple[Verdict, list[Verdict]]:
     """A node that did not answer at its gate (a hang: failed) or brought nothing back
     (unreachable), and its GPUs with it."""
@@ -136,6 +152,8 @@ def _gone(node: str, count: int, j: Judged | None) -> tuple[Verdict, list[Verdic
 
 
 def _slow_gpu(node: str, g: int, pairs: list[Judged], seen: Inside) -> tuple[Health, str]:
+    if seen.beside.slow == g:
+        return Health.SLOW, f"{node}/gpu{g}: {_beside_words(g, seen)}"
     if not pairs:
         return Health.SLOW, (
             f"{node}/gpu{g}: its node's gate is slow and it alone disagrees with its peers "
@@ -169,6 +187,8 @@ def _gpu_verdict(
     lone: Alone | None = None,
 ) -> Verdict:
     name = f"{node}/gpu{g}"
+    if seen.beside.pairs.get(g) and seen.beside.proven_gb_per_s is not None:
+        return _beside_verdict(node, g, verdict, gate, seen)
     pairs = seen.pairs.get(g, [])
     figures = [v for j in pairs if (v := j.figure_gb_per_s) is not None]
     copy = next((r.copy_gb_per_s for r in gate.outcome.readings if r.gpu == g), None)
@@ -239,6 +259,49 @@ def _gpu_verdict(
         **against(pairs[0].reference if figures else gate.reference),
         tests=len(pairs) + 1,
         passed=sum(j.passed for j in pairs) + gate.passed,
+        evidence=why,
+    )
+
+
+def _beside_words(g: int, seen: Inside) -> str:
+    """A GPU's pairs beside proven GPUs of other nodes against the proven pairs', in words."""
+    b = seen.beside
+    mine = b.pairs[g]
+    partners = ", ".join(
+        f"{j.outcome.group.nodes[1]}/gpu{j.outcome.group.subsets[1][0]}" for j in mine
+    )
+    values = ", ".join(figure(j.figure_gb_per_s or 0) for j in mine)
+    return (
+        f"{mine[0].outcome.op} {values} GB/s beside proven GPUs of other nodes ({partners}) "
+        f"against the median {figure(b.proven_gb_per_s or 0)} of {b.proven_count} pairs of "
+        f"proven GPUs (threshold {b.share:.0%} of it)"
+    )
+
+
+def _beside_verdict(
+    node: str, g: int, verdict: tuple[Health, str] | None, gate: Judged, seen: Inside
+) -> Verdict:
+    """A GPU of a node of two by its pairs beside proven GPUs of other nodes: slow where
+    `beside` named it (or the gate's readings condemn it), else healthy."""
+    b = seen.beside
+    mine = b.pairs[g]
+    health, why = verdict or (Health.HEALTHY, f"{node}/gpu{g}: {_beside_words(g, seen)}")
+    figures = [v for j in mine if (v := j.figure_gb_per_s) is not None]
+    limit = b.share * (b.proven_gb_per_s or 0.0)
+    return Verdict(
+        subject=Subject.GPU,
+        nodes=(node,),
+        gpu=g,
+        health=health,
+        stage=Stage.ISOLATE,
+        partners=tuple(j.outcome.group.nodes[1] for j in mine),
+        busbw_gb_per_s=median(figures) if figures else None,
+        fleet_gb_per_s=b.proven_gb_per_s,
+        threshold_gb_per_s=limit,
+        threshold_source=f"{b.share:.0%} of the median of {b.proven_count} pairs of proven "
+        "GPUs across nodes",
+        tests=len(mine) + 1,
+        passed=sum(v >= limit for v in figures) + gate.passed,
         evidence=why,
     )
 

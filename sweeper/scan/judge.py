@@ -17,7 +17,7 @@ from statistics import median
 from sweeper.scan.across import transient
 from sweeper.scan.across_verdicts import internode
 from sweeper.scan.fleet import Fleet, GroupOutcome, Stage
-from sweeper.scan.inside import settled_gates
+from sweeper.scan.inside import leaving, settled_gates
 from sweeper.scan.inside_verdicts import gate_verdicts
 from sweeper.scan.reference import entry
 from sweeper.scan.thresholds import Judged, Thresholds, figure, judge_groups
@@ -45,6 +45,9 @@ def judge(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds
     passed = {n: g.judged for n, g in gates.items()}
     verdicts, links, groups = internode(fleet, tests, nodes, passed)
     notes = {n: list(g.node_notes) for n, g in gates.items()}
+    for n, out in leaving(fleet, gates, inside, thresholds.min_ratio).items():
+        named = ", ".join(f"gpu{g}" for g in out)
+        notes[n].append(f"its {named} (slow) left out of its groups across nodes")
     for n, said in [*_transient_notes(tests).items(), *slow_starts(outcomes).items()]:
         notes.setdefault(n, []).extend(said)
     verdicts = [

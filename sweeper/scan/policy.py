@@ -11,15 +11,24 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from math import isqrt
 from typing import TypeVar
 
 from sweeper.planning.inputs import quoted
 from sweeper.scan.across import FLAKY_LIMIT, Explained, explain
+from sweeper.scan.beside import across, beside_waves
 from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, ScanWave, Stage
-from sweeper.scan.inside import by_node, isolated, low_alone, settled_gates, telemetry
+from sweeper.scan.inside import (
+    by_node,
+    isolated,
+    leaving,
+    left_out,
+    low_alone,
+    settled_gates,
+    telemetry,
+)
 from sweeper.scan.thresholds import (
     Census,
     Failure,
@@ -127,6 +136,16 @@ def to_isolate(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thres
     return sorted(out, key=fleet.ids.index)
 
 
+def proven(
+    fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds, doubted: Sequence[str]
+) -> list[str]:
+    """The nodes whose gate passed and that are not isolated: partners a node of two GPUs
+    pairs its GPUs with (`beside`)."""
+    gates = [o for o in outcomes if o.group.stage is Stage.GATE]
+    passed = {g.nodes[0] for g, j in judge_groups(fleet, gates, thresholds).items() if j.passed}
+    return [n for n in fleet.ids if n in passed and n not in doubted]
+
+
 def isolate_waves(fleet: Fleet, nodes: Sequence[str], start: int) -> list[ScanWave]:
     """Each GPU of each node alone, then its GPUs in pairs: the circle method's n - 1 rounds
     of disjoint pairs (n rounds where n is odd), every node's round k in one wave."""
@@ -189,7 +208,9 @@ def relink(
     pending: list[tuple[str, tuple[int, ...]]] = []
     for node, inside in each.items():
         gate = gates.get(node)
-        pending += [(node, pair) for pair in isolated(node, inside, gate).doubtful]
+        pending += [
+            (node, pair) for pair in isolated(node, inside, gate, thresholds.min_ratio).doubtful
+        ]
         if gate is not None and low is not None:
             pending += [(node, (g,)) for g in low_alone(gate, inside, low)]
     made: list[list[ScanGroup]] = []
@@ -231,13 +252,37 @@ def regate(
         if o.group.stage is not Stage.GATE or j.failure is not Failure.SLOW or not below:
             continue
         node = o.group.nodes[0]
-        if any(r.flags for r in o.readings) or isolated(node, each.get(node, []), j).named:
+        if (
+            any(r.flags for r in o.readings)
+            or isolated(node, each.get(node, []), j, thresholds.min_ratio).named
+        ):
             continue
         nodes.append(node)
     if not nodes:
         return None
     groups = tuple(ScanGroup(wave=index, stage=Stage.GATE, nodes=(n,)) for n in nodes)
     return ScanWave(index=index, stage=Stage.GATE, groups=groups)
+
+
+def left_gpus(
+    fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds
+) -> dict[str, tuple[int, ...]]:
+    """The nodes that go on without some GPUs, and those GPUs (`inside.leaving`)."""
+    mine = [o for o in outcomes if o.group.stage in (Stage.GATE, Stage.ISOLATE)]
+    judged = judge_groups(fleet, mine, thresholds)
+    inside = [j for j in judged.values() if j.outcome.group.stage is Stage.ISOLATE]
+    gates = settled_gates(fleet, judged.values(), inside, mine, thresholds)
+    return leaving(fleet, gates, inside, thresholds.min_ratio)
+
+
+def without(fleet: Fleet, group: ScanGroup, left: Mapping[str, tuple[int, ...]]) -> ScanGroup:
+    """The group with the GPUs `left` names left out of its nodes (`left_gpus`)."""
+    if not left.keys() & set(group.nodes):
+        return group
+    subsets = tuple(
+        tuple(g for g in range(fleet.node(n).gpus) if g not in left.get(n, ())) for n in group.nodes
+    )
+    return replace(group, subsets=subsets)
 
 
 def excluded(
@@ -253,8 +298,10 @@ def excluded(
     each = by_node(inside)
     for node, gate in gates.items():
         j = gate.judged
-        seen = isolated(node, each.get(node, []), j)
-        if seen.named:
+        seen = isolated(node, each.get(node, []), j, thresholds.min_ratio)
+        if left_out(fleet, node, seen, j):
+            del out[node]  # it goes on without them (`left_gpus`)
+        elif seen.named:
             named = [f"gpu{g}" for g in seen.slow_gpus] + [
                 f"gpu{a}-gpu{b}" for a, b in seen.slow_links
             ]
@@ -280,6 +327,7 @@ class Internode:
     history: list[GroupOutcome]
     nodes: tuple[str, ...]
     start: int
+    left: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # GPUs left out (`left_gpus`)
 
 
 # A strategy: the internode waves it gives, in order, each decided from the outcomes before it
@@ -293,7 +341,14 @@ def waves(
     over the nodes they left in. After yielding a wave it reads that wave's outcomes from
     `history`, which the caller extends before asking for the next one."""
     yield gate_wave(fleet)
-    inside = isolate_waves(fleet, to_isolate(fleet, history, thresholds), 1)
+    doubted = to_isolate(fleet, history, thresholds)
+    inside = isolate_waves(fleet, doubted, 1)
+    inside += beside_waves(
+        fleet,
+        [n for n in doubted if across(fleet, n)],
+        proven(fleet, history, thresholds, doubted),
+        1 + len(inside),
+    )
     yield from inside
     index = 1 + len(inside)
     # what is still low run again, the gate's re-runs' copies too, while any is
@@ -318,6 +373,7 @@ def waves(
             history=history,
             nodes=nodes,
             start=start,
+            left=left_gpus(fleet, history, thresholds),
         )
         yield from STRATEGIES[strategy.kind](at)
 
@@ -364,7 +420,10 @@ def screens(rounds: Callable[[Strategy, Sequence[str]], Rounds]) -> Strategist:
     def strategist(at: Internode) -> Iterator[ScanWave]:
         for k, groups in enumerate(g for g in rounds(at.strategy, at.nodes) if g):
             index = at.start + k
-            made = tuple(ScanGroup(wave=index, stage=Stage.SCREEN, nodes=g) for g in groups)
+            made = tuple(
+                without(at.fleet, ScanGroup(wave=index, stage=Stage.SCREEN, nodes=g), at.left)
+                for g in groups
+            )
             yield ScanWave(index=index, stage=Stage.SCREEN, groups=made)
 
     return strategist
@@ -500,6 +559,7 @@ class _Adaptive:
         self.thresholds = at.thresholds
         self.history = at.history
         self.nodes = list(at.nodes)
+        self.left = at.left
         self.census = Census(at.fleet)  # the history's figures, read once as it grows
         self.index = at.start
         self.gone: set[str] = set()  # did not answer: out of every later wave
@@ -525,7 +585,11 @@ class _Adaptive:
 
     def wave(self, stage: Stage, groups: Sequence[Test]) -> ScanWave:
         made = tuple(
-            ScanGroup(wave=self.index, stage=stage, nodes=nodes + pads, partners=pads)
+            without(
+                self.fleet,
+                ScanGroup(wave=self.index, stage=stage, nodes=nodes + pads, partners=pads),
+                self.left,
+            )
             for nodes, pads in groups
         )
         self.index += 1
