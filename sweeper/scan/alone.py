@@ -6,11 +6,12 @@ Pure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from sweeper.scan.fleet import MemberReading
+from sweeper.scan.fleet import GroupOutcome, MemberReading
 from sweeper.scan.reference import Reference, entry, reference
-from sweeper.scan.thresholds import Thresholds, figure
+from sweeper.scan.thresholds import Judged, Thresholds, figure
 from sweeper.scan.verdict import Health
 from sweeper.wire import Tier
 
@@ -31,6 +32,7 @@ class Alone:
     reference: Reference | None
     threshold_gb_per_s: float | None
     threshold_source: str
+    note: str = ""  # a gate's low copies that did not reproduce alone: held against nothing
 
 
 def _host(copy: float, ref: Reference | None, share: float) -> tuple[str, bool]:
@@ -93,3 +95,29 @@ def alone(r: MemberReading | None, gpu_model: str | None, thresholds: Thresholds
         if d2d_ref
         else "",
     )
+
+
+def _reading(o: GroupOutcome) -> MemberReading | None:
+    return next((r for r in o.readings if r.gpu == 0), None)
+
+
+def judged_alone(
+    gate: Judged, inside: Sequence[Judged], gpu_model: str | None, thresholds: Thresholds
+) -> Alone:
+    """A lone GPU by its last reading: its gate's, or where its copies there were low, its
+    copies alone after it (`policy.to_isolate` runs them again: one slow point condemns
+    nothing); low at both, slow, saying so; low at the gate only, a transient note."""
+    first = alone(_reading(gate.outcome), gpu_model, thresholds)
+    after = gate.outcome.group.wave
+    again = [j for j in inside if j.outcome.group.gpus == (0,) and j.outcome.group.wave > after]
+    if not again:
+        return first
+    last = max(again, key=lambda j: j.outcome.group.wave)
+    now = alone(_reading(last.outcome), gpu_model, thresholds)
+    wave = last.outcome.group.wave
+    if first.health is Health.SLOW and now.health is None:
+        note = f"transient: at its gate {first.evidence}; alone again in wave {wave}, not"
+        return replace(now, note=note)
+    if first.health is Health.SLOW and now.health is Health.SLOW:
+        return replace(now, evidence=f"at its gate and alone again in wave {wave}: {now.evidence}")
+    return now

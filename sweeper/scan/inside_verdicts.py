@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from statistics import median
 
-from sweeper.scan.alone import Alone, alone
+from sweeper.scan.alone import Alone, judged_alone
 from sweeper.scan.fleet import Fleet, GroupOutcome, MemberReading, Stage
 from sweeper.scan.inside import (
     GPU_SHARE,
@@ -65,13 +65,16 @@ def gate_verdicts(
         # its copies by their last reading: alone, where it copied alone after the gate
         latest = latest_copies(j, each.get(node.id, []))
         readings |= {g: replace(r, copy_gb_per_s=latest.get(g)) for g, r in readings.items()}
-        found = {
-            g: _gpu(f"{node.id}/gpu{g}", readings.get(g), copies, low) for g in range(node.gpus)
-        }
         # a node of one GPU: what it does alone, against its model's reference
-        lone = alone(readings.get(0), fleet.gpu_model, thresholds) if node.gpus == 1 else None
-        if lone is not None and lone.health is not None and found[0] is None:
-            found[0] = lone.health, f"{node.id}/gpu0: {lone.evidence}"
+        lone = (
+            judged_alone(j, each.get(node.id, []), fleet.gpu_model, thresholds)
+            if node.gpus == 1
+            else None
+        )
+        found = {
+            g: _gpu(f"{node.id}/gpu{g}", readings.get(g), copies, low) or _held(node.id, lone)
+            for g in range(node.gpus)
+        }
         seen = isolated(node.id, each.get(node.id, []), j, thresholds.min_ratio)
         for g, pairs in seen.slow_gpus.items():
             if found.get(g) is None:
@@ -80,6 +83,7 @@ def gate_verdicts(
         for g, verdict in found.items():
             made = _gpu_verdict(node.id, g, verdict, j, seen, copies, lone)
             noted = [gate.notes[g]] if gate and g in gate.notes else []
+            noted += [lone.note] if lone is not None and lone.note else []
             noted += [note for pair, note in seen.transient.items() if g in pair]
             gpus.append(replace(made, notes=tuple(noted)) if noted else made)
         for (a, b), pair in seen.slow_links.items():
@@ -344,6 +348,13 @@ def _gpu(
             f"{copies.median:.1f} (threshold {low:.1f})"
         )
     return None
+
+
+def _held(node: str, lone: Alone | None) -> tuple[Health, str] | None:
+    """What its copies alone hold against a node's one GPU, and why."""
+    if lone is None or lone.health is None:
+        return None
+    return lone.health, f"{node}/gpu0: {lone.evidence}"
 
 
 def _condemned(found: Mapping[int, tuple[Health, str] | None]) -> dict[int, tuple[Health, str]]:

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from sweeper.planning.inputs import quoted
 from sweeper.scan.across import FLAKY_LIMIT, Explained, explain
+from sweeper.scan.alone import judged_alone
 from sweeper.scan.beside import across, beside_waves
 from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, ScanWave, Stage
 from sweeper.scan.inside import (
@@ -37,6 +38,7 @@ from sweeper.scan.thresholds import (
     gpu_copy_limit,
     judge_groups,
 )
+from sweeper.scan.verdict import Health
 from sweeper.wire import Name
 
 T = TypeVar("T")
@@ -125,13 +127,17 @@ def to_isolate(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thres
     """The nodes to isolate: those whose gate ran and failed (slow, an error, NVML evidence),
     or missed an absolute threshold a fleet finding waived (the finding excuses condemning the
     node on that threshold, not holding its GPUs against each other, which a fleet-wide cause
-    leaves alike), or whose GPUs disagree in telemetry; not those that did not answer."""
+    leaves alike), or whose GPUs disagree in telemetry, or whose one GPU's copies are slow
+    against its reference (`alone`: its GPU copies alone again); not those that did not
+    answer."""
     gates = [o for o in outcomes if o.group.stage is Stage.GATE]
     judged = judge_groups(fleet, gates, thresholds)
     out = []
     for group, j in judged.items():
         answered = j.failure is not Failure.MISSING and not j.outcome.unanswered
-        if answered and (not j.passed or j.excused or telemetry(j.outcome.readings)):
+        lone = fleet.node(group.nodes[0]).gpus == 1
+        slow = lone and judged_alone(j, [], fleet.gpu_model, thresholds).health is Health.SLOW
+        if answered and (not j.passed or j.excused or telemetry(j.outcome.readings) or slow):
             out.append(group.nodes[0])
     return sorted(out, key=fleet.ids.index)
 
@@ -299,6 +305,8 @@ def excluded(
     for node, gate in gates.items():
         j = gate.judged
         seen = isolated(node, each.get(node, []), j, thresholds.min_ratio)
+        lone = fleet.node(node).gpus == 1
+        alone = judged_alone(j, each.get(node, []), fleet.gpu_model, thresholds) if lone else None
         if left_out(fleet, node, seen, j):
             del out[node]  # it goes on without them (`left_gpus`)
         elif seen.named:
@@ -306,6 +314,8 @@ def excluded(
                 f"gpu{a}-gpu{b}" for a, b in seen.slow_links
             ]
             out[node] = f"isolated: slow {', '.join(named)}"
+        elif alone is not None and alone.health is Health.SLOW:
+            out[node] = f"alone: slow gpu0 ({alone.evidence})"
         elif j.passed:
             del out[node]
         elif j.outcome.unanswered:

@@ -11,9 +11,17 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from sweeper.scan.fleet import Fleet, FleetNode, GroupOutcome, MemberReading, Result
+from sweeper.scan.fleet import (
+    Fleet,
+    FleetNode,
+    GroupOutcome,
+    MemberReading,
+    Result,
+    ScanGroup,
+    Stage,
+)
 from sweeper.scan.judge import judge
-from sweeper.scan.policy import gate_group
+from sweeper.scan.policy import excluded, gate_group, isolate_waves, to_isolate
 from sweeper.scan.rows import Asked, outcome
 from sweeper.scan.thresholds import Thresholds
 from sweeper.scan.verdict import Health, Verdict
@@ -152,3 +160,43 @@ def test_the_recorded_one_gpu_scans_name_the_gpu_only_beside_the_busy_process(
     assert gpu.health is health
     assert gpu.reference_share == pytest.approx(1.11 if scan == "idle" else 0.54, abs=0.005)
     assert ("1 other compute process on it (NVML)" in gpu.evidence) is (scan == "busy")
+
+
+def _alone_again(d2d: float) -> GroupOutcome:
+    """The GPU's copies alone after its gate (wave 1), its d2d at `d2d`, the process still
+    listed."""
+    rows = [r for r in _gate_rows() if r["kind"] == "copy"]
+    rows = [{**r, "other_processes": [1]} for r in rows]
+    rows = [{**r, "busbw_gb_per_s": d2d} if r["op"] == "d2d" else r for r in rows]
+    group = ScanGroup(wave=1, stage=Stage.ISOLATE, nodes=("vm",), gpus=(0,))
+    expected = {(r["op"], r["size_bytes"]) for r in rows}
+    return outcome(group, rows, expected, replace(ASKED, op="send_recv"), {_uuid(): ("vm", 0)})
+
+
+def _uuid() -> str:
+    return str(_gate_rows()[0]["gpu_uuids"][0])
+
+
+def test_a_lone_gpu_slow_at_its_gate_copies_alone_again_before_it_is_condemned() -> None:
+    """One slow point condemns nothing: the policy runs the GPU's copies alone again; slow at
+    both, it is slow, saying so; at its reference alone, healthy with the gate's as a note."""
+    busy = _shared(2052.2)
+    assert to_isolate(ONE, [busy], Thresholds()) == ["vm"]
+    assert to_isolate(ONE, [_gate(_gate_rows())], Thresholds()) == []
+    (wave,) = isolate_waves(ONE, ["vm"], 1)
+    assert [g.gpus for g in wave.groups] == [(0,)]
+    again = _verdicts([busy, _alone_again(2061.0)])["vm/gpu0"]
+    assert again.health is Health.SLOW
+    assert again.evidence.startswith(
+        "vm/gpu0: at its gate and alone again in wave 1: d2d below 80% of the reference"
+    )
+    assert excluded(ONE, [busy, _alone_again(2061.0)], Thresholds())["vm"].startswith(
+        "alone: slow gpu0 (at its gate and alone again in wave 1: d2d below 80%"
+    )
+    once = _verdicts([busy, _alone_again(4228.0)])["vm/gpu0"]
+    assert once.health is Health.HEALTHY
+    assert once.busbw_gb_per_s == 4228.0
+    (note,) = once.notes
+    assert note.startswith("transient: at its gate d2d below 80% of the reference: ")
+    assert note.endswith("d2d 2052 GB/s; alone again in wave 1, not")
+    assert "vm" not in excluded(ONE, [busy, _alone_again(4228.0)], Thresholds())
