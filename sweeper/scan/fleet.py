@@ -103,11 +103,6 @@ class ScanGroup:
     def op(self) -> str:
         return OPS[str(self.stage)]
 
-    @property
-    def some(self) -> bool:
-        """Whether only some GPUs of its nodes take part."""
-        return bool(self.gpus or self.subsets)
-
     def members(self, fleet: Fleet) -> tuple[tuple[str, tuple[int, ...]], ...]:
         """Each node and its GPUs taking part."""
         if self.gpus:
@@ -117,8 +112,10 @@ class ScanGroup:
         return tuple((n, tuple(range(fleet.node(n).gpus))) for n in self.nodes)
 
     def ranks(self, fleet: Fleet) -> int:
-        if self.some:
-            return sum(len(g) for _, g in self.members(fleet))
+        if self.gpus:
+            return len(self.gpus)
+        if self.subsets:
+            return sum(map(len, self.subsets))
         return fleet.gpus(self.nodes)
 
     def fewest(self, fleet: Fleet) -> int:

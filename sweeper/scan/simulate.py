@@ -424,10 +424,11 @@ class Oracle:
             )
         nodes = group.nodes
         held = set(nodes)
-        ranks = group.holds(fleet)  # a GPU left out of the group holds none of it back
+        # a GPU left out of the group holds none of it back
+        taking = dict(group.members(fleet)) if group.subsets else {}
         rate = min(
             [self.node_rate.get(n, 1.0) for n in nodes]
-            + [r for gpu, r in self.gpus.items() if gpu in ranks]
+            + [r for (n, g), r in self.gpus.items() if n in held and g in taking.get(n, (g,))]
             + [self.pairs_rate(group)]
         )
         readings = tuple(
@@ -439,7 +440,7 @@ class Oracle:
             if n in held
         )
         fewest = group.fewest(fleet) if group.subsets else None
-        busbw = self.costs.busbw_across(group.op, len(ranks), len(nodes), rate, fewest)
+        busbw = self.costs.busbw_across(group.op, group.ranks(fleet), len(nodes), rate, fewest)
         return GroupOutcome(
             group=group,
             result=Result.OK,
