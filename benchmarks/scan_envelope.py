@@ -152,6 +152,8 @@ def cells(axes: Sequence[str]) -> Iterator[Cell]:
             for s in SLOWDOWNS:
                 yield Cell("capped", "slow-pair (capped)", (Fault.CAPPED_LINK,) * 2, nodes, s)
     if "subject" in axes:
+        # the pairs beside proven GPUs under the heavier tails: what they condemn by chance
+        yield Cell("subject", "healthy", (), gpus=2, noise="every size")
         for nodes in (7, 49, NODES):
             per = 1 if nodes < 100 else PER_SCAN
             for s in SUBJECT_SLOWDOWNS:
