@@ -157,7 +157,8 @@ def _gone(node: str, count: int, j: Judged | None) -> tuple[Verdict, list[Verdic
 
 def _slow_gpu(node: str, g: int, pairs: list[Judged], seen: Inside) -> tuple[Health, str]:
     if seen.beside.slow == g:
-        return Health.SLOW, f"{node}/gpu{g}: {_beside_words(g, seen)}"
+        said = f"; {seen.telemetry[g]}" if g in seen.telemetry else ""
+        return Health.SLOW, f"{node}/gpu{g}: {_beside_words(g, seen)}{said}"
     if not pairs:
         return Health.SLOW, (
             f"{node}/gpu{g}: its node's gate is slow and it alone disagrees with its peers "

@@ -33,6 +33,7 @@ def test_a_slow_gpu_of_a_node_of_two_is_named_beside_proven_gpus_its_other_gpu_h
     assert slow.health is Health.SLOW
     assert other.health is Health.HEALTHY
     assert "beside proven GPUs of other nodes" in slow.evidence
+    assert "SM clock 1683 MHz against its peers' 1980" in slow.evidence  # its telemetry too
     assert slow.busbw_gb_per_s is not None
     assert slow.threshold_gb_per_s is not None
     assert slow.busbw_gb_per_s < slow.threshold_gb_per_s <= (other.busbw_gb_per_s or 0)
