@@ -65,10 +65,11 @@ def gate_verdicts(
         # its copies by their last reading: alone, where it copied alone after the gate
         latest = latest_copies(j, each.get(node.id, []))
         readings |= {g: replace(r, copy_gb_per_s=latest.get(g)) for g, r in readings.items()}
-        # a node of one GPU: what it does alone, against its model's reference
+        # a node of one GPU: what it does alone, against its model's reference (CPU ranks
+        # read nothing of the kind)
         lone = (
             judged_alone(j, each.get(node.id, []), fleet.gpu_model, thresholds)
-            if node.gpus == 1
+            if node.gpus == 1 and 0 in readings
             else None
         )
         found = {

@@ -200,3 +200,11 @@ def test_a_lone_gpu_slow_at_its_gate_copies_alone_again_before_it_is_condemned()
     assert note.startswith("transient: at its gate d2d below 80% of the reference: ")
     assert note.endswith("d2d 2052 GB/s; alone again in wave 1, not")
     assert "vm" not in excluded(ONE, [busy, _alone_again(4228.0)], Thresholds())
+
+
+def test_a_cpu_rank_alone_on_its_node_is_told_of_no_copies_it_never_made() -> None:
+    """gloo ranks read no copies and no NVML: nothing to say of a GPU's copies or reference."""
+    got = GroupOutcome(group=gate_group("vm"), result=Result.OK, readings=())
+    gpu = _verdicts([got], replace(ONE, gpu_model=None))["vm/gpu0"]
+    assert gpu.health is Health.HEALTHY
+    assert gpu.evidence == "vm/gpu0: the only GPU of its node, no collective to time"
