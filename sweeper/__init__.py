@@ -2,7 +2,7 @@
 
     run(**options) -> Run      sweep as `sweeper run` does; its rows as a DataFrame
     plan(**options) -> Plan    the schedule and duration `sweeper plan` estimates
-    load(path, run_id=, columns=) -> DataFrame   the rows of a results directory
+    load(path, run_id=, columns=, filters=) -> DataFrame   the rows of a results directory
     Run                        a finished sweep: run_id, rows, report
     Plan                       a planned sweep: spec, placement, schedule, estimate
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     import pandas as pd
+    import pyarrow.dataset as ds
 
     from sweeper.api import Run, plan, run
     from sweeper.commands.plan_estimate import Plan
@@ -50,12 +51,16 @@ def load(
     path: str | os.PathLike[str] = "results",
     run_id: str | Iterable[str] | None = None,
     columns: Sequence[str] | None = None,
+    filters: ds.Expression | Sequence[Any] | None = None,
 ) -> pd.DataFrame:
     """Read a results directory into a DataFrame with the canonical column types: every
     run's rows, or `run_id`'s (a run id, `latest`, or several ids), and every column or
-    only `columns` (read from the Parquet alone). FileNotFoundError where there is no
+    only `columns` (read from the Parquet alone), every row or only those `filters` match
+    (pyarrow's: an expression such as `pyarrow.dataset.field("op") == "all_reduce"`, or
+    tuples as `pyarrow.parquet.read_table` takes them). FileNotFoundError where there is no
     directory; BadInput for an empty path (which Path would take for the current
-    directory), a run the directory does not have, or a column the rows do not have."""
+    directory), a run the directory does not have, a column the rows do not have, or a
+    filter that cannot be judged."""
     import os
     from pathlib import Path
 
@@ -71,4 +76,4 @@ def load(
     if run_id is not None:
         asked = [run_id] if isinstance(run_id, str) else list(run_id)
         run_id = [resolve(Path(path), one) for one in asked]
-    return _load(path, run_id, columns)
+    return _load(path, run_id, columns, filters)

@@ -228,9 +228,12 @@ def load(
     root: str | os.PathLike[str],
     run_id: str | Iterable[str] | None = None,
     columns: Sequence[str] | None = None,
+    filters: ds.Expression | Sequence[Any] | None = None,
 ) -> pd.DataFrame:
     """Every row under `root` (or one run's, or several runs') as a DataFrame with the
-    canonical dtypes (`frame`'s); `columns`: only these (BadInput for one the rows lack)."""
+    canonical dtypes (`frame`'s); `columns`: only these (BadInput for one the rows lack);
+    `filters`: only the rows they match, pyarrow's (an expression, or the tuples
+    `pyarrow.parquet.read_table` takes), judged on the rows as upgraded to today's schema."""
     unknown = [c for c in columns or () if c not in DATASET_SCHEMA.names]
     if unknown:
         raise BadInput(f"no column {', '.join(map(repr, unknown))} in the rows")
@@ -239,7 +242,12 @@ def load(
         filter_ = ds.field("run_id") == run_id
     elif run_id is not None:
         filter_ = ds.field("run_id").isin(list(run_id))
-    rows = _pandas(read(root, list(columns) if columns else DATASET_SCHEMA.names, filter_))
+    # a filter reads every column: what it names may be one an older file's upgrade makes
+    wanted = list(columns) if columns and filters is None else DATASET_SCHEMA.names
+    table = read(root, wanted, filter_)
+    if filters is not None:
+        table = _matching(table, filters).select(list(columns or DATASET_SCHEMA.names))
+    rows = _pandas(table)
     asked = None if run_id is None else {run_id} if isinstance(run_id, str) else set(run_id)
     if "run_id" in rows:  # a live run before its first batch is running, not absent
         for live in sorted(live_runs(root) - set(rows["run_id"].dropna())):
@@ -250,6 +258,16 @@ def load(
                     stacklevel=2,
                 )
     return rows
+
+
+def _matching(table: pa.Table, filters: ds.Expression | Sequence[Any]) -> pa.Table:
+    """The rows `filters` match; BadInput, in Arrow's words, for one it cannot judge."""
+    try:
+        where = filters if isinstance(filters, ds.Expression) else pq.filters_to_expression(filters)
+        return table.filter(where)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BadInput(f"filters {filters!r}: {said}") from exc
 
 
 # What `per_run` reads of each row.

@@ -154,3 +154,27 @@ def test_load_selects_a_run_and_columns(tmp_path: Path) -> None:
         sweeper.load(results, run_id="friday")
     with pytest.raises(BadInput, match="no column 'busbw'"):
         sweeper.load(results, columns=["op", "busbw"])
+
+
+def test_load_keeps_the_rows_pyarrows_filters_match(tmp_path: Path) -> None:
+    """An expression or the tuples `pyarrow.parquet.read_table` takes, on a column not read
+    too; a filter Arrow cannot judge is one BadInput."""
+    import pyarrow.dataset as ds
+
+    from tests import report_data
+
+    results = tmp_path / "results"
+    report_data.write_run(results, "base")
+    report_data.write_run(results, "new")
+    every = sweeper.load(results)
+    wanted = (every["run_id"] == "new") & (every["op"] == "all_reduce")
+    tuples = sweeper.load(
+        results, columns=["size_bytes"], filters=[("run_id", "=", "new"), ("op", "=", "all_reduce")]
+    )
+    assert list(tuples.columns) == ["size_bytes"]
+    assert tuples["size_bytes"].tolist() == every.loc[wanted, "size_bytes"].tolist()
+    expression = sweeper.load(results, run_id="new", filters=ds.field("op") == "all_reduce")
+    assert len(expression) == wanted.sum() > 0
+    assert set(expression["op"]) == {"all_reduce"}
+    with pytest.raises(BadInput, match="filters"):
+        sweeper.load(results, filters=ds.field("busbw") > 1)
