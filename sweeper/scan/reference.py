@@ -65,10 +65,7 @@ _H200_X4_NCCL_TESTS = {
 }
 
 _H200_X1 = "docs/measurements/h200-x1-2026-12-02.md"
-# One H200's own copies at the scan's 256 MiB: `python3 -m sweeper run` (its defaults) on
-# nvidia-h200, 2026-12-02 14:30 UTC, its rows in tests/data/results/h200-x1-default-2026-12-02
-# (d2d 3810 GB/s busbw, bytes read and written; h2d 55.2 and d2h 55.3 pinned, PCIe Gen5 x16).
-# The lower of the idle figures seen that day: d2d 4243 at 18:41 UTC (_H200_X1).
+# One H200's own copies at the scan's 256 MiB, the lowest idle figures measured: _H200_X1.
 _H200_ALONE = (
     f"measured here: python3 -m sweeper run, nvidia-h200 (PCIe Gen5 x16), 2026-12-02, at "
     f"256 MiB (tests/data/results/h200-x1-default-2026-12-02; {_H200_X1})"
