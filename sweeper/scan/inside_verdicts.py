@@ -231,22 +231,7 @@ def _gpu_verdict(
     noted = sorted({n for r in gate.outcome.readings if r.gpu == g for n in r.notes})
     if noted:
         why += f"; noted, not held against it: {', '.join(noted)}"
-    if lone is not None and not pairs:  # its figure is its own d2d, against the reference
-        return Verdict(
-            subject=Subject.GPU,
-            nodes=(node,),
-            gpu=g,
-            health=health,
-            stage=Stage.GATE,
-            busbw_gb_per_s=lone.d2d_gb_per_s,
-            threshold_gb_per_s=lone.threshold_gb_per_s,
-            threshold_source=lone.threshold_source,
-            **against(lone.reference),
-            tests=1,
-            passed=int(health is Health.HEALTHY),
-            evidence=why,
-        )
-    return Verdict(
+    judged = Verdict(
         subject=Subject.GPU,
         nodes=(node,),
         gpu=g,
@@ -266,6 +251,19 @@ def _gpu_verdict(
         tests=len(pairs) + 1,
         passed=sum(j.passed for j in pairs) + gate.passed,
         evidence=why,
+    )
+    if lone is None or pairs:
+        return judged
+    # a lone GPU: its figure is its own d2d, against the reference
+    return replace(
+        judged,
+        busbw_gb_per_s=lone.d2d_gb_per_s,
+        fleet_gb_per_s=None,
+        threshold_gb_per_s=lone.threshold_gb_per_s,
+        threshold_source=lone.threshold_source,
+        **against(lone.reference),
+        tests=1,
+        passed=int(health is Health.HEALTHY),
     )
 
 
