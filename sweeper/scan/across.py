@@ -25,7 +25,7 @@ FAIL_SHARE = 0.25
 # fails one test in 1/FLAKY_RATE more. Past ln((1 - FLAKY_BETA) / FLAKY_ALPHA) it is flaky:
 # a healthy node is called flaky at most FLAKY_ALPHA of the time, one failing one in five
 # missed FLAKY_BETA. Every node of a fleet is so tested: at 0.001, a healthy 1024-node fleet
-# under every size's noise had a node called flaky in 2 scans of 100 (PERFORMANCE.md's
+# under every size's noise had a node called flaky in 2 scans of 100 (docs/SCAN.md's
 # envelope).
 FLAKY_RATE = 0.2
 FLAKY_ALPHA = 0.0001
