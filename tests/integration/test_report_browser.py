@@ -282,7 +282,7 @@ def test_a_scans_fleet_section_draws_its_map_and_lists_the_condemned(
     fleet = seen.sections["fleet"]
     assert fleet["figures"] == 2  # the map and the timeline
     # the fleet's findings first, condemned, stages: with the slow GPU named beside proven GPUs
-    # of other nodes (efd0bd0), nothing is left unconfirmed and its node is healthy
+    # of other nodes (73290ea), nothing is left unconfirmed and its node is healthy
     assert fleet["tables"] == 3
     assert seen.text.index("The fleet as a whole") < seen.text.index("Healthy: 14 of 16")
     # a condemned node's GPUs go with it; the faults' nodes are drawn by the seed
