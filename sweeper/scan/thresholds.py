@@ -17,6 +17,7 @@ from statistics import median
 from sweeper.ops.registry import performing
 from sweeper.scan.fleet import Fleet, GroupOutcome, Result, ScanGroup, Stage
 from sweeper.scan.reference import Reference, reference
+from sweeper.scan.scattered import slow_share
 from sweeper.wire import Name, Tier
 
 # The stages that measure every node, not suspects: the fleet's medians come from these.
@@ -193,7 +194,10 @@ class _Population:
 
 
 def findings(
-    fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds
+    fleet: Fleet,
+    outcomes: Sequence[GroupOutcome],
+    thresholds: Thresholds,
+    census: Census | None = None,
 ) -> list[Finding]:
     """The fleet findings: for the gate and for the groups across nodes, an absolute threshold
     (a flag, or a share of the reference) that the fleet's median misses, or that at least
@@ -202,7 +206,9 @@ def findings(
     Such a threshold decides no group: the fleet is off as a whole (the driver, NCCL, the
     fabric's configuration) or the threshold is wrong, and the finding says so."""
     return [
-        p.finding for p in _judging(fleet, outcomes, outcomes, thresholds).values() if p.finding
+        p.finding
+        for p in _judging(fleet, outcomes, outcomes, thresholds, census).values()
+        if p.finding
     ]
 
 
@@ -222,6 +228,9 @@ class _Tally:
     best_by_shape: dict[tuple[bool, str, int], dict[str, float]] = field(
         default_factory=lambda: defaultdict(dict)
     )
+    sized: dict[tuple[bool, str], list[tuple[int, float]]] = field(  # (nodes, figure) by kind
+        default_factory=lambda: defaultdict(list)
+    )
     _robust: dict[object, tuple[int, Robust]] = field(default_factory=dict)
 
     def add(self, fleet: Fleet, o: GroupOutcome) -> None:
@@ -231,6 +240,7 @@ class _Tally:
         key = _key(fleet, o)
         self.by_shape[key].append(value)
         self.by_kind[key[:2]].append(value)
+        self.sized[key[:2]].append((len(o.group.nodes), value))
         for best in (self.best[key[:2]], self.best_by_shape[key]):
             for n in o.group.nodes:
                 best[n] = max(best.get(n, value), value)
@@ -321,7 +331,13 @@ def _judging(
             nodes = tally.best[key[:2]]
             below = sum(v < floor[0] for v in nodes.values())
             off = median(nodes.values()) < floor[0]  # the fleet's nodes, whatever its size
-            if off or below > thresholds.fleet_share * len(nodes):
+            # across nodes, a node's best group is no measure of it once slow nodes fill most
+            # groups (20% of 256 nodes slow: most healthy ones never sat in a clean group of
+            # 16); the share its groups' passes give is (sweeper/scan/scattered.py)
+            scattered = key[0] or slow_share(tally.sized[key[:2]], floor[0])
+            if (off or below > thresholds.fleet_share * len(nodes)) and (
+                scattered > thresholds.fleet_share
+            ):
                 finding = _finding(key, o, floor, below, len(nodes), robust or Robust.of(peers))
                 floor, waived = None, floor
         out[key] = _Population(
