@@ -65,16 +65,22 @@ class Explained:
 
 def transient(tests: Sequence[Judged]) -> dict[int, int]:
     """Each failing group whose very nodes were run again later and passed the last time
-    (the policy runs a failing group again before it bisects it), with that test: a slow
-    block or an error that did not reproduce (0.6% of recorded GPU points are 25-79% slow,
+    (the policy runs a failing group again before it bisects it), and, a link's own test of
+    two nodes, passed at least as often as it failed, with that last test: a slow block or
+    an error that did not reproduce (0.6% of recorded GPU points are 25-79% slow,
     scan.noise). A hang or a group that brought nothing back is never transient."""
     runs: dict[frozenset[str], list[int]] = defaultdict(list)
     for i, j in enumerate(tests):
         runs[frozenset(j.outcome.group.nodes)].append(i)
     out: dict[int, int] = {}
-    for idx in runs.values():
+    for nodes, idx in runs.items():
         last = max(idx, key=lambda i: (tests[i].outcome.group.wave, i))
         if len(idx) < 2 or not tests[last].passed:
+            continue
+        # a pair of nodes is a link's test: it stands where it failed more often than not
+        # (`_Adaptive.unsettled` runs it until one side leads)
+        link = len(nodes) == 2 and not tests[last].outcome.group.partners
+        if link and 2 * sum(tests[i].passed for i in idx) < len(idx):
             continue
         for i in idx:
             j = tests[i]

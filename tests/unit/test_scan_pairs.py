@@ -4,10 +4,20 @@ pairs fit its budget (issue 52)."""
 
 from __future__ import annotations
 
+import pytest
+
 from sweeper.scan.fleet import Stage
 from sweeper.scan.noise import recorded
 from sweeper.scan.policy import PAIR_ROUNDS, Strategy
-from sweeper.scan.simulate import BANDWIDTH_BYTES, Costs, Fault, Planted, fleet_of, run
+from sweeper.scan.simulate import (
+    BANDWIDTH_BYTES,
+    Costs,
+    Fault,
+    Planted,
+    fleet_of,
+    plant,
+    run,
+)
 from sweeper.scan.verdict import Health, Subject
 
 
@@ -29,12 +39,32 @@ def test_a_pair_capped_at_80_percent_is_named_as_the_link_and_its_ends_are_healt
     assert verdicts[Subject.NODE, ("n0007",)].health is Health.HEALTHY
     assert verdicts[Subject.NODE, ("n0063",)].health is Health.HEALTHY
     assert sim.score.condemned == 1
-    # every pair once in the circle method's 99 rounds of disjoint pairs
+    # every pair in the circle method's 99 rounds of disjoint pairs, and again those that
+    # passed within MARGIN of their threshold (1-2% of healthy pairs under the noise)
     pairs = [o.group.nodes for o in sim.outcomes if o.group.stage is Stage.PAIRS]
-    assert len(pairs) == len(set(pairs)) == 100 * 99 // 2
+    rounds, again = pairs[: 100 * 99 // 2], pairs[100 * 99 // 2 :]
+    assert len(set(rounds)) == len(rounds) == 100 * 99 // 2
+    assert set(again) <= set(rounds)
+    assert 0 < len(again) < 0.03 * len(rounds)
 
 
 def test_a_fleet_whose_rounds_of_pairs_do_not_fit_runs_none() -> None:
     fleet = fleet_of(PAIR_ROUNDS + 2, 1)
     sim = run(fleet, (), strategy=Strategy.parse("adaptive"))
     assert "pairs" not in sim.stages()
+
+
+@pytest.mark.parametrize(("nodes", "seed"), [(49, 4), (100, 5), (100, 22)])
+def test_pairs_capped_at_80_percent_are_named_though_one_test_passed_by_chance(
+    nodes: int, seed: int
+) -> None:
+    """Two pairs capped at 80% under the recorded noise: at 49 nodes one passed its one round
+    1.5% above its threshold and was never run again; at 100 one failed its round and passed
+    its confirmation, which cleared it. A pass close to the threshold runs again (`MARGIN`),
+    and a link's own test runs until one side leads (`PAIR_RUNS`)."""
+    fleet = fleet_of(nodes, 8, seed=seed)
+    planted = plant(fleet, (Fault.CAPPED_LINK,) * 2, seed, slowdown=0.2)
+    strategy = Strategy.parse("adaptive", seed=seed)
+    noise = Costs(noise=recorded(BANDWIDTH_BYTES))
+    sim = run(fleet, planted, strategy=strategy, seed=seed, costs=noise)
+    assert (sim.score.named, sim.score.condemned) == (2, 2)

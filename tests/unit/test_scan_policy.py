@@ -135,8 +135,12 @@ def test_the_affine_screen_puts_every_pair_of_nodes_in_exactly_one_group_in_q_pl
 def test_adaptive_on_a_healthy_fleet_is_the_gate_and_the_screen_of_all_to_all_groups() -> None:
     fleet = fleet_of(64, 8)
     waves, outcomes = run(fleet, "adaptive")
-    # q = 11; then every pair alone, the circle method's 63 rounds (a capped path's test)
-    assert [w.stage for w in waves] == [Stage.GATE] + [Stage.SCREEN] * 12 + [Stage.PAIRS] * 63
+    # q = 11; then every pair alone, the circle method's 63 rounds (a capped path's test),
+    # and the pairs that passed within MARGIN of their threshold once more, a wave or two
+    stages = [w.stage for w in waves]
+    assert stages[:76] == [Stage.GATE] + [Stage.SCREEN] * 12 + [Stage.PAIRS] * 63
+    assert set(stages[76:]) <= {Stage.PAIRS}
+    assert len(stages[76:]) <= 2
     assert [g.nodes for g in waves[0].groups] == [(n,) for n in fleet.ids]
     for wave in waves[1:]:
         assert_disjoint(wave)
