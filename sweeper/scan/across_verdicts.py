@@ -216,10 +216,12 @@ def _bystander(node: str, e: Explained, fleet_size: int, gate: Judged | None) ->
         )
         own_failures = [i for i in failed if i in e.unexplained]
         # a gate a GPU held back that went on without it (`inside.left_out`) did not pass
-        at_gate = "passed its gate" if gate is None or gate.passed else f"its gate {gate.why}"
+        held = gate is not None and not gate.passed
+        at_gate = f"its gate: {gate.why}" if gate is not None and held else "passed its gate"
+        without = " without the GPUs its gate or isolation condemned" if held else ""
         why = (
             f"{node}: {at_gate}{_gate_figures(gate)} and {len(passing)} of {total} "
-            f"internode groups{ran}"
+            f"internode groups{without}{ran}"
         )
         if own_failures:
             why += f"; {len(own_failures)} failing group(s) beside it that no culprit explains"

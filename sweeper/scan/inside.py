@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from statistics import median
 
 from sweeper.scan.beside import Beside, beside
-from sweeper.scan.fleet import Fleet, GroupOutcome, MemberReading, Stage
+from sweeper.scan.fleet import Fleet, GroupOutcome, MemberReading, Result, Stage
 from sweeper.scan.thresholds import Failure, Judged, Thresholds, figure, gpu_copy_limit
 
 # A clock this far below its peers' median is evidence: analysis.why's rule for the report
@@ -267,13 +267,19 @@ def isolated(
 
 def left_out(fleet: Fleet, node: str, seen: Inside, gate: Judged) -> tuple[int, ...]:
     """The GPUs the internode stages leave out of a node that goes on without them: those
-    its isolation named slow, where it named no NVLink, no NVML evidence is against it, its
-    gate answered (slow, or passed), some GPU is left and the fleet has another node to test
-    it beside; none where it does not go on."""
+    its isolation named slow and those NVML flags at its gate, where it named no NVLink, no
+    NVML evidence is against the node itself, its gate answered (slow, passed, or failed on
+    its GPUs' flags alone), some GPU is left and the fleet has another node to test it
+    beside; none where it does not go on."""
     o = gate.outcome
-    flagged = any(r.flags for r in o.readings)
-    ran = gate.failure in (None, Failure.SLOW) and not o.unanswered and not o.misconfigured
-    slow = tuple(sorted(seen.slow_gpus))
+    # NVML's evidence against one GPU (an Xid, retired pages) condemns that GPU, and the
+    # node's paths are still to be tested without it; evidence of the node's (a NIC's) keeps
+    # it whole
+    own = {r.gpu for r in o.readings if r.flags and r.gpu is not None}
+    flagged = any(r.flags for r in o.readings if r.gpu is None)
+    answered = gate.failure in (None, Failure.SLOW) or (bool(own) and o.result is Result.OK)
+    ran = answered and not o.unanswered and not o.misconfigured
+    slow = tuple(sorted(set(seen.slow_gpus) | own))
     whole = len(slow) >= fleet.node(node).gpus
     if not slow or seen.slow_links or flagged or not ran or whole or len(fleet.nodes) < 2:
         return ()

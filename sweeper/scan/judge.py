@@ -46,8 +46,9 @@ def judge(fleet: Fleet, outcomes: Sequence[GroupOutcome], thresholds: Thresholds
     verdicts, links, groups = internode(fleet, tests, nodes, passed)
     notes = {n: list(g.node_notes) for n, g in gates.items()}
     for n, out in leaving(fleet, gates, inside, thresholds.min_ratio).items():
-        named = ", ".join(f"gpu{g}" for g in out)
-        notes[n].append(f"its {named} (slow) left out of its groups across nodes")
+        flags = {r.gpu: ", ".join(r.flags) for r in gates[n].judged.outcome.readings if r.flags}
+        named = ", ".join(f"gpu{g} ({flags.get(g, 'slow')})" for g in out)
+        notes[n].append(f"its {named} left out of its groups across nodes")
     for n, said in [*_transient_notes(tests).items(), *slow_starts(outcomes).items()]:
         notes.setdefault(n, []).extend(said)
     verdicts = [

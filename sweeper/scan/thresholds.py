@@ -489,7 +489,11 @@ def _verdict(
     if o.result is Result.FAILED:
         return Failure.FAILED, o.reason or "failed"
     if o.group.stage is Stage.GATE:
-        flagged = [f"gpu {r.gpu}: {', '.join(r.flags)}" for r in o.readings if r.flags]
+        flagged = [
+            f"gpu {r.gpu}: {', '.join(r.flags)}" if r.gpu is not None else ", ".join(r.flags)
+            for r in o.readings
+            if r.flags
+        ]
         if flagged:
             return Failure.FAILED, "; ".join(flagged)
         if copies is not None:

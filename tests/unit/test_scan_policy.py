@@ -32,6 +32,7 @@ from sweeper.scan.policy import (
     Strategy,
     affine,
     excluded,
+    left_gpus,
     next_wave,
     screens,
     smallest_prime,
@@ -278,7 +279,24 @@ def test_a_node_that_fails_its_gate_stays_out_and_one_with_a_slow_gpu_goes_on_wi
     assert "did not start" in out["n0003"]
 
 
-def test_a_gate_with_nvml_evidence_keeps_the_node_out() -> None:
+@pytest.mark.parametrize(
+    ("gpu", "flag", "out", "left"),
+    [
+        (1, "xid 79", {}, {"n0001": (1,)}),
+        (
+            None,
+            "NIC mlx5_3 at 200 of 400 Gb/s",
+            {"n0001": "gate failed: NIC mlx5_3 at 200 of 400 Gb/s"},
+            {},
+        ),
+    ],
+    ids=["a-gpu", "the-node"],
+)
+def test_nvml_evidence_at_a_gate_leaves_its_gpu_out_or_keeps_its_node_out(
+    gpu: int | None, flag: str, out: dict[str, str], left: dict[str, tuple[int, ...]]
+) -> None:
+    """Evidence against one GPU condemns that GPU, and its node goes on across nodes without
+    it; evidence against the node itself keeps it out."""
     fleet = fleet_of(4, 2)
     _, outcomes = run(fleet, "ring")
     gate = [
@@ -286,14 +304,15 @@ def test_a_gate_with_nvml_evidence_keeps_the_node_out() -> None:
             group=o.group,
             result=Result.OK,
             busbw_gb_per_s=o.busbw_gb_per_s,
-            readings=(MemberReading(node=o.group.nodes[0], gpu=1, flags=("xid 79",)),),
+            readings=(MemberReading(node=o.group.nodes[0], gpu=gpu, flags=(flag,)),),
         )
         if o.group.nodes == ("n0001",)
         else o
         for o in outcomes
         if o.group.stage is Stage.GATE
     ]
-    assert excluded(fleet, gate, THRESHOLDS) == {"n0001": "gate failed: gpu 1: xid 79"}
+    assert excluded(fleet, gate, THRESHOLDS) == out
+    assert left_gpus(fleet, gate, THRESHOLDS) == left
 
 
 def test_replaying_the_rows_so_far_gives_the_wave_the_running_policy_gave() -> None:

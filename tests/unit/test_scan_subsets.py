@@ -4,6 +4,7 @@ node takes part with fewer GPUs than the others (`Collective.nic_rate`'s `fewest
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,12 @@ from sweeper.commands.plan_estimate import recorded_node, replicated
 from sweeper.ops.registry import REGISTRY
 from sweeper.planning.placement import expected_placement
 from sweeper.scan.fleet import GroupOutcome, Result, ScanGroup, ScanWave, Stage
+from sweeper.scan.judge import judge
 from sweeper.scan.plan import ScanPlan
+from sweeper.scan.policy import ScanPolicy, Strategy
 from sweeper.scan.simulate import Costs, Fault, Oracle, Planted, fleet_of
-from sweeper.scan.thresholds import rate
+from sweeper.scan.thresholds import Thresholds, rate
+from sweeper.scan.verdict import Health, Subject
 from sweeper.scan.waves import plain, replayed
 from sweeper.wire import Backend
 
@@ -69,3 +73,37 @@ def test_a_slow_gpu_left_out_of_a_group_across_nodes_holds_none_of_it_back() -> 
     held = rate(fleet, oracle.measure(fleet, whole)) or 0.0
     assert without == pytest.approx(45.0, rel=0.15)  # each GPU's NIC, as full groups'
     assert held == pytest.approx(22.5, rel=0.15)  # the slow GPU's rank holds back its group
+
+
+def test_a_gpu_nvml_flags_at_its_gate_is_condemned_and_its_node_tested_across_without_it() -> None:
+    """n0002's gpu3 reports Xid 79 at its gate, its figures fine: the GPU is `failed` on the
+    flag, and its node's paths are still tested, in each group across nodes without that GPU
+    (it was kept out of every one, its paths untested); its node, healthy there, is healthy."""
+    fleet = fleet_of(8, 8)
+    oracle = Oracle((), Costs(), 0)
+    policy = ScanPolicy(fleet, Strategy.parse("adaptive"), Thresholds())
+
+    def flagged(o: GroupOutcome) -> GroupOutcome:
+        if o.group.stage is not Stage.GATE or o.group.nodes != ("n0002",):
+            return o
+        marked = tuple(replace(r, flags=("xid 79",)) if r.gpu == 3 else r for r in o.readings)
+        return replace(o, readings=marked)
+
+    outcomes: list[GroupOutcome] = []
+    across: list[ScanGroup] = []
+    wave = policy.next()
+    while wave is not None:
+        if wave.stage not in (Stage.GATE, Stage.ISOLATE):
+            across += [g for g in wave.groups if "n0002" in g.nodes]
+        got = [flagged(oracle.measure(fleet, g)) for g in wave.groups]
+        outcomes += got
+        wave = policy.next(got)
+    assert across
+    rest = tuple(g for g in range(8) if g != 3)
+    assert {g.subsets[g.nodes.index("n0002")] for g in across} == {rest}
+    verdicts = {(v.subject, v.nodes, v.gpu): v for v in judge(fleet, outcomes, Thresholds())}
+    gpu = verdicts[Subject.GPU, ("n0002",), 3]
+    assert (gpu.health, gpu.evidence) == (Health.FAILED, "n0002/gpu3: xid 79 at the gate")
+    node = verdicts[Subject.NODE, ("n0002",), None]
+    assert node.health is Health.HEALTHY
+    assert "without the GPUs its gate or isolation condemned" in node.evidence
