@@ -17,9 +17,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from sweeper.cli import app
 from sweeper.results.files import MIN_FREE_BYTES
 from sweeper.results.journal import JOURNAL_DIR
 from tests.conftest import start_ray_session
+from tests.tmpfs import tmpfs
 
 # One rank, 4 dtypes x 694 sizes from 2 to 32 KiB (8 bytes apart or more: each a whole number
 # of elements, none twice): about 2,800 points of tens of ms, most of a minute in all, where a
@@ -338,23 +339,6 @@ def test_a_closed_stdout_costs_the_lines_not_the_run(faulted: dict[str, Faulted]
     assert len(_on_disk(out)) == 4
 
 
-@contextmanager
-def _tmpfs(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
-
-
 def _fill(disk: Path) -> None:
     with open(disk / "filler", "wb", buffering=0) as filler:
         try:
@@ -373,7 +357,7 @@ def _fill(disk: Path) -> None:
 def test_a_disk_that_fills_mid_run_stops_the_sweep_with_exit_3_and_keeps_the_rows(
     tmp_path: Path,
 ) -> None:
-    with _tmpfs(tmp_path / "disk", f"{MIN_FREE_BYTES // 2**20 + 1}m") as disk:
+    with tmpfs(tmp_path / "disk", f"size={MIN_FREE_BYTES // 2**20 + 1}m") as disk:
         out = disk / "results"
 
         def fill_after_the_first_row() -> None:
@@ -400,7 +384,7 @@ def test_results_that_turn_read_only_mid_run_stop_the_sweep_with_exit_3_and_keep
     """Remounting a file system read-only is refused while the journal is open (EBUSY); a
     read-only bind mount over the results directory refuses what the run creates next, its
     next Parquet batch, as a file system the kernel turned read-only does."""
-    with _tmpfs(tmp_path / "disk", "64m") as disk:
+    with tmpfs(tmp_path / "disk", "size=64m") as disk:
         out = disk / "results"
 
         def read_only_after_the_first_row() -> None:
@@ -435,8 +419,8 @@ def test_a_results_location_that_cannot_take_a_run_is_refused_before_ray_starts(
     tmp_path: Path, case: str, message: str
 ) -> None:
     """Read-only by a mount: root, as tests here run, writes through chmod'd directories."""
-    size = "64k" if case == "full" else "32m"
-    with _tmpfs(tmp_path / "disk", size) as disk:
+    size = "size=64k" if case == "full" else "size=32m"
+    with tmpfs(tmp_path / "disk", size) as disk:
         if case == "full":
             _fill(disk)
         if case == "read-only":
