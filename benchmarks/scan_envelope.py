@@ -1,5 +1,6 @@
 """The fleet scan's envelope (issue 52): the adaptive scan of simulated fleets over a grid of
-severity (10-50% slow), density (0.1-10% of the nodes slow, a whole rack), flakiness (1 in 2,
+severity (10-50% slow), density (0.1-10% of the nodes slow, a whole rack; a fifth and a third
+of 100-1024 nodes), flakiness (1 in 2,
 5, 10), pairs sharing a node, a capped pair beside a cut one (and at 49 and 100 nodes, whose
 pairs the scan tests alone), the right subject (a slow GPU of a node of two GPUs, named
 beside proven GPUs of other nodes; a slow pair whose end also holds a slow GPU, its paths
@@ -53,6 +54,8 @@ SLOW = {
 }
 SHARES = (0.001, 0.01, 0.025, 0.05, 0.1)  # of the fleet's nodes slow, scattered
 DENSITY_SLOWDOWNS = (0.3, 0.5)  # a NIC at 70%; one trained at half its speed
+DENSE = (0.2, 1 / 3)  # a minority still: "up to a third of the fleet slow" (issue 52)
+DENSE_FLEETS = (100, 256, 1024)  # screen groups of 10, 16 and 32 nodes
 FLAKY = (2, 5, 10)  # a flaky node fails one test in this many
 FLEETS = (2, 3, 7, 49, 100, 1024, 4096)
 SUBJECT_SLOWDOWNS = (0.2, 0.5)  # where issue 52 holds recall >= 0.99, and RATES' NIC at half
@@ -139,6 +142,17 @@ def cells(axes: Sequence[str]) -> Iterator[Cell]:
                     slowdown=slowdown,
                     rack=True,
                     labelled=labelled,
+                )
+    if "dense" in axes:  # a minority, not a fleet off: up to a third slow, scattered
+        for nodes in DENSE_FLEETS:
+            for share in DENSE:
+                count = round(share * nodes)
+                yield Cell(
+                    "dense",
+                    f"slow-node x{count} ({share:.0%})",
+                    (Fault.SLOW_NODE,) * count,
+                    nodes,
+                    slowdown=0.5,
                 )
     if "flaky" in axes:
         for k in FLAKY:
@@ -338,7 +352,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument(
         "--axes",
-        default="severity,density,flaky,hub,capped,subject,hangs,fleet,noise,mix",
+        default="severity,density,dense,flaky,hub,capped,subject,hangs,fleet,noise,mix",
         help="which axes",
     )
     parser.add_argument("--strategy", default="adaptive", help="as sweeper scan --strategy")

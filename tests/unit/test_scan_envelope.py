@@ -44,7 +44,8 @@ def test_the_detection_limit_is_where_every_larger_slowdown_is_found_and_a_miss_
 
 
 def test_the_grid_holds_every_axis_the_issue_names() -> None:
-    axes = ["severity", "density", "flaky", "hub", "capped", "fleet", "noise", "hangs", "mix"]
+    axes = ["severity", "density", "dense", "flaky", "hub", "capped", "fleet", "noise", "hangs"]
+    axes.append("mix")
     grid = list(cells(axes))
     severity = {(c.name, c.slowdown) for c in grid if c.axis == "severity"}
     assert len(severity) == len(scan_envelope.SLOW) * len(SLOWDOWNS)
@@ -65,6 +66,8 @@ def test_the_grid_holds_every_axis_the_issue_names() -> None:
         51,
         102,
     }
+    dense = {(c.nodes, len(c.faults)) for c in grid if c.axis == "dense"}
+    assert dense == {(100, 20), (100, 33), (256, 51), (256, 85), (1024, 205), (1024, 341)}
     assert {c.noise for c in grid} == {"bandwidth", "every size"}
     assert {len(c.faults) for c in grid if c.axis == "mix"} == {0, 10, 40}
     assert {(c.shift, c.floor) for c in grid if c.name == "fleet off"} == {
