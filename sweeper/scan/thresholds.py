@@ -46,9 +46,10 @@ class Thresholds:
     # assumption where no shape of its own was measured often enough)
     min_samples: int = 8
     # an absolute threshold missed by more than this share of the nodes, in every group of
-    # theirs that measures every node (or by the fleet's median), is a fleet finding, not a
-    # verdict on each: the fleet as a whole, never a minority (a third of it slow, in a rack
-    # or scattered, is named node by node)
+    # theirs that measures every node (or by the fleet's median), and across nodes by this
+    # share read from its groups' passes (`scattered.slow_share`), is a fleet finding, not a
+    # verdict on each: the fleet as a whole, never a minority (a rack, or a third of 100
+    # nodes scattered, is named node by node: docs/SCAN.md's envelope)
     fleet_share: float = 0.5
 
 
