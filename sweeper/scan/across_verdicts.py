@@ -51,19 +51,37 @@ def internode(
     measured = {n for nodes in e.members for n in nodes}
     links = [_link(link, e, idx, alone=measured == set(link)) for link, idx in by_link.items()]
     links += _healthy_pairs(e, fleet)
-    groups = [
-        Verdict(
-            subject=Subject.GROUP,
-            nodes=tuple(tests[i].outcome.group.nodes),
-            health=Health.UNCONFIRMED,
-            stage=tests[i].outcome.group.stage,
-            evidence=f"{'+'.join(tests[i].outcome.group.nodes)}: failed as a whole "
-            f"({tests[i].why}); every member passed elsewhere: a link among them",
+    told: dict[frozenset[str], Verdict] = {}  # a group run again whole is one verdict
+    for i in sorted(unexplained):
+        key = frozenset(e.members[i])
+        if key not in told and all(e.passes.get(n) for n in e.members[i]):
+            told[key] = _group(tests[i], e)
+    return verdicts, links, list(told.values())
+
+
+def _group(test: Judged, e: Explained) -> Verdict:
+    """A failing group no culprit, hang or pair explains, each member passing elsewhere: a
+    link among them, or, where some members failed more tests than the fleet's noise gives
+    (the sequential test leaning their way, undecided: a node failing one test in ten), those
+    members, not the 28 of a screen group."""
+    group = test.outcome.group.nodes
+    doubt = tuple(n for n in group if e.sequential.get(n, 0.0) > 0)
+    whole = f"{'+'.join(group)}: failed as a whole ({test.why})"
+    if doubt and len(doubt) < len(group):
+        said = ", ".join(f"{n} ({e.sequential[n]:.1f})" for n in doubt)
+        evidence = (
+            f"{whole}, never apart; only {said} failed more tests than the fleet's noise "
+            f"gives (log ratio, flaky past {FLAKY_LIMIT:.1f}): flaky or not, not yet told"
         )
-        for i in sorted(unexplained)
-        if all(e.passes.get(n) for n in e.members[i])
-    ]
-    return verdicts, links, groups
+    else:
+        doubt, evidence = group, f"{whole}; every member passed elsewhere: a link among them"
+    return Verdict(
+        subject=Subject.GROUP,
+        nodes=doubt,
+        health=Health.UNCONFIRMED,
+        stage=test.outcome.group.stage,
+        evidence=evidence,
+    )
 
 
 class _Figures(Against):
