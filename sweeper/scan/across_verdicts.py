@@ -345,7 +345,10 @@ def _link(link: tuple[str, str], e: Explained, idx: list[int], alone: bool = Fal
 
 
 def _healthy_pairs(e: Explained, fleet: Fleet) -> list[Verdict]:
-    """Links measured as a pair and never failing as one."""
+    """Links measured as a pair and never failing as one but by chance: a failure that passed
+    when run again (`across.transient`) is noted, so that a pair has its verdict whatever its
+    noise did (a resumed scan's pair failed once on a loaded box where the same scan's did
+    not, and its link had no verdict at all)."""
     seen: dict[tuple[str, str], list[int]] = defaultdict(list)
     order = {n: i for i, n in enumerate(fleet.ids)}
     for i, nodes in enumerate(e.members):
@@ -354,8 +357,19 @@ def _healthy_pairs(e: Explained, fleet: Fleet) -> list[Verdict]:
             seen[a, b].append(i)
     out = []
     for (a, b), idx in seen.items():
-        if all(e.tests[i].passed and not e.tests[i].unheld for i in idx):
-            m = _Measured.of(e.tests, idx)
+        passed = [i for i in idx if e.tests[i].passed]
+        chance = [i for i in idx if i in e.transient]
+        if (
+            passed
+            and len(passed) + len(chance) == len(idx)
+            and not any(e.tests[i].unheld for i in passed)
+        ):
+            m = _Measured.of(e.tests, passed)
+            notes = tuple(
+                f"transient: {e.tests[i].why} in wave {e.tests[i].outcome.group.wave}, "
+                f"passed when run again in wave {e.tests[e.transient[i]].outcome.group.wave}"
+                for i in chance
+            )
             out.append(
                 Verdict(
                     subject=Subject.LINK,
@@ -365,8 +379,9 @@ def _healthy_pairs(e: Explained, fleet: Fleet) -> list[Verdict]:
                     fleet_gb_per_s=m.fleet,
                     **against(m.reference),
                     tests=len(idx),
-                    passed=len(idx),
-                    evidence=f"{a}-{b}: passed {len(idx)} of {len(idx)} as a pair",
+                    passed=len(passed),
+                    evidence=f"{a}-{b}: passed {len(passed)} of {len(idx)} as a pair",
+                    notes=notes,
                 )
             )
     return out

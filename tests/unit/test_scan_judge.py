@@ -754,3 +754,21 @@ def test_a_node_of_one_gpu_is_judged_by_its_own_copies_not_all_reduce_with_peers
         r"against the fleet's median 5\d\.\d of 4 GPUs$",
         gpu.evidence,
     )
+
+
+def test_a_pair_that_failed_once_and_passed_again_is_a_healthy_link_with_a_note() -> None:
+    """A pair slow in wave 1 and fine when run again in wave 4: a chance failure, so its link
+    is healthy, the failure noted. It had no verdict at all, so a scan whose pair failed by
+    chance listed one link fewer than the same scan whose pair did not (a resumed scan on a
+    loaded box against its nightly twin)."""
+    waves = matchings(3)
+    once = waves[0][0]
+    outcomes = gates() + pairs([*waves, [once]], lambda p, w: 0.3 if (p, w) == (once, 1) else 1.0)
+    a, b = sorted(once, key=FLEET.ids.index)
+    link = verdicts_of(outcomes)[f"{a}-{b}"]
+    assert (link.health, link.tests, link.passed) == (Health.HEALTHY, 2, 1)
+    assert link.evidence == f"{a}-{b}: passed 1 of 2 as a pair"
+    (note,) = link.notes
+    assert note.startswith("transient: ")
+    assert note.endswith("passed when run again in wave 4")
+    assert not [v for v in verdicts_of(outcomes).values() if v.condemned]
