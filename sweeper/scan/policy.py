@@ -817,19 +817,13 @@ class _Adaptive:
 
     def unsettled(self, groups: Sequence[ScanGroup]) -> list[Test]:
         """The tests of a pair of nodes (a link's own, no partner put in) among `groups` whose
-        record is not yet a verdict: one that
-        failed stands once it failed three times and twice more often than it passed, and is
-        cleared once it passed more often than it failed, the last time a pass; else once
-        more, up to PAIR_RUNS runs. A node failing beside two different partners is its own
-        failure (`lone`), not its pairs'."""
+        record is not yet a verdict: one that failed stands once it failed three times and
+        twice more often than it passed, and is cleared once it passed more often than it
+        failed, the last time a pass; else once more, up to PAIR_RUNS runs."""
         runs: dict[frozenset[str], list[bool]] = defaultdict(list)
         for j in self.explained().tests:
             runs[frozenset(j.outcome.group.nodes)].append(j.passed)
         last = {frozenset(g.nodes): g for g in groups if len(g.nodes) == 2 and not g.partners}
-        failing: dict[tuple[str, ...], set[frozenset[str]]] = defaultdict(set)
-        for nodes, g in last.items():
-            if runs[nodes][-1:] != [True]:
-                failing[g.tested].add(nodes)
         out: list[Test] = []
         for nodes, g in last.items():
             seen = runs.get(nodes, [])
@@ -837,7 +831,6 @@ class _Adaptive:
             if (
                 self.gone & nodes
                 or not fails
-                or len(failing[g.tested]) > 1
                 or (fails >= 3 and fails >= passes + 2)
                 or (seen[-1] and passes > fails)
                 or len(seen) >= PAIR_RUNS

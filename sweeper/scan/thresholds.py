@@ -335,9 +335,8 @@ def _judging(
             # across nodes, a node's best group is no measure of it once slow nodes fill most
             # groups (20% of 256 nodes slow: most healthy ones never sat in a clean group of
             # 16); the share its groups' passes give is (sweeper/scan/scattered.py)
-            scattered = key[0] or slow_share(tally.sized[key[:2]], floor[0])
             if (off or below > thresholds.fleet_share * len(nodes)) and (
-                scattered > thresholds.fleet_share
+                key[0] or slow_share(tally.sized[key[:2]], floor[0]) > thresholds.fleet_share
             ):
                 finding = _finding(key, o, floor, below, len(nodes), robust or Robust.of(peers))
                 floor, waived = None, floor
