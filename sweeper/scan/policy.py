@@ -30,6 +30,7 @@ from sweeper.scan.inside import (
     settled_gates,
     telemetry,
 )
+from sweeper.scan.scattered import slow_share
 from sweeper.scan.thresholds import (
     Census,
     Failure,
@@ -47,6 +48,9 @@ T = TypeVar("T")
 # Known-good partners each suspect node is tested beside: with its screen's q + 1 tests, a
 # node failing one test in two shows both passes and failures (flaky) but once in 2^(q+4)
 CONFIRMS = 3
+# Waves of disjoint pairs that prove nodes where the screen's groups are mostly slow
+# (`each_node`): a known-good node passed beside two different partners
+MATCHINGS = 2
 # The most waves spent settling the nodes the sequential test leaves in doubt: a node failing
 # one test in five gains about 0.3 of its log ratio a test beside a known-good partner
 # (across.FLAKY_LIMIT is 9.2), a healthy one loses about 0.2; 12 waves missed 2 of 60 such
@@ -585,6 +589,7 @@ class _Adaptive:
         self.gone: set[str] = set()  # did not answer: out of every later wave
         self.doubted: set[str] = set()  # a probe failed beside it as a pad: no pad again
         self.cursor = 0  # where the next pad is taken, so partners change between tests
+        self.matched: set[int] = set()  # the shifts of `matching` run
         self._explained: tuple[int, Explained] | None = None  # at a history's length
 
     def judged(self, wave: ScanWave) -> list[Judged]:
@@ -630,6 +635,7 @@ class _Adaptive:
                 yield wave
                 self.answered(wave)
         yield from self.off_or_part()
+        yield from self.each_node()
         e = self.explained()
         blamed = set(e.culprits) | set(e.hung)
         problems: list[_Problem] = []
@@ -713,13 +719,49 @@ class _Adaptive:
         found = findings(self.fleet, self.history, self.thresholds, self.census)
         if not any(f.off and f.kind == "internode" for f in found):
             return
+        yield from self.matching(0)
+
+    def matching(self, shift: int) -> Iterator[ScanWave]:
+        """One wave of disjoint pairs, each node of the fleet's first half with one of its
+        second, `shift` further on (each shift another partner), once a scan."""
+        if shift in self.matched:
+            return
+        self.matched.add(shift)
         nodes = self.live(self.nodes)
         half = len(nodes) // 2
-        tests: list[Test] = [((a, b), ()) for a, b in zip(nodes[:half], nodes[half:], strict=False)]
+        first, second = nodes[:half], nodes[half : 2 * half]
+        tests: list[Test] = [((a, second[(i + shift) % half]), ()) for i, a in enumerate(first)]
         if tests:
             wave = self.wave(Stage.SCREEN, tests)
             yield wave
             self.answered(wave)
+
+    def each_node(self) -> Iterator[ScanWave]:
+        """Where the screen's groups hold more than one slow node each on average (the share
+        their passes give, `scattered.slow_share`, times their size), each node on its own
+        instead of each group bisected: MATCHINGS waves of disjoint pairs prove the nodes
+        that pass beside two different partners, and every other node is tested beside
+        CONFIRMS proven ones. Bisection finds a group's slow nodes one after another: a third
+        of 1024 nodes slow took 659 bisection waves, 19 min (docs/SCAN.md); this takes a
+        few waves, whatever the share."""
+        e = self.explained()
+        screened = [
+            (len(e.members[i]), j.passed)
+            for i, j in enumerate(e.tests)
+            if j.outcome.group.stage is Stage.SCREEN
+        ]
+        if not screened:
+            return
+        mean = sum(g for g, _ in screened) / len(screened)
+        if slow_share(screened) * mean <= 1:
+            return
+        for shift in range(MATCHINGS):
+            yield from self.matching(shift)
+        e = self.explained()
+        nodes = self.live(self.nodes)
+        proven = [n for n in nodes if n not in e.culprits and e.known_good(n)]
+        suspects = [n for n in nodes if n not in proven]
+        yield from self.beside_good(suspects, proven, set(suspects), [])
 
     def pairs(self) -> Iterator[ScanWave]:
         """Every pair of the nodes left, alone, in the circle method's rounds of disjoint
@@ -1082,13 +1124,19 @@ class _Adaptive:
         under = set(suspects) | ends
         good = self.good(e, under)
         tests: list[Test] = []
-        for node in suspects:
-            tests += self.beside(node, CONFIRMS, good, under)
         for a, b in links:
             tests += self.beside(a, 1, good, under) + self.beside(b, 1, good, under)
         tests += [((a, b), ()) for a, b in links]
+        yield from self.beside_good(suspects, good, under, tests)
+
+    def beside_good(
+        self, suspects: list[str], good: list[str], under: set[str], more: list[Test]
+    ) -> Iterator[ScanWave]:
+        """Each suspect beside CONFIRMS of the `good` partners, with `more` tests; then each
+        pad a test failed beside, beside two others."""
+        tests = [t for node in suspects for t in self.beside(node, CONFIRMS, good, under)]
         doubted: list[str] = []
-        for group, j in (yield from self.confirming(_pack(tests))):
+        for group, j in (yield from self.confirming(_pack(tests + more))):
             if not j.passed:
                 doubted += group.partners
         self.doubted.update(doubted)

@@ -8,19 +8,19 @@ it, one node a line, so it reads as less than it is, never as more."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 _STEPS = 60  # bisection steps on (0, 1): far below any share's meaning
 
 
-def slow_share(groups: Sequence[tuple[int, float]], floor: float) -> float:
-    """The share of slow nodes most likely to give these (nodes in the group, its figure)
-    groups' passes of `floor`: 0 where every group reached it, 1 where none did."""
+def slow_share(groups: Iterable[tuple[int, bool]]) -> float:
+    """The share of slow nodes most likely to give these groups' passes (nodes in the group,
+    whether it passed): 0 where every group passed, 1 where none did."""
     sizes: dict[int, list[int]] = {}
-    for nodes, value in groups:
+    for nodes, passed in groups:
         tally = sizes.setdefault(nodes, [0, 0])
         tally[0] += 1
-        tally[1] += value >= floor
+        tally[1] += passed
     if not sizes or all(passed == 0 for _, passed in sizes.values()):
         return 1.0
     if all(passed == count for count, passed in sizes.values()):

@@ -336,7 +336,9 @@ def _judging(
             # groups (20% of 256 nodes slow: most healthy ones never sat in a clean group of
             # 16); the share its groups' passes give is (sweeper/scan/scattered.py)
             if (off or below > thresholds.fleet_share * len(nodes)) and (
-                key[0] or slow_share(tally.sized[key[:2]], floor[0]) > thresholds.fleet_share
+                key[0]
+                or slow_share((g, v >= floor[0]) for g, v in tally.sized[key[:2]])
+                > thresholds.fleet_share
             ):
                 finding = _finding(key, o, floor, below, len(nodes), robust or Robust.of(peers))
                 floor, waived = None, floor
