@@ -1,41 +1,74 @@
-"""How long this process tree's work waits for a CPU: each thread's time runnable but waiting
-(/proc's schedstat) per second it ran, over a while. On a machine others keep busy a gloo
-run's ranks wait as its Ray's start did, so its estimate asks (planning.costs.crowded). It is
-what the tree felt, at its own niceness, where the load average counts every runnable task
-alike. Linux only: None where there is no /proc."""
+"""How busy others keep this machine's CPUs: the nice value of each thread runnable outside
+this process tree (/proc's stat), looked at again and again while a run's Ray starts
+(`Watch`), which a gloo run's estimate weighs as the kernel's scheduler does
+(planning.costs.crowded). Linux only: nothing where there is no /proc."""
 
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import suppress
 from pathlib import Path
 
 from sweeper.driver.stops import descendants
 
-# A thread's nanoseconds on a CPU and runnable waiting for one, by (process, thread)
-Sample = dict[tuple[int, int], tuple[int, int]]
+_STATE, _NICE = 0, 16  # in a thread's stat after "pid (name)": fields 3 and 19
+EVERY_S = 0.25  # between two looks: a Ray's start (3-5 s on the CPU box) gets a dozen or more
+LONGEST_S = 30.0  # a watch no one stopped ends by itself (a scan never asks it)
 
 
-def sample() -> Sample:
-    """Every thread of this process and its descendants, now (none without /proc)."""
-    found: Sample = {}
-    for pid in (os.getpid(), *descendants()):
-        with suppress(OSError):
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                with suppress(OSError, ValueError):
-                    ran, waited, _ = map(int, (task / "schedstat").read_text().split())
-                    found[pid, int(task.name)] = (ran, waited)
-    return found
+class Watch:
+    """Others' runnable threads (`runnable`), looked at every EVERY_S from `start` until
+    `stop`, on a daemon thread: a busy loop is in every look, another run's last second in a
+    few (the median of the looks is what `crowded` weighs)."""
+
+    def __init__(self) -> None:
+        self.looks: list[tuple[int, ...]] = []
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._look, name="sweeper-busy", daemon=True)
+
+    def start(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def _look(self) -> None:
+        for _ in range(int(LONGEST_S / EVERY_S)):
+            self.looks.append(runnable())
+            if self._stopped.wait(EVERY_S):
+                return
+
+    def stop(self) -> tuple[tuple[int, ...], ...]:
+        """The looks so far, the watch ended (again: the same looks)."""
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return tuple(self.looks)
 
 
-def waiting(since: Sample | None) -> float | None:
-    """Seconds this tree's threads waited for a CPU per second they ran since `since` (a
-    thread started since counts whole); None where it ran under a tenth of a second."""
-    if since is None:
-        return None
-    ran = waited = 0
-    for key, (now_ran, now_waited) in sample().items():
-        then_ran, then_waited = since.get(key, (0, 0))
-        ran += now_ran - then_ran
-        waited += now_waited - then_waited
-    return waited / ran if ran >= 1e8 else None
+def runnable() -> tuple[int, ...]:
+    """The nice value of every thread runnable now, this process and its descendants
+    left out (an empty tuple without /proc)."""
+    ours = {os.getpid(), *descendants()}
+    found: list[int] = []
+    with suppress(OSError):
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) in ours:
+                continue
+            with suppress(OSError):
+                for task in (proc / "task").iterdir():
+                    with suppress(OSError, ValueError, IndexError):
+                        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                        if fields[_STATE] == "R":
+                            found.append(int(fields[_NICE]))
+    return tuple(found)
+
+
+def nice() -> int:
+    """This process's nice value: the run's (Ray starts its workers at 15 above it, yet they
+    wait on each other more than they compute, so the run is weighed at this one)."""
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def cpus() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -261,7 +261,7 @@ class RunState:
         self.ended: str | None = None  # what the run record says, once it says how it ended
         self.reported = False  # its report written
         self._shared: RunColumns | None = None
-        self.cpu_before: busy.Sample | None = None  # its threads' CPU times as it connected
+        self.others: busy.Watch | None = None  # others' runnable threads from its connecting on
         if connection.watch is not None:
             connection.watch.epitaph = self.lost
 
@@ -350,14 +350,14 @@ def execute(
     on; a lost head is one line and exit 3. The run, its source, and the seconds from
     connecting to its end."""
     clock = time.monotonic()
-    cpu_before = busy.sample()  # how long Ray's start then waits for a CPU (busy.waiting)
+    others = busy.Watch().start()  # how busy others keep the CPUs (planning.costs.crowded)
     run: RunState | None = None
     try:
         with _connected(asked) as connection:
             run = RunState(
                 asked, observer, run_kind, connection, resume, command=command, options=options
             )
-            run.cpu_before = cpu_before
+            run.others = others
             stops.tell(run.told)  # what a signal stops, from now until the process ends
             try:
                 made = source(run)

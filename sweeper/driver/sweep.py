@@ -122,12 +122,12 @@ class Sweep:
                 print(f"sweeper: {line}", file=sys.stderr)  # before the first point
 
     def slowdown(self) -> float:
-        """A gloo run's on this machine's CPUs, by how long its Ray's start waited for one;
-        1 where its ranks run elsewhere (a cluster joined)."""
-        if self.plan.backend is not Backend.GLOO or not self.run.connection.embedded:
+        """A gloo run's on this machine's CPUs, by the threads others kept runnable from its
+        connecting until its Ray started; 1 where its ranks run elsewhere (a cluster joined)."""
+        watch = self.run.others
+        if self.plan.backend is not Backend.GLOO or not self.run.connection.embedded or not watch:
             return 1.0
-        waited = busy.waiting(self.run.cpu_before)
-        return 1.0 if waited is None else crowded(waited)
+        return crowded(watch.stop(), busy.nice(), busy.cpus())
 
     def plan_for(self, placement: Placement) -> Schedule:
         return schedule(placement, self.plan.request(self.collectives))

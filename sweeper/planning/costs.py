@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from statistics import median
 
 from sweeper.planning.iterations import (
     BLOCK_BUDGET_S,
@@ -105,18 +106,18 @@ ONE_GPU_OVERHEADS = replace(
     probe_s=0.008,
     set_start_s=14.0,
 )
-# The 2-core CPU box the tests run on (2 gloo ranks): five default runs with no busy loop
-# beside them, fitted together, run_s each wall less its actor set's start and its points'
-# span (docs/measurements/cpu-2026-12-02-estimate.md).
+# The 2-core CPU box the tests run on (2 gloo ranks): four default runs with nothing else on
+# the box, fitted together, run_s each wall less its actor set's start and its points' span
+# (docs/measurements/cpu-2026-12-03-estimate.md).
 CPU_OVERHEADS = Overheads(
-    point_s=0.020,
-    per_gb_s=2.95,
+    point_s=0.0175,
+    per_gb_s=1.97,
     row_s=0.0032,
-    series_s=0.010,
-    probe_s=0.016,
+    series_s=0.0052,
+    probe_s=0.0134,
     wave_open_s=0.05,
-    set_start_s=4.0,
-    run_s=6.1,
+    set_start_s=3.2,
+    run_s=5.4,
     open_per_rank_s=0.003,
 )
 
@@ -130,24 +131,33 @@ DEFAULT_TIERS: dict[str, TierCost] = {
     Tier.NVLINK: TierCost(latency_us=8.4, algbw_gb_per_s=331.0),
     Tier.PCIE: TierCost(latency_us=40.0, algbw_gb_per_s=25.0),
     Tier.INTERNODE: TierCost(latency_us=50.0, algbw_gb_per_s=40.0),
-    Tier.CPU: TierCost(latency_us=565.0, algbw_gb_per_s=1.00),
+    Tier.CPU: TierCost(latency_us=592.0, algbw_gb_per_s=1.11),
     Tier.LOCAL: TierCost(latency_us=2.3, algbw_gb_per_s=1590.0),
     Tier.GPU: TierCost(latency_us=9.3, algbw_gb_per_s=10.8),
 }
 
 
-# How much longer a gloo run on a busy machine takes, the whole of it, for each second its
-# Ray's start waited for a CPU per second it ran, beyond what it waits on an idle machine
-# (`crowded`): fitted to default runs idle and beside busy loops
-# (docs/measurements/cpu-2026-12-02-estimate.md, "Beside a busy loop").
-CROWDING = 0.38
-IDLE_WAITING = 0.9
+# A gloo run beside others' work (`crowded`): it keeps about RUN_CPUS of the machine's CPUs
+# busy, and each thread others keep runnable beyond the CPUs it leaves free stretches the
+# whole run by CROWDING. A thread at a higher nice value than the run's counts less, by
+# NICE_STEP a step, one at most: a quarter of the scheduler's own step (1.25), since the
+# run's threads mostly wait on each other and wake into a CPU another thread holds. Fitted
+# to 17 default runs idle and beside busy loops at nice 0 and 10, the run at nice 0 and 10
+# (docs/measurements/cpu-2026-12-03-estimate.md).
+RUN_CPUS = 1.15
+CROWDING = 0.66
+NICE_STEP = 1.057
 
 
-def crowded(waited_per_ran_s: float) -> float:
-    """A gloo run's slowdown where, as its Ray started, its threads waited `waited_per_ran_s`
-    seconds for a CPU per second they ran: 1 on an idle machine."""
-    return 1.0 + CROWDING * max(waited_per_ran_s - IDLE_WAITING, 0.0)
+def crowded(samples: Sequence[Sequence[int]], nice: int, cpus: int) -> float:
+    """A gloo run's slowdown on a machine of `cpus` where others' runnable threads had these
+    nice values each time it was looked at (`driver.busy.Watch`), the run at `nice`: the
+    median look's threads, each weighed against the run's; 1 with no look, or where they
+    leave it the CPUs it keeps busy."""
+    if not samples:
+        return 1.0
+    others = median(sum(min(1.0, NICE_STEP ** (nice - n)) for n in seen) for seen in samples)
+    return 1.0 + CROWDING * max(others - (cpus - RUN_CPUS), 0.0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
