@@ -1,6 +1,6 @@
 """How busy others keep this machine's CPUs: the nice value of each thread runnable outside
 this process tree (/proc's stat), looked at again and again while a run's Ray starts
-(`Watch`), which a gloo run's estimate weighs as the kernel's scheduler does
+(`CpuWatch`), which a gloo run's estimate weighs as the kernel's scheduler does
 (planning.costs.crowded). Linux only: nothing where there is no /proc."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ EVERY_S = 0.25  # between two looks: a Ray's start (3-5 s on the CPU box) gets a
 LONGEST_S = 30.0  # a watch no one stopped ends by itself (a scan never asks it)
 
 
-class Watch:
+class CpuWatch:
     """Others' runnable threads (`runnable`), looked at every EVERY_S from `start` until
     `stop`, on a daemon thread: a busy loop is in every look, another run's last second in a
     few (the median of the looks is what `crowded` weighs)."""
@@ -27,7 +27,7 @@ class Watch:
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._look, name="sweeper-busy", daemon=True)
 
-    def start(self) -> Watch:
+    def start(self) -> CpuWatch:
         self._thread.start()
         return self
 

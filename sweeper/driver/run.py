@@ -261,7 +261,7 @@ class RunState:
         self.ended: str | None = None  # what the run record says, once it says how it ended
         self.reported = False  # its report written
         self._shared: RunColumns | None = None
-        self.others: busy.Watch | None = None  # others' runnable threads from its connecting on
+        self.others: busy.CpuWatch | None = None  # others' runnable threads from its connecting on
         if connection.watch is not None:
             connection.watch.epitaph = self.lost
 
@@ -350,7 +350,7 @@ def execute(
     on; a lost head is one line and exit 3. The run, its source, and the seconds from
     connecting to its end."""
     clock = time.monotonic()
-    others = busy.Watch().start()  # how busy others keep the CPUs (planning.costs.crowded)
+    others = busy.CpuWatch().start()  # how busy others keep the CPUs (planning.costs.crowded)
     run: RunState | None = None
     try:
         with _connected(asked) as connection:

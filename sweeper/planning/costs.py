@@ -151,7 +151,7 @@ NICE_STEP = 1.057
 
 def crowded(samples: Sequence[Sequence[int]], nice: int, cpus: int) -> float:
     """A gloo run's slowdown on a machine of `cpus` where others' runnable threads had these
-    nice values each time it was looked at (`driver.busy.Watch`), the run at `nice`: the
+    nice values each time it was looked at (`driver.busy.CpuWatch`), the run at `nice`: the
     median look's threads, each weighed against the run's; 1 with no look, or where they
     leave it the CPUs it keeps busy."""
     if not samples:

@@ -133,13 +133,13 @@ def test_a_watch_looks_until_stopped_and_ends_by_itself(monkeypatch: pytest.Monk
     """Looks every EVERY_S while a run's Ray starts; stopped twice, the same looks; one no one
     stops (a scan's) ends after LONGEST_S."""
     monkeypatch.setattr(busy, "EVERY_S", 0.05)
-    watch = busy.Watch().start()
+    watch = busy.CpuWatch().start()
     time.sleep(0.3)
     looks = watch.stop()
     assert len(looks) >= 2
     assert watch.stop() == looks
     monkeypatch.setattr(busy, "LONGEST_S", 0.2)
-    forgotten = busy.Watch().start()
+    forgotten = busy.CpuWatch().start()
     deadline = time.monotonic() + 30
     while forgotten._thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
