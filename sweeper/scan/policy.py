@@ -744,6 +744,9 @@ class _Adaptive:
         CONFIRMS proven ones. Bisection finds a group's slow nodes one after another: a third
         of 1024 nodes slow took 659 bisection waves, 19 min (docs/SCAN.md); this takes a
         few waves, whatever the share."""
+        nodes = self.live(self.nodes)
+        if len(nodes) < 2 * MATCHINGS:  # a half of fewer nodes gives a node the same partner
+            return
         e = self.explained()
         screened = [
             (len(e.members[i]), j.passed)

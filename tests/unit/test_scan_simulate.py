@@ -462,6 +462,17 @@ def test_a_third_of_1024_nodes_slow_is_named_node_by_node_within_15_minutes() ->
     assert sim.seconds < FIFTEEN_MINUTES, f"{sim.seconds / 60:.1f} min"
 
 
+@pytest.mark.parametrize("nodes", [2, 3])
+def test_a_fleet_too_small_for_two_matchings_runs_no_screen_group_twice(nodes: int) -> None:
+    """At 2 nodes the screen's one group fails whatever is slow, so its share reads as the
+    whole fleet; the two matchings of `each_node` were then that same pair twice more."""
+    fleet = fleet_of(nodes, 8, seed=0)
+    planted = plant(fleet, (Fault.SLOW_NODE,), 0, slowdown=0.5)
+    sim = run(fleet, planted, strategy=Strategy.parse("adaptive", seed=0), seed=0, costs=Costs())
+    screened = [o.group.nodes for o in sim.outcomes if o.group.stage is Stage.SCREEN]
+    assert len(screened) == len(set(screened))
+
+
 def test_a_screen_group_of_two_nodes_failing_one_test_in_ten_names_those_two_not_28() -> None:
     """Seed 3 of the envelope's flaky cell (1 in 10, under the recorded noise): two of the four
     flaky nodes shared a screen group whose error never failed apart, and the sequential test
