@@ -40,7 +40,7 @@ from sweeper.scan.simulate import simulate as simulated
 from sweeper.scan.simulate_print import folded, folded_command, keep, show
 from sweeper.scan.simulate_print import width as terminal_width
 from sweeper.scan.thresholds import Finding
-from sweeper.scan.verdict import Subject, Verdict, named
+from sweeper.scan.verdict import Health, Subject, Verdict, named
 from sweeper.wire import Tier
 
 if TYPE_CHECKING:
@@ -276,8 +276,9 @@ def print_verdicts(
     names: Mapping[str, str] | None = None,
 ) -> None:
     """The fleet findings first, then every node's verdict, then the GPUs, links and groups
-    that name something; under each condemned one, the command that re-tests it
-    (`retests`, by verdict name). `names`: how each node id is shown (its host)."""
+    that name something, and the GPU of a node of one; under each condemned one, the command
+    that re-tests it (`retests`, by verdict name). `names`: how each node id is shown (its
+    host)."""
     shown_as = names or {}
 
     def named_(text: str) -> str:
@@ -287,6 +288,13 @@ def print_verdicts(
         print(folded(named_(f.line)))
     shown = [v for v in verdicts if v.subject is Subject.NODE]
     shown += [v for v in named(verdicts) if v.subject is not Subject.NODE]
+    # a node of one GPU has no collective to time: its GPU's copies are its figures
+    gpus = Counter(v.nodes[0] for v in verdicts if v.subject is Subject.GPU)
+    shown += [
+        v
+        for v in verdicts
+        if v.subject is Subject.GPU and v.health is Health.HEALTHY and gpus[v.nodes[0]] == 1
+    ]
     width = max((len(named_(v.name)) for v in shown), default=4)
     print(f"{'name':<{width}}  {'health':<11}  {'stage':<12}  evidence")
     # the evidence's lines hang beneath its column where that leaves room, else beneath the row
