@@ -271,7 +271,10 @@ class RunState:
 
     def begin(self) -> None:
         """The journal opened and the run recorded: before the first row, a killed run is
-        told (and resumed) by a record with no end."""
+        told (and resumed) by a record with no end. Others' threads are looked at no longer:
+        what a scan measures needs no thread of its driver reading /proc."""
+        if self.others is not None:
+            self.others.stop()
         output = self.plan.spec.results
         self.writer = ResultWriter(output, self.run_id, self.started_at.strftime("%Y-%m-%d"))
         records.save(output, self.record())

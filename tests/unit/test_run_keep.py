@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.commands.plan_estimate import recorded_node
+from sweeper.driver import busy
 from sweeper.driver.measurement import ResultRow, RunColumns, of_point
 from sweeper.driver.outcome import Outcome, PointResult
 from sweeper.driver.run import Resume, RunState, row_key
@@ -111,3 +112,17 @@ def test_a_resumed_run_keeps_only_the_rows_it_does_not_have(tmp_path: Path) -> N
         run.writer.close()
     assert [row.wave for row in run.rows] == [5] * len(had)
     assert told.rows == run.rows
+
+
+def test_a_run_looks_at_others_threads_no_longer_once_it_begins(tmp_path: Path) -> None:
+    """A scan never asks its watch (a sweep does, for its estimate): it looked on beside the
+    scan's driver for 30 s."""
+    spec = build_spec(backend="gloo", results=tmp_path)
+    run = RunState(spec, _Told(), "scan", _NoGpus(), command="scan")  # type: ignore[arg-type]
+    run.others = busy.CpuWatch().start()
+    run.begin()
+    try:
+        assert not run.others._thread.is_alive()
+    finally:
+        assert run.writer is not None
+        run.writer.close()
