@@ -150,17 +150,23 @@ def test_the_recorded_one_gpu_scans_name_the_gpu_only_beside_the_busy_process(
 ) -> None:
     """The rows of the H200's two scans (tests/data/scans/README.md) judged again: alone, its
     d2d at 111% of the reference; beside the matrix products, at 54%, the process named."""
+    fleet, got = _recorded_scan(scan)
+    gpu = _verdicts([got], fleet)[f"{fleet.nodes[0].id}/gpu0"]
+    assert gpu.health is health
+    assert gpu.reference_share == pytest.approx(1.11 if scan == "idle" else 0.54, abs=0.005)
+    assert ("1 other compute process on it (NVML)" in gpu.evidence) is (scan == "busy")
+
+
+def _recorded_scan(scan: str) -> tuple[Fleet, GroupOutcome]:
+    """One of the H200's two recorded scans (tests/data/scans/README.md): its node of one GPU
+    and its gate's outcome, from its rows."""
     where = DATA / "scans" / "h200-x1-2026-12-02" / scan
     rows = [r for f in sorted(where.rglob("*.parquet")) for r in pq.read_table(f).to_pylist()]
     node = rows[0]["hosts"][0]
     fleet = Fleet(nodes=(FleetNode(id=node, host=node, gpus=1),), gpu_model=rows[0]["gpu_model"])
     expected = {(r["op"], r["size_bytes"]) for r in rows}
     gpus = {rows[0]["gpu_uuids"][0]: (node, 0)}
-    got = outcome(gate_group(node), rows, expected, ASKED, gpus)
-    gpu = _verdicts([got], fleet)[f"{node}/gpu0"]
-    assert gpu.health is health
-    assert gpu.reference_share == pytest.approx(1.11 if scan == "idle" else 0.54, abs=0.005)
-    assert ("1 other compute process on it (NVML)" in gpu.evidence) is (scan == "busy")
+    return fleet, outcome(gate_group(node), rows, expected, ASKED, gpus)
 
 
 def test_the_console_gives_a_lone_healthy_gpus_figures_beside_its_node(
@@ -168,15 +174,10 @@ def test_the_console_gives_a_lone_healthy_gpus_figures_beside_its_node(
 ) -> None:
     """The idle H200's scan printed its node `healthy`, "passed its gate (the only node)", with
     no figure: its GPU's verdict, which holds them, was in the JSON only."""
-    where = DATA / "scans" / "h200-x1-2026-12-02" / "idle"
-    rows = [r for f in sorted(where.rglob("*.parquet")) for r in pq.read_table(f).to_pylist()]
-    node = rows[0]["hosts"][0]
-    fleet = Fleet(nodes=(FleetNode(id=node, host=node, gpus=1),), gpu_model=rows[0]["gpu_model"])
-    expected = {(r["op"], r["size_bytes"]) for r in rows}
-    got = outcome(gate_group(node), rows, expected, ASKED, {rows[0]["gpu_uuids"][0]: (node, 0)})
+    fleet, got = _recorded_scan("idle")
     print_verdicts(judge(fleet, [got], Thresholds()))
     table = capsys.readouterr().out
-    assert f"{node}/gpu0  healthy" in table
+    assert f"{fleet.nodes[0].id}/gpu0  healthy" in table
     assert "111% of the reference" in table
     assert table.splitlines()[-1] == "nodes: 1 healthy"
 
