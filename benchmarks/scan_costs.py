@@ -12,7 +12,9 @@
   communicator at once), then `new_group([0])` and its first 8-byte all_reduce (a group's
   communicator, made lazily by its first call, as a scan's groups are).
 - `rows`: a `ResultWriter` journaling one point's rows (`--rows` rows, one fsync) in a fresh
-  results directory, `--points` times, and the batch they become.
+  results directory, `--points` times, and the batch they become; then a scan's wave of
+  `--wave-points` points as one write (one fsync), as a scan journals it. The rows are the
+  recorded one-H200 run's (tests/data/results), every column.
 
 Each figure is the median over `--repeats` (the first of each thrown away as warm-up) with
 its fastest and slowest. Writes scan_costs.json under --out and prints a table.
@@ -29,16 +31,20 @@ import os
 import statistics
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import torch
 import torch.distributed as dist
 
 from sweeper.driver import cluster
 from sweeper.driver.connection import connect
+from sweeper.results.schema import COLUMNS
 from sweeper.results.writer import ResultWriter
 from sweeper.wire import Backend
+
+RECORDED = Path(__file__).parent.parent / "tests/data/results/h200-x1-default-2026-12-02"
+RECORDED_ROWS = RECORDED / "date=2026-12-02"
 
 
 def actor_sets(backend: Backend, world: int, repeats: int) -> dict[str, list[float]]:
@@ -90,32 +96,45 @@ def communicator(backend: Backend, repeats: int) -> dict[str, list[float]]:
     return {"world": world[1:], "group": group[1:]}
 
 
-def rows(points: int, per_point: int, repeats: int) -> dict[str, list[float]]:
-    started = datetime(2026, 11, 25, tzinfo=timezone.utc)
+def recorded_rows() -> list[dict[str, object]]:
+    """Real rows, every column: the one-H200 default run in tests/data/results."""
+    table = pq.read_table(RECORDED_ROWS, partitioning=None)
+    return [{k: v for k, v in row.items() if k in COLUMNS} for row in table.to_pylist()]
 
-    def one(run: int, root: Path) -> tuple[float, float]:
+
+def rows(points: int, per_point: int, wave_points: int, repeats: int) -> dict[str, list[float]]:
+    """A point's rows journaled (one fsync each), a scan's wave of `wave_points` points as
+    one write (as driver/scan.py journals it), and the batch the points become."""
+    recorded = recorded_rows()
+
+    def take(count: int, run_id: str) -> list[dict[str, object]]:
+        return [{**recorded[i % len(recorded)], "run_id": run_id} for i in range(count)]
+
+    def one(run: int, root: Path) -> tuple[float, float, float]:
         run_id = f"20261125T000000Z-{run:06x}"
         writer = ResultWriter(root, run_id, "2026-11-25", batch_rows=10**9, batch_s=1e9)
-        point = [
-            {"run_id": run_id, "run_started_at": started, "size_bytes": i, "status": "ok"}
-            for i in range(per_point)
-        ]
+        point, wave = take(per_point, run_id), take(per_point * wave_points, run_id)
         start = time.perf_counter()
         for _ in range(points):
             writer.extend(point)
         journaled = time.perf_counter()
         writer.flush()
+        flushed = time.perf_counter()
+        writer.extend(wave)
+        waved = time.perf_counter()
         writer.close()
-        return (journaled - start) / points, time.perf_counter() - journaled
+        return (journaled - start) / points, flushed - journaled, waved - flushed
 
     per_point_s: list[float] = []
     batch_s: list[float] = []
+    wave_s: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(repeats + 1):
-            point_s, flush_s = one(run, Path(tmp))
+            point_s, flush_s, one_wave_s = one(run, Path(tmp))
             per_point_s.append(point_s)
             batch_s.append(flush_s)
-    return {"point": per_point_s[1:], "batch": batch_s[1:]}
+            wave_s.append(one_wave_s)
+    return {"point": per_point_s[1:], "batch": batch_s[1:], "wave": wave_s[1:]}
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -128,6 +147,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--points", type=int, default=200, help="points journaled per repeat")
     parser.add_argument("--rows", type=int, default=2, help="rows per point (launch modes)")
+    parser.add_argument(
+        "--wave-points", type=int, default=1024, help="points of a wave journaled as one write"
+    )
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
 
@@ -138,9 +160,10 @@ def main() -> None:
     figures["communicator: world, 1 rank"], figures["communicator: a group, 1 rank"] = (
         _summary(v) for v in communicator(backend, args.repeats).values()
     )
-    journal = rows(args.points, args.rows, args.repeats)
+    journal = rows(args.points, args.rows, args.wave_points, args.repeats)
     figures[f"rows: one point of {args.rows} journaled"] = _summary(journal["point"])
     figures[f"rows: {args.points} points as one batch"] = _summary(journal["batch"])
+    figures[f"rows: a wave of {args.wave_points} points journaled"] = _summary(journal["wave"])
     sets = actor_sets(backend, world, args.repeats)
     figures[f"actor set: {world} {backend} ranks, first"] = _summary(sets["first"])
     figures[f"actor set: {world} {backend} ranks, again"] = _summary(sets["again"])

@@ -280,9 +280,9 @@ class RunState:
         records.save(output, self.record())
 
     def keep(self, rows: Sequence[ResultRow]) -> None:
-        """One point's rows: on disk (journaled, one fsync) before anyone is told of them.
-        Resuming, rows the run already has are not written again (a skipped series' rows, a
-        copy or a scan's wave measured again)."""
+        """One point's rows (a scan's: one wave's): on disk (journaled, one fsync) before
+        anyone is told of them. Resuming, rows the run already has are not written again (a
+        skipped series' rows, a copy or a scan's wave measured again)."""
         assert self.writer is not None
         if self.resume is not None:
             rows = [row for row in rows if row_key(row) not in self.resume.rows]

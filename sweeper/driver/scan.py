@@ -140,6 +140,7 @@ class Scan:
         self.plan: ScanPlan | None = None  # on the placement
         self.wave_plan: WavePlan | None = None  # the wave the executor runs
         self.by_group: dict[Group, list[Row]] = defaultdict(list)
+        self.measured: list[ResultRow] = []  # the wave's rows, journaled once it ends
         self.scanned: Scanned | None = None
 
     # ---- the actor set ----
@@ -265,8 +266,13 @@ class Scan:
         began = time.monotonic()
         got = self.run_wave(wave)
         seconds = time.monotonic() - began
-        self.saved[done:] = [plain(wave, got, seconds)]
-        scan_waves.save(self.run.plan.spec.results, self.run.run_id, self.saved)
+        results, run_id = self.run.plan.spec.results, self.run.run_id
+        if done == len(self.saved):
+            self.saved.append(plain(wave, got, seconds))
+            scan_waves.append(results, run_id, self.saved[-1])
+        else:  # the policy gave another wave than the stopped scan's: the rest of those go
+            self.saved[done:] = [plain(wave, got, seconds)]
+            scan_waves.save(results, run_id, self.saved)
         return got, seconds
 
     # ---- a wave ----
@@ -296,8 +302,13 @@ class Scan:
         assert self.plan is not None
         self.wave_plan = planned = self.plan.wave(wave, groups)
         self.by_group.clear()  # a wave run again: its own rows only
+        self.measured.clear()
         for together in planned.waves:
             self.executor.run_wave(together)
+        # one fsync a wave, not a point (512 pairs a round at 1024 nodes): a stopped scan
+        # runs the wave it was in again, so a journal per point would keep nothing it uses
+        if self.measured:
+            self.run.keep(self.measured)
         out = {}
         for p in planned.groups:
             rows = [row for part in p.parts for row in self.by_group[part.group]]
@@ -305,8 +316,8 @@ class Scan:
         return out
 
     def _measured(self, done: PointResult) -> None:
-        """A point's rows, with their stage: kept by the run (not again where a stopped scan
-        has them) and folded, as measured now, into their group's outcome."""
+        """A point's rows, with their stage: kept for the run to journal as the wave ends, and
+        folded, as measured now, into their group's outcome."""
         assert self.meta is not None
         assert self.placement is not None
         assert self.wave_plan is not None
@@ -315,7 +326,7 @@ class Scan:
             replace(row, stage=str(stage))
             for row in measurement.of_point(self.meta, self.placement, done)
         ]
-        self.run.keep(rows)
+        self.measured += rows
         self.by_group[done.group].extend(columns(row) for row in rows)
 
 

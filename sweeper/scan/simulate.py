@@ -74,9 +74,16 @@ class Costs:
     gate_latency_us: float = 35.0
     internode_latency_us: float = DEFAULT_TIERS[Tier.INTERNODE].latency_us
     copy_latency_us: float = DEFAULT_TIERS[Tier.GPU].latency_us  # the model's, assumed
-    # Journaling a point's rows on the driver (one fsync), serial over a wave's groups: the
-    # model's.
+    # Journaling a wave's rows on the driver, one write and one fsync (driver/scan.py): a
+    # point's rows, the model's, and each further point of the wave, 56 us, nvidia-h200's
+    # 1024 points of 2 recorded rows in 59.7 ms (benchmarks/scan_costs.py,
+    # docs/measurements/h200-x1-2026-12-03.md).
     row_s: float = GPU_OVERHEADS.row_s
+    wave_point_s: float = 0.0000555
+
+    def journal_s(self, points: int) -> float:
+        return self.row_s + self.wave_point_s * (points - 1) if points else 0.0
+
     # The healthy fleet the oracle measures. Across nodes: 400 GB/s all_reduce busbw, the
     # published H100/H200 + InfiniBand NDR figure (reference.py). An NVLink island: 361 GB/s,
     # 4x H200 nccl-tests all_reduce (h200-x4-2026-11-22.md; the 4-GPU figure stands in for
@@ -502,10 +509,10 @@ def factor(op: str, ranks: int) -> float:
 
 def wave_seconds(fleet: Fleet, outcomes: Sequence[GroupOutcome], costs: Costs) -> float:
     """A wave lasts as long as its slowest group (a group that hangs: its point's stall
-    deadline, `hung_s`), plus opening its groups and writing its rows (on the driver, one
-    after another)."""
+    deadline, `hung_s`), plus opening its groups and journaling its rows (on the driver, as
+    one write)."""
     slowest = 0.0
-    rows = 0
+    points = 0
     for o in outcomes:
         gate = o.group.stage is Stage.GATE
         inside = gate or (o.group.stage is Stage.ISOLATE and len(o.group.nodes) == 1)
@@ -522,9 +529,9 @@ def wave_seconds(fleet: Fleet, outcomes: Sequence[GroupOutcome], costs: Costs) -
             copy = costs.point_s(costs.copy_latency_us, 256 << 20, 1.0, costs.copy_gb_per_s)
             own = costs.point_s(costs.copy_latency_us, 256 << 20, 2.0, costs.d2d_gb_per_s)
             seconds += 2 * copy + own
-        rows += costs.gate_points if gate else costs.internode_points
+        points += costs.gate_points if gate else costs.internode_points
         slowest = max(slowest, seconds)
-    return costs.wave_open_s + slowest + rows * costs.row_s
+    return costs.wave_open_s + slowest + costs.journal_s(points)
 
 
 def hung_s(fleet: Fleet, o: GroupOutcome, costs: Costs) -> float:
