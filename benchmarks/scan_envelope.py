@@ -15,6 +15,8 @@ detection limit: the smallest slowdown from which every larger one is found with
     nice -n 10 python benchmarks/scan_envelope.py --seeds 5
     python benchmarks/scan_envelope.py --seeds 30 --axes severity --strategy random:6 --jobs 2
     nice -n 10 python benchmarks/scan_envelope.py --seeds 30 --axes subject
+    python benchmarks/scan_envelope.py --axes severity --classes "slow-pair (capped)" \
+        --slowdowns 0.2
 """
 
 from __future__ import annotations
@@ -355,6 +357,8 @@ def main() -> None:
         default="severity,density,dense,flaky,hub,capped,subject,hangs,fleet,noise,mix",
         help="which axes",
     )
+    parser.add_argument("--classes", default="", help="only these classes (comma-separated)")
+    parser.add_argument("--slowdowns", default="", help="only these slowdowns (0.2,0.5)")
     parser.add_argument("--strategy", default="adaptive", help="as sweeper scan --strategy")
     parser.add_argument("--jobs", type=int, default=1, help="seeds simulated at once")
     args = parser.parse_args()
@@ -373,7 +377,13 @@ def main() -> None:
     pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
     pooled: list[Pooled] = []
     started = time.perf_counter()
+    classes = set(args.classes.split(",")) - {""}
+    slowdowns = {float(s) for s in args.slowdowns.split(",") if s}
     for cell in cells(args.axes.split(",")):
+        if (classes and cell.name not in classes) or (
+            slowdowns and cell.slowdown is not None and cell.slowdown not in slowdowns
+        ):
+            continue
         began = time.perf_counter()
         one = partial(scanned, cell, strategy=args.strategy)
         scans = tuple(pool.map(one, seeds) if pool else map(one, seeds))

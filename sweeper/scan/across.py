@@ -74,8 +74,10 @@ def transient(tests: Sequence[Judged]) -> dict[int, int]:
         runs[frozenset(j.outcome.group.nodes)].append(i)
     out: dict[int, int] = {}
     for nodes, idx in runs.items():
+        if len(idx) < 2:  # most groups, run once (the pairs of 1024 nodes: 523 776)
+            continue
         last = max(idx, key=lambda i: (tests[i].outcome.group.wave, i))
-        if len(idx) < 2 or not tests[last].passed:
+        if not tests[last].passed:
             continue
         # a pair of nodes is a link's test: it stands where it failed more often than not
         # (`_Adaptive.unsettled` runs it until one side leads)
@@ -90,6 +92,18 @@ def transient(tests: Sequence[Judged]) -> dict[int, int]:
 
 
 FLAKY_LIMIT = log((1 - FLAKY_BETA) / FLAKY_ALPHA)
+
+
+def _holding(
+    tests: Collection[int], members: Sequence[set[str]], pairs: Sequence[set[str]]
+) -> set[int]:
+    """The tests whose members hold both ends of one of `pairs` (a pair's ends indexed: the
+    pairs of 1024 nodes are 523 776 tests)."""
+    by_node: dict[str, list[set[str]]] = defaultdict(list)
+    for pair in pairs:
+        for n in pair:
+            by_node[n].append(pair)
+    return {i for i in tests if any(pair <= members[i] for n in members[i] for pair in by_node[n])}
 
 
 def ratio(failures: int, tests: int, noise: float) -> float:
@@ -129,7 +143,7 @@ def explain(tests: list[Judged]) -> Explained:
         if len(members[i]) == 2
         and all(passes[n] and 3 * len(passes[n]) >= len(fails[n]) for n in members[i])
     ]
-    held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
+    held = _holding(slow, members, pairs)
     # a node that passed every test of its beside known-good partners, two or more, is no
     # slow node: slow groups of its are a hub's slow pairs, to bisect (a node failing one
     # test in two with errors is another matter: the errors are its own)
@@ -142,7 +156,7 @@ def explain(tests: list[Judged]) -> Explained:
     slow_nodes, slow_left = _explain(slow - held, fails, passes, members, cleared)
     if any(pair & slow_nodes for pair in pairs):  # a slow node's own pairs: no links
         pairs = [pair for pair in pairs if not pair & slow_nodes]
-        held = {i for i in slow if any(pair <= members[i] for pair in pairs)}
+        held = _holding(slow, members, pairs)
         slow_nodes, slow_left = _explain(slow - held, fails, passes, members, cleared)
     broken_nodes, broken_left = _explain(failing - slow - timed_out, fails, passes, members)
     culprits = {
@@ -153,6 +167,10 @@ def explain(tests: list[Judged]) -> Explained:
     unexplained = slow_left | held | broken_left
     noise = _noise(tests, passing)
     free = slow_left | broken_left  # what no culprit, hang or slow pair explains
+    passing_of: dict[str, set[int]] = defaultdict(set)
+    for i in passing:
+        for n in members[i]:
+            passing_of[n].add(i)
     counted: dict[str, set[int]] = {}
     for n in sorted({n for i in free | set(passing) for n in members[i]} | set(culprits)):
         if n in hung:
@@ -160,7 +178,7 @@ def explain(tests: list[Judged]) -> Explained:
         # errors and transient failures: a slow group that reproduced is for bisection
         errors = {i for i in fails.get(n, []) if i in free and tests[i].failure is not Failure.SLOW}
         own = set(culprits.get(n, [])) | errors
-        counted[n] = own | {i for i in passing if n in members[i]}
+        counted[n] = own | passing_of[n]
 
     def llr(n: str) -> float:
         return ratio(len(counted[n]), len(counted[n]) + len(passes.get(n, [])), noise)

@@ -63,10 +63,10 @@ SETTLE_WAVES = 24
 # a scan, one or two low twice, and none three times in a hundred scans.
 RERUNS = 2
 # The most rounds of pairs a scan runs (`_Adaptive.pairs`): a fleet of N nodes takes N - 1,
-# each a wave of N/2 pairs, whose rows the driver journals one after another (3.2 ms a point,
-# PERFORMANCE.md's cost model): 128 rounds at 129 nodes add 1.9 min to the estimate, 99 at
-# 100 nodes 1.3 min, and 1023 at 1024 nodes would add 64 min (3.8 s a wave of 512 pairs),
-# past the 15 min a scan of 1024 is held to (issue 52; the simulation's cost model).
+# each a wave of N/2 pairs whose rows the driver journals as one write (scan.simulate's
+# `Costs.journal_s`): 128 rounds at 129 nodes. 1023 at 1024 nodes would add about 9 min (0.53
+# s a wave of 512 pairs), but three failures of a pair then stood 23 healthy links a scan
+# under every size's noise (issue 52: not yet).
 PAIR_ROUNDS = 128
 # The most runs of a test of two nodes that failed before it is settled (`unsettled`): a
 # pair capped at 80% of its rate passes a test 15% below the fleet's now and then under the
@@ -591,20 +591,40 @@ class _Adaptive:
         self.cursor = 0  # where the next pad is taken, so partners change between tests
         self.matched: set[int] = set()  # the shifts of `matching` run
         self._explained: tuple[int, Explained] | None = None  # at a history's length
+        self._judged: list[Judged] = []  # the history's first outcomes, judged
+        self._populations: tuple[int, int] | None = None  # what they were judged against
+
+    def judgements(self) -> list[Judged]:
+        """Every outcome of the history judged. Those judged before are judged again only
+        where the fleet's populations moved (an outcome of a stage that measures every node,
+        or any where none did): the pairs of 1024 nodes are 523 776 outcomes, which judging
+        whole after each of their 1023 waves cost most of a simulated scan."""
+        census = self.census.update(self.history)
+        populations = census.unbiased.count, census.unbiased.count or census.every.count
+        if populations != self._populations:
+            self._judged, self._populations = [], populations
+        new = self.history[len(self._judged) :]
+        if new:
+            only = [o.group for o in new]
+            judged = judge_groups(
+                self.fleet, self.history, self.thresholds, only=only, census=census
+            )
+            self._judged += [judged[group] for group in only]
+        return self._judged
 
     def judged(self, wave: ScanWave) -> list[Judged]:
-        judged = judge_groups(
-            self.fleet, self.history, self.thresholds, only=set(wave.groups), census=self.census
-        )
-        return [judged[group] for group in wave.groups]
+        """The wave's outcomes judged: the history's last ones."""
+        if not wave.groups:
+            return []
+        last = {j.outcome.group: j for j in self.judgements()[-len(wave.groups) :]}
+        return [last[group] for group in wave.groups]
 
     def explained(self) -> Explained:
         """The history's failures explained, read again only once the history has grown."""
         if self._explained is not None and self._explained[0] == len(self.history):
             return self._explained[1]
-        judged = judge_groups(self.fleet, self.history, self.thresholds, census=self.census)
         inside = (Stage.GATE, Stage.ISOLATE)
-        e = explain([j for j in judged.values() if j.outcome.group.stage not in inside])
+        e = explain([j for j in self.judgements() if j.outcome.group.stage not in inside])
         self._explained = (len(self.history), e)
         return e
 
@@ -865,10 +885,12 @@ class _Adaptive:
         record is not yet a verdict: one that failed stands once it failed three times and
         twice more often than it passed, and is cleared once it passed more often than it
         failed, the last time a pass; else once more, up to PAIR_RUNS runs."""
-        runs: dict[frozenset[str], list[bool]] = defaultdict(list)
-        for j in self.explained().tests:
-            runs[frozenset(j.outcome.group.nodes)].append(j.passed)
         last = {frozenset(g.nodes): g for g in groups if len(g.nodes) == 2 and not g.partners}
+        runs: dict[frozenset[str], list[bool]] = defaultdict(list)
+        for j in self.judgements():  # not `explained`: read again after each of its waves
+            nodes = frozenset(j.outcome.group.nodes)
+            if len(nodes) == 2 and nodes in last:
+                runs[nodes].append(j.passed)
         out: list[Test] = []
         for nodes, g in last.items():
             seen = runs.get(nodes, [])
