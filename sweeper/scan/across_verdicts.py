@@ -14,6 +14,13 @@ from sweeper.scan.reference import Reference
 from sweeper.scan.thresholds import Failure, Judged, figure, measure, unit
 from sweeper.scan.verdict import Against, Health, Subject, Verdict, against
 
+# Healthy links get a verdict each where a scan tested at most this many pairs alone (129
+# nodes' every pair: some 7 MB of a scan's document, at about 870 bytes a link named by Ray's
+# node ids); past it only those tested more than once, whose record the scan settled. 1024
+# nodes' 523 776 would be some 450 MB, past what sweeper reads back of its own JSON
+# (results.files.JSON_LIMIT_BYTES); their nodes' verdicts say they passed.
+LISTED_PAIRS = 129 * 128 // 2
+
 
 def _size(size_bytes: int) -> str:
     for name, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
@@ -348,15 +355,19 @@ def _healthy_pairs(e: Explained, fleet: Fleet) -> list[Verdict]:
     """Links measured as a pair and never failing as one but by chance: a failure that passed
     when run again (`across.transient`) is noted, so that a pair has its verdict whatever its
     noise did (a resumed scan's pair failed once on a loaded box where the same scan's did
-    not, and its link had no verdict at all)."""
+    not, and its link had no verdict at all). Past LISTED_PAIRS pairs, only those tested
+    more than once."""
     seen: dict[tuple[str, str], list[int]] = defaultdict(list)
     order = {n: i for i, n in enumerate(fleet.ids)}
     for i, nodes in enumerate(e.members):
         if len(nodes) == 2:
             a, b = sorted(nodes, key=order.__getitem__)
             seen[a, b].append(i)
+    listed = len(seen) <= LISTED_PAIRS
     out = []
     for (a, b), idx in seen.items():
+        if not listed and len(idx) < 2:
+            continue
         passed = [i for i in idx if e.tests[i].passed]
         chance = [i for i in idx if i in e.transient]
         if (
