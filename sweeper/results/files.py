@@ -282,12 +282,12 @@ def atomic_write(target: Path, write: Callable[[BinaryIO], object]) -> Path:
     return target
 
 
-def open_regular(path: Path) -> BinaryIO:
-    """`path` open for reading, where it is a regular file: opened without waiting (a FIFO
-    opens at once) and without following a link, then checked. FileNotFoundError where there
-    is none; NotAFile where it is anything else."""
+def _regular(path: Path, access: int) -> int:
+    """A descriptor of `path` opened with `access`, where it is a regular file: opened without
+    waiting (a FIFO opens at once) and without following a link, then checked.
+    FileNotFoundError where there is none; NotAFile where it is anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, access | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise NotAFile("a symbolic link, not a regular file") from None
@@ -295,7 +295,22 @@ def open_regular(path: Path) -> BinaryIO:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise NotAFile("not a regular file")
-    return os.fdopen(fd, "rb")
+    return fd
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """`path` open for reading, where it is a regular file (`_regular`)."""
+    return os.fdopen(_regular(path, os.O_RDONLY), "rb")
+
+
+def append_bytes(path: Path, data: bytes) -> None:
+    """`data` at the end of the regular file at `path` (`_regular`), fsync'd."""
+    fd = _regular(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_bounded(path: Path, limit: int = JSON_LIMIT_BYTES) -> bytes:

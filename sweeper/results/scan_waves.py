@@ -8,15 +8,13 @@ scan of 1024 nodes' every pair (some 1100 waves, 528 292 outcomes of about 420 b
 from __future__ import annotations
 
 import json
-import os
-import stat
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sweeper.errors import CorruptResults, ResultsUnwritable
-from sweeper.results.files import NotAFile, read_bounded, run_name, write_text
+from sweeper.results.files import append_bytes, read_bounded, run_name, write_text
 from sweeper.results.records import RECORDS_DIR
 
 
@@ -41,24 +39,13 @@ def save(results: Path, run_id: str, waves: Sequence[dict[str, Any]]) -> Path:
 def append(results: Path, run_id: str, wave: dict[str, Any]) -> Path:
     """One more finished wave, a line appended to the waves on file (and fsync'd); the first
     is written as `save` writes. A line a killed writer tore is skipped by `load`."""
-    where = path(results, run_id)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(where, flags)
+        append_bytes(path(results, run_id), (json.dumps(wave) + "\n").encode())
     except FileNotFoundError:
         return save(results, run_id, [wave])
     except OSError as exc:
         raise ResultsUnwritable.of(results, exc) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotAFile(f"{where} is not a regular file")
-        os.write(fd, (json.dumps(wave) + "\n").encode())
-        os.fsync(fd)
-    except OSError as exc:
-        raise ResultsUnwritable.of(results, exc) from None
-    finally:
-        os.close(fd)
-    return where
+    return path(results, run_id)
 
 
 def load(results: Path, run_id: str) -> list[dict[str, Any]]:

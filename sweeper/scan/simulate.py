@@ -80,10 +80,6 @@ class Costs:
     # docs/measurements/h200-x1-2026-12-03.md).
     row_s: float = GPU_OVERHEADS.row_s
     wave_point_s: float = 0.0000555
-
-    def journal_s(self, points: int) -> float:
-        return self.row_s + self.wave_point_s * (points - 1) if points else 0.0
-
     # The healthy fleet the oracle measures. Across nodes: 400 GB/s all_reduce busbw, the
     # published H100/H200 + InfiniBand NDR figure (reference.py). An NVLink island: 361 GB/s,
     # 4x H200 nccl-tests all_reduce (h200-x4-2026-11-22.md; the 4-GPU figure stands in for
@@ -108,6 +104,9 @@ class Costs:
 
     def comm_s(self, ranks: int) -> float:
         return self.comm_base_s + self.comm_per_rank_s * ranks
+
+    def journal_s(self, points: int) -> float:
+        return self.row_s + self.wave_point_s * (points - 1) if points else 0.0
 
     def point_s(self, latency_us: float, size_bytes: int, factor: float, busbw: float) -> float:
         iteration = latency_us / 1e6 + size_bytes * factor / (busbw * 1e9)

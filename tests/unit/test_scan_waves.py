@@ -5,11 +5,12 @@ wave again; an unreadable file is skipped with a warning, and its waves run agai
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from sweeper.errors import CorruptResults
+from sweeper.errors import CorruptResults, ResultsUnwritable
 from sweeper.results import scan_waves
 from sweeper.scan.fleet import GroupOutcome, MemberReading, Result, ScanGroup, ScanWave, Stage
 from sweeper.scan.waves import plain, replayed
@@ -78,3 +79,12 @@ def test_waves_are_appended_a_line_each_and_a_torn_last_line_is_left_out(
     assert scan_waves.load(tmp_path, "r1") == waves
     scan_waves.save(tmp_path, "r1", waves[:1])  # a resumed scan's policy went another way
     assert scan_waves.load(tmp_path, "r1") == waves[:1]
+
+
+def test_a_fifo_where_the_waves_go_is_refused_at_once_not_waited_on(tmp_path: Path) -> None:
+    scan_waves.append(tmp_path, "r1", plain(WAVE, OUTCOMES, 1.0))
+    where = scan_waves.path(tmp_path, "r1")
+    where.unlink()
+    os.mkfifo(where)
+    with pytest.raises(ResultsUnwritable, match="cannot write results"):
+        scan_waves.append(tmp_path, "r1", plain(WAVE, OUTCOMES, 2.0))
