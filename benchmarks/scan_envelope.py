@@ -1,9 +1,9 @@
 """The fleet scan's envelope (issue 52): the adaptive scan of simulated fleets over a grid of
 severity (10-50% slow), density (0.1-10% of the nodes slow, a whole rack; a fifth and a third
-of 100-1024 nodes), flakiness (1 in 2,
-5, 10), pairs sharing a node, a capped pair beside a cut one (and at 49 and 100 nodes, whose
-pairs the scan tests alone), the right subject (a slow GPU of a node of two GPUs, named
-beside proven GPUs of other nodes; a slow pair whose end also holds a slow GPU, its paths
+of 100-1024 nodes), flakiness (1 in 2, 5, 10), pairs sharing a node, a capped pair beside a
+cut one (also at 49 and 100 nodes; the scan tests every pair alone up to 1024 nodes,
+`--pair-rounds`), the right subject (a slow GPU of a node of two GPUs, named beside proven
+GPUs of other nodes; a slow pair whose end also holds a slow GPU, its paths
 tested with the GPU left out), fleet size (2-4096 nodes) and noise (recorded GPU points at the
 bandwidth sizes, or at every size with their 25-79% tails: `sweeper.scan.noise`), mixes of
 every class, and a fleet off as a whole. Per cell, pooled
@@ -26,12 +26,12 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from statistics import median
 
 from sweeper.scan.noise import recorded
-from sweeper.scan.policy import Strategy
+from sweeper.scan.policy import PAIR_ROUNDS, Strategy
 from sweeper.scan.simulate import (
     BANDWIDTH_BYTES,
     RACK_NODES,
@@ -213,7 +213,9 @@ class Scanned:
     finding: bool = False  # a fleet finding: the fleet, or a floor, off as a whole
 
 
-def scanned(cell: Cell, seed: int, strategy: str = "adaptive") -> Scanned:
+def scanned(
+    cell: Cell, seed: int, strategy: str = "adaptive", pair_rounds: int = PAIR_ROUNDS
+) -> Scanned:
     fleet = fleet_of(cell.nodes, cell.gpus, racks=RACK_NODES if cell.labelled else 0, seed=seed)
     if cell.rack and not cell.labelled:  # the same racks, which the scan is not told of
         racked = fleet_of(cell.nodes, cell.gpus, racks=RACK_NODES, seed=seed)
@@ -233,7 +235,7 @@ def scanned(cell: Cell, seed: int, strategy: str = "adaptive") -> Scanned:
     sim = run(
         fleet,
         planted,
-        strategy=Strategy.parse(strategy, seed=seed),
+        strategy=replace(Strategy.parse(strategy, seed=seed), pair_rounds=pair_rounds),
         seed=seed,
         thresholds=Thresholds(min_busbw_gb_per_s=FLOORS) if cell.floor else None,
         costs=Costs(noise=recorded(NOISES[cell.noise])),
@@ -360,11 +362,18 @@ def main() -> None:
     parser.add_argument("--classes", default="", help="only these classes (comma-separated)")
     parser.add_argument("--slowdowns", default="", help="only these slowdowns (0.2,0.5)")
     parser.add_argument("--strategy", default="adaptive", help="as sweeper scan --strategy")
+    parser.add_argument(
+        "--pair-rounds",
+        type=int,
+        default=PAIR_ROUNDS,
+        help="as sweeper scan --pair-rounds (0: no pairs stage, some 100 times as fast at 1024)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="seeds simulated at once")
     args = parser.parse_args()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     print(
-        f"{args.strategy}, {GPUS} GPUs a node, seeds {seeds.start}-{seeds.stop - 1}; recall "
+        f"{args.strategy}, pair rounds {args.pair_rounds}, {GPUS} GPUs a node, seeds "
+        f"{seeds.start}-{seeds.stop - 1}; recall "
         "and precision pooled over the seeds; wrong: condemned verdicts not planted, a scan; "
         "unconfirmed: the most nodes one unconfirmed verdict names; finding: seeds with a "
         "fleet finding; minutes: the cost model's, median (max); s: this machine's seconds "
@@ -385,7 +394,7 @@ def main() -> None:
         ):
             continue
         began = time.perf_counter()
-        one = partial(scanned, cell, strategy=args.strategy)
+        one = partial(scanned, cell, strategy=args.strategy, pair_rounds=args.pair_rounds)
         scans = tuple(pool.map(one, seeds) if pool else map(one, seeds))
         pooled.append(Pooled(cell, scans, time.perf_counter() - began))
         print(pooled[-1].line(), flush=True)

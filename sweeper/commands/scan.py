@@ -101,6 +101,7 @@ SHOWN = {
     "strategy": Shown(panel=MEASURE, metavar="STRATEGY", more=f" One of {STRATEGY_NAMES}."),
     "domain_label": Shown(panel=WHERE, metavar="LABEL"),
     "sizes": Shown(panel=MEASURE, metavar="SIZES", read=parse_sizes),
+    "pair_rounds": Shown(panel=MEASURE, metavar="N"),
     "min_busbw_gb_per_s": Shown(
         panel=VERDICTS, metavar="TIER=GB/S", flag="--min-busbw", more=" Repeatable.", read=floors
     ),

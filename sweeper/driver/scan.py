@@ -35,14 +35,13 @@ from sweeper.results.writer import columns
 from sweeper.scan import fleet as scan
 from sweeper.scan.deadline import STALL_FLOOR_S
 from sweeper.scan.document import Scanned
-from sweeper.scan.judge import judge
+from sweeper.scan.judge import verdicts_and_findings
 from sweeper.scan.plan import ScanPlan, WavePlan, judged_sizes, missing
 from sweeper.scan.policy import ScanPolicy
 from sweeper.scan.retest import summary
 from sweeper.scan.rows import DEVICE_COPY, HOST_COPIES, Row
 from sweeper.scan.settings import ScanSettings
 from sweeper.scan.simulate import WaveRun
-from sweeper.scan.thresholds import findings
 from sweeper.scan.waves import plain, replayed, timed
 from sweeper.topology import Node
 from sweeper.wire import Backend, Point
@@ -242,18 +241,19 @@ class Scan:
         finally:
             self.close()
         earlier = len(run.resume.rows) if run.resume else 0
+        verdicts, found = verdicts_and_findings(fleet, outcomes, thresholds)
         self.scanned = Scanned(
             run_id=run.run_id,
             fleet=fleet,
             strategy=self.settings.strategy,
             outcomes=tuple(outcomes),
-            verdicts=tuple(judge(fleet, outcomes, thresholds)),
+            verdicts=tuple(verdicts),
             waves=tuple(waves),
             rows=earlier + len(run.rows),
             actors_started=self.actors_started,
             seconds=time.monotonic() - self.clock,
             machines=tuple(self.nodes),
-            findings=tuple(findings(fleet, outcomes, thresholds)),
+            findings=tuple(found),
         )
         kept = summary(self.scanned, run.plan.options, self.settings)
         scans.save(run.plan.spec.results, run.run_id, kept)

@@ -122,6 +122,15 @@ class ScanSection(BaseModel):
         description="The latency and bandwidth sizes (8,1G; in a profile [8, 1G]); default 8 "
         "and 1G, or the largest below it that fits (1M on CPU ranks).",
     )
+    pair_rounds: int | None = Field(
+        None,
+        ge=0,
+        le=1 << 16,
+        description="The most rounds of node pairs tested alone, a wave each: a fleet of N "
+        "nodes takes N - 1 (a pair whose path caps its rate slows no larger group); default "
+        "1023, every pair of up to 1024 nodes; 0: none.",
+        strict=True,
+    )
     min_busbw_gb_per_s: dict[Tier, Floor] = Field(
         default_factory=dict,
         description="Absolute floors, GB/s per tier (internode=40; in a profile {internode: "

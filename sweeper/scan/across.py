@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from math import log
+from math import ceil, log
 
 from sweeper.scan.fleet import Stage
 from sweeper.scan.thresholds import Failure, Judged
@@ -31,6 +31,21 @@ FLAKY_RATE = 0.2
 FLAKY_ALPHA = 0.0001
 FLAKY_BETA = 0.01
 NOISE_SHARE = 0.01
+# A link's own tests (its two nodes alone, no partner put in) stand it once it failed
+# `link_fails` of them and two more than it passed: the fewest failures that no healthy pair
+# reaches by chance, under LINK_ALPHA a scan over every pair tested alone, each failing a
+# test at the pairs' chance rate (rate^k x pairs <= LINK_ALPHA; a record of k failures and a
+# pass among them is some k times as likely, within a scan's 1 in 100), at least LINK_FAILS
+# and at most LINK_FAILS_MOST (pairs failing one test in eight would need 10: that is their
+# state, not chance). The rate is the share of the pairs stage's first tests that failed
+# where LINK_SAMPLE pairs ran, else NOISE_SHARE. Under every size's noise at 1024 nodes 1.13%
+# of 531 404 pairs failed their first test (healthy, seed 1): 5 failures, where 3 stood 1-2
+# healthy links a scan and 4 one in some five scans; 4 at 100 nodes; 3 under the bandwidth
+# sizes' noise, where no pair fails by chance (docs/SCAN.md's envelope).
+LINK_ALPHA = 0.001
+LINK_FAILS = 3
+LINK_FAILS_MOST = 6
+LINK_SAMPLE = 100
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,6 +67,10 @@ class Explained:
     # each node with failures of its own (`sequential`): its log likelihood ratio, flaky past
     # FLAKY_LIMIT; one above 0 and under it is in doubt, for the policy to test again
     sequential: dict[str, float] = field(default_factory=dict)
+    # the failures a link's own tests need to stand it (`link_fails`), and each pair whose own
+    # tests failed but neither stand nor clear it yet (`link_record`): unconfirmed, to run again
+    link_fails: int = LINK_FAILS
+    doubt: set[frozenset[str]] = field(default_factory=set)
 
     def known_good(self, node: str) -> bool:
         """Whether it passed beside at least two different sets of partners."""
@@ -63,32 +82,105 @@ class Explained:
         return False
 
 
-def transient(tests: Sequence[Judged]) -> dict[int, int]:
-    """Each failing group whose very nodes were run again later and passed the last time
-    (the policy runs a failing group again before it bisects it), and, a link's own test of
-    two nodes, passed at least as often as it failed, with that last test: a slow block or
-    an error that did not reproduce (0.6% of recorded GPU points are 25-79% slow,
-    scan.noise). A hang or a group that brought nothing back is never transient."""
+def link_fails(tests: Sequence[Judged]) -> int:
+    """The failures a link's own tests need to stand it (LINK_ALPHA's comment)."""
+    pairs: set[frozenset[str]] = set()
+    first: dict[frozenset[str], bool] = {}
+    for j in tests:
+        g = j.outcome.group
+        if len(g.nodes) == 2 and not g.partners:
+            pairs.add(key := frozenset(g.nodes))
+            if g.stage is Stage.PAIRS:
+                first.setdefault(key, j.passed)
+    rate = NOISE_SHARE
+    if len(first) >= LINK_SAMPLE:
+        rate = sum(not passed for passed in first.values()) / len(first)
+    return needed(len(pairs), rate)
+
+
+def needed(pairs: int, rate: float) -> int:
+    """The fewest failures that none of `pairs` healthy pairs, each failing a test at `rate`,
+    reaches by chance but under LINK_ALPHA a scan, within LINK_FAILS to LINK_FAILS_MOST."""
+    if pairs < 1 or rate <= 0:
+        return LINK_FAILS
+    if rate >= 1:
+        return LINK_FAILS_MOST
+    need = ceil(log(LINK_ALPHA / pairs) / log(rate))
+    return min(LINK_FAILS_MOST, max(LINK_FAILS, need))
+
+
+def link_record(seen: Sequence[bool], need: int) -> bool | None:
+    """A link's own tests in order (each passed or not): True where they stand it (`need`
+    failures, two more than its passes), False where they clear it (no failure, or the last a
+    pass and more passes than failures), None while in doubt."""
+    fails = seen.count(False)
+    passes = len(seen) - fails
+    if fails >= need and fails >= passes + 2:
+        return True
+    if not fails or (seen[-1] and passes > fails):
+        return False
+    return None
+
+
+def _is_link(tests: Sequence[Judged], idx: Sequence[int]) -> bool:
+    """Whether these runs of one node set are a link's own tests: two nodes, the last with
+    no partner put in."""
+    last = max(idx, key=lambda i: (tests[i].outcome.group.wave, i))
+    g = tests[last].outcome.group
+    return len(g.nodes) == 2 and not g.partners
+
+
+def _runs(tests: Sequence[Judged]) -> dict[frozenset[str], list[int]]:
     runs: dict[frozenset[str], list[int]] = defaultdict(list)
     for i, j in enumerate(tests):
         runs[frozenset(j.outcome.group.nodes)].append(i)
+    return runs
+
+
+def _ordered(tests: Sequence[Judged], idx: Sequence[int]) -> list[int]:
+    return sorted(idx, key=lambda i: (tests[i].outcome.group.wave, i))
+
+
+def transient(
+    tests: Sequence[Judged],
+    need: int = LINK_FAILS,
+    runs: Mapping[frozenset[str], list[int]] | None = None,
+) -> dict[int, int]:
+    """Each failing group whose very nodes were run again later and passed the last time
+    (the policy runs a failing group again before it bisects it), and, a link's own test of
+    two nodes, whose record clears it (`link_record`, with `need`), with that last test: a
+    slow block or an error that did not reproduce (0.6% of recorded GPU points are 25-79%
+    slow, scan.noise). A hang or a group that brought nothing back is never transient."""
     out: dict[int, int] = {}
-    for nodes, idx in runs.items():
+    for idx in (runs if runs is not None else _runs(tests)).values():
         if len(idx) < 2:  # most groups, run once (the pairs of 1024 nodes: 523 776)
             continue
-        last = max(idx, key=lambda i: (tests[i].outcome.group.wave, i))
+        order = _ordered(tests, idx)
+        last = order[-1]
         if not tests[last].passed:
             continue
-        # a pair of nodes is a link's test: it stands where it failed more often than not
-        # (`_Adaptive.unsettled` runs it until one side leads)
-        link = len(nodes) == 2 and not tests[last].outcome.group.partners
-        if link and 2 * sum(tests[i].passed for i in idx) < len(idx):
+        seen = [tests[i].passed for i in order]
+        if _is_link(tests, idx) and link_record(seen, need) is not False:
             continue
         for i in idx:
             j = tests[i]
             if not j.passed and j.failure is not Failure.MISSING and not j.outcome.unanswered:
                 out[i] = last
     return out
+
+
+def _doubt(
+    tests: Sequence[Judged], need: int, runs: Mapping[frozenset[str], list[int]]
+) -> set[frozenset[str]]:
+    """Each pair whose own tests failed and neither stand nor clear it."""
+    return {
+        nodes
+        for nodes, idx in runs.items()
+        if len(nodes) == 2
+        and _is_link(tests, idx)
+        and link_record([tests[i].passed for i in _ordered(tests, idx)], need) is None
+        and not any(tests[i].outcome.unanswered for i in idx)
+    }
 
 
 FLAKY_LIMIT = log((1 - FLAKY_BETA) / FLAKY_ALPHA)
@@ -115,7 +207,9 @@ def ratio(failures: int, tests: int, noise: float) -> float:
 
 def explain(tests: list[Judged]) -> Explained:
     members = [set(j.outcome.group.nodes) for j in tests]
-    passing = transient(tests)
+    need = link_fails(tests)
+    runs = _runs(tests)
+    passing = transient(tests, need, runs)
     failing = {i for i, j in enumerate(tests) if not j.passed and i not in passing}
     fails: dict[str, list[int]] = defaultdict(list)
     passes: dict[str, list[int]] = defaultdict(list)
@@ -209,6 +303,8 @@ def explain(tests: list[Judged]) -> Explained:
         unexplained=unexplained,
         transient=passing,
         sequential=sequential,
+        link_fails=need,
+        doubt=_doubt(tests, need, runs),
     )
 
 

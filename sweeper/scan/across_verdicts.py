@@ -316,9 +316,10 @@ def _link(link: tuple[str, str], e: Explained, idx: list[int], alone: bool = Fal
     passes = {n: len(e.passes.get(n, [])) for n in link}
     separated = passes[a] and passes[b]
     kinds = {tests[i].failure for i in idx}
+    doubt = frozenset(link) in e.doubt
     health = (
         Health.UNCONFIRMED
-        if not separated and not alone
+        if (not separated and not alone) or doubt
         else Health.FAILED
         if Failure.FAILED in kinds or Failure.MISSING in kinds
         else Health.SLOW
@@ -338,6 +339,16 @@ def _link(link: tuple[str, str], e: Explained, idx: list[int], alone: bool = Fal
         )
     elif not separated:
         ends = "an end never passed elsewhere, so node and link are not separated"
+    if doubt:
+        both = set(link)
+        own = [
+            i for i, j in enumerate(tests) if e.members[i] == both and not j.outcome.group.partners
+        ]
+        failed = sum(not tests[i].passed for i in own)
+        ends += (
+            f"; failed {failed} of {len(own)} tests as a pair, where {e.link_fails} failures, "
+            "two more than its passes, stand a link at this fleet's noise: to run again"
+        )
     return Verdict(
         subject=Subject.LINK,
         nodes=link,

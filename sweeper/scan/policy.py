@@ -17,7 +17,14 @@ from math import isqrt
 from typing import TypeVar
 
 from sweeper.planning.inputs import quoted
-from sweeper.scan.across import FLAKY_LIMIT, Explained, explain
+from sweeper.scan.across import (
+    FLAKY_LIMIT,
+    LINK_FAILS,
+    Explained,
+    explain,
+    link_fails,
+    link_record,
+)
 from sweeper.scan.alone import judged_alone
 from sweeper.scan.beside import across, beside_waves
 from sweeper.scan.fleet import Fleet, GroupOutcome, ScanGroup, ScanWave, Stage
@@ -62,12 +69,12 @@ SETTLE_WAVES = 24
 # (scan.noise), so at 1024 nodes some 90 host copies, 36 GPU pairs and 11 gates are low once
 # a scan, one or two low twice, and none three times in a hundred scans.
 RERUNS = 2
-# The most rounds of pairs a scan runs (`_Adaptive.pairs`): a fleet of N nodes takes N - 1,
-# each a wave of N/2 pairs whose rows the driver journals as one write (scan.simulate's
-# `Costs.journal_s`): 128 rounds at 129 nodes. 1023 at 1024 nodes would add about 9 min (0.53
-# s a wave of 512 pairs), but three failures of a pair then stood 23 healthy links a scan
-# under every size's noise (issue 52: not yet).
-PAIR_ROUNDS = 128
+# The most rounds of pairs a scan runs by default (`Strategy.pair_rounds`, `--pair-rounds`;
+# `_Adaptive.pairs`): a fleet of N nodes takes N - 1, each a wave of N/2 pairs whose rows the
+# driver journals as one write (scan.simulate's `Costs.journal_s`): 1023 rounds at 1024 nodes
+# add about 9 min to the estimate (0.53 s a wave of 512 pairs), 14.0-14.5 min in all; 4095
+# at 4096 would add 36, so a larger fleet's capped pairs go unseen (docs/SCAN.md).
+PAIR_ROUNDS = 1023
 # The most runs of a test of two nodes that failed before it is settled (`unsettled`): a
 # pair capped at 80% of its rate passes a test 15% below the fleet's now and then under the
 # recorded noise, and one pass after its failure cleared it (0.933 of such pairs named at 100
@@ -99,6 +106,7 @@ class Strategy:
     kind: Scheme
     rounds: int = 0  # random:K
     seed: int = 0  # random matchings; recorded with the scan
+    pair_rounds: int = PAIR_ROUNDS  # the adaptive scan's rounds of pairs alone, at most
 
     @classmethod
     def parse(cls, text: str, *, seed: int = 0) -> Strategy:
@@ -585,6 +593,7 @@ class _Adaptive:
         self.nodes = list(at.nodes)
         self.left = at.left
         self.census = Census(at.fleet)  # the history's figures, read once as it grows
+        self.pair_rounds = at.strategy.pair_rounds
         self.index = at.start
         self.gone: set[str] = set()  # did not answer: out of every later wave
         self.doubted: set[str] = set()  # a probe failed beside it as a pad: no pad again
@@ -592,7 +601,7 @@ class _Adaptive:
         self.matched: set[int] = set()  # the shifts of `matching` run
         self._explained: tuple[int, Explained] | None = None  # at a history's length
         self._judged: list[Judged] = []  # the history's first outcomes, judged
-        self._populations: tuple[int, int] | None = None  # what they were judged against
+        self._populations: tuple[int, ...] | None = None  # what they were judged against
 
     def judgements(self) -> list[Judged]:
         """Every outcome of the history judged. Those judged before are judged again only
@@ -600,7 +609,7 @@ class _Adaptive:
         or any where none did): the pairs of 1024 nodes are 523 776 outcomes, which judging
         whole after each of their 1023 waves cost most of a simulated scan."""
         census = self.census.update(self.history)
-        populations = census.unbiased.count, census.unbiased.count or census.every.count
+        populations = census.populations
         if populations != self._populations:
             self._judged, self._populations = [], populations
         new = self.history[len(self._judged) :]
@@ -788,14 +797,14 @@ class _Adaptive:
 
     def pairs(self) -> Iterator[ScanWave]:
         """Every pair of the nodes left, alone, in the circle method's rounds of disjoint
-        pairs, where the fleet's N - 1 rounds fit PAIR_ROUNDS: a pair of nodes whose path
-        caps its rate (not a cut) slows no all_to_all of more nodes than 1/cap + 1, since each
-        member asks 1/(k - 1) of it, so the screen's groups never see it. Each pair that
-        fails is then confirmed as a link: its ends beside known-good partners, and the pair
-        again."""
+        pairs, where the fleet's N - 1 rounds fit `Strategy.pair_rounds`: a pair of nodes
+        whose path caps its rate (not a cut) slows no all_to_all of more nodes than
+        1/cap + 1, since each member asks 1/(k - 1) of it, so the screen's groups never see
+        it. Each pair that fails is then confirmed as a link: its ends beside known-good
+        partners, and the pair again."""
         e = self.explained()
         nodes = [n for n in self.nodes if n not in self.gone and n not in e.culprits]
-        if not 1 < len(nodes) <= PAIR_ROUNDS + 1:
+        if not 1 < len(nodes) <= self.pair_rounds + 1:
             return
         for pairs in circle(nodes):
             tests: list[Test] = [((a, b), ()) for a, b in pairs if len(self.live((a, b))) == 2]
@@ -882,25 +891,26 @@ class _Adaptive:
 
     def unsettled(self, groups: Sequence[ScanGroup]) -> list[Test]:
         """The tests of a pair of nodes (a link's own, no partner put in) among `groups` whose
-        record is not yet a verdict: one that failed stands once it failed three times and
-        twice more often than it passed, and is cleared once it passed more often than it
-        failed, the last time a pass; else once more, up to PAIR_RUNS runs."""
+        record is not yet a verdict (`across.link_record`: it stands once it failed the
+        fleet's `link_fails` times and twice more often than it passed, and is cleared once
+        it passed more often than it failed, the last time a pass); each once more, up to
+        PAIR_RUNS runs, and two more for each failure past LINK_FAILS that stands a link (a
+        healthy pair of 1024 nodes failed 4 of 4, then passed 4: one more pass clears it)."""
         last = {frozenset(g.nodes): g for g in groups if len(g.nodes) == 2 and not g.partners}
         runs: dict[frozenset[str], list[bool]] = defaultdict(list)
         for j in self.judgements():  # not `explained`: read again after each of its waves
             nodes = frozenset(j.outcome.group.nodes)
             if len(nodes) == 2 and nodes in last:
                 runs[nodes].append(j.passed)
+        need = link_fails(self.judgements())
         out: list[Test] = []
         for nodes, g in last.items():
             seen = runs.get(nodes, [])
-            fails, passes = seen.count(False), seen.count(True)
             if (
                 self.gone & nodes
-                or not fails
-                or (fails >= 3 and fails >= passes + 2)
-                or (seen[-1] and passes > fails)
-                or len(seen) >= PAIR_RUNS
+                or not seen
+                or link_record(seen, need) is not None
+                or len(seen) >= PAIR_RUNS + 2 * (need - LINK_FAILS)
             ):
                 continue
             out.append((g.tested, g.partners))

@@ -36,6 +36,7 @@ class ScanSettings:
         return {
             "strategy": str(self.strategy),
             "seed": self.strategy.seed,
+            "pair_rounds": self.strategy.pair_rounds,
             "nodes": list(self.nodes) if isinstance(self.nodes, tuple) else self.nodes,
             "domain_label": self.domain_label,
             "op": self.op,
@@ -54,8 +55,11 @@ def settings(made: ScanSection, given_as: str | None = None) -> ScanSettings:
         limits = replace(limits, sigmas=made.sigmas)
     if made.min_ratio is not None:
         limits = replace(limits, min_ratio=made.min_ratio)
+    strategy = parse_strategy(made.strategy, made.seed, given_as)
+    if made.pair_rounds is not None:
+        strategy = replace(strategy, pair_rounds=made.pair_rounds)
     return ScanSettings(
-        strategy=parse_strategy(made.strategy, made.seed, given_as),
+        strategy=strategy,
         thresholds=limits,
         op=made.op,
         nodes=made.nodes,

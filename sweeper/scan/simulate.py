@@ -27,10 +27,10 @@ from sweeper.scan.fleet import (
     ScanWave,
     Stage,
 )
-from sweeper.scan.judge import judge
+from sweeper.scan.judge import verdicts_and_findings
 from sweeper.scan.noise import Noise, recorded
 from sweeper.scan.policy import ScanPolicy, Strategy
-from sweeper.scan.thresholds import Finding, Thresholds, findings
+from sweeper.scan.thresholds import Finding, Thresholds
 from sweeper.scan.verdict import Subject, Verdict
 from sweeper.topology import MAX_GPUS as MAX_GPUS_PER_NODE
 from sweeper.wire import Name, Tier
@@ -726,7 +726,7 @@ def run(
             )
         )
         wave = policy.next(got)
-    verdicts = judge(fleet, outcomes, thresholds)
+    verdicts, found = verdicts_and_findings(fleet, outcomes, thresholds)
     gpus = fleet.nodes[0].gpus if fleet.nodes else 0
     return Simulation(
         nodes=len(fleet.nodes),
@@ -738,6 +738,6 @@ def run(
         start_s=costs.set_start_s + fleet.gpus(fleet.ids) / costs.actors_per_s,
         outcomes=tuple(outcomes),
         verdicts=tuple(verdicts),
-        findings=tuple(findings(fleet, outcomes, thresholds)),
+        findings=tuple(found),
         score=score(verdicts, planted),
     )

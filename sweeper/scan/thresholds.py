@@ -22,6 +22,11 @@ from sweeper.wire import Name, Tier
 
 # The stages that measure every node, not suspects: the fleet's medians come from these.
 UNBIASED = (Stage.GATE, Stage.SCREEN, Stage.CROSS_DOMAIN)
+# A group of two whole nodes outside those stages is judged against the pairs stage's own
+# figures once it has `min_samples` of its shape: that stage measures every pair of the nodes
+# left alike, where across nodes the nodes' best groups are each a maximum over some 38 noisy
+# screen groups at 1024 nodes, 5% above a typical pair (47.5 against 45 GB/s under every
+# size's noise), so that 2.4% of healthy pairs failed their first test there, not 1.1%.
 # Across nodes, a fleet of fewer nodes than this is held to an absolute threshold (the
 # reference, a flag), never to itself: at 2 nodes every group holds a slow node, at 3 two of
 # the three, so its own median is the fault's; where there is none, a pass says nothing.
@@ -206,11 +211,8 @@ def findings(
     node.
     Such a threshold decides no group: the fleet is off as a whole (the driver, NCCL, the
     fabric's configuration) or the threshold is wrong, and the finding says so."""
-    return [
-        p.finding
-        for p in _judging(fleet, outcomes, outcomes, thresholds, census).values()
-        if p.finding
-    ]
+    _, populations = _judging(fleet, outcomes, outcomes, thresholds, census)
+    return list({p.finding: None for p in populations.values() if p.finding})
 
 
 @dataclass
@@ -283,17 +285,55 @@ class Census:
         self._read = 0
         self.unbiased = _Tally()  # the stages that measure every node
         self.every = _Tally()  # every stage: where none of those ran
+        self.pairs = _Tally()  # the pairs stage's, whole nodes
+        self._paired: dict[tuple[bool, str, int], Robust] = {}
 
     def update(self, outcomes: Sequence[GroupOutcome]) -> Census:
         if outcomes is not self._source or len(outcomes) < self._read:
             self._source, self._read = outcomes, 0
-            self.unbiased, self.every = _Tally(), _Tally()
+            self.unbiased, self.every, self.pairs = _Tally(), _Tally(), _Tally()
+            self._paired = {}
         for o in outcomes[self._read :]:
             self.every.add(self.fleet, o)
             if o.group.stage in UNBIASED and not o.group.gpus:
                 self.unbiased.add(self.fleet, o)
+            elif o.group.stage is Stage.PAIRS and not o.group.gpus:
+                self.pairs.add(self.fleet, o)
         self._read = len(outcomes)
+        # made again only once their count has doubled: the median of n figures moves by
+        # about 1.25 sigma / sqrt(n), and every outcome judged against them is judged again
+        # when they move (the policy's `judgements`), 1023 waves of pairs at 1024 nodes
+        for key, values in self.pairs.by_shape.items():
+            made = self._paired.get(key)
+            if made is None or len(values) >= 2 * made.count:
+                self._paired[key] = Robust.of(values, "pairs of nodes")
         return self
+
+    @property
+    def populations(self) -> tuple[int, ...]:
+        """What judgements against this census depend on: as long as it holds, an outcome
+        judged before is judged alike."""
+        unbiased = self.unbiased.count
+        return unbiased, unbiased or self.every.count, *(r.count for r in self._paired.values())
+
+    def paired(self, key: tuple[bool, str, int], min_samples: int) -> Robust | None:
+        """The pairs stage's figures of this shape, where it has `min_samples` of them."""
+        made = self._paired.get(key)
+        return made if made is not None and made.count >= min_samples else None
+
+
+def _pair(o: GroupOutcome) -> bool:
+    """Whether it is a test of two whole nodes outside the stages that measure every node."""
+    g = o.group
+    return len(g.nodes) == 2 and not g.gpus and g.stage not in UNBIASED
+
+
+_Slot = tuple[tuple[bool, str, int], bool]  # a population: the key, and whether of the pairs
+
+
+def _slot(fleet: Fleet, o: GroupOutcome, census: Census, thresholds: Thresholds) -> _Slot:
+    key = _key(fleet, o)
+    return key, _pair(o) and census.paired(key, thresholds.min_samples) is not None
 
 
 def _judging(
@@ -302,19 +342,23 @@ def _judging(
     chosen: Sequence[GroupOutcome],
     thresholds: Thresholds,
     census: Census | None = None,
-) -> dict[tuple[bool, str, int], _Population]:
+) -> tuple[Census, dict[_Slot, _Population]]:
     """The population of each group `chosen` belongs to: the fleet's median and spread from
-    the stages that measure every node (all outcomes where none does), and its floor, or
-    the finding that the floor is the fleet's, not a group's."""
+    the stages that measure every node (all outcomes where none does; a test of two nodes,
+    the pairs stage's where it ran), and its floor, or the finding that the floor is the
+    fleet's, not a group's."""
     census = (census or Census(fleet)).update(outcomes)
     unbiased = census.unbiased.count > 0
     tally = census.unbiased if unbiased else census.every
-    out: dict[tuple[bool, str, int], _Population] = {}
+    out: dict[_Slot, _Population] = {}
     for o in chosen:
-        key = _key(fleet, o)
-        if key in out:
+        slot = _slot(fleet, o, census, thresholds)
+        if slot in out:
             continue
-        robust = tally.robust(key, thresholds.min_samples)
+        key = slot[0]
+        fleet_wide = tally.robust(key, thresholds.min_samples)
+        paired = census.paired(key, thresholds.min_samples) if slot[1] else None
+        robust = paired or fleet_wide
         ref = reference(fleet.gpu_model, tier(o.group), o.group.ranks(fleet), o.op)
         floor = _floor(o.group, ref, thresholds)
         peers = tally.by_shape.get(key, []) if unbiased else []
@@ -340,9 +384,9 @@ def _judging(
                 or slow_share((g, v >= floor[0]) for g, v in tally.sized[key[:2]])
                 > thresholds.fleet_share
             ):
-                finding = _finding(key, o, floor, below, len(nodes), robust or Robust.of(peers))
+                finding = _finding(key, o, floor, below, len(nodes), fleet_wide or Robust.of(peers))
                 floor, waived = None, floor
-        out[key] = _Population(
+        out[slot] = _Population(
             robust=robust,
             floor=floor,
             finding=finding,
@@ -350,7 +394,7 @@ def _judging(
             reference=ref,
             unheld=few and floor is None,
         )
-    return out
+    return census, out
 
 
 def _finding(
@@ -422,13 +466,13 @@ def judge_groups(
     not a threshold, and a group under it that passes says so (`Judged.excused`). `census`:
     one kept over `outcomes` as they grew (the policy's), read on from where it was."""
     chosen = outcomes if only is None else _only(outcomes, set(only))
-    populations = _judging(fleet, outcomes, chosen, thresholds, census)
+    census, populations = _judging(fleet, outcomes, chosen, thresholds, census)
     gates = any(o.group.stage is Stage.GATE for o in chosen)
     copies = gpu_copy_limit(outcomes) if gates else None
 
     judged: dict[ScanGroup, Judged] = {}
     for o in chosen:
-        p = populations[_key(fleet, o)]
+        p = populations[_slot(fleet, o, census, thresholds)]
         limits = []
         if p.robust is not None:
             limits.append(

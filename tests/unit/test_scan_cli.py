@@ -31,6 +31,7 @@ from sweeper.scan.simulate import Fault, fleet_of, simulate
         (["--sizes", "8,lots"], "--sizes: 'lots' is not a size"),
         (["--min-busbw", "wires=3"], "--min-busbw wires=3: TIER=GB/s"),
         (["--simulate", "--faults", "gremlins"], "--faults gremlins: a count, or names"),
+        (["--pair-rounds", "-1"], "--pair-rounds: must be at least 0"),
     ],
 )
 def test_bad_scan_input_is_one_line_and_exit_2_before_any_cluster(
@@ -58,6 +59,19 @@ def test_a_scans_options_reach_its_settings() -> None:
     assert "4 nodes x 1 GPUs, random:2, seed 4" in result.stdout
     refused = CliRunner().invoke(app, [*args, "--sizes", "8,1M"])
     assert "drop --op, --sizes" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "waves"), [((), 9), (("--pair-rounds", "9"), 9), (("--pair-rounds", "8"), 0)]
+)
+def test_pair_rounds_bound_the_waves_of_pairs_a_scan_tests_alone(
+    given: tuple[str, ...], waves: int
+) -> None:
+    """Ten nodes' pairs take nine rounds: run where they fit --pair-rounds (default 1023)."""
+    args = ["scan", "--simulate", "--nodes", "10", "--gpus-per-node", "1", "--faults", "0"]
+    result = CliRunner().invoke(app, [*args, *given, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["stages"].get("pairs", 0) == waves
 
 
 def test_the_simulation_prints_its_verdicts_keeps_them_under_results_and_exits_1_condemning(

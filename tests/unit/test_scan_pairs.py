@@ -8,7 +8,7 @@ import pytest
 
 from sweeper.scan.fleet import Stage
 from sweeper.scan.noise import recorded
-from sweeper.scan.policy import PAIR_ROUNDS, Strategy
+from sweeper.scan.policy import MARGIN, Scheme, Strategy
 from sweeper.scan.simulate import (
     BANDWIDTH_BYTES,
     Costs,
@@ -18,6 +18,7 @@ from sweeper.scan.simulate import (
     plant,
     run,
 )
+from sweeper.scan.thresholds import Thresholds, judge_groups
 from sweeper.scan.verdict import Health, Subject
 
 
@@ -39,19 +40,28 @@ def test_a_pair_capped_at_80_percent_is_named_as_the_link_and_its_ends_are_healt
     assert verdicts[Subject.NODE, ("n0007",)].health is Health.HEALTHY
     assert verdicts[Subject.NODE, ("n0063",)].health is Health.HEALTHY
     assert sim.score.condemned == 1
-    # every pair in the circle method's 99 rounds of disjoint pairs, and again those that
-    # passed within MARGIN of their threshold (1-2% of healthy pairs under the noise)
-    pairs = [o.group.nodes for o in sim.outcomes if o.group.stage is Stage.PAIRS]
-    rounds, again = pairs[: 100 * 99 // 2], pairs[100 * 99 // 2 :]
-    assert len(set(rounds)) == len(rounds) == 100 * 99 // 2
-    assert set(again) <= set(rounds)
-    assert 0 < len(again) < 0.03 * len(rounds)
+    # every pair in the circle method's 99 rounds of disjoint pairs, and again exactly those
+    # that passed within MARGIN of their threshold
+    outcomes = [o for o in sim.outcomes if o.group.stage is Stage.PAIRS]
+    judged = judge_groups(fleet, list(sim.outcomes), Thresholds())
+    rounds, again = outcomes[: 100 * 99 // 2], outcomes[100 * 99 // 2 :]
+    assert len({o.group.nodes for o in rounds}) == len(rounds) == 100 * 99 // 2
+    close = [
+        o.group.nodes
+        for o in rounds
+        if (j := judged[o.group]).passed
+        and j.figure_gb_per_s is not None
+        and j.threshold_gb_per_s is not None
+        and j.figure_gb_per_s < MARGIN * j.threshold_gb_per_s
+    ]
+    assert [o.group.nodes for o in again] == close
 
 
-def test_a_fleet_whose_rounds_of_pairs_do_not_fit_runs_none() -> None:
-    fleet = fleet_of(PAIR_ROUNDS + 2, 1)
-    sim = run(fleet, (), strategy=Strategy.parse("adaptive"))
-    assert "pairs" not in sim.stages()
+def test_a_fleet_whose_rounds_of_pairs_do_not_fit_its_pair_rounds_runs_none() -> None:
+    fleet = fleet_of(10, 1)
+    for rounds, stages in ((8, 0), (9, 9), (0, 0)):
+        sim = run(fleet, (), strategy=Strategy(kind=Scheme.ADAPTIVE, pair_rounds=rounds))
+        assert sim.stages().get("pairs", 0) == stages
 
 
 @pytest.mark.parametrize(("nodes", "seed"), [(49, 4), (100, 5), (100, 22)])

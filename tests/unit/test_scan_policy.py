@@ -25,6 +25,7 @@ from sweeper.scan.fleet import (
 from sweeper.scan.judge import judge
 from sweeper.scan.policy import (
     CONFIRMS,
+    PAIR_ROUNDS,
     STRATEGIES,
     Internode,
     ScanPolicy,
@@ -45,11 +46,16 @@ THRESHOLDS = Thresholds()
 
 
 def run(
-    fleet: Fleet, strategy: str, planted: tuple[Planted, ...] = (), seed: int = 0
+    fleet: Fleet,
+    strategy: str,
+    planted: tuple[Planted, ...] = (),
+    seed: int = 0,
+    pair_rounds: int = PAIR_ROUNDS,
 ) -> tuple[list[ScanWave], list[GroupOutcome]]:
     """Every wave the policy asks for, measured by the simulation's oracle."""
     oracle = Oracle(planted, Costs(), seed)
-    policy = ScanPolicy(fleet, Strategy.parse(strategy, seed=seed), THRESHOLDS)
+    chosen = replace(Strategy.parse(strategy, seed=seed), pair_rounds=pair_rounds)
+    policy = ScanPolicy(fleet, chosen, THRESHOLDS)
     waves: list[ScanWave] = []
     outcomes: list[GroupOutcome] = []
     wave = policy.next()
@@ -401,11 +407,13 @@ def test_a_fixed_strategy_may_give_groups_of_any_size() -> None:
 
 
 def run_with(
-    fleet: Fleet, override: Callable[[ScanWave, list[GroupOutcome]], list[GroupOutcome]]
+    fleet: Fleet,
+    override: Callable[[ScanWave, list[GroupOutcome]], list[GroupOutcome]],
+    pair_rounds: int = PAIR_ROUNDS,
 ) -> tuple[list[ScanWave], list[GroupOutcome]]:
     """A healthy fleet's adaptive scan, each wave's outcomes as `override` makes them."""
     oracle = Oracle((), Costs(), 0)
-    policy = ScanPolicy(fleet, Strategy.parse("adaptive"), THRESHOLDS)
+    policy = ScanPolicy(fleet, Strategy(kind=Scheme.ADAPTIVE, pair_rounds=pair_rounds), THRESHOLDS)
     waves: list[ScanWave] = []
     outcomes: list[GroupOutcome] = []
     wave = policy.next()
@@ -533,7 +541,7 @@ def test_two_slow_pairs_sharing_a_node_are_each_bisected_and_named() -> None:
 def test_a_slow_pair_whose_bisection_a_chance_failure_misled_is_bisected_again_and_named() -> None:
     """n0001-n0092's screen group of 11 fails; the first half its bisection tries, holding
     one end of the pair, runs one slow block, so the bisection goes down that half and finds
-    nothing there (144 nodes: past PAIR_ROUNDS, no pairs stage tests every pair).
+    nothing there (no pairs stage tests every pair: the bisection alone).
     The group, run whole again, still fails: it is bisected anew to the pair, and no
     unconfirmed group of its healthy members is left."""
     fleet = fleet_of(144, 8)
@@ -551,7 +559,7 @@ def test_a_slow_pair_whose_bisection_a_chance_failure_misled_is_bisected_again_a
                 got[i] = replace(o, busbw_gb_per_s=(o.busbw_gb_per_s or 0) * 0.65)
         return got
 
-    _, outcomes = run_with(fleet, one_slow_half)
+    _, outcomes = run_with(fleet, one_slow_half, pair_rounds=0)
     assert misled == [("n0001", "n0014", "n0027", "n0040", "n0053", "n0066")]
     verdicts = judge(fleet, outcomes, THRESHOLDS)
     assert [v.nodes for v in verdicts if v.condemned] == [link]
@@ -559,14 +567,14 @@ def test_a_slow_pair_whose_bisection_a_chance_failure_misled_is_bisected_again_a
 
 
 def test_a_hubs_three_slow_pairs_two_in_one_screen_group_are_each_named() -> None:
-    """n0001 is an end of three slow pairs at 144 nodes (past PAIR_ROUNDS: no pairs stage),
+    """n0001 is an end of three slow pairs at 144 nodes (no pairs stage: the bisection alone),
     two of them, to n0040 and n0092, in one screen group: once the first is found, the rest
     of the group is tested without either end, and the one without n0040 fails on the
     second pair, which is bisected and named too."""
     fleet = fleet_of(144, 8)
     links = (("n0001", "n0029"), ("n0001", "n0040"), ("n0001", "n0092"))
     planted = tuple(Planted(fault=Fault.SLOW_LINK, nodes=link) for link in links)
-    _, outcomes = run(fleet, "adaptive", planted)
+    _, outcomes = run(fleet, "adaptive", planted, pair_rounds=0)
     verdicts = judge(fleet, outcomes, THRESHOLDS)
     assert sorted(v.nodes for v in verdicts if v.condemned) == sorted(links)
     assert all(v.subject is Subject.LINK for v in verdicts if v.condemned)
