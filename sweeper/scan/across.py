@@ -142,15 +142,13 @@ def _ordered(tests: Sequence[Judged], idx: Sequence[int]) -> list[int]:
 
 
 def transient(
-    tests: Sequence[Judged],
-    need: int = LINK_FAILS,
-    runs: Mapping[frozenset[str], list[int]] | None = None,
+    tests: Sequence[Judged], runs: Mapping[frozenset[str], list[int]] | None = None
 ) -> dict[int, int]:
     """Each failing group whose very nodes were run again later and passed the last time
     (the policy runs a failing group again before it bisects it), and, a link's own test of
-    two nodes, whose record clears it (`link_record`, with `need`), with that last test: a
-    slow block or an error that did not reproduce (0.6% of recorded GPU points are 25-79%
-    slow, scan.noise). A hang or a group that brought nothing back is never transient."""
+    two nodes, passed at least as often as it failed, with that last test: a slow block or an
+    error that did not reproduce (0.6% of recorded GPU points are 25-79% slow, scan.noise).
+    A hang or a group that brought nothing back is never transient."""
     out: dict[int, int] = {}
     for idx in (runs if runs is not None else _runs(tests)).values():
         if len(idx) < 2:  # most groups, run once (the pairs of 1024 nodes: 523 776)
@@ -159,8 +157,9 @@ def transient(
         last = order[-1]
         if not tests[last].passed:
             continue
+        # a link's own tests: cleared where they passed at least as often as they failed
         seen = [tests[i].passed for i in order]
-        if _is_link(tests, idx) and link_record(seen, need) is not False:
+        if _is_link(tests, idx) and 2 * sum(seen) < len(seen):
             continue
         for i in idx:
             j = tests[i]
@@ -170,15 +169,23 @@ def transient(
 
 
 def _doubt(
-    tests: Sequence[Judged], need: int, runs: Mapping[frozenset[str], list[int]]
+    tests: Sequence[Judged],
+    need: int,
+    runs: Mapping[frozenset[str], list[int]],
+    passing: Mapping[int, int],
 ) -> set[frozenset[str]]:
-    """Each pair whose own tests failed and neither stand nor clear it."""
+    """Each pair whose own tests failed, not by chance (`transient`), but fewer times than
+    its fleet's pairs need past LINK_FAILS (`link_fails`): where LINK_FAILS do, a failing
+    link stands as it did."""
+    if need <= LINK_FAILS:
+        return set()
     return {
         nodes
         for nodes, idx in runs.items()
         if len(nodes) == 2
         and _is_link(tests, idx)
-        and link_record([tests[i].passed for i in _ordered(tests, idx)], need) is None
+        and any(not tests[i].passed and i not in passing for i in idx)
+        and link_record([tests[i].passed for i in _ordered(tests, idx)], need) is not True
         and not any(tests[i].outcome.unanswered for i in idx)
     }
 
@@ -209,7 +216,7 @@ def explain(tests: list[Judged]) -> Explained:
     members = [set(j.outcome.group.nodes) for j in tests]
     need = link_fails(tests)
     runs = _runs(tests)
-    passing = transient(tests, need, runs)
+    passing = transient(tests, runs)
     failing = {i for i, j in enumerate(tests) if not j.passed and i not in passing}
     fails: dict[str, list[int]] = defaultdict(list)
     passes: dict[str, list[int]] = defaultdict(list)
@@ -304,7 +311,7 @@ def explain(tests: list[Judged]) -> Explained:
         transient=passing,
         sequential=sequential,
         link_fails=need,
-        doubt=_doubt(tests, need, runs),
+        doubt=_doubt(tests, need, runs, passing),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from statistics import median
 
-from sweeper.scan.across import link_fails, transient
+from sweeper.scan.across import transient
 from sweeper.scan.across_verdicts import internode
 from sweeper.scan.fleet import Fleet, GroupOutcome, Stage
 from sweeper.scan.inside import leaving, settled_gates
@@ -85,7 +85,7 @@ def judge(
 def _transient_notes(tests: Sequence[Judged]) -> dict[str, list[str]]:
     """Each node's failed groups across nodes that passed when run again, in words."""
     out: dict[str, list[str]] = defaultdict(list)
-    for i, again in transient(tests, link_fails(tests)).items():
+    for i, again in transient(tests).items():
         o, later = tests[i].outcome, tests[again].outcome
         note = (
             f"transient: {len(o.group.nodes)} nodes in wave {o.group.wave} ({o.group.stage}) "
