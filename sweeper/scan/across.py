@@ -68,7 +68,7 @@ class Explained:
     # FLAKY_LIMIT; one above 0 and under it is in doubt, for the policy to test again
     sequential: dict[str, float] = field(default_factory=dict)
     # the failures a link's own tests need to stand it (`link_fails`), and each pair whose own
-    # tests failed but neither stand nor clear it yet (`link_record`): unconfirmed, to run again
+    # tests failed, not by chance, fewer times than that (`_doubt`): unconfirmed, to run again
     link_fails: int = LINK_FAILS
     doubt: set[frozenset[str]] = field(default_factory=set)
 
@@ -122,11 +122,10 @@ def link_record(seen: Sequence[bool], need: int) -> bool | None:
     return None
 
 
-def _is_link(tests: Sequence[Judged], idx: Sequence[int]) -> bool:
-    """Whether these runs of one node set are a link's own tests: two nodes, the last with
-    no partner put in."""
-    last = max(idx, key=lambda i: (tests[i].outcome.group.wave, i))
-    g = tests[last].outcome.group
+def _is_link(tests: Sequence[Judged], order: Sequence[int]) -> bool:
+    """Whether these runs of one node set, in order, are a link's own tests: two nodes, the
+    last with no partner put in."""
+    g = tests[order[-1]].outcome.group
     return len(g.nodes) == 2 and not g.partners
 
 
@@ -159,7 +158,7 @@ def transient(
             continue
         # a link's own tests: cleared where they passed at least as often as they failed
         seen = [tests[i].passed for i in order]
-        if _is_link(tests, idx) and 2 * sum(seen) < len(seen):
+        if _is_link(tests, order) and 2 * sum(seen) < len(seen):
             continue
         for i in idx:
             j = tests[i]
@@ -183,9 +182,9 @@ def _doubt(
         nodes
         for nodes, idx in runs.items()
         if len(nodes) == 2
-        and _is_link(tests, idx)
+        and _is_link(tests, order := _ordered(tests, idx))
         and any(not tests[i].passed and i not in passing for i in idx)
-        and link_record([tests[i].passed for i in _ordered(tests, idx)], need) is not True
+        and link_record([tests[i].passed for i in order], need) is not True
         and not any(tests[i].outcome.unanswered for i in idx)
     }
 

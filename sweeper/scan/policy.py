@@ -898,11 +898,12 @@ class _Adaptive:
         healthy pair of 1024 nodes failed 4 of 4, then passed 4: one more pass clears it)."""
         last = {frozenset(g.nodes): g for g in groups if len(g.nodes) == 2 and not g.partners}
         runs: dict[frozenset[str], list[bool]] = defaultdict(list)
-        for j in self.judgements():  # not `explained`: read again after each of its waves
+        judged = self.judgements()  # not `explained`: read again after each of its waves
+        for j in judged:
             nodes = frozenset(j.outcome.group.nodes)
             if len(nodes) == 2 and nodes in last:
                 runs[nodes].append(j.passed)
-        need = link_fails(self.judgements())
+        need = link_fails(judged)
         out: list[Test] = []
         for nodes, g in last.items():
             seen = runs.get(nodes, [])
