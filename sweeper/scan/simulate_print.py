@@ -8,6 +8,7 @@ import json
 import shlex
 import shutil
 import textwrap
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,7 +18,7 @@ from sweeper.results import scans
 from sweeper.results.files import new_run_id, require_directory
 from sweeper.scan.document import Scanned, document
 from sweeper.scan.policy import Strategy
-from sweeper.scan.simulate import Simulation, fleet_of
+from sweeper.scan.simulate import Simulation, WaveRun, fleet_of
 from sweeper.scan.verdict import named
 
 
@@ -87,10 +88,12 @@ def show(sim: Simulation, as_json: bool, kept: str | None) -> None:
             f"(actor start {sim.start_s:.0f} s)"
         )
     )
-    for w in sim.waves:
+    for stretch in stretches(sim.waves):
+        w, seconds = stretch[0], sum(run.seconds for run in stretch)
+        at = f"wave {w.index}" if len(stretch) == 1 else f"waves {w.index}-{stretch[-1].index}"
         print(
-            f"  wave {w.index:>3} {w.stage:<12} {w.groups:>6} groups of up to {w.largest:>3} "
-            f"nodes {w.seconds:6.1f} s"
+            f"  {at:<14} {w.stage:<12} {w.groups:>6} groups of up to {w.largest:>3} "
+            f"nodes {seconds:6.1f} s"
         )
     planted = ", ".join(f"{p.fault} {'-'.join(p.nodes)}" for p in sim.planted)
     print(folded(f"planted: {planted or 'nothing'}"))
@@ -101,6 +104,22 @@ def show(sim: Simulation, as_json: bool, kept: str | None) -> None:
     print(f"precision {sim.score.precision:.2f}, recall {sim.score.recall:.2f}")
     if kept:
         print(f"summary: {kept}")  # a path, unfolded: on a line of its own it is no shorter
+
+
+def stretches(waves: Sequence[WaveRun]) -> list[list[WaveRun]]:
+    """Waves in runs of one stage and shape (as many groups, as large, none hung), each run
+    a line: 1024 nodes' 1023 waves of pairs are one."""
+    out: list[list[WaveRun]] = []
+    for w in waves:
+        if out and _shape(out[-1][-1]) == _shape(w):
+            out[-1].append(w)
+        else:
+            out.append([w])
+    return out
+
+
+def _shape(w: WaveRun) -> tuple[str, int, int, bool]:
+    return str(w.stage), w.groups, w.largest, w.hung
 
 
 def record(sim: Simulation) -> dict[str, Any]:

@@ -74,6 +74,19 @@ def test_pair_rounds_bound_the_waves_of_pairs_a_scan_tests_alone(
     assert json.loads(result.stdout)["stages"].get("pairs", 0) == waves
 
 
+def test_the_simulation_prints_a_run_of_waves_of_one_shape_as_one_line() -> None:
+    """A fleet of N nodes has N - 1 waves of pairs (1023 lines at 1024 nodes, before)."""
+    args = ["scan", "--simulate", "--nodes", "40", "--gpus-per-node", "1", "--faults", "0"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    waves = [line.split() for line in result.stdout.splitlines() if line.startswith("  wave")]
+    pairs = [line for line in waves if line[2] == "pairs"]
+    assert len(pairs) == 1
+    first, last = map(int, pairs[0][1].split("-"))
+    assert (pairs[0][0], last - first + 1) == ("waves", 39)
+    assert len(waves) < 20
+
+
 def test_the_simulation_prints_its_verdicts_keeps_them_under_results_and_exits_1_condemning(
     tmp_path: Path,
 ) -> None:
