@@ -31,7 +31,7 @@ from functools import partial
 from statistics import median
 
 from sweeper.scan.noise import recorded
-from sweeper.scan.policy import PAIR_ROUNDS, Strategy
+from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import (
     BANDWIDTH_BYTES,
     RACK_NODES,
@@ -163,10 +163,12 @@ def cells(axes: Sequence[str]) -> Iterator[Cell]:
         for nodes in (49, 100, NODES):
             for hub in (2, 3):
                 yield Cell("hub", "slow-pair (cut)", (Fault.SLOW_LINK,) * hub, nodes, 0.5, hub=hub)
-    if "capped" in axes:  # the pairs alone, where a fleet's rounds of them fit (policy)
+    if "capped" in axes:  # the pairs alone, as many rounds as a scan runs (policy.window)
         for nodes in (49, 100):
             for s in SLOWDOWNS:
                 yield Cell("capped", "slow-pair (capped)", (Fault.CAPPED_LINK,) * 2, nodes, s)
+        # 255 of 4095 rounds a scan: where the pairs stop (a night's share of them)
+        yield Cell("capped", "slow-pair (capped)", (Fault.CAPPED_LINK,) * PER_SCAN, 4096, 0.2)
     if "subject" in axes:
         # the pairs beside proven GPUs under the heavier tails: what they condemn by chance
         yield Cell("subject", "healthy", (), gpus=2, noise="every size")
@@ -214,7 +216,7 @@ class Scanned:
 
 
 def scanned(
-    cell: Cell, seed: int, strategy: str = "adaptive", pair_rounds: int = PAIR_ROUNDS
+    cell: Cell, seed: int, strategy: str = "adaptive", pair_rounds: int | None = None
 ) -> Scanned:
     fleet = fleet_of(cell.nodes, cell.gpus, racks=RACK_NODES if cell.labelled else 0, seed=seed)
     if cell.rack and not cell.labelled:  # the same racks, which the scan is not told of
@@ -365,8 +367,9 @@ def main() -> None:
     parser.add_argument(
         "--pair-rounds",
         type=int,
-        default=PAIR_ROUNDS,
-        help="as sweeper scan --pair-rounds (0: no pairs stage, some 100 times as fast at 1024)",
+        default=None,
+        help="as sweeper scan --pair-rounds (default: the scan's; 0: no pairs stage, some 100 "
+        "times as fast at 1024)",
     )
     parser.add_argument("--jobs", type=int, default=1, help="seeds simulated at once")
     args = parser.parse_args()

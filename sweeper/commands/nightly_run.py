@@ -15,7 +15,7 @@ import shlex
 import sys
 from collections.abc import Hashable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -145,10 +145,16 @@ def judge_later(
     return _summarized(results, verdict, reports, page if page.is_file() else None)
 
 
-def scan_settings(section: ScanSection) -> ScanSettings:
+def scan_settings(section: ScanSection, results: Path | None = None) -> ScanSettings:
     """The scan's settings that a profile's `scan:` section gives; a strategy that is none is
-    BadInput naming the key (before Ray starts)."""
-    return settings(section, "scan.strategy")
+    BadInput naming the key (before Ray starts). With `results`, the seed moved on by the
+    scans they hold: a fleet of more rounds of pairs than a scan runs has them tested in
+    turn, night after night (`policy.window`: 255 of 4095 a scan at 4096 nodes)."""
+    chosen = settings(section, "scan.strategy")
+    if results is None:
+        return chosen
+    strategy = chosen.strategy
+    return replace(chosen, strategy=replace(strategy, seed=strategy.seed + scans.count(results)))
 
 
 def scan_night(
@@ -162,7 +168,7 @@ def scan_night(
 
     if spec.report:
         require()  # the report's extra, before Ray starts
-    chosen = scan_settings(section)
+    chosen = scan_settings(section, spec.results)
     scanned = scan_fleet(spec, chosen, observer, run_kind="nightly")
     kept = ScanVerdicts(
         path=scans.path(spec.results, scanned.run_id),

@@ -127,8 +127,9 @@ class ScanSection(BaseModel):
         ge=0,
         le=1 << 16,
         description="The most rounds of node pairs tested alone, a wave each: a fleet of N "
-        "nodes takes N - 1 (a pair whose path caps its rate slows no larger group); default "
-        "1023, every pair of up to 1024 nodes; 0: none.",
+        "nodes has N - 1 (a pair whose path caps its rate slows no larger group); fewer: that "
+        "many in a row from where --seed puts them (successive seeds take turns); default: as "
+        "many as 1024 nodes' 523,776 pairs fill (all up to 1024 nodes, 255 at 4096); 0: none.",
         strict=True,
     )
     min_busbw_gb_per_s: dict[Tier, Floor] = Field(

@@ -20,6 +20,11 @@ def path(results: Path, run_id: str) -> Path:
     return Path(results) / RECORDS_DIR / f"{run_name(run_id)}.scan.json"
 
 
+def count(results: Path) -> int:
+    """How many scans' summaries `results` holds."""
+    return sum(1 for _ in (Path(results) / RECORDS_DIR).glob("*.scan.json"))
+
+
 def save(results: Path, run_id: str, summary: dict[str, Any]) -> Path:
     """The scan's summary, written whole or not at all."""
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import isqrt
 from typing import TypeVar
@@ -69,12 +69,14 @@ SETTLE_WAVES = 24
 # (scan.noise), so at 1024 nodes some 90 host copies, 36 GPU pairs and 11 gates are low once
 # a scan, one or two low twice, and none three times in a hundred scans.
 RERUNS = 2
-# The most rounds of pairs a scan runs by default (`Strategy.pair_rounds`, `--pair-rounds`;
-# `_Adaptive.pairs`): a fleet of N nodes takes N - 1, each a wave of N/2 pairs whose rows the
-# driver journals as one write (scan.simulate's `Costs.journal_s`): 1023 rounds at 1024 nodes
-# add about 9 min to the estimate (0.53 s a wave of 512 pairs), 14.0-14.5 min in all; 4095
-# at 4096 would add 36, so a larger fleet's capped pairs go unseen (docs/SCAN.md).
-PAIR_ROUNDS = 1023
+# The pair tests a scan runs by default (`Strategy.pair_rounds`, `--pair-rounds`;
+# `_Adaptive.pairs`): every pair of 1024 nodes. A fleet of N nodes has N - 1 rounds, each a
+# wave of N/2 pairs whose rows the driver journals as one write (scan.simulate's
+# `Costs.journal_s`): 1023 rounds at 1024 nodes add about 9 min to the estimate (0.53 s a wave
+# of 512 pairs), 14.0-14.5 min in all; all 4095 at 4096 would add some 50 (0.73 s a wave of
+# 2048), so a larger fleet runs as many rounds as these tests fill, a window the seed moves
+# on (`window`): 255 at 4096, 3.1 min of a 7.1-minute healthy scan (seed 0; 4.0 without).
+PAIR_TESTS = 1024 * 1023 // 2
 # The most runs of a test of two nodes that failed before it is settled (`unsettled`): a
 # pair capped at 80% of its rate passes a test 15% below the fleet's now and then under the
 # recorded noise, and one pass after its failure cleared it (0.933 of such pairs named at 100
@@ -106,7 +108,8 @@ class Strategy:
     kind: Scheme
     rounds: int = 0  # random:K
     seed: int = 0  # random matchings; recorded with the scan
-    pair_rounds: int = PAIR_ROUNDS  # the adaptive scan's rounds of pairs alone, at most
+    # the adaptive scan's rounds of pairs alone, at most; None: as many as PAIR_TESTS fill
+    pair_rounds: int | None = None
 
     @classmethod
     def parse(cls, text: str, *, seed: int = 0) -> Strategy:
@@ -197,18 +200,32 @@ def isolate_waves(fleet: Fleet, nodes: Sequence[str], start: int) -> list[ScanWa
     ]
 
 
-def circle(items: Sequence[T]) -> list[list[tuple[T, T]]]:
+def circle(items: Sequence[T], which: Iterable[int] | None = None) -> list[list[tuple[T, T]]]:
     """Every pair of `items` in rounds of disjoint pairs: the circle method, n - 1 rounds
-    (n where n is odd: each round one item sits out)."""
+    (n where n is odd: each round one item sits out); `which`: those rounds alone, in order
+    (4096 nodes' 4095 rounds are 8.4 million pairs)."""
     ring: list[T | None] = [*items, None] if len(items) % 2 else list(items)
     m = len(ring)
     out = []
-    for k in range(m - 1):
+    for k in range(m - 1) if which is None else which:
         rest = ring[1:]
         turned = [ring[0], *rest[k:], *rest[:k]]
         pairs = [(turned[i], turned[m - 1 - i]) for i in range(m // 2)]
         out.append([(a, b) for a, b in pairs if a is not None and b is not None])
     return out
+
+
+def window(rounds: int, pairs: int, most: int | None, seed: int) -> Sequence[int]:
+    """Which of `rounds` rounds of `pairs` pairs a scan runs: all where they fit `most`
+    (None: as many as fill PAIR_TESTS), else that many in a row from where the seed puts
+    them, so the scans of seeds 0, 1, 2, ... run every round in turn: ceil((N - 1) / most)
+    scans test every pair of N nodes."""
+    if most is None:
+        most = PAIR_TESTS // max(1, pairs)
+    if most >= rounds:
+        return range(rounds)
+    start = seed * most % rounds
+    return [(start + i) % rounds for i in range(most)]
 
 
 def _rounds(count: int) -> list[list[tuple[int, int]]]:
@@ -594,6 +611,7 @@ class _Adaptive:
         self.left = at.left
         self.census = Census(at.fleet)  # the history's figures, read once as it grows
         self.pair_rounds = at.strategy.pair_rounds
+        self.seed = at.strategy.seed
         self.index = at.start
         self.gone: set[str] = set()  # did not answer: out of every later wave
         self.doubted: set[str] = set()  # a probe failed beside it as a pad: no pad again
@@ -797,16 +815,18 @@ class _Adaptive:
 
     def pairs(self) -> Iterator[ScanWave]:
         """Every pair of the nodes left, alone, in the circle method's rounds of disjoint
-        pairs, where the fleet's N - 1 rounds fit `Strategy.pair_rounds`: a pair of nodes
+        pairs, as many rounds as `Strategy.pair_rounds` allows (`window`): a pair of nodes
         whose path caps its rate (not a cut) slows no all_to_all of more nodes than
         1/cap + 1, since each member asks 1/(k - 1) of it, so the screen's groups never see
         it. Each pair that fails is then confirmed as a link: its ends beside known-good
         partners, and the pair again."""
         e = self.explained()
         nodes = [n for n in self.nodes if n not in self.gone and n not in e.culprits]
-        if not 1 < len(nodes) <= self.pair_rounds + 1:
+        if len(nodes) < 2:
             return
-        for pairs in circle(nodes):
+        rounds = len(nodes) - 1 + len(nodes) % 2  # the circle method's, one sitting out if odd
+        taken = window(rounds, len(nodes) // 2, self.pair_rounds, self.seed)
+        for pairs in circle(nodes, taken):
             tests: list[Test] = [((a, b), ()) for a, b in pairs if len(self.live((a, b))) == 2]
             if tests:
                 wave = self.wave(Stage.PAIRS, tests)

@@ -17,6 +17,7 @@ from sweeper.commands.nightly_run import policy_of, scan_settings
 from sweeper.errors import BadInput
 from sweeper.planning.profile import NightlySettings, Profile, build_spec, load_profile
 from sweeper.planning.spec import SweepSpec
+from sweeper.results import scans
 from sweeper.scan.thresholds import Thresholds
 from sweeper.wire import REQUESTABLE_TIERS, Tier
 
@@ -254,6 +255,18 @@ def test_the_nightly_profile_is_the_fleets_adaptive_scan() -> None:
     assert str(settings.strategy) == "adaptive"
     assert settings.thresholds == Thresholds(sigmas=4.0, min_ratio=0.85)  # the judge's own
     assert profile.nightly == Profile.model_validate({}).nightly
+
+
+def test_each_nights_scan_moves_its_seed_on_by_the_scans_before_it(tmp_path: Path) -> None:
+    """So the nights take turns at a large fleet's rounds of pairs (`policy.window`)."""
+    profile = load_profile(write(tmp_path, "scan:\n  seed: 7\n"))
+    assert profile.scan is not None
+    results = tmp_path / "results"
+    assert scan_settings(profile.scan, results).strategy.seed == 7
+    for run_id in ("20261204T010000Z-000001", "20261205T010000Z-000002"):
+        scans.save(results, run_id, {"condemned": []})
+    assert scan_settings(profile.scan, results).strategy.seed == 9
+    assert scan_settings(profile.scan).strategy.seed == 7
 
 
 @pytest.mark.parametrize("strategy", ["random", "random:0", "spiral"])

@@ -62,12 +62,18 @@ def test_a_scans_options_reach_its_settings() -> None:
 
 
 @pytest.mark.parametrize(
-    ("given", "waves"), [((), 9), (("--pair-rounds", "9"), 9), (("--pair-rounds", "8"), 0)]
+    ("given", "waves"),
+    [
+        ((), 9),
+        (("--pair-rounds", "9"), 9),
+        (("--pair-rounds", "4"), 4),
+        (("--pair-rounds", "0"), 0),
+    ],
 )
 def test_pair_rounds_bound_the_waves_of_pairs_a_scan_tests_alone(
     given: tuple[str, ...], waves: int
 ) -> None:
-    """Ten nodes' pairs take nine rounds: run where they fit --pair-rounds (default 1023)."""
+    """Ten nodes' pairs take nine rounds: all of them by default, at most --pair-rounds."""
     args = ["scan", "--simulate", "--nodes", "10", "--gpus-per-node", "1", "--faults", "0"]
     result = CliRunner().invoke(app, [*args, *given, "--format", "json"])
     assert result.exit_code == 0, result.output

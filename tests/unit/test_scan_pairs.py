@@ -8,7 +8,7 @@ import pytest
 
 from sweeper.scan.fleet import Stage
 from sweeper.scan.noise import recorded
-from sweeper.scan.policy import MARGIN, Scheme, Strategy
+from sweeper.scan.policy import MARGIN, Scheme, Strategy, circle, window
 from sweeper.scan.simulate import (
     BANDWIDTH_BYTES,
     Costs,
@@ -57,11 +57,33 @@ def test_a_pair_capped_at_80_percent_is_named_as_the_link_and_its_ends_are_healt
     assert [o.group.nodes for o in again] == close
 
 
-def test_a_fleet_whose_rounds_of_pairs_do_not_fit_its_pair_rounds_runs_none() -> None:
+def test_a_fleet_of_more_rounds_than_pair_rounds_runs_a_window_that_the_seed_moves() -> None:
+    """Ten nodes' pairs take nine rounds: given room for four, each scan runs four in a row
+    from where its seed puts them, so the scans of seeds 0-2 test every pair."""
     fleet = fleet_of(10, 1)
-    for rounds, stages in ((8, 0), (9, 9), (0, 0)):
+    tested = []
+    for seed in range(3):
+        strategy = Strategy(kind=Scheme.ADAPTIVE, seed=seed, pair_rounds=4)
+        sim = run(fleet, (), strategy=strategy, seed=seed)
+        assert sim.stages()["pairs"] == 4
+        tested.append({o.group.nodes for o in sim.outcomes if o.group.stage is Stage.PAIRS})
+    assert [len(t) for t in tested] == [20, 20, 20]
+    assert not tested[0] & tested[1]
+    assert len(set().union(*tested)) == 10 * 9 // 2
+    for rounds, stages in ((9, 9), (0, 0)):
         sim = run(fleet, (), strategy=Strategy(kind=Scheme.ADAPTIVE, pair_rounds=rounds))
         assert sim.stages().get("pairs", 0) == stages
+
+
+def test_by_default_a_scan_runs_the_rounds_that_1024_nodes_pairs_fill() -> None:
+    """All of a fleet's rounds up to 1024 nodes (1023 of 512 pairs); at 4096, 255 of its
+    4095 rounds of 2048, from the seed's place on."""
+    assert list(window(1023, 512, None, 5)) == list(range(1023))
+    assert list(window(99, 50, None, 5)) == list(range(99))
+    assert list(window(4095, 2048, None, 0)) == list(range(255))
+    late = window(4095, 2048, None, 16)
+    assert (late[0], late[-1], len(late)) == (4080, 239, 255)  # round 4094, then 0 again
+    assert circle(range(6), [4, 0]) == [circle(range(6))[4], circle(range(6))[0]]
 
 
 @pytest.mark.parametrize(("nodes", "seed"), [(49, 4), (100, 5), (100, 22)])

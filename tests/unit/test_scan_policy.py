@@ -25,7 +25,6 @@ from sweeper.scan.fleet import (
 from sweeper.scan.judge import judge
 from sweeper.scan.policy import (
     CONFIRMS,
-    PAIR_ROUNDS,
     STRATEGIES,
     Internode,
     ScanPolicy,
@@ -50,7 +49,7 @@ def run(
     strategy: str,
     planted: tuple[Planted, ...] = (),
     seed: int = 0,
-    pair_rounds: int = PAIR_ROUNDS,
+    pair_rounds: int | None = None,
 ) -> tuple[list[ScanWave], list[GroupOutcome]]:
     """Every wave the policy asks for, measured by the simulation's oracle."""
     oracle = Oracle(planted, Costs(), seed)
@@ -409,7 +408,7 @@ def test_a_fixed_strategy_may_give_groups_of_any_size() -> None:
 def run_with(
     fleet: Fleet,
     override: Callable[[ScanWave, list[GroupOutcome]], list[GroupOutcome]],
-    pair_rounds: int = PAIR_ROUNDS,
+    pair_rounds: int | None = None,
 ) -> tuple[list[ScanWave], list[GroupOutcome]]:
     """A healthy fleet's adaptive scan, each wave's outcomes as `override` makes them."""
     oracle = Oracle((), Costs(), 0)
