@@ -172,7 +172,7 @@ def cells(axes: Sequence[str]) -> Iterator[Cell]:
     if "subject" in axes:
         # the pairs beside proven GPUs under the heavier tails: what they condemn by chance
         yield Cell("subject", "healthy", (), gpus=2, noise="every size")
-        for nodes in (7, 49, NODES):
+        for nodes in (3, 7, 49, NODES):  # at 3, the proven pairs in waves of their own
             per = 1 if nodes < 100 else PER_SCAN
             for s in SUBJECT_SLOWDOWNS:
                 yield Cell("subject", "slow-gpu", (Fault.SLOW_GPU,) * per, nodes, s, gpus=2)

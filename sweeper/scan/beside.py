@@ -31,8 +31,9 @@ def beside_waves(
 ) -> list[ScanWave]:
     """For each GPU of each node of `suspects`, PARTNERS waves in which it is paired with a
     GPU of a different node of `proven`, with up to BASELINES pairs of the proven nodes left
-    over; a wave's groups share no node (each pair's path is its two nodes' network). None
-    where fewer than two proven nodes are known."""
+    over (where fewer are, the rest in waves of their own); a wave's groups share no node
+    (each pair's path is its two nodes' network). None where fewer than two proven nodes are
+    known."""
     if len(proven) < 2 or not suspects:
         return []
     made: list[ScanWave] = []
@@ -61,6 +62,13 @@ def beside_waves(
                 baselines += 1
         if any(len(group.tested) == 1 for group in groups):
             made.append(ScanWave(index=index, stage=Stage.ISOLATE, groups=tuple(groups)))
+    # two proven nodes, each partner in turn, leave none over beside (a fleet of three): the
+    # proven pairs run in waves of their own, else no figure holds the suspects' pairs
+    a, b = proven[:2]
+    for turn in range(BASELINES - len(ran) if made else 0):
+        index = start + len(made)
+        pair = _gpu(fleet, a, turn), _gpu(fleet, b, turn)
+        made.append(ScanWave(index=index, stage=Stage.ISOLATE, groups=(_pair(index, *pair),)))
     return made
 
 

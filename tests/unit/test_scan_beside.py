@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.scan.beside import PARTNERS, beside_waves
+from sweeper.scan.beside import BASELINES, PARTNERS, beside_waves
 from sweeper.scan.fleet import Stage
 from sweeper.scan.policy import Strategy
 from sweeper.scan.simulate import Fault, Planted, fleet_of, run
@@ -64,6 +64,29 @@ def test_each_gpu_of_a_node_of_two_is_paired_with_a_different_proven_gpu_in_turn
         assert all(set(g.nodes) <= set(proven) for g in baselines)
     assert all(len(set(p)) == PARTNERS for p in partners.values())
     assert beside_waves(fleet, [suspect], proven[:1], start=5) == []  # no pair to hold it to
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_at_three_nodes_of_two_gpus_the_proven_pairs_run_alone_and_name_the_slow_gpu(
+    seed: int,
+) -> None:
+    """Two proven nodes, each a suspect GPU's partner in turn, leave none over for a proven
+    pair beside it: the other GPU was `unconfirmed` for want of a figure to hold it to."""
+    fleet = fleet_of(3, 2)
+    node, gpu = fleet.ids[seed % 3], seed % 2
+    proven = [n for n in fleet.ids if n != node]
+    waves = beside_waves(fleet, [node], proven, start=1)
+    assert len(waves) == 2 * PARTNERS + BASELINES
+    own = [w.groups for w in waves if not any(g.tested for g in w.groups)]
+    assert [[set(g.nodes) for g in groups] for groups in own] == [[set(proven)]] * BASELINES
+    planted = (Planted(fault=Fault.SLOW_GPU, nodes=(node,), gpu=gpu, rate=0.5),)
+    sim = run(fleet, planted, strategy=Strategy.parse("adaptive", seed=seed), seed=seed)
+    assert _condemned(sim.verdicts) == [(Subject.GPU, (node,), gpu)]
+    (other,) = (
+        v for v in sim.verdicts if v.subject is Subject.GPU and v.nodes == (node,) and v.gpu != gpu
+    )
+    assert other.health is Health.HEALTHY, other.evidence
+    assert "beside proven GPUs of other nodes" in other.evidence
 
 
 @pytest.mark.parametrize("seed", range(3))
