@@ -287,8 +287,8 @@ class Census:
         self.unbiased = _Tally()  # the stages that measure every node
         self.every = _Tally()  # every stage: where none of those ran
         # each outcome's population (`_key`) and figure (`rate`), by its place in the history:
-        # worked out once, where each wave's judging worked them out again (a third of a
-        # simulated scan of 1024 nodes)
+        # worked out once, where each wave's judging worked them out again (3.8 million calls
+        # of `rate` in a simulated scan of 1024 nodes, a fifth of its time)
         self.keys: list[tuple[bool, str, int]] = []
         self.rates: list[float | None] = []
         # the pairs stage's figures by shape, whole nodes: no tally, as nothing reads their
