@@ -70,12 +70,10 @@ SETTLE_WAVES = 24
 # a scan, one or two low twice, and none three times in a hundred scans.
 RERUNS = 2
 # The pair tests a scan runs by default (`Strategy.pair_rounds`, `--pair-rounds`;
-# `_Adaptive.pairs`): every pair of 1024 nodes. A fleet of N nodes has N - 1 rounds, each a
-# wave of N/2 pairs whose rows the driver journals as one write (scan.simulate's
-# `Costs.journal_s`): 1023 rounds at 1024 nodes add about 9 min to the estimate (0.53 s a wave
-# of 512 pairs), 14.0-14.5 min in all; all 4095 at 4096 would add some 50 (0.73 s a wave of
-# 2048), so a larger fleet runs as many rounds as these tests fill, a window the seed moves
-# on (`window`): 255 at 4096, 3.1 min of a 7.1-minute healthy scan (seed 0; 4.0 without).
+# `_Adaptive.pairs`): every pair of 1024 nodes, about 9 min of a 14-minute scan there. A fleet
+# of N nodes has N - 1 rounds, each a wave of N/2 pairs journaled as one write; a larger one
+# runs as many rounds as these tests fill, a window the seed moves on (`window`): 255 of 4095
+# at 4096, some 3 min, where all would add some 50 (docs/measurements/cpu-2026-12-04-scan-pairs.md).
 PAIR_TESTS = 1024 * 1023 // 2
 # The most runs of a test of two nodes that failed before it is settled (`unsettled`): a
 # pair capped at 80% of its rate passes a test 15% below the fleet's now and then under the
