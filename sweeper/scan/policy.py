@@ -205,12 +205,17 @@ def circle(items: Sequence[T], which: Iterable[int] | None = None) -> list[list[
     ring: list[T | None] = [*items, None] if len(items) % 2 else list(items)
     m = len(ring)
     out = []
-    for k in range(m - 1) if which is None else which:
+    for k in range(circled(len(items))) if which is None else which:
         rest = ring[1:]
         turned = [ring[0], *rest[k:], *rest[:k]]
         pairs = [(turned[i], turned[m - 1 - i]) for i in range(m // 2)]
         out.append([(a, b) for a, b in pairs if a is not None and b is not None])
     return out
+
+
+def circled(count: int) -> int:
+    """The circle method's rounds of `count` items: one sits out each round where odd."""
+    return count - 1 + count % 2
 
 
 def window(rounds: int, pairs: int, most: int | None, seed: int) -> Sequence[int]:
@@ -608,8 +613,7 @@ class _Adaptive:
         self.nodes = list(at.nodes)
         self.left = at.left
         self.census = Census(at.fleet)  # the history's figures, read once as it grows
-        self.pair_rounds = at.strategy.pair_rounds
-        self.seed = at.strategy.seed
+        self.strategy = at.strategy
         self.index = at.start
         self.gone: set[str] = set()  # did not answer: out of every later wave
         self.doubted: set[str] = set()  # a probe failed beside it as a pad: no pad again
@@ -822,8 +826,8 @@ class _Adaptive:
         nodes = [n for n in self.nodes if n not in self.gone and n not in e.culprits]
         if len(nodes) < 2:
             return
-        rounds = len(nodes) - 1 + len(nodes) % 2  # the circle method's, one sitting out if odd
-        taken = window(rounds, len(nodes) // 2, self.pair_rounds, self.seed)
+        chosen = self.strategy
+        taken = window(circled(len(nodes)), len(nodes) // 2, chosen.pair_rounds, chosen.seed)
         for pairs in circle(nodes, taken):
             tests: list[Test] = [((a, b), ()) for a, b in pairs if len(self.live((a, b))) == 2]
             if tests:
